@@ -1,0 +1,1 @@
+"""dahl: async, high-throughput scoring of long-form LLM answers for factual hallucination."""

@@ -1,0 +1,1 @@
+"""Splitters and Checkers: the protocols and their implementations."""

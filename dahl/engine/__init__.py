@@ -1,0 +1,1 @@
+"""The asyncio scheduler that streams answers through split, check and write."""

@@ -1,0 +1,135 @@
+"""Errors raised by dahl.
+
+Every error dahl raises on purpose derives from one root, so callers can catch
+``DahlError`` and present it without a traceback::
+
+    DahlError
+    ├── InputError(ValueError)        bad input: file, line and field are named
+    ├── ConfigError(ValueError)       bad option, missing key, unknown format
+    ├── AdapterError                  a Splitter or Checker call failed
+    │   ├── RateLimited               429; ``retry_after_s`` seconds to wait
+    │   ├── TransientAPIError         408, 409, 5xx, reset, timeout: retry with backoff
+    │   ├── PermanentAPIError         other 4xx, oversized request: never retried
+    │   ├── QuotaExhausted            quota or billing exhausted: the run stops cleanly
+    │   └── OutputParseError          the model's reply could not be parsed
+    └── CacheError                    the verdict cache cannot be used
+
+Third-party exceptions (aiohttp, msgspec, OSError) are translated into this
+tree where they cross a module boundary (see ``dahl.adapters.http``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdapterError",
+    "CacheError",
+    "ConfigError",
+    "DahlError",
+    "InputError",
+    "OutputParseError",
+    "PermanentAPIError",
+    "QuotaExhausted",
+    "RateLimited",
+    "TransientAPIError",
+]
+
+
+class DahlError(Exception):
+    """Root of every error dahl raises on purpose."""
+
+
+class InputError(DahlError, ValueError):
+    """Input data that cannot be read.
+
+    Args:
+        message: what is wrong, in plain words.
+        file: path of the offending file, when known.
+        line: 1-based line (or CSV row) number, when known.
+        field: the field or JSON path at fault, e.g. ``"response"`` or ``"$.claims[2].label"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.field = field
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(str(self.file) if self.line is None else f"{self.file}:{self.line}")
+        elif self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class ConfigError(DahlError, ValueError):
+    """An option, config file or environment setting is invalid or missing."""
+
+
+class AdapterError(DahlError):
+    """A Splitter or Checker call failed.
+
+    Args:
+        message: what failed.
+        status: HTTP status code, when the failure came from an HTTP reply.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class RateLimited(AdapterError):
+    """The server answered 429 (rate limit, not quota).
+
+    Args:
+        message: what the server said.
+        retry_after_s: seconds the server asked us to wait, if it said.
+        status: HTTP status (429).
+    """
+
+    def __init__(
+        self, message: str, *, retry_after_s: float | None = None, status: int | None = 429
+    ) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message, status=status)
+
+
+class TransientAPIError(AdapterError):
+    """A failure worth retrying with backoff: 408, 409, 5xx, connection reset, timeout."""
+
+
+class PermanentAPIError(AdapterError):
+    """A failure that retrying cannot fix: 4xx other than 408/409/429, oversized request."""
+
+
+class QuotaExhausted(AdapterError):
+    """The account's quota or billing limit is exhausted; the run stops cleanly."""
+
+
+class OutputParseError(AdapterError):
+    """The model's reply did not have the expected format.
+
+    Args:
+        message: the parse error, suitable to send back to the model once.
+        raw: the reply that failed to parse.
+    """
+
+    def __init__(self, message: str, *, raw: str = "") -> None:
+        self.raw = raw
+        super().__init__(message)
+
+
+class CacheError(DahlError):
+    """The verdict cache cannot be opened or locked."""

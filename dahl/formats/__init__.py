@@ -1,0 +1,1 @@
+"""Readers for answer files (dahl JSONL, DAHL CSV, FActScore labeled JSONL)."""

@@ -1,0 +1,225 @@
+"""The data model: frozen msgspec Structs passed between pipeline stages.
+
+An :class:`Answer` is one model response to one question. A Splitter turns it
+into :class:`Claim` s (atomic units); a Checker gives each claim a
+:class:`Verdict`; the pipeline assembles an :class:`AnswerResult`. See
+DESIGN.md §3.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+import unicodedata
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "LABELS",
+    "Answer",
+    "AnswerMetrics",
+    "AnswerResult",
+    "Claim",
+    "ClaimResult",
+    "Evidence",
+    "GivenClaim",
+    "Label",
+    "Status",
+    "Usage",
+    "Verdict",
+    "content_id",
+    "normalize_text",
+]
+
+
+class Label(enum.StrEnum):
+    """A claim's verdict label.
+
+    ``unknown``: the Checker could not decide. ``error``: the call failed after
+    retries or its output could not be parsed. Neither counts as true or false.
+    """
+
+    SUPPORTED = "supported"
+    UNSUPPORTED = "unsupported"
+    IRRELEVANT = "irrelevant"
+    UNKNOWN = "unknown"
+    ERROR = "error"
+
+
+#: Column order of per-answer label-count arrays, shape (n_answers, 5).
+LABELS: tuple[Label, ...] = tuple(Label)
+
+
+class Status(enum.StrEnum):
+    """What happened to one answer.
+
+    ``scored``: it has a DAHL precision. ``abstained``: noncommittal ("I don't
+    know") or the input marks it abstained. ``excluded``: no claims, only
+    irrelevant claims, or a claim with an unknown/error verdict. ``error``: the
+    answer could not be split.
+    """
+
+    SCORED = "scored"
+    ABSTAINED = "abstained"
+    EXCLUDED = "excluded"
+    ERROR = "error"
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """Return ``text`` NFC-normalized with runs of whitespace collapsed to one space and stripped."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+def content_id(*parts: str) -> str:
+    """Stable 16-hex-digit id (blake2b-64) of the normalized ``parts``, joined by NUL."""
+    joined = "\x00".join(normalize_text(p) for p in parts)
+    return hashlib.blake2b(joined.encode("utf-8"), digest_size=8).hexdigest()
+
+
+class GivenClaim(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A claim supplied with the input, optionally with a human/gold label (replay Checker)."""
+
+    text: str
+    label: Label | None = None
+
+
+class Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """One model response to one question.
+
+    Attributes:
+        id: unique id within the run (a content hash when the input has none).
+        question: the prompt the model answered.
+        response: the model's long-form answer.
+        model: name of the model that answered; ``"unknown"`` if not given.
+        category: question category (e.g. a DAHL domain); ``"all"`` if not given.
+        claims: pre-split claims from the input (``given`` Splitter), or None.
+        abstained: True when the input itself marks the answer as abstained.
+        meta: free-form extra fields, carried through to the output.
+    """
+
+    id: str
+    question: str
+    response: str
+    model: str = "unknown"
+    category: str = "all"
+    claims: tuple[GivenClaim, ...] | None = None
+    abstained: bool = False
+    meta: dict[str, Any] = {}
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """One atomic, checkable unit of an answer.
+
+    Attributes:
+        text: NFC-normalized, whitespace-collapsed claim text.
+        index: 0-based position among its answer's claims.
+        span: (start, end) character offsets into the preprocessed response, if known.
+        sentence: 0-based index of the source sentence, if known.
+        given_label: label supplied with the input (read by the replay Checker).
+    """
+
+    text: str
+    index: int
+    span: tuple[int, int] | None = None
+    sentence: int | None = None
+    given_label: Label | None = None
+
+
+class Evidence(msgspec.Struct, frozen=True, kw_only=True):
+    """A passage or URL a Checker actually used.
+
+    Attributes:
+        text: the snippet (may be empty for a bare URL).
+        source: document id or URL.
+        score: retrieval or support score, unit defined by the Checker.
+    """
+
+    text: str = ""
+    source: str | None = None
+    score: float | None = None
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens one call consumed, as reported by the server."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+    """A Checker's decision on one claim.
+
+    Attributes:
+        label: the decision.
+        checker: fingerprint of the Checker that decided.
+        raw: the model's raw output, if any.
+        evidence: snippets or URLs actually used.
+        error: ``"ClassName: message"`` when ``label`` is ``error``.
+        usage: tokens consumed, when a model was called.
+    """
+
+    label: Label
+    checker: str
+    raw: str | None = None
+    evidence: tuple[Evidence, ...] = ()
+    error: str | None = None
+    usage: Usage | None = None
+
+
+class ClaimResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A claim with its verdict, as written to ``answers.jsonl``."""
+
+    text: str
+    index: int
+    label: Label
+    sentence: int | None = None
+    span: tuple[int, int] | None = None
+    evidence: tuple[Evidence, ...] = ()
+    raw: str | None = None
+    error: str | None = None
+
+
+class AnswerMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    """Per-answer metrics; None where undefined (never NaN).
+
+    Attributes:
+        precision: S / (S + U), DAHL's per-answer factual precision.
+        factscore: S / (S + U + I) times the length penalty exp(1 - γ/|A|) when |A| < γ.
+        factscore_init: S / (S + U + I), no penalty.
+        f1_at_k: SAFE's F1@K with P = S/(S+U), R = min(S/K, 1).
+    """
+
+    precision: float | None = None
+    factscore: float | None = None
+    factscore_init: float | None = None
+    f1_at_k: float | None = None
+
+
+class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One scored answer: a line of ``answers.jsonl``.
+
+    Attributes:
+        id, model, category: copied from the :class:`Answer`.
+        status: see :class:`Status`.
+        reason: why the answer is excluded/abstained/errored (None when scored).
+        claims: every claim with its verdict, in answer order.
+        counts: number of claims per label (all five labels present).
+        metrics: per-answer metrics.
+        input_hash: content hash of the input answer (resume key).
+    """
+
+    id: str
+    model: str
+    category: str
+    status: Status
+    claims: tuple[ClaimResult, ...]
+    counts: dict[str, int]
+    metrics: AnswerMetrics
+    input_hash: str
+    reason: str | None = None
+    meta: dict[str, Any] = {}
