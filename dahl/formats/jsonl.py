@@ -1,0 +1,161 @@
+"""The dahl JSONL answer format: one JSON object per line.
+
+Fields of one line::
+
+    id         str, optional   missing -> content_id(model, question, response)
+    question   str, required
+    response   str, required   non-empty after strip (unless "abstained": true)
+    model      str, optional   default "unknown"
+    category   str, optional   default "all"
+    claims     list, optional  [{"text": str, "label"?: str | bool | null}]
+    abstained  bool, optional  default false
+    meta       object, optional
+
+Claim labels accept ``supported``/``unsupported``/``irrelevant``/``unknown``,
+FActScore's ``S``/``NS``/``IR`` and ``true``/``false`` (JSON booleans or
+strings), case-insensitive. Unknown top-level fields are ignored. Blank lines
+are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from dahl.errors import InputError
+from dahl.formats.jsonpath import validation_error
+from dahl.formats.lines import decode_line, numbered_lines
+from dahl.records import Answer, GivenClaim, Label, content_id
+
+__all__ = ["LABEL_ALIASES", "parse_label", "read_jsonl"]
+
+#: Accepted spellings of a given claim label (lower-cased) -> Label.
+LABEL_ALIASES: dict[str, Label] = {
+    "supported": Label.SUPPORTED,
+    "s": Label.SUPPORTED,
+    "true": Label.SUPPORTED,
+    "unsupported": Label.UNSUPPORTED,
+    "ns": Label.UNSUPPORTED,
+    "false": Label.UNSUPPORTED,
+    "irrelevant": Label.IRRELEVANT,
+    "ir": Label.IRRELEVANT,
+    "unknown": Label.UNKNOWN,
+}
+
+
+class _ClaimIn(msgspec.Struct, forbid_unknown_fields=True):
+    text: str
+    label: bool | str | None = None
+
+
+class _RecordIn(msgspec.Struct):
+    question: str
+    response: str
+    id: str | None = None
+    model: str = "unknown"
+    category: str = "all"
+    claims: list[_ClaimIn] | None = None
+    abstained: bool = False
+    meta: dict[str, Any] = {}
+
+
+_DECODER = msgspec.json.Decoder(_RecordIn)
+def parse_label(value: bool | str | None) -> Label | None:
+    """Map a given label spelling to a :class:`Label` (None stays None).
+
+    Raises:
+        ValueError: the spelling is not one of :data:`LABEL_ALIASES` (or a bool).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return Label.SUPPORTED if value else Label.UNSUPPORTED
+    label = LABEL_ALIASES.get(value.strip().lower())
+    if label is None:
+        raise ValueError(
+            f"unknown label {value!r}; expected one of {', '.join(sorted(LABEL_ALIASES))}"
+        )
+    return label
+
+
+def _to_answer(record: _RecordIn, *, file: str, line: int) -> Answer:
+    """Validate what msgspec cannot express and build the Answer.
+
+    Raises:
+        InputError: empty question or response, empty claim text, unknown label.
+    """
+    if not record.question.strip():
+        raise InputError("question is empty", file=file, line=line, field="question")
+    if not record.response.strip() and not record.abstained:
+        raise InputError("response is empty", file=file, line=line, field="response")
+    claims: tuple[GivenClaim, ...] | None = None
+    if record.claims is not None:
+        given = []
+        for i, claim in enumerate(record.claims):
+            if not claim.text.strip():
+                raise InputError(
+                    "claim text is empty", file=file, line=line, field=f"$.claims[{i}].text"
+                )
+            try:
+                label = parse_label(claim.label)
+            except ValueError as exc:
+                raise InputError(
+                    str(exc), file=file, line=line, field=f"$.claims[{i}].label"
+                ) from exc
+            given.append(GivenClaim(text=claim.text, label=label))
+        claims = tuple(given)
+    answer_id = record.id
+    if answer_id is None or not answer_id.strip():
+        answer_id = content_id(record.model, record.question, record.response)
+    return Answer(
+        id=answer_id,
+        question=record.question,
+        response=record.response,
+        model=record.model,
+        category=record.category,
+        claims=claims,
+        abstained=record.abstained,
+        meta=record.meta,
+    )
+
+
+def read_jsonl(
+    path: Path, *, on_error: Callable[[InputError], None] | None = None
+) -> Iterator[Answer]:
+    """Stream the Answers of a dahl JSONL file, one line at a time (constant memory).
+
+    Args:
+        path: the file.
+        on_error: called with each bad record's InputError, which is then skipped;
+            when None the first bad record raises.
+
+    Yields:
+        One Answer per non-blank line, in file order.
+
+    Raises:
+        InputError: a bad line (invalid UTF-8, malformed JSON, wrong or missing
+            field, empty response) when ``on_error`` is None.
+        ConfigError: the file cannot be opened.
+    """
+    file = str(path)
+    for number, raw in numbered_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            text = decode_line(raw, file=file, line=number)
+            try:
+                record = _DECODER.decode(text)
+            except msgspec.ValidationError as exc:
+                raise validation_error(exc, file=file, line=number) from exc
+            except msgspec.DecodeError as exc:
+                raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
+            answer = _to_answer(record, file=file, line=number)
+        except InputError as error:
+            if on_error is None:
+                raise
+            on_error(error)
+            continue
+        yield answer

@@ -1,0 +1,49 @@
+"""Translate msgspec validation errors into :class:`~dahl.errors.InputError`.
+
+msgspec reports where a value failed as a JSON path at the end of its message
+("Expected `str`, got `int` - at `$.claims[2].label`"); this module moves that
+path into ``InputError.field``: top-level fields by bare name (``"question"``),
+nested ones as the JSON path (``"$.claims[2].label"``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from dahl.errors import InputError
+
+__all__ = ["field_of", "validation_error"]
+
+_AT_PATH = re.compile(r" - at `(?P<path>[^`]*)`$")
+_MISSING = re.compile(r"missing required field `(?P<name>[^`]*)`")
+_TOP_LEVEL = re.compile(r"^\$\.(?P<name>[A-Za-z_][A-Za-z0-9_-]*)$")
+
+
+def field_of(path: str | None) -> str | None:
+    """Map a JSON path to an InputError field: ``"$.question"`` -> ``"question"``, ``"$"`` -> None.
+
+    Nested paths (``"$.claims[2].label"``) are returned unchanged.
+    """
+    if path is None or path == "$":
+        return None
+    top = _TOP_LEVEL.match(path)
+    return top.group("name") if top else path
+
+
+def validation_error(exc: msgspec.ValidationError, *, file: str, line: int) -> InputError:
+    """Return an InputError for ``exc`` naming ``file``, ``line`` and the failing field.
+
+    A missing required field is named by its own path (``"$.claims[1].text"``),
+    not by its parent object's.
+    """
+    message = str(exc)
+    at = _AT_PATH.search(message)
+    path = at.group("path") if at else "$"
+    if at:
+        message = message[: at.start()]
+    missing = _MISSING.search(message)
+    if missing:
+        path = f"{path}.{missing.group('name')}"
+    return InputError(message, file=file, line=line, field=field_of(path))

@@ -1,0 +1,86 @@
+"""Format detection and read_answers' up-front checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dahl.errors import ConfigError
+from dahl.formats import FORMATS, detect_format, read_answers
+
+
+def write(tmp_path: Path, data: str | bytes, name: str = "input.txt") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
+class TestDetectFormat:
+    @pytest.mark.parametrize(
+        ("first", "fmt"),
+        [
+            pytest.param("question,category\nQ,all\n", "csv", id="dahl-questions"),
+            pytest.param("\ufeffid, question ,response\n", "csv", id="bom-and-spaces"),
+            pytest.param('\n\n{"question": "q", "response": "r"}\n', "jsonl", id="jsonl-after-blanks"),
+            pytest.param('{"input": "i", "output": "o", "topic": "t"}\n', "factscore", id="factscore"),
+            pytest.param('{"annotations": null}\n', "factscore", id="annotations-only"),
+        ],
+    )
+    def test_detects(self, tmp_path: Path, first: str, fmt: str) -> None:
+        """The first non-blank line decides the format."""
+        assert detect_format(write(tmp_path, first)) == fmt
+
+    @pytest.mark.parametrize(
+        ("data", "message"),
+        [
+            pytest.param("", "the file is empty", id="empty"),
+            pytest.param("\n  \n", "the file is empty", id="blank"),
+            pytest.param('{"prompt": "p"}\n', "first JSON object has keys prompt", id="json-other"),
+            pytest.param("{not json\n", "not valid JSON", id="bad-json"),
+            pytest.param("prompt,answer\n", "neither a JSON object nor a CSV header", id="csv-no-question"),
+            pytest.param(b"\xff\xfe\n", "invalid UTF-8", id="not-utf8"),
+        ],
+    )
+    def test_cannot_tell(self, tmp_path: Path, data: str | bytes, message: str) -> None:
+        """An undetectable file raises ConfigError naming the file and the reason."""
+        path = write(tmp_path, data)
+        with pytest.raises(ConfigError, match=message) as info:
+            detect_format(path)
+        assert str(path) in str(info.value)
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        """A missing file raises ConfigError naming the path."""
+        with pytest.raises(ConfigError, match="not found: .*nope.jsonl"):
+            detect_format(tmp_path / "nope.jsonl")
+
+
+class TestReadAnswersChecks:
+    def test_formats_tuple(self) -> None:
+        """The public format names, in order."""
+        assert FORMATS == ("jsonl", "csv", "factscore")
+
+    def test_unknown_format_lists_valid(self, tmp_path: Path) -> None:
+        """An unknown format raises ConfigError at call time listing auto and every format."""
+        path = write(tmp_path, '{"question": "q", "response": "r"}\n')
+        with pytest.raises(ConfigError, match="'xml'; valid formats: auto, jsonl, csv, factscore"):
+            read_answers(path, "xml")
+
+    def test_missing_file_at_call_time(self, tmp_path: Path) -> None:
+        """A missing file raises ConfigError when read_answers is called, before iteration."""
+        with pytest.raises(ConfigError, match="nope.csv"):
+            read_answers(tmp_path / "nope.csv", "csv")
+
+    def test_auto_reads_each_format(self, tmp_path: Path) -> None:
+        """fmt="auto" routes each file to its reader."""
+        jsonl = write(tmp_path, '{"question": "q", "response": "r"}\n', "a.jsonl")
+        table = write(tmp_path, "question,response\nq,r\n", "b.csv")
+        fs = write(tmp_path, '{"input": "q", "output": "r", "topic": "T", "annotations": null}\n', "M.jsonl")
+        models = [next(read_answers(p)).model for p in (jsonl, table, fs)]
+        assert models == ["unknown", "b", "M"]
+
+    def test_response_column_only_for_csv(self, tmp_path: Path) -> None:
+        """response_column with a jsonl file is a ConfigError, not silently ignored."""
+        path = write(tmp_path, '{"question": "q", "response": "r"}\n')
+        with pytest.raises(ConfigError, match="csv input only"):
+            read_answers(path, response_column="answer")

@@ -1,0 +1,164 @@
+"""dahl JSONL reader: happy path, defaults, label spellings and every error case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dahl.errors import InputError
+from dahl.formats import read_answers
+from dahl.formats.jsonl import parse_label
+from dahl.records import Answer, GivenClaim, Label, content_id
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "answers.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return path
+
+
+GOOD = (
+    '{"id": "a1", "question": "What is BRCA1?", "response": "A tumour suppressor gene.", '
+    '"model": "m1", "category": "genetics", "meta": {"run": 3}}\n'
+    "\n"
+    '{"question": "Q2?", "response": "R2.", '
+    '"claims": [{"text": "c0", "label": "S"}, {"text": "c1", "label": "ns"}, '
+    '{"text": "c2", "label": "IR"}, {"text": "c3", "label": true}, '
+    '{"text": "c4", "label": "False"}, {"text": "c5"}, {"text": "c6", "label": "Unknown"}]}\n'
+)
+
+
+class TestReadJsonl:
+    def test_reads_every_field(self, tmp_path: Path) -> None:
+        """A full record maps field by field onto Answer."""
+        answers = list(read_answers(write(tmp_path, GOOD), "jsonl"))
+        assert answers[0] == Answer(
+            id="a1",
+            question="What is BRCA1?",
+            response="A tumour suppressor gene.",
+            model="m1",
+            category="genetics",
+            meta={"run": 3},
+        )
+
+    def test_defaults_and_content_id(self, tmp_path: Path) -> None:
+        """Missing id/model/category default to content_id(model, question, response), unknown, all."""
+        second = list(read_answers(write(tmp_path, GOOD), "jsonl"))[1]
+        assert second.id == content_id("unknown", "Q2?", "R2.")
+        assert (second.model, second.category, second.abstained) == ("unknown", "all", False)
+
+    def test_blank_lines_skipped(self, tmp_path: Path) -> None:
+        """Three lines with one blank give two answers."""
+        assert len(list(read_answers(write(tmp_path, GOOD), "jsonl"))) == 2
+
+    def test_claim_label_spellings(self, tmp_path: Path) -> None:
+        """S/NS/IR, JSON booleans, "False" and "Unknown" map to Labels; a missing label stays None."""
+        claims = list(read_answers(write(tmp_path, GOOD), "jsonl"))[1].claims
+        assert claims == (
+            GivenClaim(text="c0", label=Label.SUPPORTED),
+            GivenClaim(text="c1", label=Label.UNSUPPORTED),
+            GivenClaim(text="c2", label=Label.IRRELEVANT),
+            GivenClaim(text="c3", label=Label.SUPPORTED),
+            GivenClaim(text="c4", label=Label.UNSUPPORTED),
+            GivenClaim(text="c5", label=None),
+            GivenClaim(text="c6", label=Label.UNKNOWN),
+        )
+
+    def test_abstained_may_have_empty_response(self, tmp_path: Path) -> None:
+        """An answer marked abstained is accepted with an empty response."""
+        path = write(tmp_path, '{"question": "q", "response": "", "abstained": true}\n')
+        (answer,) = read_answers(path, "jsonl")
+        assert answer.abstained and answer.response == ""
+
+    def test_is_lazy(self, tmp_path: Path) -> None:
+        """Records after the first are not read until asked for: a bad line 2 does not stop line 1."""
+        path = write(tmp_path, '{"question": "q", "response": "r"}\n{oops\n')
+        answers = read_answers(path, "jsonl")
+        assert next(answers).question == "q"
+        with pytest.raises(InputError):
+            next(answers)
+
+
+class TestJsonlErrors:
+    @pytest.mark.parametrize(
+        ("line2", "field"),
+        [
+            pytest.param('{"response": "r"}', "question", id="missing-question"),
+            pytest.param('{"question": "q"}', "response", id="missing-response"),
+            pytest.param('{"question": "q", "response": "  \\n "}', "response", id="empty-response"),
+            pytest.param('{"question": " ", "response": "r"}', "question", id="empty-question"),
+            pytest.param('{"question": 7, "response": "r"}', "question", id="question-not-str"),
+            pytest.param(
+                '{"question": "q", "response": "r", "claims": [{"text": "a"}, {"text": "b"}, '
+                '{"text": "c", "label": "maybe"}]}',
+                "$.claims[2].label",
+                id="bad-label",
+            ),
+            pytest.param(
+                '{"question": "q", "response": "r", "claims": [{"text": "a", "label": 3}]}',
+                "$.claims[0].label",
+                id="label-wrong-type",
+            ),
+            pytest.param(
+                '{"question": "q", "response": "r", "claims": [{"label": "S"}]}',
+                "$.claims[0].text",
+                id="claim-missing-text",
+            ),
+            pytest.param(
+                '{"question": "q", "response": "r", "meta": [1]}', "meta", id="meta-not-object"
+            ),
+        ],
+    )
+    def test_bad_field_named(self, tmp_path: Path, line2: str, field: str) -> None:
+        """A bad record raises InputError naming file, line 2 and the field."""
+        path = write(tmp_path, '{"question": "q", "response": "r"}\n' + line2 + "\n")
+        with pytest.raises(InputError) as info:
+            list(read_answers(path, "jsonl"))
+        assert (info.value.file, info.value.line, info.value.field) == (str(path), 2, field)
+
+    def test_malformed_json_names_line(self, tmp_path: Path) -> None:
+        """Malformed JSON on line 3 raises InputError whose message says line 3."""
+        path = write(tmp_path, '{"question": "q", "response": "r"}\n\n{"question": "q",\n')
+        with pytest.raises(InputError, match=r"answers\.jsonl:3: malformed JSON") as info:
+            list(read_answers(path, "jsonl"))
+        assert info.value.line == 3
+
+    def test_invalid_utf8_names_line(self, tmp_path: Path) -> None:
+        """An invalid UTF-8 byte on line 3 raises InputError for line 3."""
+        ok = b'{"question": "q", "response": "r"}\n'
+        path = write(tmp_path, ok + ok + b'{"question": "q\xff", "response": "r"}\n' + ok)
+        with pytest.raises(InputError, match="invalid UTF-8 byte 0xff") as info:
+            list(read_answers(path, "jsonl"))
+        assert info.value.line == 3
+
+    def test_on_error_skips_and_continues(self, tmp_path: Path) -> None:
+        """With on_error, bad lines 2 and 3 are reported and lines 1 and 4 still read."""
+        ok = b'{"question": "q", "response": "r"}\n'
+        path = write(tmp_path, ok + b"{bad\n" + b'{"question": "\xff", "response": "r"}\n' + ok)
+        errors: list[InputError] = []
+        answers = list(read_answers(path, "jsonl", on_error=errors.append))
+        assert len(answers) == 2
+        assert [e.line for e in errors] == [2, 3]
+
+
+class TestParseLabel:
+    @pytest.mark.parametrize(
+        ("value", "label"),
+        [
+            ("supported", Label.SUPPORTED),
+            (" NS ", Label.UNSUPPORTED),
+            ("Irrelevant", Label.IRRELEVANT),
+            ("TRUE", Label.SUPPORTED),
+            (False, Label.UNSUPPORTED),
+            (None, None),
+        ],
+    )
+    def test_spellings(self, value: bool | str | None, label: Label | None) -> None:
+        """Each accepted spelling maps to its Label."""
+        assert parse_label(value) is label
+
+    def test_error_label_rejected(self) -> None:
+        """"error" is a pipeline outcome, not an input label."""
+        with pytest.raises(ValueError, match="unknown label 'error'"):
+            parse_label("error")
