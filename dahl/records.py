@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import re
 import unicodedata
 from typing import Any
 
@@ -67,12 +66,10 @@ class Status(enum.StrEnum):
     ERROR = "error"
 
 
-_SPACE = re.compile(r"\s+")
-
-
 def normalize_text(text: str) -> str:
     """Return ``text`` NFC-normalized with runs of whitespace collapsed to one space and stripped."""
-    return _SPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    # str.split() splits on the same Unicode whitespace as re's \s, and is ~5x faster.
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def content_id(*parts: str) -> str:
