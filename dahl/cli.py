@@ -1,0 +1,213 @@
+"""The ``dahl`` command line: a thin layer over the public API (no business logic)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
+from dahl.engine.counters import RunCounters
+from dahl.errors import DahlError, QuotaExhausted
+from dahl.formats import FORMATS, describe_input
+from dahl.run import ScoreConfig, ScoreReport, score_async
+
+console = Console(stderr=True)
+out = Console()
+
+EXIT_USAGE = 2
+EXIT_QUOTA = 3
+EXIT_INTERRUPTED = 130
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False, show_time=False)],
+    )
+
+
+@click.group()
+@click.version_option(package_name="dahl")
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """dahl: score long-form LLM answers for factual hallucination."""
+    _setup_logging(verbose)
+
+
+def _fmt(x: float | None, pct: bool = True) -> str:
+    if x is None:
+        return "—"
+    return f"{100 * x:.1f}" if pct else f"{x:.3f}"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "—" if not ci else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _result_table(summary: dict[str, Any], k: int) -> Table:
+    table = Table(title="dahl scores (percent)", title_justify="left")
+    for col in ("model", "answers", "scored", "abstained", "excluded", "DAHL Score", "95% CI",
+                "FActScore", "FActScore (no γ)", f"F1@{k}", "S / U / I / ? / err"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for model, m in sorted(summary["models"].items()):
+        labels = m["labels"]
+        table.add_row(
+            model,
+            str(m["n_answers"]),
+            str(m["n_scored"]),
+            str(m["n_abstained"]),
+            str(m["n_excluded"]),
+            _fmt(m["dahl_score"]),
+            _ci(m["dahl_score_ci"]),
+            _fmt(m["factscore"]),
+            _fmt(m["factscore_init"]),
+            _fmt(m["f1_at_k"]),
+            " / ".join(str(labels.get(x, 0)) for x in ("supported", "unsupported", "irrelevant", "unknown", "error")),
+        )
+    return table
+
+
+async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: bool) -> ScoreReport:
+    progress = Progress(
+        TextColumn("[bold]scoring"),
+        BarColumn(),
+        TextColumn("{task.fields[answers]} answers · {task.fields[claims]} claims · "
+                   "{task.fields[inflight]} in flight · {task.fields[rate]:.0f} claims/s · "
+                   "{task.fields[errors]} errors"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=not show,
+    )
+    task = progress.add_task("score", total=None, answers=0, claims=0, inflight=0, rate=0.0, errors=0)
+
+    def refresh() -> None:
+        elapsed = max(counters.elapsed_s(), 1e-9)
+        progress.update(
+            task,
+            answers=counters.answers_done + counters.answers_resumed,
+            claims=counters.claims_done,
+            inflight=counters.checks_in_flight,
+            rate=counters.claims_done / elapsed,
+            errors=counters.claims_failed + counters.input_errors,
+        )
+
+    async def tick() -> None:
+        while True:
+            refresh()
+            await anyio.sleep(0.2)
+
+    with progress:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            try:
+                return await score_async(config, counters=counters)
+            finally:
+                tg.cancel_scope.cancel()
+                refresh()
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Output folder for answers.jsonl and summary.json (re-use it to resume).")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(("auto", *FORMATS)), help="Input format.")
+@click.option("--response-column", default=None, help="CSV column holding the responses.")
+@click.option("--splitter", default="rules", show_default=True, type=click.Choice(SPLITTERS),
+              help="rules: offline rule-based; given: claims from the input.")
+@click.option("--checker", default="evidence", show_default=True, type=click.Choice(CHECKERS),
+              help="evidence: offline BM25 over --evidence; replay: labels from the input; fake: deterministic.")
+@click.option("--evidence", type=click.Path(path_type=Path), default=None,
+              help="JSONL corpus {id, title?, text} for the evidence Checker.")
+@click.option("--gamma", default=10.0, show_default=True, type=float,
+              help="FActScore length-penalty γ (0 disables).")
+@click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--no-progress", is_flag=True, help="Do not draw the progress bar.")
+def score(
+    inputs: tuple[Path, ...],
+    out_dir: Path,
+    fmt: str,
+    response_column: str | None,
+    splitter: str,
+    checker: str,
+    evidence: Path | None,
+    gamma: float,
+    k: int,
+    seed: int,
+    no_progress: bool,
+) -> None:
+    """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
+    try:
+        config = ScoreConfig(
+            inputs=inputs,
+            out_dir=out_dir,
+            fmt=fmt,
+            response_column=response_column,
+            adapters=AdapterSettings(splitter=splitter, checker=checker, evidence=evidence),
+            gamma=gamma,
+            k=k,
+            seed=seed,
+        )
+        counters = RunCounters()
+        report = anyio.run(_run_with_progress, config, counters, not no_progress and console.is_terminal)
+    except QuotaExhausted as exc:
+        console.print(f"[red]stopped:[/] API quota exhausted ({exc}). Finished answers are in {out_dir}; "
+                      "re-run the same command to continue.")
+        sys.exit(EXIT_QUOTA)
+    except DahlError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted.[/] Finished answers are in {out_dir}; "
+                      "re-run the same command to continue.")
+        sys.exit(EXIT_INTERRUPTED)
+    out.print(_result_table(report.summary, k))
+    run = report.summary["run"]
+    console.print(
+        f"{run['answers_done']} answers scored now, {run['answers_resumed']} resumed, "
+        f"{run['claims_done']} claims in {run['elapsed_s']:.1f} s -> {report.answers_path}, {report.summary_path}"
+    )
+    if report.counters.input_errors:
+        console.print(f"[yellow]{report.counters.input_errors} input records skipped[/]; first ones:")
+        for err in report.input_errors[:5]:
+            console.print(f"  {err}")
+
+
+@main.command()
+@click.argument("input_file", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(("auto", *FORMATS)))
+@click.option("--response-column", default=None, help="CSV column holding the responses.")
+def inspect(input_file: Path, fmt: str, response_column: str | None) -> None:
+    """Count rows, unique questions, categories and models of INPUT_FILE."""
+    try:
+        stats = describe_input(input_file, fmt, response_column=response_column)
+    except DahlError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        sys.exit(EXIT_USAGE)
+    out.print(f"rows: {stats.rows}")
+    out.print(f"unique questions: {stats.unique_questions}")
+    out.print(f"with response: {stats.with_response}")
+    out.print(f"categories: {len(stats.categories)}")
+    for name, n in sorted(stats.categories.items(), key=lambda kv: (-kv[1], kv[0])):
+        out.print(f"  {name}: {n}")
+    if stats.models:
+        out.print(f"models: {len(stats.models)}")
+        for name, n in sorted(stats.models.items()):
+            out.print(f"  {name}: {n}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

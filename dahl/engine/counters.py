@@ -1,0 +1,67 @@
+"""One set of run counters shared by the progress bar, the final report and the bench."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+__all__ = ["RunCounters"]
+
+
+@dataclass
+class RunCounters:
+    """Mutable counters of one run; updated only from the event loop thread.
+
+    Attributes:
+        answers_read: answers taken from the input (skipped ones included).
+        answers_resumed: answers skipped because a previous run finished them.
+        answers_done: answers written in this run.
+        status: answers written in this run, by status.
+        input_errors: input records rejected (bad JSON, missing field, ...).
+        claims_queued: claims handed to the Checker stage.
+        claims_done: claims with a verdict (errors included).
+        claims_checked: claims a Checker decided in this run (new calls).
+        claims_cached: claims whose verdict came from the cache.
+        claims_deduped: claims that shared an identical in-flight check.
+        claims_failed: claims labelled ``error``.
+        checks_in_flight: Checker calls running now.
+        errors: claim and split errors by exception class name.
+        started_at: ``time.monotonic()`` at start, seconds.
+    """
+
+    answers_read: int = 0
+    answers_resumed: int = 0
+    answers_done: int = 0
+    status: Counter[str] = field(default_factory=Counter)
+    input_errors: int = 0
+    claims_queued: int = 0
+    claims_done: int = 0
+    claims_checked: int = 0
+    claims_cached: int = 0
+    claims_deduped: int = 0
+    claims_failed: int = 0
+    checks_in_flight: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    started_at: float = field(default_factory=time.monotonic)
+
+    def elapsed_s(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self.started_at
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain-JSON view for summary.json and the bench."""
+        return {
+            "answers_read": self.answers_read,
+            "answers_resumed": self.answers_resumed,
+            "answers_done": self.answers_done,
+            "status": dict(self.status),
+            "input_errors": self.input_errors,
+            "claims_done": self.claims_done,
+            "claims_checked": self.claims_checked,
+            "claims_cached": self.claims_cached,
+            "claims_deduped": self.claims_deduped,
+            "claims_failed": self.claims_failed,
+            "errors": dict(self.errors),
+            "elapsed_s": round(self.elapsed_s(), 3),
+        }

@@ -1,0 +1,177 @@
+"""The append-only answer log (``OUTDIR/answers.jsonl``): write, resume, finalize.
+
+Lines are appended in completion order and flushed per batch, so a crash loses
+at most the batch being written. A run that resumes reads the keys of the lines
+already there and skips those answers. At the end, :meth:`AnswerLog.finalize`
+streams the file once to feed the summary and, when lines are out of input
+order or stale (from an earlier input or configuration), rewrites it in input
+order through a temporary file and an atomic rename.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+import msgspec
+
+from dahl.records import AnswerResult
+
+__all__ = ["AnswerLog"]
+
+log = logging.getLogger(__name__)
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(AnswerResult)
+
+
+class _KeyOnly(msgspec.Struct):
+    id: str
+    input_hash: str
+
+
+_KEY_DECODER = msgspec.json.Decoder(_KeyOnly)
+
+
+class AnswerLog:
+    """``answers.jsonl`` of one output directory.
+
+    Args:
+        path: the JSONL file; its folder is created if missing.
+
+    Keys are ``(id, input_hash)`` pairs: ``input_hash`` covers the answer and
+    the run's configuration, so a changed answer or Checker is re-scored.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = None
+
+    def finished_keys(self) -> set[tuple[str, str]]:
+        """Keys of the complete lines already in the file (blocking; call from a thread).
+
+        A torn last line (crash mid-write) is ignored and later cut off by
+        :meth:`open`.
+        """
+        keys: set[tuple[str, str]] = set()
+        if not self.path.exists():
+            return keys
+        with self.path.open("rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    k = _KEY_DECODER.decode(raw)
+                except msgspec.DecodeError:
+                    log.warning("%s: skipping an unreadable line from an earlier run", self.path)
+                    continue
+                keys.add((k.id, k.input_hash))
+        return keys
+
+    def open(self) -> None:
+        """Open for appending, first cutting off a torn last line (blocking)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            _truncate_torn_tail(self.path)
+        self._file = self.path.open("ab")
+
+    def append(self, results: Iterable[AnswerResult]) -> None:
+        """Append results and flush them to the OS (blocking; call from a thread).
+
+        Raises:
+            RuntimeError: the log is not open.
+        """
+        if self._file is None:
+            raise RuntimeError("AnswerLog.append before open")
+        buf = bytearray()
+        for r in results:
+            buf += _ENCODER.encode(r)
+            buf += b"\n"
+        self._file.write(buf)
+        self._file.flush()
+
+    def close(self) -> None:
+        """Flush and close (idempotent)."""
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def finalize(
+        self,
+        order: dict[tuple[str, str], int],
+        consume: Callable[[AnswerResult], None],
+    ) -> int:
+        """Stream the log once, keep the lines of this input, rewrite if needed.
+
+        Args:
+            order: input position of every key of the current input.
+            consume: called once per kept result, in input order.
+
+        Returns:
+            The number of lines dropped (stale or duplicate).
+        """
+        if not self.path.exists():
+            return 0
+        kept: list[tuple[int, int, int]] = []  # (position, offset, length)
+        seen: set[tuple[str, str]] = set()
+        dropped = 0
+        offset = 0
+        with self.path.open("rb") as f:
+            for raw in f:
+                length = len(raw)
+                k = _KEY_DECODER.decode(raw)
+                key = (k.id, k.input_hash)
+                pos = order.get(key)
+                if pos is None or key in seen:
+                    dropped += 1
+                else:
+                    seen.add(key)
+                    kept.append((pos, offset, length))
+                offset += length
+        in_order = all(kept[i][0] < kept[i + 1][0] for i in range(len(kept) - 1))
+        kept.sort()
+        with self.path.open("rb") as src:
+            if in_order and not dropped:
+                for _, off, length in kept:
+                    src.seek(off)
+                    consume(_DECODER.decode(src.read(length)))
+                return 0
+            tmp = self.path.with_suffix(".jsonl.tmp")
+            with tmp.open("wb") as dst:
+                for _, off, length in kept:
+                    src.seek(off)
+                    raw = src.read(length)
+                    dst.write(raw)
+                    consume(_DECODER.decode(raw))
+                dst.flush()
+                os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
+        return dropped
+
+
+def _truncate_torn_tail(path: Path) -> None:
+    """Cut the file back to its last newline (a crash can leave half a line)."""
+    size = path.stat().st_size
+    if size == 0:
+        return
+    with path.open("rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        step = 4096
+        end = size
+        while end > 0:
+            start = max(0, end - step)
+            f.seek(start)
+            chunk = f.read(end - start)
+            nl = chunk.rfind(b"\n")
+            if nl != -1:
+                f.truncate(start + nl + 1)
+                return
+            end = start
+        f.truncate(0)

@@ -1,0 +1,331 @@
+"""The streaming scheduler: read -> preprocess/split -> check -> assemble -> write.
+
+One anyio task group holds every task. Stages are joined by bounded memory
+object streams, and each stage is a fixed pool of workers, so memory is
+O(workers + queue sizes) whatever the input size (DESIGN.md §1):
+
+    reader (thread, batches) --answers--> split workers --claims--> check workers
+        --results--> writer (thread, batches of <= flush_items or flush_interval_s)
+
+An answer's result is emitted as soon as its last claim has a verdict. Blocking
+work (reading and hashing input, preprocessing and rule splitting, file writes)
+runs in worker threads; the event loop only moves records.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from dahl.adapters.base import Checker, Splitter
+from dahl.engine.counters import RunCounters
+from dahl.engine.output import AnswerLog
+from dahl.errors import AdapterError, QuotaExhausted
+from dahl.metrics import answer_metrics, answer_status
+from dahl.preprocess import preprocess
+from dahl.records import (
+    LABELS,
+    Answer,
+    AnswerMetrics,
+    AnswerResult,
+    Claim,
+    ClaimResult,
+    Label,
+    Status,
+    Verdict,
+)
+
+__all__ = ["PipelineOptions", "QueuedAnswer", "run_pipeline"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """Sizes and scoring parameters of one pipeline run.
+
+    Attributes:
+        split_concurrency: split workers (answers being split at once).
+        check_concurrency: check workers (claims being checked at once).
+        queue_size: items buffered between two stages.
+        read_batch: answers the reader thread takes per hop.
+        flush_items: results per write batch.
+        flush_interval_s: longest a finished result waits before being written, seconds.
+        preprocess: apply DAHL step 0 before splitting (off for pre-split input).
+        gamma: FActScore length-penalty γ (0 disables).
+        k: K of F1@K.
+    """
+
+    split_concurrency: int = 2
+    check_concurrency: int = 8
+    queue_size: int = 256
+    read_batch: int = 256
+    flush_items: int = 500
+    flush_interval_s: float = 0.25
+    preprocess: bool = True
+    gamma: float = 10.0
+    k: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("split_concurrency", "check_concurrency", "queue_size", "read_batch", "flush_items"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.flush_interval_s <= 0:
+            raise ValueError("flush_interval_s must be > 0 seconds")
+
+
+@dataclass(frozen=True)
+class QueuedAnswer:
+    """An input answer with its resume key (computed by the reader thread)."""
+
+    answer: Answer
+    input_hash: str
+
+
+class _Pending:
+    """An answer whose claims are being checked (lives only on the event loop)."""
+
+    __slots__ = ("item", "claims", "verdicts", "remaining")
+
+    def __init__(self, item: QueuedAnswer, claims: list[Claim]) -> None:
+        self.item = item
+        self.claims = claims
+        self.verdicts: list[Verdict | None] = [None] * len(claims)
+        self.remaining = len(claims)
+
+
+_ClaimJob = tuple[_Pending, int]
+
+
+def _next_batch(source: Iterator[QueuedAnswer], size: int) -> list[QueuedAnswer]:
+    batch: list[QueuedAnswer] = []
+    for item in source:
+        batch.append(item)
+        if len(batch) >= size:
+            break
+    return batch
+
+
+def _prepare(answer: Answer) -> tuple[Answer, bool]:
+    """Preprocess (DAHL step 0) and return the cleaned answer and its abstained flag."""
+    pre = preprocess(answer.question, answer.response)
+    if pre.text == answer.response:
+        return answer, pre.abstained
+    cleaned = Answer(
+        id=answer.id,
+        question=answer.question,
+        response=pre.text,
+        model=answer.model,
+        category=answer.category,
+        claims=answer.claims,
+        abstained=answer.abstained,
+        meta=answer.meta,
+    )
+    return cleaned, pre.abstained
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def build_result(
+    item: QueuedAnswer,
+    claims: list[Claim],
+    verdicts: list[Verdict],
+    *,
+    gamma: float,
+    k: int,
+    abstained: bool = False,
+    split_error: str | None = None,
+) -> AnswerResult:
+    """Assemble one answer's result: claims with verdicts, counts, status and metrics."""
+    counts = dict.fromkeys((str(lbl) for lbl in LABELS), 0)
+    for v in verdicts:
+        counts[str(v.label)] += 1
+    status, reason = answer_status(counts, abstained=abstained, split_error=split_error is not None)
+    metrics = answer_metrics(counts, gamma=gamma, k=k) if status is not Status.ABSTAINED else AnswerMetrics()
+    if split_error is not None:
+        reason = f"{reason}: {split_error}" if reason else split_error
+    answer = item.answer
+    return AnswerResult(
+        id=answer.id,
+        model=answer.model,
+        category=answer.category,
+        status=status,
+        claims=tuple(
+            ClaimResult(
+                text=c.text,
+                index=c.index,
+                label=v.label,
+                sentence=c.sentence,
+                span=c.span,
+                evidence=v.evidence,
+                raw=v.raw,
+                error=v.error,
+            )
+            for c, v in zip(claims, verdicts, strict=True)
+        ),
+        counts=counts,
+        metrics=metrics,
+        input_hash=item.input_hash,
+        reason=reason,
+        meta=answer.meta,
+    )
+
+
+async def run_pipeline(
+    source: Iterator[QueuedAnswer],
+    splitter: Splitter,
+    checker: Checker,
+    log_file: AnswerLog,
+    *,
+    options: PipelineOptions,
+    counters: RunCounters,
+    on_result: Callable[[AnswerResult], None] | None = None,
+) -> None:
+    """Stream every answer of ``source`` through split and check into ``log_file``.
+
+    Args:
+        source: answers still to score (a blocking iterator; read in a thread).
+        splitter: turns each answer into claims.
+        checker: gives each claim a verdict.
+        log_file: an open :class:`AnswerLog`; results are appended in batches.
+        options: concurrency, queue sizes and scoring parameters.
+        counters: updated as work progresses (read by the progress bar).
+        on_result: called on the event loop for every written result.
+
+    Raises:
+        QuotaExhausted: the API quota ran out; results finished before are written.
+    """
+    answers_tx, answers_rx = anyio.create_memory_object_stream[QueuedAnswer](options.queue_size)
+    claims_tx, claims_rx = anyio.create_memory_object_stream[_ClaimJob](options.queue_size)
+    results_tx, results_rx = anyio.create_memory_object_stream[AnswerResult](options.queue_size)
+
+    async def read(tx: ObjectSendStream[QueuedAnswer]) -> None:
+        async with tx:
+            while True:
+                batch = await anyio.to_thread.run_sync(_next_batch, source, options.read_batch)
+                if not batch:
+                    return
+                for item in batch:
+                    counters.answers_read += 1
+                    await tx.send(item)
+
+    async def split_worker(
+        rx: ObjectReceiveStream[QueuedAnswer],
+        claims: ObjectSendStream[_ClaimJob],
+        results: ObjectSendStream[AnswerResult],
+    ) -> None:
+        async with rx, claims, results:
+            async for item in rx:
+                answer = item.answer
+                abstained = answer.abstained
+                if options.preprocess and not abstained:
+                    answer, abstained = await anyio.to_thread.run_sync(_prepare, answer)
+                if abstained:
+                    await results.send(build_result(item, [], [], gamma=options.gamma, k=options.k, abstained=True))
+                    continue
+                try:
+                    parts = await splitter.split(answer)
+                except QuotaExhausted as exc:
+                    stop(exc)
+                    return
+                except AdapterError as exc:
+                    counters.errors[type(exc).__name__] += 1
+                    await results.send(
+                        build_result(item, [], [], gamma=options.gamma, k=options.k, split_error=_error_text(exc))
+                    )
+                    continue
+                if not parts:
+                    await results.send(build_result(item, [], [], gamma=options.gamma, k=options.k))
+                    continue
+                pending = _Pending(QueuedAnswer(answer, item.input_hash), parts)
+                for i in range(len(parts)):
+                    counters.claims_queued += 1
+                    await claims.send((pending, i))
+
+    async def check_worker(
+        rx: ObjectReceiveStream[_ClaimJob], results: ObjectSendStream[AnswerResult]
+    ) -> None:
+        async with rx, results:
+            async for pending, i in rx:
+                claim = pending.claims[i]
+                counters.checks_in_flight += 1
+                try:
+                    verdict = await checker.check(claim, pending.item.answer)
+                    counters.claims_checked += 1
+                except QuotaExhausted as exc:
+                    stop(exc)
+                    return
+                except AdapterError as exc:
+                    counters.errors[type(exc).__name__] += 1
+                    verdict = Verdict(label=Label.ERROR, checker=checker.fingerprint, error=_error_text(exc))
+                finally:
+                    counters.checks_in_flight -= 1
+                if verdict.label is Label.ERROR:
+                    counters.claims_failed += 1
+                counters.claims_done += 1
+                pending.verdicts[i] = verdict
+                pending.remaining -= 1
+                if pending.remaining == 0:
+                    verdicts = [v for v in pending.verdicts if v is not None]
+                    await results.send(
+                        build_result(pending.item, pending.claims, verdicts, gamma=options.gamma, k=options.k)
+                    )
+
+    async def write(rx: ObjectReceiveStream[AnswerResult]) -> None:
+        batch: list[AnswerResult] = []
+
+        def record(batch: list[AnswerResult]) -> None:
+            for r in batch:
+                counters.answers_done += 1
+                counters.status[str(r.status)] += 1
+                if on_result is not None:
+                    on_result(r)
+
+        try:
+            async with rx:
+                while True:
+                    with anyio.move_on_after(options.flush_interval_s):
+                        while len(batch) < options.flush_items:
+                            try:
+                                batch.append(await rx.receive())
+                            except anyio.EndOfStream:
+                                if batch:
+                                    await anyio.to_thread.run_sync(log_file.append, batch)
+                                    record(batch)
+                                    batch = []
+                                return
+                    if batch:
+                        out, batch = batch, []
+                        await anyio.to_thread.run_sync(log_file.append, out)
+                        record(out)
+        finally:
+            if batch:  # cancelled (Ctrl-C, quota): keep what was finished
+                with anyio.CancelScope(shield=True):
+                    log_file.append(batch)
+                    record(batch)
+
+    fatal: list[BaseException] = []
+
+    def stop(exc: BaseException) -> None:
+        """Stop every stage (the writer flushes what it has) and re-raise ``exc`` after."""
+        if not fatal:
+            fatal.append(exc)
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read, answers_tx)
+        # The originals close when this block ends; the workers hold clones.
+        async with answers_rx, claims_rx, results_rx, claims_tx, results_tx:
+            for _ in range(options.split_concurrency):
+                tg.start_soon(split_worker, answers_rx.clone(), claims_tx.clone(), results_tx.clone())
+            for _ in range(options.check_concurrency):
+                tg.start_soon(check_worker, claims_rx.clone(), results_tx.clone())
+            tg.start_soon(write, results_rx.clone())
+    if fatal:
+        raise fatal[0]

@@ -1,0 +1,229 @@
+"""One scoring run: inputs -> pipeline -> ``answers.jsonl`` + ``summary.json``.
+
+:func:`score` is the public entry point; the CLI is a thin layer over it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import orjson
+
+from dahl.adapters.factory import AdapterSettings, open_adapters
+from dahl.engine.counters import RunCounters
+from dahl.engine.output import AnswerLog
+from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
+from dahl.errors import ConfigError, InputError
+from dahl.formats import FORMATS, read_answers
+from dahl.records import AnswerResult
+from dahl.summary import SummaryBuilder
+
+__all__ = ["ScoreConfig", "ScoreReport", "score", "score_async"]
+
+log = logging.getLogger(__name__)
+
+_MAX_REPORTED_INPUT_ERRORS = 20
+_ANSWER_ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
+
+    Attributes:
+        inputs: answer files, read in order.
+        out_dir: where ``answers.jsonl`` and ``summary.json`` go.
+        fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
+        response_column: CSV column holding the responses.
+        adapters: which Splitter and Checker, and their settings.
+        gamma: FActScore length-penalty γ (10 in FActScore; 0 disables).
+        k: K of F1@K (64 in SAFE).
+        seed: seed of the bootstrap generator.
+        n_boot: bootstrap resamples for confidence intervals.
+        pipeline: concurrency and batching; None picks defaults from the adapters.
+    """
+
+    inputs: tuple[Path, ...]
+    out_dir: Path
+    fmt: str = "auto"
+    response_column: str | None = None
+    adapters: AdapterSettings = field(default_factory=AdapterSettings)
+    gamma: float = 10.0
+    k: int = 64
+    seed: int = 0
+    n_boot: int = 1000
+    pipeline: PipelineOptions | None = None
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise ConfigError("no input files given")
+        if self.fmt != "auto" and self.fmt not in FORMATS:
+            raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
+        for path in self.inputs:
+            if not path.is_file():
+                raise ConfigError(f"input file not found: {path}")
+        if self.gamma < 0:
+            raise ConfigError("--gamma must be >= 0 (0 disables the length penalty)")
+        if self.k < 1:
+            raise ConfigError("--k must be >= 1")
+
+
+@dataclass
+class ScoreReport:
+    """What a run produced.
+
+    Attributes:
+        summary: the content of ``summary.json``.
+        counters: the run's counters.
+        input_errors: the first rejected input records (file, line, field, message).
+        answers_path, summary_path: the files written.
+    """
+
+    summary: dict[str, Any]
+    counters: RunCounters
+    input_errors: list[InputError]
+    answers_path: Path
+    summary_path: Path
+
+
+class _InputErrors:
+    """Collects rejected input records (called from the reader thread)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[InputError] = []
+
+    def __call__(self, err: InputError) -> None:
+        self.count += 1
+        if len(self.first) < _MAX_REPORTED_INPUT_ERRORS:
+            self.first.append(err)
+        log.warning("skipped input record: %s", err)
+
+
+def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> bytes:
+    """Bytes of everything that changes a result besides the answer itself."""
+    return orjson.dumps(
+        {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma, "k": config.k},
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def _source(
+    config: ScoreConfig,
+    run_fp: bytes,
+    finished: set[tuple[str, str]],
+    order: dict[tuple[str, str], int],
+    errors: _InputErrors,
+    resumed: list[int],
+) -> Iterator[QueuedAnswer]:
+    """Yield answers still to score; runs in the reader thread (blocking I/O and hashing)."""
+    position = 0
+    for path in config.inputs:
+        for answer in read_answers(path, config.fmt, response_column=config.response_column, on_error=errors):
+            h = hashlib.blake2b(_ANSWER_ENCODER.encode(answer), digest_size=16)
+            h.update(run_fp)
+            key = (answer.id, h.hexdigest())
+            if key in order:
+                errors(InputError("duplicate answer (same id and content) skipped", file=str(path), field="id"))
+                continue
+            order[key] = position
+            position += 1
+            if key in finished:
+                resumed[0] += 1
+                continue
+            yield QueuedAnswer(answer, key[1])
+
+
+async def score_async(
+    config: ScoreConfig,
+    *,
+    counters: RunCounters | None = None,
+    on_result: Callable[[AnswerResult], None] | None = None,
+) -> ScoreReport:
+    """Score every answer of ``config.inputs``; resume what an earlier run finished.
+
+    Args:
+        config: the run's settings.
+        counters: counters to update (pass your own to drive a progress bar).
+        on_result: called on the event loop for every newly written result.
+
+    Returns:
+        The report; ``summary.json`` and ``answers.jsonl`` are on disk.
+
+    Raises:
+        ConfigError: bad settings, missing files or keys.
+        InputError: only from adapters' own inputs (bad corpus line); bad answer
+            records are skipped and reported in ``ScoreReport.input_errors``.
+        QuotaExhausted: the API quota ran out; finished results are on disk and
+            re-running the same command continues.
+    """
+    counters = counters if counters is not None else RunCounters()
+    out_dir = config.out_dir
+    await anyio.to_thread.run_sync(lambda: out_dir.mkdir(parents=True, exist_ok=True))
+    answer_log = AnswerLog(out_dir / "answers.jsonl")
+    errors = _InputErrors()
+    order: dict[tuple[str, str], int] = {}
+    resumed = [0]
+    async with AsyncExitStack() as stack:
+        splitter, checker, options = await open_adapters(config.adapters, stack)
+        if config.pipeline is not None:
+            options = config.pipeline
+        options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
+        run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint)
+        finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
+        await anyio.to_thread.run_sync(answer_log.open)
+        try:
+            await run_pipeline(
+                _source(config, run_fp, finished, order, errors, resumed),
+                splitter,
+                checker,
+                answer_log,
+                options=options,
+                counters=counters,
+                on_result=on_result,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(answer_log.close)
+    counters.answers_resumed = resumed[0]
+    counters.input_errors = errors.count
+
+    builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
+    dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, builder.add)
+    if dropped:
+        log.info("dropped %d stale lines from %s", dropped, answer_log.path)
+    summary = await anyio.to_thread.run_sync(builder.build)
+    summary["run"] = counters.as_dict()
+    summary["config"] = {
+        "inputs": [str(p) for p in config.inputs],
+        "splitter": splitter.fingerprint,
+        "checker": checker.fingerprint,
+        "gamma": config.gamma,
+        "k": config.k,
+        "seed": config.seed,
+    }
+    summary["input_errors"] = [str(e) for e in errors.first]
+    summary_path = out_dir / "summary.json"
+    payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    await anyio.to_thread.run_sync(_write_atomic, summary_path, payload)
+    return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def score(config: ScoreConfig) -> ScoreReport:
+    """Blocking wrapper of :func:`score_async` (runs its own event loop)."""
+    return anyio.run(score_async, config)

@@ -1,0 +1,157 @@
+"""The streaming pipeline: every claim gets a verdict, results are written once, state survives cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from dahl.adapters.fake import FakeChecker
+from dahl.engine.counters import RunCounters
+from dahl.engine.output import AnswerLog
+from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
+from dahl.errors import PermanentAPIError, QuotaExhausted
+from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
+
+DECODER = msgspec.json.Decoder(AnswerResult)
+
+
+class SentenceSplitter:
+    """Splits on '. ' so tests do not depend on the rule Splitter."""
+
+    fingerprint = "test-sentences"
+
+    async def split(self, answer: Answer) -> list[Claim]:
+        parts = [p.strip().rstrip(".") for p in answer.response.split(". ") if p.strip()]
+        return [Claim(text=p, index=i) for i, p in enumerate(parts)]
+
+
+class CountingChecker:
+    """Supported unless the claim contains 'wrong'; counts calls; can fail or block."""
+
+    fingerprint = "test-counting"
+
+    def __init__(self, *, fail_on: str | None = None, quota_on: str | None = None) -> None:
+        self.calls = 0
+        self.fail_on = fail_on
+        self.quota_on = quota_on
+
+    async def check(self, claim: Claim, answer: Answer) -> Verdict:
+        self.calls += 1
+        await anyio.sleep(0)
+        if self.quota_on and self.quota_on in claim.text:
+            raise QuotaExhausted("insufficient_quota")
+        if self.fail_on and self.fail_on in claim.text:
+            raise PermanentAPIError("bad request", status=400)
+        label = Label.UNSUPPORTED if "wrong" in claim.text else Label.SUPPORTED
+        return Verdict(label=label, checker=self.fingerprint)
+
+
+def make_answers(n: int, sentences: int = 3) -> list[QueuedAnswer]:
+    out = []
+    for i in range(n):
+        text = ". ".join(f"Fact {j} of answer {i}" + (" is wrong" if j == 0 and i % 2 else "") for j in range(sentences))
+        answer = Answer(id=f"a{i}", question=f"q{i}?", response=text + ".", model="m", category="c")
+        out.append(QueuedAnswer(answer, f"h{i}"))
+    return out
+
+
+def read_log(path: Path) -> list[AnswerResult]:
+    return [DECODER.decode(line) for line in path.read_bytes().splitlines()]
+
+
+async def run(
+    items: list[QueuedAnswer], path: Path, checker: object, **opts: object
+) -> tuple[RunCounters, AnswerLog]:
+    log_file = AnswerLog(path)
+    log_file.open()
+    counters = RunCounters()
+    settings: dict[str, object] = {"preprocess": False, "queue_size": 4, "check_concurrency": 3, **opts}
+    options = PipelineOptions(**settings)  # type: ignore[arg-type]
+    source: Iterator[QueuedAnswer] = iter(items)
+    try:
+        await run_pipeline(source, SentenceSplitter(), checker, log_file, options=options, counters=counters)  # type: ignore[arg-type]
+    finally:
+        log_file.close()
+    return counters, log_file
+
+
+class TestRunPipeline:
+    async def test_every_claim_gets_one_verdict(self, tmp_path: Path) -> None:
+        """50 answers of 3 claims: 150 checks, 50 lines, each answer once with 3 verdicts."""
+        checker = CountingChecker()
+        counters, log_file = await run(make_answers(50), tmp_path / "a.jsonl", checker)
+        results = read_log(log_file.path)
+        assert checker.calls == 150
+        assert counters.claims_done == 150
+        assert sorted(r.id for r in results) == sorted(f"a{i}" for i in range(50))
+        assert all(len(r.claims) == 3 for r in results)
+
+    async def test_scores_follow_verdicts(self, tmp_path: Path) -> None:
+        """An odd answer has 1 unsupported of 3 claims: precision 2/3; even answers 1.0."""
+        _, log_file = await run(make_answers(4), tmp_path / "a.jsonl", CountingChecker())
+        by_id = {r.id: r for r in read_log(log_file.path)}
+        assert by_id["a1"].metrics.precision == pytest.approx(2 / 3)
+        assert by_id["a0"].metrics.precision == 1.0
+        assert by_id["a1"].counts["unsupported"] == 1
+
+    async def test_failed_check_is_labelled_error_and_excluded(self, tmp_path: Path) -> None:
+        """A PermanentAPIError becomes an error verdict; the answer is excluded, not scored as false."""
+        counters, log_file = await run(make_answers(2), tmp_path / "a.jsonl", CountingChecker(fail_on="Fact 1 of answer 0"))
+        by_id = {r.id: r for r in read_log(log_file.path)}
+        bad = by_id["a0"]
+        assert bad.status == "excluded"
+        assert [c.label for c in bad.claims] == ["supported", "error", "supported"]
+        assert bad.claims[1].error is not None and bad.claims[1].error.startswith("PermanentAPIError")
+        assert counters.claims_failed == 1
+        assert counters.errors["PermanentAPIError"] == 1
+
+    async def test_quota_stops_the_run_and_keeps_finished_results(self, tmp_path: Path) -> None:
+        """QuotaExhausted propagates; answers finished before it are on disk, complete."""
+        items = make_answers(40, sentences=1)
+        checker = CountingChecker(quota_on="answer 30")
+        with pytest.raises(QuotaExhausted):
+            await run(items, tmp_path / "a.jsonl", checker, check_concurrency=1)
+        results = read_log(tmp_path / "a.jsonl")
+        assert 0 < len(results) <= 30
+        assert all(len(r.claims) == 1 for r in results)
+
+    async def test_cancellation_flushes_finished_results(self, tmp_path: Path) -> None:
+        """Cancelling mid-run writes every result that was already assembled."""
+        items = make_answers(200, sentences=1)
+        checker = FakeChecker(latency_s=0.02)
+        done: list[str] = []
+
+        async def scenario() -> None:
+            with anyio.move_on_after(0.15):
+                log_file = AnswerLog(tmp_path / "a.jsonl")
+                log_file.open()
+                counters = RunCounters()
+                try:
+                    await run_pipeline(
+                        iter(items), SentenceSplitter(), checker, log_file,
+                        options=PipelineOptions(preprocess=False, flush_interval_s=10.0),
+                        counters=counters, on_result=lambda r: done.append(r.id),
+                    )
+                finally:
+                    log_file.close()
+
+        await scenario()
+        written = [r.id for r in read_log(tmp_path / "a.jsonl")]
+        assert 0 < len(written) < 200
+        assert written == done
+
+
+class TestAnswerLog:
+    def test_torn_last_line_is_cut_off_on_open(self, tmp_path: Path) -> None:
+        """A half-written line from a crash is dropped; complete lines stay."""
+        path = tmp_path / "a.jsonl"
+        path.write_bytes(b'{"id":"x","input_hash":"1"}\n{"id":"y","inp')
+        log_file = AnswerLog(path)
+        assert log_file.finished_keys() == {("x", "1")}
+        log_file.open()
+        log_file.close()
+        assert path.read_bytes() == b'{"id":"x","input_hash":"1"}\n'
