@@ -1,0 +1,1 @@
+"""Benchmarks and the mock OpenAI-compatible server they run against (loopback only)."""

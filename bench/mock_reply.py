@@ -1,0 +1,184 @@
+"""What the mock server says: request kind, data extraction, token estimates and reply text.
+
+The dahl prompts delimit data with tags: a check user message holds
+``<question>\\n...\\n</question>`` and ``<claim>\\n...\\n</claim>``; a split user message
+holds ``<question>`` and ``<answer>\\n...\\n</answer>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bench.mock_oracle import Oracle
+from dahl.records import normalize_text
+
+__all__ = [
+    "OFFFORMAT_TEXT",
+    "Prompt",
+    "default_label",
+    "estimate_tokens",
+    "parse_prompt",
+    "reply_content",
+    "sentences",
+]
+
+#: Chatty content of an ``offformat`` fault: neither a label nor a claim list.
+OFFFORMAT_TEXT = "As an assistant I think this might be an interesting claim."
+
+_CLAIM = re.compile(r"<claim>\n?(.*?)\n?</claim>", re.DOTALL)
+_ANSWER = re.compile(r"<answer>\n?(.*?)\n?</answer>", re.DOTALL)
+_QUESTION = re.compile(r"<question>\n?(.*?)\n?</question>", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What one chat-completions request asks for.
+
+    Attributes:
+        kind: ``"check"``, ``"split"`` or ``"other"``.
+        question: text of the last ``<question>`` block, or None.
+        data: the claim (check) or the answer (split) text; ``""`` for other.
+        json_mode: True when the body has ``response_format`` of type json_schema/json_object.
+        prompt_tokens: ``ceil(chars / 4)`` over every message's text content.
+        max_tokens: ``max_tokens`` or ``max_completion_tokens`` of the body, 16 when absent.
+        model: the requested model name (``"mock"`` when absent).
+    """
+
+    kind: str
+    question: str | None
+    data: str
+    json_mode: bool
+    prompt_tokens: int
+    max_tokens: int
+    model: str
+
+
+def estimate_tokens(text_chars: int) -> int:
+    """Token estimate of ``text_chars`` characters: ``ceil(chars / 4)`` (OpenAI's rule of thumb)."""
+    return math.ceil(text_chars / 4)
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message's ``content``: a string or a list of ``{"type": "text", "text"}`` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
+        )
+    return ""
+
+
+def _last(pattern: re.Pattern[str], text: str) -> str | None:
+    found = pattern.findall(text)
+    return str(found[-1]) if found else None
+
+
+def parse_prompt(body: Mapping[str, Any]) -> Prompt:
+    """Classify a chat-completions request body and pull out its tagged data.
+
+    The deciding message is the last user message holding a ``<claim>`` or ``<answer>``
+    tag (so a re-ask appended after the original prompt keeps its kind); ``<claim>``
+    makes a check, ``<answer>`` without ``<claim>`` a split, no tag at all "other".
+    Repeated blocks: the last one counts.
+
+    Args:
+        body: the decoded JSON request body.
+
+    Returns:
+        The classified prompt.
+    """
+    messages = body.get("messages")
+    messages = messages if isinstance(messages, list) else []
+    texts = [(str(m.get("role", "")), _text_of(m.get("content"))) for m in messages if isinstance(m, Mapping)]
+    kind, question, data = "other", None, ""
+    for role, text in reversed(texts):
+        if role != "user":
+            continue
+        claim = _last(_CLAIM, text)
+        answer = _last(_ANSWER, text)
+        if claim is not None:
+            kind, data = "check", claim
+        elif answer is not None:
+            kind, data = "split", answer
+        else:
+            continue
+        question = _last(_QUESTION, text)
+        break
+    response_format = body.get("response_format")
+    json_mode = isinstance(response_format, Mapping) and response_format.get("type") in (
+        "json_schema",
+        "json_object",
+    )
+    limit = body.get("max_tokens", body.get("max_completion_tokens"))
+    max_tokens = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else 16
+    return Prompt(
+        kind=kind,
+        question=question,
+        data=data,
+        json_mode=json_mode,
+        prompt_tokens=estimate_tokens(sum(len(text) for _, text in texts)),
+        max_tokens=max_tokens,
+        model=str(body.get("model") or "mock"),
+    )
+
+
+def default_label(claim: str) -> str:
+    """Reproducible label from a hash of the normalized claim.
+
+    blake2b of the claim modulo 100: below 70 supported, below 95 unsupported, else
+    unknown (70% / 25% / 5% over many claims).
+    """
+    digest = hashlib.blake2b(normalize_text(claim).encode("utf-8"), digest_size=8).digest()
+    bucket = int.from_bytes(digest, "big") % 100
+    if bucket < 70:
+        return "supported"
+    return "unsupported" if bucket < 95 else "unknown"
+
+
+def sentences(text: str) -> list[str]:
+    """Split normalized ``text`` after ``.``, ``!`` or ``?`` followed by whitespace; drop empties."""
+    return [part for part in _SENTENCE_END.split(normalize_text(text)) if part]
+
+
+def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
+    """The assistant message content for a well-behaved reply.
+
+    Check: the oracle's label (``unknown`` for a claim it lacks) or :func:`default_label`
+    without an oracle. Split: the oracle's claims for a known answer, else one claim per
+    sentence. JSON mode gives ``{"label", "reason"}`` / ``{"claims": [...]}``; text mode
+    gives a capitalized label and a reason line / ``"- "``-prefixed lines.
+
+    Args:
+        prompt: the classified request.
+        oracle: labels and claim lists, or None for the default behaviour.
+
+    Returns:
+        The content string.
+    """
+    if prompt.kind == "check":
+        if oracle is None:
+            label, reason = default_label(prompt.data), "Mock label derived from the claim text."
+        else:
+            found = oracle.label(prompt.question, prompt.data)
+            label, reason = (found, "Oracle label.") if found else ("unknown", "Claim not in the oracle.")
+        if prompt.json_mode:
+            return json.dumps({"label": label, "reason": reason}, ensure_ascii=False)
+        return f"{label.capitalize()}\n{reason}"
+    if prompt.kind == "split":
+        claims = oracle.claims(prompt.data) if oracle is not None else None
+        if claims is None:
+            claims = sentences(prompt.data)
+        if prompt.json_mode:
+            return json.dumps({"claims": claims}, ensure_ascii=False)
+        return "\n".join(f"- {claim}" for claim in claims)
+    if prompt.json_mode:
+        return json.dumps({"reply": "mock"})
+    return "This is a mock reply."

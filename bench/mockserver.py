@@ -1,0 +1,398 @@
+"""Mock OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks.
+
+Command line::
+
+    python -m bench.mockserver --port PORT [--oracle INPUT_FILE ...] [--latency-ms MS]
+        [--latency lognormal:MEDIAN_MS[:SIGMA]] [--rpm N] [--tpm N] [--window-s S]
+        [--fault KIND=RATE ...] [--seed N]
+
+prints ``ready http://127.0.0.1:PORT`` (flushed) once listening, serves
+``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /stats`` and
+``POST /stats/reset``, and prints the final stats as one JSON line on SIGINT/SIGTERM.
+
+In-process use (tests)::
+
+    server = await start_mock(MockConfig(rpm=120, window_s=1))
+    ...  # talk to server.url
+    await server.close()
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import math
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from bench.mock_config import FAULT_KINDS, Latency, MockConfig, parse_fault, parse_latency
+from bench.mock_oracle import Oracle
+from bench.mock_reply import OFFFORMAT_TEXT, Prompt, estimate_tokens, parse_prompt, reply_content
+from bench.mock_stats import MockStats
+from bench.mock_window import RateWindow, format_seconds
+from dahl.errors import ConfigError
+
+__all__ = ["STATE", "MockConfig", "MockServer", "config_from_args", "create_app", "main", "start_mock"]
+
+logger = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+
+
+@dataclass
+class _State:
+    """Mutable per-app state; one instance per application."""
+
+    config: MockConfig
+    oracle: Oracle | None
+    window: RateWindow | None
+    stats: MockStats
+    latency_rng: random.Random
+    fault_rng: random.Random
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    ids: itertools.count[int] = field(default_factory=itertools.count)
+
+
+STATE = web.AppKey("dahl_mock_state", _State)
+
+
+def _error(
+    status: int, message: str, kind: str, code: str | None, headers: dict[str, str] | None = None
+) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+async def _pause(state: _State, seconds: float) -> None:
+    """Sleep ``seconds`` unless the server starts closing first (keeps shutdown prompt)."""
+    if seconds <= 0:
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await state.closing.wait()
+    except TimeoutError:
+        pass
+
+
+def _draw_fault(state: _State) -> str | None:
+    rates = state.config.fault_rates()
+    if not rates:
+        return None
+    draw = state.fault_rng.random()
+    total = 0.0
+    for kind in FAULT_KINDS:
+        total += rates.get(kind, 0.0)
+        if draw < total:
+            return kind
+    return None
+
+
+def _completion(state: _State, prompt: Prompt, content: str) -> dict[str, Any]:
+    completion_tokens = estimate_tokens(len(content))
+    return {
+        "id": f"chatcmpl-mock-{next(state.ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": prompt.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt.prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt.prompt_tokens + completion_tokens,
+        },
+    }
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    stats = state.stats
+    stats.enter()
+    try:
+        response = await _serve(request, state)
+        if response is not None:
+            stats.status[str(response.status)] += 1
+            return response
+        # Connection reset fault: the transport is gone; nothing can be sent.
+        raise asyncio.CancelledError
+    finally:
+        stats.leave()
+
+
+async def _serve(request: web.Request, state: _State) -> web.Response | None:
+    stats = state.stats
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        stats.kinds["other"] += 1
+        return _error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
+    if not isinstance(body, dict):
+        stats.kinds["other"] += 1
+        return _error(400, "The request body must be a JSON object.", "invalid_request_error", None)
+    prompt = parse_prompt(body)
+    stats.kinds[prompt.kind] += 1
+    headers: dict[str, str] = {}
+    if state.window is not None:
+        cost = prompt.prompt_tokens + prompt.max_tokens
+        admission = state.window.admit(cost)
+        headers = admission.headers
+        if not admission.admitted:
+            assert admission.reason is not None
+            stats.rate_limited[admission.reason] += 1
+            if admission.too_large:
+                limit = state.window.headers().get("x-ratelimit-limit-tokens", "?")
+                message = f"Request too large for {prompt.model}: Limit {limit}, Requested {cost}."
+                return _error(429, message, "tokens", "rate_limit_exceeded", headers)
+            headers["Retry-After"] = format_seconds(max(admission.reset_s, 0.001))
+            headers["retry-after-ms"] = str(max(math.ceil(admission.reset_s * 1000), 1))
+            message = (
+                f"Rate limit reached for {prompt.model} on {admission.reason} per window: "
+                f"please try again in {headers['Retry-After']}s."
+            )
+            return _error(429, message, admission.reason, "rate_limit_exceeded", headers)
+        stats.admitted_tokens += cost
+    fault = _draw_fault(state)
+    if fault is not None:
+        stats.faults[fault] += 1
+    if fault == "quota":
+        stats.rate_limited["quota"] += 1
+        message = "You exceeded your current quota, please check your plan and billing details."
+        return _error(429, message, "insufficient_quota", "insufficient_quota", headers)
+    if fault == "timeout":
+        await _pause(state, state.config.timeout_fault_s)
+        return _error(504, "Mock timeout fault elapsed.", "server_error", None, headers)
+    await _pause(state, state.config.latency.sample_s(state.latency_rng))
+    if fault == "reset":
+        if request.transport is not None:
+            request.transport.abort()
+        return None
+    if fault in ("500", "503"):
+        status = int(fault)
+        return _error(status, f"Mock fault {status}.", "server_error", None, headers)
+    content = OFFFORMAT_TEXT if fault == "offformat" else reply_content(prompt, state.oracle)
+    payload = _completion(state, prompt, content)
+    usage = payload["usage"]
+    stats.prompt_tokens += usage["prompt_tokens"]
+    stats.completion_tokens += usage["completion_tokens"]
+    raw = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    if fault == "malformed":
+        raw = raw[: len(raw) // 2]
+    return web.Response(body=raw, content_type="application/json", headers=headers)
+
+
+async def _get_stats(request: web.Request) -> web.Response:
+    return web.json_response(request.app[STATE].stats.as_dict())
+
+
+async def _reset_stats(request: web.Request) -> web.Response:
+    stats = request.app[STATE].stats
+    stats.reset()
+    return web.json_response(stats.as_dict())
+
+
+def create_app(
+    config: MockConfig,
+    *,
+    oracle: Oracle | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> web.Application:
+    """Build the aiohttp application of the mock server.
+
+    Args:
+        config: latency, limits, faults and seed.
+        oracle: labels and claim lists; None answers with the deterministic defaults.
+            ``config.oracle_files`` is not read here (see :func:`start_mock`).
+        clock: monotonic clock in seconds driving the rate-limit windows.
+
+    Returns:
+        The application; its state is ``app[STATE]``.
+    """
+    app = web.Application()
+    window = None
+    if config.rpm is not None or config.tpm is not None:
+        window = RateWindow(config.requests_per_window, config.tokens_per_window, config.window_s, clock)
+    app[STATE] = _State(
+        config=config,
+        oracle=oracle,
+        window=window,
+        stats=MockStats(oracle.conflicts if oracle is not None else 0),
+        latency_rng=random.Random(f"{config.seed}:latency"),
+        fault_rng=random.Random(f"{config.seed}:faults"),
+    )
+    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_post("/chat/completions", _chat)
+    app.router.add_get("/stats", _get_stats)
+    app.router.add_post("/stats/reset", _reset_stats)
+    return app
+
+
+class MockServer:
+    """A running mock server; create with :func:`start_mock`.
+
+    Attributes:
+        url: base URL including ``/v1``, e.g. ``http://127.0.0.1:41234/v1``.
+        port: the TCP port it listens on.
+        app: the aiohttp application.
+    """
+
+    def __init__(self, app: web.Application, runner: web.AppRunner, port: int) -> None:
+        self.app = app
+        self._runner = runner
+        self.port = port
+        self.url = f"http://{HOST}:{port}/v1"
+
+    @property
+    def root(self) -> str:
+        """Base URL without ``/v1`` (where ``/stats`` lives)."""
+        return f"http://{HOST}:{self.port}"
+
+    def stats(self) -> dict[str, Any]:
+        """Snapshot of the counters, the same JSON as ``GET /stats``."""
+        return self.app[STATE].stats.as_dict()
+
+    def reset_stats(self) -> None:
+        """Zero the counters, like ``POST /stats/reset``."""
+        self.app[STATE].stats.reset()
+
+    async def close(self) -> None:
+        """Wake every sleeping handler, stop listening and drop connections (bounded, ~1 s max)."""
+        self.app[STATE].closing.set()
+        await self._runner.cleanup()
+
+    async def __aenter__(self) -> MockServer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+async def start_mock(
+    config: MockConfig,
+    *,
+    oracle: Oracle | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> MockServer:
+    """Start the mock server on 127.0.0.1 in the running event loop.
+
+    Args:
+        config: server configuration; ``config.oracle_files`` are loaded unless ``oracle`` is given.
+        oracle: a prebuilt oracle (overrides ``config.oracle_files``).
+        clock: monotonic clock in seconds for the rate-limit windows.
+
+    Returns:
+        The running server; call ``await server.close()`` when done.
+
+    Raises:
+        ConfigError: an oracle file cannot be read.
+        OSError: the port cannot be bound.
+    """
+    if oracle is None and config.oracle_files:
+        oracle = Oracle.load(config.oracle_files)
+    app = create_app(config, oracle=oracle, clock=clock)
+    # handler_cancellation: a client that hangs up cancels its handler (timeout faults).
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, HOST, config.port)
+    await site.start()
+    port = int(runner.addresses[0][1])
+    return MockServer(app, runner, port)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.mockserver", description="Mock OpenAI-compatible server on 127.0.0.1."
+    )
+    parser.add_argument("--port", type=int, required=True, help="TCP port; 0 picks a free one")
+    parser.add_argument("--oracle", nargs="+", action="extend", default=[], type=Path, metavar="INPUT_FILE")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--latency-ms", type=float, help="fixed latency in milliseconds")
+    group.add_argument("--latency", help="lognormal:MEDIAN_MS[:SIGMA] (sigma 0.5 by default)")
+    parser.add_argument("--rpm", type=int, help="requests per minute")
+    parser.add_argument("--tpm", type=int, help="tokens per minute (prompt estimate + max_tokens)")
+    parser.add_argument("--window-s", type=float, default=60.0, help="rate-limit window, seconds")
+    parser.add_argument("--fault", nargs="+", action="extend", default=[], metavar="KIND=RATE")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
+    """Build a :class:`MockConfig` from command-line arguments.
+
+    Raises:
+        ConfigError: an invalid value (argparse itself exits with status 2 on bad syntax).
+    """
+    args = _parser().parse_args(argv)
+    if args.latency is not None:
+        latency = parse_latency(args.latency)
+    elif args.latency_ms is not None:
+        latency = Latency(median_ms=args.latency_ms)
+    else:
+        latency = Latency()
+    return MockConfig(
+        port=args.port,
+        oracle_files=tuple(args.oracle),
+        latency=latency,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        window_s=args.window_s,
+        faults=tuple(parse_fault(spec) for spec in args.fault),
+        seed=args.seed,
+    )
+
+
+async def _run(config: MockConfig) -> dict[str, Any]:
+    server = await start_mock(config)
+    state = server.app[STATE]
+    if state.oracle is not None:
+        logger.info(
+            "oracle: %d labelled (question, claim) pairs, %d answers, %d conflicts",
+            len(state.oracle),
+            state.oracle.answers,
+            state.oracle.conflicts,
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    sys.stdout.write(f"ready {server.root}\n")
+    sys.stdout.flush()
+    try:
+        await stop.wait()
+    finally:
+        final = server.stats()
+        await server.close()
+    return final
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit status (0, or 2 on bad options)."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
+    try:
+        config = config_from_args(argv)
+        final = asyncio.run(_run(config))
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    sys.stdout.write(json.dumps(final) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
