@@ -20,8 +20,9 @@ from dahl.errors import DahlError, QuotaExhausted
 from dahl.formats import FORMATS, describe_input
 from dahl.run import ScoreConfig, ScoreReport, score_async
 
-console = Console(stderr=True)
-out = Console()
+# Piped output gets a wide fixed width so tables are not cut to 80 columns.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160)
 
 EXIT_USAGE = 2
 EXIT_QUOTA = 3
@@ -52,16 +53,15 @@ def _fmt(x: float | None, pct: bool = True) -> str:
 
 
 def _ci(ci: list[float] | None) -> str:
-    return "—" if not ci else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    return "" if not ci else f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
 
 
 def _result_table(summary: dict[str, Any], k: int) -> Table:
     table = Table(title="dahl scores (percent)", title_justify="left")
     for col in ("model", "answers", "scored", "abstained", "excluded", "DAHL Score", "95% CI",
-                "FActScore", "FActScore (no γ)", f"F1@{k}", "S / U / I / ? / err"):
+                "FActScore", "no penalty", f"F1@{k}"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for model, m in sorted(summary["models"].items()):
-        labels = m["labels"]
         table.add_row(
             model,
             str(m["n_answers"]),
@@ -73,7 +73,6 @@ def _result_table(summary: dict[str, Any], k: int) -> Table:
             _fmt(m["factscore"]),
             _fmt(m["factscore_init"]),
             _fmt(m["f1_at_k"]),
-            " / ".join(str(labels.get(x, 0)) for x in ("supported", "unsupported", "irrelevant", "unknown", "error")),
         )
     return table
 
