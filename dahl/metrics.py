@@ -1,0 +1,468 @@
+"""Metric formulas: pure functions over per-answer label-count arrays.
+
+Every vectorized function takes ``counts``, an integer array of shape
+``(n_answers, 5)`` whose columns follow :data:`dahl.records.LABELS`
+(supported S, unsupported U, irrelevant I, unknown N, error E), and an
+``eligible`` boolean array of shape ``(n_answers,)`` that is True for answers
+that responded: not abstained and split without error. The count-based rules
+(at least one claim, S + U > 0, no unknown/error claim) are applied here, so the
+caller only supplies what counts cannot tell.
+
+Definitions follow DESIGN.md §4:
+
+* factual precision = S / (S + U) (DAHL paper, Seo et al. 2024, §3.3);
+* DAHL Score = mean precision over answers whose every claim got a clean
+  verdict, irrelevant claims counting in neither S nor U;
+* FActScore = S / (S + U + I), times exp(1 - γ/|A|) when |A| < γ
+  (Min et al. 2023, §3 and the length penalty of their released scorer);
+* F1@K = 2PR / (P + R) with P = S / (S + U), R = min(S / K, 1), 0 if S = 0
+  (SAFE, Wei et al. 2024, §5).
+
+Empty sets give None, never NaN.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dahl.errors import ConfigError, InputError
+from dahl.records import LABELS, AnswerMetrics, Label, Status
+
+__all__ = [
+    "REASONS",
+    "answer_metrics",
+    "answer_status",
+    "as_counts",
+    "bootstrap_ci",
+    "dahl_mask",
+    "dahl_score",
+    "exclusion_codes",
+    "f1_at_k",
+    "f1_values",
+    "factscore",
+    "factscore_mask",
+    "factscore_values",
+    "precision",
+]
+
+logger = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.integer[Any]]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Why an answer is not scored. Code ``i + 1`` in :func:`exclusion_codes` is ``REASONS[i]``; 0 is scored.
+REASONS: tuple[str, ...] = (
+    "abstained",
+    "no_claims",
+    "only_irrelevant",
+    "unknown_claims",
+    "error_claims",
+    "split_error",
+)
+
+_S = LABELS.index(Label.SUPPORTED)
+_U = LABELS.index(Label.UNSUPPORTED)
+_I = LABELS.index(Label.IRRELEVANT)
+_N = LABELS.index(Label.UNKNOWN)
+_E = LABELS.index(Label.ERROR)
+
+# Largest number of random draws held in memory at once by bootstrap_ci.
+_DRAW_BUDGET = 4_000_000
+
+
+def as_counts(counts: Mapping[str, int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Turn one answer's label counts into an int64 array of shape (5,), in LABELS order.
+
+    Args:
+        counts: a mapping from label name (``"supported"``, ...) to count, missing
+            labels counting 0; or a sequence/array of 5 counts in LABELS order.
+
+    Returns:
+        int64 array of shape (5,).
+
+    Raises:
+        InputError: unknown label name, wrong length, non-integer or negative count.
+    """
+    if isinstance(counts, Mapping):
+        row = np.zeros(len(LABELS), dtype=np.int64)
+        for key, value in counts.items():
+            try:
+                col = LABELS.index(Label(key))
+            except ValueError:
+                raise InputError(f"unknown label {key!r}", field="counts") from None
+            row[col] = int(value)
+    else:
+        arr = np.asarray(counts)
+        if arr.shape != (len(LABELS),) or not np.issubdtype(arr.dtype, np.integer):
+            raise InputError(
+                f"expected {len(LABELS)} integer counts, got shape {arr.shape} {arr.dtype}",
+                field="counts",
+            )
+        row = arr.astype(np.int64)
+    if (row < 0).any():
+        raise InputError(f"negative label count in {row.tolist()}", field="counts")
+    return row
+
+
+def _check_counts(counts: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    arr = np.asarray(counts)
+    if arr.ndim != 2 or arr.shape[1] != len(LABELS):
+        raise InputError(f"counts must have shape (n, {len(LABELS)}), got {arr.shape}", field="counts")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise InputError(f"counts must be integers, got {arr.dtype}", field="counts")
+    return arr.astype(np.int64, copy=False)
+
+
+def _check_eligible(eligible: npt.ArrayLike, n: int) -> BoolArray:
+    arr = np.asarray(eligible, dtype=bool)
+    if arr.shape != (n,):
+        raise InputError(f"eligible must have shape ({n},), got {arr.shape}", field="eligible")
+    return arr
+
+
+def exclusion_codes(counts: npt.ArrayLike, abstained: npt.ArrayLike, split_error: npt.ArrayLike) -> npt.NDArray[np.int8]:
+    """Classify answers as scored (0) or excluded for a reason (``1 + REASONS.index(reason)``).
+
+    Precedence when several reasons apply: split_error, abstained, no_claims,
+    error_claims, unknown_claims, only_irrelevant (DAHL paper §3.3 excludes
+    noncommittal answers and answers without a clean true/false verdict for
+    every unit).
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        abstained: bool array (n,): the answer is noncommittal / marked abstained.
+        split_error: bool array (n,): the Splitter failed on the answer.
+
+    Returns:
+        int8 array (n,) of codes.
+
+    Raises:
+        InputError: on wrongly shaped arrays.
+    """
+    c = _check_counts(counts)
+    n = c.shape[0]
+    abst = _check_eligible(abstained, n)
+    serr = _check_eligible(split_error, n)
+    code = {r: np.int8(i + 1) for i, r in enumerate(REASONS)}
+    conditions = [
+        serr,
+        abst,
+        c.sum(axis=1) == 0,
+        c[:, _E] > 0,
+        c[:, _N] > 0,
+        c[:, _S] + c[:, _U] == 0,
+    ]
+    choices = [
+        code["split_error"],
+        code["abstained"],
+        code["no_claims"],
+        code["error_claims"],
+        code["unknown_claims"],
+        code["only_irrelevant"],
+    ]
+    return np.select(conditions, choices, default=np.int8(0)).astype(np.int8)
+
+
+def answer_status(
+    counts: Mapping[str, int] | npt.ArrayLike, *, abstained: bool, split_error: bool = False
+) -> tuple[Status, str | None]:
+    """Decide whether one answer enters the DAHL Score, and if not why.
+
+    Args:
+        counts: label counts (see :func:`as_counts`).
+        abstained: the answer is noncommittal or marked abstained in the input.
+        split_error: the Splitter failed on this answer.
+
+    Returns:
+        ``(Status.SCORED, None)``, or the status and one of :data:`REASONS`:
+        ``split_error`` -> ERROR, ``abstained`` -> ABSTAINED, others -> EXCLUDED.
+
+    Raises:
+        InputError: malformed counts.
+    """
+    row = as_counts(counts)[np.newaxis, :]
+    code = int(exclusion_codes(row, np.array([abstained]), np.array([split_error]))[0])
+    if code == 0:
+        return Status.SCORED, None
+    reason = REASONS[code - 1]
+    if reason == "split_error":
+        return Status.ERROR, reason
+    if reason == "abstained":
+        return Status.ABSTAINED, reason
+    return Status.EXCLUDED, reason
+
+
+def precision(s: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
+    """Factual precision S / (S + U) elementwise (DAHL paper §3.3).
+
+    Args:
+        s: supported counts, int array (n,).
+        u: unsupported counts, int array (n,).
+
+    Returns:
+        float64 array (n,), NaN where S + U = 0. Internal: public aggregates never return NaN.
+    """
+    s_arr = np.asarray(s, dtype=np.float64)
+    den = s_arr + np.asarray(u, dtype=np.float64)
+    out = np.full(den.shape, np.nan)
+    np.divide(s_arr, den, out=out, where=den > 0)
+    return out
+
+
+def factscore_values(counts: npt.ArrayLike, gamma: float = 10.0) -> FloatArray:
+    """Per-answer FActScore S / (S + U + I), with the length penalty (Min et al. 2023).
+
+    The penalty multiplies by exp(1 - γ/|A|) when |A| < γ, |A| = S + U + I the
+    number of checked claims; γ = 0 disables it.
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        gamma: length-penalty constant γ in claims (FActScore default 10).
+
+    Returns:
+        float64 array (n,), NaN where |A| = 0.
+
+    Raises:
+        ConfigError: gamma < 0.
+        InputError: malformed counts.
+    """
+    if gamma < 0:
+        raise ConfigError(f"gamma must be >= 0, got {gamma}")
+    c = _check_counts(counts).astype(np.float64)
+    size = c[:, _S] + c[:, _U] + c[:, _I]
+    out = np.full(size.shape, np.nan)
+    np.divide(c[:, _S], size, out=out, where=size > 0)
+    if gamma > 0:
+        short = (size > 0) & (size < gamma)
+        out[short] *= np.exp(1.0 - gamma / size[short])
+    return out
+
+
+def f1_values(counts: npt.ArrayLike, k: int = 64) -> FloatArray:
+    """Per-answer F1@K (SAFE, Wei et al. 2024, §5).
+
+    P = S / (S + U), R@K = min(S / K, 1), F1@K = 2PR / (P + R), and 0 when S = 0.
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        k: K, the number of supported claims a user wants (SAFE default 64).
+
+    Returns:
+        float64 array (n,), NaN where S + U = 0 (precision undefined).
+
+    Raises:
+        ConfigError: k < 1.
+        InputError: malformed counts.
+    """
+    if k < 1:
+        raise ConfigError(f"k must be >= 1, got {k}")
+    c = _check_counts(counts)
+    p = precision(c[:, _S], c[:, _U])
+    r = np.minimum(c[:, _S] / float(k), 1.0)
+    out = np.where(np.isnan(p), np.nan, 0.0)
+    pos = c[:, _S] > 0
+    out[pos] = 2.0 * p[pos] * r[pos] / (p[pos] + r[pos])
+    return out
+
+
+def dahl_mask(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> BoolArray:
+    """Answers that enter the DAHL Score and F1@K: eligible, S + U > 0, no unknown/error claim.
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        eligible: bool array (n,): responded (not abstained, split without error).
+
+    Returns:
+        bool array (n,).
+
+    Raises:
+        InputError: wrongly shaped arrays.
+    """
+    c = _check_counts(counts)
+    e = _check_eligible(eligible, c.shape[0])
+    mask: BoolArray = e & (c[:, _S] + c[:, _U] > 0) & (c[:, _N] + c[:, _E] == 0)
+    return mask
+
+
+def factscore_mask(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> BoolArray:
+    """Answers that enter FActScore: eligible, at least one claim, no unknown/error claim.
+
+    Unlike :func:`dahl_mask`, an answer with only irrelevant claims counts (score 0).
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        eligible: bool array (n,): responded (not abstained, split without error).
+
+    Returns:
+        bool array (n,).
+
+    Raises:
+        InputError: wrongly shaped arrays.
+    """
+    c = _check_counts(counts)
+    e = _check_eligible(eligible, c.shape[0])
+    mask: BoolArray = e & (c[:, _S] + c[:, _U] + c[:, _I] > 0) & (c[:, _N] + c[:, _E] == 0)
+    return mask
+
+
+def _mean_or_none(values: FloatArray) -> float | None:
+    return float(values.mean()) if values.size else None
+
+
+def dahl_score(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> float | None:
+    """DAHL Score: mean per-answer precision over :func:`dahl_mask` answers (DAHL paper §3.3).
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        eligible: bool array (n,): responded (not abstained, split without error).
+
+    Returns:
+        The score in [0, 1], or None when no answer qualifies.
+
+    Raises:
+        InputError: wrongly shaped arrays.
+    """
+    c = _check_counts(counts)
+    mask = dahl_mask(c, eligible)
+    return _mean_or_none(precision(c[mask, _S], c[mask, _U]))
+
+
+def factscore(counts: npt.ArrayLike, eligible: npt.ArrayLike, gamma: float = 10.0) -> float | None:
+    """FActScore: mean of :func:`factscore_values` over :func:`factscore_mask` answers (Min et al. 2023).
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        eligible: bool array (n,): responded (not abstained, split without error).
+        gamma: length-penalty γ in claims; 0 gives FActScore without penalty ("init").
+
+    Returns:
+        The score in [0, 1], or None when no answer qualifies.
+
+    Raises:
+        ConfigError: gamma < 0.
+        InputError: wrongly shaped arrays.
+    """
+    c = _check_counts(counts)
+    mask = factscore_mask(c, eligible)
+    return _mean_or_none(factscore_values(c[mask], gamma))
+
+
+def f1_at_k(counts: npt.ArrayLike, eligible: npt.ArrayLike, k: int = 64) -> float | None:
+    """Mean F1@K over the DAHL Score's answers (:func:`dahl_mask`) (SAFE, Wei et al. 2024).
+
+    Args:
+        counts: int array (n, 5) in LABELS order.
+        eligible: bool array (n,): responded (not abstained, split without error).
+        k: K in supported claims (default 64).
+
+    Returns:
+        The score in [0, 1], or None when no answer qualifies.
+
+    Raises:
+        ConfigError: k < 1.
+        InputError: wrongly shaped arrays.
+    """
+    c = _check_counts(counts)
+    mask = dahl_mask(c, eligible)
+    return _mean_or_none(f1_values(c[mask], k))
+
+
+def answer_metrics(counts: Mapping[str, int] | npt.ArrayLike, *, gamma: float = 10.0, k: int = 64) -> AnswerMetrics:
+    """All per-answer metrics of one answer, None where undefined.
+
+    Unknown and error claims enter no numerator or denominator here; whether the
+    answer enters an aggregate is decided by :func:`answer_status`.
+
+    Args:
+        counts: label counts (see :func:`as_counts`).
+        gamma: FActScore length-penalty γ in claims (0 disables).
+        k: F1@K's K in supported claims.
+
+    Returns:
+        precision (None if S + U = 0), factscore and factscore_init (None if
+        S + U + I = 0), f1_at_k (None if S + U = 0).
+
+    Raises:
+        InputError: malformed counts.
+        ConfigError: gamma < 0 or k < 1.
+    """
+    row = as_counts(counts)[np.newaxis, :]
+
+    def one(arr: FloatArray) -> float | None:
+        value = float(arr[0])
+        return None if np.isnan(value) else value
+
+    return AnswerMetrics(
+        precision=one(precision(row[:, _S], row[:, _U])),
+        factscore=one(factscore_values(row, gamma)),
+        factscore_init=one(factscore_values(row, 0.0)),
+        f1_at_k=one(f1_values(row, k)),
+    )
+
+
+def bootstrap_ci(
+    values: npt.ArrayLike,
+    *,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap confidence interval of the mean, resampling answers.
+
+    Values are sorted first, so the interval does not depend on input order.
+    With many ties (per-answer precisions are small fractions) resamples are
+    drawn as multinomial counts over the distinct values, which is the same
+    distribution as resampling answers with replacement; otherwise answer
+    indices are drawn. Draws are vectorized in chunks of at most a few million
+    numbers, so memory stays bounded for 1M answers. (Efron & Tibshirani 1993,
+    ch. 13, percentile interval.)
+
+    Args:
+        values: float array (n,) of per-answer scores, no NaN.
+        rng: seeded generator; the same seed and values give the same interval.
+        n_boot: number of bootstrap resamples.
+        level: coverage, e.g. 0.95 for the 2.5th and 97.5th percentiles.
+
+    Returns:
+        ``(lo, hi)``, or None when ``values`` is empty.
+
+    Raises:
+        ConfigError: n_boot < 1 or level not in (0, 1).
+        InputError: values not 1-D or containing NaN.
+    """
+    if n_boot < 1:
+        raise ConfigError(f"n_boot must be >= 1, got {n_boot}")
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"level must be in (0, 1), got {level}")
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    if v.ndim != 1:
+        raise InputError(f"values must be 1-D, got shape {v.shape}", field="values")
+    if np.isnan(v).any():
+        raise InputError("values contain NaN", field="values")
+    n = v.size
+    if n == 0:
+        return None
+    uniq, freq = np.unique(v, return_counts=True)
+    means = np.empty(n_boot)
+    if uniq.size * 4 <= n:
+        probs = freq / n
+        chunk = max(1, _DRAW_BUDGET // uniq.size)
+        for start in range(0, n_boot, chunk):
+            stop = min(n_boot, start + chunk)
+            draws = rng.multinomial(n, probs, size=stop - start)
+            means[start:stop] = draws @ uniq / n
+    else:
+        chunk = max(1, _DRAW_BUDGET // n)
+        for start in range(0, n_boot, chunk):
+            stop = min(n_boot, start + chunk)
+            idx = rng.integers(0, n, size=(stop - start, n))
+            means[start:stop] = v[idx].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    return float(lo), float(hi)

@@ -1,0 +1,259 @@
+"""Specification of dahl.summary.SummaryBuilder: per-model and per-category aggregation."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dahl.errors import ConfigError, InputError
+from dahl.metrics import REASONS, answer_metrics
+from dahl.records import LABELS, AnswerResult, Status
+from dahl.summary import SummaryBuilder
+
+BLOCK_KEYS = {
+    "n_answers", "n_scored", "n_abstained", "n_excluded", "excluded_by_reason", "n_factscore",
+    "dahl_score", "dahl_score_ci", "factscore", "factscore_init", "f1_at_k", "labels",
+}
+
+
+def result(
+    counts: list[int], *, model: str = "m", category: str = "all", status: Status = Status.SCORED, rid: str = "x"
+) -> AnswerResult:
+    """An AnswerResult with the given S, U, I, N, E counts and no claim texts."""
+    return AnswerResult(
+        id=rid,
+        model=model,
+        category=category,
+        status=status,
+        claims=(),
+        counts={str(label): n for label, n in zip(LABELS, counts)},
+        metrics=answer_metrics(counts),
+        input_hash=rid,
+    )
+
+
+def hand_example() -> list[AnswerResult]:
+    """Model m: a (cat x), b, c, d (cat y), e (cat x); model n: one answer."""
+    return [
+        result([3, 1, 1, 0, 0], category="x"),  # a: precision .75, FActScore .6
+        result([0, 0, 2, 0, 0], category="y"),  # b: only irrelevant
+        result([1, 1, 0, 1, 0], category="y"),  # c: unknown claim
+        result([5, 0, 0, 0, 0], category="y", status=Status.ABSTAINED),  # d
+        result([2, 2, 0, 0, 0], category="x"),  # e: precision .5
+        result([1, 0, 0, 0, 0], model="n", status=Status.ERROR),  # split failed
+    ]
+
+
+def floats(obj: Any) -> list[float]:
+    """Every float inside a nested dict/list."""
+    if isinstance(obj, float):
+        return [obj]
+    if isinstance(obj, dict):
+        return [f for v in obj.values() for f in floats(v)]
+    if isinstance(obj, list):
+        return [f for v in obj for f in floats(v)]
+    return []
+
+
+class TestSummaryBuilder:
+    def test_empty_builder(self) -> None:
+        """No answers gives no models."""
+        assert SummaryBuilder().build() == {"models": {}}
+
+    def test_block_keys(self) -> None:
+        """A model block has exactly the documented keys plus categories; a category block has no categories."""
+        builder = SummaryBuilder(n_boot=50)
+        for r in hand_example():
+            builder.add(r)
+        block = builder.build()["models"]["m"]
+        assert set(block) == BLOCK_KEYS | {"categories"}
+        assert set(block["categories"]["x"]) == BLOCK_KEYS
+        assert list(block["excluded_by_reason"]) == list(REASONS)
+        assert list(block["labels"]) == [str(label) for label in LABELS]
+
+    def test_hand_computed_model_block(self) -> None:
+        """Model m: DAHL (0.75+0.5)/2, FActScore init (0.6+0+0.5)/3, F1@64 5/68, counts by reason."""
+        builder = SummaryBuilder(gamma=10, k=64, n_boot=200)
+        for r in hand_example():
+            builder.add(r)
+        m = builder.build()["models"]["m"]
+        assert (m["n_answers"], m["n_scored"], m["n_abstained"], m["n_excluded"], m["n_factscore"]) == (5, 2, 1, 3, 3)
+        assert m["excluded_by_reason"] == {
+            "abstained": 1, "no_claims": 0, "only_irrelevant": 1, "unknown_claims": 1,
+            "error_claims": 0, "split_error": 0,
+        }
+        assert m["dahl_score"] == pytest.approx(0.625)
+        assert m["factscore_init"] == pytest.approx(1.1 / 3)
+        assert m["factscore"] == pytest.approx((0.6 * math.exp(-1) + 0.5 * math.exp(-1.5)) / 3)
+        assert m["f1_at_k"] == pytest.approx(5 / 68)
+        assert m["labels"] == {"supported": 11, "unsupported": 4, "irrelevant": 3, "unknown": 1, "error": 0}
+        lo, hi = m["dahl_score_ci"]
+        # Resampling two answers (0.75, 0.5): means are 0.5, 0.625 or 0.75.
+        assert 0.5 <= lo <= 0.625 <= hi <= 0.75
+
+    def test_hand_computed_categories(self) -> None:
+        """Category x holds a and e (DAHL 0.625); category y scores nothing and gives None, not NaN."""
+        builder = SummaryBuilder(n_boot=50)
+        for r in hand_example():
+            builder.add(r)
+        cats = builder.build()["models"]["m"]["categories"]
+        assert list(cats) == ["x", "y"]
+        assert cats["x"]["dahl_score"] == pytest.approx(0.625)
+        assert cats["x"]["n_answers"] == 2
+        y = cats["y"]
+        assert (y["n_answers"], y["n_scored"], y["n_factscore"]) == (3, 0, 1)
+        assert (y["dahl_score"], y["dahl_score_ci"], y["f1_at_k"]) == (None, None, None)
+        assert y["factscore_init"] == 0.0
+
+    def test_split_error_model(self) -> None:
+        """An answer whose split failed is excluded as split_error even though it has counts."""
+        builder = SummaryBuilder(n_boot=10)
+        for r in hand_example():
+            builder.add(r)
+        n = builder.build()["models"]["n"]
+        assert (n["n_answers"], n["n_scored"], n["n_excluded"]) == (1, 0, 1)
+        assert n["excluded_by_reason"]["split_error"] == 1
+        assert n["dahl_score"] is None and n["factscore"] is None and n["dahl_score_ci"] is None
+
+    def test_reasons_recomputed_from_counts(self) -> None:
+        """A result marked scored but holding an error claim is excluded as error_claims."""
+        builder = SummaryBuilder(n_boot=10)
+        builder.add(result([2, 0, 0, 0, 1], status=Status.SCORED))
+        block = builder.build()["models"]["m"]
+        assert block["n_scored"] == 0
+        assert block["excluded_by_reason"]["error_claims"] == 1
+
+    def test_models_sorted_by_name(self) -> None:
+        """Models appear in name order, not arrival order."""
+        builder = SummaryBuilder(n_boot=10)
+        for name in ["zeta", "alpha", "mid"]:
+            builder.add(result([1, 0, 0, 0, 0], model=name))
+        assert list(builder.build()["models"]) == ["alpha", "mid", "zeta"]
+
+    def test_grows_past_initial_capacity(self) -> None:
+        """5,000 answers are all kept: 2,500 at precision 1 and 2,500 at 0 give DAHL 0.5."""
+        builder = SummaryBuilder(n_boot=100)
+        for i in range(5000):
+            builder.add(result([1, 0, 0, 0, 0] if i % 2 else [0, 1, 0, 0, 0]))
+        block = builder.build()["models"]["m"]
+        assert len(builder) == 5000
+        assert block["n_scored"] == 5000
+        assert block["dahl_score"] == 0.5
+        lo, hi = block["dahl_score_ci"]
+        # sd 0.5 / sqrt(5000) = 0.00707; 1.96 sd = 0.01386.
+        assert lo == pytest.approx(0.5 - 0.01386, abs=0.004)
+        assert hi == pytest.approx(0.5 + 0.01386, abs=0.004)
+
+    def test_seeded_ci(self) -> None:
+        """The same seed gives the same summary; another seed moves the interval."""
+        answers = [result([i % 7, 3, 0, 0, 0]) for i in range(60)]
+
+        def build(seed: int) -> dict[str, Any]:
+            builder = SummaryBuilder(seed=seed, n_boot=300)
+            for r in answers:
+                builder.add(r)
+            return builder.build()
+
+        assert build(1) == build(1)
+        assert build(1)["models"]["m"]["dahl_score_ci"] != build(2)["models"]["m"]["dahl_score_ci"]
+
+    def test_bad_options(self) -> None:
+        """γ < 0, K < 1, n_boot < 1 and level outside (0, 1) are configuration errors."""
+        for kwargs in ({"gamma": -1.0}, {"k": 0}, {"n_boot": 0}, {"level": 1.5}):
+            with pytest.raises(ConfigError):
+                SummaryBuilder(**kwargs)
+
+    def test_bad_counts(self) -> None:
+        """A negative count in a result is an input error."""
+        with pytest.raises(InputError):
+            SummaryBuilder().add(result([1, -1, 0, 0, 0]))
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        rows=st.lists(
+            st.tuples(
+                st.lists(st.integers(0, 6), min_size=5, max_size=5),
+                st.sampled_from(list(Status)),
+                st.sampled_from(["m1", "m2", "m3"]),
+                st.sampled_from(["c1", "c2"]),
+            ),
+            max_size=40,
+        ),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_no_nan_and_permutation_invariant(self, rows: list[tuple[list[int], Status, str, str]], seed: int) -> None:
+        """Any answers give JSON without NaN, scores in [0, 1], and the same summary in any order."""
+        results = [result(c, status=s, model=m, category=cat) for c, s, m, cat in rows]
+        first = SummaryBuilder(n_boot=30)
+        for r in results:
+            first.add(r)
+        out = first.build()
+        json.dumps(out, allow_nan=False)
+        assert not any(math.isnan(f) for f in floats(out))
+        for block in out["models"].values():
+            for key in ("dahl_score", "factscore", "factscore_init", "f1_at_k"):
+                assert block[key] is None or 0.0 <= block[key] <= 1.0
+            assert block["n_answers"] == block["n_scored"] + block["n_excluded"]
+            assert block["n_excluded"] == sum(block["excluded_by_reason"].values())
+        random.Random(seed).shuffle(results)
+        second = SummaryBuilder(n_boot=30)
+        for r in results:
+            second.add(r)
+        assert second.build() == out
+
+
+def factscore_results(path: Path, model: str) -> list[AnswerResult]:
+    """FActScore labeled answers as AnswerResults (human facts; irrelevant sentences' model facts as IR)."""
+    out: list[AnswerResult] = []
+    column = {"S": 0, "NS": 1, "IR": 2}
+    with path.open(encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            record = json.loads(line)
+            counts = [0, 0, 0, 0, 0]
+            for sentence in record["annotations"] or []:
+                if sentence.get("is-relevant") is False:
+                    counts[2] += len(sentence.get("model-atomic-facts") or [])
+                    continue
+                for fact in sentence.get("human-atomic-facts") or []:
+                    counts[column[fact["label"]]] += 1
+            status = Status.ABSTAINED if record["annotations"] is None else Status.SCORED
+            out.append(result(counts, model=model, category=record["cat"][0], status=status, rid=f"{model}-{i}"))
+    return out
+
+
+@pytest.mark.data
+class TestSummaryOnFactscoreHumanLabels:
+    def test_three_models(self, shared_data: Path) -> None:
+        """One builder over the three labeled files reproduces FActScore init and DAHL per model."""
+        builder = SummaryBuilder(n_boot=500)
+        for model in ("InstructGPT", "ChatGPT", "PerplexityAI"):
+            path = shared_data / "factscore" / "labeled" / f"{model}.jsonl"
+            if not path.is_file():
+                pytest.skip(f"{path} not found (set DAHL_SHARED_DATA to the shared data folder)")
+            for r in factscore_results(path, model):
+                builder.add(r)
+        models = builder.build()["models"]
+        expected = {
+            # model: (factscore_init %, n_factscore, dahl %, n_scored, n_abstained, S, U)
+            "InstructGPT": (41.9, 127, 47.5, 125, 1, 1426, 1306),
+            "ChatGPT": (57.5, 110, 61.8, 110, 18, 2179, 1188),
+            "PerplexityAI": (69.3, 115, 82.6, 106, 13, 3240, 545),
+        }
+        assert list(models) == ["ChatGPT", "InstructGPT", "PerplexityAI"]
+        for model, (fs, n_fs, dahl, n_dahl, n_abst, s, u) in expected.items():
+            block = models[model]
+            assert block["n_answers"] == 128
+            assert (block["n_factscore"], block["n_scored"], block["n_abstained"]) == (n_fs, n_dahl, n_abst)
+            assert 100 * block["factscore_init"] == pytest.approx(fs, abs=0.05)
+            assert 100 * block["dahl_score"] == pytest.approx(dahl, abs=0.05)
+            assert (block["labels"]["supported"], block["labels"]["unsupported"]) == (s, u)
+            lo, hi = block["dahl_score_ci"]
+            assert lo < block["dahl_score"] < hi
+            assert sum(c["n_answers"] for c in block["categories"].values()) == 128
