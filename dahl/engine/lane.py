@@ -1,0 +1,437 @@
+"""Lanes: one rate-limited, retrying channel per (endpoint, API key, model).
+
+A :class:`Lane` owns what DESIGN.md §5 puts on one endpoint: an in-flight cap,
+a pause gate (``Retry-After``, ``x-ratelimit-reset-*``), an RPM bucket, a TPM
+bucket (reserve prompt estimate + max_tokens, refund from the reported usage)
+and the retry loop of :mod:`dahl.engine.retry`. Split and check calls to the
+same endpoint share one lane. :class:`LanePool` builds lanes inside a run; there
+is no module-global registry (STYLE.md point 8).
+
+One attempt goes: take an in-flight slot -> wait at the pause gate -> take 1
+from the RPM bucket -> take the token estimate from the TPM bucket -> if a pause
+began meanwhile, give both back and wait again -> send. The slot is taken
+*first* so rate units are spent only when a request is about to leave: units
+cannot pile up while waiting for a slot and then go out in a burst.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+
+from dahl.engine.clock import Clock, SystemClock
+from dahl.engine.limits import LaneLimits, PauseGate, RateBucket
+from dahl.engine.retry import RetryPolicy, classify, parse_duration_s
+from dahl.errors import ConfigError
+
+__all__ = [
+    "Lane",
+    "LaneLimits",
+    "LanePool",
+    "LaneStatistics",
+    "Reply",
+    "normalize_base_url",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class Reply(Protocol):
+    """What an attempt returns: the server's token usage and response headers."""
+
+    @property
+    def usage_tokens(self) -> int | None:
+        """Total tokens (prompt + completion) the server reported, or ``None``."""
+        ...
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Response headers (any case)."""
+        ...
+
+
+R = TypeVar("R", bound=Reply)
+
+
+class LaneStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of one lane (counters are totals since the lane was built).
+
+    Attributes:
+        in_flight: attempts sent and not yet answered.
+        waiting: calls in the lane not in flight (queued for a slot, the gate or
+            a bucket, or backing off).
+        requests: attempts sent.
+        successes: calls that returned a reply.
+        retries: attempts retried after a rate limit or transient error.
+        rate_limited: attempts answered with a rate limit (429).
+        transient_errors: attempts that failed with a transient error.
+        fatal_errors: calls that failed at once with a non-retryable error.
+        tokens_reserved: TPM tokens currently reserved by in-flight attempts.
+        tokens_used: total tokens the server reported for successful attempts.
+        paused_until: clock time (seconds) the pause gate opens, ``None`` when open.
+        rpm: current requests-per-minute limit, ``None`` when unlimited.
+        tpm: current tokens-per-minute limit, ``None`` when unlimited.
+    """
+
+    in_flight: int
+    waiting: int
+    requests: int
+    successes: int
+    retries: int
+    rate_limited: int
+    transient_errors: int
+    fatal_errors: int
+    tokens_reserved: int
+    tokens_used: int
+    paused_until: float | None
+    rpm: float | None
+    tpm: float | None
+
+
+class Lane:
+    """Rate limits, pause gate, in-flight cap and retries for one endpoint/key/model.
+
+    Args:
+        key: a readable identity (see :meth:`LanePool.get`); never an API key.
+        limits: configured limits.
+        policy: retry caps and backoff; ``RetryPolicy()`` by default.
+        clock: time source; :class:`SystemClock` by default.
+        rng: random source for backoff and jitter (seed it in tests).
+    """
+
+    def __init__(
+        self,
+        key: str,
+        limits: LaneLimits,
+        *,
+        policy: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.key = key
+        self.limits = limits
+        self.policy = policy if policy is not None else RetryPolicy()
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._rng = rng if rng is not None else random.Random()
+        self._gate = PauseGate(
+            self._clock, spread_s=self.policy.rate_limit_jitter_s, rng=self._rng
+        )
+        self._rpm = self._bucket(limits.rpm, "requests")
+        self._tpm = self._bucket(limits.tpm, "tokens")
+        self._slots = asyncio.Semaphore(limits.max_in_flight)
+        self._active = 0
+        self._in_flight = 0
+        self._requests = 0
+        self._successes = 0
+        self._retries = 0
+        self._rate_limited = 0
+        self._transient = 0
+        self._fatal = 0
+        self._tokens_reserved = 0
+        self._tokens_used = 0
+
+    def _bucket(self, rate: float | None, unit: str) -> RateBucket | None:
+        return None if rate is None else RateBucket(rate, clock=self._clock, unit=unit)
+
+    @property
+    def rpm_bucket(self) -> RateBucket | None:
+        """The requests-per-minute bucket, ``None`` while unlimited."""
+        return self._rpm
+
+    @property
+    def tpm_bucket(self) -> RateBucket | None:
+        """The tokens-per-minute bucket, ``None`` while unlimited."""
+        return self._tpm
+
+    @property
+    def gate(self) -> PauseGate:
+        """The lane's pause gate."""
+        return self._gate
+
+    async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
+        """Run ``attempt()`` under the lane's limits, retrying per the policy.
+
+        Args:
+            attempt: makes one request; returns a :class:`Reply` or raises an
+                error of the :mod:`dahl.errors` tree.
+            estimated_tokens: tokens to reserve from the TPM bucket per attempt
+                (prompt estimate + max_tokens); refunded down to the reported usage.
+
+        Returns:
+            The reply of the first successful attempt.
+
+        Raises:
+            PermanentAPIError: ``estimated_tokens`` exceeds the per-minute token
+                budget (at once), or the attempt raised it.
+            RateLimited, TransientAPIError: the last error, once ``max_attempts``
+                attempts were made or the next wait would pass ``max_wall_s``.
+            Exception: any fatal error from ``attempt()``, at once.
+            asyncio.CancelledError: never swallowed; slots and reservations are
+                released first.
+        """
+        if isinstance(estimated_tokens, bool) or not isinstance(estimated_tokens, int):
+            raise TypeError(f"estimated_tokens must be an int, got {estimated_tokens!r}")
+        if estimated_tokens < 0:
+            raise ValueError(f"estimated_tokens must be >= 0, got {estimated_tokens}")
+        policy = self.policy
+        first_sent: list[float] = []  # filled by _attempt when the first request leaves
+        self._active += 1
+        try:
+            for number in range(1, policy.max_attempts + 1):
+                try:
+                    return await self._attempt(attempt, estimated_tokens, first_sent)
+                except Exception as exc:
+                    decision = classify(exc)
+                    if decision.kind == "fatal":
+                        self._fatal += 1
+                        raise
+                    if decision.kind == "rate_limit":
+                        self._rate_limited += 1
+                        wait_s = policy.rate_limit_pause_s(decision.retry_after_s)
+                        worst_s = wait_s + policy.rate_limit_jitter_s
+                    else:
+                        self._transient += 1
+                        wait_s = worst_s = policy.backoff_s(number - 1, self._rng)
+                    elapsed = self._clock.now() - first_sent[0] if first_sent else 0.0
+                    if number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s:
+                        logger.warning(
+                            "lane %s: giving up after %d attempts (%.1fs): %s",
+                            self.key, number, elapsed, type(exc).__name__,
+                        )
+                        raise
+                    self._retries += 1
+                    logger.debug(
+                        "lane %s: attempt %d failed (%s); retrying in %.3fs",
+                        self.key, number, decision.kind, wait_s,
+                    )
+                    if decision.kind == "rate_limit":
+                        # Everyone waits out the server's reset; the drained bucket
+                        # then releases them at its rate, not all at once.
+                        self._gate.pause_for(wait_s)
+                        if self._rpm is not None:
+                            self._rpm.drain()
+                    else:
+                        await self._clock.sleep(wait_s)
+            raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+        finally:
+            self._active -= 1
+
+    async def _attempt(
+        self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
+    ) -> R:
+        """One attempt: slot, gate, buckets, send; reservations returned on failure."""
+        async with self._slots:
+            rpm, tpm = await self._admit(estimated)
+            reserved = estimated if tpm is not None else 0
+            self._in_flight += 1
+            self._tokens_reserved += reserved
+            self._requests += 1
+            if not first_sent:
+                first_sent.append(self._clock.now())
+            try:
+                reply = await attempt()
+            except BaseException:
+                if tpm is not None and reserved:
+                    tpm.refund(reserved)  # unknown usage: the server did not bill a failure
+                raise
+            finally:
+                self._in_flight -= 1
+                self._tokens_reserved -= reserved
+            self._successes += 1
+            self._settle(reply, tpm, reserved)
+            return reply
+
+    async def _admit(self, estimated: int) -> tuple[RateBucket | None, RateBucket | None]:
+        """Wait for the gate and both buckets; return the buckets that were charged."""
+        while True:
+            await self._gate.wait()
+            rpm, tpm = self._rpm, self._tpm
+            taken_rpm = taken_tpm = False
+            try:
+                if rpm is not None:
+                    await rpm.acquire(1)
+                    taken_rpm = True
+                if tpm is not None and estimated > 0:
+                    await tpm.acquire(estimated)
+                    taken_tpm = True
+            except BaseException:
+                self._give_back(rpm if taken_rpm else None, tpm if taken_tpm else None, estimated)
+                raise
+            if not self._gate.is_paused():
+                return rpm, (tpm if taken_tpm else None)
+            # A 429 arrived while we queued: hand the units back and wait it out.
+            self._give_back(rpm if taken_rpm else None, tpm if taken_tpm else None, estimated)
+
+    @staticmethod
+    def _give_back(rpm: RateBucket | None, tpm: RateBucket | None, estimated: int) -> None:
+        if rpm is not None:
+            rpm.refund(1)
+        if tpm is not None:
+            tpm.refund(estimated)
+
+    def _settle(self, reply: Reply, tpm: RateBucket | None, reserved: int) -> None:
+        """Refund unused reserved tokens and learn limits from the reply's headers."""
+        usage = reply.usage_tokens
+        if usage is not None and usage >= 0:
+            self._tokens_used += usage
+            if tpm is not None:
+                if usage < reserved:
+                    tpm.refund(reserved - usage)
+                elif usage > reserved:
+                    tpm.consume(usage - reserved)
+        self._learn(reply.headers)
+
+    def _learn(self, headers: Mapping[str, str]) -> None:
+        """Apply ``x-ratelimit-*`` headers: lower/set limits, pause when exhausted."""
+        if not headers:
+            return
+        lower = {name.lower(): value for name, value in headers.items()}
+        for kind, unit in (("requests", "requests"), ("tokens", "tokens")):
+            limit = _number(lower.get(f"x-ratelimit-limit-{kind}"))
+            if limit is not None and limit > 0:
+                self._adopt_limit(kind, limit, unit)
+            remaining = _number(lower.get(f"x-ratelimit-remaining-{kind}"))
+            reset = lower.get(f"x-ratelimit-reset-{kind}")
+            if remaining is not None and remaining <= 0 and reset is not None:
+                reset_s = parse_duration_s(reset)
+                if reset_s is not None and reset_s > 0:
+                    logger.debug("lane %s: %s exhausted; pausing %.3fs", self.key, kind, reset_s)
+                    self._gate.pause_for(reset_s)
+
+    def _adopt_limit(self, kind: str, limit: float, unit: str) -> None:
+        current = self._rpm if kind == "requests" else self._tpm
+        if current is None:
+            bucket = RateBucket(limit, clock=self._clock, unit=unit)
+            if kind == "requests":
+                self._rpm = bucket
+            else:
+                self._tpm = bucket
+            logger.info("lane %s: server limit %g %s/min adopted", self.key, limit, unit)
+        elif current.rate_per_minute > limit:
+            current.set_rate(limit)
+            logger.info("lane %s: limit lowered to the server's %g %s/min", self.key, limit, unit)
+
+    def statistics(self) -> LaneStatistics:
+        """Return a snapshot of the lane's counters and limits."""
+        return LaneStatistics(
+            in_flight=self._in_flight,
+            waiting=self._active - self._in_flight,
+            requests=self._requests,
+            successes=self._successes,
+            retries=self._retries,
+            rate_limited=self._rate_limited,
+            transient_errors=self._transient,
+            fatal_errors=self._fatal,
+            tokens_reserved=self._tokens_reserved,
+            tokens_used=self._tokens_used,
+            paused_until=self._gate.paused_until,
+            rpm=None if self._rpm is None else self._rpm.rate_per_minute,
+            tpm=None if self._tpm is None else self._tpm.rate_per_minute,
+        )
+
+    def __repr__(self) -> str:
+        s = self.statistics()
+        rpm = "unlimited" if s.rpm is None else f"{s.rpm:g}"
+        tpm = "unlimited" if s.tpm is None else f"{s.tpm:g}"
+        pause = "open" if s.paused_until is None else (
+            f"paused {s.paused_until - self._clock.now():.3f}s"
+        )
+        return (
+            f"<Lane {self.key!r} rpm={rpm} tpm={tpm} "
+            f"in_flight={s.in_flight}/{self.limits.max_in_flight} waiting={s.waiting} "
+            f"gate={pause} requests={s.requests} retries={s.retries}>"
+        )
+
+
+def _number(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def normalize_base_url(url: str) -> str:
+    """Normalize an endpoint base URL: lowercase scheme and host, no trailing slash.
+
+    Args:
+        url: e.g. ``"HTTPS://API.OpenAI.com/v1/"``.
+
+    Returns:
+        e.g. ``"https://api.openai.com/v1"``. Path case, query and port are kept.
+
+    Raises:
+        ConfigError: ``url`` has no scheme or host.
+    """
+    parts = urlsplit(url.strip())
+    if not parts.scheme or not parts.netloc:
+        raise ConfigError(f"base URL must look like https://host/path, got {url!r}")
+    return urlunsplit(
+        (parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, "")
+    )
+
+
+class LanePool:
+    """The lanes of one run, one per (normalized base URL, API key identity, model).
+
+    Build one inside a run and pass it down; lanes share its clock, policy and rng.
+
+    Args:
+        policy: retry policy for every lane; ``RetryPolicy()`` by default.
+        clock: time source; :class:`SystemClock` by default.
+        rng: random source shared by the lanes.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._rng = rng if rng is not None else random.Random()
+        self._lanes: dict[str, Lane] = {}
+
+    def get(self, base_url: str, api_key_id: str, model: str, limits: LaneLimits) -> Lane:
+        """Return the lane for this endpoint, key and model, creating it on first use.
+
+        Args:
+            base_url: endpoint base URL (normalized with :func:`normalize_base_url`).
+            api_key_id: a stable identity of the API key (e.g. a short hash), never
+                the key itself: it appears in the lane key and in logs.
+            model: model name, e.g. ``"gpt-4o-mini"``.
+            limits: limits used when the lane is created; a later ``get`` with
+                different limits keeps the first (and logs a warning).
+
+        Raises:
+            ConfigError: ``base_url`` is not a URL.
+        """
+        key = f"{normalize_base_url(base_url)}|{api_key_id}|{model}"
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = Lane(key, limits, policy=self._policy, clock=self._clock, rng=self._rng)
+            self._lanes[key] = lane
+        elif lane.limits != limits:
+            logger.warning("lane %s: already built with %s; ignoring %s", key, lane.limits, limits)
+        return lane
+
+    def statistics(self) -> dict[str, LaneStatistics]:
+        """Return each lane's statistics, keyed by lane key."""
+        return {key: lane.statistics() for key, lane in self._lanes.items()}
+
+    def __len__(self) -> int:
+        return len(self._lanes)
+
+    def __repr__(self) -> str:
+        return f"<LanePool {len(self._lanes)} lanes>"

@@ -1,0 +1,179 @@
+"""The retry policy: a typed decision per error, backoff with full jitter, and caps.
+
+One retry layer for the whole program (DESIGN.md §5; SDK retries stay off):
+
+* ``RateLimited`` (429) -> ``rate_limit``: wait for the server's reset, plus jitter.
+* ``TransientAPIError`` (408, 409, 5xx, reset, timeout) -> ``transient``:
+  exponential backoff with full jitter.
+* everything else (``PermanentAPIError``, ``QuotaExhausted``, ``OutputParseError``,
+  programming errors) -> ``fatal``: raised at once.
+
+Backoff is "Full Jitter" from M. Brooker, *Exponential Backoff And Jitter*, AWS
+Architecture Blog, 2015: ``sleep = uniform(0, min(cap, base * 2 ** attempt))``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from dahl.errors import ConfigError, RateLimited, TransientAPIError
+
+__all__ = ["RetryDecision", "RetryKind", "RetryPolicy", "classify", "parse_duration_s"]
+
+RetryKind = Literal["rate_limit", "transient", "fatal"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """What to do after one failed attempt.
+
+    Attributes:
+        kind: ``"rate_limit"`` (wait for the server's reset, then retry),
+            ``"transient"`` (back off, then retry) or ``"fatal"`` (raise now).
+        retry_after_s: seconds the server asked us to wait (rate limits only),
+            ``None`` when it did not say.
+    """
+
+    kind: RetryKind
+    retry_after_s: float | None = None
+
+
+def classify(exc: BaseException) -> RetryDecision:
+    """Classify an exception raised by one attempt.
+
+    Args:
+        exc: the exception an adapter call raised (already translated into
+            the :mod:`dahl.errors` tree at the adapter boundary).
+
+    Returns:
+        ``rate_limit`` for :class:`~dahl.errors.RateLimited` (with its
+        ``retry_after_s``), ``transient`` for
+        :class:`~dahl.errors.TransientAPIError`, ``fatal`` for anything else.
+    """
+    if isinstance(exc, RateLimited):
+        after = exc.retry_after_s
+        if after is not None and not (math.isfinite(after) and after >= 0):
+            after = None
+        return RetryDecision("rate_limit", after)
+    if isinstance(exc, TransientAPIError):
+        return RetryDecision("transient")
+    return RetryDecision("fatal")
+
+
+def _check_positive(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Caps and backoff parameters for retrying one call. Immutable; validates itself.
+
+    Args:
+        max_attempts: attempts in total, the first one included (1 = never retry).
+        max_wall_s: seconds, counted from when the first attempt was sent, after
+            which no retry is started: a wait that would end past this budget
+            raises the last error instead.
+        base_s: seconds; backoff ceiling of the first retry.
+        cap_s: seconds; the backoff ceiling never exceeds this.
+        retry_after_default_s: seconds to pause after a 429 without Retry-After.
+        rate_limit_jitter_s: seconds; each waiter held by a 429 pause leaves a
+            further ``uniform(0, rate_limit_jitter_s)`` after it, so waiters (and
+            clients) do not return in step.
+
+    Raises:
+        ConfigError: a value is not a positive finite number (``max_attempts``
+            not an int >= 1, ``cap_s < base_s``, negative jitter).
+    """
+
+    max_attempts: int = 6
+    max_wall_s: float = 120.0
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    retry_after_default_s: float = 1.0
+    rate_limit_jitter_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
+            raise ConfigError(f"max_attempts must be an int, got {self.max_attempts!r}")
+        if self.max_attempts < 1:
+            raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("max_wall_s", "base_s", "cap_s", "retry_after_default_s"):
+            _check_positive(name, getattr(self, name))
+        if self.cap_s < self.base_s:
+            raise ConfigError(f"cap_s ({self.cap_s}) must be >= base_s ({self.base_s})")
+        jitter = self.rate_limit_jitter_s
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float):
+            raise ConfigError(f"rate_limit_jitter_s must be a number, got {jitter!r}")
+        if not math.isfinite(jitter) or jitter < 0:
+            raise ConfigError(f"rate_limit_jitter_s must be finite and >= 0, got {jitter!r}")
+
+    def backoff_s(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait before retry number ``attempt + 1`` of a transient error.
+
+        Full jitter (Brooker 2015): ``uniform(0, min(cap_s, base_s * 2 ** attempt))``.
+
+        Args:
+            attempt: 0 for the first retry, 1 for the second, ...
+            rng: the random source (injected so tests are reproducible).
+
+        Returns:
+            Seconds in ``[0, min(cap_s, base_s * 2 ** attempt)]``.
+
+        Raises:
+            ValueError: ``attempt`` is negative.
+        """
+        if attempt < 0:
+            raise ValueError(f"attempt must be >= 0, got {attempt}")
+        # The exponent is clamped so huge attempt numbers cannot overflow a float.
+        ceiling = min(self.cap_s, self.base_s * 2.0 ** min(attempt, 64))
+        return rng.uniform(0.0, ceiling)
+
+    def rate_limit_pause_s(self, retry_after_s: float | None) -> float:
+        """Seconds to pause after a 429: the server's Retry-After, else the default.
+
+        The jitter (``uniform(0, rate_limit_jitter_s)`` per waiter) is added by the
+        pause gate, so held waiters leave at different moments.
+
+        Args:
+            retry_after_s: seconds the server asked for, or ``None``.
+
+        Returns:
+            ``retry_after_s`` if given, else ``retry_after_default_s``.
+        """
+        return self.retry_after_default_s if retry_after_s is None else retry_after_s
+
+
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_NUMBER = r"\d+(?:\.\d*)?|\.\d+"
+_PART = re.compile(rf"({_NUMBER})(ms|us|µs|ns|h|m|s)")
+_DURATION = re.compile(rf"(?:(?:{_NUMBER})(?:ms|us|µs|ns|h|m|s))+")
+_BARE = re.compile(_NUMBER)
+
+
+def parse_duration_s(text: str) -> float | None:
+    """Parse a rate-limit reset duration into seconds.
+
+    Accepts Go-style durations as sent in ``x-ratelimit-reset-*`` headers
+    ("1s", "350ms", "6m0s", "1h2m3.5s") and bare numbers of seconds ("0.5",
+    "20", as in ``Retry-After``).
+
+    Args:
+        text: the header value (surrounding whitespace is ignored).
+
+    Returns:
+        Seconds (>= 0), or ``None`` when ``text`` is not a duration (HTTP dates,
+        negative numbers and empty strings included).
+    """
+    value = text.strip().lower()
+    if _BARE.fullmatch(value):
+        return float(value)
+    if not _DURATION.fullmatch(value):
+        return None
+    return sum(float(number) * _UNIT_S[unit] for number, unit in _PART.findall(value))
