@@ -1,0 +1,297 @@
+"""One HTTP request to an OpenAI-compatible ``/chat/completions`` route, with error mapping.
+
+This is the only module that imports aiohttp's exceptions (STYLE.md 4): every
+transport, status and body failure leaves it as a :mod:`dahl.errors` type, which
+the engine's lane turns into a retry decision:
+
+=====================================================  =========================
+reply or failure                                       raised
+=====================================================  =========================
+429, 402 or 403 with ``insufficient_quota``/billing    ``QuotaExhausted``
+402 (Payment Required)                                 ``QuotaExhausted``
+other 429                                              ``RateLimited(retry_after_s)``
+408, 409, 5xx                                          ``TransientAPIError``
+other 4xx (incl. 413 request too large)                ``PermanentAPIError(status)``
+reset, disconnect, truncated payload, timeout          ``TransientAPIError``
+200 whose body is not JSON / has no choices            ``TransientAPIError``
+=====================================================  =========================
+
+No error message or log line contains the API key: server messages are redacted.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from dahl.errors import (
+    AdapterError,
+    PermanentAPIError,
+    QuotaExhausted,
+    RateLimited,
+    TransientAPIError,
+)
+from dahl.records import Usage
+
+__all__ = [
+    "ChatReply",
+    "make_session",
+    "parse_duration_s",
+    "post_chat",
+    "retry_after_s",
+]
+
+log = logging.getLogger(__name__)
+
+_MAX_MESSAGE_CHARS = 300
+# Key-shaped tokens (OpenAI sk-..., Perplexity pplx-..., generic Bearer values) a server may echo.
+_KEYLIKE = re.compile(r"\b(?:sk|pplx|gsk|xai|tgp)-[A-Za-z0-9_\-*.]{4,}|Bearer\s+\S+")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_QUOTA_WORDS = ("insufficient_quota", "billing", "exceeded your current quota", "quota exceeded")
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """A parsed 200 reply of ``/chat/completions``.
+
+    Attributes:
+        content: text of ``choices[0].message.content`` (``""`` when the server sent null).
+        usage: prompt and completion tokens, when the server reported them.
+        usage_tokens: total tokens of the call (prompt + completion), or None if not reported;
+            the lane refunds its token reservation from it.
+        headers: response headers with lowercase names (``x-ratelimit-*`` are read by the lane).
+        raw: the whole decoded JSON body.
+        citations: source URLs the server attached (Perplexity ``citations`` and
+            ``search_results[].url``), in order, without duplicates.
+        finish_reason: ``choices[0].finish_reason`` (``"length"`` = cut at max_tokens).
+    """
+
+    content: str
+    usage: Usage | None
+    usage_tokens: int | None
+    headers: Mapping[str, str]
+    raw: dict[str, Any] = field(repr=False)
+    citations: tuple[str, ...] = ()
+    finish_reason: str | None = None
+
+
+def make_session(max_in_flight: int, timeout_s: float) -> aiohttp.ClientSession:
+    """Build the shared client session for one endpoint.
+
+    Must be called inside a running event loop; the caller closes it.
+
+    Args:
+        max_in_flight: connection cap, total and per host (matches the lane's in-flight cap,
+            so the connector never queues requests the lane has admitted).
+        timeout_s: total time allowed for one request, seconds (connect + send + read).
+    """
+    connector = aiohttp.TCPConnector(limit=max_in_flight, limit_per_host=max_in_flight)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=timeout_s),
+        raise_for_status=False,
+    )
+
+
+def parse_duration_s(text: str) -> float | None:
+    """Seconds in an OpenAI reset duration (``"1s"``, ``"350ms"``, ``"6m0s"``, ``"1h2m3.5s"``).
+
+    A bare number is taken as seconds. Returns None when ``text`` is not a duration.
+    """
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    total = 0.0
+    end = 0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != end:
+            return None
+        value = float(match.group(1))
+        total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2)]
+        end = match.end()
+    return total if end == len(text) and end > 0 else None
+
+
+def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds a 429 reply asks us to wait, from its headers; None when it does not say.
+
+    Order: ``retry-after-ms`` (milliseconds), ``Retry-After`` (seconds or an HTTP date,
+    RFC 9110 §10.2.3), then ``x-ratelimit-reset-requests``/``-tokens`` durations: the
+    reset of each exhausted budget (its ``x-ratelimit-remaining-*`` is 0 or absent),
+    the longest of those; if none is exhausted, the longest reset given.
+
+    Args:
+        headers: response headers with lowercase names.
+        now: current Unix time, seconds (for HTTP dates; default ``time.time()``).
+    """
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                when = None
+            if when is not None:
+                now = time.time() if now is None else now
+                return max(0.0, when.timestamp() - now)
+    exhausted: list[float] = []
+    given: list[float] = []
+    for budget in ("requests", "tokens"):
+        reset = headers.get(f"x-ratelimit-reset-{budget}")
+        seconds = parse_duration_s(reset) if reset is not None else None
+        if seconds is None:
+            continue
+        given.append(seconds)
+        if headers.get(f"x-ratelimit-remaining-{budget}", "0").strip() in ("0", "0.0"):
+            exhausted.append(seconds)
+    if exhausted:
+        return max(exhausted)
+    return max(given) if given else None
+
+
+def _redact(text: str, api_key: str) -> str:
+    if api_key:
+        text = text.replace(api_key, "***")
+    return _KEYLIKE.sub("***", text)
+
+
+def _error_fields(body: bytes) -> tuple[str, str]:
+    """(type/code words, message) of an OpenAI-style error body; raw text when not JSON."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return "", body.decode("utf-8", "replace")
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(error, dict):
+        kinds = " ".join(str(error.get(k) or "") for k in ("type", "code"))
+        message = error.get("message") or error.get("detail") or ""
+        return kinds, message if isinstance(message, str) else str(message)
+    return "", str(error)
+
+
+def _status_error(status: int, headers: Mapping[str, str], body: bytes, api_key: str) -> AdapterError:
+    """Map a non-200 reply to the dahl error tree (see the module table)."""
+    kinds, message = _error_fields(body)
+    message = " ".join(_redact(message, api_key).split())[:_MAX_MESSAGE_CHARS]
+    text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
+    lowered = f"{kinds} {message}".lower()
+    if status == 402 or (status in (403, 429) and any(w in lowered for w in _QUOTA_WORDS)):
+        return QuotaExhausted(text, status=status)
+    if status == 429:
+        return RateLimited(text, retry_after_s=retry_after_s(headers), status=429)
+    if status in (408, 409) or status >= 500:
+        return TransientAPIError(text, status=status)
+    return PermanentAPIError(text, status=status)
+
+
+def _citations(data: Mapping[str, Any]) -> tuple[str, ...]:
+    urls: list[str] = []
+    for url in data.get("citations") or ():
+        if isinstance(url, str):
+            urls.append(url)
+    for result in data.get("search_results") or ():
+        if isinstance(result, dict) and isinstance(result.get("url"), str):
+            urls.append(result["url"])
+    return tuple(dict.fromkeys(urls))
+
+
+def _count(value: Any) -> int:
+    """A token count from a usage field; 0 when absent or not a non-negative integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
+    """Build a ChatReply from a decoded 200 body; TransientAPIError when its shape is wrong."""
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        content = message.get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise TransientAPIError(f"malformed reply: no choices[0].message ({exc!r})") from exc
+    if not isinstance(content, str):
+        raise TransientAPIError("malformed reply: message content is not a string")
+    usage: Usage | None = None
+    total: int | None = None
+    raw_usage = data.get("usage")
+    if isinstance(raw_usage, dict):
+        prompt = _count(raw_usage.get("prompt_tokens"))
+        completion = _count(raw_usage.get("completion_tokens"))
+        usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
+        total = _count(raw_usage.get("total_tokens")) or prompt + completion
+    return ChatReply(
+        content=content,
+        usage=usage,
+        usage_tokens=total,
+        headers=headers,
+        raw=data,
+        citations=_citations(data),
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+async def post_chat(
+    session: aiohttp.ClientSession, url: str, api_key: str, body: Mapping[str, Any]
+) -> ChatReply:
+    """Send ONE chat-completions request and return the parsed reply (no retry here).
+
+    Args:
+        session: from :func:`make_session`.
+        url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
+        api_key: bearer token; ``""`` sends no Authorization header.
+        body: JSON request body.
+
+    Raises:
+        QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
+        RateLimited: other 429; ``retry_after_s`` from the headers (see :func:`retry_after_s`).
+        TransientAPIError: 408, 409, 5xx, connection reset or refused, disconnect, truncated
+            payload, timeout, or a 200 whose body is not the expected JSON.
+        PermanentAPIError: any other 4xx (``status`` set), or an invalid URL.
+    """
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        async with session.post(url, data=orjson.dumps(body), headers=headers) as response:
+            payload = await response.read()
+            status = response.status
+            reply_headers = {k.lower(): v for k, v in response.headers.items()}
+    except TimeoutError as exc:  # asyncio.TimeoutError is TimeoutError on Python >= 3.11
+        raise TransientAPIError(f"request timed out after {session.timeout.total} s") from exc
+    except aiohttp.InvalidURL as exc:
+        raise PermanentAPIError(f"invalid URL {url!r}") from exc
+    except aiohttp.ServerDisconnectedError as exc:
+        raise TransientAPIError("server disconnected") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise TransientAPIError(f"truncated reply payload: {type(exc).__name__}") from exc
+    except aiohttp.ClientOSError as exc:
+        raise TransientAPIError(f"connection error: {type(exc).__name__}: {exc}") from exc
+    except aiohttp.ClientError as exc:
+        raise TransientAPIError(f"HTTP client error: {type(exc).__name__}") from exc
+    if not 200 <= status < 300:
+        error = _status_error(status, reply_headers, payload, api_key)
+        log.debug("POST %s -> %s", url, error)
+        raise error
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise TransientAPIError(f"malformed JSON body in 200 reply ({len(payload)} bytes)") from exc
+    return _reply(data, reply_headers)
+

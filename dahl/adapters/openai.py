@@ -1,0 +1,332 @@
+"""Splitter and Checker over any OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+Works with OpenAI, Perplexity (sonar models search the web; their citations are
+kept as evidence), vLLM, Ollama, Together and others. One call = build the body
+(:func:`split_request_body` / :func:`check_request_body`, pure, so the cache can
+hash exactly what is sent), hand ONE HTTP attempt to the engine's lane (which
+does all waiting, rate limiting and retrying), then parse strictly. A reply that
+cannot be parsed is re-asked once with the parse error (DESIGN.md §5); after
+that the Checker returns label ``error`` and the Splitter raises.
+
+A server that rejects ``response_format`` (HTTP 400 or 422 naming it) is asked in text
+mode from then on by that adapter instance (logged once).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
+
+import aiohttp
+import orjson
+
+from dahl.adapters import prompts
+from dahl.adapters.http import ChatReply, post_chat
+from dahl.adapters.parse import parse_claims, parse_label
+from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig, resolve_api_key
+from dahl.errors import OutputParseError, PermanentAPIError
+from dahl.records import Answer, Claim, Evidence, Label, Usage, Verdict, normalize_text
+
+__all__ = [
+    "CallLane",
+    "OpenAIChecker",
+    "OpenAISplitter",
+    "check_request_body",
+    "endpoint_fingerprint",
+    "estimate_tokens",
+    "split_request_body",
+]
+
+log = logging.getLogger(__name__)
+
+Format = Literal["json_schema", "json_object", "text"]
+Kind = Literal["split", "check"]
+
+
+class CallLane(Protocol):
+    """What the adapters need from ``dahl.engine.lane.Lane``: run one attempt under its limits."""
+
+    async def call(
+        self, attempt: Callable[[], Awaitable[ChatReply]], *, estimated_tokens: int
+    ) -> ChatReply:
+        """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""
+        ...
+
+
+def _max_tokens(cfg: EndpointConfig, kind: Kind) -> int:
+    if cfg.max_tokens is not None:
+        return cfg.max_tokens
+    return SPLIT_MAX_TOKENS if kind == "split" else CHECK_MAX_TOKENS
+
+
+def _body(
+    cfg: EndpointConfig, kind: Kind, messages: list[dict[str, str]], fmt: Format
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": cfg.model,
+        "messages": messages,
+        "temperature": cfg.temperature,
+        "max_tokens": _max_tokens(cfg, kind),
+    }
+    if cfg.seed is not None:
+        body["seed"] = cfg.seed
+    response_format = prompts.response_format(kind, fmt)
+    if response_format is not None:
+        body["response_format"] = response_format
+    body.update(cfg.extra_body)
+    return body
+
+
+def split_request_body(
+    cfg: EndpointConfig, question: str, answer_text: str, *, fmt: Format | None = None
+) -> dict[str, Any]:
+    """The exact JSON body of a split request (pure; the cache hashes it).
+
+    Args:
+        cfg: the split endpoint.
+        question: the answer's question.
+        answer_text: the preprocessed answer.
+        fmt: reply format override (the adapter passes ``"text"`` after a fallback);
+            default ``cfg.effective_format()``.
+
+    Returns:
+        ``{"model", "messages", "temperature", "max_tokens", ["seed"], ["response_format"],
+        **cfg.extra_body}``; never the API key.
+    """
+    fmt = fmt or cfg.effective_format()
+    messages = prompts.split_messages(question, answer_text, json_reply=fmt != "text")
+    return _body(cfg, "split", messages, fmt)
+
+
+def check_request_body(
+    cfg: EndpointConfig,
+    question: str,
+    claim: str,
+    *,
+    evidence: list[str] | None = None,
+    fmt: Format | None = None,
+) -> dict[str, Any]:
+    """The exact JSON body of a check request (pure; the cache hashes it).
+
+    Args:
+        cfg: the check endpoint.
+        question: the answer's question.
+        claim: the claim text.
+        evidence: passages to judge against, if any.
+        fmt: reply format override; default ``cfg.effective_format()``.
+
+    Returns:
+        As :func:`split_request_body`, with the check messages and schema.
+    """
+    fmt = fmt or cfg.effective_format()
+    messages = prompts.check_messages(question, claim, evidence, json_reply=fmt != "text")
+    return _body(cfg, "check", messages, fmt)
+
+
+def estimate_tokens(body: dict[str, Any]) -> int:
+    """Tokens to reserve for ``body``: message characters / 4 (rounded up) + ``max_tokens``.
+
+    The 4-characters-per-token rule of thumb for English (OpenAI tokenizer guidance);
+    the lane refunds the difference from the reported usage.
+    """
+    chars = sum(len(m.get("content", "")) for m in body.get("messages", ()))
+    return -(-chars // 4) + int(body.get("max_tokens") or 0)
+
+
+def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind) -> str:
+    """Stable string of every setting that changes a ``kind`` reply of ``cfg``.
+
+    Includes the normalized base URL, model, template version, temperature, seed,
+    max_tokens, reply format and extra_body (canonical JSON, sorted keys); never the
+    API key, timeouts or concurrency limits.
+    """
+    version = prompts.SPLIT_TEMPLATE_VERSION if kind == "split" else prompts.CHECK_TEMPLATE_VERSION
+    extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
+    return (
+        f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={version}"
+        f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={_max_tokens(cfg, kind)}"
+        f"|format={cfg.effective_format()}|extra={extra}"
+    )
+
+
+def _total_usage(*usages: Usage | None) -> Usage | None:
+    """Sum of the reported usages (a re-asked verdict costs both calls); None if none reported."""
+    known = [u for u in usages if u is not None]
+    if not known:
+        return None
+    return Usage(
+        prompt_tokens=sum(u.prompt_tokens for u in known),
+        completion_tokens=sum(u.completion_tokens for u in known),
+    )
+
+
+class _Endpoint:
+    """State shared by the splitter and checker: config, session, lane, key, format fallback."""
+
+    def __init__(
+        self,
+        cfg: EndpointConfig,
+        session: aiohttp.ClientSession,
+        lane: CallLane,
+        kind: Kind,
+    ) -> None:
+        self.cfg = cfg
+        self.kind: Kind = kind
+        self._session = session
+        self._lane = lane
+        self._api_key = resolve_api_key(cfg)
+        self._fmt: Format = cfg.effective_format()
+        self.fingerprint = endpoint_fingerprint(cfg, kind)
+
+    @property
+    def reply_format(self) -> Format:
+        """Reply format currently requested (``text`` after a response_format fallback)."""
+        return self._fmt
+
+    async def _send(self, body: dict[str, Any]) -> ChatReply:
+        """Send ``body`` through the lane (one attempt per lane try)."""
+
+        async def attempt() -> ChatReply:
+            return await post_chat(self._session, self.cfg.chat_url, self._api_key, body)
+
+        return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
+
+    def _rejects_format(self, exc: PermanentAPIError) -> bool:
+        return self._fmt != "text" and exc.status in (400, 422) and "response_format" in str(exc)
+
+    async def ask(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any]]:
+        """Send the body ``build(format)``; on a response_format rejection switch to text once."""
+        body = build(self._fmt)
+        try:
+            return await self._send(body), body
+        except PermanentAPIError as exc:
+            if not self._rejects_format(exc):
+                raise
+            log.warning(
+                "%s rejected response_format=%s (%s); using text mode for the rest of the run",
+                self.cfg.base_url,
+                self._fmt,
+                exc,
+            )
+            self._fmt = "text"
+            body = build(self._fmt)
+            return await self._send(body), body
+
+    async def reask(self, body: dict[str, Any], reply: str, error: OutputParseError) -> ChatReply:
+        """Send the single follow-up after an unparseable ``reply`` to ``body``."""
+        messages = prompts.reask_messages(
+            body["messages"], reply, str(error), self.kind, json_reply=self._fmt != "text"
+        )
+        return await self._send({**body, "messages": messages})
+
+
+class OpenAISplitter:
+    """Splitter over an OpenAI-compatible endpoint (template ``split/v1``).
+
+    Args:
+        cfg: the split endpoint settings.
+        session: shared session from :func:`dahl.adapters.http.make_session`.
+        lane: the endpoint's lane (``dahl.engine.lane.Lane``), shared with the checker
+            when both stages use the same endpoint.
+
+    Attributes:
+        fingerprint: see :func:`endpoint_fingerprint`.
+
+    Raises:
+        ConfigError: (on construction) the API key variable is unset.
+    """
+
+    def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
+        self._endpoint = _Endpoint(cfg, session, lane, "split")
+        self.fingerprint = self._endpoint.fingerprint
+
+    async def split(self, answer: Answer) -> list[Claim]:
+        """Split ``answer.response`` into claims via the model, in answer order.
+
+        Returns:
+            Claims with ``text`` normalized and ``index`` 0..n-1 (no spans: claims are
+            rewritten, e.g. pronouns resolved). ``[]`` when the model says NONE.
+
+        Raises:
+            OutputParseError: the reply and the one re-ask could not be parsed.
+            AdapterError: the HTTP call failed after the lane's retries.
+        """
+        endpoint = self._endpoint
+
+        def build(fmt: Format) -> dict[str, Any]:
+            return split_request_body(endpoint.cfg, answer.question, answer.response, fmt=fmt)
+
+        reply, body = await endpoint.ask(build)
+        try:
+            texts = parse_claims(reply.content)
+        except OutputParseError as first:
+            retry = await endpoint.reask(body, reply.content, first)
+            texts = parse_claims(retry.content)
+        return [Claim(text=text, index=i) for i, text in enumerate(texts)]
+
+
+class OpenAIChecker:
+    """Checker over an OpenAI-compatible endpoint (template ``check/v1``).
+
+    With a search-backed model (Perplexity sonar) the reply's citations become the
+    verdict's evidence (``Evidence(source=url)``).
+
+    Args:
+        cfg: the check endpoint settings.
+        session: shared session from :func:`dahl.adapters.http.make_session`.
+        lane: the endpoint's lane.
+
+    Attributes:
+        fingerprint: see :func:`endpoint_fingerprint`.
+
+    Raises:
+        ConfigError: (on construction) the API key variable is unset.
+    """
+
+    def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
+        self._endpoint = _Endpoint(cfg, session, lane, "check")
+        self.fingerprint = self._endpoint.fingerprint
+
+    async def check(self, claim: Claim, answer: Answer) -> Verdict:
+        """Label ``claim`` given ``answer.question``.
+
+        Returns:
+            A Verdict with the parsed label, the raw reply, citations as evidence and
+            usage (summed over the re-ask, if any); label ``error``
+            (``error="OutputParseError: ..."``) when the reply and the one re-ask could not
+            be parsed.
+
+        Raises:
+            AdapterError: the HTTP call failed after the lane's retries.
+        """
+        endpoint = self._endpoint
+        text = normalize_text(claim.text)
+
+        def build(fmt: Format) -> dict[str, Any]:
+            return check_request_body(endpoint.cfg, answer.question, text, fmt=fmt)
+
+        reply, body = await endpoint.ask(build)
+        usage = reply.usage
+        try:
+            label = parse_label(reply.content)
+        except OutputParseError as first:
+            reply = await endpoint.reask(body, reply.content, first)
+            usage = _total_usage(usage, reply.usage)
+            try:
+                label = parse_label(reply.content)
+            except OutputParseError as second:
+                return Verdict(
+                    label=Label.ERROR,
+                    checker=self.fingerprint,
+                    raw=reply.content,
+                    error=f"OutputParseError: {second}",
+                    usage=usage,
+                )
+        return Verdict(
+            label=label,
+            checker=self.fingerprint,
+            raw=reply.content,
+            evidence=tuple(Evidence(source=url) for url in reply.citations),
+            usage=usage,
+        )

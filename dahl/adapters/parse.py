@@ -1,0 +1,208 @@
+"""Strict parsers for model replies: a check label, or a split claim list.
+
+Strict means a reply is either understood with certainty or rejected with
+:class:`~dahl.errors.OutputParseError` (which the adapters send back to the
+model once). Never ``eval``; negations are matched before the words they negate,
+so "not true" and "it is false that ..." are ``unsupported``, never ``supported``.
+
+Decisions (documented here because they change scores):
+
+- "partially true" / "partly correct" / "mostly true" -> ``unsupported``: an atomic
+  claim with any false part is not supported (FActScore, Min et al. 2023, §3.3 count
+  a fact as supported only when fully supported; the check prompt says the same).
+- "cannot be determined", "not enough information", "unverifiable" -> ``unknown``.
+- A JSON ``{"claims": []}`` or the word ``NONE`` is an explicit "no claims" and parses to
+  ``[]``; a reply with nothing usable is an error.
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+from dahl.errors import OutputParseError
+from dahl.records import Label, normalize_text
+
+__all__ = ["parse_claims", "parse_label"]
+
+_CHECK_WORDS = ("supported", "unsupported", "irrelevant", "unknown")
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
+_JSON_LABEL = re.compile(r'"label"\s*:\s*"([^"]{1,40})"')
+_END = r"(?![\w-])"
+
+# Leading decoration and lead-in words dropped before matching the label word.
+_LEAD = re.compile(
+    r"^(?:[\s*_#>`\"'\[(]+|(?:final\s+)?(?:answer|label|verdict|judg(?:e)?ment)\s*[:=-]\s*"
+    r"|(?:the|this)\s+(?:claim|statement|fact)\s+is\s+|it\s+is\s+|it's\s+|this\s+is\s+)",
+    re.IGNORECASE,
+)
+_FINAL_LINE = re.compile(
+    r"^[\s*_#>`]*(?:final\s+)?(?:answer|label|verdict)\s*[:=-]\s*(.+)$", re.IGNORECASE
+)
+
+# Ordered: a row only applies when no earlier row matched; negated and qualified forms first.
+_LABEL_TABLE: tuple[tuple[re.Pattern[str], Label], ...] = tuple(
+    (re.compile(r"^(?:" + pattern + ")" + _END, re.IGNORECASE), label)
+    for pattern, label in (
+        (r"not\s+(?:true|correct|accurate|supported|factual|verified)", Label.UNSUPPORTED),
+        (r"not\s+(?:relevant|related)", Label.IRRELEVANT),
+        (
+            r"(?:partially|partly|mostly|half|somewhat)[\s-]+"
+            r"(?:true|correct|accurate|supported|false|incorrect|untrue)",
+            Label.UNSUPPORTED,
+        ),
+        (
+            r"(?:(?:it|this|this\s+claim|the\s+claim)\s+)?"
+            r"(?:cannot|can't|can\s+not|could\s+not|couldn't)\s+be\s+"
+            r"(?:determined|verified|confirmed|established)",
+            Label.UNKNOWN,
+        ),
+        (r"i\s+(?:cannot|can't|can\s+not|do\s+not|don't)\s+(?:determine|verify|tell|know)", Label.UNKNOWN),
+        (
+            r"undetermined|unknown|uncertain|unclear|unverifiable|indeterminate|not\s+sure"
+            r"|(?:not\s+enough|insufficient|no)\s+(?:information|evidence|data)",
+            Label.UNKNOWN,
+        ),
+        (r"unsupported|untrue|false|incorrect|inaccurate|wrong|no", Label.UNSUPPORTED),
+        (r"irrelevant", Label.IRRELEVANT),
+        (r"supported|true|yes|correct|accurate", Label.SUPPORTED),
+    )
+)
+
+
+def _unfence(text: str) -> str:
+    text = text.strip()
+    match = _FENCE.match(text)
+    return match.group(1).strip() if match else text
+
+
+def _label_of(phrase: str) -> Label | None:
+    """Label named at the start of ``phrase`` (after lead-ins), or None."""
+    head = phrase.strip()
+    while True:
+        stripped = _LEAD.sub("", head, count=1)
+        if stripped == head:
+            break
+        head = stripped
+    for pattern, label in _LABEL_TABLE:
+        if pattern.match(head):
+            return label
+    return None
+
+
+def parse_label(text: str) -> Label:
+    """Parse a check reply into one of supported / unsupported / irrelevant / unknown.
+
+    Accepted: a JSON object ``{"label": ...}`` (also fenced, or cut off after the label);
+    plain text whose first line starts with a label word (Supported, Unsupported,
+    Irrelevant, Unknown, True/False, Yes/No, "Not true", "Untrue", "It is false that ...",
+    "This claim is not supported", "Partially true", "Cannot be determined", ...); or
+    chatty text whose last line is ``Answer: <label>`` / ``Label: <label>``.
+
+    Args:
+        text: the model's reply.
+
+    Returns:
+        The label (never ``Label.ERROR``).
+
+    Raises:
+        OutputParseError: the reply names no label with certainty; ``raw`` is ``text``.
+    """
+    body = _unfence(text)
+    if not body:
+        raise OutputParseError("empty reply", raw=text)
+    if body.startswith("{"):
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            match = _JSON_LABEL.search(body)  # reply cut at max_tokens after the label
+            value: object = match.group(1) if match else None
+        else:
+            value = data.get("label") if isinstance(data, dict) else None
+        label = _label_of(value) if isinstance(value, str) else None
+        if label is None:
+            raise OutputParseError(
+                f'JSON reply has no "label" among {", ".join(_CHECK_WORDS)}', raw=text
+            )
+        return label
+    lines = [line for line in body.splitlines() if line.strip()]
+    label = _label_of(lines[0])
+    if label is None:
+        final = _FINAL_LINE.match(lines[-1])
+        label = _label_of(final.group(1)) if final else None
+    if label is None:
+        raise OutputParseError(
+            f"reply does not start with a label ({', '.join(_CHECK_WORDS)}): {lines[0][:80]!r}",
+            raw=text,
+        )
+    return label
+
+
+_MARKER = re.compile(r"^\s*(?:[-*•+‣◦]|\d{1,3}[.)]|\(\d{1,3}\)|[a-z][.)])\s+")
+_PREAMBLE = re.compile(r"^(?:here\s+(?:are|is)|sure|certainly|okay|of\s+course)\b", re.IGNORECASE)
+_CHAT = re.compile(
+    r"^(?:i'm\s+sorry|i\s+am\s+sorry|sorry|i\s+cannot|i\s+can't|i\s+can\s+not|i\s+won't"
+    r"|as\s+an\s+(?:ai|assistant|language\s+model)|note:|please\s+note|let\s+me\s+know"
+    r"|i\s+hope|i\s+think|feel\s+free)",
+    re.IGNORECASE,
+)
+_MAX_CLAIM_WORDS = 80
+
+
+def _claims_from_json(body: str, text: str) -> list[str]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise OutputParseError(f"reply is not valid JSON: {exc}", raw=text) from exc
+    items = data.get("claims") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise OutputParseError('JSON reply must be {"claims": [string, ...]}', raw=text)
+    return [claim for claim in (normalize_text(i) for i in items) if claim]
+
+
+def parse_claims(text: str) -> list[str]:
+    """Parse a split reply into claim texts (normalized with ``normalize_text``), in order.
+
+    Accepted: JSON ``{"claims": [...]}`` or a bare JSON list of strings (also fenced); or
+    one claim per line, with list markers (``- ``, ``* ``, ``1. ``, ``(2) ``) stripped,
+    empty lines dropped and a leading preamble line ("Here are the claims:") dropped;
+    ``NONE`` means no claims.
+
+    Args:
+        text: the model's reply.
+
+    Returns:
+        Claim texts; ``[]`` only when the reply explicitly says there are none.
+
+    Raises:
+        OutputParseError: empty reply, invalid JSON, a chat/refusal line ("As an AI ...",
+            "I'm sorry ..."), a paragraph-long line (> 80 words), or no claim left.
+    """
+    body = _unfence(text)
+    if not body:
+        raise OutputParseError("empty reply", raw=text)
+    if body.startswith(("{", "[")):
+        return _claims_from_json(body, text)
+    if body.rstrip(".").upper() == "NONE":
+        return []
+    claims: list[str] = []
+    for line in body.splitlines():
+        line = normalize_text(_MARKER.sub("", line, count=1))
+        if not line:
+            continue
+        if not claims and (_PREAMBLE.match(line) or line.endswith(":")):
+            continue
+        if _CHAT.match(line):
+            raise OutputParseError(f"reply is chat, not claims: {line[:80]!r}", raw=text)
+        if line.endswith(":") and len(line.split()) <= 8:
+            continue  # a section heading inside the list
+        if len(line.split()) > _MAX_CLAIM_WORDS:
+            raise OutputParseError(
+                f"a line has {len(line.split())} words; expected one atomic claim per line",
+                raw=text,
+            )
+        claims.append(line)
+    if not claims:
+        raise OutputParseError("reply contains no claims", raw=text)
+    return claims

@@ -1,0 +1,288 @@
+"""Endpoint settings for OpenAI-compatible chat-completions servers, and their TOML loader.
+
+An :class:`EndpointConfig` is immutable and built at the edge (CLI or a TOML
+file); adapters receive it and never read the environment themselves. The API
+key is read from the environment in exactly one place, :func:`resolve_api_key`.
+
+TOML layout (a run may split with one endpoint and check with another)::
+
+    [default]                       # optional, merged into both stages
+    base_url = "https://api.openai.com/v1"
+    model = "gpt-4o-mini"
+    rpm = 500
+
+    [split]
+    max_tokens = 1024
+
+    [check]
+    base_url = "https://api.perplexity.ai"
+    model = "sonar"
+    extra_body = { search_context_size = "low" }
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args
+from urllib.parse import urlsplit, urlunsplit
+
+from dahl.errors import ConfigError
+
+__all__ = [
+    "CHECK_MAX_TOKENS",
+    "SPLIT_MAX_TOKENS",
+    "EndpointConfig",
+    "ResponseFormat",
+    "api_key_id",
+    "default_api_key_env",
+    "load_config",
+    "normalize_base_url",
+    "resolve_api_key",
+]
+
+#: How the reply format is requested. ``auto`` resolves per host, see :meth:`EndpointConfig.effective_format`.
+ResponseFormat = Literal["auto", "json_schema", "json_object", "text"]
+
+#: Default completion budget of a split call, tokens. A 300-word answer yields ~30 claims of
+#: ~15 tokens each (~450 tokens); 1024 leaves room for long answers without truncating the list.
+SPLIT_MAX_TOKENS = 1024
+#: Default completion budget of a check call, tokens: a label plus a one-sentence reason.
+CHECK_MAX_TOKENS = 128
+
+# Request-body keys the adapter owns; ``extra_body`` may not override them.
+_RESERVED_BODY_KEYS = frozenset(
+    {"model", "messages", "temperature", "seed", "max_tokens", "response_format", "stream"}
+)
+_FORMATS: tuple[str, ...] = get_args(ResponseFormat)
+_STAGES = ("split", "check")
+
+
+def normalize_base_url(url: str) -> str:
+    """Return ``url`` with lowercase scheme and host, no trailing slash or ``/chat/completions``.
+
+    ``"HTTPS://API.OpenAI.com/v1/"`` -> ``"https://api.openai.com/v1"``.
+
+    Raises:
+        ConfigError: the URL has no http(s) scheme or no host.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"base_url must be an http(s) URL with a host, got {url!r}")
+    path = parts.path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        path = path[: -len("/chat/completions")]
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+
+
+def default_api_key_env(base_url: str) -> str:
+    """Name of the environment variable holding the key for ``base_url``.
+
+    ``PERPLEXITY_API_KEY`` when the host contains ``perplexity``, else ``OPENAI_API_KEY``.
+    """
+    host = urlsplit(base_url).netloc.lower()
+    return "PERPLEXITY_API_KEY" if "perplexity" in host else "OPENAI_API_KEY"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EndpointConfig:
+    """Settings of one OpenAI-compatible ``/chat/completions`` endpoint for one stage.
+
+    Attributes:
+        base_url: API root, e.g. ``https://api.openai.com/v1`` (normalized on construction).
+        model: model name sent in the request body.
+        api_key_env: environment variable holding the key; default per provider
+            (:func:`default_api_key_env`). Empty string: the server needs no key (local vLLM/Ollama).
+        temperature: sampling temperature (0.0 = as deterministic as the server allows).
+        seed: sampling seed sent to the server, or None to omit it.
+        max_tokens: completion budget in tokens; None = the stage default
+            (:data:`SPLIT_MAX_TOKENS` = 1024, :data:`CHECK_MAX_TOKENS` = 128).
+        timeout_s: total timeout of one HTTP request, seconds.
+        rpm: request budget, requests per minute; None = unlimited (or learnt from headers).
+        tpm: token budget, tokens per minute; None = unlimited.
+        max_in_flight: maximum concurrent requests to this endpoint.
+        response_format: ``json_schema`` / ``json_object`` request structured output; ``text``
+            asks in words and parses strictly; ``auto`` = ``json_schema`` for ``api.openai.com``
+            (documented support for strict schemas) and ``text`` elsewhere, since vLLM, Ollama,
+            Together and Perplexity support differs by version and model.
+        extra_body: provider extras merged into every request body (e.g. Perplexity
+            ``search_domain_filter``); may not override model, messages or sampling keys.
+
+    Raises:
+        ConfigError: a value is out of range or an ``extra_body`` key is reserved.
+    """
+
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = None
+    timeout_s: float = 60.0
+    rpm: float | None = None
+    tpm: float | None = None
+    max_in_flight: int = 64
+    response_format: ResponseFormat = "auto"
+    extra_body: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Frozen dataclass: normalized values are written once, here.
+        object.__setattr__(self, "base_url", normalize_base_url(self.base_url))
+        if self.api_key_env is None:
+            object.__setattr__(self, "api_key_env", default_api_key_env(self.base_url))
+        object.__setattr__(self, "extra_body", dict(self.extra_body))
+        # TOML gives 0 for 0.0; coerce so bodies and fingerprints do not depend on spelling.
+        for name in ("temperature", "timeout_s", "rpm", "tpm"):
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, float(value))
+        if not self.model:
+            raise ConfigError("model must be a non-empty string")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ConfigError(f"temperature must be in [0, 2], got {self.temperature}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
+        for name in ("rpm", "tpm"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{name} must be > 0 or unset, got {value}")
+        if self.max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
+        if self.response_format not in _FORMATS:
+            raise ConfigError(
+                f"response_format must be one of {', '.join(_FORMATS)}, got {self.response_format!r}"
+            )
+        reserved = sorted(_RESERVED_BODY_KEYS & set(self.extra_body))
+        if reserved:
+            raise ConfigError(f"extra_body may not set {', '.join(reserved)}")
+
+    @property
+    def chat_url(self) -> str:
+        """Full URL of the chat-completions route."""
+        return f"{self.base_url}/chat/completions"
+
+    def effective_format(self) -> Literal["json_schema", "json_object", "text"]:
+        """The reply format actually requested: ``auto`` resolved by host (see class doc)."""
+        if self.response_format != "auto":
+            return self.response_format
+        host = urlsplit(self.base_url).hostname or ""
+        return "json_schema" if host == "api.openai.com" else "text"
+
+
+def resolve_api_key(cfg: EndpointConfig) -> str:
+    """Read the API key of ``cfg`` from the environment (the only place dahl reads it).
+
+    Returns:
+        The key, or ``""`` when ``cfg.api_key_env`` is empty (keyless local servers).
+
+    Raises:
+        ConfigError: the variable is unset or empty; the message names the variable, never a key.
+    """
+    if not cfg.api_key_env:
+        return ""
+    key = os.environ.get(cfg.api_key_env, "").strip()
+    if not key:
+        raise ConfigError(
+            f"environment variable {cfg.api_key_env} is not set; it must hold the API key "
+            f"for {cfg.base_url}"
+        )
+    return key
+
+
+def api_key_id(key: str) -> str:
+    """Short identity of an API key for lane keys and logs: blake2b-64 hex of the key (16 chars).
+
+    The key cannot be recovered from it; ``""`` (no key) maps to ``"nokey"``.
+    """
+    if not key:
+        return "nokey"
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=8).hexdigest()
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(EndpointConfig)}
+_NUMBER = (int, float)
+# TOML value types accepted per key (bool is rejected explicitly: it is an int in Python).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "base_url": (str,),
+    "model": (str,),
+    "api_key_env": (str,),
+    "temperature": _NUMBER,
+    "seed": (int,),
+    "max_tokens": (int,),
+    "timeout_s": _NUMBER,
+    "rpm": _NUMBER,
+    "tpm": _NUMBER,
+    "max_in_flight": (int,),
+    "response_format": (str,),
+    "extra_body": (dict,),
+}
+
+
+def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{section}] must be a table")
+    for key in table:
+        if key not in _FIELDS:
+            raise ConfigError(
+                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(_FIELDS))})"
+            )
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, _TYPES[key]):
+            names = " or ".join(t.__name__ for t in _TYPES[key])
+            raise ConfigError(f"{path}: [{section}] {key} must be {names}, got {value!r}")
+    return table
+
+
+def load_config(path: str | Path) -> dict[str, EndpointConfig]:
+    """Read endpoint settings for the ``split`` and ``check`` stages from a TOML file.
+
+    ``[default]`` is merged under both ``[split]`` and ``[check]`` (stage keys win;
+    ``extra_body`` tables are merged key by key). A stage whose table is absent gets the
+    defaults alone; a stage with neither is left out of the result. ``max_tokens``
+    falls back to the stage default (1024 split, 128 check).
+
+    Args:
+        path: the TOML file.
+
+    Returns:
+        ``{"split": EndpointConfig, "check": EndpointConfig}`` (stages present only).
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, unknown table or key (file and key named),
+            wrong value type, or a missing ``base_url``/``model``.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    for section in data:
+        if section not in ("default", *_STAGES):
+            raise ConfigError(f"{path}: unknown table [{section}] (known: default, split, check)")
+    default = _check_table(path, "default", data.get("default", {}))
+    result: dict[str, EndpointConfig] = {}
+    for stage in _STAGES:
+        if stage not in data and "default" not in data:
+            continue
+        own = _check_table(path, stage, data.get(stage, {}))
+        merged = {**default, **own}
+        extra = {**default.get("extra_body", {}), **own.get("extra_body", {})}
+        if extra:
+            merged["extra_body"] = extra
+        for key in ("base_url", "model"):
+            if key not in merged:
+                raise ConfigError(f"{path}: [{stage}] needs {key!r} (or set it in [default])")
+        merged.setdefault("max_tokens", SPLIT_MAX_TOKENS if stage == "split" else CHECK_MAX_TOKENS)
+        try:
+            result[stage] = EndpointConfig(**merged)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: [{stage}] {exc}") from exc
+    return result

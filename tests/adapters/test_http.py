@@ -1,0 +1,239 @@
+"""Tests for dahl.adapters.http: one request, every failure mapped to the dahl error tree."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from datetime import UTC, datetime
+
+import pytest
+
+from dahl.adapters.http import make_session, parse_duration_s, post_chat, retry_after_s
+from dahl.errors import (
+    PermanentAPIError,
+    QuotaExhausted,
+    RateLimited,
+    TransientAPIError,
+)
+from dahl.records import Usage
+
+KEY = "sk-test-SECRETKEY123456"
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def url(server) -> str:
+    return f"{server.base_url}/chat/completions"
+
+
+class TestParseDuration:
+    @pytest.mark.parametrize(
+        ("text", "seconds"),
+        [
+            ("1s", 1.0),
+            ("350ms", 0.35),
+            ("6m0s", 360.0),
+            ("1h2m3.5s", 3723.5),
+            ("0.5", 0.5),
+            ("20ms", 0.02),
+        ],
+        ids=["1s", "350ms", "6m0s", "1h2m3.5s", "bare-number", "20ms"],
+    )
+    def test_durations(self, text: str, seconds: float) -> None:
+        """OpenAI reset durations convert to seconds."""
+        assert parse_duration_s(text) == pytest.approx(seconds)
+
+    @pytest.mark.parametrize("text", ["", "soon", "5x", "1s junk"], ids=["empty", "word", "bad-unit", "trailing"])
+    def test_not_a_duration(self, text: str) -> None:
+        """Text that is not a duration gives None."""
+        assert parse_duration_s(text) is None
+
+
+class TestRetryAfter:
+    def test_seconds(self) -> None:
+        """Retry-After in (fractional) seconds is returned as is."""
+        assert retry_after_s({"retry-after": "0.35"}) == pytest.approx(0.35)
+
+    def test_milliseconds_win(self) -> None:
+        """retry-after-ms is preferred over Retry-After (it is more precise)."""
+        assert retry_after_s({"retry-after-ms": "1500", "retry-after": "2"}) == pytest.approx(1.5)
+
+    def test_http_date(self) -> None:
+        """An HTTP-date Retry-After gives the seconds from now until that date."""
+        now = datetime(2015, 10, 21, 7, 28, 0, tzinfo=UTC).timestamp()
+        headers = {"retry-after": "Wed, 21 Oct 2015 07:28:30 GMT"}
+        assert retry_after_s(headers, now=now) == pytest.approx(30.0)
+
+    def test_http_date_in_past(self) -> None:
+        """A date already past means no wait (0 s), never a negative wait."""
+        now = datetime(2015, 10, 21, 8, 0, 0, tzinfo=UTC).timestamp()
+        assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:30 GMT"}, now=now) == 0.0
+
+    def test_reset_of_exhausted_budget(self) -> None:
+        """Only the exhausted budget's reset counts: requests at 0 -> 1 s, not the 6 min token reset."""
+        headers = {
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "1s",
+            "x-ratelimit-remaining-tokens": "500",
+            "x-ratelimit-reset-tokens": "6m0s",
+        }
+        assert retry_after_s(headers) == pytest.approx(1.0)
+
+    def test_reset_none_exhausted(self) -> None:
+        """With no budget at 0, the longest reset is used (2 s over 20 ms)."""
+        headers = {
+            "x-ratelimit-remaining-requests": "3",
+            "x-ratelimit-reset-requests": "2s",
+            "x-ratelimit-remaining-tokens": "10",
+            "x-ratelimit-reset-tokens": "20ms",
+        }
+        assert retry_after_s(headers) == pytest.approx(2.0)
+
+    def test_nothing_said(self) -> None:
+        """No rate headers gives None (the lane picks its default)."""
+        assert retry_after_s({"content-type": "application/json"}) is None
+
+
+class TestPostChat:
+    async def test_success(self, server, session) -> None:
+        """A 200 reply yields content, usage, total tokens and lowercase headers."""
+        reply = server.chat("Supported", prompt_tokens=30, completion_tokens=4)
+        reply.headers = {"X-RateLimit-Remaining-Requests": "99"}
+        server.push(reply)
+        result = await post_chat(session, url(server), KEY, BODY)
+        assert result.content == "Supported"
+        assert result.usage == Usage(prompt_tokens=30, completion_tokens=4)
+        assert result.usage_tokens == 34
+        assert result.headers["x-ratelimit-remaining-requests"] == "99"
+        assert result.finish_reason == "stop"
+
+    async def test_sends_body_and_bearer(self, server, session) -> None:
+        """The body is sent as JSON and the key only in the Authorization header."""
+        server.push(server.chat("ok"))
+        await post_chat(session, url(server), KEY, BODY)
+        assert server.requests == [BODY]
+        assert server.request_headers[0]["Authorization"] == f"Bearer {KEY}"
+
+    async def test_no_key_no_header(self, server, session) -> None:
+        """An empty key (local server) sends no Authorization header."""
+        server.push(server.chat("ok"))
+        await post_chat(session, url(server), "", BODY)
+        assert "Authorization" not in server.request_headers[0]
+
+    async def test_citations(self, server, session) -> None:
+        """Perplexity citations and search_results URLs are kept in order, deduplicated."""
+        server.push(
+            server.chat(
+                "Supported",
+                citations=["https://a.example", "https://b.example"],
+                search_results=[{"title": "B", "url": "https://b.example"}, {"url": "https://c.example"}],
+            )
+        )
+        result = await post_chat(session, url(server), KEY, BODY)
+        assert result.citations == ("https://a.example", "https://b.example", "https://c.example")
+
+    async def test_null_content(self, server, session) -> None:
+        """A null message content becomes an empty string (the parser then rejects it)."""
+        server.push(server.chat(None))  # type: ignore[arg-type]
+        result = await post_chat(session, url(server), KEY, BODY)
+        assert result.content == ""
+
+    async def test_rate_limited(self, server, session) -> None:
+        """429 with Retry-After: 2 raises RateLimited(retry_after_s=2.0, status=429)."""
+        server.push(server.error(429, "Rate limit reached for requests", code="rate_limit_exceeded",
+                                 headers={"Retry-After": "2"}))
+        with pytest.raises(RateLimited) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        assert info.value.retry_after_s == 2.0
+        assert info.value.status == 429
+
+    async def test_rate_limited_ms(self, server, session) -> None:
+        """429 with retry-after-ms: 250 waits 0.25 s."""
+        server.push(server.error(429, "slow down", headers={"retry-after-ms": "250"}))
+        with pytest.raises(RateLimited) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        assert info.value.retry_after_s == pytest.approx(0.25)
+
+    @pytest.mark.parametrize(
+        ("status", "type_", "message"),
+        [
+            (429, "insufficient_quota", "You exceeded your current quota, please check your plan and billing details."),
+            (403, "error", "Your billing account is inactive."),
+            (402, "error", "Payment required"),
+        ],
+        ids=["429-insufficient-quota", "403-billing", "402"],
+    )
+    async def test_quota(self, server, session, status: int, type_: str, message: str) -> None:
+        """Quota and billing failures raise QuotaExhausted, not RateLimited."""
+        server.push(server.error(status, message, type_=type_, code=type_))
+        with pytest.raises(QuotaExhausted) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        assert info.value.status == status
+
+    @pytest.mark.parametrize("status", [408, 409, 500, 502, 503, 504])
+    async def test_transient_status(self, server, session, status: int) -> None:
+        """408, 409 and 5xx raise TransientAPIError carrying the status."""
+        server.push(server.error(status, "try again"))
+        with pytest.raises(TransientAPIError) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        assert info.value.status == status
+
+    @pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+    async def test_permanent_status(self, server, session, status: int) -> None:
+        """Other 4xx (incl. 413 too large, 403 without billing) raise PermanentAPIError(status)."""
+        server.push(server.error(status, "bad request"))
+        with pytest.raises(PermanentAPIError) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        assert info.value.status == status
+        assert "bad request" in str(info.value)
+
+    async def test_non_json_error_body(self, server, session) -> None:
+        """A 502 whose body is an HTML proxy page still maps to TransientAPIError."""
+        server.push(server.Reply(status=502, body=b"<html>Bad Gateway</html>"))
+        with pytest.raises(TransientAPIError, match="HTTP 502"):
+            await post_chat(session, url(server), KEY, BODY)
+
+    async def test_malformed_json(self, server, session) -> None:
+        """A 200 with a truncated JSON body raises TransientAPIError('malformed JSON ...')."""
+        server.push(server.Reply(status=200, body=b'{"choices": [{"message": {"content": "Sup'))
+        with pytest.raises(TransientAPIError, match="malformed JSON"):
+            await post_chat(session, url(server), KEY, BODY)
+
+    async def test_json_without_choices(self, server, session) -> None:
+        """A 200 JSON body without choices raises TransientAPIError."""
+        server.push(server.Reply(status=200, body={"object": "chat.completion"}))
+        with pytest.raises(TransientAPIError, match="malformed reply"):
+            await post_chat(session, url(server), KEY, BODY)
+
+    async def test_connection_reset(self, server, session) -> None:
+        """A connection closed without a reply raises TransientAPIError."""
+        server.push(server.Reply(reset=True))
+        with pytest.raises(TransientAPIError):
+            await post_chat(session, url(server), KEY, BODY)
+
+    async def test_timeout(self, server) -> None:
+        """A reply slower than the session timeout (0.2 s) raises TransientAPIError."""
+        server.push(server.Reply(body={"choices": []}, delay_s=1.0))
+        session = make_session(max_in_flight=2, timeout_s=0.2)
+        try:
+            with pytest.raises(TransientAPIError, match="timed out"):
+                await post_chat(session, url(server), KEY, BODY)
+        finally:
+            await session.close()
+
+    async def test_connection_refused(self, session) -> None:
+        """Nobody listening on the port raises TransientAPIError (a server may be starting)."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with pytest.raises(TransientAPIError, match="connection error"):
+            await post_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", KEY, BODY)
+
+    async def test_key_redacted(self, server, session, caplog) -> None:
+        """A 401 echoing the key never puts the key in the error message or the log."""
+        server.push(server.error(401, f"Incorrect API key provided: {KEY}. Bearer {KEY}"))
+        caplog.set_level(logging.DEBUG, logger="dahl")
+        with pytest.raises(PermanentAPIError) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        assert "SECRETKEY" not in str(info.value)
+        assert "Incorrect API key provided" in str(info.value)
+        assert "SECRETKEY" not in caplog.text
