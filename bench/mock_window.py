@@ -121,6 +121,9 @@ class RateWindow:
             self._used_tokens += tokens
         return Admission(reason is None, reason, too_large, reset_s, self._headers(reset_s))
 
+    def _per_minute(self, per_window: int) -> int:
+        return round(per_window * 60.0 / self._window_s)
+
     def headers(self) -> dict[str, str]:
         """Current ``x-ratelimit-*`` headers without charging anything."""
         return self._headers(self._roll())
@@ -129,11 +132,12 @@ class RateWindow:
         out: dict[str, str] = {}
         reset = format_duration(reset_s)
         if self._requests is not None:
-            out["x-ratelimit-limit-requests"] = str(self._requests)
+            # Like OpenAI, the limit header is per minute; remaining/reset describe this window.
+            out["x-ratelimit-limit-requests"] = str(self._per_minute(self._requests))
             out["x-ratelimit-remaining-requests"] = str(max(self._requests - self._used_requests, 0))
             out["x-ratelimit-reset-requests"] = reset
         if self._tokens is not None:
-            out["x-ratelimit-limit-tokens"] = str(self._tokens)
+            out["x-ratelimit-limit-tokens"] = str(self._per_minute(self._tokens))
             out["x-ratelimit-remaining-tokens"] = str(max(self._tokens - self._used_tokens, 0))
             out["x-ratelimit-reset-tokens"] = reset
         return out
