@@ -1,0 +1,344 @@
+"""The offline ``evidence`` Checker: BM25 retrieval over a local corpus plus a lexical support rule.
+
+This module holds the product's offline judgement of a claim. It calls no
+model: it asks whether the best passages of a local :class:`~dahl.adapters.corpus.Corpus`
+say what the claim says, word for word after light normalization.
+
+Decision, for one claim (all thresholds are :class:`EvidenceChecker` parameters):
+
+1. **Retrieve.** Query = the answer's question + the claim (``use_question=True``,
+   the default) or the claim alone; BM25 top ``top_k`` passages. When
+   ``answer.meta["evidence_ids"]`` is a list of document ids and
+   ``restrict=True``, only those documents are searched.
+2. **Nothing found → unknown.** No passage shares a term with the query, or
+   the best BM25 score is below ``min_score``.
+3. **Content terms.** The claim's terms (:func:`~dahl.adapters.corpus.analyze`:
+   lowercase, punctuation dropped, Snowball-stemmed so plurals and suffixes
+   fold, numbers kept whole) minus function words. A claim with no content
+   term → unknown. With ``discount_question`` (default) the terms also found
+   in the question are set aside, when any other term is left: restating the
+   question is easy, what the claim adds is what needs support.
+4. **Coverage.** Evidence = the terms of the best ``n_evidence`` passages.
+   Coverage = Σ idf(t) over claim terms found in the evidence / Σ idf(t) over
+   all claim terms, idf being the corpus BM25 idf, so a missing rare word
+   ("calcium", "protease") costs more than a missing common one ("effect").
+5. **Off-topic → unknown.** Coverage below ``unknown_below`` when the whole
+   corpus was searched: the corpus does not talk about this claim. When the
+   answer named its own evidence documents, low coverage means those documents
+   do not say it, and the claim goes on to be judged (unsupported).
+6. **Numbers.** Every number in the claim must appear in the evidence exactly
+   ("2.5" ≠ "5"); otherwise → unsupported.
+7. **Negation.** The evidence sentence sharing most of the claim's content
+   terms is found; if it holds at least ``negation_overlap`` of them (so it is
+   about the same thing) and exactly one of claim and sentence carries a
+   negation cue ("not", "no", "never", "without", "neither", "nor", "none",
+   "cannot", "n't") → unsupported.
+8. **Coverage ≥ ``support_threshold`` → supported, else unsupported.**
+
+Defaults (``support_threshold`` 0.3, ``n_evidence`` 3, ``unknown_below`` 0.2)
+were picked by grid search on the even rows of MedHallu (``bench/offline_eval.py``);
+a low support threshold suits the rule because only the terms the claim adds
+to the question are weighed, and true conclusions reword their evidence.
+
+The verdict keeps the best ``n_evidence`` passages as evidence (text, document
+id, BM25 score) and a one-line account of the decision in ``raw``.
+
+This is a lexical proxy, not entailment: paraphrases score low and a claim
+that reuses the evidence's words in a wrong relation scores high. Measured
+figures are in ``bench/offline_eval.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.to_thread
+
+from dahl.adapters.corpus import Corpus, Hit, analyze
+from dahl.errors import ConfigError
+from dahl.records import Answer, Claim, Evidence, Label, Verdict
+
+__all__ = ["Assessment", "EvidenceChecker", "EvidenceSettings"]
+
+logger = logging.getLogger(__name__)
+
+# Function words that carry no checkable content (analyze() already drops bm25s's English list).
+_FUNCTION_WORDS = frozenset(
+    analyze(
+        "was were has have had been being do does did this these those which who whom "
+        "whose what when where why how its our we us you your he she his her they them "
+        "may might can could would should shall will also than more most both between "
+        "however from all any each other such only very some there here while whereas "
+        "therefore thus hence about after before during over under within into onto "
+        "upon via per among well even much many"
+    )
+)
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|without|neither|nor|none|cannot)\b|n't\b", re.IGNORECASE
+)
+_NUMBER = re.compile(r"\d")
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The decision on one claim with its intermediate figures.
+
+    Attributes:
+        label: supported, unsupported or unknown.
+        coverage: idf-weighted share of the judged claim terms found in the
+            evidence, in [0, 1]; None when no evidence was found or the claim
+            has no content term.
+        reason: one-line account of the decision (goes into ``Verdict.raw``).
+        hits: the evidence passages kept (best first, at most ``n_evidence``).
+    """
+
+    label: Label
+    coverage: float | None
+    reason: str
+    hits: tuple[Hit, ...]
+
+
+@dataclass(frozen=True)
+class EvidenceSettings:
+    """Thresholds of the evidence Checker (see the module docstring for the rule).
+
+    Attributes:
+        top_k: passages retrieved per claim (>= 1).
+        n_evidence: best passages whose terms count as evidence (1 <= n_evidence <= top_k).
+        use_question: query with question + claim (True) or the claim alone.
+        restrict: honour ``answer.meta["evidence_ids"]`` (search only those documents).
+        discount_question: judge coverage on the claim's terms that are not in
+            the question (what the claim adds), falling back to all its terms
+            when it adds none.
+        support_threshold: idf-weighted coverage at or above which a claim is
+            supported, in [0, 1].
+        unknown_below: coverage below which the claim is unknown (off-topic), in [0, 1].
+        min_score: best BM25 score below which the claim is unknown (unitless, >= 0).
+        negation_overlap: share of the claim's content terms (unweighted, in
+            [0, 1]) the closest evidence sentence must hold for a negation
+            mismatch to count.
+    """
+
+    top_k: int = 5
+    n_evidence: int = 3
+    use_question: bool = True
+    restrict: bool = True
+    discount_question: bool = True
+    support_threshold: float = 0.3
+    unknown_below: float = 0.2
+    min_score: float = 0.0
+    negation_overlap: float = 0.5
+
+    def __post_init__(self) -> None:
+        """Validate ranges.
+
+        Raises:
+            ConfigError: a setting is out of range.
+        """
+        if self.top_k < 1 or not 1 <= self.n_evidence <= self.top_k:
+            raise ConfigError(
+                f"need top_k >= 1 and 1 <= n_evidence <= top_k, got {self.top_k}, {self.n_evidence}"
+            )
+        if not 0.0 <= self.unknown_below <= self.support_threshold <= 1.0:
+            raise ConfigError(
+                "need 0 <= unknown_below <= support_threshold <= 1, got "
+                f"{self.unknown_below}, {self.support_threshold}"
+            )
+        if not 0.0 <= self.negation_overlap <= 1.0:
+            raise ConfigError(f"negation_overlap must be in [0, 1], got {self.negation_overlap}")
+        if self.min_score < 0.0:
+            raise ConfigError(f"min_score must be >= 0, got {self.min_score}")
+
+    def tag(self) -> str:
+        """Compact, stable text of every setting (goes into the fingerprint)."""
+        return (
+            f"k={self.top_k},n={self.n_evidence},q={int(self.use_question)},"
+            f"r={int(self.restrict)},d={int(self.discount_question)},s={self.support_threshold:g},"
+            f"u={self.unknown_below:g},m={self.min_score:g},o={self.negation_overlap:g}"
+        )
+
+
+class EvidenceChecker:
+    """Checker that judges claims against a local corpus, offline.
+
+    Implements :class:`dahl.adapters.base.Checker`. CPU work (retrieval and
+    the decision) runs in a worker thread under a capacity limiter, so the
+    event loop never blocks.
+
+    Args:
+        corpus: the indexed corpus (:func:`dahl.adapters.corpus.load_corpus`).
+        top_k, n_evidence, use_question, restrict, discount_question, support_threshold,
+            unknown_below, min_score, negation_overlap: see :class:`EvidenceSettings`.
+        max_threads: worker threads used at once (1 or 2 is plenty).
+
+    Attributes:
+        fingerprint: ``"evidence/v1:<corpus fingerprint>:<settings>"``.
+        settings: the thresholds in force.
+
+    Raises:
+        ConfigError: a setting is out of range.
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        *,
+        top_k: int = 5,
+        n_evidence: int = 3,
+        use_question: bool = True,
+        restrict: bool = True,
+        discount_question: bool = True,
+        support_threshold: float = 0.3,
+        unknown_below: float = 0.2,
+        min_score: float = 0.0,
+        negation_overlap: float = 0.5,
+        max_threads: int = 1,
+    ) -> None:
+        if max_threads < 1:
+            raise ConfigError(f"max_threads must be >= 1, got {max_threads}")
+        self.corpus = corpus
+        self.settings = EvidenceSettings(
+            top_k=top_k,
+            n_evidence=n_evidence,
+            use_question=use_question,
+            restrict=restrict,
+            discount_question=discount_question,
+            support_threshold=support_threshold,
+            unknown_below=unknown_below,
+            min_score=min_score,
+            negation_overlap=negation_overlap,
+        )
+        self.fingerprint = f"evidence/v1:{corpus.fingerprint}:{self.settings.tag()}"
+        self._max_threads = max_threads
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def __repr__(self) -> str:
+        """Show the fingerprint."""
+        return f"<EvidenceChecker {self.fingerprint}>"
+
+    def _capacity(self) -> anyio.CapacityLimiter:
+        # Created on first use: a limiter belongs to the running event loop.
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._max_threads)
+        return self._limiter
+
+    async def check(self, claim: Claim, answer: Answer) -> Verdict:
+        """Judge one claim in a worker thread.
+
+        Args:
+            claim: the claim.
+            answer: its answer (question and ``meta["evidence_ids"]`` are read).
+
+        Returns:
+            A verdict labelled supported, unsupported or unknown.
+        """
+        return await anyio.to_thread.run_sync(
+            self.check_sync, claim, answer, limiter=self._capacity()
+        )
+
+    async def check_batch(self, items: Sequence[tuple[Claim, Answer]]) -> list[Verdict]:
+        """Judge many claims in one worker-thread hop (cheaper than one hop per claim).
+
+        Args:
+            items: (claim, answer) pairs, any number.
+
+        Returns:
+            One verdict per pair, in the same order.
+        """
+        return await anyio.to_thread.run_sync(
+            self.check_many_sync, list(items), limiter=self._capacity()
+        )
+
+    def check_many_sync(self, items: Sequence[tuple[Claim, Answer]]) -> list[Verdict]:
+        """Blocking form of :meth:`check_batch`; call it from a worker thread or a script."""
+        return [self.check_sync(claim, answer) for claim, answer in items]
+
+    def check_sync(self, claim: Claim, answer: Answer) -> Verdict:
+        """Blocking form of :meth:`check`; call it from a worker thread or a script.
+
+        Args:
+            claim: the claim.
+            answer: its answer.
+
+        Returns:
+            The verdict (see the module docstring for the rule).
+        """
+        a = self.assess(claim, answer)
+        evidence = tuple(
+            Evidence(text=h.passage.text, source=h.passage.doc_id, score=round(h.score, 4))
+            for h in a.hits
+        )
+        return Verdict(label=a.label, checker=self.fingerprint, raw=a.reason, evidence=evidence)
+
+    def assess(self, claim: Claim, answer: Answer) -> Assessment:
+        """Apply the decision rule and return its intermediate figures (blocking).
+
+        Args:
+            claim: the claim.
+            answer: its answer.
+
+        Returns:
+            The label with the coverage, the reason and the evidence passages kept.
+        """
+        s = self.settings
+        claim_terms = analyze(claim.text)
+        query = claim_terms + analyze(answer.question) if s.use_question else claim_terms
+        doc_ids = self._doc_ids(answer)
+        hits = self.corpus.search(query, k=s.top_k, doc_ids=doc_ids)
+        if not hits or hits[0].score < s.min_score:
+            best = f"{hits[0].score:.3g}" if hits else "none"
+            return Assessment(Label.UNKNOWN, None, f"no passage found (best score {best})", ())
+        kept = tuple(hits[: s.n_evidence])
+        content = [t for t in dict.fromkeys(claim_terms) if t not in _FUNCTION_WORDS]
+        if not content:
+            return Assessment(Label.UNKNOWN, None, "claim has no content word", kept)
+        evidence_terms = {t for h in kept for t in analyze(f"{h.passage.title} {h.passage.text}")}
+        judged = content
+        if s.discount_question:
+            asked = set(analyze(answer.question))
+            judged = [t for t in content if t not in asked] or content
+        weights = {t: self.corpus.idf(t) for t in judged}
+        coverage = sum(w for t, w in weights.items() if t in evidence_terms) / sum(weights.values())
+        missing = [t for t in judged if t not in evidence_terms]
+        note = f"coverage={coverage:.3f} missing={missing}"
+        if doc_ids is None and coverage < s.unknown_below:
+            return Assessment(Label.UNKNOWN, coverage, f"off-topic: {note}", kept)
+        bad_numbers = [t for t in content if _NUMBER.search(t) and t not in evidence_terms]
+        if bad_numbers:
+            return Assessment(
+                Label.UNSUPPORTED, coverage, f"number not in evidence {bad_numbers}: {note}", kept
+            )
+        sentence, share = _closest_sentence(set(content), kept)
+        negated = bool(_NEGATION.search(claim.text))
+        if share >= s.negation_overlap and negated != bool(_NEGATION.search(sentence)):
+            return Assessment(
+                Label.UNSUPPORTED, coverage, f"negation differs from {sentence!r}: {note}", kept
+            )
+        label = Label.SUPPORTED if coverage >= s.support_threshold else Label.UNSUPPORTED
+        return Assessment(label, coverage, note, kept)
+
+    def _doc_ids(self, answer: Answer) -> list[str] | None:
+        if not self.settings.restrict:
+            return None
+        ids = answer.meta.get("evidence_ids") if answer.meta else None
+        if not isinstance(ids, list):
+            return None
+        return [str(i) for i in ids]
+
+
+def _closest_sentence(terms: set[str], hits: Sequence[Hit]) -> tuple[str, float]:
+    """Return the evidence sentence sharing most of ``terms`` and that share, in [0, 1].
+
+    The first sentence wins ties; an empty ``terms`` gives share 0.
+    """
+    best, best_overlap = "", 0
+    for hit in hits:
+        for sentence in hit.passage.sentences:
+            overlap = len(terms.intersection(analyze(sentence)))
+            if overlap > best_overlap:
+                best, best_overlap = sentence, overlap
+    return best, (best_overlap / len(terms) if terms else 0.0)
