@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
+from dahl.config import endpoint_configs
 from dahl.engine.counters import RunCounters
 from dahl.errors import DahlError, QuotaExhausted
 from dahl.formats import FORMATS, describe_input
@@ -107,14 +108,20 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
             refresh()
             await anyio.sleep(0.2)
 
+    failure: Exception | None = None
     with progress:
         async with anyio.create_task_group() as tg:
             tg.start_soon(tick)
             try:
-                return await score_async(config, counters=counters)
+                report = await score_async(config, counters=counters)
+            except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
+                failure = exc
             finally:
                 tg.cancel_scope.cancel()
                 refresh()
+    if failure is not None:
+        raise failure
+    return report
 
 
 @main.command()
@@ -125,11 +132,25 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
               type=click.Choice(("auto", *FORMATS)), help="Input format.")
 @click.option("--response-column", default=None, help="CSV column holding the responses.")
 @click.option("--splitter", default="rules", show_default=True, type=click.Choice(SPLITTERS),
-              help="rules: offline rule-based; given: claims from the input.")
+              help="rules: offline rule-based; given: claims from the input; openai: an LLM endpoint.")
 @click.option("--checker", default="evidence", show_default=True, type=click.Choice(CHECKERS),
-              help="evidence: offline BM25 over --evidence; replay: labels from the input; fake: deterministic.")
+              help="evidence: offline BM25 over --evidence; replay: labels from the input; "
+                   "fake: deterministic; openai: an LLM endpoint.")
 @click.option("--evidence", type=click.Path(path_type=Path), default=None,
               help="JSONL corpus {id, title?, text} for the evidence Checker.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="TOML file with [split]/[check] (and [default]) endpoint settings.")
+@click.option("--base-url", default=None, help="OpenAI-compatible API root for the openai adapters.")
+@click.option("--model", default=None, help="Model name for the openai adapters.")
+@click.option("--api-key-env", default=None,
+              help="Environment variable holding the key (default OPENAI_API_KEY, or PERPLEXITY_API_KEY "
+                   "for perplexity.ai; '' for keyless local servers).")
+@click.option("--rpm", type=float, default=None, help="Request budget, requests per minute.")
+@click.option("--tpm", type=float, default=None, help="Token budget, tokens per minute.")
+@click.option("--max-in-flight", type=int, default=None, help="Concurrent requests per endpoint (default 64).")
+@click.option("--temperature", type=float, default=None, help="Sampling temperature (default 0).")
+@click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens.")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Timeout of one request, seconds.")
 @click.option("--gamma", default=10.0, show_default=True, type=float,
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
@@ -147,15 +168,41 @@ def score(
     k: int,
     seed: int,
     no_progress: bool,
+    config_file: Path | None,
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    rpm: float | None,
+    tpm: float | None,
+    max_in_flight: int | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    timeout_s: float | None,
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
     try:
+        overrides = {
+            "base_url": base_url, "model": model, "api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,
+            "max_in_flight": max_in_flight, "temperature": temperature, "max_tokens": max_tokens,
+            "timeout_s": timeout_s,
+        }
+        endpoints = endpoint_configs(
+            config_file,
+            {k: v for k, v in overrides.items() if v is not None},
+            stages=tuple(stage for stage, name in (("split", splitter), ("check", checker)) if name == "openai"),
+        )
         config = ScoreConfig(
             inputs=inputs,
             out_dir=out_dir,
             fmt=fmt,
             response_column=response_column,
-            adapters=AdapterSettings(splitter=splitter, checker=checker, evidence=evidence),
+            adapters=AdapterSettings(
+                splitter=splitter,
+                checker=checker,
+                evidence=evidence,
+                split_endpoint=endpoints.get("split"),
+                check_endpoint=endpoints.get("check"),
+            ),
             gamma=gamma,
             k=k,
             seed=seed,

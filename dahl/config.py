@@ -40,6 +40,7 @@ __all__ = [
     "ResponseFormat",
     "api_key_id",
     "default_api_key_env",
+    "endpoint_configs",
     "load_config",
     "normalize_base_url",
     "resolve_api_key",
@@ -285,4 +286,40 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
             result[stage] = EndpointConfig(**merged)
         except ConfigError as exc:
             raise ConfigError(f"{path}: [{stage}] {exc}") from exc
+    return result
+
+
+def endpoint_configs(
+    path: str | Path | None, overrides: Mapping[str, Any], *, stages: tuple[str, ...]
+) -> dict[str, EndpointConfig]:
+    """Endpoint settings for ``stages``: the TOML file (if any), then command-line ``overrides``.
+
+    Args:
+        path: TOML file as read by :func:`load_config`, or None.
+        overrides: settings given on the command line (only those set); they win over the file
+            for every stage.
+        stages: the stages that use an ``openai`` adapter (``"split"``, ``"check"``).
+
+    Returns:
+        ``{stage: EndpointConfig}`` for each of ``stages``.
+
+    Raises:
+        ConfigError: a stage has no ``base_url``/``model`` from either source, or a bad value.
+    """
+    from_file = load_config(path) if path is not None else {}
+    result: dict[str, EndpointConfig] = {}
+    for stage in stages:
+        base: dict[str, Any] = {}
+        if stage in from_file:
+            base = {f: getattr(from_file[stage], f) for f in _FIELDS}
+        merged = {**base, **overrides}
+        for key in ("base_url", "model"):
+            if not merged.get(key):
+                flag = "--" + key.replace("_", "-")
+                raise ConfigError(f"the openai {'Splitter' if stage == 'split' else 'Checker'} needs {flag}"
+                                  " (or a [{stage}] table in --config)".replace("{stage}", stage))
+        merged.setdefault("max_tokens", None)
+        if merged["max_tokens"] is None:
+            merged["max_tokens"] = SPLIT_MAX_TOKENS if stage == "split" else CHECK_MAX_TOKENS
+        result[stage] = EndpointConfig(**merged)
     return result

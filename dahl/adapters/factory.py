@@ -6,16 +6,19 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import anyio
 
 from dahl.adapters.base import Checker, Splitter
+from dahl.config import EndpointConfig, api_key_id, resolve_api_key
+from dahl.engine.lane import Lane, LaneLimits, LanePool
 from dahl.engine.pipeline import PipelineOptions
 from dahl.errors import ConfigError
 
 __all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters"]
 
-SPLITTERS = ("rules", "given")
-CHECKERS = ("evidence", "replay", "fake")
+SPLITTERS = ("rules", "given", "openai")
+CHECKERS = ("evidence", "replay", "fake", "openai")
 
 
 @dataclass(frozen=True)
@@ -26,11 +29,15 @@ class AdapterSettings:
         splitter: one of :data:`SPLITTERS`.
         checker: one of :data:`CHECKERS`.
         evidence: JSONL corpus ``{id, title?, text}`` for the evidence Checker.
+        split_endpoint: endpoint of the ``openai`` Splitter.
+        check_endpoint: endpoint of the ``openai`` Checker.
     """
 
     splitter: str = "rules"
     checker: str = "evidence"
     evidence: Path | None = None
+    split_endpoint: EndpointConfig | None = None
+    check_endpoint: EndpointConfig | None = None
 
     def __post_init__(self) -> None:
         if self.splitter not in SPLITTERS:
@@ -42,6 +49,10 @@ class AdapterSettings:
                 raise ConfigError("--checker evidence needs --evidence CORPUS.jsonl")
             if not self.evidence.is_file():
                 raise ConfigError(f"evidence file not found: {self.evidence}")
+        if self.splitter == "openai" and self.split_endpoint is None:
+            raise ConfigError("--splitter openai needs --base-url and --model (or a [split] table in --config)")
+        if self.checker == "openai" and self.check_endpoint is None:
+            raise ConfigError("--checker openai needs --base-url and --model (or a [check] table in --config)")
 
 
 async def open_adapters(
@@ -51,13 +62,42 @@ async def open_adapters(
 
     Resources (HTTP sessions) are registered on ``stack`` and closed with it.
     Blocking set-up (loading and indexing a corpus) runs in a worker thread.
+    The ``openai`` adapters get one lane per (base URL, key identity, model),
+    built here for this run only, so a Splitter and Checker on the same
+    endpoint share its limits (DESIGN.md §5).
 
     Raises:
-        ConfigError: unknown names or missing files.
+        ConfigError: unknown names, missing files, an unset API key variable.
         InputError: a malformed evidence corpus line.
     """
+    pool = LanePool()
+    sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
+
+    async def endpoint(cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:
+        from dahl.adapters.http import make_session
+
+        key = resolve_api_key(cfg)
+        lane = pool.get(
+            cfg.base_url,
+            api_key_id(key) if key else "none",
+            cfg.model,
+            LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
+        )
+        session_key = (cfg.max_in_flight, cfg.timeout_s)
+        if session_key not in sessions:
+            sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
+        return sessions[session_key], lane
+
     splitter: Splitter
-    if settings.splitter == "given":
+    split_concurrency = 2
+    if settings.splitter == "openai":
+        from dahl.adapters.openai import OpenAISplitter
+
+        assert settings.split_endpoint is not None  # checked in __post_init__
+        session, lane = await endpoint(settings.split_endpoint)
+        splitter = OpenAISplitter(settings.split_endpoint, session, lane)
+        split_concurrency = settings.split_endpoint.max_in_flight
+    elif settings.splitter == "given":
         from dahl.adapters.given import GivenSplitter
 
         splitter = GivenSplitter()
@@ -67,7 +107,15 @@ async def open_adapters(
         splitter = RuleSplitter()
 
     checker: Checker
-    if settings.checker == "replay":
+    check_concurrency = 8
+    if settings.checker == "openai":
+        from dahl.adapters.openai import OpenAIChecker
+
+        assert settings.check_endpoint is not None  # checked in __post_init__
+        session, lane = await endpoint(settings.check_endpoint)
+        checker = OpenAIChecker(settings.check_endpoint, session, lane)
+        check_concurrency = settings.check_endpoint.max_in_flight
+    elif settings.checker == "replay":
         from dahl.adapters.replay import ReplayChecker
 
         checker = ReplayChecker()
@@ -83,9 +131,12 @@ async def open_adapters(
         corpus = await anyio.to_thread.run_sync(load_corpus, settings.evidence)
         checker = EvidenceChecker(corpus)
 
+    if settings.checker != "openai":
+        check_concurrency = int(getattr(checker, "concurrency", check_concurrency))
     options = PipelineOptions(
-        split_concurrency=2,
-        check_concurrency=int(getattr(checker, "concurrency", 8)),
+        split_concurrency=split_concurrency,
+        check_concurrency=check_concurrency,
+        queue_size=max(256, 2 * check_concurrency),
         preprocess=settings.splitter != "given",
     )
     return splitter, checker, options

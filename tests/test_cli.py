@@ -1,0 +1,148 @@
+"""The ``dahl`` command end to end: shipped example, FActScore acceptance figures, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO, require_data
+from dahl.cli import main
+
+EXAMPLES = REPO / "examples"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def summary(out: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((out / "summary.json").read_text())
+
+
+class TestScoreExample:
+    def test_readme_quickstart_runs_offline(self, tmp_path: Path) -> None:
+        """The README's first command scores the shipped example with the evidence Checker."""
+        out = tmp_path / "out"
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--evidence", str(EXAMPLES / "corpus.jsonl"),
+                         "-o", str(out))
+        assert code == 0, text
+        s = summary(out)
+        assert set(s["models"]) == {"model-a", "model-b"}
+        assert s["models"]["model-b"]["n_abstained"] == 1  # "I don't know."
+        lines = (out / "answers.jsonl").read_text().splitlines()
+        assert len(lines) == 8
+        assert "DAHL Score" in text
+
+    def test_rerun_resumes_without_rescoring(self, tmp_path: Path) -> None:
+        """A second identical run scores nothing new and writes identical outputs."""
+        out = tmp_path / "out"
+        args = ("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(out))
+        assert run(*args)[0] == 0
+        first = (out / "answers.jsonl").read_bytes()
+        first_summary = summary(out)
+        code, text = run(*args)
+        assert code == 0
+        second_summary = summary(out)
+        assert (out / "answers.jsonl").read_bytes() == first
+        assert second_summary["run"]["answers_resumed"] == 8
+        assert second_summary["run"]["answers_done"] == 0
+        first_summary.pop("run"), second_summary.pop("run")
+        assert first_summary == second_summary
+
+
+class TestFActScoreAcceptance:
+    def test_replay_reproduces_human_factscore(self, tmp_path: Path) -> None:
+        """Given claims + replayed human labels give FActScore 41.9/57.5/69.3 and DAHL 47.5/61.8/82.6."""
+        files = [str(require_data(f"factscore/labeled/{m}.jsonl")) for m in ("InstructGPT", "ChatGPT", "PerplexityAI")]
+        out = tmp_path / "fs"
+        code, text = run("score", *files, "--format", "factscore", "--splitter", "given", "--checker", "replay",
+                         "-o", str(out))
+        assert code == 0, text
+        models = summary(out)["models"]
+        expected = {
+            "InstructGPT": (41.9, 127, 47.5, 125),
+            "ChatGPT": (57.5, 110, 61.8, 110),
+            "PerplexityAI": (69.3, 115, 82.6, 106),
+        }
+        for model, (fs, n_fs, dahl, n_dahl) in expected.items():
+            m = models[model]
+            assert 100 * m["factscore_init"] == pytest.approx(fs, abs=0.05), model
+            assert m["n_factscore"] == n_fs, model
+            assert 100 * m["dahl_score"] == pytest.approx(dahl, abs=0.05), model
+            assert m["n_scored"] == n_dahl, model
+            lo, hi = m["dahl_score_ci"]
+            assert lo < m["dahl_score"] < hi
+
+
+class TestBadInput:
+    def write(self, tmp_path: Path, text: bytes) -> Path:
+        path = tmp_path / "answers.jsonl"
+        path.write_bytes(text)
+        return path
+
+    GOOD = b'{"id": "a", "question": "Q?", "response": "Aspirin inhibits COX-1."}\n'
+
+    @pytest.mark.parametrize(
+        ("bad_line", "expected"),
+        [
+            pytest.param(b'{"id": "b", "question": "Q?", "response": \n', ":2", id="malformed-json"),
+            pytest.param(b'{"id": "b", "response": "x"}\n', "question", id="missing-field"),
+            pytest.param(b'{"id": "b", "question": "Q?", "response": "  "}\n', "response", id="empty-response"),
+            pytest.param(b'{"id": "b", "question": "Q?", "response": "caf\xe9"}\n', ":2", id="invalid-utf8"),
+        ],
+    )
+    def test_bad_record_is_named_and_skipped(self, tmp_path: Path, bad_line: bytes, expected: str) -> None:
+        """A bad line is reported with file/line/field; the good lines are still scored and written."""
+        path = self.write(tmp_path, self.GOOD + bad_line + self.GOOD.replace(b'"a"', b'"c"'))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
+        assert code == 0, text
+        assert "1 input records skipped" in text
+        assert str(path) in text and expected in text
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
+        assert summary(out)["run"]["input_errors"] == 1
+
+    def test_unknown_format_is_a_usage_error(self, tmp_path: Path) -> None:
+        """An unknown --format exits 2 with the valid choices, no traceback."""
+        path = self.write(tmp_path, self.GOOD)
+        code, text = run("score", str(path), "--format", "xml", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "jsonl" in text and "Traceback" not in text
+
+    def test_missing_evidence_file_is_named(self, tmp_path: Path) -> None:
+        """A missing --evidence file exits 2 naming the path."""
+        path = self.write(tmp_path, self.GOOD)
+        code, text = run("score", str(path), "--evidence", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "nope.jsonl" in text and "Traceback" not in text
+
+    def test_missing_input_file_is_named(self, tmp_path: Path) -> None:
+        """A missing input file exits 2 naming the path."""
+        code, text = run("score", str(tmp_path / "absent.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "absent.jsonl" in text
+
+    def test_openai_checker_without_key_names_the_variable(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """--checker openai with an unset key variable exits 2 naming the variable, not a key."""
+        monkeypatch.delenv("DAHL_TEST_KEY", raising=False)
+        path = self.write(tmp_path, self.GOOD)
+        code, text = run("score", str(path), "--checker", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                         "--model", "m", "--api-key-env", "DAHL_TEST_KEY", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "DAHL_TEST_KEY" in text
+
+
+class TestInspect:
+    def test_dahl_questions_csv_counts(self) -> None:
+        """questions.csv: 8,573 rows, 8,505 unique questions, 29 categories."""
+        path = require_data("dahl/questions.csv")
+        code, text = run("inspect", str(path))
+        assert code == 0
+        assert "rows: 8573" in text
+        assert "unique questions: 8505" in text
+        assert "categories: 29" in text
