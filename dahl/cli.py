@@ -37,6 +37,8 @@ def _setup_logging(verbose: int) -> None:
         format="%(message)s",
         handlers=[RichHandler(console=console, show_path=False, show_time=False)],
     )
+    # bm25s logs every index build at DEBUG/INFO; keep it quiet unless asked for -vv.
+    logging.getLogger("bm25s").setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
 
 
 @click.group()

@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from dahl.engine.retry import parse_duration_s
 from dahl.errors import (
     AdapterError,
     PermanentAPIError,
@@ -54,7 +55,6 @@ log = logging.getLogger(__name__)
 _MAX_MESSAGE_CHARS = 300
 # Key-shaped tokens (OpenAI sk-..., Perplexity pplx-..., generic Bearer values) a server may echo.
 _KEYLIKE = re.compile(r"\b(?:sk|pplx|gsk|xai|tgp)-[A-Za-z0-9_\-*.]{4,}|Bearer\s+\S+")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _QUOTA_WORDS = ("insufficient_quota", "billing", "exceeded your current quota", "quota exceeded")
 
 
@@ -99,27 +99,6 @@ def make_session(max_in_flight: int, timeout_s: float) -> aiohttp.ClientSession:
         timeout=aiohttp.ClientTimeout(total=timeout_s),
         raise_for_status=False,
     )
-
-
-def parse_duration_s(text: str) -> float | None:
-    """Seconds in an OpenAI reset duration (``"1s"``, ``"350ms"``, ``"6m0s"``, ``"1h2m3.5s"``).
-
-    A bare number is taken as seconds. Returns None when ``text`` is not a duration.
-    """
-    text = text.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    total = 0.0
-    end = 0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != end:
-            return None
-        value = float(match.group(1))
-        total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2)]
-        end = match.end()
-    return total if end == len(text) and end > 0 else None
 
 
 def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

@@ -22,13 +22,13 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 from dahl.engine.clock import Clock, SystemClock
 from dahl.engine.limits import LaneLimits, PauseGate, RateBucket
 from dahl.engine.retry import RetryPolicy, classify, parse_duration_s
+from dahl.config import normalize_base_url
 from dahl.errors import ConfigError
 
 __all__ = [
@@ -358,26 +358,6 @@ def _number(value: str | None) -> float | None:
     except ValueError:
         return None
     return number if math.isfinite(number) else None
-
-
-def normalize_base_url(url: str) -> str:
-    """Normalize an endpoint base URL: lowercase scheme and host, no trailing slash.
-
-    Args:
-        url: e.g. ``"HTTPS://API.OpenAI.com/v1/"``.
-
-    Returns:
-        e.g. ``"https://api.openai.com/v1"``. Path case, query and port are kept.
-
-    Raises:
-        ConfigError: ``url`` has no scheme or host.
-    """
-    parts = urlsplit(url.strip())
-    if not parts.scheme or not parts.netloc:
-        raise ConfigError(f"base URL must look like https://host/path, got {url!r}")
-    return urlunsplit(
-        (parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, "")
-    )
 
 
 class LanePool:
