@@ -72,16 +72,63 @@ class TestSplitClaims:
     @pytest.mark.parametrize(
         "text",
         [
-            "He married Jane, who was an actress.",
             "It was studied between 1985 and 2014.",
-            "He was born on July 27, 1942, in Pensacola, Florida.",
+            "He joined the army in 1990.",
             "He has written and arranged hundreds of songs.",
         ],
-        ids=["who-after-object", "number-range", "date-and-place", "two-verbs-one-object"],
+        ids=["number-range", "single-prepositional-phrase", "two-verbs-one-object"],
     )
     def test_not_split(self, text: str) -> None:
         """Commas and 'and' that do not separate claims or list items are left alone."""
         assert texts(text) == [text]
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("He married Jane, who was an actress.", ["He married Jane", "Jane was an actress."]),
+            (
+                "Aspirin, which inhibits COX-1, reduces fever.",
+                ["Aspirin reduces fever.", "Aspirin inhibits COX-1"],
+            ),
+            (
+                "Doug Sheehan, an American actor, was born in Santa Monica.",
+                ["Doug Sheehan was born in Santa Monica.", "Doug Sheehan was an American actor"],
+            ),
+            (
+                "Metformin lowers blood glucose, reducing the risk of complications.",
+                ["Metformin lowers blood glucose", "Metformin is reducing the risk of complications."],
+            ),
+            ("He moved to Rome, where he taught Latin.", ["He moved to Rome", "he taught Latin."]),
+            (
+                "He was born on July 27, 1942, in Pensacola, Florida.",
+                ["He was born on July 27, 1942", "He was born in Pensacola, Florida."],
+            ),
+            (
+                "Insulin is secreted by beta cells in the pancreas during fasting.",
+                [
+                    "Insulin is secreted by beta cells in the pancreas",
+                    "Insulin is secreted by beta cells during fasting.",
+                ],
+            ),
+        ],
+        ids=[
+            "relative-after-object", "relative-after-subject", "appositive", "participle",
+            "where-clause", "date-and-place", "two-time-place-phrases",
+        ],
+    )
+    def test_modifiers(self, text: str, expected: list[str]) -> None:
+        """Relative clauses, appositives, participles and time/place phrases become claims."""
+        assert texts(text) == expected
+
+    def test_lists_after_including(self) -> None:
+        """After 'including', four comma items need no final 'and'; commas in '(...)' stay."""
+        text = "She starred in films including Tru (2003, US), Bring It On (2000), Wrong Turn, Giallo."
+        assert texts(text) == [
+            "She starred in films including Tru (2003, US)",
+            "She starred in films including Bring It On (2000)",
+            "She starred in films including Wrong Turn",
+            "She starred in films including Giallo.",
+        ]
 
     def test_non_claims_dropped_and_intro_carried(self) -> None:
         """Chatter and headings go; an intro ending with ':' is carried into verbless items."""
@@ -138,10 +185,10 @@ class TestRuleSplitter:
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v1."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v2."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v1"
+        assert splitter.fingerprint == "rules/v2"
 
 
 class TestAgainstFactScoreHumans:
@@ -156,7 +203,7 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured: r = 0.4243, mean ratio 0.3886 on 352 answers (127 + 110 + 115).
+        # Measured (rules/v2): r = 0.4687, mean ratio 0.5005 on 352 answers (127 + 110 + 115).
         assert pooled["rules"]["n"] == 352
-        assert pooled["rules"]["pearson_r"] >= 0.42
-        assert 0.37 <= pooled["rules"]["mean_ratio"] <= 0.41
+        assert pooled["rules"]["pearson_r"] >= 0.46
+        assert 0.48 <= pooled["rules"]["mean_ratio"] <= 0.52
