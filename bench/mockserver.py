@@ -308,7 +308,7 @@ async def start_mock(
     # handler_cancellation: a client that hangs up cancels its handler (timeout faults).
     runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, HOST, config.port)
+    site = web.TCPSite(runner, HOST, config.port, backlog=4096)  # 1,000+ clients connect at once
     await site.start()
     port = int(runner.addresses[0][1])
     return MockServer(app, runner, port)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
@@ -181,6 +182,10 @@ async def score_async(
         run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint)
         finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
         await anyio.to_thread.run_sync(answer_log.open)
+        # A full cyclic-GC pass over everything imported and built so far (modules,
+        # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
+        # leave those long-lived objects out of the collector until the run ends.
+        gc.freeze()
         try:
             await run_pipeline(
                 _source(config, run_fp, finished, order, errors, resumed),
@@ -192,6 +197,7 @@ async def score_async(
                 on_result=on_result,
             )
         finally:
+            gc.unfreeze()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(answer_log.close)
     counters.answers_resumed = resumed[0]
