@@ -86,16 +86,21 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
         BarColumn(),
         TextColumn("{task.fields[answers]} answers · {task.fields[claims]} claims · "
                    "{task.fields[inflight]} in flight · {task.fields[rate]:.0f} claims/s · "
-                   "{task.fields[errors]} errors"),
+                   "{task.fields[errors]} errors{task.fields[http]}"),
         TimeElapsedColumn(),
         console=console,
         transient=False,
         disable=not show,
     )
-    task = progress.add_task("score", total=None, answers=0, claims=0, inflight=0, rate=0.0, errors=0)
+    task = progress.add_task("score", total=None, answers=0, claims=0, inflight=0, rate=0.0, errors=0, http="")
 
     def refresh() -> None:
         elapsed = max(counters.elapsed_s(), 1e-9)
+        http = ""
+        if counters.lane_statistics is not None:
+            t = counters.lane_totals()
+            http = (f" · {t['requests'] / elapsed:.1f} req/s · {t['rate_limited']} × 429 · "
+                    f"{t['retries']} retries · {t['tokens_used']:,} tokens")
         progress.update(
             task,
             answers=counters.answers_done + counters.answers_resumed,
@@ -103,6 +108,7 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
             inflight=counters.checks_in_flight,
             rate=counters.claims_done / elapsed,
             errors=counters.claims_failed + counters.input_errors,
+            http=http,
         )
 
     async def tick() -> None:
@@ -228,6 +234,12 @@ def score(
         f"{run['answers_done']} answers scored now, {run['answers_resumed']} resumed, "
         f"{run['claims_done']} claims in {run['elapsed_s']:.1f} s -> {report.answers_path}, {report.summary_path}"
     )
+    if run["lanes"]:
+        t = report.counters.lane_totals()
+        console.print(f"HTTP: {t['requests']} requests, {t['rate_limited']} answered 429, {t['retries']} retries, "
+                      f"{t['tokens_used']:,} tokens")
+    if run["errors"]:
+        console.print("errors by class: " + ", ".join(f"{k} {v}" for k, v in sorted(run["errors"].items())))
     if report.counters.input_errors:
         console.print(f"[yellow]{report.counters.input_errors} input records skipped[/]; first ones:")
         for err in report.input_errors[:5]:

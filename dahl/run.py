@@ -175,7 +175,9 @@ async def score_async(
     order: dict[tuple[str, str], int] = {}
     resumed = [0]
     async with AsyncExitStack() as stack:
-        splitter, checker, options = await open_adapters(config.adapters, stack)
+        splitter, checker, options, lanes = await open_adapters(config.adapters, stack)
+        if len(lanes):
+            counters.lane_statistics = lanes.statistics
         if config.pipeline is not None:
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})

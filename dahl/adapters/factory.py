@@ -57,8 +57,8 @@ class AdapterSettings:
 
 async def open_adapters(
     settings: AdapterSettings, stack: AsyncExitStack
-) -> tuple[Splitter, Checker, PipelineOptions]:
-    """Construct the Splitter and Checker, and pipeline options that suit them.
+) -> tuple[Splitter, Checker, PipelineOptions, LanePool]:
+    """Construct the Splitter and Checker, pipeline options that suit them, and the run's lanes.
 
     Resources (HTTP sessions) are registered on ``stack`` and closed with it.
     Blocking set-up (loading and indexing a corpus) runs in a worker thread.
@@ -79,7 +79,7 @@ async def open_adapters(
         key = resolve_api_key(cfg)
         lane = pool.get(
             cfg.base_url,
-            api_key_id(key) if key else "none",
+            api_key_id(key),
             cfg.model,
             LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
         )
@@ -139,4 +139,4 @@ async def open_adapters(
         queue_size=max(256, 2 * check_concurrency),
         preprocess=settings.splitter != "given",
     )
-    return splitter, checker, options
+    return splitter, checker, options, pool

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
 
 __all__ = ["RunCounters"]
 
@@ -28,6 +32,9 @@ class RunCounters:
         checks_in_flight: Checker calls running now.
         errors: claim and split errors by exception class name.
         started_at: ``time.monotonic()`` at start, seconds.
+        lane_statistics: set by the run when HTTP adapters are used: returns each
+            lane's :class:`~dahl.engine.lane.LaneStatistics` (requests, 429s,
+            retries, tokens) keyed by lane key (never an API key).
     """
 
     answers_read: int = 0
@@ -44,6 +51,16 @@ class RunCounters:
     checks_in_flight: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     started_at: float = field(default_factory=time.monotonic)
+    lane_statistics: Callable[[], Mapping[str, Any]] | None = None
+
+    def lane_totals(self) -> dict[str, int]:
+        """Requests, 429s, retries and tokens summed over every lane (zeros without lanes)."""
+        totals = {"requests": 0, "rate_limited": 0, "retries": 0, "tokens_used": 0}
+        if self.lane_statistics is not None:
+            for stats in self.lane_statistics().values():
+                for name in totals:
+                    totals[name] += getattr(stats, name)
+        return totals
 
     def elapsed_s(self) -> float:
         """Seconds since the run started."""
@@ -64,4 +81,8 @@ class RunCounters:
             "claims_failed": self.claims_failed,
             "errors": dict(self.errors),
             "elapsed_s": round(self.elapsed_s(), 3),
+            "lanes": {
+                key: msgspec.to_builtins(stats)
+                for key, stats in (self.lane_statistics() if self.lane_statistics else {}).items()
+            },
         }

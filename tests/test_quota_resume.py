@@ -1,0 +1,100 @@
+"""Quota exhaustion stops the run cleanly; a re-run continues without redoing finished answers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.request import urlopen
+
+import pytest
+from click.testing import CliRunner
+
+from dahl.cli import EXIT_QUOTA, main
+
+REPO = Path(__file__).resolve().parents[1]
+
+StartMock = Callable[..., str]
+
+
+@pytest.fixture
+def start_mock() -> Iterator[StartMock]:
+    """Start mock servers in their own processes; each returns its /v1 URL."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(port: int, *args: str) -> str:
+        for old in procs:  # one server per port at a time
+            old.terminate()
+            old.wait(timeout=10)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.mockserver", "--port", str(port), *args],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "ready" in line, line
+        return line.split()[-1].rstrip("/") + "/v1"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stats(url: str) -> dict:  # type: ignore[type-arg]
+    with urlopen(url.removesuffix("/v1") + "/stats") as reply:
+        return json.loads(reply.read())  # type: ignore[no-any-return]
+
+
+def write_answers(path: Path, n: int) -> None:
+    with path.open("w") as f:
+        for i in range(n):
+            claims = [{"text": f"Drug {i} lowers marker {j}."} for j in range(3)]
+            f.write(json.dumps({"id": f"a{i}", "question": f"What does drug {i} do?",
+                                "response": " ".join(c["text"] for c in claims), "claims": claims}) + "\n")
+
+
+def score(answers: Path, out: Path, url: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, [
+        "score", str(answers), "-o", str(out), "--splitter", "given", "--checker", "openai",
+        "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4", "--no-progress",
+    ])
+    return result.exit_code, result.output
+
+
+class TestQuotaExhausted:
+    def test_quota_stops_cleanly_and_rerun_continues(self, tmp_path: Path, start_mock: StartMock) -> None:
+        """insufficient_quota: exit 3 with a clear message; finished answers kept; a re-run checks only the rest."""
+        answers = tmp_path / "answers.jsonl"
+        out = tmp_path / "out"
+        write_answers(answers, 200)
+        port = free_port()
+        # The endpoint URL is part of the Checker's identity, so both servers share one port.
+        failing = start_mock(port, "--fault", "quota=0.003", "--seed", "3")
+        code, text = score(answers, out, failing)
+        assert code == EXIT_QUOTA, text
+        assert "quota" in text.lower() and "re-run" in text
+        assert "Traceback" not in text
+        done_first = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert 0 < len(done_first) < 200
+        assert all(len(r["claims"]) == 3 and r["status"] == "scored" for r in done_first)
+
+        healthy = start_mock(port)
+        code, text = score(answers, out, healthy)
+        assert code == 0, text
+        final = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert sorted(r["id"] for r in final) == sorted(f"a{i}" for i in range(200))
+        # Only the answers not finished before the stop were checked again.
+        assert stats(healthy)["check"] == 3 * (200 - len(done_first))
