@@ -89,7 +89,9 @@ class TestQuotaExhausted:
         assert "Traceback" not in text
         done_first = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
         assert 0 < len(done_first) < 200
-        assert all(len(r["claims"]) == 3 and r["status"] == "scored" for r in done_first)
+        # Answers on disk are complete: three verdicts each, none an error (the mock also says "unknown").
+        assert [r["id"] for r in done_first if len(r["claims"]) != 3] == []
+        assert [c for r in done_first for c in r["claims"] if c["label"] == "error"] == []
 
         healthy = start_mock(port)
         code, text = score(answers, out, healthy)
