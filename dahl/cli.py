@@ -16,6 +16,8 @@ from rich.table import Table
 
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.config import endpoint_configs
+from dahl.dryrun import DryRunReport
+from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
 from dahl.errors import DahlError, QuotaExhausted
 from dahl.formats import FORMATS, describe_input
@@ -164,6 +166,7 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar.")
+@click.option("--dry-run", is_flag=True, help="Print the expected calls, tokens and time bound; call nothing.")
 def score(
     inputs: tuple[Path, ...],
     out_dir: Path,
@@ -176,6 +179,7 @@ def score(
     k: int,
     seed: int,
     no_progress: bool,
+    dry_run: bool,
     config_file: Path | None,
     base_url: str | None,
     model: str | None,
@@ -215,6 +219,9 @@ def score(
             k=k,
             seed=seed,
         )
+        if dry_run:
+            _print_dry_run(estimate(config))
+            return
         counters = RunCounters()
         report = anyio.run(_run_with_progress, config, counters, not no_progress and console.is_terminal)
     except QuotaExhausted as exc:
@@ -244,6 +251,22 @@ def score(
         console.print(f"[yellow]{report.counters.input_errors} input records skipped[/]; first ones:")
         for err in report.input_errors[:5]:
             console.print(f"  {err}")
+
+
+def _print_dry_run(report: DryRunReport) -> None:
+    kind = "" if report.claims_exact else " (estimated from the rule Splitter on a sample)"
+    out.print(f"answers: {report.answers:,}")
+    out.print(f"claims: {report.claims:,}{kind}")
+    if not report.stages:
+        out.print("no API calls: the Splitter and Checker run offline")
+        return
+    for st in report.stages:
+        out.print(f"{st.stage}: {st.calls:,} requests to {st.endpoint}, ~{st.tokens_per_call:,.0f} tokens each "
+                  f"(prompt estimate + max_tokens), ~{st.tokens:,} tokens in all")
+    if report.time_bound_s is None:
+        out.print("time bound: none from limits (set --rpm/--tpm); the run is bound by latency and --max-in-flight")
+    else:
+        out.print(f"time bound: at least {report.time_bound_s / 60:,.1f} min ({report.bound_by})")
 
 
 @main.command()
