@@ -202,6 +202,10 @@ class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         id, model, category: copied from the :class:`Answer`.
+        question: the question, as given.
+        response: the response as scored (after preprocessing).
+        question_id: :func:`content_id` of the question: answers of different
+            models to the same question share it (leaderboard pairing, DPO pairs).
         status: see :class:`Status`.
         reason: why the answer is excluded/abstained/errored (None when scored).
         claims: every claim with its verdict, in answer order.
@@ -218,5 +222,8 @@ class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
     counts: dict[str, int]
     metrics: AnswerMetrics
     input_hash: str
+    question: str = ""
+    response: str = ""
+    question_id: str = ""
     reason: str | None = None
     meta: dict[str, Any] = {}

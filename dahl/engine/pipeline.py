@@ -37,6 +37,7 @@ from dahl.records import (
     Label,
     Status,
     Verdict,
+    content_id,
 )
 
 __all__ = ["PipelineOptions", "QueuedAnswer", "run_pipeline"]
@@ -172,6 +173,9 @@ def build_result(
         counts=counts,
         metrics=metrics,
         input_hash=item.input_hash,
+        question=answer.question,
+        response=answer.response,
+        question_id=content_id(answer.question),
         reason=reason,
         meta=answer.meta,
     )
