@@ -241,6 +241,11 @@ def score(
         f"{run['answers_done']} answers scored now, {run['answers_resumed']} resumed, "
         f"{run['claims_done']} claims in {run['elapsed_s']:.1f} s -> {report.answers_path}, {report.summary_path}"
     )
+    changes = report.summary["changes"]
+    if changes["previous_run"]:
+        what = "configuration changed" if changes["config_changed"] else "same configuration"
+        console.print(f"since the last run in {out_dir}: {what}; {changes['answers_reused']} answers reused, "
+                      f"{changes['answers_scored']} new or changed, {changes['answers_dropped']} dropped")
     if run["lanes"]:
         t = report.counters.lane_totals()
         console.print(f"HTTP: {t['requests']} requests, {t['rate_limited']} answered 429, {t['retries']} retries, "

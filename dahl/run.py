@@ -209,6 +209,8 @@ async def score_async(
     dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, builder.add)
     if dropped:
         log.info("dropped %d stale lines from %s", dropped, answer_log.path)
+    config_hash = hashlib.blake2b(run_fp, digest_size=16).hexdigest()
+    previous = await anyio.to_thread.run_sync(_read_manifest, out_dir / "manifest.json")
     summary = await anyio.to_thread.run_sync(builder.build)
     summary["run"] = counters.as_dict()
     summary["config"] = {
@@ -220,10 +222,36 @@ async def score_async(
         "seed": config.seed,
     }
     summary["input_errors"] = [str(e) for e in errors.first]
+    summary["changes"] = {
+        "previous_run": previous is not None,
+        "config_changed": previous is not None and previous.get("config_hash") != config_hash,
+        "answers_reused": counters.answers_resumed,
+        "answers_scored": counters.answers_done,
+        "answers_dropped": dropped,
+    }
+    manifest = {
+        "config_hash": config_hash,
+        "config": summary["config"],
+        "inputs": [{"path": str(p), "bytes": p.stat().st_size} for p in config.inputs],
+        "answers": len(order),
+        "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
+    }
+    await anyio.to_thread.run_sync(
+        _write_atomic, out_dir / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+    )
     summary_path = out_dir / "summary.json"
     payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     await anyio.to_thread.run_sync(_write_atomic, summary_path, payload)
     return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    """The previous run's manifest in this output folder, or None (absent or unreadable)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
