@@ -56,7 +56,12 @@ class TestScoreExample:
         assert (out / "answers.jsonl").read_bytes() == first
         assert second_summary["run"]["answers_resumed"] == 8
         assert second_summary["run"]["answers_done"] == 0
-        first_summary.pop("run"), second_summary.pop("run")
+        assert second_summary["changes"] == {
+            "previous_run": True, "config_changed": False,
+            "answers_reused": 8, "answers_scored": 0, "answers_dropped": 0,
+        }
+        for key in ("run", "changes"):
+            first_summary.pop(key), second_summary.pop(key)
         assert first_summary == second_summary
 
 
