@@ -106,8 +106,9 @@ class TestSplitClaims:
             (
                 "Insulin is secreted by beta cells in the pancreas during fasting.",
                 [
-                    "Insulin is secreted by beta cells in the pancreas",
-                    "Insulin is secreted by beta cells during fasting.",
+                    "Insulin is secreted by beta cells",
+                    "Insulin is secreted in the pancreas",
+                    "Insulin is secreted during fasting.",
                 ],
             ),
         ],
@@ -118,6 +119,36 @@ class TestSplitClaims:
     )
     def test_modifiers(self, text: str, expected: list[str]) -> None:
         """Relative clauses, appositives, participles and time/place phrases become claims."""
+        assert texts(text) == expected
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            (
+                "Tim Fischer (born 3 May 1946) is an Australian politician.",
+                ["Tim Fischer is an Australian politician.", "Tim Fischer was born 3 May 1946"],
+            ),
+            (
+                "Takeo Miki (1907-1988) was a Japanese politician.",
+                ["Takeo Miki was a Japanese politician.", "Takeo Miki was born in 1907", "Takeo Miki died in 1988"],
+            ),
+            (
+                "He was the son of Quintus Sosius and the brother of Lucius Sosius.",
+                ["He was the son of Quintus Sosius", "He was the brother of Lucius Sosius."],
+            ),
+            (
+                "She is known for her work in genetics and immunology.",
+                ["She is known for her work in genetics", "She is known for her work in immunology."],
+            ),
+            (
+                "Taral Hicks is an American actress and singer born on September 21, 1974.",
+                ["Taral Hicks is an American actress", "Taral Hicks is a singer born on September 21, 1974."],
+            ),
+        ],
+        ids=["born-parenthesis", "life-span", "coordinated-noun-phrases", "coordinated-objects", "article-added"],
+    )
+    def test_parentheses_and_coordination(self, text: str, expected: list[str]) -> None:
+        """A '(born ...)' or life span after the subject and 'A and B' conjuncts become claims."""
         assert texts(text) == expected
 
     def test_lists_after_including(self) -> None:
@@ -185,10 +216,10 @@ class TestRuleSplitter:
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v2."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v3."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v2"
+        assert splitter.fingerprint == "rules/v3"
 
 
 class TestAgainstFactScoreHumans:
@@ -203,7 +234,8 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v2): r = 0.4687, mean ratio 0.5005 on 352 answers (127 + 110 + 115).
+        # Measured (rules/v3): r = 0.5028, mean ratio 0.6550 on 352 answers (127 + 110 + 115);
+        # rules/v2 had r = 0.4687, mean ratio 0.5005.
         assert pooled["rules"]["n"] == 352
-        assert pooled["rules"]["pearson_r"] >= 0.46
-        assert 0.48 <= pooled["rules"]["mean_ratio"] <= 0.52
+        assert pooled["rules"]["pearson_r"] >= 0.50
+        assert 0.635 <= pooled["rules"]["mean_ratio"] <= 0.675
