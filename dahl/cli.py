@@ -297,5 +297,9 @@ def inspect(input_file: Path, fmt: str, response_column: str | None) -> None:
             out.print(f"  {name}: {n}")
 
 
+from dahl import cli_reports  # noqa: E402  (leaderboard, pairs, agree, sample)
+for _report in (cli_reports.leaderboard, cli_reports.pairs, cli_reports.agree, cli_reports.sample): main.add_command(_report)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,205 @@
+"""Leaderboard: ranks, paired bootstrap, hand-made boards, renderers, the FActScore acceptance board."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dahl.errors import ConfigError
+from dahl.leaderboard import (
+    arena_ranks,
+    build_leaderboard,
+    joint_paired_bootstrap,
+    paired_bootstrap,
+    to_csv,
+    to_json,
+    to_markdown,
+)
+from dahl.records import Label, Status
+from dahl.verdicts import Verdicts, load_runs, load_verdicts
+from tests.report_runs import MODELS, replay_runs
+from tests.test_verdicts import result, write
+
+S, U, I, N = Label.SUPPORTED, Label.UNSUPPORTED, Label.IRRELEVANT, Label.UNKNOWN
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Verdicts:
+    """Two models, three questions: A = 2/3, 1, excluded (unknown); B = 1/2, 0, 1."""
+    write(tmp_path, [
+        result("A1", "A", [S, S, U], question_id="q1", category="x"),
+        result("A2", "A", [S], question_id="q2", category="x"),
+        result("A3", "A", [S, N], status=Status.EXCLUDED, question_id="q3", category="y"),
+        result("B1", "B", [S, U], question_id="q1", category="x"),
+        result("B2", "B", [U], question_id="q2", category="x"),
+        result("B3", "B", [S, S], question_id="q3", category="y"),
+    ])
+    return load_verdicts(tmp_path)
+
+
+class TestArenaRanks:
+    def test_ties_where_intervals_overlap(self) -> None:
+        """Rank = 1 + models whose CI lies entirely above; no-score models rank last."""
+        cis = [(0.8, 0.9), (0.7, 0.85), (0.5, 0.6), None]
+        assert arena_ranks(cis) == [1, 1, 3, 4]
+
+    def test_separated_intervals_get_distinct_ranks(self) -> None:
+        """Three disjoint CIs rank 1, 2, 3."""
+        assert arena_ranks([(0.1, 0.2), (0.5, 0.6), (0.3, 0.4)]) == [3, 1, 2]
+
+
+class TestPairedBootstrap:
+    def test_constant_positive_difference(self) -> None:
+        """Every resample mean equals 1, none is as extreme as 0 under H0: p = 1/(B+1), CI (1, 1)."""
+        mean, ci, p = paired_bootstrap([1.0] * 5, rng=np.random.default_rng(0), n_boot=999)  # type: ignore[misc]
+        assert mean == 1.0 and ci == (1.0, 1.0) and p == pytest.approx(1 / 1000)
+
+    def test_zero_difference_has_p_one(self) -> None:
+        """All differences 0: every resample is as extreme as the observed 0, p = 1."""
+        res = paired_bootstrap([0.0, 0.0, 0.0], rng=np.random.default_rng(0), n_boot=100)
+        assert res is not None and res[2] == 1.0
+
+    def test_two_values_p_is_one_half(self) -> None:
+        """d = (2, 0): resample means 0, 1, 2 with prob 1/4, 1/2, 1/4; |m − 1| ≥ 1 has prob 1/2."""
+        res = paired_bootstrap([2.0, 0.0], rng=np.random.default_rng(1), n_boot=8000)
+        assert res is not None
+        assert res[0] == 1.0 and res[1] == (0.0, 2.0)
+        assert res[2] == pytest.approx(0.5, abs=0.02)
+
+    def test_no_pairs(self) -> None:
+        """Without pairs the result is None."""
+        assert paired_bootstrap([], rng=np.random.default_rng(0)) is None
+
+    def test_unshared_questions_do_not_count(self) -> None:
+        """A comparison's mean uses only its shared questions; one with none gives None."""
+        diffs = np.array([[0.5, 9.0], [0.5, 9.0], [99.0, 9.0]])
+        shared = np.array([[True, False], [True, False], [False, False]])
+        first, second = joint_paired_bootstrap(diffs, shared, rng=np.random.default_rng(0), n_boot=200)
+        assert first is not None and first[0] == 0.5 and first[1] == (0.5, 0.5)
+        assert second is None
+
+
+class TestBuildLeaderboard:
+    def test_hand_computed_scores(self, small: Verdicts) -> None:
+        """DAHL Score A = (2/3 + 1)/2 = 5/6 with one excluded answer, B = (1/2 + 0 + 1)/3 = 1/2."""
+        board = build_leaderboard(small, k=2)
+        a, b = board.models
+        assert (a.model, b.model) == ("A", "B")
+        assert a.dahl_score == pytest.approx(5 / 6) and b.dahl_score == pytest.approx(0.5)
+        assert (a.n_scored, a.n_excluded, a.excluded_by_reason["unknown_claims"]) == (2, 1, 1)
+        assert (b.n_scored, b.n_excluded) == (3, 0)
+        # F1@2: A1 P = 2/3, R = 1 -> 4/5; A2 P = 1, R = 1/2 -> 2/3.
+        assert a.f1_at_k == pytest.approx((4 / 5 + 2 / 3) / 2)
+        assert a.factscore_init == pytest.approx(5 / 6)
+
+    def test_overlapping_intervals_share_rank_one(self, small: Verdicts) -> None:
+        """With 2-3 answers each, the CIs overlap, so both models rank 1."""
+        assert [r.rank for r in build_leaderboard(small).models] == [1, 1]
+
+    def test_comparison_drops_excluded_pairs(self, small: Verdicts) -> None:
+        """q3 is dropped (A excluded): n = 2, mean diff = ((2/3 − 1/2) + (1 − 0))/2 = 7/12."""
+        (cmp,) = build_leaderboard(small).comparisons
+        assert (cmp.a, cmp.b, cmp.n_pairs) == ("A", "B", 2)
+        assert cmp.mean_diff == pytest.approx(7 / 12)
+        assert cmp.p_value is not None and 0 < cmp.p_value <= 1
+
+    def test_category_table(self, small: Verdicts) -> None:
+        """Category x: A 5/6, B (1/2 + 0)/2 = 1/4; category y: A has none scored, B 1."""
+        cats = build_leaderboard(small, by_category=True).categories
+        assert cats["x"]["A"].score == pytest.approx(5 / 6) and cats["x"]["B"].score == pytest.approx(0.25)
+        assert cats["y"]["A"].score is None and cats["y"]["A"].n_excluded == 1
+        assert cats["y"]["B"].score == 1.0
+
+    def test_same_seed_same_board(self, small: Verdicts) -> None:
+        """The seeded bootstrap makes the board reproducible."""
+        assert to_json(build_leaderboard(small, seed=3)) == to_json(build_leaderboard(small, seed=3))
+
+    def test_unknown_metric(self, small: Verdicts) -> None:
+        """An unknown ranking metric raises ConfigError."""
+        with pytest.raises(ConfigError):
+            build_leaderboard(small, metric="precision@5")
+
+
+class TestRenderers:
+    def test_markdown_table_shape(self, small: Verdicts) -> None:
+        """Every row of the model table has the header's 9 cells."""
+        text = to_markdown(build_leaderboard(small, by_category=True))
+        lines = text.splitlines()
+        header = lines.index(next(line for line in lines if line.startswith("| rank")))
+        for line in lines[header : header + 4]:
+            assert line.count("|") == 10
+        assert "| 1 | A | 83.3 |" in text
+
+    def test_csv_rows(self, small: Verdicts) -> None:
+        """CSV has one row per model with the category columns."""
+        rows = list(csv.DictReader(io.StringIO(to_csv(build_leaderboard(small, by_category=True)))))
+        assert [r["model"] for r in rows] == ["A", "B"]
+        assert float(rows[1]["dahl_score:x"]) == pytest.approx(0.25)
+
+
+class TestPlot:
+    def test_png_is_written(self, small: Verdicts, tmp_path: Path) -> None:
+        """--plot writes a PNG file."""
+        pytest.importorskip("matplotlib")
+        from dahl.plots import plot_leaderboard
+
+        out = plot_leaderboard(build_leaderboard(small, by_category=True), tmp_path / "board.png")
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    def test_missing_matplotlib_is_a_clear_error(self, small: Verdicts, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without matplotlib, plotting raises ConfigError naming the extra."""
+        from dahl.plots import plot_leaderboard
+
+        monkeypatch.setitem(sys.modules, "matplotlib", None)
+        with pytest.raises(ConfigError, match=r"dahl\[plot\]"):
+            plot_leaderboard(build_leaderboard(small), tmp_path / "x.png")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The three FActScore replay runs (skips without the shared data)."""
+    return replay_runs(tmp_path_factory)
+
+
+@pytest.mark.data
+class TestFActScoreBoard:
+    def test_values_of_the_scoring_issue(self, runs: dict[str, Path]) -> None:
+        """FActScore (no penalty) 41.9/57.5/69.3 and DAHL Score 47.5/61.8/82.6, each inside its CI."""
+        board = build_leaderboard(load_runs([runs[m] for m in MODELS]))
+        rows = {r.model: r for r in board.models}
+        for model, fs, ds in (("InstructGPT", 41.9, 47.5), ("ChatGPT", 57.5, 61.8), ("PerplexityAI", 69.3, 82.6)):
+            r = rows[model]
+            assert r.factscore_init is not None and r.dahl_score is not None and r.dahl_score_ci is not None
+            assert 100 * r.factscore_init == pytest.approx(fs, abs=0.05)
+            assert 100 * r.dahl_score == pytest.approx(ds, abs=0.05)
+            assert r.dahl_score_ci[0] < r.dahl_score < r.dahl_score_ci[1]
+
+    def test_rank_order_with_paired_p_values(self, runs: dict[str, Path]) -> None:
+        """PerplexityAI > ChatGPT > InstructGPT, ranks 1, 2, 3, each gap with paired p < 0.01."""
+        board = build_leaderboard(load_runs([runs[m] for m in MODELS]))
+        assert [(r.model, r.rank) for r in board.models] == [("PerplexityAI", 1), ("ChatGPT", 2), ("InstructGPT", 3)]
+        assert [(c.a, c.b) for c in board.comparisons] == [("PerplexityAI", "ChatGPT"), ("ChatGPT", "InstructGPT")]
+        for c in board.comparisons:
+            assert c.p_value is not None and c.p_value < 0.01
+            assert c.mean_diff is not None and c.ci is not None and c.ci[0] > 0
+
+    def test_ci_matches_summary_json(self, runs: dict[str, Path]) -> None:
+        """The DAHL Score CI equals summary.json's (same seed derivation)."""
+        board = build_leaderboard(load_runs([runs["ChatGPT"]]))
+        summary = json.loads((runs["ChatGPT"] / "summary.json").read_text())["models"]["ChatGPT"]
+        assert list(board.models[0].dahl_score_ci or ()) == summary["dahl_score_ci"]
+
+    def test_json_fields(self, runs: dict[str, Path]) -> None:
+        """board.json models carry the fields of the issue, sorted by rank."""
+        doc = to_json(build_leaderboard(load_runs([runs[m] for m in MODELS]), by_category=True))
+        required = {"model", "rank", "dahl_score", "dahl_score_ci", "factscore", "f1_at_k", "n_scored", "n_excluded"}
+        assert all(required <= set(m) for m in doc["models"])
+        assert [m["rank"] for m in doc["models"]] == sorted(m["rank"] for m in doc["models"])
+        assert set(doc["categories"]) == {"very rare", "rare", "medium", "freq", "very freq"}
