@@ -39,7 +39,7 @@ import numpy.typing as npt
 from dahl.errors import ConfigError
 from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes
 from dahl.records import Status
-from dahl.summary import _group_seed
+from dahl.summary import group_seed
 from dahl.verdicts import STATUSES, Verdicts
 
 __all__ = [
@@ -345,7 +345,7 @@ def build_leaderboard(
             for mname in dict.fromkeys(("dahl_score", metric)):
                 v, m = values[mname]
                 # dahl_score uses summary.py's seed, so summary.json shows the same interval.
-                s = _group_seed(seed, name, None) if mname == "dahl_score" else _seed(seed, name, mname)
+                s = group_seed(seed, name, None) if mname == "dahl_score" else _seed(seed, name, mname)
                 ci_jobs[(name, mname)] = pool.submit(_ci, v[rows][m[rows]], s, n_boot, level)
         rows_out = []
         for name, rows in groups.items():
@@ -458,7 +458,7 @@ def _categories(
             sub = rows[cat == code]
             cat_name = store.categories[code]
             v = values[sub][mask[sub]]
-            s = _group_seed(seed, name, cat_name) if metric == "dahl_score" else _seed(seed, name, cat_name, metric)
+            s = group_seed(seed, name, cat_name) if metric == "dahl_score" else _seed(seed, name, cat_name, metric)
             jobs[(cat_name, name)] = (pool.submit(_ci, v, s, n_boot, level), v, int(sub.size))
     out: dict[str, dict[str, CategoryCell]] = {}
     for (cat_name, name), (job, v, n) in sorted(jobs.items()):

@@ -27,6 +27,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, read_answers
 from dahl.records import AnswerResult
 from dahl.summary import SummaryBuilder
+from dahl.verdicts import VerdictWriter
 
 __all__ = ["ScoreConfig", "ScoreReport", "score", "score_async"]
 
@@ -206,7 +207,14 @@ async def score_async(
     counters.input_errors = errors.count
 
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
-    dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, builder.add)
+    store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
+
+    def consume(result: AnswerResult) -> None:
+        builder.add(result)
+        store.add(result)
+
+    dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
+    await anyio.to_thread.run_sync(store.close)
     if dropped:
         log.info("dropped %d stale lines from %s", dropped, answer_log.path)
     config_hash = hashlib.blake2b(run_fp, digest_size=16).hexdigest()

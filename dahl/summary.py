@@ -28,7 +28,7 @@ from dahl.metrics import (
 )
 from dahl.records import LABELS, AnswerResult, Label, Status
 
-__all__ = ["SummaryBuilder"]
+__all__ = ["SummaryBuilder", "group_seed"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ _STAGE_ROWS = 4096
 _COLUMN = {str(label): j for j, label in enumerate(LABELS)}
 
 
-def _group_seed(seed: int, model: str, category: str | None) -> list[int]:
+def group_seed(seed: int, model: str, category: str | None) -> list[int]:
     """Seed material for one group's bootstrap, independent of the order answers arrived in."""
     name = model if category is None else f"{model}\x00{category}"
     digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
@@ -201,7 +201,7 @@ class SummaryBuilder:
         for m_code in sorted(range(len(model_names)), key=model_names.__getitem__):
             name = model_names[m_code]
             rows = by_model[model_bounds[m_code] : model_bounds[m_code + 1]]
-            block = self._block(columns, rows, _group_seed(self.seed, name, None))
+            block = self._block(columns, rows, group_seed(self.seed, name, None))
             cats: dict[str, Any] = {}
             lo, hi = np.searchsorted(pair_sorted, [m_code * n_cat, (m_code + 1) * n_cat])
             sub = by_pair[lo:hi]
@@ -212,7 +212,7 @@ class SummaryBuilder:
             spans = {category_names[c]: (b, e) for c, b, e in zip(present.tolist(), bounds.tolist(), ends.tolist())}
             for cat in sorted(spans):
                 b, e = spans[cat]
-                cats[cat] = self._block(columns, sub[b:e], _group_seed(self.seed, name, cat))
+                cats[cat] = self._block(columns, sub[b:e], group_seed(self.seed, name, cat))
             block["categories"] = cats
             out[name] = block
         return {"models": out}
