@@ -5,8 +5,8 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import aiohttp
 import anyio
 
 from dahl.adapters.base import Checker, Splitter
@@ -14,6 +14,9 @@ from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.engine.lane import Lane, LaneLimits, LanePool
 from dahl.engine.pipeline import PipelineOptions
 from dahl.errors import ConfigError
+
+if TYPE_CHECKING:  # aiohttp is imported only when an HTTP adapter is used
+    import aiohttp
 
 __all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters"]
 
