@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,16 @@ async def open_adapters(
         ConfigError: unknown names, missing files, an unset API key variable.
         InputError: a malformed evidence corpus line.
     """
+    # Adapter modules pull in aiohttp, pysbd or bm25s (~0.1-0.2 s each): import them in a
+    # worker thread so the event loop is never held by an import.
+    modules = {settings.splitter, settings.checker}  # adapter names are their module names
+    if "openai" in modules:
+        modules.add("http")
+    if "evidence" in modules:
+        modules.add("corpus")
+    await anyio.to_thread.run_sync(
+        lambda: [importlib.import_module(f"dahl.adapters.{m}") for m in sorted(modules)]
+    )
     pool = LanePool()
     sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
 
