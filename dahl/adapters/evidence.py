@@ -220,6 +220,15 @@ class EvidenceChecker:
         """Show the fingerprint."""
         return f"<EvidenceChecker {self.fingerprint}>"
 
+    def cache_request(self, claim: Claim, answer: Answer) -> dict[str, list[str] | None]:
+        """What the verdict depends on beyond fingerprint, question and claim (cache keys).
+
+        Returns:
+            ``{"doc_ids": [...]}``: the ``meta["evidence_ids"]`` retrieval is restricted
+            to, or None when unrestricted (see :mod:`dahl.cache.keys`).
+        """
+        return {"doc_ids": self._doc_ids(answer)}
+
     def _capacity(self) -> anyio.CapacityLimiter:
         # Created on first use: a limiter belongs to the running event loop.
         if self._limiter is None:

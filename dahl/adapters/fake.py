@@ -34,6 +34,8 @@ class FakeChecker:
 
     #: Concurrency hint for the pipeline.
     concurrency = 8
+    #: Never stored in the result cache: computing a verdict is cheaper than storing it.
+    cacheable = False
 
     def __init__(
         self,

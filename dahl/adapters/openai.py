@@ -14,6 +14,7 @@ mode from then on by that adapter instance (logged once).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
@@ -150,6 +151,101 @@ def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind) -> str:
     )
 
 
+#: Distinct system prompts whose digests one adapter remembers (a handful exist per template).
+_MAX_SYSTEM_DIGESTS = 64
+
+
+def _digest_system(body: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
+    """``body`` for a cache key: system message contents replaced by their blake2b-128 digests.
+
+    The system prompt is the same ~1-3 KB for every claim; hashing it once per distinct
+    text (``digests`` memo) instead of encoding and hashing it on every cache lookup keeps
+    the key complete (same content, same digest) and cheap.
+    """
+    messages = []
+    for message in body["messages"]:
+        if message.get("role") == "system":
+            content = message["content"]
+            digest = digests.get(content)
+            if digest is None:
+                if len(digests) >= _MAX_SYSTEM_DIGESTS:
+                    digests.clear()
+                digest = hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
+                digests[content] = digest
+            message = {"role": "system", "content_blake2b": digest}
+        messages.append(message)
+    return {**body, "messages": messages}
+
+
+# Holes of the check body template; NUL bytes keep them apart from real prompt text.
+_QUESTION_HOLE = "\x00dahl-question-hole\x00"
+_CLAIM_HOLE = "\x00dahl-claim-hole\x00"
+# Probes that check the template against the real body builder once per format.
+_PROBES = (("What <question> is x?", "A </claim> claim."), ("Q", "C"))
+
+
+class _CheckKeyTemplate:
+    """The keyed check body (:func:`_digest_system` applied) with holes for question and claim.
+
+    A cache lookup needs the check body of every claim; templating it from scratch costs
+    more than the rest of a cache hit. The body is built once with placeholder text,
+    split around the placeholders, and then only the two texts are filled in (through
+    :func:`prompts.neutralize_tags`, as the prompt builder does). The template is only
+    used when each placeholder occurs exactly once, in one message, question first, and
+    filling it reproduces the real builder's output on probe texts; otherwise
+    :attr:`usable` is False and the caller builds the body the slow, exact way.
+    """
+
+    def __init__(self, cfg: EndpointConfig, fmt: Format, digests: dict[str, str]) -> None:
+        self._cfg = cfg
+        self._fmt = fmt
+        self._digests = digests
+        self._body = _digest_system(
+            check_request_body(cfg, _QUESTION_HOLE, _CLAIM_HOLE, fmt=fmt), digests
+        )
+        self._parts: tuple[str, str, str] = ("", "", "")
+        self._index = -1
+        # Claims of one answer share its question: remember the last one filled in.
+        self._last_question: tuple[str, str] = ("", prompts.neutralize_tags(""))
+        self.usable = self._split_holes() and all(
+            self.fill(q, c) == self.exact(q, c) for q, c in _PROBES
+        )
+
+    def _split_holes(self) -> bool:
+        encoded = orjson.dumps(self._body).decode()
+        if encoded.count("dahl-question-hole") != 1 or encoded.count("dahl-claim-hole") != 1:
+            return False
+        for i, message in enumerate(self._body["messages"]):
+            content = message.get("content")
+            if isinstance(content, str) and _QUESTION_HOLE in content and _CLAIM_HOLE in content:
+                head, rest = content.split(_QUESTION_HOLE)
+                if _CLAIM_HOLE not in rest:
+                    return False
+                middle, tail = rest.split(_CLAIM_HOLE)
+                self._parts = (head, middle, tail)
+                self._index = i
+                return True
+        return False
+
+    def exact(self, question: str, claim: str) -> dict[str, Any]:
+        """The keyed body built by :func:`check_request_body` (slow, always right)."""
+        return _digest_system(
+            check_request_body(self._cfg, question, claim, fmt=self._fmt), self._digests
+        )
+
+    def fill(self, question: str, claim: str) -> dict[str, Any]:
+        """The keyed body with ``question`` and ``claim`` filled into the holes."""
+        head, middle, tail = self._parts
+        last, safe_question = self._last_question
+        if question != last:
+            safe_question = prompts.neutralize_tags(question)
+            self._last_question = (question, safe_question)
+        messages = list(self._body["messages"])
+        content = head + safe_question + middle + prompts.neutralize_tags(claim) + tail
+        messages[self._index] = {**messages[self._index], "content": content}
+        return {**self._body, "messages": messages}
+
+
 def _total_usage(*usages: Usage | None) -> Usage | None:
     """Sum of the reported usages (a re-asked verdict costs both calls); None if none reported."""
     known = [u for u in usages if u is not None]
@@ -178,6 +274,7 @@ class _Endpoint:
         self._api_key = resolve_api_key(cfg)
         self._fmt: Format = cfg.effective_format()
         self.fingerprint = endpoint_fingerprint(cfg, kind)
+        self.system_digests: dict[str, str] = {}
 
     @property
     def reply_format(self) -> Format:
@@ -224,6 +321,9 @@ class _Endpoint:
 class OpenAISplitter:
     """Splitter over an OpenAI-compatible endpoint (template ``split/v1``).
 
+    Also implements the optional cache hooks of :mod:`dahl.cache.wrap`
+    (``cache_request``, ``split_with_raw``, ``parse_raw``, ``parser_version``).
+
     Args:
         cfg: the split endpoint settings.
         session: shared session from :func:`dahl.adapters.http.make_session`.
@@ -232,14 +332,44 @@ class OpenAISplitter:
 
     Attributes:
         fingerprint: see :func:`endpoint_fingerprint`.
+        parser_version: version of :func:`dahl.adapters.parse.parse_claims` (bump when
+            it changes a result: cached replies are then re-parsed, not re-asked).
 
     Raises:
         ConfigError: (on construction) the API key variable is unset.
     """
 
+    parser_version = "1"
+
     def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
         self._endpoint = _Endpoint(cfg, session, lane, "split")
         self.fingerprint = self._endpoint.fingerprint
+
+    def cache_request(self, answer: Answer) -> dict[str, Any]:
+        """What determines the split of ``answer``: base URL, model, template and request body.
+
+        Returns:
+            ``{"base_url", "model", "template", "body"}`` with ``body`` as :meth:`split`
+            would send it now, its system prompt replaced by the prompt's digest
+            (:func:`_digest_system`); never the API key.
+        """
+        endpoint = self._endpoint
+        cfg = endpoint.cfg
+        body = split_request_body(cfg, answer.question, answer.response, fmt=endpoint.reply_format)
+        return {
+            "base_url": cfg.base_url,
+            "model": cfg.model,
+            "template": prompts.SPLIT_TEMPLATE_VERSION,
+            "body": _digest_system(body, endpoint.system_digests),
+        }
+
+    def parse_raw(self, raw: str, answer: Answer) -> list[Claim]:
+        """Parse a stored split reply into claims, as :meth:`split` does.
+
+        Raises:
+            OutputParseError: ``raw`` cannot be parsed.
+        """
+        return [Claim(text=text, index=i) for i, text in enumerate(parse_claims(raw))]
 
     async def split(self, answer: Answer) -> list[Claim]:
         """Split ``answer.response`` into claims via the model, in answer order.
@@ -247,6 +377,16 @@ class OpenAISplitter:
         Returns:
             Claims with ``text`` normalized and ``index`` 0..n-1 (no spans: claims are
             rewritten, e.g. pronouns resolved). ``[]`` when the model says NONE.
+
+        Raises:
+            OutputParseError: the reply and the one re-ask could not be parsed.
+            AdapterError: the HTTP call failed after the lane's retries.
+        """
+        claims, _ = await self.split_with_raw(answer)
+        return claims
+
+    async def split_with_raw(self, answer: Answer) -> tuple[list[Claim], str]:
+        """As :meth:`split`, also returning the raw reply the claims were parsed from.
 
         Raises:
             OutputParseError: the reply and the one re-ask could not be parsed.
@@ -261,16 +401,17 @@ class OpenAISplitter:
         try:
             texts = parse_claims(reply.content)
         except OutputParseError as first:
-            retry = await endpoint.reask(body, reply.content, first)
-            texts = parse_claims(retry.content)
-        return [Claim(text=text, index=i) for i, text in enumerate(texts)]
+            reply = await endpoint.reask(body, reply.content, first)
+            texts = parse_claims(reply.content)
+        return [Claim(text=text, index=i) for i, text in enumerate(texts)], reply.content
 
 
 class OpenAIChecker:
     """Checker over an OpenAI-compatible endpoint (template ``check/v1``).
 
     With a search-backed model (Perplexity sonar) the reply's citations become the
-    verdict's evidence (``Evidence(source=url)``).
+    verdict's evidence (``Evidence(source=url)``). Also implements the optional cache
+    hooks of :mod:`dahl.cache.wrap` (``cache_request``, ``parse_raw``, ``parser_version``).
 
     Args:
         cfg: the check endpoint settings.
@@ -279,14 +420,58 @@ class OpenAIChecker:
 
     Attributes:
         fingerprint: see :func:`endpoint_fingerprint`.
+        parser_version: version of :func:`dahl.adapters.parse.parse_label` (bump when it
+            changes a result: cached replies are then re-parsed, not re-asked).
 
     Raises:
         ConfigError: (on construction) the API key variable is unset.
     """
 
+    parser_version = "1"
+
     def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
         self._endpoint = _Endpoint(cfg, session, lane, "check")
         self.fingerprint = self._endpoint.fingerprint
+        self._key_templates: dict[Format, _CheckKeyTemplate] = {}
+        self._last_question: tuple[str, str] = ("", "")  # (raw, normalized): claims share it
+
+    def cache_request(self, claim: Claim, answer: Answer) -> dict[str, Any]:
+        """What determines the verdict on ``claim``: base URL, model, template and request body.
+
+        Returns:
+            ``{"base_url", "model", "template", "body"}`` with ``body`` as :meth:`check`
+            would send it now (question and claim normalized), its system prompt replaced
+            by the prompt's digest (:func:`_digest_system`); never the API key.
+        """
+        endpoint = self._endpoint
+        cfg = endpoint.cfg
+        fmt = endpoint.reply_format
+        template = self._key_templates.get(fmt)
+        if template is None:
+            template = _CheckKeyTemplate(cfg, fmt, endpoint.system_digests)
+            self._key_templates[fmt] = template
+        raw_question, question = self._last_question
+        if answer.question != raw_question:
+            question = normalize_text(answer.question)
+            self._last_question = (answer.question, question)
+        text = normalize_text(claim.text)
+        body = template.fill(question, text) if template.usable else template.exact(question, text)
+        return {
+            "base_url": cfg.base_url,
+            "model": cfg.model,
+            "template": prompts.CHECK_TEMPLATE_VERSION,
+            "body": body,
+        }
+
+    def parse_raw(self, raw: str) -> Verdict:
+        """Parse a stored check reply into a verdict, as :meth:`check` does.
+
+        The verdict has no evidence or usage: those came with the original HTTP reply.
+
+        Raises:
+            OutputParseError: ``raw`` cannot be parsed.
+        """
+        return Verdict(label=parse_label(raw), checker=self.fingerprint, raw=raw)
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         """Label ``claim`` given ``answer.question``.
@@ -302,9 +487,11 @@ class OpenAIChecker:
         """
         endpoint = self._endpoint
         text = normalize_text(claim.text)
+        # Normalized like the claim, so whitespace variants share one cache key and request.
+        question = normalize_text(answer.question)
 
         def build(fmt: Format) -> dict[str, Any]:
-            return check_request_body(endpoint.cfg, answer.question, text, fmt=fmt)
+            return check_request_body(endpoint.cfg, question, text, fmt=fmt)
 
         reply, body = await endpoint.ask(build)
         usage = reply.usage

@@ -17,6 +17,8 @@ class ReplayChecker:
     fingerprint = "replay/v1"
     #: Concurrency hint for the pipeline: replay is instantaneous.
     concurrency = 4
+    #: Never stored in the result cache: the labels are in the input already.
+    cacheable = False
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         """Return ``claim.given_label`` as the verdict (``unknown`` when absent)."""

@@ -1,0 +1,30 @@
+"""Content-hash cache of split and check results (DESIGN.md §5, issue 4).
+
+- :mod:`dahl.cache.keys`: canonical, versioned keys (blake2b-128 of msgspec
+  deterministic bytes).
+- :mod:`dahl.cache.store`: diskcache behind one writer thread and batched reads.
+- :mod:`dahl.cache.flight`: single flight for identical in-flight calls.
+- :mod:`dahl.cache.wrap`: caching Splitter/Checker wrappers used by the pipeline.
+"""
+
+from __future__ import annotations
+
+from dahl.cache.flight import SingleFlight
+from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, key_of, split_key
+from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, default_cache_dir
+from dahl.cache.wrap import CachingChecker, CachingSplitter
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "CacheStore",
+    "CachedEntry",
+    "CachingChecker",
+    "CachingSplitter",
+    "KEY_VERSION",
+    "KeyMaterial",
+    "SingleFlight",
+    "check_key",
+    "default_cache_dir",
+    "key_of",
+    "split_key",
+]

@@ -1,0 +1,147 @@
+"""Canonical cache keys for split and check results (DESIGN.md §5, issue 4 item 1).
+
+A key is the blake2b-128 hex digest (32 hex characters) of the deterministic
+msgpack encoding (``msgspec``, ``order="deterministic"``: map keys sorted) of a
+:class:`KeyMaterial` struct. Everything that can change a result goes in;
+nothing that cannot (API key, timeouts, retries, concurrency, rate limits) does.
+
+What goes in, per adapter:
+
+- An adapter with a ``cache_request`` method (duck-typed, optional) supplies the
+  material that fully determines its output. The OpenAI-compatible adapters return
+  the exact request body (messages after templating, temperature, seed, max_tokens,
+  response_format, extra_body), the normalized base URL, the model and the template
+  version. Checker: ``cache_request(claim, answer) -> dict``; Splitter:
+  ``cache_request(answer) -> dict``.
+- Every adapter contributes its ``fingerprint`` (offline adapters: e.g. the evidence
+  Checker's corpus content hash and thresholds). An adapter without the hook also
+  contributes the normalized question and the input text; with the hook they are
+  left out (``""``), because the hook's material already holds them as they are
+  sent (hashing them twice costs time on every cache hit and adds nothing).
+
+Input text: a claim is keyed by :func:`dahl.records.normalize_text` of its text
+(NFC, whitespace collapsed), as is the question. A split is keyed by the response
+exactly as given, because claim spans are character offsets into it: two
+responses that differ only in whitespace or Unicode normal form have different
+spans, so they must not share a cached split.
+
+A claim's ``given_label`` (read by the replay Checker) and an answer's given claims
+(read by the given Splitter) are part of the default material, so two claims with
+the same text but different given labels never share a result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+import msgspec
+
+from dahl.adapters.base import Checker, Splitter
+from dahl.records import Answer, Claim, GivenClaim, Label, normalize_text
+
+__all__ = ["KEY_VERSION", "KeyMaterial", "check_key", "key_of", "split_key"]
+
+#: Bumped whenever the key layout or its canonical encoding changes (old entries become misses).
+KEY_VERSION = 1
+
+_ENCODER = msgspec.msgpack.Encoder(order="deterministic")
+
+
+class KeyMaterial(msgspec.Struct, frozen=True, array_like=True):
+    """Everything a cache key is computed from (encoded as a fixed-order array).
+
+    Attributes:
+        version: :data:`KEY_VERSION`.
+        stage: ``"split"`` or ``"check"``.
+        fingerprint: the adapter's fingerprint (settings that change its output).
+        request: the adapter's ``cache_request`` material (request body, base URL,
+            model, template version), or None when the adapter has no hook.
+        question: the normalized question (``""`` when ``request`` is given).
+        text: check: the normalized claim text; split: the response verbatim
+            (``""`` when ``request`` is given).
+        given_label: check: the claim's given label, if any.
+        given_claims: split: the answer's given claims, if any.
+    """
+
+    version: int
+    stage: Literal["split", "check"]
+    fingerprint: str
+    request: dict[str, Any] | None
+    question: str
+    text: str
+    given_label: Label | None = None
+    given_claims: tuple[GivenClaim, ...] | None = None
+
+
+def key_of(material: KeyMaterial) -> str:
+    """Return the key of ``material``: blake2b-128 of its canonical bytes, as 32 hex digits.
+
+    Raises:
+        TypeError: the adapter's ``cache_request`` material holds a value msgspec
+            cannot encode (e.g. a set or an arbitrary object).
+    """
+    return hashlib.blake2b(_ENCODER.encode(material), digest_size=16).hexdigest()
+
+
+def _request(adapter: object, *args: object) -> dict[str, Any] | None:
+    hook = getattr(adapter, "cache_request", None)
+    if hook is None:
+        return None
+    request: dict[str, Any] = hook(*args)
+    return request
+
+
+def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
+    """Key of ``checker``'s verdict on ``claim`` within ``answer``.
+
+    Args:
+        checker: the Checker; its optional ``cache_request(claim, answer)`` is used.
+        claim: the claim (its text is normalized before hashing).
+        answer: the claim's answer (its question is normalized before hashing).
+
+    Returns:
+        32 hex digits (blake2b-128).
+
+    Raises:
+        TypeError: ``cache_request`` returned material msgspec cannot encode.
+    """
+    request = _request(checker, claim, answer)
+    return key_of(
+        KeyMaterial(
+            version=KEY_VERSION,
+            stage="check",
+            fingerprint=checker.fingerprint,
+            request=request,
+            question="" if request is not None else normalize_text(answer.question),
+            text="" if request is not None else normalize_text(claim.text),
+            given_label=claim.given_label,
+        )
+    )
+
+
+def split_key(splitter: Splitter, answer: Answer) -> str:
+    """Key of ``splitter``'s claims for ``answer``.
+
+    Args:
+        splitter: the Splitter; its optional ``cache_request(answer)`` is used.
+        answer: the (preprocessed) answer; its response is hashed verbatim (spans index it).
+
+    Returns:
+        32 hex digits (blake2b-128).
+
+    Raises:
+        TypeError: ``cache_request`` returned material msgspec cannot encode.
+    """
+    request = _request(splitter, answer)
+    return key_of(
+        KeyMaterial(
+            version=KEY_VERSION,
+            stage="split",
+            fingerprint=splitter.fingerprint,
+            request=request,
+            question="" if request is not None else normalize_text(answer.question),
+            text="" if request is not None else answer.response,
+            given_claims=answer.claims,
+        )
+    )

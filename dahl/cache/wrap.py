@@ -1,0 +1,242 @@
+"""Caching, single-flight wrappers around a Splitter and a Checker (DESIGN.md §5).
+
+Optional adapter attributes read here (duck-typed):
+
+- ``cacheable`` (bool, default True): False bypasses the store (replay, fake), but
+  single flight and counting still apply.
+- ``parser_version`` (str, default ``"1"``): version of the adapter's output parser;
+  part of the stored value's name, not of the key.
+- ``parse_raw``: Checker ``parse_raw(raw: str) -> Verdict``, Splitter
+  ``parse_raw(raw: str, answer: Answer) -> list[Claim]``: re-parse a stored raw reply
+  after a parser change, instead of calling the model again.
+- Splitter ``split_with_raw(answer) -> tuple[list[Claim], str | None]``: the claims and
+  the raw reply they were parsed from (so the raw reply can be stored).
+- ``cache_request``: see :mod:`dahl.cache.keys`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from dahl.adapters.base import Checker, Splitter
+from dahl.cache.flight import SingleFlight
+from dahl.cache.keys import check_key, split_key
+from dahl.cache.store import CacheStore
+from dahl.engine.counters import RunCounters
+from dahl.errors import DahlError
+from dahl.records import Answer, Claim, Label, Verdict
+
+__all__ = ["CachingChecker", "CachingSplitter"]
+
+log = logging.getLogger(__name__)
+
+
+def _store_for(inner: object, store: CacheStore | None) -> CacheStore | None:
+    return store if getattr(inner, "cacheable", True) else None
+
+
+class CachingChecker:
+    """A Checker that answers from the cache, shares identical in-flight checks, and stores.
+
+    Implements :class:`dahl.adapters.base.Checker`. Per claim, exactly one of these
+    counters of ``counters`` is incremented: ``claims_cached`` (the store had it, or
+    had its raw reply and ``inner.parse_raw`` re-parsed it, also when the lookup was
+    shared with an identical claim in flight), ``claims_deduped`` (an identical
+    ``inner.check`` call was in flight; its outcome is shared), or ``claims_checked``
+    (``inner.check`` was called). Verdicts labelled ``error`` and exceptions are
+    never stored.
+
+    Args:
+        inner: the Checker doing the work.
+        store: the result store, or None to disable caching (single flight stays).
+        counters: the run's counters; updated on the event loop thread only.
+
+    Attributes:
+        fingerprint: ``inner.fingerprint``.
+        inner: the wrapped Checker.
+    """
+
+    def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
+        self.inner = inner
+        self.fingerprint = inner.fingerprint
+        self._store = _store_for(inner, store)
+        self._counters = counters
+        self._parser_version = str(getattr(inner, "parser_version", "1"))
+        # Flight outcome: (verdict, came from the store).
+        self._flights: SingleFlight[tuple[Verdict, bool]] = SingleFlight()
+
+    def __repr__(self) -> str:
+        """Show the wrapped Checker and whether the store is used."""
+        return f"<CachingChecker {self.inner!r} store={self._store is not None}>"
+
+    @property
+    def concurrency(self) -> Any:
+        """``inner.concurrency`` (the pipeline's worker-count hint), or None."""
+        return getattr(self.inner, "concurrency", None)
+
+    @property
+    def in_flight(self) -> int:
+        """Distinct checks in flight now."""
+        return len(self._flights)
+
+    async def check(self, claim: Claim, answer: Answer) -> Verdict:
+        """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
+
+        Raises:
+            AdapterError: raised by ``inner.check`` (to the caller and every waiter of
+                the same single flight); never cached.
+            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
+        """
+        key = check_key(self.inner, claim, answer)
+        flights = self._flights
+        # SingleFlight.run inlined: this is the path of every cache hit.
+        while flights.busy(key):
+            try:
+                shared = await flights.join(key)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                self._counters.claims_deduped += 1
+                raise
+            if shared is not None:
+                verdict, cached = shared[0]
+                if cached:  # the shared outcome is a cache hit: count it as one
+                    self._counters.claims_cached += 1
+                else:
+                    self._counters.claims_deduped += 1
+                return verdict
+            # The owner was cancelled: loop, and become the owner if nobody did.
+        call = flights.open(key)
+        try:
+            outcome = await self._resolve(key, claim, answer)
+        except BaseException as exc:
+            flights.close(key, call, exc=exc)
+            raise
+        flights.close(key, call, result=outcome)
+        return outcome[0]
+
+    async def _resolve(self, key: str, claim: Claim, answer: Answer) -> tuple[Verdict, bool]:
+        """Return the verdict and whether it came from the store; count it."""
+        store = self._store
+        version = self._parser_version
+        if store is not None:
+            entry = await store.get(key, parser_version=version)
+            if entry is not None:
+                if isinstance(entry.value, Verdict):
+                    self._counters.claims_cached += 1
+                    return entry.value, True
+                if entry.raw is not None:
+                    verdict = self._reparse(entry.raw)
+                    if verdict is not None:
+                        store.put(key, verdict, None, parser_version=version)
+                        self._counters.claims_cached += 1
+                        return verdict, True
+        self._counters.claims_checked += 1
+        verdict = await self.inner.check(claim, answer)
+        if store is not None and verdict.label is not Label.ERROR:
+            store.put(key, verdict, verdict.raw, parser_version=version)
+        return verdict, False
+
+    def _reparse(self, raw: str) -> Verdict | None:
+        parse = getattr(self.inner, "parse_raw", None)
+        if parse is None:
+            return None
+        try:
+            verdict: Verdict = parse(raw)
+        except DahlError as exc:  # the new parser rejects it: ask the model again
+            log.debug("stored reply no longer parses (%s); checking again", exc)
+            return None
+        return verdict if verdict.label is not Label.ERROR else None
+
+
+class CachingSplitter:
+    """A Splitter that answers from the cache, shares identical in-flight splits, and stores.
+
+    Implements :class:`dahl.adapters.base.Splitter`. Only complete claim lists are
+    stored (``inner.split`` returned); exceptions are never stored. Each caller gets
+    its own list.
+
+    Args:
+        inner: the Splitter doing the work.
+        store: the result store, or None to disable caching (single flight stays).
+        counters: the run's counters (kept for symmetry; split counts live on this
+            wrapper, see Attributes, since :class:`RunCounters` counts claims).
+
+    Attributes:
+        fingerprint: ``inner.fingerprint``.
+        inner: the wrapped Splitter.
+        splits_called: answers split by ``inner`` in this run.
+        splits_cached: answers whose claims came from the store.
+        splits_deduped: answers that shared an identical in-flight split.
+    """
+
+    def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
+        self.inner = inner
+        self.fingerprint = inner.fingerprint
+        self._store = _store_for(inner, store)
+        self._counters = counters
+        self._parser_version = str(getattr(inner, "parser_version", "1"))
+        self._flights: SingleFlight[list[Claim]] = SingleFlight()
+        self.splits_called = 0
+        self.splits_cached = 0
+        self.splits_deduped = 0
+
+    def __repr__(self) -> str:
+        """Show the wrapped Splitter and whether the store is used."""
+        return f"<CachingSplitter {self.inner!r} store={self._store is not None}>"
+
+    async def split(self, answer: Answer) -> list[Claim]:
+        """Return the claims of ``answer``: shared, cached, or from ``inner``.
+
+        Raises:
+            AdapterError: raised by ``inner`` (to every waiter of the same flight).
+            ConfigError: raised by ``inner`` (e.g. the given Splitter without claims).
+            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
+        """
+        key = split_key(self.inner, answer)
+        claims = await self._flights.run(
+            key, lambda: self._resolve(key, answer), self._count_deduped
+        )
+        return list(claims)
+
+    def _count_deduped(self) -> None:
+        self.splits_deduped += 1
+
+    async def _resolve(self, key: str, answer: Answer) -> list[Claim]:
+        store = self._store
+        version = self._parser_version
+        if store is not None:
+            entry = await store.get(key, parser_version=version)
+            if entry is not None:
+                if isinstance(entry.value, list):
+                    self.splits_cached += 1
+                    return entry.value
+                if entry.raw is not None:
+                    claims = self._reparse(entry.raw, answer)
+                    if claims is not None:
+                        store.put(key, claims, None, parser_version=version)
+                        self.splits_cached += 1
+                        return claims
+        self.splits_called += 1
+        raw: str | None = None
+        split_with_raw = getattr(self.inner, "split_with_raw", None)
+        if split_with_raw is not None:
+            claims, raw = await split_with_raw(answer)
+        else:
+            claims = await self.inner.split(answer)
+        if store is not None:
+            store.put(key, list(claims), raw, parser_version=version)
+        return claims
+
+    def _reparse(self, raw: str, answer: Answer) -> list[Claim] | None:
+        parse = getattr(self.inner, "parse_raw", None)
+        if parse is None:
+            return None
+        try:
+            claims: list[Claim] = parse(raw, answer)
+        except DahlError as exc:
+            log.debug("stored split reply no longer parses (%s); splitting again", exc)
+            return None
+        return claims

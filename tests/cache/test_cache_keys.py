@@ -1,0 +1,228 @@
+"""Tests for dahl.cache.keys: canonical, complete, versioned cache keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+import msgspec
+import pytest
+
+from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
+from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, key_of, split_key
+from dahl.config import EndpointConfig
+from dahl.records import Answer, Claim, GivenClaim, Label
+
+ANSWER = Answer(id="a1", question="Who was Ada Lovelace?", response="Ada Lovelace was a mathematician.")
+CLAIM = Claim(text="Ada Lovelace was a mathematician.", index=0)
+ENV = "DAHL_TEST_CACHE_KEY"
+
+
+class StubChecker:
+    """Offline checker without a cache_request hook."""
+
+    fingerprint = "stub/v1"
+
+    async def check(self, claim: Claim, answer: Answer) -> Any:  # pragma: no cover - never called
+        raise AssertionError
+
+
+class StubSplitter:
+    """Offline splitter without a cache_request hook."""
+
+    fingerprint = "stubsplit/v1"
+
+    async def split(self, answer: Answer) -> list[Claim]:  # pragma: no cover - never called
+        raise AssertionError
+
+
+def _cfg(**changes: Any) -> EndpointConfig:
+    base = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m1", api_key_env=ENV)
+    return dataclasses.replace(base, **changes)
+
+
+def _checker(cfg: EndpointConfig) -> OpenAIChecker:
+    # No request is sent: the session is never touched by cache_request.
+    return OpenAIChecker(cfg, None, None)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "sk-first-key")
+
+
+class TestCheckKeyOpenAI:
+    def test_shape(self) -> None:
+        """A key is 32 lowercase hex digits (blake2b-128)."""
+        key = check_key(_checker(_cfg()), CLAIM, ANSWER)
+        assert len(key) == 32
+        assert int(key, 16) >= 0 and key == key.lower()
+
+    @pytest.mark.parametrize(
+        "changes",
+        [
+            {"model": "m2"},
+            {"temperature": 0.7},
+            {"seed": 7},
+            {"max_tokens": 64},
+            {"response_format": "json_object"},
+            {"extra_body": {"search_context_size": "low"}},
+            {"base_url": "http://127.0.0.2:9/v1"},
+        ],
+        ids=["model", "temperature", "seed", "max_tokens", "response_format", "extra_body", "base_url"],
+    )
+    def test_output_settings_change_key(self, changes: dict[str, Any]) -> None:
+        """Every request setting that can change the reply changes the key."""
+        assert check_key(_checker(_cfg(**changes)), CLAIM, ANSWER) != check_key(
+            _checker(_cfg()), CLAIM, ANSWER
+        )
+
+    @pytest.mark.parametrize(
+        "changes",
+        [{"timeout_s": 5.0}, {"max_in_flight": 3}, {"rpm": 60.0}, {"tpm": 10_000.0}],
+        ids=["timeout_s", "max_in_flight", "rpm", "tpm"],
+    )
+    def test_operational_settings_keep_key(self, changes: dict[str, Any]) -> None:
+        """Timeouts, concurrency and rate limits never change the key."""
+        assert check_key(_checker(_cfg(**changes)), CLAIM, ANSWER) == check_key(
+            _checker(_cfg()), CLAIM, ANSWER
+        )
+
+    def test_api_key_not_in_key(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A different API key (same endpoint) gives the same cache key."""
+        first = check_key(_checker(_cfg()), CLAIM, ANSWER)
+        monkeypatch.setenv(ENV, "sk-second-key")
+        assert check_key(_checker(_cfg()), CLAIM, ANSWER) == first
+
+    def test_template_version_changes_key(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Bumping the check template version changes the key."""
+        from dahl.adapters import prompts
+
+        first = check_key(_checker(_cfg()), CLAIM, ANSWER)
+        monkeypatch.setattr(prompts, "CHECK_TEMPLATE_VERSION", "check/v2")
+        assert check_key(_checker(_cfg()), CLAIM, ANSWER) != first
+
+    def test_claim_and_question_change_key(self) -> None:
+        """Another claim text or another question gives another key."""
+        checker = _checker(_cfg())
+        base = check_key(checker, CLAIM, ANSWER)
+        other_claim = Claim(text="Ada Lovelace was a poet.", index=0)
+        other_question = Answer(id="a1", question="Who was Lord Byron?", response=ANSWER.response)
+        assert check_key(checker, other_claim, ANSWER) != base
+        assert check_key(checker, CLAIM, other_question) != base
+
+    def test_whitespace_and_nfc_variants_share_key(self) -> None:
+        """Whitespace runs and NFD vs NFC spellings of claim and question give one key."""
+        checker = _checker(_cfg())
+        nfc = Claim(text="Ada Lovelace was born in Caf\u00e9 street.", index=0)
+        nfd = Claim(text="  Ada  Lovelace was born\nin Cafe\u0301 street. ", index=3)
+        spaced = Answer(id="other", question=" Who  was\tAda Lovelace? ", response="different")
+        assert check_key(checker, nfc, ANSWER) == check_key(checker, nfd, spaced)
+
+    def test_body_sent_matches_key_material(self) -> None:
+        """cache_request carries the request body with the claim text as sent."""
+        material = _checker(_cfg()).cache_request(CLAIM, ANSWER)
+        user = material["body"]["messages"][1]["content"]
+        assert "Ada Lovelace was a mathematician." in user
+        assert material["model"] == "m1" and material["base_url"] == "http://127.0.0.1:9/v1"
+        assert "sk-first-key" not in repr(material)
+
+
+class TestCheckKeyOffline:
+    def test_golden(self) -> None:
+        """The key of a fixed input is pinned, so a change of canonical encoding is caught."""
+        assert check_key(StubChecker(), CLAIM, ANSWER) == "ae90f4c81ae285dd11b4cb178a503c25"
+
+    def test_canonical_bytes(self) -> None:
+        """A key is blake2b-128 of the deterministic msgpack array of the key struct."""
+        material = KeyMaterial(
+            version=KEY_VERSION,
+            stage="check",
+            fingerprint="stub/v1",
+            request=None,
+            question="Who was Ada Lovelace?",
+            text="Ada Lovelace was a mathematician.",
+        )
+        expected = hashlib.blake2b(
+            msgspec.msgpack.encode(
+                [1, "check", "stub/v1", None, "Who was Ada Lovelace?", "Ada Lovelace was a mathematician.", None, None]
+            ),
+            digest_size=16,
+        ).hexdigest()
+        assert key_of(material) == expected == check_key(StubChecker(), CLAIM, ANSWER)
+
+    def test_dict_order_irrelevant(self) -> None:
+        """Request material with the same items in another insertion order gives the same key."""
+        a = KeyMaterial(1, "check", "f", {"a": 1, "b": {"x": 1, "y": 2}}, "q", "t")
+        b = KeyMaterial(1, "check", "f", {"b": {"y": 2, "x": 1}, "a": 1}, "q", "t")
+        assert key_of(a) == key_of(b)
+
+    def test_fingerprint_changes_key(self) -> None:
+        """An offline checker with another fingerprint (e.g. another corpus hash) gets another key."""
+        other = StubChecker()
+        other.fingerprint = "stub/v1:corpus=deadbeef"
+        assert check_key(other, CLAIM, ANSWER) != check_key(StubChecker(), CLAIM, ANSWER)
+
+    def test_given_label_changes_key(self) -> None:
+        """Same text with another given label (replay) never shares a key."""
+        a = Claim(text=CLAIM.text, index=0, given_label=Label.SUPPORTED)
+        b = Claim(text=CLAIM.text, index=0, given_label=Label.UNSUPPORTED)
+        assert check_key(StubChecker(), a, ANSWER) != check_key(StubChecker(), b, ANSWER)
+
+    def test_stage_separates_split_and_check(self) -> None:
+        """A split key never equals a check key over the same text and fingerprint."""
+        splitter = StubSplitter()
+        splitter.fingerprint = "stub/v1"
+        answer = Answer(id="a", question=ANSWER.question, response=CLAIM.text)
+        assert split_key(splitter, answer) != check_key(StubChecker(), CLAIM, answer)
+
+
+class TestSplitKey:
+    def test_response_whitespace_matters(self) -> None:
+        """Split keys hash the response verbatim: claim spans index it."""
+        a = Answer(id="a", question="Q?", response="One. Two.")
+        b = Answer(id="a", question="Q?", response="One.  Two.")
+        assert split_key(StubSplitter(), a) != split_key(StubSplitter(), b)
+
+    def test_id_and_model_do_not_matter(self) -> None:
+        """Two answers with the same question and response share a split key."""
+        a = Answer(id="a", question="Q?", response="One. Two.", model="x")
+        b = Answer(id="b", question=" Q? ", response="One. Two.", model="y")
+        assert split_key(StubSplitter(), a) == split_key(StubSplitter(), b)
+
+    def test_given_claims_change_key(self) -> None:
+        """Different given claims (given Splitter) give different keys."""
+        a = Answer(id="a", question="Q?", response="R", claims=(GivenClaim(text="A"),))
+        b = Answer(id="a", question="Q?", response="R", claims=(GivenClaim(text="B"),))
+        assert split_key(StubSplitter(), a) != split_key(StubSplitter(), b)
+
+    def test_openai_settings_change_key(self) -> None:
+        """The OpenAI splitter's key follows its request body (model, max_tokens)."""
+        def splitter(**changes: Any) -> OpenAISplitter:
+            return OpenAISplitter(_cfg(**changes), None, None)  # type: ignore[arg-type]
+
+        base = split_key(splitter(), ANSWER)
+        assert split_key(splitter(model="m2"), ANSWER) != base
+        assert split_key(splitter(max_tokens=99), ANSWER) != base
+        assert split_key(splitter(timeout_s=1.0), ANSWER) == base
+
+
+class TestEvidenceCheckerKey:
+    def test_evidence_ids_and_corpus_in_key(self) -> None:
+        """The evidence Checker's key follows meta evidence_ids and the corpus content."""
+        from dahl.adapters.corpus import Corpus
+        from dahl.adapters.evidence import EvidenceChecker
+
+        docs = [("asp", "", "Aspirin reduces the risk of myocardial infarction.")]
+        checker = EvidenceChecker(Corpus.from_documents(docs))
+        claim = Claim(text="Aspirin reduces infarction risk.", index=0)
+
+        def ask(meta: dict[str, Any]) -> Answer:
+            return Answer(id="a", question="Does aspirin help?", response="", meta=meta)
+
+        base = check_key(checker, claim, ask({}))
+        assert check_key(checker, claim, ask({"evidence_ids": ["asp"]})) != base
+        assert check_key(checker, claim, ask({"other": 1})) == base
+        other_corpus = EvidenceChecker(Corpus.from_documents(docs + [("x", "", "Other text.")]))
+        assert check_key(other_corpus, claim, ask({})) != base
