@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
+from dahl.cache import CacheStore, default_cache_dir
 from dahl.config import endpoint_configs
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
@@ -165,6 +166,9 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Verdict cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the verdict cache.")
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar.")
 @click.option("--dry-run", is_flag=True, help="Print the expected calls, tokens and time bound; call nothing.")
 def score(
@@ -178,6 +182,8 @@ def score(
     gamma: float,
     k: int,
     seed: int,
+    cache_dir: Path | None,
+    no_cache: bool,
     no_progress: bool,
     dry_run: bool,
     config_file: Path | None,
@@ -218,6 +224,8 @@ def score(
             gamma=gamma,
             k=k,
             seed=seed,
+            cache_dir=cache_dir,
+            use_cache=not no_cache,
         )
         if dry_run:
             _print_dry_run(estimate(config))
@@ -246,6 +254,8 @@ def score(
         what = "configuration changed" if changes["config_changed"] else "same configuration"
         console.print(f"since the last run in {out_dir}: {what}; {changes['answers_reused']} answers reused, "
                       f"{changes['answers_scored']} new or changed, {changes['answers_dropped']} dropped")
+    console.print(f"claims: {run['claims_checked']} checked now, {run['claims_cached']} from the cache, "
+                  f"{run['claims_deduped']} shared with an identical claim")
     if run["lanes"]:
         t = report.counters.lane_totals()
         console.print(f"HTTP: {t['requests']} requests, {t['rate_limited']} answered 429, {t['retries']} retries, "
@@ -272,6 +282,42 @@ def _print_dry_run(report: DryRunReport) -> None:
         out.print("time bound: none from limits (set --rpm/--tpm); the run is bound by latency and --max-in-flight")
     else:
         out.print(f"time bound: at least {report.time_bound_s / 60:,.1f} min ({report.bound_by})")
+
+
+@main.group()
+def cache() -> None:
+    """Inspect or empty the verdict cache."""
+
+
+@cache.command("stats")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+def cache_stats(cache_dir: Path | None) -> None:
+    """Print the cache folder, its entries and size."""
+    try:
+        with CacheStore(cache_dir or default_cache_dir()) as store:
+            stats = store.stats()
+    except DahlError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        sys.exit(EXIT_USAGE)
+    out.print(f"directory: {stats['directory']}")
+    out.print(f"entries: {stats['entries']}")
+    out.print(f"size: {stats['size_bytes'] / 2**20:.1f} MiB")
+
+
+@cache.command("clear")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+@click.confirmation_option(prompt="Remove every cached split and verdict?")
+def cache_clear(cache_dir: Path | None) -> None:
+    """Remove every cached split and verdict."""
+    try:
+        with CacheStore(cache_dir or default_cache_dir()) as store:
+            removed = store.clear()
+    except DahlError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        sys.exit(EXIT_USAGE)
+    out.print(f"removed {removed} entries")
 
 
 @main.command()

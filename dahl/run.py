@@ -20,6 +20,7 @@ import msgspec
 import orjson
 
 from dahl.adapters.factory import AdapterSettings, open_adapters
+from dahl.cache import CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
@@ -52,6 +53,10 @@ class ScoreConfig:
         seed: seed of the bootstrap generator.
         n_boot: bootstrap resamples for confidence intervals.
         pipeline: concurrency and batching; None picks defaults from the adapters.
+        cache_dir: verdict cache folder; None = :func:`dahl.cache.default_cache_dir`
+            (``$DAHL_CACHE_DIR`` or the platform cache folder).
+        use_cache: False turns the cache off (identical in-flight claims are still
+            checked once).
     """
 
     inputs: tuple[Path, ...]
@@ -64,6 +69,8 @@ class ScoreConfig:
     seed: int = 0
     n_boot: int = 1000
     pipeline: PipelineOptions | None = None
+    cache_dir: Path | None = None
+    use_cache: bool = True
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -176,9 +183,16 @@ async def score_async(
     order: dict[tuple[str, str], int] = {}
     resumed = [0]
     async with AsyncExitStack() as stack:
-        splitter, checker, options, lanes = await open_adapters(config.adapters, stack)
+        inner_splitter, inner_checker, options, lanes = await open_adapters(config.adapters, stack)
         if len(lanes):
             counters.lane_statistics = lanes.statistics
+        cache: CacheStore | None = None
+        if config.use_cache:
+            directory = config.cache_dir if config.cache_dir is not None else default_cache_dir()
+            cache = await anyio.to_thread.run_sync(CacheStore, directory)
+            stack.push_async_callback(_close_store, cache)
+        splitter = CachingSplitter(inner_splitter, cache, counters)
+        checker = CachingChecker(inner_checker, cache, counters)
         if config.pipeline is not None:
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
@@ -251,6 +265,12 @@ async def score_async(
     payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     await anyio.to_thread.run_sync(_write_atomic, summary_path, payload)
     return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+
+
+async def _close_store(store: CacheStore) -> None:
+    """Commit queued cache writes and unlock the folder, even when the run is cancelled."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(store.close)
 
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:

@@ -31,3 +31,11 @@ def require_data(relative: str) -> Path:
     if not path.exists():
         pytest.skip(f"data file {path} not found (set DAHL_SHARED_DATA to the shared data folder)")
     return path
+
+
+@pytest.fixture(autouse=True)
+def private_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own empty verdict cache, never the user's real one."""
+    path = tmp_path_factory.mktemp("dahl-cache")
+    monkeypatch.setenv("DAHL_CACHE_DIR", str(path))
+    return path

@@ -20,6 +20,8 @@ class GivenSplitter:
     """
 
     fingerprint: str = "given/v1"
+    #: Splitting is cheap and deterministic: the verdict cache does not store it.
+    cacheable: bool = False
 
     async def split(self, answer: Answer) -> list[Claim]:
         """Return the claims given with ``answer``.

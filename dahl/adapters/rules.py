@@ -330,6 +330,8 @@ class RuleSplitter:
     """
 
     fingerprint: str = "rules/v3"
+    #: Splitting is cheap and deterministic: the verdict cache does not store it.
+    cacheable: bool = False
 
     async def split(self, answer: Answer) -> list[Claim]:
         """Split ``answer.response`` into claims (spans index ``answer.response``).

@@ -261,7 +261,6 @@ async def run_pipeline(
                 counters.checks_in_flight += 1
                 try:
                     verdict = await checker.check(claim, pending.item.answer)
-                    counters.claims_checked += 1
                 except QuotaExhausted as exc:
                     stop(exc)
                     return
