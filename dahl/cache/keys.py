@@ -115,7 +115,9 @@ def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
             request=request,
             question="" if request is not None else normalize_text(answer.question),
             text="" if request is not None else normalize_text(claim.text),
-            given_label=claim.given_label,
+            # Only a Checker without a request hook may read the input's label (the HTTP
+            # Checkers never do): the same claim with different human labels is one request.
+            given_label=claim.given_label if request is None else None,
         )
     )
 
