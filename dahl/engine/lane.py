@@ -2,16 +2,26 @@
 
 A :class:`Lane` owns what DESIGN.md §5 puts on one endpoint: an in-flight cap,
 a pause gate (``Retry-After``, ``x-ratelimit-reset-*``), an RPM bucket, a TPM
-bucket (reserve prompt estimate + max_tokens, refund from the reported usage)
-and the retry loop of :mod:`dahl.engine.retry`. Split and check calls to the
-same endpoint share one lane. :class:`LanePool` builds lanes inside a run; there
-is no module-global registry (STYLE.md point 8).
+bucket (reserve prompt estimate + max_tokens; see ``LaneLimits.refund_tokens``
+for when the reported usage is refunded) and the retry loop of
+:mod:`dahl.engine.retry`. Split and check calls to the same endpoint share one
+lane. :class:`LanePool` builds lanes inside a run; there is no module-global
+registry (STYLE.md point 8).
 
 One attempt goes: take an in-flight slot -> wait at the pause gate -> take 1
 from the RPM bucket -> take the token estimate from the TPM bucket -> if a pause
 began meanwhile, give both back and wait again -> send. The slot is taken
 *first* so rate units are spent only when a request is about to leave: units
 cannot pile up while waiting for a slot and then go out in a burst.
+
+Ramp-up and pauses never burst: the RPM bucket starts with one request, the
+TPM bucket empty, so a cold run starts at the rate. A lane with no limits
+configured sends one *probe* request first and holds the others until it is
+answered (or fails; at worst the adapter's request timeout), so limits
+announced in its ``x-ratelimit-*`` headers are in force before the rest go (a
+cold burst of ``max_in_flight`` requests against an unknown limit is what
+earns 429s; the cost is one request latency per lane and run). A pause (429, exhausted budget) holds the
+buckets too, so when it ends they restart empty and pace the held calls.
 """
 
 from __future__ import annotations
@@ -123,8 +133,14 @@ class Lane:
         self._gate = PauseGate(
             self._clock, spread_s=self.policy.rate_limit_jitter_s, rng=self._rng
         )
-        self._rpm = self._bucket(limits.rpm, "requests")
-        self._tpm = self._bucket(limits.tpm, "tokens")
+        # One request may go at once; tokens start empty (DESIGN.md §5, B3 ramp-in).
+        self._rpm = None if limits.rpm is None else self._bucket(limits.rpm, "requests", 1.0)
+        self._tpm = None if limits.tpm is None else self._bucket(limits.tpm, "tokens", 0.0)
+        # Unknown limits: the first attempt goes alone (see the module docstring).
+        self._probe: asyncio.Event | None = (
+            asyncio.Event() if limits.rpm is None and limits.tpm is None else None
+        )
+        self._probing = False
         self._slots = asyncio.Semaphore(limits.max_in_flight)
         self._active = 0
         self._in_flight = 0
@@ -137,8 +153,8 @@ class Lane:
         self._tokens_reserved = 0
         self._tokens_used = 0
 
-    def _bucket(self, rate: float | None, unit: str) -> RateBucket | None:
-        return None if rate is None else RateBucket(rate, clock=self._clock, unit=unit)
+    def _bucket(self, rate: float, unit: str, initial: float) -> RateBucket:
+        return RateBucket(rate, clock=self._clock, unit=unit, initial=initial)
 
     @property
     def rpm_bucket(self) -> RateBucket | None:
@@ -162,7 +178,8 @@ class Lane:
             attempt: makes one request; returns a :class:`Reply` or raises an
                 error of the :mod:`dahl.errors` tree.
             estimated_tokens: tokens to reserve from the TPM bucket per attempt
-                (prompt estimate + max_tokens); refunded down to the reported usage.
+                (prompt estimate + max_tokens); usage above it is charged, and
+                with ``LaneLimits.refund_tokens`` usage below it is refunded.
 
         Returns:
             The reply of the first successful attempt.
@@ -212,41 +229,69 @@ class Lane:
                         self.key, number, decision.kind, wait_s,
                     )
                     if decision.kind == "rate_limit":
-                        # Everyone waits out the server's reset; the drained bucket
-                        # then releases them at its rate, not all at once.
-                        self._gate.pause_for(wait_s)
-                        if self._rpm is not None:
-                            self._rpm.drain()
+                        # Everyone waits out the server's reset; the held buckets
+                        # then release them at their rate, not all at once.
+                        self._pause_until(self._clock.now() + wait_s)
                     else:
                         await self._clock.sleep(wait_s)
             raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
         finally:
             self._active -= 1
 
+    def _pause_until(self, t: float) -> None:
+        """Close the gate until clock time ``t`` and hold both buckets for the whole pause."""
+        self._gate.pause_until(t)
+        until = self._gate.paused_until
+        if until is None:
+            until = t  # a zero pause still empties the buckets down to their start level
+        for bucket in (self._rpm, self._tpm):
+            if bucket is not None:
+                bucket.hold_until(until)
+
     async def _attempt(
         self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
     ) -> R:
-        """One attempt: slot, gate, buckets, send; reservations returned on failure."""
+        """One attempt: slot, (probe,) gate, buckets, send; reservations settled after."""
         async with self._slots:
-            rpm, tpm = await self._admit(estimated)
-            reserved = estimated if tpm is not None else 0
-            self._in_flight += 1
-            self._tokens_reserved += reserved
-            self._requests += 1
-            if not first_sent:
-                first_sent.append(self._clock.now())
-            try:
-                reply = await attempt()
-            except BaseException:
-                if tpm is not None and reserved:
-                    tpm.refund(reserved)  # unknown usage: the server did not bill a failure
-                raise
-            finally:
-                self._in_flight -= 1
-                self._tokens_reserved -= reserved
-            self._successes += 1
-            self._settle(reply, tpm, reserved)
-            return reply
+            probe = self._probe
+            if probe is not None:
+                if self._probing:
+                    await probe.wait()
+                    return await self._send(attempt, estimated, first_sent)
+                self._probing = True
+                try:
+                    return await self._send(attempt, estimated, first_sent)
+                finally:
+                    # Answered (or failed, or cancelled): release the others.
+                    self._probe = None
+                    probe.set()
+                    logger.debug("lane %s: probe done: %r", self.key, self)
+            return await self._send(attempt, estimated, first_sent)
+
+    async def _send(
+        self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
+    ) -> R:
+        """Admit and send one attempt (a slot is held); settle its token reservation."""
+        rpm, tpm = await self._admit(estimated)
+        reserved = estimated if tpm is not None else 0
+        self._in_flight += 1
+        self._tokens_reserved += reserved
+        self._requests += 1
+        sent_at = self._clock.now()
+        if not first_sent:
+            first_sent.append(sent_at)
+        try:
+            reply = await attempt()
+        except BaseException:
+            if tpm is not None and reserved and self.limits.refund_tokens:
+                tpm.refund(reserved)  # usage-billed server: a failure used nothing
+            raise
+        finally:
+            self._in_flight -= 1
+            self._tokens_reserved -= reserved
+        self._successes += 1
+        self._settle(reply, tpm, reserved, sent_at)
+        return reply
 
     async def _admit(self, estimated: int) -> tuple[RateBucket | None, RateBucket | None]:
         """Wait for the gate and both buckets; return the buckets that were charged."""
@@ -272,24 +317,35 @@ class Lane:
     @staticmethod
     def _give_back(rpm: RateBucket | None, tpm: RateBucket | None, estimated: int) -> None:
         if rpm is not None:
-            rpm.refund(1)
+            rpm.refund(1, sent=False)
         if tpm is not None:
-            tpm.refund(estimated)
+            tpm.refund(estimated, sent=False)
 
-    def _settle(self, reply: Reply, tpm: RateBucket | None, reserved: int) -> None:
-        """Refund unused reserved tokens and learn limits from the reply's headers."""
+    def _settle(self, reply: Reply, tpm: RateBucket | None, reserved: int, sent_at: float) -> None:
+        """Settle the token reservation against the usage; learn limits from the headers.
+
+        Usage above the reservation is always charged (our estimate was low).
+        Usage below it is refunded only with ``LaneLimits.refund_tokens``: a
+        server that charges prompt estimate + max_tokens at admission (OpenAI)
+        does not give the difference back, and refunding it would over-send.
+        """
         usage = reply.usage_tokens
         if usage is not None and usage >= 0:
             self._tokens_used += usage
             if tpm is not None:
-                if usage < reserved:
+                if usage < reserved and self.limits.refund_tokens:
                     tpm.refund(reserved - usage)
                 elif usage > reserved:
                     tpm.consume(usage - reserved)
-        self._learn(reply.headers)
+        self._learn(reply.headers, sent_at)
 
-    def _learn(self, headers: Mapping[str, str]) -> None:
-        """Apply ``x-ratelimit-*`` headers: lower/set limits, pause when exhausted."""
+    def _learn(self, headers: Mapping[str, str], sent_at: float) -> None:
+        """Apply ``x-ratelimit-*`` headers: lower/set limits, pause when exhausted.
+
+        A reset is counted from ``sent_at`` (about when the server admitted the
+        request and computed it), not from when the reply arrived: after a
+        reply latency of L seconds the window it describes is L seconds older.
+        """
         if not headers:
             return
         lower = {name.lower(): value for name, value in headers.items()}
@@ -301,14 +357,14 @@ class Lane:
             reset = lower.get(f"x-ratelimit-reset-{kind}")
             if remaining is not None and remaining <= 0 and reset is not None:
                 reset_s = parse_duration_s(reset)
-                if reset_s is not None and reset_s > 0:
+                if reset_s is not None and sent_at + reset_s > self._clock.now():
                     logger.debug("lane %s: %s exhausted; pausing %.3fs", self.key, kind, reset_s)
-                    self._gate.pause_for(reset_s)
+                    self._pause_until(sent_at + reset_s)
 
     def _adopt_limit(self, kind: str, limit: float, unit: str) -> None:
         current = self._rpm if kind == "requests" else self._tpm
         if current is None:
-            bucket = RateBucket(limit, clock=self._clock, unit=unit)
+            bucket = self._bucket(limit, unit, 0.0)  # learnt limits start empty
             if kind == "requests":
                 self._rpm = bucket
             else:

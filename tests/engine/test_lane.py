@@ -93,13 +93,20 @@ class TestLaneLimits:
             LaneLimits(**kwargs)  # type: ignore[arg-type]
 
     def test_defaults_are_unlimited_rates_and_64_slots(self) -> None:
-        """Default limits: no RPM, no TPM, 64 in flight."""
-        assert LaneLimits() == LaneLimits(rpm=None, tpm=None, max_in_flight=64)
+        """Default limits: no RPM, no TPM, 64 in flight, tokens charged at admission."""
+        assert LaneLimits() == LaneLimits(
+            rpm=None, tpm=None, max_in_flight=64, refund_tokens=False
+        )
+
+    def test_rejects_a_non_bool_refund_flag(self) -> None:
+        """refund_tokens must be a bool (a string "no" is truthy)."""
+        with pytest.raises(ConfigError):
+            LaneLimits(refund_tokens="no")  # type: ignore[arg-type]
 
 
 class TestLaneRates:
-    def test_rpm_burst_then_paced(self) -> None:
-        """At 600 RPM, 10 calls go at t=0 and the next 5 at 0.1 s intervals."""
+    def test_rpm_cold_start_is_paced(self) -> None:
+        """At 600 RPM, 15 calls from cold go at 0.0, 0.1, ..., 1.4 s: one at once, no burst."""
 
         async def main() -> list[float]:
             subject = lane(LaneLimits(rpm=600))
@@ -110,11 +117,10 @@ class TestLaneRates:
             return script.sent
 
         sent = run_in_virtual_time(main)
-        assert sent[:10] == [0.0] * 10
-        assert sent[10:] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+        assert sent == pytest.approx([0.1 * k for k in range(15)])
 
     def test_in_flight_cap(self) -> None:
-        """With max_in_flight 2 and 1 s calls, 6 calls finish at t = 1, 1, 2, 2, 3, 3."""
+        """With max_in_flight 2 and 1 s calls, 6 calls finish at t = 1 (probe), 2, 2, 3, 3, 4."""
 
         async def main() -> tuple[list[float], int]:
             subject = lane(LaneLimits(max_in_flight=2))
@@ -137,16 +143,17 @@ class TestLaneRates:
             return done, peak
 
         done, peak = run_in_virtual_time(main)
-        assert done == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+        assert done == [1.0, 2.0, 2.0, 3.0, 3.0, 4.0]
         assert peak == 2
 
 
 class TestLaneTokens:
     def test_reserve_then_refund_to_usage(self) -> None:
-        """Reserving 1000 of a 1000-token bucket with usage 300 gives 700 back."""
+        """With refund_tokens, reserving 1000 of a 1000-token bucket with usage 300 gives 700 back."""
 
         async def main() -> tuple[int, float, float, LaneStatistics]:
-            subject = lane(LaneLimits(tpm=60_000))  # 1000 tokens/s, capacity 1000
+            # 1000 tokens/s, capacity 1000, empty at start: the call leaves at t=1.
+            subject = lane(LaneLimits(tpm=60_000, refund_tokens=True))
             bucket = subject.tpm_bucket
             assert bucket is not None
             seen: list[tuple[int, float]] = []
@@ -163,19 +170,32 @@ class TestLaneTokens:
         assert stats.tokens_used == 300
         assert stats.tokens_reserved == 0
 
+    def test_admission_accounting_keeps_the_reservation(self) -> None:
+        """By default (charged at admission, like OpenAI) usage 300 of 1000 reserved refunds nothing."""
+
+        async def main() -> tuple[float, float, int]:
+            subject = lane(LaneLimits(tpm=60_000))
+            script = Script(FakeReply(usage_tokens=300))
+            await subject.call(script, estimated_tokens=1000)
+            assert subject.tpm_bucket is not None
+            return script.sent[0], subject.tpm_bucket.level, subject.statistics().tokens_used
+
+        assert run_in_virtual_time(main) == (1.0, 0.0, 300)
+
     def test_unknown_usage_keeps_the_reservation(self) -> None:
-        """Without reported usage the whole reservation stays spent."""
+        """Without reported usage the whole reservation stays spent, even with refund_tokens."""
 
         async def main() -> float:
-            subject = lane(LaneLimits(tpm=60_000))
+            subject = lane(LaneLimits(tpm=60_000, refund_tokens=True))
             await subject.call(Script(FakeReply(usage_tokens=None)), estimated_tokens=400)
             assert subject.tpm_bucket is not None
             return subject.tpm_bucket.level
 
-        assert run_in_virtual_time(main) == 600.0
+        # Empty start: 400 tokens are there at t=0.4 and all taken.
+        assert run_in_virtual_time(main) == 0.0
 
     def test_usage_over_reservation_is_charged(self) -> None:
-        """Reserved 500 but used 800: the bucket is charged 800 (level 200)."""
+        """Reserved 500 (taken at t=0.5) but used 800: the extra 300 puts the bucket at -300."""
 
         async def main() -> float:
             subject = lane(LaneLimits(tpm=60_000))
@@ -183,7 +203,7 @@ class TestLaneTokens:
             assert subject.tpm_bucket is not None
             return subject.tpm_bucket.level
 
-        assert run_in_virtual_time(main) == 200.0
+        assert run_in_virtual_time(main) == -300.0
 
     def test_oversize_request_fails_at_once(self) -> None:
         """60001 estimated tokens on a 60000 TPM lane raise PermanentAPIError, nothing sent."""
@@ -199,17 +219,20 @@ class TestLaneTokens:
         assert (at, sent, stats.fatal_errors, stats.requests) == (0.0, [], 1, 0)
         assert idle_view(stats) == IDLE
 
-    def test_failed_attempt_refunds_its_reservation(self) -> None:
-        """A fatal error after sending returns the full reservation to the bucket."""
+    @pytest.mark.parametrize(
+        ("refund", "expected"), [(True, 1000.0), (False, 0.0)], ids=["refund", "admission"]
+    )
+    def test_failed_attempt_reservation(self, refund: bool, expected: float) -> None:
+        """A fatal error after sending refunds the reservation only with refund_tokens."""
 
         async def main() -> float:
-            subject = lane(LaneLimits(tpm=60_000))
+            subject = lane(LaneLimits(tpm=60_000, refund_tokens=refund))
             with pytest.raises(PermanentAPIError):
                 await subject.call(Script(PermanentAPIError("400")), estimated_tokens=1000)
             assert subject.tpm_bucket is not None
             return subject.tpm_bucket.level
 
-        assert run_in_virtual_time(main) == 1000.0
+        assert run_in_virtual_time(main) == expected
 
 
 class TestLaneRetry:
@@ -337,23 +360,28 @@ class TestLanePause:
         sent = run_in_virtual_time(main)
         assert sent[0] == 0.0 and len(sent) == 101
         after = sorted(sent[1:])
-        assert after[0] >= 2.0
-        # Burst <= 1 s of rate (1 request) plus one refill in any 1 s window.
-        assert max(sum(1 for t in after if start <= t < start + 1.0) for start in after) <= 2
-        # 100 sends at 1/s after a single stored unit need at least 99 s.
-        assert after[-1] - after[0] >= 99.0 - 1e-6
+        # The held bucket restarts empty at 2 s: the first unit is there at 3 s.
+        assert after[0] == pytest.approx(3.0)
+        # Never more than 1 s of rate (1 request) in any 1 s window.
+        assert max(sum(1 for t in after if start <= t < start + 1.0 - 1e-9) for start in after) == 1
+        assert after[-1] == pytest.approx(102.0)
 
-    def test_rate_limit_drains_the_rpm_bucket(self) -> None:
-        """After a 429 with Retry-After 0 at 600 RPM, the retry waits one refill (0.1 s)."""
+    def test_rate_limit_empties_a_full_rpm_bucket(self) -> None:
+        """A 429 (Retry-After 0) on a full 600 RPM bucket: the next 5 sends are paced 0.1 s apart."""
 
         async def main() -> list[float]:
             subject = lane(LaneLimits(rpm=600))
-            script = Script(RateLimited("429", retry_after_s=0.0))
+            script = Script(FakeReply(), RateLimited("429", retry_after_s=0.0))
             await subject.call(script, estimated_tokens=0)
+            await asyncio.sleep(2.0)  # the bucket refills to 10
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(4):
+                    tg.create_task(subject.call(script, estimated_tokens=0))
             return script.sent
 
-        # Without the drain 9 units would remain and the retry would leave at t=0.
-        assert run_in_virtual_time(main) == pytest.approx([0.0, 0.1])
+        # 2.0 gets the 429; the bucket restarts from 1 unit (not 9): 2.0, then paced;
+        # the retry queues behind the other three. Without the hold all would go at 2.0.
+        assert run_in_virtual_time(main) == pytest.approx([0.0, 2.0, 2.0, 2.1, 2.2, 2.3])
 
     def test_header_learning_sets_rates_and_pause(self) -> None:
         """x-ratelimit headers set RPM/TPM on an unlimited lane and pause on remaining 0."""
@@ -376,7 +404,8 @@ class TestLanePause:
 
         stats, next_sent = run_in_virtual_time(main)
         assert (stats.rpm, stats.tpm, stats.paused_until) == (600.0, 150000.0, 360.0)
-        assert 360.0 <= next_sent <= 360.5
+        # Gate spread <= 0.5 s; the learnt RPM bucket restarts empty: +0.1 s at least.
+        assert 360.1 - 1e-9 <= next_sent <= 360.6 + 1e-9
 
     @pytest.mark.parametrize(
         ("configured", "announced", "expected"),
@@ -408,20 +437,18 @@ class TestLanePause:
             return script.sent
 
         # t=0 first call ok; t=1 second call gets a 429 (gate closed until 6, bucket
-        # drained); the third call gets its unit at t=2, finds the gate closed, hands
-        # the unit back and waits. At 6 the full bucket (1 unit) lets one go, then 7.
+        # held until 6 and emptied); the third call, queued at the bucket, gets the
+        # first unit after the hold (t=7); the retry queues behind it (t=8).
         sent = run_in_virtual_time(main)
-        assert sent[:2] == [0.0, 1.0]
-        assert all(t >= 6.0 for t in sent[2:])
-        assert sorted(sent[2:]) == pytest.approx([6.0, 7.0])
+        assert sent == pytest.approx([0.0, 1.0, 7.0, 8.0])
 
 
 class TestLaneCancellation:
     def test_cancel_in_flight_returns_to_idle(self) -> None:
-        """Cancelling a call mid-request frees its slot and refunds its whole reservation."""
+        """Cancelling a call mid-request frees its slot and (refund_tokens) its whole reservation."""
 
         async def main() -> tuple[LaneStatistics, float, float]:
-            subject = lane(LaneLimits(tpm=60_000, max_in_flight=1))
+            subject = lane(LaneLimits(tpm=60_000, max_in_flight=1, refund_tokens=True))
             started = asyncio.Event()
 
             async def hang() -> FakeReply:
@@ -447,19 +474,20 @@ class TestLaneCancellation:
         assert idle_view(stats) == IDLE
         assert (stats.requests, stats.successes, stats.fatal_errors) == (1, 0, 0)
         assert level == 1000.0
-        assert next_sent == 0.0
+        # Sent at t=1 (empty bucket, 1000 tokens/s); the freed slot is used at once.
+        assert next_sent == 1.0
 
     def test_cancel_while_waiting_returns_to_idle(self) -> None:
         """A call cancelled while queued for TPM gives its RPM unit back."""
 
         async def main() -> tuple[LaneStatistics, float]:
-            # 60 RPM (1/s, capacity 1) and 3000 TPM (50/s, capacity 50).
+            # 60 RPM (1/s, capacity 1, starts with 1) and 3000 TPM (50/s, starts empty).
             subject = lane(LaneLimits(rpm=60, tpm=3000))
-            # A: t=0, reserves 50 but uses 200 -> TPM level 50 - 200 = -150.
+            # A: RPM unit at 0, TPM 50 at t=1; uses 200 -> TPM level 0 - 150 = -150.
             await subject.call(Script(FakeReply(usage_tokens=200)), estimated_tokens=50)
-            # B: RPM unit at t=1, then TPM needs 50 from -100: would wait until t=4.
+            # B: RPM unit at t=1, then TPM needs 50 from -150: would wait until t=5.
             waiting = asyncio.create_task(subject.call(Script(), estimated_tokens=50))
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(0.5)
             assert subject.statistics().waiting == 1
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -543,3 +571,171 @@ class TestLanePool:
         again = pool.get("https://x.test/v1", "k", "m", LaneLimits(rpm=900))
         assert again is first
         assert again.limits.rpm == 100
+
+
+class WindowServer:
+    """A virtual-time server like bench/mock_window.py: fixed windows, charged at admission.
+
+    Windows start at ``phase_s`` (so sends on the 0.1 s grid never sit exactly on a
+    boundary); a refused request is not charged and gets 429 + Retry-After (the
+    rest of the window); an admitted one is charged ``cost`` tokens, never refunded,
+    and answered ``latency_s`` later with ``usage`` tokens and x-ratelimit headers.
+    """
+
+    def __init__(
+        self,
+        *,
+        requests: int | None = None,
+        tokens: int | None = None,
+        latency_s: float = 0.2,
+        phase_s: float = 0.05,
+    ) -> None:
+        self.requests, self.tokens = requests, tokens
+        self.latency_s, self.phase_s = latency_s, phase_s
+        self.window = -1
+        self.used_requests = self.used_tokens = 0
+        self.admitted: list[float] = []
+        self.refused = 0
+
+    async def call(self, cost: int, usage: int) -> FakeReply:
+        """One request of ``cost`` tokens (prompt estimate + max_tokens)."""
+        t = now()
+        window = math.floor(t - self.phase_s)
+        if window != self.window:
+            self.window, self.used_requests, self.used_tokens = window, 0, 0
+        reset_s = window + 1 + self.phase_s - t
+        if (self.requests is not None and self.used_requests >= self.requests) or (
+            self.tokens is not None and self.used_tokens + cost > self.tokens
+        ):
+            self.refused += 1
+            raise RateLimited("429", retry_after_s=reset_s)
+        self.used_requests += 1
+        self.used_tokens += cost
+        self.admitted.append(t)
+        headers: dict[str, str] = {}
+        if self.requests is not None:
+            headers = {
+                "x-ratelimit-limit-requests": str(self.requests * 60),
+                "x-ratelimit-remaining-requests": str(self.requests - self.used_requests),
+                "x-ratelimit-reset-requests": f"{math.ceil(reset_s * 1000)}ms",
+            }
+        await asyncio.sleep(self.latency_s)
+        return FakeReply(usage_tokens=usage, headers=headers)
+
+
+def most_in_any_second(times: list[float]) -> int:
+    """Most of ``times`` in any half-open 1 s span starting at one of them."""
+    ordered = sorted(times)
+    return max(sum(1 for u in ordered if t - 1e-9 <= u < t + 1.0 - 1e-9) for t in ordered)
+
+
+def run_against(
+    server: WindowServer, limits: LaneLimits, calls: int, costs: list[int], usage: int
+) -> tuple[float, LaneStatistics]:
+    """Run ``calls`` calls through one lane with 64 workers; return (end time, stats)."""
+
+    async def main() -> tuple[float, LaneStatistics]:
+        subject = lane(limits)
+        todo = iter(range(calls))
+
+        async def worker() -> None:
+            for i in todo:
+                cost = costs[i % len(costs)]
+                await subject.call(lambda: server.call(cost, usage), estimated_tokens=cost)
+
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(64):
+                tg.create_task(worker())
+        return now(), subject.statistics()
+
+    return run_in_virtual_time(main)
+
+
+class TestLaneAgainstAFixedWindowServer:
+    def test_configured_rpm_from_cold_gets_no_429(self) -> None:
+        """600 RPM on client and server (10 per 1 s window), 300 calls: no 429, 10 in any 1 s."""
+        server = WindowServer(requests=10)
+        end, stats = run_against(server, LaneLimits(rpm=600), 300, [100], 50)
+        assert server.refused == 0
+        assert most_in_any_second(server.admitted) == 10
+        # 0.0 .. 29.9 paced, plus the last reply's 0.2 s latency.
+        assert end == pytest.approx(30.1)
+        assert stats.requests == 300
+
+    def test_configured_tpm_matches_admission_accounting(self) -> None:
+        """TPM = 10 requests' worth per 1 s window, usage far below reservation: no 429, >= 88 %."""
+        costs = [330, 360, 390]  # mean 360, like B3(b)
+        server = WindowServer(tokens=3600)
+        end, stats = run_against(server, LaneLimits(tpm=3600 * 60), 300, costs, 60)
+        assert server.refused == 0
+        assert stats.tokens_used == 300 * 60
+        # Bound: 3600 tokens/s / 360 per request = 10 requests/s -> 300 calls in 30 s.
+        # The window cap leaves a window's tail unused when the next request does
+        # not fit (up to one request in ten here): at least 88 % of the bound.
+        assert 30.0 <= end <= 30.0 / 0.88
+
+    def test_learnt_limits_start_empty_after_a_probe(self) -> None:
+        """Nothing configured: one probe, then the learnt 600 RPM paced from empty; no 429."""
+
+        async def main() -> tuple[list[float], LaneStatistics]:
+            server = WindowServer(requests=10)
+            subject = lane()
+            sent: list[float] = []
+
+            async def attempt() -> FakeReply:
+                sent.append(now())
+                return await server.call(100, 50)
+
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(40):
+                    tg.create_task(subject.call(attempt, estimated_tokens=100))
+            assert server.refused == 0
+            return sent, subject.statistics()
+
+        sent, stats = run_in_virtual_time(main)
+        # Probe at 0, answered at 0.2 with limit 600/min; empty bucket: 0.3, 0.4, ...
+        assert sent[:4] == pytest.approx([0.0, 0.3, 0.4, 0.5])
+        assert most_in_any_second(sent) == 10
+        assert (stats.rpm, stats.rate_limited) == (600.0, 0)
+
+    def test_probe_holds_the_others_until_answered(self) -> None:
+        """The 63 calls behind the probe wait for its reply (0.2 s) before they are sent."""
+
+        async def main() -> list[float]:
+            subject = lane()
+            script = Script()
+
+            async def slow() -> FakeReply:
+                reply = await script()
+                await asyncio.sleep(0.2)
+                return reply
+
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(64):
+                    tg.create_task(subject.call(slow, estimated_tokens=0))
+            return script.sent
+
+        sent = run_in_virtual_time(main)
+        # No headers: nothing learnt, so after the probe the other 63 go together.
+        assert sent == [0.0] + [0.2] * 63
+
+    def test_reset_counts_from_the_send_time(self) -> None:
+        """remaining 0 with reset 100ms in a reply that took 0.2 s does not pause the lane."""
+
+        async def main() -> tuple[float | None, float | None]:
+            subject = lane(LaneLimits(rpm=600))
+            headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "100ms"}
+
+            async def stale() -> FakeReply:
+                await asyncio.sleep(0.2)
+                return FakeReply(headers=headers)
+
+            await subject.call(stale, estimated_tokens=0)
+            stale_pause = subject.statistics().paused_until
+            headers["x-ratelimit-reset-requests"] = "1s"
+            await subject.call(stale, estimated_tokens=0)  # sent at 0.2, answered at 0.4
+            return stale_pause, subject.statistics().paused_until
+
+        stale_pause, pause = run_in_virtual_time(main)
+        assert stale_pause is None
+        assert pause == pytest.approx(1.2)
