@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.request import urlopen
 
 import pytest
 
@@ -39,3 +45,48 @@ def private_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     path = tmp_path_factory.mktemp("dahl-cache")
     monkeypatch.setenv("DAHL_CACHE_DIR", str(path))
     return path
+
+
+class MockServers:
+    """Start ``python -m bench.mockserver`` processes on loopback; all stopped after the test."""
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[str]] = []
+
+    def start(self, *args: str, port: int = 0) -> str:
+        """Start a mock with ``args`` (bench.mockserver flags); return its ``/v1`` base URL."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.mockserver", "--port", str(port), *args],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        self._procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "ready" in line, line
+        return line.split()[-1].rstrip("/") + "/v1"
+
+    @staticmethod
+    def stats(url: str) -> dict[str, Any]:
+        """The mock's request counters (``GET /stats``)."""
+        with urlopen(url.removesuffix("/v1") + "/stats") as reply:
+            data: dict[str, Any] = json.loads(reply.read())
+        return data
+
+    def stop_all(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait(timeout=10)
+            if proc.stdout is not None:
+                proc.stdout.close()
+        self._procs.clear()
+
+
+@pytest.fixture
+def mocks() -> Iterator[MockServers]:
+    """Factory of mock OpenAI-compatible servers in their own processes (loopback only)."""
+    servers = MockServers()
+    try:
+        yield servers
+    finally:
+        servers.stop_all()

@@ -1,0 +1,162 @@
+"""Re-scoring calls the API only for what changed (issue 4), through the CLI and the mock server."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import MockServers
+from dahl.cli import main
+
+QUESTIONS = 100
+
+
+def write_answers(path: Path, n: int, edited: frozenset[int] = frozenset()) -> None:
+    """n answers of three sentences; an edited answer changes its last sentence."""
+    with path.open("w") as f:
+        for i in range(n):
+            last = f"Its half-life is {i % 7 + 2} hours." if i not in edited else f"It is cleared by the kidney {i}."
+            response = f"Drug {i} inhibits enzyme E{i % 13}. It is given orally twice a day. {last}"
+            f.write(json.dumps({"id": f"a{i}", "question": f"What is known about drug {i}?", "response": response,
+                                "model": "m", "category": f"c{i % 3}"}) + "\n")
+
+
+def score(answers: Path, out: Path, url: str, *extra: str, checker_model: str = "mock") -> None:
+    args = ["score", str(answers), "-o", str(out), "--no-progress", "--splitter", "openai", "--checker", "openai",
+            "--base-url", url, "--model", checker_model, "--api-key-env", "DAHL_TEST_KEY", *extra]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+
+
+def lines(path: Path) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {r["id"]: r for r in map(json.loads, (path / "answers.jsonl").read_text().splitlines())}
+
+
+def without_run_fields(summary_path: Path) -> dict:  # type: ignore[type-arg]
+    summary = json.loads(summary_path.read_text())
+    for key in ("run", "changes"):
+        summary.pop(key)
+    return summary
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAHL_TEST_KEY", "sk-test-key-one")
+
+
+class TestRescore:
+    def test_second_run_makes_no_request_and_same_outputs(self, tmp_path: Path, mocks: MockServers) -> None:
+        """Same command twice (same folder, or a new folder with the same cache): 0 requests, identical files."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 50)
+        score(answers, tmp_path / "out", url)
+        first = mocks.stats(url)["requests"]
+        assert first == 50 + 150  # one split per answer, one check per claim (all claims distinct)
+        before = (tmp_path / "out" / "answers.jsonl").read_bytes()
+        summary_before = without_run_fields(tmp_path / "out" / "summary.json")
+        score(answers, tmp_path / "out", url)
+        score(answers, tmp_path / "fresh", url)
+        assert mocks.stats(url)["requests"] == first
+        assert (tmp_path / "out" / "answers.jsonl").read_bytes() == before
+        assert (tmp_path / "fresh" / "answers.jsonl").read_bytes() == before
+        assert without_run_fields(tmp_path / "out" / "summary.json") == summary_before
+
+    def test_editing_10_of_1000_answers_sends_10_splits_and_new_claims_only(
+        self, tmp_path: Path, mocks: MockServers
+    ) -> None:
+        """1,000 answers, 10 edited: exactly 10 split requests plus one check per unseen claim."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 1000)
+        score(answers, tmp_path / "out", url)
+        old = lines(tmp_path / "out")
+        seen = {(r["question"], c["text"]) for r in old.values() for c in r["claims"]}
+        before = mocks.stats(url)
+        edited = frozenset(range(0, 1000, 100))
+        write_answers(answers, 1000, edited)
+        score(answers, tmp_path / "out", url)
+        after = mocks.stats(url)
+        new = lines(tmp_path / "out")
+        unseen = {(r["question"], c["text"]) for i, r in new.items() for c in r["claims"]} - seen
+        assert after["split"] - before["split"] == 10
+        assert after["check"] - before["check"] == len(unseen) > 0
+        for i in range(1000):
+            key = f"a{i}"
+            if i not in edited:
+                assert new[key]["metrics"] == old[key]["metrics"]
+                assert new[key]["claims"] == old[key]["claims"]
+
+    def test_checker_model_change_rechecks_everything(self, tmp_path: Path, mocks: MockServers) -> None:
+        """Another Checker model is another verdict: every claim is checked again."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 20)
+        score(answers, tmp_path / "a", url)
+        before = mocks.stats(url)
+        score(answers, tmp_path / "b", url, checker_model="mock-2")
+        after = mocks.stats(url)
+        assert after["check"] - before["check"] == 60
+        assert after["split"] - before["split"] == 20  # the split endpoint model changed too
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            pytest.param(("--max-in-flight", "3"), id="concurrency"),
+            pytest.param(("--timeout", "17"), id="timeout"),
+            pytest.param(("--rpm", "100000"), id="rate-limit"),
+            pytest.param("key", id="api-key"),
+        ],
+    )
+    def test_operational_changes_recheck_nothing(
+        self, tmp_path: Path, mocks: MockServers, monkeypatch: pytest.MonkeyPatch, change: tuple[str, ...] | str
+    ) -> None:
+        """Concurrency, timeouts, limits and the API key do not change a verdict: 0 requests."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 20)
+        score(answers, tmp_path / "a", url)
+        before = mocks.stats(url)["requests"]
+        extra: tuple[str, ...] = ()
+        if change == "key":
+            monkeypatch.setenv("DAHL_TEST_KEY", "sk-another-key")
+        else:
+            assert isinstance(change, tuple)
+            extra = change
+        score(answers, tmp_path / "b", url, *extra)
+        assert mocks.stats(url)["requests"] == before
+        assert lines(tmp_path / "b") == lines(tmp_path / "a")
+
+    def test_api_key_never_reaches_outputs_or_cache(
+        self, tmp_path: Path, mocks: MockServers, private_cache_dir: Path
+    ) -> None:
+        """The key's value appears in no output file and no cache file."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 5)
+        score(answers, tmp_path / "out", url)
+        for folder in (tmp_path / "out", private_cache_dir):
+            for path in folder.rglob("*"):
+                if path.is_file():
+                    assert b"sk-test-key-one" not in path.read_bytes(), path
+
+    def test_corrupted_cache_warns_and_completes(
+        self, tmp_path: Path, mocks: MockServers, private_cache_dir: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A cache database overwritten with garbage is moved aside with a warning; the run completes."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 10)
+        score(answers, tmp_path / "a", url)
+        databases = list(private_cache_dir.rglob("cache.db"))
+        assert databases
+        for db in databases:
+            db.write_bytes(b"this is not a database" * 100)
+        with caplog.at_level(logging.WARNING):
+            score(answers, tmp_path / "b", url)
+        assert len(lines(tmp_path / "b")) == 10
+        assert any("corrupt" in r.getMessage().lower() for r in caplog.records)
