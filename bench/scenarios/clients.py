@@ -71,6 +71,8 @@ async def _dahl(spec: dict[str, Any]) -> dict[str, Any]:
     config = ScoreConfig(
         inputs=(answers,), out_dir=out_dir, n_boot=10,
         adapters=AdapterSettings(splitter="given", checker="openai", check_endpoint=endpoint),
+        # A cache of its own: every claim is a first-time call, and no other run holds the lock.
+        cache_dir=out_dir / "cache",
     )
     claims_in = _count_claims(answers)
     counters = RunCounters()
