@@ -67,7 +67,8 @@ class DirectoryLock:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
             raise CacheError(
-                f"cache directory {directory} is in use by another dahl run (pid {holder})"
+                f"cache directory {directory} is in use by another dahl run (pid {holder}); "
+                "wait for it, or give this run its own --cache-dir (or --no-cache)"
             ) from None
         except OSError as exc:
             os.close(fd)
