@@ -11,6 +11,7 @@ import anyio
 import click
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -35,13 +36,11 @@ EXIT_INTERRUPTED = 130
 
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level,
-        format="%(message)s",
-        handlers=[RichHandler(console=console, show_path=False, show_time=False)],
-    )
-    # bm25s logs every index build at DEBUG/INFO; keep it quiet unless asked for -vv.
-    logging.getLogger("bm25s").setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
+    handler = RichHandler(console=console, show_path=False, show_time=False)
+    # The handler's own level also filters records of libraries that set their logger to
+    # DEBUG themselves (bm25s does), which the root level alone does not.
+    handler.setLevel(level)
+    logging.basicConfig(level=level, format="%(message)s", handlers=[handler])
 
 
 @click.group()
@@ -233,11 +232,11 @@ def score(
         counters = RunCounters()
         report = anyio.run(_run_with_progress, config, counters, not no_progress and console.is_terminal)
     except QuotaExhausted as exc:
-        console.print(f"[red]stopped:[/] API quota exhausted ({exc}). Finished answers are in {out_dir}; "
+        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). Finished answers are in {out_dir}; "
                       "re-run the same command to continue.")
         sys.exit(EXIT_QUOTA)
     except DahlError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted.[/] Finished answers are in {out_dir}; "
@@ -265,7 +264,7 @@ def score(
     if report.counters.input_errors:
         console.print(f"[yellow]{report.counters.input_errors} input records skipped[/]; first ones:")
         for err in report.input_errors[:5]:
-            console.print(f"  {err}")
+            console.print(f"  {escape(str(err))}")
 
 
 def _print_dry_run(report: DryRunReport) -> None:
@@ -298,7 +297,7 @@ def cache_stats(cache_dir: Path | None) -> None:
         with CacheStore(cache_dir or default_cache_dir()) as store:
             stats = store.stats()
     except DahlError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(EXIT_USAGE)
     out.print(f"directory: {stats['directory']}")
     out.print(f"entries: {stats['entries']}")
@@ -315,7 +314,7 @@ def cache_clear(cache_dir: Path | None) -> None:
         with CacheStore(cache_dir or default_cache_dir()) as store:
             removed = store.clear()
     except DahlError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(EXIT_USAGE)
     out.print(f"removed {removed} entries")
 
@@ -329,9 +328,11 @@ def inspect(input_file: Path, fmt: str, response_column: str | None) -> None:
     try:
         stats = describe_input(input_file, fmt, response_column=response_column)
     except DahlError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(EXIT_USAGE)
     out.print(f"rows: {stats.rows}")
+    if stats.invalid:
+        out.print(f"invalid records (skipped by dahl score): {stats.invalid}")
     out.print(f"unique questions: {stats.unique_questions}")
     out.print(f"with response: {stats.with_response}")
     out.print(f"categories: {len(stats.categories)}")

@@ -190,7 +190,7 @@ def resolve_api_key(cfg: EndpointConfig) -> str:
     key = os.environ.get(cfg.api_key_env, "").strip()
     if not key:
         raise ConfigError(
-            f"environment variable {cfg.api_key_env} is not set; it must hold the API key "
+            f"environment variable {cfg.api_key_env} is not set or empty; it must hold the API key "
             f"for {cfg.base_url}"
         )
     return key

@@ -26,6 +26,7 @@ from dahl.engine.output import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, read_answers
+from dahl.locking import FolderLock
 from dahl.records import AnswerResult
 from dahl.summary import SummaryBuilder
 from dahl.verdicts import VerdictWriter
@@ -177,7 +178,20 @@ async def score_async(
     """
     counters = counters if counters is not None else RunCounters()
     out_dir = config.out_dir
-    await anyio.to_thread.run_sync(lambda: out_dir.mkdir(parents=True, exist_ok=True))
+    # Fail on an unreadable input (empty file, no response column) before touching OUTDIR.
+    await anyio.to_thread.run_sync(_check_inputs, config)
+    lock = await anyio.to_thread.run_sync(_lock_output, out_dir)
+    try:
+        return await _score_locked(config, counters, on_result)
+    finally:
+        lock.release()
+
+
+async def _score_locked(
+    config: ScoreConfig, counters: RunCounters, on_result: Callable[[AnswerResult], None] | None
+) -> ScoreReport:
+    """The body of :func:`score_async`, run while this process holds the output folder."""
+    out_dir = config.out_dir
     answer_log = AnswerLog(out_dir / "answers.jsonl")
     errors = _InputErrors()
     order: dict[tuple[str, str], int] = {}
@@ -245,7 +259,7 @@ async def score_async(
     }
     summary["input_errors"] = [str(e) for e in errors.first]
     summary["changes"] = {
-        "previous_run": previous is not None,
+        "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,
         "answers_reused": counters.answers_resumed,
         "answers_scored": counters.answers_done,
@@ -265,6 +279,24 @@ async def score_async(
     payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     await anyio.to_thread.run_sync(_write_atomic, summary_path, payload)
     return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+
+
+def _check_inputs(config: ScoreConfig) -> None:
+    """Open every input as the run will (format detection, CSV columns); raise ConfigError early."""
+    for path in config.inputs:
+        read_answers(path, config.fmt, response_column=config.response_column)  # detects at call time
+
+
+def _lock_output(out_dir: Path) -> FolderLock:
+    """Create ``out_dir`` and lock it: two runs appending to one answers.jsonl would pay twice."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return FolderLock(
+        out_dir,
+        name=".dahl.lock",
+        what="output folder",
+        hint="wait for it to finish, or write to another folder with -o",
+        error=ConfigError,
+    )
 
 
 async def _close_store(store: CacheStore) -> None:

@@ -1,15 +1,18 @@
-"""Re-scoring calls the API only for what changed (issue 4), through the CLI and the mock server."""
+"""Re-scoring calls the API only for what changed (issue 4), through the CLI and the mock server.
+
+``mocks`` is the MockServers fixture of tests/conftest.py.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import MockServers
 from dahl.cli import main
 
 QUESTIONS = 100
@@ -49,7 +52,7 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class TestRescore:
-    def test_second_run_makes_no_request_and_same_outputs(self, tmp_path: Path, mocks: MockServers) -> None:
+    def test_second_run_makes_no_request_and_same_outputs(self, tmp_path: Path, mocks: Any) -> None:
         """Same command twice (same folder, or a new folder with the same cache): 0 requests, identical files."""
         url = mocks.start()
         answers = tmp_path / "answers.jsonl"
@@ -67,7 +70,7 @@ class TestRescore:
         assert without_run_fields(tmp_path / "out" / "summary.json") == summary_before
 
     def test_editing_10_of_1000_answers_sends_10_splits_and_new_claims_only(
-        self, tmp_path: Path, mocks: MockServers
+        self, tmp_path: Path, mocks: Any
     ) -> None:
         """1,000 answers, 10 edited: exactly 10 split requests plus one check per unseen claim."""
         url = mocks.start()
@@ -91,7 +94,7 @@ class TestRescore:
                 assert new[key]["metrics"] == old[key]["metrics"]
                 assert new[key]["claims"] == old[key]["claims"]
 
-    def test_checker_model_change_rechecks_everything(self, tmp_path: Path, mocks: MockServers) -> None:
+    def test_checker_model_change_rechecks_everything(self, tmp_path: Path, mocks: Any) -> None:
         """Another Checker model is another verdict: every claim is checked again."""
         url = mocks.start()
         answers = tmp_path / "answers.jsonl"
@@ -113,7 +116,7 @@ class TestRescore:
         ],
     )
     def test_operational_changes_recheck_nothing(
-        self, tmp_path: Path, mocks: MockServers, monkeypatch: pytest.MonkeyPatch, change: tuple[str, ...] | str
+        self, tmp_path: Path, mocks: Any, monkeypatch: pytest.MonkeyPatch, change: tuple[str, ...] | str
     ) -> None:
         """Concurrency, timeouts, limits and the API key do not change a verdict: 0 requests."""
         url = mocks.start()
@@ -132,7 +135,7 @@ class TestRescore:
         assert lines(tmp_path / "b") == lines(tmp_path / "a")
 
     def test_api_key_never_reaches_outputs_or_cache(
-        self, tmp_path: Path, mocks: MockServers, private_cache_dir: Path
+        self, tmp_path: Path, mocks: Any, private_cache_dir: Path
     ) -> None:
         """The key's value appears in no output file and no cache file."""
         url = mocks.start()
@@ -145,7 +148,7 @@ class TestRescore:
                     assert b"sk-test-key-one" not in path.read_bytes(), path
 
     def test_corrupted_cache_warns_and_completes(
-        self, tmp_path: Path, mocks: MockServers, private_cache_dir: Path, caplog: pytest.LogCaptureFixture
+        self, tmp_path: Path, mocks: Any, private_cache_dir: Path, caplog: pytest.LogCaptureFixture
     ) -> None:
         """A cache database overwritten with garbage is moved aside with a warning; the run completes."""
         url = mocks.start()

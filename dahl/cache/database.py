@@ -10,9 +10,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 import diskcache  # type: ignore[import-untyped]
 
+from dahl.locking import FolderLock
 from dahl.errors import CacheError
 
 __all__ = ["DB_NAME", "LOCK_NAME", "DirectoryLock", "RowReader", "open_database"]
@@ -47,7 +46,7 @@ _MODE_INLINE = 1
 _FILE_MODES = frozenset({2, 3})
 
 
-class DirectoryLock:
+class DirectoryLock(FolderLock):
     """Exclusive lock of a cache directory, taken on construction.
 
     Args:
@@ -59,30 +58,13 @@ class DirectoryLock:
     """
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            raise CacheError(
-                f"cache directory {directory} is in use by another dahl run (pid {holder}); "
-                "wait for it, or give this run its own --cache-dir (or --no-cache)"
-            ) from None
-        except OSError as exc:
-            os.close(fd)
-            raise CacheError(f"cannot lock cache directory {directory}: {exc}") from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
-        self._fd: int | None = fd
-
-    def release(self) -> None:
-        """Release the lock (idempotent). The lock file stays: deleting it would race."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        super().__init__(
+            directory,
+            name=LOCK_NAME,
+            what="cache directory",
+            hint="wait for it, or give this run its own --cache-dir (or --no-cache)",
+            error=CacheError,
+        )
 
 
 def open_database(directory: Path) -> diskcache.Cache:

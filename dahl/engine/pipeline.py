@@ -24,7 +24,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from dahl.adapters.base import Checker, Splitter
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
-from dahl.errors import AdapterError, QuotaExhausted
+from dahl.errors import AdapterError, DahlError, QuotaExhausted
 from dahl.metrics import answer_metrics, answer_status
 from dahl.preprocess import preprocess
 from dahl.records import (
@@ -265,12 +265,13 @@ async def run_pipeline(
                     stop(exc)
                     return
                 except AdapterError as exc:
-                    counters.errors[type(exc).__name__] += 1
                     verdict = Verdict(label=Label.ERROR, checker=checker.fingerprint, error=_error_text(exc))
                 finally:
                     counters.checks_in_flight -= 1
                 if verdict.label is Label.ERROR:
                     counters.claims_failed += 1
+                    # Raised or returned (an unparseable reply), the class leads the error text.
+                    counters.errors[(verdict.error or "error").split(":", 1)[0]] += 1
                 counters.claims_done += 1
                 pending.verdicts[i] = verdict
                 pending.remaining -= 1
@@ -321,14 +322,29 @@ async def run_pipeline(
             fatal.append(exc)
         tg.cancel_scope.cancel()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(read, answers_tx)
-        # The originals close when this block ends; the workers hold clones.
-        async with answers_rx, claims_rx, results_rx, claims_tx, results_tx:
-            for _ in range(options.split_concurrency):
-                tg.start_soon(split_worker, answers_rx.clone(), claims_tx.clone(), results_tx.clone())
-            for _ in range(options.check_concurrency):
-                tg.start_soon(check_worker, claims_rx.clone(), results_tx.clone())
-            tg.start_soon(write, results_rx.clone())
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read, answers_tx)
+            # The originals close when this block ends; the workers hold clones.
+            async with answers_rx, claims_rx, results_rx, claims_tx, results_tx:
+                for _ in range(options.split_concurrency):
+                    tg.start_soon(split_worker, answers_rx.clone(), claims_tx.clone(), results_tx.clone())
+                for _ in range(options.check_concurrency):
+                    tg.start_soon(check_worker, claims_rx.clone(), results_tx.clone())
+                tg.start_soon(write, results_rx.clone())
+    except BaseExceptionGroup as group:
+        # A DahlError from any stage (e.g. an unreadable input) is the error to report,
+        # not the group of follow-on failures it caused in other stages.
+        first = next((e for e in _leaves(group) if isinstance(e, DahlError)), None)
+        if first is None:
+            raise
+        raise first from group
     if fatal:
         raise fatal[0]
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
