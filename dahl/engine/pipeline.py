@@ -59,6 +59,9 @@ class PipelineOptions:
         preprocess: apply DAHL step 0 before splitting (off for pre-split input).
         gamma: FActScore length-penalty γ (0 disables).
         k: K of F1@K.
+        max_response_chars: longer responses are not split (status ``error``): rule-based
+            sentence segmentation is quadratic in text length (~3 s at 50,000 characters),
+            and no long-form answer worth scoring is that long.
     """
 
     split_concurrency: int = 2
@@ -70,6 +73,7 @@ class PipelineOptions:
     preprocess: bool = True
     gamma: float = 10.0
     k: int = 64
+    max_response_chars: int = 50_000
 
     def __post_init__(self) -> None:
         for name in ("split_concurrency", "check_concurrency", "queue_size", "read_batch", "flush_items"):
@@ -228,6 +232,12 @@ async def run_pipeline(
             async for item in rx:
                 answer = item.answer
                 abstained = answer.abstained
+                if len(answer.response) > options.max_response_chars:
+                    too_long = f"response of {len(answer.response):,} characters exceeds the limit of " \
+                        f"{options.max_response_chars:,}"
+                    counters.errors["ResponseTooLong"] += 1
+                    await results.send(build_result(item, [], [], gamma=options.gamma, k=options.k, split_error=too_long))
+                    continue
                 if options.preprocess and not abstained:
                     answer, abstained = await anyio.to_thread.run_sync(_prepare, answer)
                 if abstained:

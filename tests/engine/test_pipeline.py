@@ -155,3 +155,21 @@ class TestAnswerLog:
         log_file.open()
         log_file.close()
         assert path.read_bytes() == b'{"id":"x","input_hash":"1"}\n'
+
+
+class TestLimits:
+    async def test_overlong_response_is_an_error_not_a_hang(self, tmp_path: Path) -> None:
+        """A response over max_response_chars gets status error with the reason; others are scored."""
+        items = make_answers(2)
+        long_answer = items[0].answer
+        items[0] = QueuedAnswer(
+            Answer(id=long_answer.id, question="q?", response="Fact. " * 20, model="m", category="c"), "h"
+        )
+        checker = CountingChecker()
+        counters, log_file = await run(items, tmp_path / "a.jsonl", checker, max_response_chars=100)
+        by_id = {r.id: r for r in read_log(log_file.path)}
+        assert by_id["a0"].status == "error"
+        assert by_id["a0"].reason is not None and "exceeds the limit of 100" in by_id["a0"].reason
+        assert by_id["a1"].status == "scored"
+        assert checker.calls == 3
+        assert counters.errors["ResponseTooLong"] == 1
