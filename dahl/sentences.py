@@ -39,6 +39,18 @@ LIST_MARKER = re.compile(r"[ \t]*(?:[-*•‣◦▪–]|\(?\d{1,3}[.)]|\(?[a-zA-
 _TERMINAL_LINE_END = re.compile(r"[.!?:;…)\]\"'”’»]\s*$")
 _STARTS_LOWER = re.compile(r"\s*[a-z]")
 _INNER_STOP = re.compile(r"[.!?…]")
+# pysbd takes a lone capital before ". " for an initial ("J. Smith"), so "factors II, IX
+# and X. Its effect ..." stayed one sentence. A capital letter or roman numeral (not after
+# "." or a letter: "U.S.", "e.g." stay) followed by a common capitalized sentence opener,
+# never a name, ends a sentence.
+_OPENERS = (
+    "It Its He His She Her They Their Them This These That Those There The A An We Our "
+    "In On At For From After Before During When While Although Though Because If As Since "
+    "However Therefore Thus Also Other Another Both Each Many Most Some Such"
+)
+_LETTER_STOP = re.compile(
+    r"(?<![.\w])(?:[A-Z]|[IVXLCDM]{2,})\.(?=\s+(?:" + "|".join(_OPENERS.split()) + r")\s)"
+)
 
 # pysbd's Segmenter keeps per-call state on the instance (``original_text``),
 # so each thread gets its own, built once.
@@ -135,6 +147,17 @@ def _segment(block: str) -> list[tuple[int, int]]:
                 lead = len(rest) - len(rest.lstrip())
                 spans.append((cursor + lead, len(body)))
             return spans
-        spans.append((found, found + len(piece)))
+        spans.extend(_split_after_letter(block, found, found + len(piece)))
         cursor = found + len(piece)
+    return spans
+
+
+def _split_after_letter(block: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Cut ``block[start:end]`` after "X." before a common sentence opener (:data:`_LETTER_STOP`)."""
+    spans: list[tuple[int, int]] = []
+    for match in _LETTER_STOP.finditer(block, start, end):
+        spans.append((start, match.end()))
+        rest = block[match.end() : end]
+        start = match.end() + len(rest) - len(rest.lstrip())
+    spans.append((start, end))
     return spans

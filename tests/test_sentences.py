@@ -38,6 +38,16 @@ CASES = [
         id="Dr.",
     ),
     pytest.param(
+        "It lowers factors II, VII, IX and X. Its effect is monitored with the INR.",
+        ["It lowers factors II, VII, IX and X.", "Its effect is monitored with the INR."],
+        id="capital-letter-then-opener",
+    ),
+    pytest.param(
+        "He took vitamin K. It helped. J. A. Smith wrote it. It was made in the U.S. The end.",
+        ["He took vitamin K.", "It helped.", "J. A. Smith wrote it.", "It was made in the U.S.", "The end."],
+        id="letter-stop-keeps-initials",
+    ),
+    pytest.param(
         "The dose is 2.5 mg daily. Take it with food.",
         ["The dose is 2.5 mg daily.", "Take it with food."],
         id="decimal-dose",

@@ -32,7 +32,8 @@ _VERBS = frozenset(
     "inhibits binds acts results appears makes takes gives shows suggests indicates means "
     "refers consists depends lowers raises prevents treats regulates blocks activates develops "
     "spreads continues holds teaches writes runs owns focuses provides allows enables "
-    "supports protects controls induces promotes mediates encodes expresses include cause "
+    "supports protects controls induces promotes mediates encodes expresses improves "
+    "decreases stimulates enhances relieves reverses neutralizes combines include cause "
     "contain reduce increase affect occur lead involve require produce inhibit prevent treat "
     "regulate block activate develop promote".split()
 )
@@ -93,6 +94,8 @@ _PP_SPLIT = frozenset(
 # Off: also splitting the object off a single phrase ("joined the army" + "... in 1990") lowered
 # FActScore r (InstructGPT 0.47 -> 0.39: generic answers are rich in phrases, poor in facts).
 _SINGLE = False
+_AGENT = frozenset("by with without through via among between within".split())
+_PLACE = frozenset("in at on within among".split())
 _NOT_OBJECT = frozenset(
     "also then later still first once not never often only originally primarily mainly "
     "currently previously subsequently eventually briefly widely best most well".split()
@@ -168,23 +171,96 @@ def _trailing_relative(claim: str) -> list[str] | None:
 
 
 def _trailing_participle(claim: str) -> list[str] | None:
-    """"He won X, earning Y" -> "He won X", "He was earning Y"; ", known for Y" likewise."""
+    """"He won X, earning Y" -> "He won X", "He earned Y"; ", known for Y" -> "He is/was known for Y".
+
+    An "-ing" phrase is conjugated to the tense of the first verb
+    (:func:`_conjugate`); when that is unsure the phrase stays on the claim.
+    """
     for match in _COMMA.finditer(claim):
-        first = words(claim[match.end() :])[:1]
-        if not first or first[0] in _NOT_PARTICIPLE:
+        found = list(WORD.finditer(claim, match.end()))[:1]
+        if not found or "-" in found[0].group() or found[0].group()[:1].isupper():
+            continue  # "a Gram-negative, spiral-shaped bacterium": an adjective, not a phrase
+        word = found[0].group().lower()
+        if word in _NOT_PARTICIPLE:
             continue
-        word = first[0]
-        if not ((word.endswith("ing") and len(word) > 5) or word in _PARTICIPLES or (
-            word.endswith("ed") and is_verb(word)
-        )):
+        ing = word.endswith("ing") and len(word) > 5
+        if not (ing or word in _PARTICIPLES or (word.endswith("ed") and is_verb(word))):
             continue
         left = claim[: match.start()]
         subject = subject_of(left, (0, len(left)))
         if not subject or is_verb(words(left)[-1]):
             continue
-        aux = "was" if _is_past(left) else "is"
-        return [left, f"{subject} {aux} {claim[match.end():]}"]
+        past = _is_past(left)
+        rest = claim[found[0].end() :]
+        if not ing:
+            return [left, f"{subject} {'was' if past else 'is'} {claim[match.end():]}"]
+        verb = _conjugate(word, past)
+        if verb is None:
+            return None  # cannot conjugate simply: keep the phrase on the claim
+        return [left, f"{subject} {verb}{rest}"]
     return None
+
+
+_IRREGULAR = {  # -ing form: (present 3rd person singular, past)
+    "being": ("is", "was"), "having": ("has", "had"), "doing": ("does", "did"),
+    "going": ("goes", "went"), "becoming": ("becomes", "became"), "making": ("makes", "made"),
+    "taking": ("takes", "took"), "giving": ("gives", "gave"), "writing": ("writes", "wrote"),
+    "coming": ("comes", "came"), "winning": ("wins", "won"), "leading": ("leads", "led"),
+    "leaving": ("leaves", "left"), "holding": ("holds", "held"), "getting": ("gets", "got"),
+    "bringing": ("brings", "brought"), "running": ("runs", "ran"), "selling": ("sells", "sold"),
+    "teaching": ("teaches", "taught"), "building": ("builds", "built"), "finding": ("finds", "found"),
+    "spending": ("spends", "spent"), "keeping": ("keeps", "kept"), "meeting": ("meets", "met"),
+    "setting": ("sets", "set"), "putting": ("puts", "put"), "beginning": ("begins", "began"),
+    "earning": ("earns", "earned"), "lowering": ("lowers", "lowered"),
+}
+# Stem endings (the "-ing" form without "ing") that lost an "e": "reduc-ing" -> "reduce".
+_E_DROPPED = re.compile(
+    r"(?:[cvz]|[^z]z|[^eo]at|[^aeiou]ut|[^aeiou](?:in|ir|ur|id|ud|od|os|ar)|[aeiou]{2}s|[^aeioul]l"
+    r"|[rd]g|chang|rang|creat|quir)$"
+)
+# Stem endings that keep their form: two consonants, a vowel pair + consonant, "-er", "-y" ...
+_E_KEPT = re.compile(r"(?:[^aeiouy]{2}|[aeiou]{2}[^aeiousvcz]|er|en|ow|ss|y|x)$")
+
+
+def _conjugate(ing: str, past: bool) -> str | None:
+    """Third person singular of the verb of ``ing`` ("reducing" -> "reduces", past "reduced").
+
+    Regular spelling rules only (a dropped "e", a doubled consonant; "-es" after s/sh/ch/x/z/o,
+    "-ies" after a consonant + "y") plus a short list of irregular verbs; None when the base
+    form is unsure ("visiting" or "hoping"?) or an irregular past is unknown.
+    """
+    if ing in _IRREGULAR:
+        return _IRREGULAR[ing][past]
+    stem = ing[:-3]
+    doubled = len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] in "bdgmnprt"
+    if doubled:
+        base = stem[:-1]
+    elif _E_DROPPED.search(stem):
+        base = stem + "e"
+    elif _E_KEPT.search(stem) and not stem.endswith("ll"):
+        base = stem
+    else:
+        return None
+    if past:
+        if base in _NO_REGULAR_PAST:
+            return None
+        if doubled:
+            return stem + "ed"
+        if base.endswith("e"):
+            return base + "d"
+        return base[:-1] + "ied" if re.search(r"[^aeiou]y$", base) else base + "ed"
+    if re.search(r"(?:s|sh|ch|x|z|o)$", base):
+        return base + "es"
+    return base[:-1] + "ies" if re.search(r"[^aeiou]y$", base) else base + "s"
+
+
+# Bases whose past is irregular and not in _IRREGULAR: no regular "-ed" guess.
+_NO_REGULAR_PAST = frozenset(
+    "draw grow throw know show fly sing ring drink swim sit stand understand feel fight "
+    "think buy seek sleep speak break choose drive ride rise write bite hide shake wake wear "
+    "tear bear swear lose shoot hang strike stick dig lend send bend cut hit let shut spread "
+    "cast cost hurt quit split read lead feed bleed breed flee see say pay lay tell".split()
+)
 
 
 def _prepositions(claim: str) -> list[str] | None:
@@ -205,10 +281,22 @@ def _prepositions(claim: str) -> list[str] | None:
             starts.append(match.start())
     if verb_end is None or not starts:
         return None
-    core = claim[: starts[0]].rstrip(" ,")
-    obj = [w for w in words(claim[verb_end : starts[0]]) if w not in _NOT_OBJECT and not is_verb(w)]
-    if len(starts) < 2 and (not obj or not _SINGLE):
+    between = [w for w in words(claim[verb_end : starts[0]]) if w not in _NOT_OBJECT]
+    obj = [w for w in between if not is_verb(w)]
+    if obj and any(is_verb(w) for w in between[between.index(obj[0]) :]):
+        return None  # "is a disease caused by A in B": the phrases belong to the participle's noun
+    # A place phrase right after an agent / instrument phrase names where that noun is
+    # ("caused by mutations in the CFTR gene"): it stays with it.
+    heads = [claim[i : claim.index(" ", i)].lower() if " " in claim[i:] else "" for i in starts]
+    starts = [
+        i for n, i in enumerate(starts)
+        if not (n and heads[n] in _PLACE and heads[n - 1] in _AGENT)
+    ]
+    if any(is_verb(w) for w in words(claim[starts[0] :])[1:2]):
+        return None  # "has since been re-elected in ...": "since" is an adverb here, unsure
+    if len(starts) < 2 and not (obj and _SINGLE):
         return None
+    core = claim[: starts[0]].rstrip(" ,")
     bounds = [*starts, len(claim)]
     head = [core] if obj else []
     return head + [f"{core} {claim[a:b].rstrip(' ,')}" for a, b in zip(bounds, bounds[1:])]
@@ -235,6 +323,10 @@ def _coordination(claim: str) -> list[str] | None:
         after = list(WORD.finditer(claim, match.end()))
         if not before or not after or is_verb(after[0].group().lower()):
             continue
+        if after[0].group().lower() in PREPOSITIONS | _PP_SPLIT:
+            continue  # "Minister for A and for B" / "and as ...": the head is unclear
+        if _maybe_verb_phrase(after):
+            continue  # "lowers X and improves Y" with a verb outside the lists: unsure, keep whole
         if is_verb(before[-1].group().lower()) or not has_verb(claim[: match.start()]):
             continue
         start = None
@@ -245,13 +337,20 @@ def _coordination(claim: str) -> list[str] | None:
                 break  # a comma list is rule 3's; "between A and B" is one fact
             if is_verb(word) or word in PREPOSITIONS or word in _PP_SPLIT or word in LIST_INTROS:
                 start = m.end()
-                if word == "of" and after[0].group().lower() in _DETERMINERS:
-                    # "the son of A and the brother of B": coordinate the noun phrases
+                if (
+                    word == "of" and after[0].group().lower() in _DETERMINERS
+                    and k and before[k - 1].end() > first_verb_end(claim)
+                ):
+                    # "the son of A and the brother of B": coordinate the noun phrases, back to
+                    # the determiner after the main verb ("is a major cause of A and a risk factor
+                    # for B"; "cause" there is a noun); none found: unsure, no split.
+                    start = None
+                    main = first_verb_end(claim)
                     for j in range(k - 1, -1, -1):
+                        if before[j].start() < main:
+                            break
                         if before[j].group().lower() in _DETERMINERS:
                             start = before[j].start()
-                            break
-                        if is_verb(before[j].group().lower()):
                             break
                 break
         if start is None or not claim[start : match.start()].strip():
@@ -280,6 +379,26 @@ def _coordination(claim: str) -> list[str] | None:
         # The tail goes with the right conjunct only ("an actress and singer born in X").
         return [f"{head} {left}", f"{head} {right}{sep}{tail}"]
     return None
+
+
+def _maybe_verb_phrase(after: list[re.Match[str]]) -> bool:
+    """True when the words after "and" may open a verb phrase: "improves insulin sensitivity".
+
+    A lowercase "-s" word (not "-ss", "-us", "-is") followed by a word that is
+    not a preposition may be a verb outside the closed lists, or a plural noun.
+    """
+    word = after[0].group()
+    if not word.islower() or len(word) < 4 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return False
+    return len(after) > 1 and after[1].group().lower() not in PREPOSITIONS | _PP_SPLIT | {"and", "or"}
+
+
+def first_verb_end(text: str) -> int:
+    """End offset of the first verb of ``text`` (:func:`is_verb`), or 0 when it has none."""
+    for match in WORD.finditer(text):
+        if is_verb(match.group().lower()):
+            return match.end()
+    return 0
 
 
 def _article(noun_phrase: str) -> str:

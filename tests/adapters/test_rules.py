@@ -96,7 +96,7 @@ class TestSplitClaims:
             ),
             (
                 "Metformin lowers blood glucose, reducing the risk of complications.",
-                ["Metformin lowers blood glucose", "Metformin is reducing the risk of complications."],
+                ["Metformin lowers blood glucose", "Metformin reduces the risk of complications."],
             ),
             ("He moved to Rome, where he taught Latin.", ["He moved to Rome", "he taught Latin."]),
             (
@@ -105,11 +105,7 @@ class TestSplitClaims:
             ),
             (
                 "Insulin is secreted by beta cells in the pancreas during fasting.",
-                [
-                    "Insulin is secreted by beta cells",
-                    "Insulin is secreted in the pancreas",
-                    "Insulin is secreted during fasting.",
-                ],
+                ["Insulin is secreted by beta cells in the pancreas", "Insulin is secreted during fasting."],
             ),
         ],
         ids=[
@@ -204,6 +200,77 @@ class TestSplitClaims:
         assert split_claims("  \n") == []
 
 
+class TestExampleRegressions:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            (
+                "Metformin lowers hepatic glucose production and improves insulin sensitivity.",
+                ["Metformin lowers hepatic glucose production", "Metformin improves insulin sensitivity."],
+            ),
+            (
+                "Cystic fibrosis is an autosomal recessive disease caused by mutations in the CFTR gene.",
+                ["Cystic fibrosis is an autosomal recessive disease caused by mutations in the CFTR gene."],
+            ),
+            (
+                "H. pylori is a Gram-negative, spiral-shaped bacterium that produces urease, which "
+                "neutralizes gastric acid around the organism. Infection is a major cause of peptic "
+                "ulcer disease and a risk factor for gastric cancer.",
+                [
+                    "H. pylori is a Gram-negative, spiral-shaped bacterium that produces urease",
+                    "urease neutralizes gastric acid around the organism.",
+                    "Infection is a major cause of peptic ulcer disease",
+                    "Infection is a risk factor for gastric cancer.",
+                ],
+            ),
+            (
+                "Warfarin inhibits vitamin K epoxide reductase, reducing the synthesis of clotting "
+                "factors II, VII, IX and X. Its effect is monitored with the international normalized "
+                "ratio (INR).",
+                [
+                    "Warfarin inhibits vitamin K epoxide reductase",
+                    "Warfarin reduces the synthesis of clotting factors II, VII, IX and X.",
+                    "Its effect is monitored with the international normalized ratio (INR).",
+                ],
+            ),
+        ],
+        ids=["verb-phrase-repeats-subject", "participle-keeps-its-phrases", "copular-noun-phrases",
+             "participle-conjugated-and-roman-numeral-stop"],
+    )
+    def test_examples(self, text: str, expected: list[str]) -> None:
+        """The README example answers give whole, grammatical claims (rules/v4 fixes)."""
+        assert texts(text) == expected
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            (
+                "He won the title, earning a medal.",
+                ["He won the title", "He earned a medal."],
+            ),
+            (
+                "It blocks the enzyme, inhibiting growth.",
+                ["It blocks the enzyme, inhibiting growth."],
+            ),
+            (
+                "Teresa Palmer is an Australian actress, writer, model and activist.",
+                [
+                    "Teresa Palmer is an Australian actress", "Teresa Palmer is a writer",
+                    "Teresa Palmer is a model", "Teresa Palmer is an activist.",
+                ],
+            ),
+            (
+                "He has since been re-elected in several federal elections.",
+                ["He has since been re-elected in several federal elections."],
+            ),
+        ],
+        ids=["past-participle-phrase", "unsure-conjugation-kept", "list-articles", "since-adverb"],
+    )
+    def test_unsure_not_split(self, text: str, expected: list[str]) -> None:
+        """An '-ing' phrase is conjugated or kept; list items get articles; adverbial 'since' stays."""
+        assert texts(text) == expected
+
+
 class TestRuleSplitter:
     async def test_split(self) -> None:
         """split() numbers the claims and keeps spans and sentence indexes."""
@@ -216,10 +283,10 @@ class TestRuleSplitter:
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v3."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v4."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v3"
+        assert splitter.fingerprint == "rules/v4"
 
 
 class TestAgainstFactScoreHumans:
@@ -234,8 +301,8 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v3): r = 0.5028, mean ratio 0.6550 on 352 answers (127 + 110 + 115);
-        # rules/v2 had r = 0.4687, mean ratio 0.5005.
+        # Measured (rules/v4): r = 0.5045, mean ratio 0.6147 on 352 answers (127 + 110 + 115);
+        # rules/v3 had r = 0.5028, mean ratio 0.6554; rules/v2 r = 0.4687, mean ratio 0.5005.
         assert pooled["rules"]["n"] == 352
         assert pooled["rules"]["pearson_r"] >= 0.50
-        assert 0.635 <= pooled["rules"]["mean_ratio"] <= 0.675
+        assert 0.595 <= pooled["rules"]["mean_ratio"] <= 0.635
