@@ -113,8 +113,10 @@ def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
             stage="check",
             fingerprint=checker.fingerprint,
             request=request,
-            question="" if request is not None else normalize_text(answer.question),
-            text="" if request is not None else normalize_text(claim.text),
+            # Always hashed: a hook may return only extra settings (the evidence
+            # Checker returns its document ids), never the claim itself.
+            question=normalize_text(answer.question),
+            text=normalize_text(claim.text),
             # Only a Checker without a request hook may read the input's label (the HTTP
             # Checkers never do): the same claim with different human labels is one request.
             given_label=claim.given_label if request is None else None,
@@ -142,8 +144,8 @@ def split_key(splitter: Splitter, answer: Answer) -> str:
             stage="split",
             fingerprint=splitter.fingerprint,
             request=request,
-            question="" if request is not None else normalize_text(answer.question),
-            text="" if request is not None else answer.response,
+            question=normalize_text(answer.question),
+            text=answer.response,
             given_claims=answer.claims,
         )
     )

@@ -226,3 +226,24 @@ class TestEvidenceCheckerKey:
         assert check_key(checker, claim, ask({"other": 1})) == base
         other_corpus = EvidenceChecker(Corpus.from_documents(docs + [("x", "", "Other text.")]))
         assert check_key(other_corpus, claim, ask({})) != base
+
+
+class TestHookWithoutText:
+    def test_claims_differ_when_the_hook_returns_only_settings(self) -> None:
+        """A cache_request hook that returns only settings (document ids) still keys on the claim text."""
+        from dahl.records import Answer, Claim, Verdict
+
+        class OnlySettings:
+            fingerprint = "only-settings/v1"
+
+            def cache_request(self, claim: Claim, answer: Answer) -> dict[str, list[str]]:
+                return {"doc_ids": ["d1"]}
+
+            async def check(self, claim: Claim, answer: Answer) -> Verdict:
+                raise NotImplementedError
+
+        answer = Answer(id="a", question="Q?", response="A. B.")
+        checker = OnlySettings()
+        first = check_key(checker, Claim(text="A.", index=0), answer)  # type: ignore[arg-type]
+        second = check_key(checker, Claim(text="B.", index=1), answer)  # type: ignore[arg-type]
+        assert first != second
