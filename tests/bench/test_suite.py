@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench import suite
-from bench.scenarios import b1_overhead, b2_latency, b3_rate, b4_faults, peers
+from bench.scenarios import b0_micro, b1_overhead, b2_latency, b3_rate, b4_faults, b5_crash, b6_rescore, b7_soak, peers
 from bench.scenarios.common import (
     Figure,
     ScenarioResult,
@@ -149,3 +149,65 @@ class TestScenarios:
         data = _check_result(result, "peers")
         assert data["runs"]["b1"]["bare"]["status"] == "ok"
         assert "| b1 | dahl |" in peers.markdown(data["runs"])
+
+
+class TestScenarioHelpers:
+    def test_b0_generated_answers_seeded(self) -> None:
+        """B0's generated biomedical answers are reproducible and hold 3-8 sentences each."""
+        a, b = b0_micro.generated_answers(5, seed=2), b0_micro.generated_answers(5, seed=2)
+        assert a == b and len(a) == 5
+        assert all(3 <= r.count(". ") + 1 <= 12 for _, r in a)
+
+    def test_b6_edits_every_hundredth_claim(self, tmp_path: Path) -> None:
+        """Editing every 10th of 25 claims changes claims 5 and 15: 2 edits, texts otherwise equal."""
+        write_answers(tmp_path / "a.jsonl", 25, seed=1)
+        assert b6_rescore.edit_answers(tmp_path / "a.jsonl", tmp_path / "b.jsonl", 10) == 2
+        before = [c["text"] for line in (tmp_path / "a.jsonl").read_text().splitlines() for c in json.loads(line)["claims"]]
+        after = [c["text"] for line in (tmp_path / "b.jsonl").read_text().splitlines() for c in json.loads(line)["claims"]]
+        assert [i for i, (x, y) in enumerate(zip(before, after, strict=True)) if x != y] == [5, 15]
+
+    def test_b7_stream_writes_unique_claims(self, tmp_path: Path) -> None:
+        """The soak file holds 23 unique claims in answers of 10, 10 and 3."""
+        assert b7_soak.write_stream(tmp_path / "s.jsonl", 23) == 23
+        rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+        assert [len(r["claims"]) for r in rows] == [10, 10, 3]
+        assert len({c["text"] for r in rows for c in r["claims"]}) == 23
+
+    def test_b7_reads_own_rss(self) -> None:
+        """VmRSS of this process is a positive MiB figure; a missing pid gives None."""
+        import os
+
+        rss = b7_soak.vm_rss_mb(os.getpid())
+        assert rss is not None and rss > 1.0
+        assert b7_soak.vm_rss_mb(2**22 + 12345) is None
+
+
+class TestStateScenarios:
+    async def test_b0(self, tmp_path: Path) -> None:
+        """B0 reads every cached claim back and judges the hit path against 20 µs (50,000 claims/s)."""
+        data = _check_result(await b0_micro.run("tiny", tmp_path), "b0_micro")
+        assert data["figures"][-1]["baseline"] == pytest.approx(20.0)
+        assert data["runs"]["cache"]["misses"] == 0
+
+    async def test_b5(self, tmp_path: Path) -> None:
+        """B5 kills a run, Ctrl-Cs one (exit 130), and the resumed output equals an uninterrupted run."""
+        data = _check_result(await b5_crash.run("tiny", tmp_path), "b5_crash")
+        figures = {f["figure"]: f for f in data["figures"]}
+        assert figures["answers.jsonl byte-identical to an uninterrupted run (1 = yes)"]["value"] == 1.0
+        assert figures["summary.json equal except run/changes/config.inputs (1 = yes)"]["value"] == 1.0
+        assert data["runs"]["ctrl_c"]["returncode"] == 130
+        assert data["runs"]["reference"]["sent"] == 2500
+
+    async def test_b6(self, tmp_path: Path) -> None:
+        """B6 re-scores 3,000 cached claims with 30 edited: exactly 30 requests, 2,970 hits."""
+        data = _check_result(await b6_rescore.run("tiny", tmp_path), "b6_rescore")
+        rescore = data["runs"]["rescore"]
+        assert rescore["requests"] == 30
+        assert rescore["run"]["claims_cached"] == 2970
+        assert data["runs"]["verify"]["requests"] == 0
+
+    async def test_b7(self, tmp_path: Path) -> None:
+        """B7 streams 20,000 claims through the fake Checker and reports RSS and loop lag."""
+        data = _check_result(await b7_soak.run("tiny", tmp_path), "b7_soak")
+        assert data["claims_out"] == 20000
+        assert data["runs"]["worker"]["lag_p99_ms"] is not None
