@@ -82,6 +82,33 @@ _NEGATION = re.compile(
 )
 _NUMBER = re.compile(r"\d")
 
+# Opposites that flip a claim while keeping its other words (stemmed like index terms).
+# A claim term missing from the evidence whose opposite the evidence holds -> unsupported.
+_OPPOSITES = (
+    ("positive", "negative"), ("increase", "decrease"), ("higher", "lower"), ("high", "low"),
+    ("more", "less"), ("greater", "smaller"), ("larger", "smaller"), ("above", "below"),
+    ("benign", "malignant"), ("acute", "chronic"), ("dominant", "recessive"), ("gain", "loss"),
+    ("activate", "inhibit"), ("stimulate", "inhibit"), ("agonist", "antagonist"),
+    ("hypertension", "hypotension"), ("hyperglycemia", "hypoglycemia"),
+    ("upregulate", "downregulate"), ("overestimation", "underestimation"),
+    ("overestimate", "underestimate"), ("maximum", "minimum"), ("safe", "unsafe"),
+    ("safe", "teratogenic"), ("effective", "ineffective"), ("present", "absent"),
+    ("presence", "absence"), ("male", "female"), ("men", "women"), ("anterior", "posterior"),
+    ("proximal", "distal"), ("systolic", "diastolic"), ("better", "worse"), ("improve", "worsen"),
+)
+
+
+def _opposites() -> dict[str, frozenset[str]]:
+    table: dict[str, set[str]] = {}
+    for a, b in _OPPOSITES:
+        (sa,), (sb,) = analyze(a), analyze(b)
+        table.setdefault(sa, set()).add(sb)
+        table.setdefault(sb, set()).add(sa)
+    return {k: frozenset(v) for k, v in table.items()}
+
+
+_ANTONYMS = _opposites()
+
 
 @dataclass(frozen=True)
 class Assessment:
@@ -176,7 +203,7 @@ class EvidenceChecker:
         max_threads: worker threads used at once (1 or 2 is plenty).
 
     Attributes:
-        fingerprint: ``"evidence/v1:<corpus fingerprint>:<settings>"``.
+        fingerprint: ``"evidence/v2:<corpus fingerprint>:<settings>"``.
         settings: the thresholds in force.
 
     Raises:
@@ -212,7 +239,7 @@ class EvidenceChecker:
             min_score=min_score,
             negation_overlap=negation_overlap,
         )
-        self.fingerprint = f"evidence/v1:{corpus.fingerprint}:{self.settings.tag()}"
+        self.fingerprint = f"evidence/v2:{corpus.fingerprint}:{self.settings.tag()}"
         self._max_threads = max_threads
         self._limiter: anyio.CapacityLimiter | None = None
 
@@ -305,23 +332,43 @@ class EvidenceChecker:
         content = [t for t in dict.fromkeys(claim_terms) if t not in _FUNCTION_WORDS]
         if not content:
             return Assessment(Label.UNKNOWN, None, "claim has no content word", kept)
-        evidence_terms = {t for h in kept for t in analyze(f"{h.passage.title} {h.passage.text}")}
         judged = content
+        anchor: list[str] = []
         if s.discount_question:
             asked = set(analyze(answer.question))
             judged = [t for t in content if t not in asked] or content
+            anchor = [t for t in content if t in asked]
         weights = {t: self.corpus.idf(t) for t in judged}
-        coverage = sum(w for t, w in weights.items() if t in evidence_terms) / sum(weights.values())
+        total = sum(weights.values())
+        # One passage must say the claim: terms scattered over several passages do not
+        # support it. A passage counts only if it is about the claim's subject, i.e. holds
+        # at least half of the claim's terms that also occur in the question (the anchor).
+        chosen: tuple[bool, float, set[str], Hit] | None = None
+        for hit in kept:
+            terms = set(analyze(f"{hit.passage.title} {hit.passage.text}"))
+            on_topic = not anchor or 2 * sum(t in terms for t in anchor) >= len(anchor)
+            share = sum(w for t, w in weights.items() if t in terms) / total
+            if chosen is None or (on_topic, share) > chosen[:2]:
+                chosen = (on_topic, share, terms, hit)
+        assert chosen is not None  # kept is not empty
+        on_topic, coverage, evidence_terms, best_hit = chosen
         missing = [t for t in judged if t not in evidence_terms]
-        note = f"coverage={coverage:.3f} missing={missing}"
+        note = f"coverage={coverage:.3f} missing={missing} passage={best_hit.passage.doc_id}"
         if doc_ids is None and coverage < s.unknown_below:
             return Assessment(Label.UNKNOWN, coverage, f"off-topic: {note}", kept)
+        if not on_topic:
+            return Assessment(Label.UNSUPPORTED, coverage, f"no passage about the claim's subject: {note}", kept)
         bad_numbers = [t for t in content if _NUMBER.search(t) and t not in evidence_terms]
         if bad_numbers:
             return Assessment(
                 Label.UNSUPPORTED, coverage, f"number not in evidence {bad_numbers}: {note}", kept
             )
-        sentence, share = _closest_sentence(set(content), kept)
+        opposed = [t for t in missing if _ANTONYMS.get(t, frozenset()) & evidence_terms]
+        if opposed:
+            return Assessment(
+                Label.UNSUPPORTED, coverage, f"evidence says the opposite of {opposed}: {note}", kept
+            )
+        sentence, share = _closest_sentence(set(content), (best_hit,))
         negated = bool(_NEGATION.search(claim.text))
         if share >= s.negation_overlap and negated != bool(_NEGATION.search(sentence)):
             return Assessment(

@@ -170,7 +170,7 @@ class TestEvidenceChecker:
         """The fingerprint holds the corpus fingerprint and changes with a threshold."""
         a = EvidenceChecker(corpus, support_threshold=0.5)
         b = EvidenceChecker(corpus, support_threshold=0.6)
-        assert a.fingerprint.startswith(f"evidence/v1:{corpus.fingerprint}:")
+        assert a.fingerprint.startswith(f"evidence/v2:{corpus.fingerprint}:")
         assert a.fingerprint != b.fingerprint
 
     def test_fingerprint_changes_with_corpus_content(self) -> None:
@@ -191,8 +191,9 @@ class TestEvidenceChecker:
             EvidenceChecker(corpus, **kwargs)
 
 
-# Measured: 86 wins of 200 with `python -m bench.offline_eval` settings left at defaults.
-PINNED_ACCURACY = 0.43
+# Measured: 79 wins of 200 with the evidence/v2 rule (one passage must hold the claim) and
+# sentence-level regex claims; evidence/v1 (terms pooled over three passages) had 86.
+PINNED_ACCURACY = 0.395
 
 
 class TestMedHalluPairwise:
@@ -207,3 +208,39 @@ class TestMedHalluPairwise:
         assert score.n == 200
         assert score.accuracy == pytest.approx(PINNED_ACCURACY, abs=0.01)
 
+
+
+EXAMPLE_DOCS = [
+    ("hp", "Helicobacter pylori", "Helicobacter pylori is a Gram-negative, spiral-shaped bacterium."),
+    ("met", "Metformin", "Metformin is first-line therapy for type 2 diabetes. It lowers hepatic glucose production."),
+    ("ins", "Insulin", "Insulin is produced by beta cells. Type 1 diabetes results from destruction of beta cells."),
+    ("war", "Warfarin", "Warfarin is teratogenic and is avoided during pregnancy."),
+]
+
+
+class TestOnePassageMustHoldTheClaim:
+    @pytest.fixture
+    def example(self) -> EvidenceChecker:
+        return EvidenceChecker(Corpus.from_documents(EXAMPLE_DOCS))
+
+    @pytest.mark.parametrize(
+        ("question", "text", "expected"),
+        [
+            pytest.param("What is H. pylori?", "Helicobacter pylori is a Gram-negative bacterium.",
+                         Label.SUPPORTED, id="stated"),
+            pytest.param("What is H. pylori?", "Helicobacter pylori is a Gram-positive bacterium.",
+                         Label.UNSUPPORTED, id="opposite-word"),
+            pytest.param("What is metformin used for?", "Metformin is the first-line drug for type 1 diabetes.",
+                         Label.UNSUPPORTED, id="number-only-in-another-passage"),
+            # The insulin passage holds every new word but is not about metformin; the
+            # metformin passage holds none of them: the corpus does not speak to it.
+            pytest.param("How does metformin work?", "Metformin stimulates insulin secretion from beta cells.",
+                         Label.UNKNOWN, id="terms-from-a-passage-about-something-else"),
+            pytest.param("How is warfarin used?", "Warfarin is safe during pregnancy.",
+                         Label.UNSUPPORTED, id="safe-vs-teratogenic"),
+        ],
+    )
+    async def test_decision(self, example: EvidenceChecker, question: str, text: str, expected: Label) -> None:
+        """Support needs one passage about the claim; opposites and numbers found elsewhere do not count."""
+        verdict = await example.check(claim(text), ask(question))
+        assert verdict.label == expected, verdict.raw
