@@ -18,21 +18,26 @@ Decision, for one claim (all thresholds are :class:`EvidenceChecker` parameters)
    term → unknown. With ``discount_question`` (default) the terms also found
    in the question are set aside, when any other term is left: restating the
    question is easy, what the claim adds is what needs support.
-4. **Coverage.** Evidence = the terms of the best ``n_evidence`` passages.
-   Coverage = Σ idf(t) over claim terms found in the evidence / Σ idf(t) over
-   all claim terms, idf being the corpus BM25 idf, so a missing rare word
-   ("calcium", "protease") costs more than a missing common one ("effect").
+4. **One passage.** Each of the best ``n_evidence`` passages is weighed on its
+   own: terms scattered over several passages do not support a claim. A passage
+   is on topic when it holds at least half of the claim's terms that also occur
+   in the question (the claim's subject); the on-topic passage with the highest
+   coverage is chosen. Coverage = Σ idf(t) over judged claim terms found in that
+   passage / Σ idf(t) over all judged terms, idf being the corpus BM25 idf, so a
+   missing rare word ("calcium", "protease") costs more than a common one.
 5. **Off-topic → unknown.** Coverage below ``unknown_below`` when the whole
    corpus was searched: the corpus does not talk about this claim. When the
    answer named its own evidence documents, low coverage means those documents
-   do not say it, and the claim goes on to be judged (unsupported).
-6. **Numbers.** Every number in the claim must appear in the evidence exactly
-   ("2.5" ≠ "5"); otherwise → unsupported.
-7. **Negation.** The evidence sentence sharing most of the claim's content
-   terms is found; if it holds at least ``negation_overlap`` of them (so it is
-   about the same thing) and exactly one of claim and sentence carries a
-   negation cue ("not", "no", "never", "without", "neither", "nor", "none",
-   "cannot", "n't") → unsupported.
+   do not say it, and the claim goes on to be judged (unsupported). No on-topic
+   passage at all → unsupported.
+6. **Numbers and opposites.** Every number in the claim must appear in the
+   chosen passage exactly ("2.5" ≠ "5", "type 1" ≠ "type 2"); a claim term the
+   passage lacks while it holds its opposite (positive/negative, higher/lower,
+   safe/teratogenic, a short documented list) → unsupported.
+7. **Negation.** The sentence of the chosen passage sharing most of the claim's
+   content terms is found; if it holds at least ``negation_overlap`` of them and
+   exactly one of claim and sentence carries a negation cue ("not", "no",
+   "never", "without", "neither", "nor", "none", "cannot", "n't") → unsupported.
 8. **Coverage ≥ ``support_threshold`` → supported, else unsupported.**
 
 Defaults (``support_threshold`` 0.3, ``n_evidence`` 3, ``unknown_below`` 0.2)
