@@ -56,9 +56,9 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("b2", "b2_latency", "latency-bound: lognormal/fixed 1 s latency, C=200", 35, 200),
     ScenarioSpec("b3", "b3_rate", "rate-bound: 600 RPM / TPM windows, learning limits, bursts", 65, 1200),
     ScenarioSpec("b4", "b4_faults", "faults: 500/503/reset/malformed/off-format; claims in = out", 10, 60),
-    ScenarioSpec("b5", "b5_crash", "crash/resume: kill -9 N times + Ctrl-C, output equal to an uninterrupted run", 15, 90),
-    ScenarioSpec("b6", "b6_rescore", "re-score: 1M cached claims, 1 % edited; lookup claims/s; cache on vs off", 18, 420),
-    ScenarioSpec("b7", "b7_soak", "soak: 5M claims through the fake Checker; RSS flat, loop lag p99", 22, 600),
+    ScenarioSpec("b5", "b5_crash", "crash/resume: kill -9 N times + Ctrl-C, output equal to an uninterrupted run", 17, 90),
+    ScenarioSpec("b6", "b6_rescore", "re-score: 1M cached claims, 1 % edited; lookup claims/s; cache on vs off", 19, 540),
+    ScenarioSpec("b7", "b7_soak", "soak: 5M claims through the fake Checker; RSS flat, loop lag p99", 24, 560),
     ScenarioSpec("peers", "peers", "bare aiohttp, openai gather, sequential, LiteLLM, curator on B1-B3", 110, 600),
 )
 
