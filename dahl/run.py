@@ -22,7 +22,7 @@ import orjson
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog
+from dahl.engine.output import AnswerLog, line_key
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, read_answers
@@ -130,8 +130,8 @@ def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> 
 def _source(
     config: ScoreConfig,
     run_fp: bytes,
-    finished: set[tuple[str, str]],
-    order: dict[tuple[str, str], int],
+    finished: set[int],
+    order: dict[int, int],
     errors: _InputErrors,
     resumed: list[int],
 ) -> Iterator[QueuedAnswer]:
@@ -141,7 +141,8 @@ def _source(
         for answer in read_answers(path, config.fmt, response_column=config.response_column, on_error=errors):
             h = hashlib.blake2b(_ANSWER_ENCODER.encode(answer), digest_size=16)
             h.update(run_fp)
-            key = (answer.id, h.hexdigest())
+            input_hash = h.hexdigest()
+            key = line_key(answer.id, input_hash)
             if key in order:
                 errors(InputError("duplicate answer (same id and content) skipped", file=str(path), field="id"))
                 continue
@@ -150,7 +151,7 @@ def _source(
             if key in finished:
                 resumed[0] += 1
                 continue
-            yield QueuedAnswer(answer, key[1])
+            yield QueuedAnswer(answer, input_hash)
 
 
 async def score_async(
@@ -194,7 +195,7 @@ async def _score_locked(
     out_dir = config.out_dir
     answer_log = AnswerLog(out_dir / "answers.jsonl")
     errors = _InputErrors()
-    order: dict[tuple[str, str], int] = {}
+    order: dict[int, int] = {}
     resumed = [0]
     async with AsyncExitStack() as stack:
         inner_splitter, inner_checker, options, lanes = await open_adapters(config.adapters, stack)
@@ -241,6 +242,7 @@ async def _score_locked(
         builder.add(result)
         store.add(result)
 
+    n_input_answers = len(order)
     dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
     await anyio.to_thread.run_sync(store.close)
     if dropped:
@@ -269,7 +271,7 @@ async def _score_locked(
         "config_hash": config_hash,
         "config": summary["config"],
         "inputs": [{"path": str(p), "bytes": p.stat().st_size} for p in config.inputs],
-        "answers": len(order),
+        "answers": n_input_answers,
         "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
     }
     await anyio.to_thread.run_sync(

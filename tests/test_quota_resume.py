@@ -1,61 +1,24 @@
-"""Quota exhaustion stops the run cleanly; a re-run continues without redoing finished answers."""
+"""Quota exhaustion stops the run cleanly; a re-run continues without redoing finished answers.
+
+``mocks`` is tests/conftest.py's MockServers fixture.
+"""
 
 from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.request import urlopen
+from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
 from dahl.cli import EXIT_QUOTA, main
-
-REPO = Path(__file__).resolve().parents[1]
-
-StartMock = Callable[..., str]
-
-
-@pytest.fixture
-def start_mock() -> Iterator[StartMock]:
-    """Start mock servers in their own processes; each returns its /v1 URL."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(port: int, *args: str) -> str:
-        for old in procs:  # one server per port at a time
-            old.terminate()
-            old.wait(timeout=10)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.mockserver", "--port", str(port), *args],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )
-        procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "ready" in line, line
-        return line.split()[-1].rstrip("/") + "/v1"
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def stats(url: str) -> dict:  # type: ignore[type-arg]
-    with urlopen(url.removesuffix("/v1") + "/stats") as reply:
-        return json.loads(reply.read())  # type: ignore[no-any-return]
 
 
 def write_answers(path: Path, n: int) -> None:
@@ -75,14 +38,14 @@ def score(answers: Path, out: Path, url: str) -> tuple[int, str]:
 
 
 class TestQuotaExhausted:
-    def test_quota_stops_cleanly_and_rerun_continues(self, tmp_path: Path, start_mock: StartMock) -> None:
+    def test_quota_stops_cleanly_and_rerun_continues(self, tmp_path: Path, mocks: Any) -> None:
         """insufficient_quota: exit 3 with a clear message; finished answers kept; a re-run checks only the rest."""
         answers = tmp_path / "answers.jsonl"
         out = tmp_path / "out"
         write_answers(answers, 200)
         port = free_port()
         # The endpoint URL is part of the Checker's identity, so both servers share one port.
-        failing = start_mock(port, "--fault", "quota=0.003", "--seed", "3")
+        failing = mocks.start("--fault", "quota=0.003", "--seed", "3", port=port)
         code, text = score(answers, out, failing)
         assert code == EXIT_QUOTA, text
         assert "quota" in text.lower() and "re-run" in text
@@ -93,7 +56,8 @@ class TestQuotaExhausted:
         assert [r["id"] for r in done_first if len(r["claims"]) != 3] == []
         assert [c for r in done_first for c in r["claims"] if c["label"] == "error"] == []
 
-        healthy = start_mock(port)
+        mocks.stop_all()
+        healthy = mocks.start(port=port)
         code, text = score(answers, out, healthy)
         assert code == 0, text
         final = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
@@ -102,7 +66,7 @@ class TestQuotaExhausted:
         # those whose verdicts reached the cache before the stop (at most a few answers' worth
         # with 4 requests in flight).
         unfinished = 3 * (200 - len(done_first))
-        checks = stats(healthy)["check"]
+        checks = mocks.stats(healthy)["check"]
         assert unfinished - 24 <= checks <= unfinished
         run = json.loads((out / "summary.json").read_text())["run"]
         assert run["claims_checked"] == checks

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.request import urlopen
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +13,6 @@ from dahl.cli import main
 from dahl.formats import read_answers
 from dahl.records import normalize_text
 
-REPO = Path(__file__).resolve().parents[1]
 MODELS = ("InstructGPT", "ChatGPT", "PerplexityAI")
 
 
@@ -30,27 +26,15 @@ def factscore_files(shared_data: Path) -> list[Path]:
 
 
 @pytest.fixture
-def oracle_url(factscore_files: list[Path]) -> Iterator[str]:
-    """The mock answering check prompts with the files' human labels."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.mockserver", "--port", "0", "--oracle", *map(str, factscore_files)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "ready" in line, line
-        yield line.split()[-1].rstrip("/") + "/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+def oracle_url(factscore_files: list[Path], mocks: Any) -> str:
+    """The mock answering check prompts with the files' human labels (tests/conftest.py's MockServers)."""
+    url: str = mocks.start("--oracle", *map(str, factscore_files))
+    return url
 
 
 class TestFActScoreThroughTheWire:
     def test_same_scores_as_replay_and_one_request_per_unique_claim(
-        self, tmp_path: Path, factscore_files: list[Path], oracle_url: str
+        self, tmp_path: Path, factscore_files: list[Path], oracle_url: str, mocks: Any
     ) -> None:
         """factscore_init 41.9/57.5/69.3 as with replay, and exactly one check per unique (question, claim)."""
         files = [str(f) for f in factscore_files]
@@ -68,9 +52,7 @@ class TestFActScoreThroughTheWire:
             (normalize_text(a.question), normalize_text(c.text))
             for f in factscore_files for a in read_answers(f, "factscore") for c in a.claims or ()
         }
-        with urlopen(oracle_url.removesuffix("/v1") + "/stats") as reply:
-            stats = json.loads(reply.read())
-        assert stats["check"] == len(unique)
+        assert mocks.stats(oracle_url)["check"] == len(unique)
 
 
 def _score(files: list[str], out: Path, *args: str) -> tuple[int, str]:

@@ -9,39 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dahl import AdapterSettings, EndpointConfig, RunCounters, ScoreConfig, score_async
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def mock_url() -> Iterator[str]:
-    """A mock server in its own process (3 s latency: starting 1,000 requests takes ~1 s of client CPU, so all overlap), so its work is not on our loop."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.mockserver", "--port", "0", "--latency-ms", "3000"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "ready" in line, line
-        yield line.split()[-1].rstrip("/") + "/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+def mock_url(mocks: Any) -> str:
+    """A mock in its own process with 3 s latency: starting 1,000 requests takes ~1 s of
+    client CPU, so all of them overlap. ``mocks`` is tests/conftest.py's MockServers."""
+    url: str = mocks.start("--latency-ms", "3000")
+    return url
 
 
 def write_answers(path: Path, n_answers: int, claims_each: int) -> None:

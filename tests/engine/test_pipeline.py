@@ -11,7 +11,7 @@ import pytest
 
 from dahl.adapters.fake import FakeChecker
 from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog
+from dahl.engine.output import AnswerLog, line_key
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import PermanentAPIError, QuotaExhausted
 from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
@@ -151,7 +151,7 @@ class TestAnswerLog:
         path = tmp_path / "a.jsonl"
         path.write_bytes(b'{"id":"x","input_hash":"1"}\n{"id":"y","inp')
         log_file = AnswerLog(path)
-        assert log_file.finished_keys() == {("x", "1")}
+        assert log_file.finished_keys() == {line_key("x", "1")}
         log_file.open()
         log_file.close()
         assert path.read_bytes() == b'{"id":"x","input_hash":"1"}\n'
