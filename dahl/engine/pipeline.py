@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from dahl.adapters.base import Checker, Splitter
+from dahl.engine.channel import Channel, EndOfChannel
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
 from dahl.errors import AdapterError, DahlError, QuotaExhausted
@@ -209,27 +209,32 @@ async def run_pipeline(
     Raises:
         QuotaExhausted: the API quota ran out; results finished before are written.
     """
-    answers_tx, answers_rx = anyio.create_memory_object_stream[QueuedAnswer](options.queue_size)
-    claims_tx, claims_rx = anyio.create_memory_object_stream[_ClaimJob](options.queue_size)
-    results_tx, results_rx = anyio.create_memory_object_stream[AnswerResult](options.queue_size)
+    answers: Channel[QueuedAnswer] = Channel(options.queue_size)
+    claims: Channel[_ClaimJob] = Channel(options.queue_size)
+    results: Channel[AnswerResult] = Channel(options.queue_size)
+    # Every producer is counted before any task runs, so no channel ends early.
+    answers.open_sender()
+    for _ in range(options.split_concurrency):
+        claims.open_sender()
+        results.open_sender()
+    for _ in range(options.check_concurrency):
+        results.open_sender()
 
-    async def read(tx: ObjectSendStream[QueuedAnswer]) -> None:
-        async with tx:
+    async def read() -> None:
+        try:
             while True:
                 batch = await anyio.to_thread.run_sync(_next_batch, source, options.read_batch)
                 if not batch:
                     return
                 for item in batch:
                     counters.answers_read += 1
-                    await tx.send(item)
+                    await answers.send(item)
+        finally:
+            answers.close_sender()
 
-    async def split_worker(
-        rx: ObjectReceiveStream[QueuedAnswer],
-        claims: ObjectSendStream[_ClaimJob],
-        results: ObjectSendStream[AnswerResult],
-    ) -> None:
-        async with rx, claims, results:
-            async for item in rx:
+    async def split_worker() -> None:
+        try:
+            async for item in answers:
                 answer = item.answer
                 abstained = answer.abstained
                 if len(answer.response) > options.max_response_chars:
@@ -261,12 +266,13 @@ async def run_pipeline(
                 for i in range(len(parts)):
                     counters.claims_queued += 1
                     await claims.send((pending, i))
+        finally:
+            claims.close_sender()
+            results.close_sender()
 
-    async def check_worker(
-        rx: ObjectReceiveStream[_ClaimJob], results: ObjectSendStream[AnswerResult]
-    ) -> None:
-        async with rx, results:
-            async for pending, i in rx:
+    async def check_worker() -> None:
+        try:
+            async for pending, i in claims:
                 claim = pending.claims[i]
                 counters.checks_in_flight += 1
                 try:
@@ -290,8 +296,10 @@ async def run_pipeline(
                     await results.send(
                         build_result(pending.item, pending.claims, verdicts, gamma=options.gamma, k=options.k)
                     )
+        finally:
+            results.close_sender()
 
-    async def write(rx: ObjectReceiveStream[AnswerResult]) -> None:
+    async def write() -> None:
         batch: list[AnswerResult] = []
 
         def record(batch: list[AnswerResult]) -> None:
@@ -302,22 +310,21 @@ async def run_pipeline(
                     on_result(r)
 
         try:
-            async with rx:
-                while True:
-                    with anyio.move_on_after(options.flush_interval_s):
-                        while len(batch) < options.flush_items:
-                            try:
-                                batch.append(await rx.receive())
-                            except anyio.EndOfStream:
-                                if batch:
-                                    await anyio.to_thread.run_sync(log_file.append, batch)
-                                    record(batch)
-                                    batch = []
-                                return
-                    if batch:
-                        out, batch = batch, []
-                        await anyio.to_thread.run_sync(log_file.append, out)
-                        record(out)
+            while True:
+                with anyio.move_on_after(options.flush_interval_s):
+                    while len(batch) < options.flush_items:
+                        try:
+                            batch.append(await results.receive())
+                        except EndOfChannel:
+                            if batch:
+                                await anyio.to_thread.run_sync(log_file.append, batch)
+                                record(batch)
+                                batch = []
+                            return
+                if batch:
+                    out, batch = batch, []
+                    await anyio.to_thread.run_sync(log_file.append, out)
+                    record(out)
         finally:
             if batch:  # cancelled (Ctrl-C, quota): keep what was finished
                 with anyio.CancelScope(shield=True):
@@ -334,14 +341,12 @@ async def run_pipeline(
 
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(read, answers_tx)
-            # The originals close when this block ends; the workers hold clones.
-            async with answers_rx, claims_rx, results_rx, claims_tx, results_tx:
-                for _ in range(options.split_concurrency):
-                    tg.start_soon(split_worker, answers_rx.clone(), claims_tx.clone(), results_tx.clone())
-                for _ in range(options.check_concurrency):
-                    tg.start_soon(check_worker, claims_rx.clone(), results_tx.clone())
-                tg.start_soon(write, results_rx.clone())
+            tg.start_soon(read)
+            for _ in range(options.split_concurrency):
+                tg.start_soon(split_worker)
+            for _ in range(options.check_concurrency):
+                tg.start_soon(check_worker)
+            tg.start_soon(write)
     except BaseExceptionGroup as group:
         # A DahlError from any stage (e.g. an unreadable input) is the error to report,
         # not the group of follow-on failures it caused in other stages.

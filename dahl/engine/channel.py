@@ -1,0 +1,108 @@
+"""A bounded queue between pipeline stages that ends when its last sender closes.
+
+The asyncio equivalent of an anyio memory object stream (DESIGN.md §1), without
+its per-item checkpoint: ``send`` and ``receive`` return at once when the queue
+has room or an item, so a claim costs no extra trip through the event loop.
+Backpressure is unchanged: ``send`` waits while ``size`` items are queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Generic, TypeVar
+
+__all__ = ["Channel", "ChannelStatistics", "EndOfChannel"]
+
+T = TypeVar("T")
+
+
+class EndOfChannel(Exception):
+    """Raised by :meth:`Channel.receive` once every sender closed and the queue is empty."""
+
+
+class _End:
+    """The end marker put in the queue by the last sender."""
+
+
+_END = _End()
+
+
+class ChannelStatistics:
+    """A snapshot: items queued, capacity, senders still open."""
+
+    __slots__ = ("queued", "size", "senders")
+
+    def __init__(self, queued: int, size: int, senders: int) -> None:
+        self.queued = queued
+        self.size = size
+        self.senders = senders
+
+    def __repr__(self) -> str:
+        return f"ChannelStatistics(queued={self.queued}, size={self.size}, senders={self.senders})"
+
+
+class Channel(Generic[T]):
+    """Bounded multi-producer, multi-consumer queue of ``T`` with an end.
+
+    Each producer calls :meth:`open_sender` before sending and :meth:`close_sender`
+    when done (in ``finally``); receivers iterate with ``async for`` until the last
+    sender closed and the queue is drained.
+
+    Args:
+        size: most items queued at once (>= 1).
+
+    Raises:
+        ValueError: ``size < 1``.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("size must be >= 1")
+        self._queue: asyncio.Queue[T | _End] = asyncio.Queue(size)
+        self._senders = 0
+        self._ended = False
+
+    def open_sender(self) -> None:
+        """Count one more producer."""
+        self._senders += 1
+
+    def close_sender(self) -> None:
+        """One producer is done; the last one ends the channel (never blocks)."""
+        self._senders -= 1
+        if self._senders == 0:
+            try:
+                self._queue.put_nowait(_END)
+            except asyncio.QueueFull:
+                # No receiver waits on a full queue; they see _ended once it is drained.
+                self._ended = True
+
+    async def send(self, item: T) -> None:
+        """Queue ``item``, waiting while the queue is full (cancellation-safe)."""
+        await self._queue.put(item)
+
+    async def receive(self) -> T:
+        """Return the next item.
+
+        Raises:
+            EndOfChannel: every sender closed and nothing is left.
+        """
+        if self._ended and self._queue.empty():
+            raise EndOfChannel
+        item = await self._queue.get()
+        if isinstance(item, _End):
+            self._queue.put_nowait(_END)  # for the other receivers; the slot was just freed
+            raise EndOfChannel
+        return item
+
+    def __aiter__(self) -> Channel[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            return await self.receive()
+        except EndOfChannel:
+            raise StopAsyncIteration from None
+
+    def statistics(self) -> ChannelStatistics:
+        """Queue depth, capacity and open senders (for progress and the bench)."""
+        return ChannelStatistics(self._queue.qsize(), self._queue.maxsize, self._senders)
