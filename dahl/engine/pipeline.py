@@ -14,6 +14,7 @@ runs in worker threads; the event loop only moves records.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -133,6 +134,21 @@ def _prepare(answer: Answer) -> tuple[Answer, bool]:
     return cleaned, pre.abstained
 
 
+_LABEL_NAMES = tuple(label.value for label in LABELS)
+
+
+# Per-answer status and metrics depend only on the five counts: memoized, so the
+# numpy formulas of dahl.metrics run once per distinct count vector, not per answer.
+@functools.lru_cache(maxsize=65536)
+def _status_of(counts: tuple[int, ...], abstained: bool, split_error: bool) -> tuple[Status, str | None]:
+    return answer_status(dict(zip(_LABEL_NAMES, counts, strict=True)), abstained=abstained, split_error=split_error)
+
+
+@functools.lru_cache(maxsize=65536)
+def _metrics_of(counts: tuple[int, ...], gamma: float, k: int) -> AnswerMetrics:
+    return answer_metrics(dict(zip(_LABEL_NAMES, counts, strict=True)), gamma=gamma, k=k)
+
+
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -148,11 +164,12 @@ def build_result(
     split_error: str | None = None,
 ) -> AnswerResult:
     """Assemble one answer's result: claims with verdicts, counts, status and metrics."""
-    counts = dict.fromkeys((str(lbl) for lbl in LABELS), 0)
+    counts = dict.fromkeys(_LABEL_NAMES, 0)
     for v in verdicts:
-        counts[str(v.label)] += 1
-    status, reason = answer_status(counts, abstained=abstained, split_error=split_error is not None)
-    metrics = answer_metrics(counts, gamma=gamma, k=k) if status is not Status.ABSTAINED else AnswerMetrics()
+        counts[v.label.value] += 1
+    key = tuple(counts.values())
+    status, reason = _status_of(key, abstained, split_error is not None)
+    metrics = _metrics_of(key, gamma, k) if status is not Status.ABSTAINED else AnswerMetrics()
     if split_error is not None:
         reason = f"{reason}: {split_error}" if reason else split_error
     answer = item.answer
