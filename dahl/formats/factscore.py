@@ -25,8 +25,7 @@ from typing import Any
 import msgspec
 
 from dahl.errors import InputError
-from dahl.formats.jsonpath import validation_error
-from dahl.formats.lines import decode_line, numbered_lines
+from dahl.formats.jsonlines import read_records
 from dahl.records import Answer, GivenClaim, Label
 
 __all__ = ["FACTSCORE_LABELS", "read_factscore"]
@@ -133,23 +132,7 @@ def read_factscore(
             label, when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
-    file = str(path)
     model = path.stem
-    for number, raw in numbered_lines(path):
-        if not raw.strip():
-            continue
-        try:
-            text = decode_line(raw, file=file, line=number)
-            try:
-                record = _DECODER.decode(text)
-            except msgspec.ValidationError as exc:
-                raise validation_error(exc, file=file, line=number) from exc
-            except msgspec.DecodeError as exc:
-                raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
-            answer = _to_answer(record, model=model, file=file, line=number)
-        except InputError as error:
-            if on_error is None:
-                raise
-            on_error(error)
-            continue
-        yield answer
+    return read_records(
+        path, _DECODER, lambda record, file, line: _to_answer(record, model=model, file=file, line=line), on_error
+    )

@@ -1,0 +1,59 @@
+"""The record loop shared by the JSON Lines readers: decode, validate, convert, report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from dahl.errors import InputError
+from dahl.formats.jsonpath import validation_error
+from dahl.formats.lines import decode_line, numbered_lines
+from dahl.records import Answer
+
+__all__ = ["read_records"]
+
+R = TypeVar("R")
+
+
+def read_records(
+    path: Path,
+    decoder: msgspec.json.Decoder[R],
+    convert: Callable[[R, str, int], Answer],
+    on_error: Callable[[InputError], None] | None,
+) -> Iterator[Answer]:
+    """Stream ``convert(record, file, line)`` for each non-blank line of ``path``.
+
+    Args:
+        path: a JSON Lines file.
+        decoder: decodes and validates one line into a record.
+        convert: turns a record into an Answer; may raise InputError.
+        on_error: called with each bad line's InputError, which is then skipped;
+            when None the first bad line raises.
+
+    Raises:
+        InputError: invalid UTF-8, malformed JSON, a validation or conversion error,
+            when ``on_error`` is None.
+        ConfigError: the file cannot be opened.
+    """
+    file = str(path)
+    for number, raw in numbered_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            text = decode_line(raw, file=file, line=number)
+            try:
+                record = decoder.decode(text)
+            except msgspec.ValidationError as exc:
+                raise validation_error(exc, file=file, line=number) from exc
+            except msgspec.DecodeError as exc:
+                raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
+            answer = convert(record, file, number)
+        except InputError as error:
+            if on_error is None:
+                raise
+            on_error(error)
+            continue
+        yield answer
