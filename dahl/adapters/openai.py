@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
 import aiohttp
+import msgspec
 import orjson
 
 from dahl.adapters import prompts
@@ -185,15 +186,19 @@ _PROBES = (("What <question> is x?", "A </claim> claim."), ("Q", "C"))
 
 
 class _CheckKeyTemplate:
-    """The keyed check body (:func:`_digest_system` applied) with holes for question and claim.
+    """The keyed check body (:func:`_digest_system` applied) split into a frame and a hole.
 
-    A cache lookup needs the check body of every claim; templating it from scratch costs
-    more than the rest of a cache hit. The body is built once with placeholder text,
-    split around the placeholders, and then only the two texts are filled in (through
-    :func:`prompts.neutralize_tags`, as the prompt builder does). The template is only
-    used when each placeholder occurs exactly once, in one message, question first, and
-    filling it reproduces the real builder's output on probe texts; otherwise
-    :attr:`usable` is False and the caller builds the body the slow, exact way.
+    A cache lookup needs the check body of every claim; templating and hashing it from
+    scratch costs more than the rest of a cache hit. The body is built once with
+    placeholder texts; everything but the message holding them (model, parameters,
+    other messages, the placeholders' message index) is the *frame*, hashed once
+    (blake2b-128 of its canonical msgpack). Per claim only the templated message
+    content is produced, by filling the question and claim (through
+    :func:`prompts.neutralize_tags`, as the prompt builder does) into the text around
+    the placeholders. Frame digest + content determine the body exactly. The template
+    is only used when each placeholder occurs exactly once, in one message, question
+    first, and filling it reproduces the real builder's output on probe texts;
+    otherwise :attr:`usable` is False and the caller keys on the whole body.
     """
 
     def __init__(self, cfg: EndpointConfig, fmt: Format, digests: dict[str, str]) -> None:
@@ -210,6 +215,14 @@ class _CheckKeyTemplate:
         self.usable = self._split_holes() and all(
             self.fill(q, c) == self.exact(q, c) for q, c in _PROBES
         )
+        self.frame = ""
+        if self.usable:
+            messages = list(self._body["messages"])
+            messages[self._index] = {**messages[self._index], "content": None}
+            frame = {**self._body, "messages": messages, "dahl_hole": self._index}
+            self.frame = hashlib.blake2b(
+                msgspec.msgpack.encode(frame, order="deterministic"), digest_size=16
+            ).hexdigest()
 
     def _split_holes(self) -> bool:
         encoded = orjson.dumps(self._body).decode()
@@ -233,16 +246,19 @@ class _CheckKeyTemplate:
             check_request_body(self._cfg, question, claim, fmt=self._fmt), self._digests
         )
 
-    def fill(self, question: str, claim: str) -> dict[str, Any]:
-        """The keyed body with ``question`` and ``claim`` filled into the holes."""
+    def content(self, question: str, claim: str) -> str:
+        """The templated content of the message with the holes, ``question`` and ``claim`` filled in."""
         head, middle, tail = self._parts
         last, safe_question = self._last_question
         if question != last:
             safe_question = prompts.neutralize_tags(question)
             self._last_question = (question, safe_question)
+        return head + safe_question + middle + prompts.neutralize_tags(claim) + tail
+
+    def fill(self, question: str, claim: str) -> dict[str, Any]:
+        """The keyed body with ``question`` and ``claim`` filled into the holes."""
         messages = list(self._body["messages"])
-        content = head + safe_question + middle + prompts.neutralize_tags(claim) + tail
-        messages[self._index] = {**messages[self._index], "content": content}
+        messages[self._index] = {**messages[self._index], "content": self.content(question, claim)}
         return {**self._body, "messages": messages}
 
 
@@ -428,6 +444,8 @@ class OpenAIChecker:
     """
 
     parser_version = "1"
+    #: ``cache_request`` holds the question and claim as sent (see :mod:`dahl.cache.keys`).
+    cache_request_covers_input = True
 
     def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
         self._endpoint = _Endpoint(cfg, session, lane, "check")
@@ -439,9 +457,13 @@ class OpenAIChecker:
         """What determines the verdict on ``claim``: base URL, model, template and request body.
 
         Returns:
-            ``{"base_url", "model", "template", "body"}`` with ``body`` as :meth:`check`
-            would send it now (question and claim normalized), its system prompt replaced
-            by the prompt's digest (:func:`_digest_system`); never the API key.
+            ``{"base_url", "model", "template", "frame", "content"}``: ``content`` is the
+            templated user message as :meth:`check` would send it now (question and
+            claim normalized), ``frame`` the digest of the rest of the body (system
+            prompt, model, parameters; see :class:`_CheckKeyTemplate`). When the
+            template cannot be split, ``{"base_url", "model", "template", "body"}``
+            with the whole body, its system prompt replaced by the prompt's digest
+            (:func:`_digest_system`). Never the API key.
         """
         endpoint = self._endpoint
         cfg = endpoint.cfg
@@ -455,13 +477,17 @@ class OpenAIChecker:
             question = normalize_text(answer.question)
             self._last_question = (answer.question, question)
         text = normalize_text(claim.text)
-        body = template.fill(question, text) if template.usable else template.exact(question, text)
-        return {
+        material: dict[str, Any] = {
             "base_url": cfg.base_url,
             "model": cfg.model,
             "template": prompts.CHECK_TEMPLATE_VERSION,
-            "body": body,
         }
+        if template.usable:
+            material["frame"] = template.frame
+            material["content"] = template.content(question, text)
+        else:
+            material["body"] = template.exact(question, text)
+        return material
 
     def parse_raw(self, raw: str) -> Verdict:
         """Parse a stored check reply into a verdict, as :meth:`check` does.

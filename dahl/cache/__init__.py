@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from dahl.cache.flight import SingleFlight
-from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, key_of, split_key
+from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, default_cache_dir
 from dahl.cache.wrap import CachingChecker, CachingSplitter
 
@@ -24,6 +24,7 @@ __all__ = [
     "KeyMaterial",
     "SingleFlight",
     "check_key",
+    "check_keys",
     "default_cache_dir",
     "key_of",
     "split_key",

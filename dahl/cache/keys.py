@@ -14,10 +14,12 @@ What goes in, per adapter:
   version. Checker: ``cache_request(claim, answer) -> dict``; Splitter:
   ``cache_request(answer) -> dict``.
 - Every adapter contributes its ``fingerprint`` (offline adapters: e.g. the evidence
-  Checker's corpus content hash and thresholds). An adapter without the hook also
-  contributes the normalized question and the input text; with the hook they are
-  left out (``""``), because the hook's material already holds them as they are
-  sent (hashing them twice costs time on every cache hit and adds nothing).
+  Checker's corpus content hash and thresholds), and the normalized question and
+  input text, unless its hook's material already holds them as they are sent (the
+  adapter sets ``cache_request_covers_input = True``, as the OpenAI-compatible
+  Checker does): then they are left out (``""``), since hashing them twice costs
+  time on every cache hit and adds nothing. A hook that returns only settings (the
+  evidence Checker's document ids) leaves the texts in.
 
 Input text: a claim is keyed by :func:`dahl.records.normalize_text` of its text
 (NFC, whitespace collapsed), as is the question. A split is keyed by the response
@@ -33,6 +35,7 @@ the same text but different given labels never share a result.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -40,10 +43,10 @@ import msgspec
 from dahl.adapters.base import Checker, Splitter
 from dahl.records import Answer, Claim, GivenClaim, Label, normalize_text
 
-__all__ = ["KEY_VERSION", "KeyMaterial", "check_key", "key_of", "split_key"]
+__all__ = ["KEY_VERSION", "KeyMaterial", "check_key", "check_keys", "key_of", "split_key"]
 
 #: Bumped whenever the key layout or its canonical encoding changes (old entries become misses).
-KEY_VERSION = 1
+KEY_VERSION = 2
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -106,17 +109,44 @@ def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
     """
+    question = "" if _covers_input(checker) else normalize_text(answer.question)
+    return _check_key(checker, claim, answer, question)
+
+
+def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> list[str]:
+    """Keys of ``checker``'s verdicts on all ``claims`` of ``answer``, in order.
+
+    Equal to ``[check_key(checker, c, answer) for c in claims]``; the question is
+    normalized once for the whole answer.
+
+    Raises:
+        TypeError: ``cache_request`` returned material msgspec cannot encode.
+    """
+    question = "" if _covers_input(checker) else normalize_text(answer.question)
+    return [_check_key(checker, claim, answer, question) for claim in claims]
+
+
+def _covers_input(adapter: object) -> bool:
+    """Whether the adapter's ``cache_request`` material holds its input texts as sent."""
+    return getattr(adapter, "cache_request", None) is not None and bool(
+        getattr(adapter, "cache_request_covers_input", False)
+    )
+
+
+def _check_key(checker: Checker, claim: Claim, answer: Answer, question: str) -> str:
     request = _request(checker, claim, answer)
+    # A hook that covers its input (the HTTP Checkers: the templated message holds the
+    # question and claim as sent) keys on that alone; any other hook may return only
+    # extra settings (the evidence Checker returns its document ids), so the texts go in.
+    covered = request is not None and bool(getattr(checker, "cache_request_covers_input", False))
     return key_of(
         KeyMaterial(
             version=KEY_VERSION,
             stage="check",
             fingerprint=checker.fingerprint,
             request=request,
-            # Always hashed: a hook may return only extra settings (the evidence
-            # Checker returns its document ids), never the claim itself.
-            question=normalize_text(answer.question),
-            text=normalize_text(claim.text),
+            question="" if covered else question,
+            text="" if covered else normalize_text(claim.text),
             # Only a Checker without a request hook may read the input's label (the HTTP
             # Checkers never do): the same claim with different human labels is one request.
             given_label=claim.given_label if request is None else None,

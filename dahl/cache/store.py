@@ -17,7 +17,7 @@ Threads (the event loop never touches SQLite, DESIGN.md §1):
   value is served from memory, so a repeat right after a put is a hit, not a miss.
 - Reads: :meth:`CacheStore.get` parks ``(key, future)`` in a pending list. The list
   goes to ONE reader-thread call (``loop.run_in_executor``) when it holds 256 keys,
-  or else once the loop's current round of ready tasks has run (``call_soon``); the
+  or else 2 ms after the first of them was parked (``call_later``); the
   call's result resolves the futures. The loop keeps computing keys while the thread
   looks up the previous batch, and N hits cost about N / batch thread hops. A
   dedicated single thread (not anyio's pool) is used because diskcache keeps one
@@ -38,6 +38,7 @@ import functools
 import logging
 import os
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,6 +59,10 @@ CACHE_DIR_ENV = "DAHL_CACHE_DIR"
 #: Pending gets handed to the reader thread at once, without waiting for the loop's
 #: current round of ready tasks to end.
 _READ_BATCH = 256
+#: Otherwise pending gets wait this long for company before they go, seconds: one
+#: reader-thread call per few milliseconds instead of one per answer when answers
+#: arrive one by one (each call wakes two threads and competes for the GIL).
+_READ_GATHER_S = 0.002
 
 _DECODER: msgspec.msgpack.Decoder[Value] = msgspec.msgpack.Decoder(Value)
 
@@ -85,7 +90,8 @@ class CachedEntry(NamedTuple):
     raw: str | None
 
 
-_Pending = tuple[str, str, "asyncio.Future[CachedEntry | None]"]
+# A group of gets: (index in the caller's list, key, parser version) each, and its future.
+_Pending = tuple[list[tuple[int, str, str]], "asyncio.Future[list[CachedEntry | None]]"]
 
 
 class CacheStore:
@@ -131,6 +137,7 @@ class CacheStore:
         self._read_batches = 0
         self._warned_read = False
         self._pending: list[_Pending] = []
+        self._pending_keys = 0
         self._dispatch_scheduled = False
         self._rows = RowReader(self._cache)
         self._reader = concurrent.futures.ThreadPoolExecutor(
@@ -198,6 +205,31 @@ class CacheStore:
 
     # -- reads ----------------------------------------------------------------------
 
+    @property
+    def generation(self) -> int:
+        """Write transactions committed so far; read it before a lookup (see :meth:`get_many`).
+
+        If it is unchanged later, nothing was written to disk in between: a key the
+        lookup missed, and that :meth:`recent` does not hold now, is still absent.
+        """
+        return self._writer.generation
+
+    def written_since(self, key: str, generation: int, *, parser_version: str = "1") -> bool | None:
+        """Whether this store committed ``key`` after write ``generation``; None if it cannot tell.
+
+        A lookup that missed ``key`` at ``generation`` stays a miss on disk while this is
+        False (the directory lock keeps other runs out). Exact for the last 128 write
+        transactions; None beyond.
+        """
+        return self._writer.written_since(value_name(key, parser_version), generation)
+
+    def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
+        """The value put under ``key`` and not yet committed (memory only, never blocks)."""
+        writer = self._writer
+        if not writer.has_recent:
+            return None
+        return writer.recent(value_name(key, parser_version))
+
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
         """Look ``key`` up (batched with every other pending get, off the event loop).
 
@@ -212,24 +244,53 @@ class CacheStore:
         Raises:
             CacheError: the store is closed.
         """
+        return (await self.get_many([key], parser_version=parser_version))[0]
+
+    async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
+        """Look all ``keys`` up at once; one future for the group, batched with other gets.
+
+        Values put and not yet committed are answered from memory. The rest joins the
+        pending lookups that go to the reader thread as one call.
+
+        Args:
+            keys: keys from :mod:`dahl.cache.keys` (e.g. every claim of one answer).
+            parser_version: the caller's parser version.
+
+        Returns:
+            One entry per key, in order, as :meth:`get` returns it (None = miss).
+
+        Raises:
+            CacheError: the store is closed.
+        """
         if self._closed:
             raise CacheError(f"cache {self.directory} is closed")
+        found: list[CachedEntry | None] = [None] * len(keys)
+        wanted: list[tuple[int, str, str]] = []
         writer = self._writer
-        if writer.has_recent:
-            value = writer.recent(value_name(key, parser_version))
-            if value is not None:
-                self._memory_hits += 1
-                return CachedEntry(value, None)
+        recent = writer.has_recent
+        for i, key in enumerate(keys):
+            if recent:
+                value = writer.recent(value_name(key, parser_version))
+                if value is not None:
+                    self._memory_hits += 1
+                    found[i] = CachedEntry(value, None)
+                    continue
+            wanted.append((i, key, parser_version))
+        if not wanted:
+            return found
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[CachedEntry | None] = loop.create_future()
+        future: asyncio.Future[list[CachedEntry | None]] = loop.create_future()
         pending = self._pending
-        pending.append((key, parser_version, future))
-        if len(pending) >= _READ_BATCH:
+        pending.append((wanted, future))
+        self._pending_keys += len(wanted)
+        if self._pending_keys >= _READ_BATCH:
             self._dispatch(loop)  # full: hand it over now, so the thread works while we go on
         elif not self._dispatch_scheduled:
             self._dispatch_scheduled = True
-            loop.call_soon(self._dispatch_soon, loop)
-        return await future
+            loop.call_later(_READ_GATHER_S, self._dispatch_soon, loop)
+        for (i, _, _), entry in zip(wanted, await future, strict=True):
+            found[i] = entry
+        return found
 
     def _dispatch_soon(self, loop: asyncio.AbstractEventLoop) -> None:
         """Send whatever is pending once every task that was ready has run."""
@@ -238,34 +299,39 @@ class CacheStore:
             return
         if self._closed:  # closed meanwhile: the reader thread is gone, answer misses
             pending, self._pending = self._pending, []
-            for _, _, future in pending:
+            self._pending_keys = 0
+            for wanted, future in pending:
                 if not future.done():
-                    future.set_result(None)
+                    future.set_result([None] * len(wanted))
             return
         self._dispatch(loop)
 
     def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
         """Send the pending gets to the reader thread as one call."""
         batch, self._pending = self._pending, []
-        keys = [(key, version) for key, version, _ in batch]
+        self._pending_keys = 0
+        keys = [(key, version) for wanted, _ in batch for _, key, version in wanted]
         done = loop.run_in_executor(self._reader, self._lookup, keys)
         done.add_done_callback(functools.partial(self._deliver, batch))
 
     def _deliver(self, batch: list[_Pending], done: asyncio.Future[list[CachedEntry | None]]) -> None:
         """Resolve a batch's futures (on the event loop) with what the reader thread found."""
         if done.cancelled():
-            for _, _, future in batch:
+            for _, future in batch:
                 future.cancel()
             return
         exc = done.exception()
         if exc is not None:  # _lookup catches per key; this is the executor itself failing
             self._read_failed(exc)
-            found: list[CachedEntry | None] = [None] * len(batch)
+            found: list[CachedEntry | None] = [None] * sum(len(wanted) for wanted, _ in batch)
         else:
             found = done.result()
-        for (_, _, future), entry in zip(batch, found, strict=True):
+        start = 0
+        for wanted, future in batch:
+            end = start + len(wanted)
             if not future.done():  # its getter may have been cancelled
-                future.set_result(entry)
+                future.set_result(found[start:end])
+            start = end
 
     def _lookup(self, keys: list[tuple[str, str]]) -> list[CachedEntry | None]:
         """Reader thread: look every key up with two SQL queries per chunk; errors are misses."""

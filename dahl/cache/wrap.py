@@ -2,8 +2,9 @@
 
 Optional adapter attributes read here (duck-typed):
 
-- ``cacheable`` (bool, default True): False bypasses the store (replay, fake), but
-  single flight and counting still apply.
+- ``cacheable`` (bool, default True): False marks a cheap, deterministic adapter
+  (replay, fake, given, rules): it is called directly, with no store, key or single
+  flight; only the counting applies.
 - ``parser_version`` (str, default ``"1"``): version of the adapter's output parser;
   part of the stored value's name, not of the key.
 - ``parse_raw``: Checker ``parse_raw(raw: str) -> Verdict``, Splitter
@@ -18,19 +19,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from dahl.adapters.base import Checker, Splitter
 from dahl.cache.flight import SingleFlight
-from dahl.cache.keys import check_key, split_key
-from dahl.cache.store import CacheStore
+from dahl.cache.keys import check_key, check_keys, split_key
+from dahl.cache.store import CachedEntry, CacheStore
 from dahl.engine.counters import RunCounters
-from dahl.errors import DahlError
+from dahl.errors import CacheError, DahlError
 from dahl.records import Answer, Claim, Label, Verdict
 
-__all__ = ["CachingChecker", "CachingSplitter"]
+__all__ = ["CachingChecker", "CachingSplitter", "Lookup"]
 
 log = logging.getLogger(__name__)
+
+
+class Lookup(NamedTuple):
+    """What :meth:`CachingChecker.look_up` found for one answer's claims.
+
+    Attributes:
+        verdicts: per claim, the stored verdict, or None when not found.
+        keys: per claim, its cache key (hand it to :meth:`CachingChecker.check_missed`).
+        generation: the store's write generation read before the lookup.
+    """
+
+    verdicts: list[Verdict | None]
+    keys: list[str]
+    generation: int
 
 
 def _store_for(inner: object, store: CacheStore | None) -> CacheStore | None:
@@ -62,6 +78,7 @@ class CachingChecker:
         self.inner = inner
         self.fingerprint = inner.fingerprint
         self._store = _store_for(inner, store)
+        self._direct = not getattr(inner, "cacheable", True)
         self._counters = counters
         self._parser_version = str(getattr(inner, "parser_version", "1"))
         # Flight outcome: (verdict, came from the store).
@@ -81,6 +98,54 @@ class CachingChecker:
         """Distinct checks in flight now."""
         return len(self._flights)
 
+    @property
+    def can_look_up(self) -> bool:
+        """Whether :meth:`look_up` may be used (a store is in use)."""
+        return self._store is not None
+
+    async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
+        """Look every claim of ``answer`` up in the store at once (one batched read).
+
+        A found verdict counts as ``claims_cached``; a stored raw reply is re-parsed
+        with ``inner.parse_raw`` (and the result stored). Claims not found must then
+        go through :meth:`check_missed` with the lookup's key and generation, which
+        skips a second read when nothing was committed in between.
+
+        Args:
+            claims: the answer's claims, in order.
+            answer: their answer.
+
+        Returns:
+            The verdict found per claim (None = not found), the claims' keys, and the
+            store's write generation read before the lookup.
+
+        Raises:
+            CacheError: the store is closed, or the wrapper has no store.
+            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
+        """
+        store = self._store
+        if store is None:
+            raise CacheError("look_up needs a cache store")
+        version = self._parser_version
+        keys = check_keys(self.inner, claims, answer)
+        generation = store.generation  # read before the lookup, see CacheStore.generation
+        entries = await store.get_many(keys, parser_version=version)
+        verdicts: list[Verdict | None] = []
+        found = 0
+        for key, entry in zip(keys, entries, strict=True):
+            verdict: Verdict | None = None
+            if entry is not None:
+                if isinstance(entry.value, Verdict):
+                    verdict = entry.value
+                elif entry.raw is not None:
+                    verdict = self._reparse(entry.raw)
+                    if verdict is not None:
+                        store.put(key, verdict, None, parser_version=version)
+            found += verdict is not None
+            verdicts.append(verdict)
+        self._counters.claims_cached += found
+        return Lookup(verdicts, keys, generation)
+
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
 
@@ -89,7 +154,28 @@ class CachingChecker:
                 the same single flight); never cached.
             TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
         """
-        key = check_key(self.inner, claim, answer)
+        if self._direct:  # cheap and deterministic: no key, no single flight
+            self._counters.claims_checked += 1
+            return await self.inner.check(claim, answer)
+        return await self._check(check_key(self.inner, claim, answer), claim, answer, None)
+
+    async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
+        """:meth:`check` for a claim that :meth:`look_up` did not find.
+
+        Args:
+            claim: the claim.
+            answer: its answer.
+            key: its key from the lookup.
+            generation: the lookup's generation; unless the store wrote this key since
+                (or cannot tell), only memory (values put since) and identical checks
+                in flight are consulted, not the disk again.
+
+        Raises:
+            AdapterError: raised by ``inner.check``; never cached.
+        """
+        return await self._check(key, claim, answer, generation)
+
+    async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
         flights = self._flights
         # SingleFlight.run inlined: this is the path of every cache hit.
         while flights.busy(key):
@@ -110,19 +196,29 @@ class CachingChecker:
             # The owner was cancelled: loop, and become the owner if nobody did.
         call = flights.open(key)
         try:
-            outcome = await self._resolve(key, claim, answer)
+            outcome = await self._resolve(key, claim, answer, generation)
         except BaseException as exc:
             flights.close(key, call, exc=exc)
             raise
         flights.close(key, call, result=outcome)
         return outcome[0]
 
-    async def _resolve(self, key: str, claim: Claim, answer: Answer) -> tuple[Verdict, bool]:
+    async def _resolve(
+        self, key: str, claim: Claim, answer: Answer, generation: int | None
+    ) -> tuple[Verdict, bool]:
         """Return the verdict and whether it came from the store; count it."""
         store = self._store
         version = self._parser_version
         if store is not None:
-            entry = await store.get(key, parser_version=version)
+            entry: CachedEntry | None
+            if generation is not None and (
+                store.generation == generation
+                or store.written_since(key, generation, parser_version=version) is False
+            ):
+                value = store.recent(key, parser_version=version)  # nothing new on disk
+                entry = CachedEntry(value, None) if value is not None else None
+            else:
+                entry = await store.get(key, parser_version=version)
             if entry is not None:
                 if isinstance(entry.value, Verdict):
                     self._counters.claims_cached += 1
@@ -176,6 +272,7 @@ class CachingSplitter:
         self.inner = inner
         self.fingerprint = inner.fingerprint
         self._store = _store_for(inner, store)
+        self._direct = not getattr(inner, "cacheable", True)
         self._counters = counters
         self._parser_version = str(getattr(inner, "parser_version", "1"))
         self._flights: SingleFlight[list[Claim]] = SingleFlight()
@@ -195,6 +292,9 @@ class CachingSplitter:
             ConfigError: raised by ``inner`` (e.g. the given Splitter without claims).
             TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
         """
+        if self._direct:  # cheap and deterministic: no key, no single flight
+            self.splits_called += 1
+            return list(await self.inner.split(answer))
         key = split_key(self.inner, answer)
         claims = await self._flights.run(
             key, lambda: self._resolve(key, answer), self._count_deduped

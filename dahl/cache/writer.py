@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import queue
 import threading
@@ -14,6 +15,7 @@ from typing import NamedTuple
 import diskcache  # type: ignore[import-untyped]
 import msgspec
 
+from dahl.cache.database import RowWriter
 from dahl.records import Claim, Verdict
 
 __all__ = ["BatchWriter", "Value", "value_name"]
@@ -41,7 +43,22 @@ class _Flush(NamedTuple):
     done: Callable[[], None]
 
 
+class _Opened(NamedTuple):
+    """A new batch got its first entry at ``at`` (time.monotonic(), seconds)."""
+
+    at: float
+
+
+class _Sealed(NamedTuple):
+    """A batch handed over whole (full, or sealed by a flush or stop)."""
+
+    items: list[_Put]
+
+
 _STOP = object()
+
+#: Batches whose written names are remembered (see BatchWriter.written_since).
+_HISTORY = 128
 
 
 class BatchWriter:
@@ -50,7 +67,15 @@ class BatchWriter:
     A batch is committed when ``flush_items`` entries are queued or ``flush_interval_s``
     has passed since its first entry, whichever comes first. Until committed, an
     entry is served from memory (:meth:`recent`), so a repeat right after a put is
-    a hit. A failed commit drops that batch and logs one warning per writer.
+    a hit. A failed commit drops that batch and logs one warning per writer. Rows go
+    in through :class:`~dahl.cache.database.RowWriter` (multi-row upserts); a value
+    too large for its row (≥ the cache's ``disk_min_file_size``, 32 KiB) is written
+    by ``Cache.set`` right after the batch.
+
+    :meth:`put` only appends to the open batch under a lock; the thread is woken
+    twice per batch (when it opens, to arm the deadline, and when it is full), not
+    per entry: a wake-up per entry would make the thread take the GIL from the event
+    loop thread hundreds of times a second.
 
     Args:
         cache: the open diskcache; the thread uses (and closes) its own connection.
@@ -59,34 +84,50 @@ class BatchWriter:
 
     Attributes:
         transactions: transactions committed.
+        generation: batches finished (committed or failed); see ``CacheStore.generation``.
         writes: entries committed.
         write_errors: entries dropped by failed commits.
     """
 
     def __init__(self, cache: diskcache.Cache, *, flush_items: int, flush_interval_s: float) -> None:
         self._cache = cache
+        self._rows = RowWriter(cache)
         self._directory = Path(cache.directory)
         self._flush_items = flush_items
         self._flush_interval_s = flush_interval_s
         self._queue: queue.Queue[object] = queue.Queue()
+        self._lock = threading.Lock()  # guards _open, _recent and _uncommitted
+        self._open: list[_Put] = []
         self._recent: dict[str, Value] = {}
-        self._recent_lock = threading.Lock()
+        self._uncommitted = 0
+        # Names written by the last _HISTORY batches: name -> generation that wrote it.
+        self._written: dict[str, int] = {}
+        self._history: collections.deque[tuple[int, list[str]]] = collections.deque()
         self._warned = False
         self.transactions = 0
+        self.generation = 0
         self.writes = 0
         self.write_errors = 0
         self._thread = threading.Thread(target=self._run, name="dahl-cache-write", daemon=False)
         self._thread.start()
 
     def queued(self) -> int:
-        """Entries (and markers) waiting in the queue now."""
-        return self._queue.qsize()
+        """Entries put and not yet committed (or dropped) now."""
+        return self._uncommitted
 
     def put(self, key: str, value: Value, raw: str | None, parser_version: str) -> None:
-        """Queue one entry; returns at once (the queue is unbounded)."""
-        with self._recent_lock:
+        """Queue one entry; returns at once (memory is unbounded, batches are not)."""
+        entry = _Put(key, value, raw, parser_version)
+        with self._lock:
             self._recent[value_name(key, parser_version)] = value
-        self._queue.put(_Put(key, value, raw, parser_version))
+            self._uncommitted += 1
+            batch = self._open
+            batch.append(entry)
+            if len(batch) == 1:
+                self._queue.put(_Opened(time.monotonic()))
+            if len(batch) >= self._flush_items:
+                self._queue.put(_Sealed(batch))
+                self._open = []
 
     @property
     def has_recent(self) -> bool:
@@ -95,8 +136,16 @@ class BatchWriter:
 
     def recent(self, name: str) -> Value | None:
         """The value put under ``name`` (see :func:`value_name`) and not yet committed."""
-        with self._recent_lock:
+        with self._lock:
             return self._recent.get(name)
+
+    def _enqueue(self, marker: object) -> None:
+        """Hand the open batch over, then ``marker``, keeping their order."""
+        with self._lock:
+            if self._open:
+                self._queue.put(_Sealed(self._open))
+                self._open = []
+            self._queue.put(marker)
 
     async def flush(self) -> None:
         """Wait (without blocking the loop) until everything queued before is committed."""
@@ -109,70 +158,104 @@ class BatchWriter:
             except RuntimeError:  # the loop closed meanwhile; nobody is waiting
                 pass
 
-        self._queue.put(_Flush(signal))
+        self._enqueue(_Flush(signal))
         await done
 
     def drain(self) -> None:
         """Block until everything queued before is committed."""
         event = threading.Event()
-        self._queue.put(_Flush(event.set))
+        self._enqueue(_Flush(event.set))
         event.wait()
 
     def stop(self) -> None:
         """Commit everything queued, then end the thread and wait for it (blocking)."""
-        self._queue.put(_STOP)
+        self._enqueue(_STOP)
         self._thread.join()
 
     def _run(self) -> None:
+        deadline: float | None = None  # when the open batch must be written
         try:
             while True:
-                batch, waiters, stop = self._collect()
-                if batch:
-                    self._commit(batch)
-                    self._forget(batch)
-                for waiter in waiters:
-                    waiter()
-                if stop:
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    op = self._queue.get(timeout=timeout)
+                except queue.Empty:  # the open batch is due
+                    deadline = None
+                    with self._lock:
+                        batch, self._open = self._open, []
+                    self._write(batch)
+                    continue
+                if isinstance(op, _Opened):
+                    due = op.at + self._flush_interval_s
+                    deadline = due if deadline is None else min(deadline, due)
+                elif isinstance(op, _Sealed):
+                    self._write(op.items)
+                    if not self._open:
+                        deadline = None
+                elif isinstance(op, _Flush):
+                    op.done()
+                elif op is _STOP:
                     return
         finally:
-            self._cache.close()  # this thread's connection
+            self._rows.close()
+            self._cache.close()  # this thread's connections
 
-    def _collect(self) -> tuple[list[_Put], list[Callable[[], None]], bool]:
-        """Wait for the next batch: up to flush_items entries, a flush marker, or the stop."""
-        op = self._queue.get()
-        batch: list[_Put] = []
-        deadline = time.monotonic() + self._flush_interval_s
-        while True:
-            if op is _STOP:
-                return batch, [], True
-            if isinstance(op, _Flush):
-                return batch, [op.done], False
-            assert isinstance(op, _Put)
-            batch.append(op)
-            remaining = deadline - time.monotonic()
-            if len(batch) >= self._flush_items or remaining <= 0:
-                return batch, [], False
-            try:
-                op = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                return batch, [], False
+    def written_since(self, name: str, generation: int) -> bool | None:
+        """Whether this writer committed ``name`` after ``generation``; None if it cannot tell.
+
+        Exact for the last 128 generations (None beyond). With the cache directory
+        locked by this run, nothing else writes to it, so False means: not on disk
+        unless it already was at ``generation``.
+        """
+        with self._lock:
+            if self.generation - generation > _HISTORY:
+                return None
+            written = self._written.get(name)
+        return written is not None and written > generation
+
+    def _write(self, batch: list[_Put]) -> None:
+        if not batch:
+            return
+        self._commit(batch)
+        names = [value_name(put.key, put.parser_version) for put in batch]
+        with self._lock:
+            # Counted before the entries leave memory: a reader that finds an entry
+            # neither in memory nor (by an older lookup) on disk sees a new generation
+            # and finds the name in _written.
+            self.generation += 1
+            generation = self.generation
+            for name in names:
+                self._written[name] = generation
+            self._history.append((generation, names))
+            while self._history[0][0] <= generation - _HISTORY:
+                old, old_names = self._history.popleft()
+                for name in old_names:
+                    if self._written.get(name) == old:
+                        del self._written[name]
+        self._forget(batch)
 
     def _forget(self, batch: list[_Put]) -> None:
         """Drop committed (or failed) entries from memory, unless put again since."""
-        with self._recent_lock:
+        with self._lock:
+            self._uncommitted -= len(batch)
             for put in batch:
                 name = value_name(put.key, put.parser_version)
                 if self._recent.get(name) is put.value:
                     del self._recent[name]
 
     def _commit(self, batch: list[_Put]) -> None:
-        cache = self._cache
+        rows: list[tuple[str, str | bytes]] = []
+        large: list[tuple[str, str | bytes]] = []
+        fits = self._rows.fits
         try:
-            with cache.transact(retry=True):
-                for put in batch:
-                    cache.set(value_name(put.key, put.parser_version), _ENCODER.encode(put.value))
-                    if put.raw is not None:
-                        cache.set(f"{put.key}:raw", put.raw)
+            for put in batch:
+                encoded = _ENCODER.encode(put.value)
+                (rows if fits(encoded) else large).append((value_name(put.key, put.parser_version), encoded))
+                if put.raw is not None:
+                    (rows if fits(put.raw) else large).append((f"{put.key}:raw", put.raw))
+            self._rows.write(rows)
+            for name, value in large:  # rare: diskcache puts them in files of their own
+                self._cache.set(name, value, retry=True)
         except Exception as exc:  # noqa: BLE001 - the writer thread must survive any failed batch
             self.write_errors += len(batch)
             if not self._warned:

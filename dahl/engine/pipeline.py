@@ -4,8 +4,14 @@ One anyio task group holds every task. Stages are joined by bounded memory
 object streams, and each stage is a fixed pool of workers, so memory is
 O(workers + queue sizes) whatever the input size (DESIGN.md §1):
 
-    reader (thread, batches) --answers--> split workers --claims--> check workers
-        --results--> writer (thread, batches of <= flush_items or flush_interval_s)
+    reader (thread, batches) --answers--> split workers [--split--> lookup workers]
+        --claims--> check workers --results--> writer (thread, batches of <= flush_items
+        or flush_interval_s)
+
+With a cache (a Checker offering ``look_up``, i.e. :class:`dahl.cache.CachingChecker`
+with a store), lookup workers look all claims of an answer up in one batched read;
+found verdicts never become per-claim jobs, so a re-score of cached claims costs a
+key and a share of one read per claim. Claims not found go on to the check workers.
 
 An answer's result is emitted as soon as its last claim has a verdict. Blocking
 work (reading and hashing input, preprocessing and rule splitting, file writes)
@@ -53,6 +59,8 @@ class PipelineOptions:
     Attributes:
         split_concurrency: split workers (answers being split at once).
         check_concurrency: check workers (claims being checked at once).
+        lookup_concurrency: lookup workers (answers whose claims are being looked up in
+            the cache at once; their reads share reader-thread calls).
         queue_size: items buffered between two stages.
         read_batch: answers the reader thread takes per hop.
         flush_items: results per write batch.
@@ -67,6 +75,7 @@ class PipelineOptions:
 
     split_concurrency: int = 2
     check_concurrency: int = 8
+    lookup_concurrency: int = 32
     queue_size: int = 256
     read_batch: int = 256
     flush_items: int = 500
@@ -77,7 +86,8 @@ class PipelineOptions:
     max_response_chars: int = 50_000
 
     def __post_init__(self) -> None:
-        for name in ("split_concurrency", "check_concurrency", "queue_size", "read_batch", "flush_items"):
+        for name in ("split_concurrency", "check_concurrency", "lookup_concurrency", "queue_size", "read_batch",
+                     "flush_items"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.flush_interval_s <= 0:
@@ -95,13 +105,15 @@ class QueuedAnswer:
 class _Pending:
     """An answer whose claims are being checked (lives only on the event loop)."""
 
-    __slots__ = ("item", "claims", "verdicts", "remaining")
+    __slots__ = ("item", "claims", "verdicts", "remaining", "keys", "generation")
 
     def __init__(self, item: QueuedAnswer, claims: list[Claim]) -> None:
         self.item = item
         self.claims = claims
         self.verdicts: list[Verdict | None] = [None] * len(claims)
         self.remaining = len(claims)
+        self.keys: list[str] | None = None  # cache keys, once looked up
+        self.generation = 0  # the cache's write generation at the lookup
 
 
 _ClaimJob = tuple[_Pending, int]
@@ -226,12 +238,19 @@ async def run_pipeline(
     Raises:
         QuotaExhausted: the API quota ran out; results finished before are written.
     """
+    look_up = getattr(checker, "look_up", None) if getattr(checker, "can_look_up", False) else None
+    check_missed = getattr(checker, "check_missed", None)
+    lookup_workers = options.lookup_concurrency if look_up is not None else 0
     answers: Channel[QueuedAnswer] = Channel(options.queue_size)
+    split: Channel[_Pending] = Channel(options.queue_size)
     claims: Channel[_ClaimJob] = Channel(options.queue_size)
     results: Channel[AnswerResult] = Channel(options.queue_size)
     # Every producer is counted before any task runs, so no channel ends early.
     answers.open_sender()
     for _ in range(options.split_concurrency):
+        (split if lookup_workers else claims).open_sender()
+        results.open_sender()
+    for _ in range(lookup_workers):
         claims.open_sender()
         results.open_sender()
     for _ in range(options.check_concurrency):
@@ -280,8 +299,39 @@ async def run_pipeline(
                     await results.send(build_result(item, [], [], gamma=options.gamma, k=options.k))
                     continue
                 pending = _Pending(QueuedAnswer(answer, item.input_hash), parts)
+                counters.claims_queued += len(parts)
+                if lookup_workers:
+                    await split.send(pending)
+                    continue
                 for i in range(len(parts)):
-                    counters.claims_queued += 1
+                    await claims.send((pending, i))
+        finally:
+            (split if lookup_workers else claims).close_sender()
+            results.close_sender()
+
+    async def lookup_worker() -> None:
+        assert look_up is not None
+        try:
+            async for pending in split:
+                found = await look_up(pending.claims, pending.item.answer)
+                pending.keys = found.keys
+                pending.generation = found.generation
+                missing: list[int] = []
+                for i, verdict in enumerate(found.verdicts):
+                    if verdict is None:
+                        missing.append(i)
+                    else:
+                        pending.verdicts[i] = verdict
+                hits = len(pending.claims) - len(missing)
+                counters.claims_done += hits
+                pending.remaining -= hits
+                if not missing:
+                    verdicts = [v for v in found.verdicts if v is not None]
+                    await results.send(
+                        build_result(pending.item, pending.claims, verdicts, gamma=options.gamma, k=options.k)
+                    )
+                    continue
+                for i in missing:
                     await claims.send((pending, i))
         finally:
             claims.close_sender()
@@ -293,7 +343,10 @@ async def run_pipeline(
                 claim = pending.claims[i]
                 counters.checks_in_flight += 1
                 try:
-                    verdict = await checker.check(claim, pending.item.answer)
+                    if pending.keys is not None and check_missed is not None:
+                        verdict = await check_missed(claim, pending.item.answer, pending.keys[i], pending.generation)
+                    else:
+                        verdict = await checker.check(claim, pending.item.answer)
                 except QuotaExhausted as exc:
                     stop(exc)
                     return
@@ -361,6 +414,8 @@ async def run_pipeline(
             tg.start_soon(read)
             for _ in range(options.split_concurrency):
                 tg.start_soon(split_worker)
+            for _ in range(lookup_workers):
+                tg.start_soon(lookup_worker)
             for _ in range(options.check_concurrency):
                 tg.start_soon(check_worker)
             tg.start_soon(write)

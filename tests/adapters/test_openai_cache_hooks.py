@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import msgspec
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -115,17 +117,21 @@ class TestCheckKeyTemplate:
         assert template.fill(question, claim) == template.exact(question, claim)
 
     async def test_key_body_is_sent_body(self, server, session, lane, cfg) -> None:
-        """cache_request's body is the body sent, with the system prompt replaced by its digest."""
+        """cache_request's content is the user message sent; its frame digests the rest of the body."""
         server.push(server.chat("Supported"))
         checker = OpenAIChecker(cfg, session, lane)
         answer = Answer(id="a", question=" What  is <question> metformin?", response="x")
-        keyed = checker.cache_request(CLAIM, answer)["body"]
+        keyed = checker.cache_request(CLAIM, answer)
         await checker.check(CLAIM, answer)
         sent = server.requests[0]
         system = sent["messages"][0]["content"]
         digest = hashlib.blake2b(system.encode(), digest_size=16).hexdigest()
-        assert keyed == {
+        assert keyed["content"] == sent["messages"][1]["content"]
+        frame = {
             **sent,
-            "messages": [{"role": "system", "content_blake2b": digest}, sent["messages"][1]],
+            "messages": [{"role": "system", "content_blake2b": digest}, {**sent["messages"][1], "content": None}],
+            "dahl_hole": 1,
         }
+        expected = hashlib.blake2b(msgspec.msgpack.encode(frame, order="deterministic"), digest_size=16).hexdigest()
+        assert keyed["frame"] == expected
         assert normalize_text(answer.question) in sent["messages"][1]["content"].replace("\u2039", "<")

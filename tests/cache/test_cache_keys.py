@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
-from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, key_of, split_key
+from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.config import EndpointConfig
 from dahl.records import Answer, Claim, GivenClaim, Label
 
@@ -121,10 +121,11 @@ class TestCheckKeyOpenAI:
         assert check_key(checker, nfc, ANSWER) == check_key(checker, nfd, spaced)
 
     def test_body_sent_matches_key_material(self) -> None:
-        """cache_request carries the request body with the claim text as sent."""
+        """cache_request carries the templated user message with the claim text as sent."""
         material = _checker(_cfg()).cache_request(CLAIM, ANSWER)
-        user = material["body"]["messages"][1]["content"]
-        assert "Ada Lovelace was a mathematician." in user
+        user = material["content"]
+        assert "Ada Lovelace was a mathematician." in user and "Who was Ada Lovelace?" in user
+        assert len(material["frame"]) == 32
         assert material["model"] == "m1" and material["base_url"] == "http://127.0.0.1:9/v1"
         assert "sk-first-key" not in repr(material)
 
@@ -132,7 +133,7 @@ class TestCheckKeyOpenAI:
 class TestCheckKeyOffline:
     def test_golden(self) -> None:
         """The key of a fixed input is pinned, so a change of canonical encoding is caught."""
-        assert check_key(StubChecker(), CLAIM, ANSWER) == "ae90f4c81ae285dd11b4cb178a503c25"
+        assert check_key(StubChecker(), CLAIM, ANSWER) == "93637acd63386ddd908530bae280b7be"
 
     def test_canonical_bytes(self) -> None:
         """A key is blake2b-128 of the deterministic msgpack array of the key struct."""
@@ -146,7 +147,7 @@ class TestCheckKeyOffline:
         )
         expected = hashlib.blake2b(
             msgspec.msgpack.encode(
-                [1, "check", "stub/v1", None, "Who was Ada Lovelace?", "Ada Lovelace was a mathematician.", None, None]
+                [2, "check", "stub/v1", None, "Who was Ada Lovelace?", "Ada Lovelace was a mathematician.", None, None]
             ),
             digest_size=16,
         ).hexdigest()
@@ -247,3 +248,11 @@ class TestHookWithoutText:
         first = check_key(checker, Claim(text="A.", index=0), answer)  # type: ignore[arg-type]
         second = check_key(checker, Claim(text="B.", index=1), answer)  # type: ignore[arg-type]
         assert first != second
+
+
+class TestCheckKeys:
+    def test_equal_to_one_by_one(self) -> None:
+        """check_keys gives check_key of every claim, in order, for hook and hook-less Checkers."""
+        claims = [CLAIM, Claim(text="Ada  Lovelace was born in 1815.", index=1)]
+        for checker in (StubChecker(), _checker(_cfg())):
+            assert check_keys(checker, claims, ANSWER) == [check_key(checker, c, ANSWER) for c in claims]

@@ -285,3 +285,89 @@ class TestDefaultDir:
         """Without the variable, the platform user cache directory for dahl is used."""
         monkeypatch.delenv("DAHL_CACHE_DIR", raising=False)
         assert default_cache_dir() == Path(platformdirs.user_cache_dir("dahl"))
+
+
+class TestRowWriter:
+    def test_rows_read_back_by_diskcache(self, tmp_path: Path) -> None:
+        """Rows written in one batch are what diskcache's own get returns; its item count follows."""
+        from dahl.cache.database import RowWriter, open_database
+
+        cache = open_database(tmp_path)
+        writer = RowWriter(cache)
+        writer.write([("a:v1", b"\x01\x02"), ("a:raw", "Supported"), ("b:v1", b"")])
+        writer.write([("a:raw", "Unsupported")])  # an existing name is overwritten
+        writer.close()
+        assert (cache.get("a:v1"), cache.get("a:raw"), cache.get("b:v1")) == (b"\x01\x02", "Unsupported", b"")
+        assert len(cache) == 3
+        cache.close()
+
+    def test_large_values_go_through_diskcache(self, tmp_path: Path) -> None:
+        """A value of 32 KiB or more does not fit a row; the store writes it to a file and reads it back."""
+        from dahl.cache.database import RowWriter, open_database
+
+        cache = open_database(tmp_path)
+        writer = RowWriter(cache)
+        assert writer.fits("x" * 32767) and not writer.fits("x" * 32768)
+        cache.close()
+
+    async def test_large_raw_reply_round_trip(self, tmp_path: Path) -> None:
+        """A 100,000-character raw reply is stored (in a file) and found after a parser change."""
+        raw = "Supported. " + "x" * 100_000
+        with CacheStore(tmp_path / "c") as s:
+            s.put(KEY, VERDICT, raw)
+        with CacheStore(tmp_path / "c") as s:
+            assert await s.get(KEY, parser_version="2") == CachedEntry(None, raw)
+
+
+class TestGetMany:
+    async def test_group_is_one_reader_call(self, store: CacheStore) -> None:
+        """get_many of 10 keys (4 stored) answers in order with one reader-thread call."""
+        for i in (1, 3, 5, 7):
+            store.put(_key(i), VERDICT, None)
+        await store.flush()
+        found = await store.get_many([_key(i) for i in range(10)])
+        assert [entry is not None for entry in found] == [i in (1, 3, 5, 7) for i in range(10)]
+        assert found[3] == CachedEntry(VERDICT, None)
+        assert store.read_batches == 1
+
+    async def test_uncommitted_group_needs_no_reader(self, store: CacheStore) -> None:
+        """Keys put and not yet committed are answered from memory without a reader call."""
+        store.put(_key(1), VERDICT, None)
+        store.put(_key(2), VERDICT, None)
+        assert await store.get_many([_key(1), _key(2)]) == [CachedEntry(VERDICT, None)] * 2
+        assert store.read_batches == 0
+
+    async def test_groups_share_reader_calls(self, store: CacheStore) -> None:
+        """50 concurrent groups of 10 keys (500 keys) take at most 3 reader calls (256 keys each)."""
+        results: list[list[CachedEntry | None]] = []
+
+        async def one(g: int) -> None:
+            results.append(await store.get_many([_key(g * 10 + i) for i in range(10)]))
+
+        async with anyio.create_task_group() as tg:
+            for g in range(50):
+                tg.start_soon(one, g)
+        assert len(results) == 50 and all(r == [None] * 10 for r in results)
+        assert store.read_batches <= 3
+
+
+class TestWrittenSince:
+    async def test_tells_what_was_written_after_a_generation(self, store: CacheStore) -> None:
+        """written_since is True only for keys committed after the given generation."""
+        store.put(_key(1), VERDICT, None)
+        await store.flush()
+        before = store.generation
+        store.put(_key(2), VERDICT, None)
+        await store.flush()
+        assert store.generation == before + 1
+        assert store.written_since(_key(2), before) is True
+        assert store.written_since(_key(1), before) is False
+        assert store.written_since(_key(3), before) is False
+
+    async def test_unknown_beyond_history(self, store: CacheStore) -> None:
+        """After more than 128 write transactions, an older generation gives None (cannot tell)."""
+        for i in range(130):
+            store.put(_key(i), VERDICT, None)
+            await store.flush()
+        assert store.written_since(_key(0), 0) is None
+        assert store.written_since(_key(129), 128) is True

@@ -11,7 +11,7 @@ import pytest
 
 from dahl.adapters.base import Checker, Splitter
 from dahl.adapters.fake import FakeChecker
-from dahl.cache import CacheStore, CachingChecker, CachingSplitter, SingleFlight
+from dahl.cache import CacheStore, CachingChecker, CachingSplitter, SingleFlight, check_key
 from dahl.engine.counters import RunCounters
 from dahl.errors import OutputParseError, TransientAPIError
 from dahl.records import Answer, Claim, Label, Verdict
@@ -206,7 +206,7 @@ class TestCachingChecker:
         assert entries == 3  # raw + parsed v1 + parsed v2
 
     async def test_uncacheable_bypasses_store(self, store: CacheStore) -> None:
-        """A Checker with cacheable = False never touches the store but still dedupes."""
+        """A Checker with cacheable = False is called directly: no store, no single flight."""
         counters = RunCounters()
         wrapped = CachingChecker(FakeChecker(latency_s=0.02), store, counters)
         claim = Claim(text="Ada was a mathematician.", index=0)
@@ -215,7 +215,7 @@ class TestCachingChecker:
                 tg.start_soon(wrapped.check, claim, ANSWER)
         await wrapped.check(claim, ANSWER)
         await store.flush()
-        assert (counters.claims_checked, counters.claims_deduped, counters.claims_cached) == (2, 3, 0)
+        assert (counters.claims_checked, counters.claims_deduped, counters.claims_cached) == (5, 0, 0)
         assert store.stats()["entries"] == 0 and store.read_batches == 0
 
     async def test_no_store(self) -> None:
@@ -344,3 +344,55 @@ class TestSingleFlight:
         with pytest.raises(TransientAPIError):
             await flights.run("k", work, lambda: None)
         assert caplog.records == []
+
+
+class TestLookUp:
+    async def test_found_and_missing(self, store: CacheStore) -> None:
+        """look_up returns the stored verdicts, None for the rest, and counts only the found ones."""
+        counters = RunCounters()
+        inner = StubChecker()
+        wrapped = CachingChecker(inner, store, counters)
+        claims = [Claim(text=f"claim {i} true", index=i) for i in range(4)]
+        for claim in claims[:2]:
+            await wrapped.check(claim, ANSWER)
+        await store.flush()
+        found = await wrapped.look_up(claims, ANSWER)
+        assert [v is not None for v in found.verdicts] == [True, True, False, False]
+        assert found.keys == [check_key(inner, c, ANSWER) for c in claims]
+        assert (counters.claims_cached, counters.claims_checked) == (2, 2)
+
+    async def test_check_missed_skips_the_disk_when_nothing_was_written(self, store: CacheStore) -> None:
+        """A claim the lookup missed is checked without a second read while nothing was written since."""
+        counters = RunCounters()
+        inner = StubChecker()
+        wrapped = CachingChecker(inner, store, counters)
+        claim = Claim(text="claim true", index=0)
+        found = await wrapped.look_up([claim], ANSWER)
+        reads = store.read_batches
+        verdict = await wrapped.check_missed(claim, ANSWER, found.keys[0], found.generation)
+        assert verdict.label is Label.SUPPORTED and inner.calls == 1
+        assert store.read_batches == reads
+
+    async def test_check_missed_finds_a_value_written_meanwhile(self, store: CacheStore) -> None:
+        """If the same claim was checked and committed after the lookup, check_missed reuses it."""
+        counters = RunCounters()
+        inner = StubChecker()
+        wrapped = CachingChecker(inner, store, counters)
+        claim = Claim(text="claim true", index=0)
+        found = await wrapped.look_up([claim], ANSWER)
+        await wrapped.check(claim, ANSWER)  # another answer's identical claim, checked and stored
+        await store.flush()
+        verdict = await wrapped.check_missed(claim, ANSWER, found.keys[0], found.generation)
+        assert verdict.label is Label.SUPPORTED
+        assert inner.calls == 1 and counters.claims_cached == 1
+
+    async def test_reparses_a_stored_raw_reply(self, tmp_path: Path) -> None:
+        """A lookup after a parser change re-parses the raw reply instead of missing."""
+        claim = Claim(text="claim true", index=0)
+        with CacheStore(tmp_path / "c") as s:
+            await CachingChecker(StubChecker(parser_version="1"), s, RunCounters()).check(claim, ANSWER)
+        second = StubChecker(parser_version="2")
+        with CacheStore(tmp_path / "c") as s:
+            found = await CachingChecker(second, s, RunCounters()).look_up([claim], ANSWER)
+        assert found.verdicts[0] == Verdict(label=Label.UNKNOWN, checker="stubcheck/v1", raw="Answer: supported")
+        assert (second.calls, second.parsed) == (0, 1)
