@@ -21,10 +21,12 @@ __all__ = [
     "AnswerMetrics",
     "AnswerResult",
     "Claim",
+    "ClaimLabel",
     "ClaimResult",
     "Evidence",
     "GivenClaim",
     "Label",
+    "ResultDigest",
     "Status",
     "Usage",
     "Verdict",
@@ -227,3 +229,30 @@ class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
     question_id: str = ""
     reason: str | None = None
     meta: dict[str, Any] = {}
+
+
+
+class ClaimLabel(msgspec.Struct, frozen=True):
+    """A claim of :class:`ResultDigest`: its label only."""
+
+    label: Label
+
+
+class ResultDigest(msgspec.Struct, frozen=True, kw_only=True):
+    """What the summary and the verdict store read of an :class:`AnswerResult` line.
+
+    Decoding ``answers.jsonl`` into this instead of :class:`AnswerResult` skips the
+    claim texts, evidence, raw replies and metrics (msgspec parses them without
+    building objects): the end of a run streams every line once.
+
+    Attributes: as in :class:`AnswerResult`; ``claims`` keeps each claim's label.
+    """
+
+    id: str
+    model: str
+    category: str
+    status: Status
+    claims: tuple[ClaimLabel, ...]
+    counts: dict[str, int]
+    question: str = ""
+    question_id: str = ""

@@ -27,7 +27,7 @@ from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, read_answers
 from dahl.locking import FolderLock
-from dahl.records import AnswerResult
+from dahl.records import AnswerResult, ResultDigest
 from dahl.summary import SummaryBuilder
 from dahl.verdicts import VerdictWriter
 
@@ -238,7 +238,7 @@ async def _score_locked(
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
 
-    def consume(result: AnswerResult) -> None:
+    def consume(result: ResultDigest) -> None:
         builder.add(result)
         store.add(result)
 

@@ -26,7 +26,7 @@ from dahl.metrics import (
     factscore_values,
     precision,
 )
-from dahl.records import LABELS, AnswerResult, Label, Status
+from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status
 
 __all__ = ["SummaryBuilder", "group_seed"]
 
@@ -98,7 +98,7 @@ class SummaryBuilder:
             f"seed={self.seed}, n_boot={self.n_boot})"
         )
 
-    def add(self, result: AnswerResult) -> None:
+    def add(self, result: AnswerResult | ResultDigest) -> None:
         """Record one answer: its label counts, whether it abstained or failed to split, model, category.
 
         The answer's status is read only for ``abstained`` and ``error`` (split

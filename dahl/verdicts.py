@@ -40,7 +40,7 @@ import orjson
 
 from dahl.errors import ConfigError, InputError
 from dahl.metrics import dahl_mask, f1_values, factscore_mask, factscore_values, precision
-from dahl.records import LABELS, AnswerResult, Label, Status
+from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status
 
 __all__ = [
     "METRICS",
@@ -219,7 +219,7 @@ class VerdictWriter:
         """Number of answers added."""
         return len(self._ids)
 
-    def add(self, result: AnswerResult) -> None:
+    def add(self, result: AnswerResult | ResultDigest) -> None:
         """Record one answer's codes, label counts and per-claim labels.
 
         Args:

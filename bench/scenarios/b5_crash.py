@@ -44,7 +44,7 @@ from bench.scenarios.common import REPO, Figure, MockProcess, ScenarioResult, ro
 
 NAME = "b5_crash"
 #: (claims, SIGKILLs) per size.
-SIZES = {"tiny": (2500, 1), "quick": (4000, 3), "full": (30000, 20)}
+SIZES = {"tiny": (2500, 1), "quick": (10000, 3), "full": (30000, 20)}
 LATENCY_MS = 20
 IN_FLIGHT = 64
 FLUSH_ITEMS = 500

@@ -465,29 +465,56 @@ class OpenAIChecker:
             with the whole body, its system prompt replaced by the prompt's digest
             (:func:`_digest_system`). Never the API key.
         """
+        frame = self.cache_request_frame()
+        if frame is not None:
+            return {**frame, "content": self.cache_request_content(claim, answer)}
+        cfg = self._endpoint.cfg
+        return {
+            "base_url": cfg.base_url,
+            "model": cfg.model,
+            "template": prompts.CHECK_TEMPLATE_VERSION,
+            "body": self._key_template().exact(self._question(answer), normalize_text(claim.text)),
+        }
+
+    def cache_request_frame(self) -> dict[str, Any] | None:
+        """The part of :meth:`cache_request` that is the same for every claim now.
+
+        ``cache_request(claim, answer) == {**frame, "content": cache_request_content(claim,
+        answer)}`` whenever this is not None (None: the fast template is unusable and
+        the material holds the whole body). :func:`dahl.cache.keys.check_keys` uses the
+        split to hash the constant part once per answer.
+        """
+        template = self._key_template()
+        if not template.usable:
+            return None
+        cfg = self._endpoint.cfg
+        return {
+            "base_url": cfg.base_url,
+            "model": cfg.model,
+            "template": prompts.CHECK_TEMPLATE_VERSION,
+            "frame": template.frame,
+        }
+
+    def cache_request_content(self, claim: Claim, answer: Answer) -> str:
+        """The templated user message of ``claim`` (``cache_request(...)["content"]``)."""
+        return self._key_template().content(self._question(answer), normalize_text(claim.text))
+
+    def _key_template(self) -> _CheckKeyTemplate:
         endpoint = self._endpoint
-        cfg = endpoint.cfg
         fmt = endpoint.reply_format
         template = self._key_templates.get(fmt)
         if template is None:
-            template = _CheckKeyTemplate(cfg, fmt, endpoint.system_digests)
+            template = _CheckKeyTemplate(endpoint.cfg, fmt, endpoint.system_digests)
             self._key_templates[fmt] = template
+        return template
+
+    def _question(self, answer: Answer) -> str:
+        """``answer.question`` normalized (remembered: the claims of an answer share it)."""
         raw_question, question = self._last_question
         if answer.question != raw_question:
             question = normalize_text(answer.question)
             self._last_question = (answer.question, question)
-        text = normalize_text(claim.text)
-        material: dict[str, Any] = {
-            "base_url": cfg.base_url,
-            "model": cfg.model,
-            "template": prompts.CHECK_TEMPLATE_VERSION,
-        }
-        if template.usable:
-            material["frame"] = template.frame
-            material["content"] = template.content(question, text)
-        else:
-            material["body"] = template.exact(question, text)
-        return material
+        return question
 
     def parse_raw(self, raw: str) -> Verdict:
         """Parse a stored check reply into a verdict, as :meth:`check` does.

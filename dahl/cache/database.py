@@ -120,6 +120,19 @@ def _select(size: int) -> str:
     return f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
 
 
+@functools.lru_cache(maxsize=len(_IN_SIZES))
+def _select_packed(size: int) -> str:
+    # One result row for the whole list: SQLite steps over the matches in C, and
+    # both group_concat calls walk the same rows in the same order.
+    marks = ",".join("?" * size)
+    return (
+        "SELECT group_concat(CASE WHEN mode = 1 THEN key END, char(10)),"
+        " CAST(group_concat(CASE WHEN mode = 1 THEN value END, '') AS BLOB),"
+        " group_concat(CASE WHEN mode != 1 THEN key END, char(10))"
+        f" FROM Cache WHERE raw = 1 AND key IN ({marks})"
+    )
+
+
 class RowReader:
     """Batched lookups in a diskcache database, for ONE thread (it owns a SQLite connection).
 
@@ -139,12 +152,7 @@ class RowReader:
         self._disk = cache.disk
         self._con: sqlite3.Connection | None = None
 
-    def fetch(self, names: list[str]) -> dict[str, object]:
-        """Return ``{name: stored value}`` (bytes or str) for the ``names`` present.
-
-        Raises:
-            sqlite3.Error, OSError: the database or a value file cannot be read.
-        """
+    def _connection(self) -> sqlite3.Connection:
         con = self._con
         if con is None:
             con = sqlite3.connect(self._path, timeout=_READ_TIMEOUT_S, isolation_level=None)
@@ -152,6 +160,15 @@ class RowReader:
             con.execute(f"PRAGMA mmap_size = {_READ_MMAP_BYTES}")
             con.execute(f"PRAGMA cache_size = -{_READ_CACHE_KIB}")
             self._con = con
+        return con
+
+    def fetch(self, names: list[str]) -> dict[str, object]:
+        """Return ``{name: stored value}`` (bytes or str) for the ``names`` present.
+
+        Raises:
+            sqlite3.Error, OSError: the database or a value file cannot be read.
+        """
+        con = self._connection()
         out: dict[str, object] = {}
         for start in range(0, len(names), _SQL_CHUNK):
             chunk = names[start : start + _SQL_CHUNK]
@@ -165,6 +182,38 @@ class RowReader:
                 elif mode in _FILE_MODES:
                     out[name] = self._disk.fetch(mode, filename, value, False)
         return out
+
+    def fetch_packed(self, names: list[str]) -> tuple[list[str], bytes, list[str]]:
+        """Look ``names`` up and return the in-row values concatenated, in one step per query.
+
+        For values that are self-delimiting (msgpack): the caller splits ``packed`` by
+        decoding it. Each query returns ONE row, so the thread releases and retakes
+        the GIL once per 500 names, not once per found row (each retake competes with
+        the event loop thread). Names must not contain a newline.
+
+        Returns:
+            ``(found, packed, elsewhere)``: the names found with their value in the row,
+            in the order of their bytes in ``packed``; the concatenated values; and the
+            names found whose value is in a file (read them with :meth:`fetch`).
+
+        Raises:
+            sqlite3.Error: the database cannot be read.
+        """
+        con = self._connection()
+        found: list[str] = []
+        packed: list[bytes] = []
+        elsewhere: list[str] = []
+        for start in range(0, len(names), _SQL_CHUNK):
+            chunk = names[start : start + _SQL_CHUNK]
+            size = next(b for b in _IN_SIZES if b >= len(chunk))
+            row = con.execute(_select_packed(size), chunk + [""] * (size - len(chunk))).fetchone()
+            inline, values, other = row if row is not None else (None, None, None)
+            if inline and isinstance(values, bytes):
+                found += inline.split("\n")
+                packed.append(values)
+            if other:
+                elsewhere += other.split("\n")
+        return found, b"".join(packed), elsewhere
 
     def close(self) -> None:
         """Close the connection (call from the thread that used it)."""

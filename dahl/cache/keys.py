@@ -116,14 +116,68 @@ def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
 def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> list[str]:
     """Keys of ``checker``'s verdicts on all ``claims`` of ``answer``, in order.
 
-    Equal to ``[check_key(checker, c, answer) for c in claims]``; the question is
-    normalized once for the whole answer.
+    Equal to ``[check_key(checker, c, answer) for c in claims]``. The question is
+    normalized once for the whole answer; and for a Checker whose material splits
+    into a constant frame and one templated text per claim (``cache_request_frame``
+    and ``cache_request_content``, as the OpenAI-compatible Checker offers), the
+    canonical bytes before and after that text are hashed once: per claim only the
+    text is encoded and fed to a copy of the hash state.
 
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
     """
-    question = "" if _covers_input(checker) else normalize_text(answer.question)
+    covered = _covers_input(checker)
+    frame_of = getattr(checker, "cache_request_frame", None)
+    content_of = getattr(checker, "cache_request_content", None)
+    if covered and frame_of is not None and content_of is not None:
+        frame = frame_of()
+        split = None if frame is None else _split_material(checker.fingerprint, frame)
+        if split is not None:
+            head, tail = split
+            keys = []
+            for claim in claims:
+                hasher = head.copy()
+                hasher.update(_ENCODER.encode(content_of(claim, answer)))
+                hasher.update(tail)
+                keys.append(hasher.hexdigest())
+            return keys
+    question = "" if covered else normalize_text(answer.question)
     return [_check_key(checker, claim, answer, question) for claim in claims]
+
+
+#: A string no request contains (NUL bytes): marks where the per-claim text is encoded.
+_CONTENT_HOLE = "\x00dahl-key-content\x00"
+_SPLITS: dict[tuple[str, bytes], tuple[Any, bytes]] = {}
+
+
+def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes] | None:
+    """The hash state after the canonical bytes before the per-claim text, and the bytes after.
+
+    The bytes are those :func:`key_of` hashes for a covered check key whose request is
+    ``{**frame, "content": text}``; ``text`` sits at one place in them (msgpack str).
+    None if the frame itself holds the placeholder (then keys are built the plain way).
+    """
+    material = KeyMaterial(
+        version=KEY_VERSION,
+        stage="check",
+        fingerprint=fingerprint,
+        request={**frame, "content": _CONTENT_HOLE},
+        question="",
+        text="",
+    )
+    encoded = _ENCODER.encode(material)
+    memo = (fingerprint, encoded)
+    found = _SPLITS.get(memo)
+    if found is None:
+        hole = _ENCODER.encode(_CONTENT_HOLE)
+        if encoded.count(hole) != 1:
+            return None
+        before, after = encoded.split(hole)
+        if len(_SPLITS) >= 64:
+            _SPLITS.clear()
+        found = (hashlib.blake2b(before, digest_size=16), after)
+        _SPLITS[memo] = found
+    return found
 
 
 def _covers_input(adapter: object) -> bool:

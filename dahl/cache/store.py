@@ -65,6 +65,9 @@ _READ_BATCH = 256
 _READ_GATHER_S = 0.002
 
 _DECODER: msgspec.msgpack.Decoder[Value] = msgspec.msgpack.Decoder(Value)
+_LIST_DECODER: msgspec.msgpack.Decoder[list[Value]] = msgspec.msgpack.Decoder(list[Value])
+#: Marks a stored value that cannot be decoded (a miss, counted as a read error).
+_UNDECODABLE = object()
 
 
 def default_cache_dir() -> Path:
@@ -338,7 +341,7 @@ class CacheStore:
         self._read_batches += 1
         names = [value_name(key, version) for key, version in keys]
         try:
-            values = self._rows.fetch(names)
+            values = self._values(names)
             missing = [key for (key, _), name in zip(keys, names) if name not in values]
             raws = self._rows.fetch([f"{key}:raw" for key in missing]) if missing else {}
         except (sqlite3.Error, OSError) as exc:
@@ -346,15 +349,13 @@ class CacheStore:
             return [None] * len(keys)
         found: list[CachedEntry | None] = []
         for (key, _), name in zip(keys, names):
-            blob = values.get(name)
-            if isinstance(blob, bytes):
-                try:
-                    found.append(CachedEntry(_DECODER.decode(blob), None))
-                except msgspec.DecodeError as exc:
-                    self._read_failed(exc)
+            value = values.get(name)
+            if value is not None:
+                if value is _UNDECODABLE:
                     found.append(None)
                 else:
                     self._hits += 1
+                    found.append(CachedEntry(value, None))  # type: ignore[arg-type]
                 continue
             raw = raws.get(f"{key}:raw")
             if isinstance(raw, str):
@@ -364,6 +365,31 @@ class CacheStore:
                 self._misses += 1
                 found.append(None)
         return found
+
+    def _values(self, names: list[str]) -> dict[str, object]:
+        """Reader thread: the parsed values stored under ``names`` (undecodable ones marked).
+
+        The in-row values come back concatenated from one query and are decoded by one
+        msgspec call as a msgpack array; only if that fails (a damaged value) are they
+        decoded one by one, so the damaged ones alone become misses.
+        """
+        inline, packed, elsewhere = self._rows.fetch_packed(names)
+        out: dict[str, object] = {}
+        if inline:
+            try:
+                decoded = _LIST_DECODER.decode(b"\xdd" + len(inline).to_bytes(4, "big") + packed)
+            except msgspec.DecodeError:
+                elsewhere = inline + elsewhere
+            else:
+                out.update(zip(inline, decoded, strict=True))
+        if elsewhere:
+            for name, blob in self._rows.fetch(elsewhere).items():
+                try:
+                    out[name] = _DECODER.decode(blob)  # type: ignore[arg-type]
+                except (msgspec.DecodeError, TypeError) as exc:
+                    self._read_failed(exc)
+                    out[name] = _UNDECODABLE
+        return out
 
     def _read_failed(self, exc: BaseException) -> None:
         self._read_errors += 1

@@ -21,14 +21,14 @@ from typing import IO
 import msgspec
 import numpy as np
 
-from dahl.records import AnswerResult
+from dahl.records import AnswerResult, ResultDigest
 
 __all__ = ["AnswerLog", "line_key"]
 
 log = logging.getLogger(__name__)
 
 _ENCODER = msgspec.json.Encoder()
-_DECODER = msgspec.json.Decoder(AnswerResult)
+_DECODER = msgspec.json.Decoder(ResultDigest)
 
 
 class _KeyOnly(msgspec.Struct):
@@ -118,14 +118,15 @@ class AnswerLog:
     def finalize(
         self,
         order: dict[int, int],
-        consume: Callable[[AnswerResult], None],
+        consume: Callable[[ResultDigest], None],
     ) -> int:
         """Stream the log once, keep the lines of this input, rewrite if needed.
 
         Args:
             order: input position of every key of the current input; emptied of the
                 keys found (it is not needed afterwards, and this frees its memory).
-            consume: called once per kept result, in input order.
+            consume: called once per kept result, in input order, with its digest (the
+                fields the summary and verdict store read; claim texts are skipped).
 
         Returns:
             The number of lines dropped (stale or duplicate).
