@@ -232,8 +232,9 @@ _UPSERT_TAIL = (
     " access_time = excluded.access_time, size = 0, mode = 1, filename = NULL,"
     " value = excluded.value WHERE Cache.filename IS NULL"
 )
-#: Rows per multi-row INSERT (4 parameters each, far below SQLite's 32,766 variables).
-_ROWS_PER_STATEMENT = 200
+#: Rows per multi-row INSERT (4 parameters each, below SQLite's 32,766 variables): a batch of 500
+#: results is one statement.
+_ROWS_PER_STATEMENT = 1000
 
 
 def _upsert(rows: int) -> str:
@@ -248,9 +249,9 @@ class RowWriter:
 
     Writes rows exactly as ``Cache.set`` lays out a str or bytes value shorter than
     the cache's ``disk_min_file_size`` (no expiry, no tag), with multi-row upserts of
-    200 rows inside one ``BEGIN IMMEDIATE ... COMMIT``. diskcache's ``set`` runs a
+    1,000 rows inside one ``BEGIN IMMEDIATE ... COMMIT``. diskcache's ``set`` runs a
     SELECT, an INSERT or UPDATE and a cull check per value, about 40 µs each; this
-    costs about 10 µs per value. One statement per 200 rows (not ``executemany``, one
+    costs about 10 µs per value. One statement per 1,000 rows (not ``executemany``, one
     step per row) also matters for the event loop: each SQLite step releases and
     retakes the GIL, and every retake competes with the loop thread. Larger values
     must go through ``Cache.set`` (they are written to files); see :meth:`fits`.
@@ -262,6 +263,7 @@ class RowWriter:
     def __init__(self, cache: diskcache.Cache) -> None:
         self._path = Path(cache.directory) / DB_NAME
         self._min_file_size = int(cache.disk.min_file_size)
+        self._rows_per_statement = _ROWS_PER_STATEMENT
         self._con: sqlite3.Connection | None = None
 
     def fits(self, value: str | bytes) -> bool:
@@ -280,12 +282,16 @@ class RowWriter:
             # As diskcache configures its own connections: WAL (already set on the file)
             # with synchronous=NORMAL, durable across a killed process.
             con.execute("PRAGMA synchronous = 1")
+            # Old SQLite builds allow 999 variables per statement, newer ones 32,766.
+            limit = con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, limit // 4))
             self._con = con
         now = time.time()
         con.execute("BEGIN IMMEDIATE")
         try:
-            for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-                chunk = rows[start : start + _ROWS_PER_STATEMENT]
+            step = self._rows_per_statement
+            for start in range(0, len(rows), step):
+                chunk = rows[start : start + step]
                 params: list[object] = []
                 for name, value in chunk:
                     params += (name, now, now, value)
