@@ -21,12 +21,14 @@ genetics", never "known in genetics"). A claim's own text is the phrase it
 adds (the first prefix's own text is the whole prefix): the Splitter points
 the claim's span at it, and the evidence Checker judges only those words.
 
+* conjunctions: and, or, but (not inside a phrase opened by "between" or "both":
+  "between 1985 and 2014" stays whole).
+
 Not cut: inside parentheses; before a capitalized marker (a title: "Turn On");
 before the first word. A prefix whose last word is a verb, auxiliary or
 participle ("He was born", "He has", "a disease caused") says nothing on its
-own and is not emitted; nor is a prefix without a letter. "and"/"or"/"but" are
-not markers: coordination is rule 2 and rule 4's business (a cut there breaks
-"between 1985 and 2014" and "written and arranged").
+own and is not emitted ("written and arranged by X" gives no "written" claim);
+nor is a prefix without a letter.
 
 Measured with ``python -m bench.splitter_eval`` (FActScore human atomic-fact
 counts, 352 answers): see :mod:`dahl.adapters.rules` for the figures.
