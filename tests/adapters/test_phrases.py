@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+
+from dahl.adapters.phrases import phrase_claims
+from dahl.adapters.rules import split_claims
+
+
+class TestPhraseClaims:
+    def test_growing_prefixes_with_own_phrase(self) -> None:
+        """Each cut gives the prefix before it, paired with the phrase it adds."""
+        assert phrase_claims("Insulin binds receptors on muscle cells in the liver.") == [
+            ("Insulin binds receptors", "Insulin binds receptors"),
+            ("Insulin binds receptors on muscle cells", "on muscle cells"),
+            ("Insulin binds receptors on muscle cells in the liver.", "in the liver"),
+        ]
+
+    def test_prefix_on_participle_dropped(self) -> None:
+        """'Insulin is secreted' stops on a participle: the first claim adds 'by beta cells' to it."""
+        assert phrase_claims("Insulin is secreted by beta cells in the pancreas.") == [
+            ("Insulin is secreted by beta cells", "Insulin is secreted by beta cells"),
+            ("Insulin is secreted by beta cells in the pancreas.", "in the pancreas"),
+        ]
+
+    def test_prefix_ending_on_verb_is_dropped_and_its_words_carried(self) -> None:
+        """'He was born' says nothing alone: not emitted, its words go to the next claim."""
+        assert phrase_claims("He was born in Rome in 1900") == [
+            ("He was born in Rome", "He was born in Rome"),
+            ("He was born in Rome in 1900", "in 1900"),
+        ]
+
+    def test_reporting_verb_prefix_dropped(self) -> None:
+        """'Our results suggest' (before 'that') is not a claim of its own."""
+        assert phrase_claims("Our results suggest that X lowers Y") == [
+            ("Our results suggest that X lowers Y", "Our results suggest that X lowers Y"),
+        ]
+
+    @pytest.mark.parametrize(
+        "claim",
+        [
+            "X (found in soil with water) is common",
+            "She starred in Bring It On",  # "She starred" stops on a verb: dropped
+            "It was studied between 1985 and 2014",
+            "Without doubt X is common",
+        ],
+        ids=["inside-parentheses", "capitalized-title-word", "between-and", "first-word"],
+    )
+    def test_no_cut(self, claim: str) -> None:
+        """Parentheses, capitalized markers, 'between A and B' and a leading marker are not cut."""
+        assert phrase_claims(claim) == [(claim, claim)]
+
+    def test_conjunction_cut(self) -> None:
+        """'and' outside 'between ... and' cuts: 'X reduces A and B' gives 'X reduces A' first."""
+        assert phrase_claims("X reduces pain and fever") == [
+            ("X reduces pain", "X reduces pain"),
+            ("X reduces pain and fever", "and fever"),
+        ]
+
+    def test_no_marker(self) -> None:
+        """A claim without a marker comes back whole, as its own text."""
+        assert phrase_claims("Zinc is a metal.") == [("Zinc is a metal.", "Zinc is a metal.")]
+
+
+class TestOwnSpans:
+    def test_span_points_at_added_phrase(self) -> None:
+        """In split_claims, a prefix claim's span covers only the phrase it adds."""
+        text = "He joined the army in 1990."
+        out = split_claims(text)
+        assert [(claim, text[a:b]) for claim, (a, b), _ in out] == [
+            ("He joined the army", "He joined the army"),
+            ("He joined the army in 1990.", "in 1990"),
+        ]
