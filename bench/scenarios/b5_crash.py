@@ -21,10 +21,11 @@ as a subprocess::
    result. ``answers.jsonl`` must be byte-identical (dahl rewrites it in input order at
    the end) and ``summary.json`` equal except ``run``, ``changes`` and ``config.inputs``.
 
-Bound on requests lost per crash: the cache writer commits a batch when it holds 500
-results or its first result is 0.25 s old, so a kill loses at most the batch being
-filled, min(500, 0.25 s × rate) results at a rate of ``rate`` claims/s (the reference
-run's), plus the requests in flight at the kill (answered later or never: up to
+Bound on requests lost per crash: one flush batch as issue 4 sets it (≤ 500 results or
+≤ 0.25 s). dahl's cache writer closes a batch at 500 results or when its first result is
+0.15 s old, so that with the commit's own duration a result is on disk within 0.25 s:
+a kill loses at most min(500, 0.25 s × rate) results at a rate of ``rate`` claims/s
+(the reference run's), plus the requests in flight at the kill (answered later or never: up to
 ``--max-in-flight`` = 64), plus results handed to a commit that the kill interrupted
 (the same batch). Bound used: min(500, 0.25·rate) + 64 requests.
 """

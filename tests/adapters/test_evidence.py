@@ -281,6 +281,20 @@ class TestWhatTheClaimAdds:
         assert judged_whole.label == Label.SUPPORTED
         assert judged_whole.coverage == pytest.approx(0.6765, abs=1e-4)
 
+    async def test_opposite_in_the_head_decides_a_phrase_claim(self) -> None:
+        """'Warfarin is safe during pregnancy' judged on 'during pregnancy' is still unsupported: 'safe' vs 'teratogenic'."""
+        checker = EvidenceChecker(Corpus.from_documents(EXAMPLE_DOCS))
+        response = "Warfarin is safe during pregnancy."
+        answer = Answer(id="a1", question="How is warfarin used?", response=response)
+        start = response.index("during pregnancy")
+        phrase = Claim(text=response, index=1, span=(start, start + len("during pregnancy")))
+        head = Claim(text="Warfarin is safe", index=0, span=(0, len("Warfarin is safe")))
+        judged = checker.assess(phrase, answer)
+        assert judged.label == Label.UNSUPPORTED and "opposite of ['safe']" in judged.reason
+        # The head alone shares no judged word with the passage (coverage 0 < 0.2) but the
+        # passage about warfarin holds the opposite: unsupported, not unknown.
+        assert checker.assess(head, answer).label == Label.UNSUPPORTED
+
     def test_cache_request_holds_the_added_words(self, checker: EvidenceChecker) -> None:
         """Two claims with one text but different spans have different cache material."""
         response = "Aspirin reduces the risk of myocardial infarction in smokers."
