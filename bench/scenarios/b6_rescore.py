@@ -34,7 +34,7 @@ from bench.scenarios.common import REPO, Figure, MockProcess, ScenarioResult, ro
 
 NAME = "b6_rescore"
 #: (cached claims, claims of each cache-on/off run, rounds of on/off) per size.
-SIZES = {"tiny": (3_000, 1_000, 1), "quick": (20_000, 3_000, 1), "full": (1_000_000, 20_000, 2)}
+SIZES = {"tiny": (3_000, 1_000, 1), "quick": (20_000, 3_000, 1), "full": (1_000_000, 20_000, 3)}
 EDIT_EVERY = 100
 SAMPLE_ANSWERS = 50
 LOOKUP_TARGET = 50_000.0

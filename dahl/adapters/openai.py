@@ -14,19 +14,25 @@ mode from then on by that adapter instance (logged once).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import aiohttp
-import msgspec
-import orjson
 
 from dahl.adapters import prompts
+from dahl.adapters.bodies import (
+    Format,
+    Kind,
+    check_request_body,
+    endpoint_fingerprint,
+    estimate_tokens,
+    split_request_body,
+)
 from dahl.adapters.http import ChatReply, post_chat
+from dahl.adapters.keybody import CheckKeyTemplate, digest_system
 from dahl.adapters.parse import parse_claims, parse_label
-from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig, resolve_api_key
+from dahl.config import EndpointConfig, resolve_api_key
 from dahl.errors import OutputParseError, PermanentAPIError
 from dahl.records import Answer, Claim, Evidence, Label, Usage, Verdict, normalize_text
 
@@ -42,10 +48,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Format = Literal["json_schema", "json_object", "text"]
-Kind = Literal["split", "check"]
-
-
 class CallLane(Protocol):
     """What the adapters need from ``dahl.engine.lane.Lane``: run one attempt under its limits."""
 
@@ -54,212 +56,6 @@ class CallLane(Protocol):
     ) -> ChatReply:
         """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""
         ...
-
-
-def _max_tokens(cfg: EndpointConfig, kind: Kind) -> int:
-    if cfg.max_tokens is not None:
-        return cfg.max_tokens
-    return SPLIT_MAX_TOKENS if kind == "split" else CHECK_MAX_TOKENS
-
-
-def _body(
-    cfg: EndpointConfig, kind: Kind, messages: list[dict[str, str]], fmt: Format
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": cfg.model,
-        "messages": messages,
-        "temperature": cfg.temperature,
-        "max_tokens": _max_tokens(cfg, kind),
-    }
-    if cfg.seed is not None:
-        body["seed"] = cfg.seed
-    response_format = prompts.response_format(kind, fmt)
-    if response_format is not None:
-        body["response_format"] = response_format
-    body.update(cfg.extra_body)
-    return body
-
-
-def split_request_body(
-    cfg: EndpointConfig, question: str, answer_text: str, *, fmt: Format | None = None
-) -> dict[str, Any]:
-    """The exact JSON body of a split request (pure; the cache hashes it).
-
-    Args:
-        cfg: the split endpoint.
-        question: the answer's question.
-        answer_text: the preprocessed answer.
-        fmt: reply format override (the adapter passes ``"text"`` after a fallback);
-            default ``cfg.effective_format()``.
-
-    Returns:
-        ``{"model", "messages", "temperature", "max_tokens", ["seed"], ["response_format"],
-        **cfg.extra_body}``; never the API key.
-    """
-    fmt = fmt or cfg.effective_format()
-    messages = prompts.split_messages(question, answer_text, json_reply=fmt != "text")
-    return _body(cfg, "split", messages, fmt)
-
-
-def check_request_body(
-    cfg: EndpointConfig,
-    question: str,
-    claim: str,
-    *,
-    evidence: list[str] | None = None,
-    fmt: Format | None = None,
-) -> dict[str, Any]:
-    """The exact JSON body of a check request (pure; the cache hashes it).
-
-    Args:
-        cfg: the check endpoint.
-        question: the answer's question.
-        claim: the claim text.
-        evidence: passages to judge against, if any.
-        fmt: reply format override; default ``cfg.effective_format()``.
-
-    Returns:
-        As :func:`split_request_body`, with the check messages and schema.
-    """
-    fmt = fmt or cfg.effective_format()
-    messages = prompts.check_messages(question, claim, evidence, json_reply=fmt != "text")
-    return _body(cfg, "check", messages, fmt)
-
-
-def estimate_tokens(body: dict[str, Any]) -> int:
-    """Tokens to reserve for ``body``: message characters / 4 (rounded up) + ``max_tokens``.
-
-    The 4-characters-per-token rule of thumb for English (OpenAI tokenizer guidance);
-    the lane refunds the difference from the reported usage.
-    """
-    chars = sum(len(m.get("content", "")) for m in body.get("messages", ()))
-    return -(-chars // 4) + int(body.get("max_tokens") or 0)
-
-
-def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind) -> str:
-    """Stable string of every setting that changes a ``kind`` reply of ``cfg``.
-
-    Includes the normalized base URL, model, template version, temperature, seed,
-    max_tokens, reply format and extra_body (canonical JSON, sorted keys); never the
-    API key, timeouts or concurrency limits.
-    """
-    version = prompts.SPLIT_TEMPLATE_VERSION if kind == "split" else prompts.CHECK_TEMPLATE_VERSION
-    extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
-    return (
-        f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={version}"
-        f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={_max_tokens(cfg, kind)}"
-        f"|format={cfg.effective_format()}|extra={extra}"
-    )
-
-
-#: Distinct system prompts whose digests one adapter remembers (a handful exist per template).
-_MAX_SYSTEM_DIGESTS = 64
-
-
-def _digest_system(body: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
-    """``body`` for a cache key: system message contents replaced by their blake2b-128 digests.
-
-    The system prompt is the same ~1-3 KB for every claim; hashing it once per distinct
-    text (``digests`` memo) instead of encoding and hashing it on every cache lookup keeps
-    the key complete (same content, same digest) and cheap.
-    """
-    messages = []
-    for message in body["messages"]:
-        if message.get("role") == "system":
-            content = message["content"]
-            digest = digests.get(content)
-            if digest is None:
-                if len(digests) >= _MAX_SYSTEM_DIGESTS:
-                    digests.clear()
-                digest = hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
-                digests[content] = digest
-            message = {"role": "system", "content_blake2b": digest}
-        messages.append(message)
-    return {**body, "messages": messages}
-
-
-# Holes of the check body template; NUL bytes keep them apart from real prompt text.
-_QUESTION_HOLE = "\x00dahl-question-hole\x00"
-_CLAIM_HOLE = "\x00dahl-claim-hole\x00"
-# Probes that check the template against the real body builder once per format.
-_PROBES = (("What <question> is x?", "A </claim> claim."), ("Q", "C"))
-
-
-class _CheckKeyTemplate:
-    """The keyed check body (:func:`_digest_system` applied) split into a frame and a hole.
-
-    A cache lookup needs the check body of every claim; templating and hashing it from
-    scratch costs more than the rest of a cache hit. The body is built once with
-    placeholder texts; everything but the message holding them (model, parameters,
-    other messages, the placeholders' message index) is the *frame*, hashed once
-    (blake2b-128 of its canonical msgpack). Per claim only the templated message
-    content is produced, by filling the question and claim (through
-    :func:`prompts.neutralize_tags`, as the prompt builder does) into the text around
-    the placeholders. Frame digest + content determine the body exactly. The template
-    is only used when each placeholder occurs exactly once, in one message, question
-    first, and filling it reproduces the real builder's output on probe texts;
-    otherwise :attr:`usable` is False and the caller keys on the whole body.
-    """
-
-    def __init__(self, cfg: EndpointConfig, fmt: Format, digests: dict[str, str]) -> None:
-        self._cfg = cfg
-        self._fmt = fmt
-        self._digests = digests
-        self._body = _digest_system(
-            check_request_body(cfg, _QUESTION_HOLE, _CLAIM_HOLE, fmt=fmt), digests
-        )
-        self._parts: tuple[str, str, str] = ("", "", "")
-        self._index = -1
-        # Claims of one answer share its question: remember the last one filled in.
-        self._last_question: tuple[str, str] = ("", prompts.neutralize_tags(""))
-        self.usable = self._split_holes() and all(
-            self.fill(q, c) == self.exact(q, c) for q, c in _PROBES
-        )
-        self.frame = ""
-        if self.usable:
-            messages = list(self._body["messages"])
-            messages[self._index] = {**messages[self._index], "content": None}
-            frame = {**self._body, "messages": messages, "dahl_hole": self._index}
-            self.frame = hashlib.blake2b(
-                msgspec.msgpack.encode(frame, order="deterministic"), digest_size=16
-            ).hexdigest()
-
-    def _split_holes(self) -> bool:
-        encoded = orjson.dumps(self._body).decode()
-        if encoded.count("dahl-question-hole") != 1 or encoded.count("dahl-claim-hole") != 1:
-            return False
-        for i, message in enumerate(self._body["messages"]):
-            content = message.get("content")
-            if isinstance(content, str) and _QUESTION_HOLE in content and _CLAIM_HOLE in content:
-                head, rest = content.split(_QUESTION_HOLE)
-                if _CLAIM_HOLE not in rest:
-                    return False
-                middle, tail = rest.split(_CLAIM_HOLE)
-                self._parts = (head, middle, tail)
-                self._index = i
-                return True
-        return False
-
-    def exact(self, question: str, claim: str) -> dict[str, Any]:
-        """The keyed body built by :func:`check_request_body` (slow, always right)."""
-        return _digest_system(
-            check_request_body(self._cfg, question, claim, fmt=self._fmt), self._digests
-        )
-
-    def content(self, question: str, claim: str) -> str:
-        """The templated content of the message with the holes, ``question`` and ``claim`` filled in."""
-        head, middle, tail = self._parts
-        last, safe_question = self._last_question
-        if question != last:
-            safe_question = prompts.neutralize_tags(question)
-            self._last_question = (question, safe_question)
-        return head + safe_question + middle + prompts.neutralize_tags(claim) + tail
-
-    def fill(self, question: str, claim: str) -> dict[str, Any]:
-        """The keyed body with ``question`` and ``claim`` filled into the holes."""
-        messages = list(self._body["messages"])
-        messages[self._index] = {**messages[self._index], "content": self.content(question, claim)}
-        return {**self._body, "messages": messages}
 
 
 def _total_usage(*usages: Usage | None) -> Usage | None:
@@ -367,7 +163,7 @@ class OpenAISplitter:
         Returns:
             ``{"base_url", "model", "template", "body"}`` with ``body`` as :meth:`split`
             would send it now, its system prompt replaced by the prompt's digest
-            (:func:`_digest_system`); never the API key.
+            (:func:`digest_system`); never the API key.
         """
         endpoint = self._endpoint
         cfg = endpoint.cfg
@@ -376,7 +172,7 @@ class OpenAISplitter:
             "base_url": cfg.base_url,
             "model": cfg.model,
             "template": prompts.SPLIT_TEMPLATE_VERSION,
-            "body": _digest_system(body, endpoint.system_digests),
+            "body": digest_system(body, endpoint.system_digests),
         }
 
     def parse_raw(self, raw: str, answer: Answer) -> list[Claim]:
@@ -450,7 +246,7 @@ class OpenAIChecker:
     def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
         self._endpoint = _Endpoint(cfg, session, lane, "check")
         self.fingerprint = self._endpoint.fingerprint
-        self._key_templates: dict[Format, _CheckKeyTemplate] = {}
+        self._key_templates: dict[Format, CheckKeyTemplate] = {}
         self._last_question: tuple[str, str] = ("", "")  # (raw, normalized): claims share it
 
     def cache_request(self, claim: Claim, answer: Answer) -> dict[str, Any]:
@@ -460,10 +256,10 @@ class OpenAIChecker:
             ``{"base_url", "model", "template", "frame", "content"}``: ``content`` is the
             templated user message as :meth:`check` would send it now (question and
             claim normalized), ``frame`` the digest of the rest of the body (system
-            prompt, model, parameters; see :class:`_CheckKeyTemplate`). When the
+            prompt, model, parameters; see :class:`CheckKeyTemplate`). When the
             template cannot be split, ``{"base_url", "model", "template", "body"}``
             with the whole body, its system prompt replaced by the prompt's digest
-            (:func:`_digest_system`). Never the API key.
+            (:func:`digest_system`). Never the API key.
         """
         frame = self.cache_request_frame()
         if frame is not None:
@@ -499,12 +295,12 @@ class OpenAIChecker:
         """The templated user message of ``claim`` (``cache_request(...)["content"]``)."""
         return self._key_template().content(self._question(answer), normalize_text(claim.text))
 
-    def _key_template(self) -> _CheckKeyTemplate:
+    def _key_template(self) -> CheckKeyTemplate:
         endpoint = self._endpoint
         fmt = endpoint.reply_format
         template = self._key_templates.get(fmt)
         if template is None:
-            template = _CheckKeyTemplate(endpoint.cfg, fmt, endpoint.system_digests)
+            template = CheckKeyTemplate(endpoint.cfg, fmt, endpoint.system_digests)
             self._key_templates[fmt] = template
         return template
 

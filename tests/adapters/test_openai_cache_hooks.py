@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dahl.adapters import openai as openai_adapter
+from dahl.adapters import keybody
 from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter
 from dahl.config import EndpointConfig
@@ -107,13 +107,13 @@ class TestCheckKeyTemplate:
     @pytest.mark.parametrize("fmt", ["text", "json_object", "json_schema"])
     def test_usable_for_every_format(self, fmt) -> None:
         """The fast template passes its self-check for every reply format."""
-        assert openai_adapter._CheckKeyTemplate(OFFLINE_CFG, fmt, {}).usable
+        assert keybody.CheckKeyTemplate(OFFLINE_CFG, fmt, {}).usable
 
     @settings(max_examples=200, deadline=None)
     @given(question=TAGGY, claim=TAGGY)
     def test_fill_equals_exact(self, question: str, claim: str) -> None:
         """Filling the template gives exactly the body the prompt builder gives, tags and NULs included."""
-        template = openai_adapter._CheckKeyTemplate(OFFLINE_CFG, "text", {})
+        template = keybody.CheckKeyTemplate(OFFLINE_CFG, "text", {})
         assert template.fill(question, claim) == template.exact(question, claim)
 
     async def test_key_body_is_sent_body(self, server, session, lane, cfg) -> None:
