@@ -17,7 +17,8 @@ Threads (the event loop never touches SQLite, DESIGN.md §1):
   value is served from memory, so a repeat right after a put is a hit, not a miss.
 - Reads: :meth:`CacheStore.get` parks ``(key, future)`` in a pending list. The list
   goes to ONE reader-thread call (``loop.run_in_executor``) when it holds 256 keys,
-  or else 2 ms after the first of them was parked (``call_later``); the
+  or else, when the reader is idle, once the loop's current round of ready tasks has
+  run (``call_soon``), and when it is busy, as soon as its call returns; the
   call's result resolves the futures. The loop keeps computing keys while the thread
   looks up the previous batch, and N hits cost about N / batch thread hops. A
   dedicated single thread (not anyio's pool) is used because diskcache keeps one
@@ -59,10 +60,6 @@ CACHE_DIR_ENV = "DAHL_CACHE_DIR"
 #: Pending gets handed to the reader thread at once, without waiting for the loop's
 #: current round of ready tasks to end.
 _READ_BATCH = 256
-#: Otherwise pending gets wait this long for company before they go, seconds: one
-#: reader-thread call per few milliseconds instead of one per answer when answers
-#: arrive one by one (each call wakes two threads and competes for the GIL).
-_READ_GATHER_S = 0.002
 
 _DECODER: msgspec.msgpack.Decoder[Value] = msgspec.msgpack.Decoder(Value)
 _LIST_DECODER: msgspec.msgpack.Decoder[list[Value]] = msgspec.msgpack.Decoder(list[Value])
@@ -144,6 +141,7 @@ class CacheStore:
         self._warned_read = False
         self._pending: list[_Pending] = []
         self._pending_keys = 0
+        self._reads_in_flight = 0
         self._dispatch_scheduled = False
         self._rows = RowReader(self._cache)
         self._reader = concurrent.futures.ThreadPoolExecutor(
@@ -291,9 +289,11 @@ class CacheStore:
         self._pending_keys += len(wanted)
         if self._pending_keys >= _READ_BATCH:
             self._dispatch(loop)  # full: hand it over now, so the thread works while we go on
-        elif not self._dispatch_scheduled:
+        elif not self._dispatch_scheduled and not self._reads_in_flight:
+            # The reader is idle: go once the ready tasks have run (they may add keys).
+            # While it is busy, keys wait and go when its call returns (_deliver).
             self._dispatch_scheduled = True
-            loop.call_later(_READ_GATHER_S, self._dispatch_soon, loop)
+            loop.call_soon(self._dispatch_soon, loop)
         for (i, _, _), entry in zip(wanted, await future, strict=True):
             found[i] = entry
         return found
@@ -317,11 +317,16 @@ class CacheStore:
         batch, self._pending = self._pending, []
         self._pending_keys = 0
         keys = [(key, version) for wanted, _ in batch for _, key, version in wanted]
+        self._reads_in_flight += 1
         done = loop.run_in_executor(self._reader, self._lookup, keys)
         done.add_done_callback(functools.partial(self._deliver, batch))
 
     def _deliver(self, batch: list[_Pending], done: asyncio.Future[list[CachedEntry | None]]) -> None:
         """Resolve a batch's futures (on the event loop) with what the reader thread found."""
+        self._reads_in_flight -= 1
+        if self._pending and not self._reads_in_flight and not self._dispatch_scheduled:
+            self._dispatch_scheduled = True  # what gathered meanwhile goes next
+            asyncio.get_running_loop().call_soon(self._dispatch_soon, asyncio.get_running_loop())
         if done.cancelled():
             for _, future in batch:
                 future.cancel()
