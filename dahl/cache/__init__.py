@@ -2,7 +2,8 @@
 
 - :mod:`dahl.cache.keys`: canonical, versioned keys (blake2b-128 of msgspec
   deterministic bytes).
-- :mod:`dahl.cache.store`: diskcache behind one writer thread and batched reads.
+- :mod:`dahl.cache.store`: diskcache behind one writer thread (:mod:`dahl.cache.writer`)
+  and one reader thread (:mod:`dahl.cache.reader`); rows in :mod:`dahl.cache.database`.
 - :mod:`dahl.cache.flight`: single flight for identical in-flight calls.
 - :mod:`dahl.cache.wrap`: caching Splitter/Checker wrappers used by the pipeline.
 """

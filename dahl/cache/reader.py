@@ -1,0 +1,232 @@
+"""The cache's reader thread: batched lookups off the event loop (DESIGN.md §1).
+
+:meth:`BatchReader.read` parks a group of keys with one future. Pending groups go to
+ONE reader-thread call (``loop.run_in_executor``) when they hold 256 keys; else, when
+the thread is idle, once the loop's current round of ready tasks has run
+(``call_soon``); and while it is busy, as soon as its call returns. The loop keeps
+computing keys while the thread looks up the previous batch, and N hits cost about
+N / batch thread hops. A dedicated single thread (not anyio's pool) is used because
+diskcache keeps one SQLite connection per thread, and this one can be closed.
+
+Failure policy: a read error (SQLite, diskcache, decode) is a miss plus one warning
+per reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import sqlite3
+from pathlib import Path
+from typing import NamedTuple
+
+import msgspec
+
+from dahl.cache.database import RowReader
+from dahl.cache.writer import Value, value_name
+
+__all__ = ["BatchReader", "CachedEntry"]
+
+log = logging.getLogger(__name__)
+
+#: Pending keys handed to the reader thread at once, without waiting for the thread.
+_READ_BATCH = 256
+
+_DECODER: msgspec.msgpack.Decoder[Value] = msgspec.msgpack.Decoder(Value)
+_LIST_DECODER: msgspec.msgpack.Decoder[list[Value]] = msgspec.msgpack.Decoder(list[Value])
+#: Marks a stored value that cannot be decoded (a miss, counted as a read error).
+_UNDECODABLE = object()
+
+
+class CachedEntry(NamedTuple):
+    """What a lookup found.
+
+    Attributes:
+        value: the parsed value for the requested parser version, or None when only
+            the raw reply is stored (the caller re-parses it).
+        raw: the raw reply; only filled when ``value`` is None.
+    """
+
+    value: Value | None
+    raw: str | None
+
+
+# A group of reads: (index in the caller's list, key, parser version) each, and its future.
+_Pending = tuple[list[tuple[int, str, str]], "asyncio.Future[list[CachedEntry | None]]"]
+
+
+class BatchReader:
+    """ONE thread that looks up groups of keys in batches.
+
+    Args:
+        rows: the database reader (used, and closed, by the thread only).
+        directory: the cache directory (named in warnings).
+
+    Attributes:
+        hits, raw_hits, misses, read_errors: keys found with a parsed value, with a raw
+            reply only, not found, and failed (also counted as misses).
+        read_batches: reader-thread calls made.
+    """
+
+    def __init__(self, rows: RowReader, directory: Path) -> None:
+        self._rows = rows
+        self._directory = directory
+        self.hits = 0  # written by the reader thread only
+        self.raw_hits = 0
+        self.misses = 0
+        self.read_errors = 0
+        self.read_batches = 0
+        self._warned = False
+        self._closed = False
+        self._pending: list[_Pending] = []
+        self._pending_keys = 0
+        self._reads_in_flight = 0
+        self._dispatch_scheduled = False
+        self._thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="dahl-cache-read"
+        )
+
+    async def read(self, wanted: list[tuple[int, str, str]]) -> list[CachedEntry | None]:
+        """Look ``wanted`` (index, key, parser version) up; one entry per item, in order.
+
+        Returns:
+            Per item: the parsed value for its parser version; else the raw reply alone
+            (value None); else None (a miss). A read or decode error is a miss; after
+            :meth:`close`, everything is a miss.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[CachedEntry | None]] = loop.create_future()
+        self._pending.append((wanted, future))
+        self._pending_keys += len(wanted)
+        if self._pending_keys >= _READ_BATCH:
+            self._dispatch(loop)  # full: hand it over now, so the thread works while we go on
+        elif not self._dispatch_scheduled and not self._reads_in_flight:
+            # The reader is idle: go once the ready tasks have run (they may add keys).
+            # While it is busy, keys wait and go when its call returns (_deliver).
+            self._dispatch_scheduled = True
+            loop.call_soon(self._dispatch_soon, loop)
+        return await future
+
+    def close(self) -> None:
+        """Close the database connection in the thread that used it, then end the thread (blocking)."""
+        self._closed = True
+        try:
+            self._thread.submit(self._rows.close).result()
+        finally:
+            self._thread.shutdown(wait=True)
+
+    def _dispatch_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send whatever is pending once every task that was ready has run."""
+        self._dispatch_scheduled = False
+        if not self._pending:
+            return
+        if self._closed:  # closed meanwhile: the reader thread is gone, answer misses
+            pending, self._pending = self._pending, []
+            self._pending_keys = 0
+            for wanted, future in pending:
+                if not future.done():
+                    future.set_result([None] * len(wanted))
+            return
+        self._dispatch(loop)
+
+    def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the pending gets to the reader thread as one call."""
+        batch, self._pending = self._pending, []
+        self._pending_keys = 0
+        keys = [(key, version) for wanted, _ in batch for _, key, version in wanted]
+        self._reads_in_flight += 1
+        done = loop.run_in_executor(self._thread, self._lookup, keys)
+        done.add_done_callback(functools.partial(self._deliver, batch))
+
+    def _deliver(self, batch: list[_Pending], done: asyncio.Future[list[CachedEntry | None]]) -> None:
+        """Resolve a batch's futures (on the event loop) with what the reader thread found."""
+        self._reads_in_flight -= 1
+        if self._pending and not self._reads_in_flight and not self._dispatch_scheduled:
+            self._dispatch_scheduled = True  # what gathered meanwhile goes next
+            asyncio.get_running_loop().call_soon(self._dispatch_soon, asyncio.get_running_loop())
+        if done.cancelled():
+            for _, future in batch:
+                future.cancel()
+            return
+        exc = done.exception()
+        if exc is not None:  # _lookup catches per key; this is the executor itself failing
+            self._read_failed(exc)
+            found: list[CachedEntry | None] = [None] * sum(len(wanted) for wanted, _ in batch)
+        else:
+            found = done.result()
+        start = 0
+        for wanted, future in batch:
+            end = start + len(wanted)
+            if not future.done():  # its getter may have been cancelled
+                future.set_result(found[start:end])
+            start = end
+
+    def _lookup(self, keys: list[tuple[str, str]]) -> list[CachedEntry | None]:
+        """Reader thread: look every key up with two SQL queries per chunk; errors are misses."""
+        self.read_batches += 1
+        names = [value_name(key, version) for key, version in keys]
+        try:
+            values = self._values(names)
+            missing = [key for (key, _), name in zip(keys, names) if name not in values]
+            raws = self._rows.fetch([f"{key}:raw" for key in missing]) if missing else {}
+        except (sqlite3.Error, OSError) as exc:
+            self._read_failed(exc)
+            return [None] * len(keys)
+        found: list[CachedEntry | None] = []
+        for (key, _), name in zip(keys, names):
+            value = values.get(name)
+            if value is not None:
+                if value is _UNDECODABLE:
+                    found.append(None)
+                else:
+                    self.hits += 1
+                    found.append(CachedEntry(value, None))  # type: ignore[arg-type]
+                continue
+            raw = raws.get(f"{key}:raw")
+            if isinstance(raw, str):
+                self.raw_hits += 1
+                found.append(CachedEntry(None, raw))
+            else:
+                self.misses += 1
+                found.append(None)
+        return found
+
+    def _values(self, names: list[str]) -> dict[str, object]:
+        """Reader thread: the parsed values stored under ``names`` (undecodable ones marked).
+
+        The in-row values come back concatenated from one query and are decoded by one
+        msgspec call as a msgpack array; only if that fails (a damaged value) are they
+        decoded one by one, so the damaged ones alone become misses.
+        """
+        inline, packed, elsewhere = self._rows.fetch_packed(names)
+        out: dict[str, object] = {}
+        if inline:
+            try:
+                decoded = _LIST_DECODER.decode(b"\xdd" + len(inline).to_bytes(4, "big") + packed)
+            except msgspec.DecodeError:
+                elsewhere = inline + elsewhere
+            else:
+                out.update(zip(inline, decoded, strict=True))
+        if elsewhere:
+            for name, blob in self._rows.fetch(elsewhere).items():
+                try:
+                    out[name] = _DECODER.decode(blob)  # type: ignore[arg-type]
+                except (msgspec.DecodeError, TypeError) as exc:
+                    self._read_failed(exc)
+                    out[name] = _UNDECODABLE
+        return out
+
+    def _read_failed(self, exc: BaseException) -> None:
+        self.read_errors += 1
+        self.misses += 1
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "cache read from %s failed (%s: %s); treated as a miss "
+                "(further read errors are counted, not logged)",
+                self._directory,
+                type(exc).__name__,
+                exc,
+            )
