@@ -71,3 +71,26 @@ class TestQuotaExhausted:
         run = json.loads((out / "summary.json").read_text())["run"]
         assert run["claims_checked"] == checks
         assert run["claims_checked"] + run["claims_cached"] + run["claims_deduped"] == unfinished
+
+
+class TestErrorsAreRetried:
+    def test_rerun_checks_claims_that_failed_again(self, tmp_path: Path, mocks: Any) -> None:
+        """Claims labelled error (every reply off-format) are checked again by a re-run against a healthy server."""
+        answers = tmp_path / "answers.jsonl"
+        out = tmp_path / "out"
+        write_answers(answers, 20)
+        port = free_port()
+        broken = mocks.start("--fault", "offformat=1", port=port)
+        code, text = score(answers, out, broken)
+        assert code == 0, text
+        first = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert len(first) == 20 and all(r["counts"]["error"] == 3 for r in first)
+
+        mocks.stop_all()
+        healthy = mocks.start(port=port)
+        code, text = score(answers, out, healthy)
+        assert code == 0, text
+        assert mocks.stats(healthy)["requests"] == 60  # 20 answers x 3 claims, none reused
+        second = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert sorted(r["id"] for r in second) == sorted(f"a{i}" for i in range(20))
+        assert all(r["counts"]["error"] == 0 for r in second)

@@ -34,6 +34,12 @@ _DECODER = msgspec.json.Decoder(ResultDigest)
 class _KeyOnly(msgspec.Struct):
     id: str
     input_hash: str
+    status: str = ""
+    counts: dict[str, int] = {}
+
+    def failed(self) -> bool:
+        """Whether the line records a failure to score again: a split error or an errored claim."""
+        return self.status == "error" or self.counts.get("error", 0) > 0
 
 
 _KEY_DECODER = msgspec.json.Decoder(_KeyOnly)
@@ -65,14 +71,19 @@ class AnswerLog:
         self._file: IO[bytes] | None = None
 
     def finished_keys(self) -> set[int]:
-        """Keys of the complete lines already in the file (blocking; call from a thread).
+        """Keys of the answers already finished in the file (blocking; call from a thread).
 
-        A torn last line (crash mid-write) is ignored and later cut off by
-        :meth:`open`.
+        A line that records an error (status ``error``: the split failed; or a claim
+        labelled ``error``: its check failed after retries) is not finished: errors
+        are never kept as results, so the answer is scored again. Such lines are
+        removed first (the file is rewritten through a temporary file and an atomic
+        rename), so the new result replaces them. A torn last line (crash mid-write)
+        is ignored and later cut off by :meth:`open`.
         """
         keys: set[int] = set()
         if not self.path.exists():
             return keys
+        failed = 0
         with self.path.open("rb") as f:
             for raw in f:
                 if not raw.endswith(b"\n"):
@@ -82,8 +93,31 @@ class AnswerLog:
                 except msgspec.DecodeError:
                     log.warning("%s: skipping an unreadable line from an earlier run", self.path)
                     continue
-                keys.add(line_key(k.id, k.input_hash))
+                if k.failed():
+                    failed += 1
+                else:
+                    keys.add(line_key(k.id, k.input_hash))
+        if failed:
+            log.info("%s: %d answers with errors from an earlier run are scored again", self.path, failed)
+            self._drop_failed()
         return keys
+
+    def _drop_failed(self) -> None:
+        """Rewrite the file without its failed, unreadable or torn lines (atomic rename)."""
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with self.path.open("rb") as src, tmp.open("wb") as dst:
+            for raw in src:
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    if _KEY_DECODER.decode(raw).failed():
+                        continue
+                except msgspec.DecodeError:
+                    continue
+                dst.write(raw)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
 
     def open(self) -> None:
         """Open for appending, first cutting off a torn last line (blocking)."""

@@ -157,6 +157,18 @@ class TestAnswerLog:
         assert path.read_bytes() == b'{"id":"x","input_hash":"1"}\n'
 
 
+    def test_failed_lines_are_not_finished_and_are_removed(self, tmp_path: Path) -> None:
+        """A split error or an errored claim makes the answer unfinished; only the clean line stays."""
+        path = tmp_path / "a.jsonl"
+        lines = [
+            b'{"id":"ok","input_hash":"1","status":"scored","counts":{"supported":2,"error":0}}\n',
+            b'{"id":"split","input_hash":"2","status":"error","counts":{}}\n',
+            b'{"id":"check","input_hash":"3","status":"excluded","counts":{"supported":1,"error":1}}\n',
+        ]
+        path.write_bytes(b"".join(lines))
+        assert AnswerLog(path).finished_keys() == {line_key("ok", "1")}
+        assert path.read_bytes() == lines[0]
+
 class TestLimits:
     async def test_overlong_response_is_an_error_not_a_hang(self, tmp_path: Path) -> None:
         """A response over max_response_chars gets status error with the reason; others are scored."""
