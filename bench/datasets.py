@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         answers, corpus = convert(data)
     except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc} (give the shared data folder with --data DIR or $DAHL_SHARED_DATA)", file=sys.stderr)
         return 2
     args.outdir.mkdir(parents=True, exist_ok=True)
     answers_path = args.outdir / f"{args.name}_answers.jsonl"

@@ -239,8 +239,11 @@ def score(
         console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted.[/] Finished answers are in {out_dir}; "
-                      "re-run the same command to continue.")
+        if (out_dir / "answers.jsonl").exists():
+            console.print(f"[yellow]interrupted.[/] Finished answers are in {out_dir}; "
+                          "re-run the same command to continue.")
+        else:
+            console.print("[yellow]interrupted[/] before any answer was written; nothing to resume.")
         sys.exit(EXIT_INTERRUPTED)
     out.print(_result_table(report.summary, k))
     run = report.summary["run"]

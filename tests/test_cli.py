@@ -157,3 +157,29 @@ class TestInspect:
         assert "rows: 8573" in text
         assert "unique questions: 8505" in text
         assert "categories: 29" in text
+
+
+class TestInterrupt:
+    @pytest.mark.parametrize("written", [False, True], ids=["nothing-written", "answers-on-disk"])
+    def test_message_matches_what_is_on_disk(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: bool
+    ) -> None:
+        """Ctrl-C exits 130; it points at the output folder only when answers.jsonl exists."""
+        import dahl.cli
+
+        out = tmp_path / "out"
+        if written:
+            out.mkdir()
+            (out / "answers.jsonl").write_text("")
+
+        def interrupted(*args: object, **kwargs: object) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(dahl.cli.anyio, "run", interrupted)
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--evidence", str(EXAMPLES / "corpus.jsonl"),
+                         "-o", str(out))
+        assert code == 130
+        if written:
+            assert f"Finished answers are in {out}" in text.replace("\n", "")
+        else:
+            assert "before any answer was written" in text and "Finished answers" not in text
