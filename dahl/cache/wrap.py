@@ -126,21 +126,13 @@ class CachingChecker:
         store = self._store
         if store is None:
             raise CacheError("look_up needs a cache store")
-        version = self._parser_version
         keys = check_keys(self.inner, claims, answer)
         generation = store.generation  # read before the lookup, see CacheStore.generation
-        entries = await store.get_many(keys, parser_version=version)
+        entries = await store.get_many(keys, parser_version=self._parser_version)
         verdicts: list[Verdict | None] = []
         found = 0
         for key, entry in zip(keys, entries, strict=True):
-            verdict: Verdict | None = None
-            if entry is not None:
-                if isinstance(entry.value, Verdict):
-                    verdict = entry.value
-                elif entry.raw is not None:
-                    verdict = self._reparse(entry.raw)
-                    if verdict is not None:
-                        store.put(key, verdict, None, parser_version=version)
+            verdict = self._from_store(store, key, entry)
             found += verdict is not None
             verdicts.append(verdict)
         self._counters.claims_cached += found
@@ -219,21 +211,28 @@ class CachingChecker:
                 entry = CachedEntry(value, None) if value is not None else None
             else:
                 entry = await store.get(key, parser_version=version)
-            if entry is not None:
-                if isinstance(entry.value, Verdict):
-                    self._counters.claims_cached += 1
-                    return entry.value, True
-                if entry.raw is not None:
-                    verdict = self._reparse(entry.raw)
-                    if verdict is not None:
-                        store.put(key, verdict, None, parser_version=version)
-                        self._counters.claims_cached += 1
-                        return verdict, True
+            stored = self._from_store(store, key, entry)
+            if stored is not None:
+                self._counters.claims_cached += 1
+                return stored, True
         self._counters.claims_checked += 1
         verdict = await self.inner.check(claim, answer)
         if store is not None and verdict.label is not Label.ERROR:
             store.put(key, verdict, verdict.raw, parser_version=version)
         return verdict, False
+
+    def _from_store(self, store: CacheStore, key: str, entry: CachedEntry | None) -> Verdict | None:
+        """The verdict a lookup found: the stored one, or its raw reply re-parsed (and stored)."""
+        if entry is None:
+            return None
+        if isinstance(entry.value, Verdict):
+            return entry.value
+        if entry.raw is None:
+            return None
+        verdict = self._reparse(entry.raw)
+        if verdict is not None:
+            store.put(key, verdict, None, parser_version=self._parser_version)
+        return verdict
 
     def _reparse(self, raw: str) -> Verdict | None:
         parse = getattr(self.inner, "parse_raw", None)
