@@ -17,6 +17,7 @@ import functools
 import logging
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,18 @@ def open_database(directory: Path) -> diskcache.Cache:
         raise CacheError(f"cannot create a fresh cache database in {directory}: {exc}") from exc
 
 
+def _padded_chunks(names: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """``names`` in chunks of at most 500, each padded to a length of :data:`_IN_SIZES`.
+
+    Few distinct ``IN`` list lengths mean SQLite's prepared statements are reused (a
+    new length is a new statement to compile); ``""`` is never a stored name.
+    """
+    for start in range(0, len(names), _SQL_CHUNK):
+        chunk = names[start : start + _SQL_CHUNK]
+        size = next(b for b in _IN_SIZES if b >= len(chunk))
+        yield size, chunk + [""] * (size - len(chunk))
+
+
 @functools.lru_cache(maxsize=len(_IN_SIZES))
 def _select(size: int) -> str:
     marks = ",".join("?" * size)
@@ -170,12 +183,8 @@ class RowReader:
         """
         con = self._connection()
         out: dict[str, object] = {}
-        for start in range(0, len(names), _SQL_CHUNK):
-            chunk = names[start : start + _SQL_CHUNK]
-            # Pad to a few fixed list lengths so SQLite's prepared statements are reused
-            # (a new length is a new statement to compile); "" is never a stored name.
-            size = next(b for b in _IN_SIZES if b >= len(chunk))
-            rows = con.execute(_select(size), chunk + [""] * (size - len(chunk)))
+        for size, params in _padded_chunks(names):
+            rows = con.execute(_select(size), params)
             for name, mode, filename, value in rows:
                 if mode == _MODE_INLINE:
                     out[name] = value  # bytes (BLOB) or str (TEXT), stored in the row
@@ -203,10 +212,8 @@ class RowReader:
         found: list[str] = []
         packed: list[bytes] = []
         elsewhere: list[str] = []
-        for start in range(0, len(names), _SQL_CHUNK):
-            chunk = names[start : start + _SQL_CHUNK]
-            size = next(b for b in _IN_SIZES if b >= len(chunk))
-            row = con.execute(_select_packed(size), chunk + [""] * (size - len(chunk))).fetchone()
+        for size, params in _padded_chunks(names):
+            row = con.execute(_select_packed(size), params).fetchone()
             inline, values, other = row if row is not None else (None, None, None)
             if inline and isinstance(values, bytes):
                 found += inline.split("\n")
