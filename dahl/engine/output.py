@@ -77,44 +77,45 @@ class AnswerLog:
         labelled ``error``: its check failed after retries) is not finished: errors
         are never kept as results, so the answer is scored again. Such lines are
         removed first (the file is rewritten through a temporary file and an atomic
-        rename), so the new result replaces them. A torn last line (crash mid-write)
-        is ignored and later cut off by :meth:`open`.
+        rename), so the new result replaces them; so are lines that do not decode
+        (the file's end-of-run pass reads every line). A torn last line (crash
+        mid-write) is ignored and later cut off by :meth:`open`.
         """
         keys: set[int] = set()
         if not self.path.exists():
             return keys
-        failed = 0
+        failed: set[int] = set()  # line numbers of failed lines
+        unreadable: set[int] = set()
         with self.path.open("rb") as f:
-            for raw in f:
+            for n, raw in enumerate(f):
                 if not raw.endswith(b"\n"):
                     break
                 try:
                     k = _KEY_DECODER.decode(raw)
                 except msgspec.DecodeError:
-                    log.warning("%s: skipping an unreadable line from an earlier run", self.path)
+                    unreadable.add(n)
                     continue
                 if k.failed():
-                    failed += 1
+                    failed.add(n)
                 else:
                     keys.add(line_key(k.id, k.input_hash))
+        if unreadable:
+            log.warning("%s: dropping %d unreadable lines from an earlier run", self.path, len(unreadable))
         if failed:
-            log.info("%s: %d answers with errors from an earlier run are scored again", self.path, failed)
-            self._drop_failed()
+            log.info("%s: %d answers with errors from an earlier run are scored again", self.path, len(failed))
+        if failed or unreadable:
+            self._drop_lines(failed | unreadable)
         return keys
 
-    def _drop_failed(self) -> None:
-        """Rewrite the file without its failed, unreadable or torn lines (atomic rename)."""
+    def _drop_lines(self, drop: set[int]) -> None:
+        """Rewrite the file without the lines numbered in ``drop`` and a torn tail (atomic rename)."""
         tmp = self.path.with_suffix(".jsonl.tmp")
         with self.path.open("rb") as src, tmp.open("wb") as dst:
-            for raw in src:
+            for n, raw in enumerate(src):
                 if not raw.endswith(b"\n"):
                     break
-                try:
-                    if _KEY_DECODER.decode(raw).failed():
-                        continue
-                except msgspec.DecodeError:
-                    continue
-                dst.write(raw)
+                if n not in drop:
+                    dst.write(raw)
             dst.flush()
             os.fsync(dst.fileno())
         os.replace(tmp, self.path)

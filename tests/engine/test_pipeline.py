@@ -169,6 +169,14 @@ class TestAnswerLog:
         assert AnswerLog(path).finished_keys() == {line_key("ok", "1")}
         assert path.read_bytes() == lines[0]
 
+    def test_unreadable_line_is_dropped(self, tmp_path: Path) -> None:
+        """A complete line that is not a result (garbage) is removed before the run, with the rest kept."""
+        path = tmp_path / "a.jsonl"
+        good = b'{"id":"ok","input_hash":"1","status":"scored","counts":{"supported":1}}\n'
+        path.write_bytes(b"not json at all\n" + good)
+        assert AnswerLog(path).finished_keys() == {line_key("ok", "1")}
+        assert path.read_bytes() == good
+
 class TestLimits:
     async def test_overlong_response_is_an_error_not_a_hang(self, tmp_path: Path) -> None:
         """A response over max_response_chars gets status error with the reason; others are scored."""
