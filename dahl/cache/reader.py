@@ -145,7 +145,8 @@ class BatchReader:
         self._reads_in_flight -= 1
         if self._pending and not self._reads_in_flight and not self._dispatch_scheduled:
             self._dispatch_scheduled = True  # what gathered meanwhile goes next
-            asyncio.get_running_loop().call_soon(self._dispatch_soon, asyncio.get_running_loop())
+            loop = asyncio.get_running_loop()
+            loop.call_soon(self._dispatch_soon, loop)
         if done.cancelled():
             for _, future in batch:
                 future.cancel()
