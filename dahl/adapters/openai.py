@@ -15,7 +15,7 @@ mode from then on by that adapter instance (logged once).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import aiohttp
@@ -248,6 +248,7 @@ class OpenAIChecker:
         self.fingerprint = self._endpoint.fingerprint
         self._key_templates: dict[Format, CheckKeyTemplate] = {}
         self._last_question: tuple[str, str] = ("", "")  # (raw, normalized): claims share it
+        self._last_frame: dict[str, Any] = {}  # the frame last handed out (never mutated)
 
     def cache_request(self, claim: Claim, answer: Answer) -> dict[str, Any]:
         """What determines the verdict on ``claim``: base URL, model, template and request body.
@@ -284,16 +285,26 @@ class OpenAIChecker:
         if not template.usable:
             return None
         cfg = self._endpoint.cfg
-        return {
+        frame = {
             "base_url": cfg.base_url,
             "model": cfg.model,
             "template": prompts.CHECK_TEMPLATE_VERSION,
             "frame": template.frame,
         }
+        # Hand out one object while it is unchanged: check_keys then skips re-encoding it.
+        if frame != self._last_frame:
+            self._last_frame = frame
+        return self._last_frame
 
     def cache_request_content(self, claim: Claim, answer: Answer) -> str:
         """The templated user message of ``claim`` (``cache_request(...)["content"]``)."""
         return self._key_template().content(self._question(answer), normalize_text(claim.text))
+
+    def cache_request_contents(self, claims: Sequence[Claim], answer: Answer) -> list[str]:
+        """:meth:`cache_request_content` of every claim of ``answer``, in order."""
+        content = self._key_template().content
+        question = self._question(answer)
+        return [content(question, normalize_text(claim.text)) for claim in claims]
 
     def _key_template(self) -> CheckKeyTemplate:
         endpoint = self._endpoint

@@ -134,10 +134,15 @@ def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> lis
         split = None if frame is None else _split_material(checker.fingerprint, frame)
         if split is not None:
             head, tail = split
+            contents_of = getattr(checker, "cache_request_contents", None)
+            contents = contents_of(claims, answer) if contents_of is not None else [
+                content_of(claim, answer) for claim in claims
+            ]
+            encode = _ENCODER.encode
             keys = []
-            for claim in claims:
+            for content in contents:
                 hasher = head.copy()
-                hasher.update(_ENCODER.encode(content_of(claim, answer)))
+                hasher.update(encode(content))
                 hasher.update(tail)
                 keys.append(hasher.hexdigest())
             return keys
@@ -157,6 +162,21 @@ def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes
     ``{**frame, "content": text}``; ``text`` sits at one place in them (msgpack str).
     None if the frame itself holds the placeholder (then keys are built the plain way).
     """
+    last = _LAST_SPLIT[0]
+    # The same frame object again (a Checker may hand out one frame it never changes):
+    # skip encoding it. Identity, not equality: equal dicts (1 == 1.0) may encode apart.
+    if last is not None and last[1] is frame and last[0] == fingerprint:
+        return last[2]
+    found = _split_material_of(fingerprint, frame)
+    _LAST_SPLIT[0] = (fingerprint, frame, found)  # holding it keeps its id from being reused
+    return found
+
+
+#: The last (fingerprint, frame, split) of _split_material: a run asks for one frame, once per answer.
+_LAST_SPLIT: list[tuple[str, dict[str, Any], tuple[Any, bytes] | None] | None] = [None]
+
+
+def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes] | None:
     material = KeyMaterial(
         version=KEY_VERSION,
         stage="check",

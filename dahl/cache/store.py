@@ -223,17 +223,17 @@ class CacheStore:
         if self._closed:
             raise CacheError(f"cache {self.directory} is closed")
         found: list[CachedEntry | None] = [None] * len(keys)
-        wanted: list[tuple[int, str, str]] = []
         writer = self._writer
-        recent = writer.has_recent
-        for i, key in enumerate(keys):
-            if recent:
-                value = writer.recent(value_name(key, parser_version))
+        if writer.has_recent:
+            wanted: list[tuple[int, str, str]] = []
+            for i, (key, value) in enumerate(zip(keys, writer.recent_many(keys, parser_version), strict=True)):
                 if value is not None:
                     self._memory_hits += 1
                     found[i] = CachedEntry(value, None)
-                    continue
-            wanted.append((i, key, parser_version))
+                else:
+                    wanted.append((i, key, parser_version))
+        else:
+            wanted = [(i, key, parser_version) for i, key in enumerate(keys)]
         if not wanted:
             return found
         for (i, _, _), entry in zip(wanted, await self._reader.read(wanted), strict=True):

@@ -8,7 +8,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -138,6 +138,13 @@ class BatchWriter:
         """The value put under ``name`` (see :func:`value_name`) and not yet committed."""
         with self._lock:
             return self._recent.get(name)
+
+    def recent_many(self, keys: Sequence[str], parser_version: str) -> list[Value | None]:
+        """:meth:`recent` of every key's value name, in order, under one lock acquisition."""
+        suffix = f":v{parser_version}"  # value_name's layout
+        with self._lock:
+            get = self._recent.get
+            return [get(key + suffix) for key in keys]
 
     def _enqueue(self, marker: object) -> None:
         """Hand the open batch over, then ``marker``, keeping their order."""

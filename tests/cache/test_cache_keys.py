@@ -256,3 +256,20 @@ class TestCheckKeys:
         claims = [CLAIM, Claim(text="Ada  Lovelace was born in 1815.", index=1)]
         for checker in (StubChecker(), _checker(_cfg())):
             assert check_keys(checker, claims, ANSWER) == [check_key(checker, c, ANSWER) for c in claims]
+
+    def test_alternating_checkers_keep_their_own_frames(self) -> None:
+        """Two Checkers used in turn (the frame memo switches) each get exactly their one-by-one keys."""
+        claims = [CLAIM, Claim(text="Ada Lovelace was born in 1815.", index=1)]
+        first, second = _checker(_cfg()), _checker(_cfg(model="other-model"))
+        expected = {id(c): [check_key(c, claim, ANSWER) for claim in claims] for c in (first, second)}
+        assert expected[id(first)] != expected[id(second)]
+        for checker in (first, second, first, second):
+            assert check_keys(checker, claims, ANSWER) == expected[id(checker)]
+
+    def test_contents_hook_equals_content_per_claim(self) -> None:
+        """The OpenAI Checker's batch contents equal its per-claim content, in order."""
+        checker = _checker(_cfg())
+        claims = [CLAIM, Claim(text="Ada <claim> Lovelace.", index=1)]
+        assert checker.cache_request_contents(claims, ANSWER) == [
+            checker.cache_request_content(c, ANSWER) for c in claims
+        ]
