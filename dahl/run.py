@@ -21,6 +21,7 @@ import orjson
 
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter, default_cache_dir
+from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, line_key
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
@@ -207,7 +208,7 @@ async def _score_locked(
             cache = await anyio.to_thread.run_sync(CacheStore, directory)
             stack.push_async_callback(_close_store, cache)
         splitter = CachingSplitter(inner_splitter, cache, counters)
-        checker = CachingChecker(inner_checker, cache, counters)
+        checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
         if config.pipeline is not None:
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})

@@ -163,3 +163,45 @@ class TestRescore:
             score(answers, tmp_path / "b", url)
         assert len(lines(tmp_path / "b")) == 10
         assert any("corrupt" in r.getMessage().lower() for r in caplog.records)
+
+
+class TestLookupProcess:
+    def test_rescore_through_the_lookup_process_equals_one_without(
+        self, tmp_path: Path, mocks: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """With the lookup process on from the first claim, requests and answers.jsonl are those of a run without it."""
+        import re
+
+        import dahl.cache.wrap
+        from dahl.cache.remote import ProcessReader
+
+        # Runs this small end before the child is up: wait for it at the first lookup.
+        started = ProcessReader.ready.fget
+        assert started is not None
+
+        def ready_after_start(reader: ProcessReader) -> bool:
+            reader._started.result(timeout=60)
+            return bool(started(reader))
+
+        monkeypatch.setattr(ProcessReader, "ready", property(ready_after_start))
+        caplog.set_level(logging.DEBUG, logger="dahl.cache.remote")
+        url = mocks.start()
+        answers, edited = tmp_path / "answers.jsonl", tmp_path / "edited.jsonl"
+        write_answers(answers, 60)
+        write_answers(edited, 60, edited=frozenset({3, 17, 40}))
+        monkeypatch.setattr(dahl.cache.wrap, "PROCESS_AFTER_CLAIMS", 0)
+        score(answers, tmp_path / "first", url)
+        first = mocks.stats(url)["requests"]
+        assert first == 60 + 180
+        score(edited, tmp_path / "process", url)
+        assert mocks.stats(url)["requests"] - first == 3 + 3  # 3 splits, 3 new last sentences
+        served = [re.search(r"(\d+) batches, (\d+) claims found", r.getMessage()) for r in caplog.records]
+        found = [int(m.group(2)) for m in served if m]
+        assert found == [0, 180 - 3]  # first run: all new; re-score: all but the 3 edited claims
+        monkeypatch.setattr(dahl.cache.wrap, "PROCESS_AFTER_CLAIMS", None)
+        score(edited, tmp_path / "here", url)
+        assert mocks.stats(url)["requests"] - first == 6
+        assert (tmp_path / "process" / "answers.jsonl").read_bytes() == (tmp_path / "here" / "answers.jsonl").read_bytes()
+        assert without_run_fields(tmp_path / "process" / "summary.json") == without_run_fields(
+            tmp_path / "here" / "summary.json"
+        )

@@ -17,7 +17,7 @@ from dahl.adapters import prompts
 from dahl.adapters.bodies import Format, check_request_body
 from dahl.config import EndpointConfig
 
-__all__ = ["CheckKeyTemplate", "digest_system"]
+__all__ = ["CheckKeyTemplate", "digest_system", "fill_content"]
 
 #: Distinct system prompts whose digests one adapter remembers (a handful exist per template).
 _MAX_SYSTEM_DIGESTS = 64
@@ -50,6 +50,16 @@ _QUESTION_HOLE = "\x00dahl-question-hole\x00"
 _CLAIM_HOLE = "\x00dahl-claim-hole\x00"
 # Probes that check the template against the real body builder once per format.
 _PROBES = (("What <question> is x?", "A </claim> claim."), ("Q", "C"))
+
+
+def fill_content(parts: tuple[str, str, str], question: str, claim: str) -> str:
+    """The templated check message: ``parts`` (see :attr:`CheckKeyTemplate.parts`) around
+    ``question`` and ``claim``, each passed through :func:`prompts.neutralize_tags`.
+
+    Equal to :meth:`CheckKeyTemplate.content` of the template ``parts`` came from.
+    """
+    head, middle, tail = parts
+    return head + prompts.neutralize_tags(question) + middle + prompts.neutralize_tags(claim) + tail
 
 
 class CheckKeyTemplate:
@@ -112,6 +122,14 @@ class CheckKeyTemplate:
         return digest_system(
             check_request_body(self._cfg, question, claim, fmt=self._fmt), self._digests
         )
+
+    @property
+    def parts(self) -> tuple[str, str, str]:
+        """The message content before the question, between question and claim, and after.
+
+        :meth:`content` is ``fill_content(parts, question, claim)`` (only when :attr:`usable`).
+        """
+        return self._parts
 
     def content(self, question: str, claim: str) -> str:
         """The templated content of the message with the holes, ``question`` and ``claim`` filled in."""

@@ -300,6 +300,17 @@ class OpenAIChecker:
         """The templated user message of ``claim`` (``cache_request(...)["content"]``)."""
         return self._key_template().content(self._question(answer), normalize_text(claim.text))
 
+    def cache_request_parts(self) -> tuple[str, str, str] | None:
+        """The text around question and claim in :meth:`cache_request_content`, or None.
+
+        Whenever :meth:`cache_request_frame` is not None, ``cache_request_content(claim,
+        answer) == dahl.adapters.keybody.fill_content(parts, normalize_text(answer.question),
+        normalize_text(claim.text))``; :func:`dahl.cache.keys.check_key_recipe` builds
+        keys from it in another process.
+        """
+        template = self._key_template()
+        return template.parts if template.usable else None
+
     def cache_request_contents(self, claims: Sequence[Claim], answer: Answer) -> list[str]:
         """:meth:`cache_request_content` of every claim of ``answer``, in order."""
         content = self._key_template().content

@@ -157,12 +157,15 @@ class RowReader:
     unpickled.
 
     Args:
-        cache: the open diskcache (its directory and ``disk`` are used).
+        path: the database file (``DB_NAME`` inside the cache directory).
+        disk: the open diskcache's ``disk``, which reads values kept in files; None
+            (e.g. in another process): such values are reported by
+            :meth:`fetch_packed` as found elsewhere and :meth:`fetch` skips them.
     """
 
-    def __init__(self, cache: diskcache.Cache) -> None:
-        self._path = Path(cache.directory) / DB_NAME
-        self._disk = cache.disk
+    def __init__(self, path: Path, disk: Any | None = None) -> None:
+        self._path = path
+        self._disk = disk
         self._con: sqlite3.Connection | None = None
 
     def _connection(self) -> sqlite3.Connection:
@@ -188,7 +191,7 @@ class RowReader:
             for name, mode, filename, value in rows:
                 if mode == _MODE_INLINE:
                     out[name] = value  # bytes (BLOB) or str (TEXT), stored in the row
-                elif mode in _FILE_MODES:
+                elif mode in _FILE_MODES and self._disk is not None:
                     out[name] = self._disk.fetch(mode, filename, value, False)
         return out
 

@@ -36,14 +36,26 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
 
 from dahl.adapters.base import Checker, Splitter
+from dahl.adapters.keybody import fill_content
 from dahl.records import Answer, Claim, GivenClaim, Label, normalize_text
 
-__all__ = ["KEY_VERSION", "KeyMaterial", "check_key", "check_keys", "key_of", "split_key"]
+__all__ = [
+    "KEY_VERSION",
+    "CheckKeyRecipe",
+    "KeyMaterial",
+    "check_key",
+    "check_key_recipe",
+    "check_keys",
+    "key_of",
+    "recipe_keys",
+    "split_key",
+]
 
 #: Bumped whenever the key layout or its canonical encoding changes (old entries become misses).
 KEY_VERSION = 2
@@ -152,7 +164,7 @@ def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> lis
 
 #: A string no request contains (NUL bytes): marks where the per-claim text is encoded.
 _CONTENT_HOLE = "\x00dahl-key-content\x00"
-_SPLITS: dict[tuple[str, bytes], tuple[Any, bytes]] = {}
+_SPLITS: dict[tuple[str, bytes], tuple[Any, bytes, bytes]] = {}
 
 
 def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes] | None:
@@ -162,6 +174,12 @@ def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes
     ``{**frame, "content": text}``; ``text`` sits at one place in them (msgpack str).
     None if the frame itself holds the placeholder (then keys are built the plain way).
     """
+    split = _split_bytes(fingerprint, frame)
+    return None if split is None else (split[0], split[2])
+
+
+def _split_bytes(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
+    """:func:`_split_material` with the bytes before the text too: (state, before, after)."""
     last = _LAST_SPLIT[0]
     # The same frame object again (a Checker may hand out one frame it never changes):
     # skip encoding it. Identity, not equality: equal dicts (1 == 1.0) may encode apart.
@@ -173,10 +191,10 @@ def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes
 
 
 #: The last (fingerprint, frame, split) of _split_material: a run asks for one frame, once per answer.
-_LAST_SPLIT: list[tuple[str, dict[str, Any], tuple[Any, bytes] | None] | None] = [None]
+_LAST_SPLIT: list[tuple[str, dict[str, Any], tuple[Any, bytes, bytes] | None] | None] = [None]
 
 
-def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes] | None:
+def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
     material = KeyMaterial(
         version=KEY_VERSION,
         stage="check",
@@ -195,9 +213,69 @@ def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, by
         before, after = encoded.split(hole)
         if len(_SPLITS) >= 64:
             _SPLITS.clear()
-        found = (hashlib.blake2b(before, digest_size=16), after)
+        found = (hashlib.blake2b(before, digest_size=16), before, after)
         _SPLITS[memo] = found
     return found
+
+
+@dataclass(frozen=True)
+class CheckKeyRecipe:
+    """What it takes to compute a Checker's check keys without the Checker (picklable).
+
+    For a Checker whose key material is a constant frame plus one templated message
+    per claim (the OpenAI-compatible Checker), the key of a claim is blake2b-128 over
+    ``before + msgpack(content) + after``, where ``content`` is
+    :func:`~dahl.adapters.keybody.fill_content` of ``parts`` with the normalized question
+    and claim. :func:`recipe_keys` computes exactly :func:`check_keys`' keys from it, in
+    another process (:mod:`dahl.cache.remote`).
+
+    Attributes:
+        before, after: the canonical key bytes around the per-claim content.
+        parts: the message text around question and claim.
+        parser_version: the Checker's parser version (names the stored values).
+    """
+
+    before: bytes
+    after: bytes
+    parts: tuple[str, str, str]
+    parser_version: str
+
+
+def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | None:
+    """The recipe of ``checker``'s check keys now, or None if it offers none.
+
+    Needs the hooks ``cache_request_frame()`` and ``cache_request_parts()`` and
+    ``cache_request_covers_input``; None when either hook returns None (the fast
+    template is unusable). The recipe holds for as long as the frame is the same.
+    """
+    frame_of = getattr(checker, "cache_request_frame", None)
+    parts_of = getattr(checker, "cache_request_parts", None)
+    if not _covers_input(checker) or frame_of is None or parts_of is None:
+        return None
+    frame = frame_of()
+    parts = parts_of()
+    split = None if frame is None or parts is None else _split_bytes(checker.fingerprint, frame)
+    if split is None or parts is None:
+        return None
+    return CheckKeyRecipe(before=split[1], after=split[2], parts=parts, parser_version=parser_version)
+
+
+def recipe_keys(recipe: CheckKeyRecipe, question: str, texts: Sequence[str]) -> list[str]:
+    """Check keys of the claim ``texts`` of an answer to ``question`` (raw texts; normalized here).
+
+    Equal to :func:`check_keys` of the Checker ``recipe`` came from.
+    """
+    hasher = hashlib.blake2b(recipe.before, digest_size=16)
+    encode = _ENCODER.encode
+    parts, after = recipe.parts, recipe.after
+    q = normalize_text(question)
+    keys = []
+    for text in texts:
+        h = hasher.copy()
+        h.update(encode(fill_content(parts, q, normalize_text(text))))
+        h.update(after)
+        keys.append(h.hexdigest())
+    return keys
 
 
 def _covers_input(adapter: object) -> bool:

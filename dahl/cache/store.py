@@ -39,8 +39,9 @@ from typing import Any
 
 import platformdirs
 
-from dahl.cache.database import DirectoryLock, RowReader, open_database
+from dahl.cache.database import DB_NAME, DirectoryLock, RowReader, open_database
 from dahl.cache.reader import BatchReader, CachedEntry
+from dahl.cache.remote import ProcessReader
 from dahl.cache.writer import BatchWriter, Value, value_name
 from dahl.errors import CacheError
 
@@ -100,10 +101,12 @@ class CacheStore:
         self._cache.close()  # this thread's connection; reopened lazily by stats()/clear()
         self._closed = False
         self._memory_hits = 0  # written by the event loop thread only
-        self._reader = BatchReader(RowReader(self._cache), self.directory)
+        self._reader = BatchReader(RowReader(self.directory / DB_NAME, self._cache.disk), self.directory)
         self._writer = BatchWriter(
             self._cache, flush_items=flush_items, flush_interval_s=flush_interval_s
         )
+        self._process: ProcessReader | None = None
+        self._process_failed = False
 
     def __repr__(self) -> str:
         """Show the directory and this session's counts."""
@@ -240,6 +243,25 @@ class CacheStore:
             found[i] = entry
         return found
 
+    def process_reader(self) -> ProcessReader | None:
+        """The store's lookup process, started on the first call; None if it cannot start.
+
+        See :mod:`dahl.cache.remote`: it computes check keys and reads committed
+        verdicts in a child process, so large re-scores use a second core. It is
+        stopped by :meth:`close`.
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        self._check_open()
+        if self._process is None and not self._process_failed:
+            try:
+                self._process = ProcessReader(self.directory / DB_NAME, self.directory)
+            except OSError as exc:
+                self._process_failed = True
+                log.warning("cannot start a cache lookup process (%s); looking up in this process", exc)
+        return self._process
+
     # -- lifecycle and maintenance ----------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -301,6 +323,8 @@ class CacheStore:
             return
         self._closed = True
         try:
+            if self._process is not None:
+                self._process.close()
             self._writer.stop()
             self._reader.close()
         finally:

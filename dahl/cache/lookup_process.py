@@ -1,0 +1,14 @@
+"""Entry point of the cache lookup child: ``python -m dahl.cache.lookup_process DB``.
+
+Started by :class:`dahl.cache.remote.ProcessReader`; not imported by the package, so
+running it as ``__main__`` loads every module once.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dahl.cache.remote import child_main
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1]))

@@ -1,0 +1,373 @@
+"""Cache lookups in a child process: check keys and SQLite reads off the interpreter lock.
+
+A re-score of cached claims is bound by the interpreter lock (GIL): per claim, its key
+(~2 µs), the reader thread's decoding and the event loop's bookkeeping all take turns
+on one core. :class:`ProcessReader` hands groups of answers to ONE child process that
+builds their check keys from a :class:`~dahl.cache.keys.CheckKeyRecipe` and reads the
+parsed verdicts from the cache database (read only: the parent's writer thread stays
+the only writer, under the parent's directory lock). One I/O thread of the parent
+sends a batch and waits for its reply (blocking pipe I/O, the lock released); the
+event loop only hands the found verdicts out.
+
+Only committed values are seen: a claim the child does not find (absent, put but not
+committed yet, stored as a raw reply only, kept in a file, unreadable) comes back as
+not found, with its key, and the caller looks it up the usual way
+(:meth:`dahl.cache.store.CacheStore.get_many`). A child that fails or cannot start is
+logged once and turns this path off for the rest of the run; lookups then go through
+the reader thread.
+
+The child is ``python -m dahl.cache.lookup_process DB`` (not :mod:`multiprocessing`, whose
+``spawn`` re-imports the caller's main script). It runs in its own session (a Ctrl-C
+at the terminal reaches the parent only, which stops it) and exits when its input
+closes, so a killed run leaves no process behind. Frames on both pipes: a 4-byte
+big-endian length, then msgpack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+import msgspec
+
+from dahl.cache.database import RowReader
+from dahl.cache.keys import CheckKeyRecipe, recipe_keys
+from dahl.records import Verdict
+
+__all__ = ["ASK", "Ask", "Found", "ProcessReader", "child_main"]
+
+log = logging.getLogger(__name__)
+
+#: Pending claims sent to the child at once, without waiting for the loop to go idle.
+_BATCH_CLAIMS = 1024
+#: Seconds to wait for the child's hello before giving up on this path.
+_START_TIMEOUT_S = 60.0
+_HELLO = b"dahl-lookup-ready"
+
+_VERDICTS = msgspec.msgpack.Decoder(list[Verdict])
+
+
+class _Request(msgspec.Struct, array_like=True):
+    before: bytes
+    after: bytes
+    parts: tuple[str, str, str]
+    parser_version: str
+    groups: list[tuple[str, list[str]]]
+
+
+#: Slots of a claim without a value in ``packed``: nothing stored; or ask the reader thread.
+_ABSENT, _ASK = -1, -2
+
+
+class _Reply(msgspec.Struct, array_like=True):
+    keys: list[str]
+    slots: list[int]  # per claim: index of its value in packed, _ABSENT or _ASK
+    found: int  # values in packed
+    packed: bytes  # msgpack values, concatenated
+    raws: dict[int, str] = {}  # claim position -> stored raw reply, for claims without a value
+    error: str = ""
+
+
+class Ask:
+    """Marks a claim the child could not read (a value kept in a file): look it up the usual way."""
+
+
+#: The one :class:`Ask` instance.
+ASK = Ask()
+
+#: What the child found for one claim: its verdict; only its raw reply (str); nothing
+#: committed (None: check the values put and not committed yet); or :data:`ASK`.
+Found = Verdict | str | Ask | None
+
+
+def _write_frame(out: IO[bytes], payload: bytes) -> None:
+    out.write(len(payload).to_bytes(4, "big") + payload)
+    out.flush()
+
+
+def _read_frame(inp: IO[bytes]) -> bytes | None:
+    """One frame, or None at the end of the stream (a torn frame counts as the end)."""
+    head = inp.read(4)
+    if len(head) < 4:
+        return None
+    size = int.from_bytes(head, "big")
+    payload = inp.read(size)
+    return payload if len(payload) == size else None
+
+
+# -- child side ------------------------------------------------------------------------
+
+
+def _child_reply(rows: RowReader, request: _Request) -> _Reply:
+    """Keys of every claim of the request's groups and the values stored under them."""
+    recipe = CheckKeyRecipe(request.before, request.after, request.parts, request.parser_version)
+    keys: list[str] = []
+    for question, texts in request.groups:
+        keys += recipe_keys(recipe, question, texts)
+    suffix = f":v{recipe.parser_version}"
+    names = list(dict.fromkeys(key + suffix for key in keys))  # a claim may repeat
+    found, packed, elsewhere = rows.fetch_packed(names)
+    where = {name: i for i, name in enumerate(found)}
+    where.update(dict.fromkeys(elsewhere, _ASK))
+    slots = [where.get(key + suffix, _ABSENT) for key in keys]
+    absent = [i for i, slot in enumerate(slots) if slot == _ABSENT]
+    raws: dict[int, str] = {}
+    if absent:  # a parser change: the raw reply may be stored without a current value
+        stored = rows.fetch([keys[i] + ":raw" for i in absent])
+        for i in absent:
+            raw = stored.get(keys[i] + ":raw")
+            if isinstance(raw, str):
+                raws[i] = raw
+    return _Reply(keys, slots, len(found), packed, raws)
+
+
+def child_main(db_path: str) -> int:
+    """The child: serve lookups on stdin/stdout until stdin closes; return the exit status."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
+    rows = RowReader(Path(db_path))
+    decoder = msgspec.msgpack.Decoder(_Request)
+    encoder = msgspec.msgpack.Encoder()
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    _write_frame(out, _HELLO)
+    while (frame := _read_frame(inp)) is not None:
+        try:
+            reply = _child_reply(rows, decoder.decode(frame))
+        except Exception as exc:  # report it; the parent turns this path off
+            reply = _Reply([], [], 0, b"", error=f"{type(exc).__name__}: {exc}")
+        _write_frame(out, encoder.encode(reply))
+    rows.close()
+    return 0
+
+
+# -- parent side -----------------------------------------------------------------------
+
+# A group waiting for the child: (question, claim texts, its future).
+_Group = tuple[str, Sequence[str], "asyncio.Future[tuple[list[str], list[Found]] | None]"]
+
+
+class ProcessReader:
+    """ONE child process that computes check keys and reads verdicts (see the module docstring).
+
+    Use :meth:`look_up` from the event loop thread only; :meth:`close` from any thread.
+
+    Args:
+        db_path: the cache database file.
+        directory: the cache directory (named in warnings).
+
+    Attributes:
+        batches: batches the child served.
+        claims_found: claims the child found a parsed verdict for.
+
+    Raises:
+        OSError: (on construction) the child process cannot be created.
+    """
+
+    def __init__(self, db_path: Path, directory: Path) -> None:
+        self._directory = directory
+        package_root = str(Path(__file__).resolve().parents[2])  # the folder holding dahl/
+        path = os.environ.get("PYTHONPATH", "")
+        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "dahl.cache.lookup_process", str(db_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # a terminal's Ctrl-C goes to the parent only
+        )
+        # One thread does the blocking pipe I/O, in order: first the hello, then batches.
+        self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-cache-child")
+        self._started = self._io.submit(self._await_hello)
+        self._encoder = msgspec.msgpack.Encoder()
+        self._reply_decoder = msgspec.msgpack.Decoder(_Reply)
+        self._off = False
+        self._running = False
+        self._pending: list[_Group] = []
+        self._pending_claims = 0
+        self._recipe: CheckKeyRecipe | None = None
+        self._in_flight = 0
+        self._scheduled = False
+        self.batches = 0
+        self.claims_found = 0
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self._proc.pid
+
+    @property
+    def ready(self) -> bool:
+        """Whether lookups go to the child now (started, not failed, not closed)."""
+        if self._running:
+            return not self._off
+        if self._off or not self._started.done():
+            return False
+        exc = self._started.exception()
+        if exc is not None:
+            self._fail(exc)
+            return False
+        self._running = True  # known from now on: no lock taken per lookup
+        return not self._off
+
+    async def look_up(
+        self, recipe: CheckKeyRecipe, question: str, texts: Sequence[str]
+    ) -> tuple[list[str], list[Found]] | None:
+        """Keys and stored verdicts of the claim ``texts`` of an answer to ``question``.
+
+        Groups from concurrent callers share one round trip to the child.
+
+        Args:
+            recipe: the Checker's key recipe (a batch holds groups of one recipe).
+            question: the answer's question, as given (normalized in the child).
+            texts: the claims' texts, as given.
+
+        Returns:
+            One key per claim and what was found per claim (see :data:`Found`); None
+            when this path is off (not :attr:`ready`, failed meanwhile, or closed).
+        """
+        if not self.ready:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._pending and recipe != self._recipe:
+            self._dispatch(loop)  # a batch holds one recipe
+        future: asyncio.Future[tuple[list[str], list[Found]] | None] = loop.create_future()
+        self._recipe = recipe
+        self._pending.append((question, texts, future))
+        self._pending_claims += len(texts)
+        if self._pending_claims >= _BATCH_CLAIMS:
+            self._dispatch(loop)  # full: send it now, the child works while we go on
+        elif not self._scheduled:
+            # Go once the tasks that are ready have run (they may add groups).
+            self._scheduled = True
+            loop.call_soon(self._dispatch_soon, loop)
+        return await future
+
+    def close(self) -> None:
+        """Stop the child and the I/O thread (blocking, idempotent); pending lookups get None."""
+        self._off = True
+        with contextlib.suppress(OSError, ValueError):  # already closed
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()  # the child exits at the end of its input
+        try:
+            self._proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._io.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(OSError, ValueError):  # already closed
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+        log.debug("cache lookup process: %d batches, %d claims found", self.batches, self.claims_found)
+
+    # -- I/O thread ---------------------------------------------------------------------
+
+    def _await_hello(self) -> None:
+        assert self._proc.stdout is not None
+        hello = _read_frame(self._proc.stdout)
+        if hello != _HELLO:
+            raise RuntimeError(f"the lookup process did not start (exit status {self._proc.poll()})")
+
+    def _round_trip(self, recipe: CheckKeyRecipe, groups: list[tuple[str, list[str]]]) -> tuple[_Reply, list[Verdict]]:
+        """I/O thread: send one batch, wait for its reply, decode the found verdicts."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        request = _Request(recipe.before, recipe.after, recipe.parts, recipe.parser_version, groups)
+        _write_frame(self._proc.stdin, self._encoder.encode(request))
+        frame = _read_frame(self._proc.stdout)
+        if frame is None:
+            raise RuntimeError(f"the lookup process ended (exit status {self._proc.poll()})")
+        reply = self._reply_decoder.decode(frame)
+        if reply.error:
+            raise RuntimeError(f"the lookup process failed: {reply.error}")
+        values = _VERDICTS.decode(b"\xdd" + reply.found.to_bytes(4, "big") + reply.packed) if reply.found else []
+        return reply, values
+
+    # -- event loop -----------------------------------------------------------------------
+
+    def _dispatch_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduled = False
+        if self._pending and not self._in_flight:
+            self._dispatch(loop)
+
+    def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch, self._pending = self._pending, []
+        self._pending_claims = 0
+        if self._off:
+            self._answer_none(batch)
+            return
+        assert self._recipe is not None
+        groups = [(question, list(texts)) for question, texts, _ in batch]
+        self._in_flight += 1
+        try:
+            done = loop.run_in_executor(self._io, self._round_trip, self._recipe, groups)
+        except RuntimeError as exc:  # the I/O thread is shut down
+            self._in_flight -= 1
+            self._fail(exc)
+            self._answer_none(batch)
+            return
+        done.add_done_callback(functools.partial(self._deliver, batch, loop))
+
+    def _deliver(
+        self,
+        batch: list[_Group],
+        loop: asyncio.AbstractEventLoop,
+        done: asyncio.Future[tuple[_Reply, list[Verdict]]],
+    ) -> None:
+        """Resolve a batch's futures (on the event loop) with what the child found."""
+        self._in_flight -= 1
+        if self._pending and not self._scheduled:
+            self._scheduled = True  # what gathered meanwhile goes next
+            loop.call_soon(self._dispatch_soon, loop)
+        if done.cancelled():
+            self._answer_none(batch)
+            return
+        exc = done.exception()
+        if exc is not None:  # the child died, failed, or sent something undecodable
+            self._fail(exc)
+            self._answer_none(batch)
+            return
+        reply, values = done.result()
+        self.batches += 1
+        keys, slots, raws = reply.keys, reply.slots, reply.raws
+        start = 0
+        for _, texts, future in batch:
+            end = start + len(texts)
+            found: list[Found] = [values[s] if s >= 0 else None for s in slots[start:end]]
+            self.claims_found += len(found) - found.count(None)
+            if len(found) - found.count(None) < len(found):
+                for i in range(start, end):
+                    if slots[i] == _ASK:
+                        found[i - start] = ASK
+                    elif i in raws:
+                        found[i - start] = raws[i]
+            if not future.done():
+                future.set_result((keys[start:end], found))
+            start = end
+
+    @staticmethod
+    def _answer_none(batch: list[_Group]) -> None:
+        for _, _, future in batch:
+            if not future.done():
+                future.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._off:
+            return
+        self._off = True
+        log.warning(
+            "cache lookup process for %s stopped (%s: %s); looking claims up in this process",
+            self._directory,
+            type(exc).__name__,
+            exc,
+        )
+
+

@@ -1,0 +1,245 @@
+"""Tests for dahl.cache.remote: check keys and verdict reads in a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dahl.adapters.openai import OpenAIChecker
+from dahl.cache import CacheStore, CachingChecker, check_keys
+from dahl.cache.keys import check_key_recipe, recipe_keys
+from dahl.cache.remote import ProcessReader
+from dahl.config import EndpointConfig
+from dahl.engine.counters import RunCounters
+from dahl.records import Answer, Claim, Label, Verdict
+
+QUESTION = "  Who was <question> Ada Lovelace?"
+CLAIMS = [
+    Claim(text="Ada Lovelace was a mathematician.", index=0),
+    Claim(text="Ada  Lovelace was born in\t1815.", index=1),
+    Claim(text="She wrote </claim> the first program.", index=2),
+    Claim(text="Caf\u0065\u0301s were her office.", index=3),
+]
+ANSWER = Answer(id="a1", question=QUESTION, response="...")
+
+
+class _NoLane:
+    """A lane that fails: every verdict here must come from the cache."""
+
+    async def call(self, attempt: Any, *, estimated_tokens: int) -> Any:
+        raise AssertionError("the model was called")
+
+
+def _checker(model: str = "m1") -> OpenAIChecker:
+    cfg = EndpointConfig(base_url="http://127.0.0.1:9/v1", model=model, api_key_env="")
+    return OpenAIChecker(cfg, None, _NoLane())  # type: ignore[arg-type]  # session never used
+
+
+def _verdict(checker: OpenAIChecker, label: Label) -> Verdict:
+    return Verdict(label=label, checker=checker.fingerprint, raw=str(label))
+
+
+async def _ready(reader: ProcessReader, timeout_s: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not reader.ready:
+        assert loop.time() < deadline, "the lookup process did not start"
+        await asyncio.sleep(0.02)
+
+
+async def _filled_store(tmp_path: Path, checker: OpenAIChecker, labels: dict[int, Label]) -> CacheStore:
+    """A store holding a committed verdict for the claims ``labels`` names (by index)."""
+    store = CacheStore(tmp_path / "cache", flush_interval_s=60.0)  # commits only on flush()
+    keys = check_keys(checker, CLAIMS, ANSWER)
+    for i, label in labels.items():
+        store.put(keys[i], _verdict(checker, label), str(label))
+    await store.flush()
+    return store
+
+
+class TestRecipeKeys:
+    def test_equal_to_check_keys(self) -> None:
+        """Keys from the recipe equal check_keys (tags, double spaces, decomposed accents)."""
+        checker = _checker()
+        recipe = check_key_recipe(checker, "1")
+        assert recipe is not None
+        texts = [c.text for c in CLAIMS]
+        assert recipe_keys(recipe, QUESTION, texts) == check_keys(checker, CLAIMS, ANSWER)
+
+    def test_another_model_gives_other_keys(self) -> None:
+        """The recipe carries the frame: another model's recipe gives other keys."""
+        first, second = check_key_recipe(_checker("m1"), "1"), check_key_recipe(_checker("m2"), "1")
+        assert first is not None and second is not None
+        assert recipe_keys(first, QUESTION, ["x"]) != recipe_keys(second, QUESTION, ["x"])
+
+    def test_a_checker_without_hooks_has_no_recipe(self) -> None:
+        """A Checker without the frame and parts hooks gives None."""
+
+        class Plain:
+            fingerprint = "plain/v1"
+
+        assert check_key_recipe(Plain(), "1") is None  # type: ignore[arg-type]
+
+
+class TestProcessReader:
+    async def test_finds_committed_verdicts_and_reports_the_rest(self, tmp_path: Path) -> None:
+        """The child returns check_keys' keys, the stored verdicts, and None for absent claims."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED, 2: Label.UNSUPPORTED})
+        try:
+            reader = store.process_reader()
+            assert reader is not None
+            await _ready(reader)
+            recipe = check_key_recipe(checker, "1")
+            assert recipe is not None
+            got = await reader.look_up(recipe, QUESTION, [c.text for c in CLAIMS])
+            assert got is not None
+            keys, verdicts = got
+            assert keys == check_keys(checker, CLAIMS, ANSWER)
+            assert [v.label if v else None for v in verdicts] == [Label.SUPPORTED, None, Label.UNSUPPORTED, None]
+            assert (reader.batches, reader.claims_found) == (1, 2)
+        finally:
+            store.close()
+
+    async def test_concurrent_groups_share_a_batch(self, tmp_path: Path) -> None:
+        """Groups asked for in the same loop round go to the child as one batch, each answered in order."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {1: Label.SUPPORTED, 3: Label.IRRELEVANT})
+        try:
+            reader = store.process_reader()
+            assert reader is not None
+            await _ready(reader)
+            recipe = check_key_recipe(checker, "1")
+            assert recipe is not None
+            texts = [c.text for c in CLAIMS]
+            # The same claims twice and once reversed: repeated keys within one batch.
+            results = await asyncio.gather(
+                reader.look_up(recipe, QUESTION, texts),
+                reader.look_up(recipe, QUESTION, texts[::-1]),
+                reader.look_up(recipe, QUESTION, texts),
+            )
+            labels = [[v.label if v else None for v in r[1]] for r in results if r is not None]
+            assert labels == [
+                [None, Label.SUPPORTED, None, Label.IRRELEVANT],
+                [Label.IRRELEVANT, None, Label.SUPPORTED, None],
+                [None, Label.SUPPORTED, None, Label.IRRELEVANT],
+            ]
+            assert reader.batches == 1
+        finally:
+            store.close()
+
+    async def test_a_killed_child_turns_the_path_off(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """After the child dies, look_up answers None (look up here) and one warning is logged."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
+        try:
+            reader = store.process_reader()
+            assert reader is not None
+            await _ready(reader)
+            recipe = check_key_recipe(checker, "1")
+            assert recipe is not None
+            pid = reader.pid
+            os.kill(pid, signal.SIGKILL)
+            with caplog.at_level(logging.WARNING, logger="dahl.cache.remote"):
+                first = await reader.look_up(recipe, QUESTION, ["x"])
+                second = await reader.look_up(recipe, QUESTION, ["y"])
+            assert (first, second, reader.ready) == (None, None, False)
+            assert sum("lookup process" in r.getMessage() for r in caplog.records) == 1
+        finally:
+            store.close()
+
+    async def test_close_stops_the_child(self, tmp_path: Path) -> None:
+        """Closing the store ends the child process."""
+        store = CacheStore(tmp_path / "cache")
+        reader = store.process_reader()
+        assert reader is not None
+        await _ready(reader)
+        pid = reader.pid
+        store.close()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+class TestCachingCheckerWithProcess:
+    async def test_look_up_through_the_process_equals_look_up_here(self, tmp_path: Path) -> None:
+        """Verdicts, keys and counts are those of the in-process lookup; absent claims stay None."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED, 1: Label.UNSUPPORTED})
+        try:
+            here_counters, there_counters = RunCounters(), RunCounters()
+            here = CachingChecker(checker, store, here_counters, process_after=None)
+            there = CachingChecker(checker, store, there_counters, process_after=0)
+            expected = await here.look_up(CLAIMS, ANSWER)
+            reader = store.process_reader()
+            assert reader is not None
+            await _ready(reader)
+            got = await there.look_up(CLAIMS, ANSWER)
+            assert reader.claims_found == 2
+            assert got.keys == expected.keys
+            assert got.verdicts == expected.verdicts
+            assert [v.label if v else None for v in got.verdicts] == [Label.SUPPORTED, Label.UNSUPPORTED, None, None]
+            assert there_counters.claims_cached == here_counters.claims_cached == 2
+        finally:
+            store.close()
+
+    async def test_uncommitted_and_raw_only_entries_are_found_here(self, tmp_path: Path) -> None:
+        """A value put but not committed, and a raw reply under a new parser version, are still hits."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
+        try:
+            keys = check_keys(checker, CLAIMS, ANSWER)
+            # Claim 3: only a raw reply under another parser version (as after a parser change).
+            store.put(keys[3], _verdict(checker, Label.UNSUPPORTED), "Unsupported", parser_version="0")
+            await store.flush()
+            store.put(keys[2], _verdict(checker, Label.IRRELEVANT), None)  # not committed yet
+            caching = CachingChecker(checker, store, RunCounters(), process_after=0)
+            reader = store.process_reader()
+            assert reader is not None
+            await _ready(reader)
+            got = await caching.look_up(CLAIMS, ANSWER)
+            assert [v.label if v else None for v in got.verdicts] == [
+                Label.SUPPORTED, None, Label.IRRELEVANT, Label.UNSUPPORTED,
+            ]
+            assert reader.claims_found == 1
+        finally:
+            store.close()
+
+    async def test_process_after_delays_the_start(self, tmp_path: Path) -> None:
+        """Below process_after claims looked up, no process is started."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
+        try:
+            caching = CachingChecker(checker, store, RunCounters(), process_after=9)
+            await caching.look_up(CLAIMS, ANSWER)  # 4 claims
+            await caching.look_up(CLAIMS, ANSWER)  # 8
+            assert store._process is None
+            await caching.look_up(CLAIMS, ANSWER)  # 12: starts it
+            assert store._process is not None
+        finally:
+            store.close()
+
+    async def test_a_value_kept_in_a_file_is_read_here(self, tmp_path: Path) -> None:
+        """A verdict too large for its row (a file) is reported to the parent, which reads it."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
+        try:
+            keys = check_keys(checker, CLAIMS, ANSWER)
+            big = Verdict(label=Label.UNSUPPORTED, checker=checker.fingerprint, raw="x" * 100_000)
+            store.put(keys[1], big, None)
+            await store.flush()
+            caching = CachingChecker(checker, store, RunCounters(), process_after=0)
+            reader = store.process_reader()
+            assert reader is not None
+            await _ready(reader)
+            got = await caching.look_up(CLAIMS, ANSWER)
+            assert [v.label if v else None for v in got.verdicts] == [Label.SUPPORTED, Label.UNSUPPORTED, None, None]
+            assert got.verdicts[1] == big
+            assert reader.claims_found == 1
+        finally:
+            store.close()
