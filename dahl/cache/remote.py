@@ -31,12 +31,12 @@ import contextlib
 import functools
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
 import msgspec
 
@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 _BATCH_CLAIMS = 1024
 #: Seconds to wait for the child's hello before giving up on this path.
 _START_TIMEOUT_S = 60.0
+#: Seconds of silence from the child, mid-batch, before giving up on this path (a batch
+#: takes milliseconds; this only keeps a wedged child from stalling the run).
+_REPLY_TIMEOUT_S = 30.0
 _HELLO = b"dahl-lookup-ready"
 
 _VERDICTS = msgspec.msgpack.Decoder(list[Verdict])
@@ -90,19 +93,45 @@ ASK = Ask()
 Found = Verdict | str | Ask | None
 
 
-def _write_frame(out: IO[bytes], payload: bytes) -> None:
-    out.write(len(payload).to_bytes(4, "big") + payload)
-    out.flush()
+def _write_frame(fd: int, payload: bytes) -> None:
+    """Write one frame to the file descriptor ``fd`` (blocking; loops over partial writes).
+
+    Raises:
+        OSError: the pipe is closed (BrokenPipeError) or broken.
+    """
+    view = memoryview(len(payload).to_bytes(4, "big") + payload)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
-def _read_frame(inp: IO[bytes]) -> bytes | None:
-    """One frame, or None at the end of the stream (a torn frame counts as the end)."""
-    head = inp.read(4)
-    if len(head) < 4:
+def _read_exactly(fd: int, size: int, timeout_s: float | None) -> bytes | None:
+    """``size`` bytes from ``fd``; None at the end of the stream (a torn frame counts as the end).
+
+    Raises:
+        TimeoutError: no byte came for ``timeout_s`` seconds (None: wait forever).
+    """
+    chunks: list[bytes] = []
+    while size:
+        if timeout_s is not None and not select.select([fd], [], [], timeout_s)[0]:
+            raise TimeoutError(f"no reply from the lookup process in {timeout_s:g} s")
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(fd: int, timeout_s: float | None = None) -> bytes | None:
+    """One frame from ``fd``, or None at the end of the stream.
+
+    Raises:
+        TimeoutError: the frame did not come within ``timeout_s`` seconds of silence.
+    """
+    head = _read_exactly(fd, 4, timeout_s)
+    if head is None:
         return None
-    size = int.from_bytes(head, "big")
-    payload = inp.read(size)
-    return payload if len(payload) == size else None
+    return _read_exactly(fd, int.from_bytes(head, "big"), timeout_s)
 
 
 # -- child side ------------------------------------------------------------------------
@@ -137,7 +166,7 @@ def child_main(db_path: str) -> int:
     rows = RowReader(Path(db_path))
     decoder = msgspec.msgpack.Decoder(_Request)
     encoder = msgspec.msgpack.Encoder()
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    inp, out = sys.stdin.fileno(), sys.stdout.fileno()
     _write_frame(out, _HELLO)
     while (frame := _read_frame(inp)) is not None:
         try:
@@ -150,6 +179,15 @@ def child_main(db_path: str) -> int:
 
 
 # -- parent side -----------------------------------------------------------------------
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) a live process used so far; None where /proc is absent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 # A group waiting for the child: (question, claim texts, its future).
 _Group = tuple[str, Sequence[str], "asyncio.Future[tuple[list[str], list[Found]] | None]"]
@@ -255,6 +293,7 @@ class ProcessReader:
     def close(self) -> None:
         """Stop the child and the I/O thread (blocking, idempotent); pending lookups get None."""
         self._off = True
+        cpu_s = _cpu_seconds(self._proc.pid)
         with contextlib.suppress(OSError, ValueError):  # already closed
             if self._proc.stdin is not None:
                 self._proc.stdin.close()  # the child exits at the end of its input
@@ -267,13 +306,18 @@ class ProcessReader:
         with contextlib.suppress(OSError, ValueError):  # already closed
             if self._proc.stdout is not None:
                 self._proc.stdout.close()
-        log.debug("cache lookup process: %d batches, %d claims found", self.batches, self.claims_found)
+        log.debug(
+            "cache lookup process: %d batches, %d claims found, %s s of CPU",
+            self.batches,
+            self.claims_found,
+            "?" if cpu_s is None else f"{cpu_s:.2f}",
+        )
 
     # -- I/O thread ---------------------------------------------------------------------
 
     def _await_hello(self) -> None:
         assert self._proc.stdout is not None
-        hello = _read_frame(self._proc.stdout)
+        hello = _read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
         if hello != _HELLO:
             raise RuntimeError(f"the lookup process did not start (exit status {self._proc.poll()})")
 
@@ -281,8 +325,8 @@ class ProcessReader:
         """I/O thread: send one batch, wait for its reply, decode the found verdicts."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         request = _Request(recipe.before, recipe.after, recipe.parts, recipe.parser_version, groups)
-        _write_frame(self._proc.stdin, self._encoder.encode(request))
-        frame = _read_frame(self._proc.stdout)
+        _write_frame(self._proc.stdin.fileno(), self._encoder.encode(request))
+        frame = _read_frame(self._proc.stdout.fileno(), _REPLY_TIMEOUT_S)
         if frame is None:
             raise RuntimeError(f"the lookup process ended (exit status {self._proc.poll()})")
         reply = self._reply_decoder.decode(frame)
