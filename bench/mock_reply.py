@@ -7,6 +7,7 @@ holds ``<question>`` and ``<answer>\\n...\\n</answer>``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -148,6 +149,14 @@ def sentences(text: str) -> list[str]:
     return [part for part in _SENTENCE_END.split(normalize_text(text)) if part]
 
 
+@functools.lru_cache(maxsize=256)
+def _label_content(label: str, reason: str, json_mode: bool) -> str:
+    """A check reply's content; few distinct (label, reason) pairs, so each is built once."""
+    if json_mode:
+        return json.dumps({"label": label, "reason": reason}, ensure_ascii=False)
+    return f"{label.capitalize()}\n{reason}"
+
+
 def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
     """The assistant message content for a well-behaved reply.
 
@@ -169,9 +178,7 @@ def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
         else:
             found = oracle.label(prompt.question, prompt.data)
             label, reason = (found, "Oracle label.") if found else ("unknown", "Claim not in the oracle.")
-        if prompt.json_mode:
-            return json.dumps({"label": label, "reason": reason}, ensure_ascii=False)
-        return f"{label.capitalize()}\n{reason}"
+        return _label_content(label, reason, prompt.json_mode)
     if prompt.kind == "split":
         claims = oracle.claims(prompt.data) if oracle is not None else None
         if claims is None:
