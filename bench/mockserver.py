@@ -63,6 +63,8 @@ class _State:
     fault_rng: random.Random
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     ids: itertools.count[int] = field(default_factory=itertools.count)
+    #: ``config.fault_rates()`` computed once (the config is frozen), read per request.
+    fault_rates: dict[str, float] = field(default_factory=dict)
 
 
 STATE = web.AppKey("dahl_mock_state", _State)
@@ -87,7 +89,7 @@ async def _pause(state: _State, seconds: float) -> None:
 
 
 def _draw_fault(state: _State) -> str | None:
-    rates = state.config.fault_rates()
+    rates = state.fault_rates
     if not rates:
         return None
     draw = state.fault_rng.random()
@@ -221,6 +223,7 @@ def create_app(
         stats=MockStats(oracle.conflicts if oracle is not None else 0),
         latency_rng=random.Random(f"{config.seed}:latency"),
         fault_rng=random.Random(f"{config.seed}:faults"),
+        fault_rates=config.fault_rates(),
     )
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/chat/completions", _chat)

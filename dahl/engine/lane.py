@@ -349,9 +349,14 @@ class Lane:
         request and computed it), not from when the reply arrived: after a
         reply latency of L seconds the window it describes is L seconds older.
         """
-        if not headers:
+        # Only x-ratelimit-* names are read: keep those, and stop here when there are none.
+        lower: dict[str, str] = {}
+        for name, value in headers.items():
+            name = name.lower()
+            if name.startswith("x-ratelimit-"):
+                lower[name] = value
+        if not lower:
             return
-        lower = {name.lower(): value for name, value in headers.items()}
         for kind, unit, limit_name, remaining_name, reset_name in _RATELIMIT_HEADERS:
             limit = _number(lower.get(limit_name))
             if limit is not None and limit > 0:

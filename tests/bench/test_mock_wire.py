@@ -1,14 +1,16 @@
-"""Specification of bench/mock_wire.py: the mock's JSON is byte for byte the standard library's."""
+"""Specification of bench/mock_wire.py and mock_reply.last_block: byte for byte what the stdlib and regex gave."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.mock_reply import last_block
 from bench.mock_wire import completion_bytes, decode_body, json_string
 
 
@@ -105,3 +107,29 @@ class TestDecodeBodyNumbers:
         """Every integer, inside or beyond 64 bits, decodes to the same int as json.loads."""
         value = decode_body(f'{{"max_tokens": {number}}}'.encode())["max_tokens"]
         assert type(value) is int and value == number
+
+
+class TestLastBlock:
+    """bench.mock_reply.last_block against the regex it replaced."""
+
+    @staticmethod
+    def regex_last(tag: str, text: str) -> str | None:
+        found = re.findall(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+        return str(found[-1]) if found else None
+
+    def test_check_message(self) -> None:
+        """A dahl check message gives its claim and question without the framing newlines."""
+        text = "<question>\nWho?\n</question>\n\n<claim>\nA is B.\n</claim>"
+        assert (last_block("claim", text), last_block("question", text)) == ("A is B.", "Who?")
+
+    def test_last_of_several_and_unclosed(self) -> None:
+        """The last closed block wins; an unclosed trailing tag is ignored; none gives None."""
+        text = "<claim>one</claim> <claim>\ntwo\n\n</claim> <claim>three"
+        assert last_block("claim", text) == "two\n"
+        assert last_block("answer", text) is None
+
+    @given(st.lists(st.sampled_from(["<claim>", "</claim>", "\n", "x", "<", "claim>", "</claim", " "]), max_size=14))
+    def test_same_as_regex(self, parts: list[str]) -> None:
+        """Any mix of tags, newlines and text gives what the regex findall gave."""
+        text = "".join(parts)
+        assert last_block("claim", text) == self.regex_last("claim", text)
