@@ -38,9 +38,10 @@ from aiohttp import web
 
 from bench.mock_config import FAULT_KINDS, Latency, MockConfig, parse_fault, parse_latency
 from bench.mock_oracle import Oracle
-from bench.mock_reply import OFFFORMAT_TEXT, Prompt, estimate_tokens, parse_prompt, reply_content
+from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
 from bench.mock_stats import MockStats
 from bench.mock_window import RateWindow, format_seconds
+from bench.mock_wire import completion_bytes, decode_body
 from dahl.errors import ConfigError
 
 __all__ = ["STATE", "MockConfig", "MockServer", "config_from_args", "create_app", "main", "start_mock"]
@@ -62,6 +63,8 @@ class _State:
     fault_rng: random.Random
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     ids: itertools.count[int] = field(default_factory=itertools.count)
+    #: ``config.fault_rates()`` computed once (the config is frozen), read per request.
+    fault_rates: dict[str, float] = field(default_factory=dict)
 
 
 STATE = web.AppKey("dahl_mock_state", _State)
@@ -86,7 +89,7 @@ async def _pause(state: _State, seconds: float) -> None:
 
 
 def _draw_fault(state: _State) -> str | None:
-    rates = state.config.fault_rates()
+    rates = state.fault_rates
     if not rates:
         return None
     draw = state.fault_rng.random()
@@ -98,26 +101,6 @@ def _draw_fault(state: _State) -> str | None:
     return None
 
 
-def _completion(state: _State, prompt: Prompt, content: str) -> dict[str, Any]:
-    completion_tokens = estimate_tokens(len(content))
-    return {
-        "id": f"chatcmpl-mock-{next(state.ids)}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": prompt.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt.prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt.prompt_tokens + completion_tokens,
-        },
-    }
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:
@@ -138,7 +121,7 @@ async def _chat(request: web.Request) -> web.StreamResponse:
 async def _serve(request: web.Request, state: _State) -> web.Response | None:
     stats = state.stats
     try:
-        body = json.loads(await request.read())
+        body = decode_body(await request.read())
     except (ValueError, UnicodeDecodeError):
         stats.kinds["other"] += 1
         return _error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
@@ -186,11 +169,17 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
         status = int(fault)
         return _error(status, f"Mock fault {status}.", "server_error", None, headers)
     content = OFFFORMAT_TEXT if fault == "offformat" else reply_content(prompt, state.oracle)
-    payload = _completion(state, prompt, content)
-    usage = payload["usage"]
-    stats.prompt_tokens += usage["prompt_tokens"]
-    stats.completion_tokens += usage["completion_tokens"]
-    raw = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    completion_tokens = estimate_tokens(len(content))
+    raw = completion_bytes(
+        f"chatcmpl-mock-{next(state.ids)}",
+        int(time.time()),
+        prompt.model,
+        content,
+        prompt.prompt_tokens,
+        completion_tokens,
+    )
+    stats.prompt_tokens += prompt.prompt_tokens
+    stats.completion_tokens += completion_tokens
     if fault == "malformed":
         raw = raw[: len(raw) // 2]
     return web.Response(body=raw, content_type="application/json", headers=headers)
@@ -234,6 +223,7 @@ def create_app(
         stats=MockStats(oracle.conflicts if oracle is not None else 0),
         latency_rng=random.Random(f"{config.seed}:latency"),
         fault_rng=random.Random(f"{config.seed}:faults"),
+        fault_rates=config.fault_rates(),
     )
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/chat/completions", _chat)

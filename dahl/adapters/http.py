@@ -22,6 +22,7 @@ No error message or log line contains the API key: server messages are redacted.
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import re
 import time
@@ -31,6 +32,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from dahl.engine.retry import parse_duration_s
 from dahl.errors import (
@@ -44,6 +46,7 @@ from dahl.records import Usage
 
 __all__ = [
     "ChatReply",
+    "encode_body",
     "make_session",
     "parse_duration_s",
     "post_chat",
@@ -226,8 +229,28 @@ def _reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     )
 
 
+@functools.lru_cache(maxsize=32)
+def _request_headers(api_key: str) -> CIMultiDictProxy[str]:
+    """The request headers for ``api_key``, built once per key (read-only: aiohttp copies them)."""
+    headers = CIMultiDict({"Content-Type": "application/json", "Accept": "application/json"})
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return CIMultiDictProxy(headers)
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """The JSON bytes :func:`post_chat` sends for ``body`` (UTF-8, compact, insertion order).
+
+    Encode once per call and pass the bytes to every attempt: retries then skip the encoding.
+
+    Raises:
+        TypeError: ``body`` holds a value JSON cannot represent.
+    """
+    return orjson.dumps(body)
+
+
 async def post_chat(
-    session: aiohttp.ClientSession, url: str, api_key: str, body: Mapping[str, Any]
+    session: aiohttp.ClientSession, url: str, api_key: str, body: Mapping[str, Any] | bytes
 ) -> ChatReply:
     """Send ONE chat-completions request and return the parsed reply (no retry here).
 
@@ -235,7 +258,7 @@ async def post_chat(
         session: from :func:`make_session`.
         url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
         api_key: bearer token; ``""`` sends no Authorization header.
-        body: JSON request body.
+        body: JSON request body, or its bytes from :func:`encode_body` (sent as they are).
 
     Raises:
         QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
@@ -244,11 +267,9 @@ async def post_chat(
             payload, timeout, or a 200 whose body is not the expected JSON.
         PermanentAPIError: any other 4xx (``status`` set), or an invalid URL.
     """
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
     try:
-        async with session.post(url, data=orjson.dumps(body), headers=headers) as response:
+        async with session.post(url, data=data, headers=_request_headers(api_key)) as response:
             payload = await response.read()
             status = response.status
             reply_headers = {k.lower(): v for k, v in response.headers.items()}

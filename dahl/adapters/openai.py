@@ -29,7 +29,7 @@ from dahl.adapters.bodies import (
     estimate_tokens,
     split_request_body,
 )
-from dahl.adapters.http import ChatReply, post_chat
+from dahl.adapters.http import ChatReply, encode_body, post_chat
 from dahl.adapters.keybody import CheckKeyTemplate, digest_system
 from dahl.adapters.parse import parse_claims, parse_label
 from dahl.config import EndpointConfig, resolve_api_key
@@ -94,10 +94,15 @@ class _Endpoint:
         return self._fmt
 
     async def _send(self, body: dict[str, Any]) -> ChatReply:
-        """Send ``body`` through the lane (one attempt per lane try)."""
+        """Send ``body`` through the lane (one attempt per lane try).
 
-        async def attempt() -> ChatReply:
-            return await post_chat(self._session, self.cfg.chat_url, self._api_key, body)
+        The body is encoded once here; every attempt (retry) sends the same bytes.
+        """
+        data = encode_body(body)
+        session, url, api_key = self._session, self.cfg.chat_url, self._api_key
+
+        def attempt() -> Awaitable[ChatReply]:
+            return post_chat(session, url, api_key, data)
 
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 
@@ -358,8 +363,9 @@ class OpenAIChecker:
         """
         endpoint = self._endpoint
         text = normalize_text(claim.text)
-        # Normalized like the claim, so whitespace variants share one cache key and request.
-        question = normalize_text(answer.question)
+        # Normalized like the claim, so whitespace variants share one cache key and request
+        # (remembered: the claims of an answer share it).
+        question = self._question(answer)
 
         def build(fmt: Format) -> dict[str, Any]:
             return check_request_body(endpoint.cfg, question, text, fmt=fmt)

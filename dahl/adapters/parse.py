@@ -17,6 +17,7 @@ Decisions (documented here because they change scores):
 
 from __future__ import annotations
 
+import functools
 import re
 
 import orjson
@@ -77,8 +78,13 @@ def _unfence(text: str) -> str:
     return match.group(1).strip() if match else text
 
 
+@functools.lru_cache(maxsize=1024)
 def _label_of(phrase: str) -> Label | None:
-    """Label named at the start of ``phrase`` (after lead-ins), or None."""
+    """Label named at the start of ``phrase`` (after lead-ins), or None.
+
+    Pure, and replies repeat the same few first lines, so results are memoized
+    (the lead-in loop and up to eight anchored patterns ran per reply).
+    """
     head = phrase.strip()
     while True:
         stripped = _LEAD.sub("", head, count=1)

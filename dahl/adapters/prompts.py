@@ -16,6 +16,7 @@ message contains ``<answer>`` and no ``<claim>``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
@@ -167,6 +168,14 @@ def neutralize_tags(text: str) -> str:
     return _TAG.sub("\u2039", text)
 
 
+@functools.cache
+def _check_system(with_evidence: bool, json_reply: bool) -> str:
+    """The check system prompt (four variants, built once each: it is ~1 KB per request)."""
+    basis = _CHECK_BASIS_EVIDENCE if with_evidence else _CHECK_BASIS_KNOWLEDGE
+    output = _CHECK_OUTPUT_JSON if json_reply else _CHECK_OUTPUT_TEXT
+    return _CHECK_SYSTEM.format(basis=basis, output=output)
+
+
 def _block(tag: str, text: str) -> str:
     return f"<{tag}>\n{neutralize_tags(text)}\n</{tag}>"
 
@@ -218,9 +227,7 @@ def check_messages(
         ``[system, user]`` messages; the user message is ``<question>``, ``<claim>``, then
         ``<evidence>`` when given.
     """
-    basis = _CHECK_BASIS_EVIDENCE if evidence else _CHECK_BASIS_KNOWLEDGE
-    output = _CHECK_OUTPUT_JSON if json_reply else _CHECK_OUTPUT_TEXT
-    system = _CHECK_SYSTEM.format(basis=basis, output=output)
+    system = _check_system(bool(evidence), json_reply)
     parts = [_block("question", question), _block("claim", claim)]
     if evidence:
         passages = "\n\n".join(f"[{i}] {p}" for i, p in enumerate(evidence, start=1))

@@ -272,7 +272,10 @@ class Lane:
         self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
     ) -> R:
         """Admit and send one attempt (a slot is held); settle its token reservation."""
-        rpm, tpm = await self._admit(estimated)
+        if self._rpm is None and self._tpm is None and not self._gate.is_paused():
+            rpm = tpm = None  # nothing to wait for: what _admit would return, without its frames
+        else:
+            rpm, tpm = await self._admit(estimated)
         reserved = estimated if tpm is not None else 0
         self._in_flight += 1
         self._tokens_reserved += reserved
@@ -346,15 +349,20 @@ class Lane:
         request and computed it), not from when the reply arrived: after a
         reply latency of L seconds the window it describes is L seconds older.
         """
-        if not headers:
+        # Only x-ratelimit-* names are read: keep those, and stop here when there are none.
+        lower: dict[str, str] = {}
+        for name, value in headers.items():
+            name = name.lower()
+            if name.startswith("x-ratelimit-"):
+                lower[name] = value
+        if not lower:
             return
-        lower = {name.lower(): value for name, value in headers.items()}
-        for kind, unit in (("requests", "requests"), ("tokens", "tokens")):
-            limit = _number(lower.get(f"x-ratelimit-limit-{kind}"))
+        for kind, unit, limit_name, remaining_name, reset_name in _RATELIMIT_HEADERS:
+            limit = _number(lower.get(limit_name))
             if limit is not None and limit > 0:
                 self._adopt_limit(kind, limit, unit)
-            remaining = _number(lower.get(f"x-ratelimit-remaining-{kind}"))
-            reset = lower.get(f"x-ratelimit-reset-{kind}")
+            remaining = _number(lower.get(remaining_name))
+            reset = lower.get(reset_name)
             if remaining is not None and remaining <= 0 and reset is not None:
                 reset_s = parse_duration_s(reset)
                 if reset_s is not None and sent_at + reset_s > self._clock.now():
@@ -404,6 +412,13 @@ class Lane:
             f"in_flight={s.in_flight}/{self.limits.max_in_flight} waiting={s.waiting} "
             f"gate={pause} requests={s.requests} retries={s.retries}>"
         )
+
+
+#: (kind, unit, limit header, remaining header, reset header) read by ``Lane._learn``.
+_RATELIMIT_HEADERS = tuple(
+    (kind, kind, f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}")
+    for kind in ("requests", "tokens")
+)
 
 
 def _number(value: str | None) -> float | None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dahl.adapters.http import make_session, parse_duration_s, post_chat, retry_after_s
+from dahl.adapters.http import encode_body, make_session, parse_duration_s, post_chat, retry_after_s
 from dahl.errors import (
     PermanentAPIError,
     QuotaExhausted,
@@ -237,3 +237,24 @@ class TestPostChat:
         assert "SECRETKEY" not in str(info.value)
         assert "Incorrect API key provided" in str(info.value)
         assert "SECRETKEY" not in caplog.text
+
+
+class TestEncodedBody:
+    async def test_bytes_sent_verbatim(self, server, session) -> None:
+        """Bytes from encode_body are sent as they are, as JSON, and decode to the body."""
+        server.push(server.chat("ok"))
+        data = encode_body(BODY)
+        assert data == b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+        await post_chat(session, url(server), KEY, data)
+        assert server.requests == [BODY]
+        assert server.request_headers[0]["Content-Type"] == "application/json"
+        assert server.request_headers[0]["Accept"] == "application/json"
+
+    async def test_headers_follow_the_key(self, server, session) -> None:
+        """Headers built once per key: a second key sends its own bearer, no key sends none."""
+        server.push(server.chat("a"), server.chat("b"), server.chat("c"))
+        await post_chat(session, url(server), KEY, BODY)
+        await post_chat(session, url(server), "sk-other-KEY987654", BODY)
+        await post_chat(session, url(server), "", BODY)
+        auth = [headers.get("Authorization") for headers in server.request_headers]
+        assert auth == [f"Bearer {KEY}", "Bearer sk-other-KEY987654", None]

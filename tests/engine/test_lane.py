@@ -407,6 +407,21 @@ class TestLanePause:
         # Gate spread <= 0.5 s; the learnt RPM bucket restarts empty: +0.1 s at least.
         assert 360.1 - 1e-9 <= next_sent <= 360.6 + 1e-9
 
+    def test_other_headers_learn_nothing(self) -> None:
+        """Replies without x-ratelimit-* headers leave an unlimited lane unlimited and open."""
+
+        async def main() -> tuple[LaneStatistics, list[float]]:
+            subject = lane()
+            headers = {"Content-Type": "application/json", "X-Request-Id": "abc", "Retry-After": "5"}
+            script = Script(FakeReply(headers=headers), FakeReply(headers=headers))
+            await subject.call(script, estimated_tokens=10)
+            await subject.call(script, estimated_tokens=10)
+            return subject.statistics(), script.sent
+
+        stats, sent = run_in_virtual_time(main)
+        assert (stats.rpm, stats.tpm, stats.paused_until, stats.requests) == (None, None, None, 2)
+        assert sent == [0.0, 0.0]
+
     @pytest.mark.parametrize(
         ("configured", "announced", "expected"),
         [(1000.0, "600", 600.0), (300.0, "600", 300.0), (300.0, "junk", 300.0)],
