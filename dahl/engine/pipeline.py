@@ -75,7 +75,7 @@ class PipelineOptions:
 
     split_concurrency: int = 2
     check_concurrency: int = 8
-    lookup_concurrency: int = 32
+    lookup_concurrency: int = 128
     queue_size: int = 256
     read_batch: int = 256
     flush_items: int = 500
