@@ -22,7 +22,6 @@ No error message or log line contains the API key: server messages are redacted.
 from __future__ import annotations
 
 import email.utils
-import functools
 import logging
 import re
 import time
@@ -50,6 +49,7 @@ __all__ = [
     "make_session",
     "parse_duration_s",
     "post_chat",
+    "request_headers",
     "retry_after_s",
 ]
 
@@ -229,9 +229,12 @@ def _reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     )
 
 
-@functools.lru_cache(maxsize=32)
-def _request_headers(api_key: str) -> CIMultiDictProxy[str]:
-    """The request headers for ``api_key``, built once per key (read-only: aiohttp copies them)."""
+def request_headers(api_key: str) -> CIMultiDictProxy[str]:
+    """The request headers for ``api_key`` (read-only: aiohttp copies them).
+
+    Build them once per endpoint and pass them to :func:`post_chat`: they are the same
+    for every request. Nothing keeps them beyond the caller (the key is never cached).
+    """
     headers = CIMultiDict({"Content-Type": "application/json", "Accept": "application/json"})
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -250,7 +253,12 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
 
 
 async def post_chat(
-    session: aiohttp.ClientSession, url: str, api_key: str, body: Mapping[str, Any] | bytes
+    session: aiohttp.ClientSession,
+    url: str,
+    api_key: str,
+    body: Mapping[str, Any] | bytes,
+    *,
+    headers: CIMultiDictProxy[str] | None = None,
 ) -> ChatReply:
     """Send ONE chat-completions request and return the parsed reply (no retry here).
 
@@ -259,6 +267,8 @@ async def post_chat(
         url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
         api_key: bearer token; ``""`` sends no Authorization header.
         body: JSON request body, or its bytes from :func:`encode_body` (sent as they are).
+        headers: :func:`request_headers` of ``api_key``, built once by the caller; None
+            builds them here.
 
     Raises:
         QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
@@ -269,7 +279,8 @@ async def post_chat(
     """
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     try:
-        async with session.post(url, data=data, headers=_request_headers(api_key)) as response:
+        sent_headers = headers if headers is not None else request_headers(api_key)
+        async with session.post(url, data=data, headers=sent_headers) as response:
             payload = await response.read()
             status = response.status
             reply_headers = {k.lower(): v for k, v in response.headers.items()}

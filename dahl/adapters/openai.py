@@ -29,7 +29,7 @@ from dahl.adapters.bodies import (
     estimate_tokens,
     split_request_body,
 )
-from dahl.adapters.http import ChatReply, encode_body, post_chat
+from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
 from dahl.adapters.keybody import CheckKeyTemplate, digest_system
 from dahl.adapters.parse import parse_claims, parse_label
 from dahl.config import EndpointConfig, resolve_api_key
@@ -84,6 +84,7 @@ class _Endpoint:
         self._session = session
         self._lane = lane
         self._api_key = resolve_api_key(cfg)
+        self._headers = request_headers(self._api_key)  # the same for every request
         self._fmt: Format = cfg.effective_format()
         self.fingerprint = endpoint_fingerprint(cfg, kind)
         self.system_digests: dict[str, str] = {}
@@ -99,10 +100,10 @@ class _Endpoint:
         The body is encoded once here; every attempt (retry) sends the same bytes.
         """
         data = encode_body(body)
-        session, url, api_key = self._session, self.cfg.chat_url, self._api_key
+        session, url, api_key, headers = self._session, self.cfg.chat_url, self._api_key, self._headers
 
         def attempt() -> Awaitable[ChatReply]:
-            return post_chat(session, url, api_key, data)
+            return post_chat(session, url, api_key, data, headers=headers)
 
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 

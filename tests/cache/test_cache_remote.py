@@ -213,7 +213,7 @@ class TestCachingCheckerWithProcess:
     async def test_process_after_delays_the_start(self, tmp_path: Path) -> None:
         """Below process_after claims looked up, no process is started."""
         checker = _checker()
-        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
+        store = await _filled_store(tmp_path, checker, dict.fromkeys(range(4), Label.SUPPORTED))
         try:
             caching = CachingChecker(checker, store, RunCounters(), process_after=9)
             await caching.look_up(CLAIMS, ANSWER)  # 4 claims
@@ -221,6 +221,18 @@ class TestCachingCheckerWithProcess:
             assert store._process is None
             await caching.look_up(CLAIMS, ANSWER)  # 12: starts it
             assert store._process is not None
+        finally:
+            store.close()
+
+    async def test_a_run_of_misses_never_starts_it(self, tmp_path: Path) -> None:
+        """With fewer than half of the claims found, lookups stay in this process."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})  # 1 of 4 found
+        try:
+            caching = CachingChecker(checker, store, RunCounters(), process_after=4)
+            for _ in range(5):
+                await caching.look_up(CLAIMS, ANSWER)
+            assert store._process is None
         finally:
             store.close()
 
