@@ -15,7 +15,10 @@ every cache key, stays the same; requests per run are ``/stats`` differences):
    end, process start-up excluded); target ≥ 50,000 claims/s (issue 4).
 5. Issue-4 engine figure: first-time runs (all misses) of M fresh claims
    (quick 3,000, full 20,000) with the cache on (fresh folder) vs ``--no-cache``; claims/s ratio
-   on/off, target ≥ 0.85. Runs alternate on/off, best of the size's rounds each.
+   on/off, target ≥ 0.85. Runs alternate on/off; the figure is the median over rounds
+   of each round's on/off ratio (a run and its neighbour see the same machine speed,
+   which drifts by ±20 % from minute to minute here); the best-of-rounds ratio is
+   printed beside it.
 6. Context: the engine's ceiling on the edited file with the fake Checker and no cache
    (no HTTP, no cache), to tell cache cost from pipeline cost.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,7 +38,7 @@ from bench.scenarios.common import REPO, Figure, MockProcess, ScenarioResult, ro
 
 NAME = "b6_rescore"
 #: (cached claims, claims of each cache-on/off run, rounds of on/off) per size.
-SIZES = {"tiny": (3_000, 1_000, 1), "quick": (20_000, 3_000, 1), "full": (1_000_000, 20_000, 3)}
+SIZES = {"tiny": (3_000, 1_000, 1), "quick": (20_000, 3_000, 1), "full": (1_000_000, 20_000, 5)}
 EDIT_EVERY = 100
 SAMPLE_ANSWERS = 50
 LOOKUP_TARGET = 50_000.0
@@ -177,6 +181,7 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
     result.claims_out += _labelled(workdir / "out-rescore" / "answers.jsonl")
     best_on = max((r["claims_per_s"] or 0.0) for r in on_runs)
     best_off = max((r["claims_per_s"] or 0.0) for r in off_runs)
+    paired = [(a["claims_per_s"] or 0.0) / (b["claims_per_s"] or 1.0) for a, b in zip(on_runs, off_runs, strict=True)]
     result.figures += [
         Figure.make(f"sample of {SAMPLE_ANSWERS} cached answers: requests (all hits)", float(verify["requests"]), None, "<= 0"),
         Figure.make(f"re-score: requests vs edited claims ({changed} of {n_cached})", float(rescore["requests"]), float(changed), "<= 1.0"),
@@ -185,7 +190,9 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
         Figure.make("re-score claims/s vs engine ceiling (fake Checker, no cache, same file)",
                     rescore["claims_per_s"], ceiling["claims_per_s"]),
         Figure.make("re-score wall s incl. process start-up", rescore["wall_s"]),
-        Figure.make("first run claims/s, cache on vs --no-cache (zero latency)", best_on, best_off, ">= 0.85"),
+        Figure.make(f"first run, cache on / --no-cache claims/s, median of {rounds} paired rounds (zero latency)",
+                    statistics.median(paired), 1.0, ">= 0.85"),
+        Figure.make("first run claims/s, best cache-on run vs best --no-cache run", best_on, best_off),
         Figure.make("cache fill: key + put µs/claim (direct, CacheStore)", (filled["key_s"] + filled["put_s"]) / max(1, filled["claims"]) * 1e6),
     ]
     result.runs = rounded({
