@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 
 from dahl.adapters.openai import OpenAIChecker
 from dahl.cache import CacheStore, CachingChecker, check_keys
-from dahl.cache.keys import check_key_recipe, recipe_keys
+from dahl.cache.keys import CheckKeyRecipe, check_key_recipe, recipe_keys
 from dahl.cache.remote import ProcessReader
 from dahl.config import EndpointConfig
 from dahl.engine.counters import RunCounters
@@ -41,6 +43,10 @@ def _checker(model: str = "m1") -> OpenAIChecker:
     return OpenAIChecker(cfg, None, _NoLane())  # type: ignore[arg-type]  # session never used
 
 
+def _label(verdict: object) -> Label | None:
+    return verdict.label if isinstance(verdict, Verdict) else None
+
+
 def _verdict(checker: OpenAIChecker, label: Label) -> Verdict:
     return Verdict(label=label, checker=checker.fingerprint, raw=str(label))
 
@@ -61,6 +67,23 @@ async def _filled_store(tmp_path: Path, checker: OpenAIChecker, labels: dict[int
         store.put(keys[i], _verdict(checker, label), str(label))
     await store.flush()
     return store
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    tmp_path: Path, checker: OpenAIChecker, labels: dict[int, Label]
+) -> AsyncIterator[tuple[CacheStore, ProcessReader, CheckKeyRecipe]]:
+    """A filled store, its started lookup process, and the Checker's recipe; the store is closed after."""
+    store = await _filled_store(tmp_path, checker, labels)
+    try:
+        reader = store.process_reader()
+        assert reader is not None
+        await _ready(reader)
+        recipe = check_key_recipe(checker, "1")
+        assert recipe is not None
+        yield store, reader, recipe
+    finally:
+        store.close()
 
 
 class TestRecipeKeys:
@@ -91,32 +114,17 @@ class TestProcessReader:
     async def test_finds_committed_verdicts_and_reports_the_rest(self, tmp_path: Path) -> None:
         """The child returns check_keys' keys, the stored verdicts, and None for absent claims."""
         checker = _checker()
-        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED, 2: Label.UNSUPPORTED})
-        try:
-            reader = store.process_reader()
-            assert reader is not None
-            await _ready(reader)
-            recipe = check_key_recipe(checker, "1")
-            assert recipe is not None
+        async with _running(tmp_path, checker, {0: Label.SUPPORTED, 2: Label.UNSUPPORTED}) as (_, reader, recipe):
             got = await reader.look_up(recipe, QUESTION, [c.text for c in CLAIMS])
             assert got is not None
             keys, verdicts = got
             assert keys == check_keys(checker, CLAIMS, ANSWER)
-            assert [v.label if v else None for v in verdicts] == [Label.SUPPORTED, None, Label.UNSUPPORTED, None]
+            assert [_label(v) for v in verdicts] == [Label.SUPPORTED, None, Label.UNSUPPORTED, None]
             assert (reader.batches, reader.claims_found) == (1, 2)
-        finally:
-            store.close()
 
     async def test_concurrent_groups_share_a_batch(self, tmp_path: Path) -> None:
         """Groups asked for in the same loop round go to the child as one batch, each answered in order."""
-        checker = _checker()
-        store = await _filled_store(tmp_path, checker, {1: Label.SUPPORTED, 3: Label.IRRELEVANT})
-        try:
-            reader = store.process_reader()
-            assert reader is not None
-            await _ready(reader)
-            recipe = check_key_recipe(checker, "1")
-            assert recipe is not None
+        async with _running(tmp_path, _checker(), {1: Label.SUPPORTED, 3: Label.IRRELEVANT}) as (_, reader, recipe):
             texts = [c.text for c in CLAIMS]
             # The same claims twice and once reversed: repeated keys within one batch.
             results = await asyncio.gather(
@@ -124,35 +132,23 @@ class TestProcessReader:
                 reader.look_up(recipe, QUESTION, texts[::-1]),
                 reader.look_up(recipe, QUESTION, texts),
             )
-            labels = [[v.label if v else None for v in r[1]] for r in results if r is not None]
+            labels = [[_label(v) for v in r[1]] for r in results if r is not None]
             assert labels == [
                 [None, Label.SUPPORTED, None, Label.IRRELEVANT],
                 [Label.IRRELEVANT, None, Label.SUPPORTED, None],
                 [None, Label.SUPPORTED, None, Label.IRRELEVANT],
             ]
             assert reader.batches == 1
-        finally:
-            store.close()
 
     async def test_a_killed_child_turns_the_path_off(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         """After the child dies, look_up answers None (look up here) and one warning is logged."""
-        checker = _checker()
-        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
-        try:
-            reader = store.process_reader()
-            assert reader is not None
-            await _ready(reader)
-            recipe = check_key_recipe(checker, "1")
-            assert recipe is not None
-            pid = reader.pid
-            os.kill(pid, signal.SIGKILL)
+        async with _running(tmp_path, _checker(), {0: Label.SUPPORTED}) as (_, reader, recipe):
+            os.kill(reader.pid, signal.SIGKILL)
             with caplog.at_level(logging.WARNING, logger="dahl.cache.remote"):
                 first = await reader.look_up(recipe, QUESTION, ["x"])
                 second = await reader.look_up(recipe, QUESTION, ["y"])
             assert (first, second, reader.ready) == (None, None, False)
             assert sum("lookup process" in r.getMessage() for r in caplog.records) == 1
-        finally:
-            store.close()
 
     async def test_close_stops_the_child(self, tmp_path: Path) -> None:
         """Closing the store ends the child process."""
@@ -183,32 +179,27 @@ class TestCachingCheckerWithProcess:
             assert reader.claims_found == 2
             assert got.keys == expected.keys
             assert got.verdicts == expected.verdicts
-            assert [v.label if v else None for v in got.verdicts] == [Label.SUPPORTED, Label.UNSUPPORTED, None, None]
+            assert [_label(v) for v in got.verdicts] == [Label.SUPPORTED, Label.UNSUPPORTED, None, None]
             assert there_counters.claims_cached == here_counters.claims_cached == 2
         finally:
             store.close()
 
-    async def test_uncommitted_and_raw_only_entries_are_found_here(self, tmp_path: Path) -> None:
-        """A value put but not committed, and a raw reply under a new parser version, are still hits."""
+    async def test_what_the_child_cannot_give_is_found_here(self, tmp_path: Path) -> None:
+        """A value kept in a file, one not committed yet, and a raw reply alone (parser change) are hits."""
         checker = _checker()
-        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
-        try:
+        async with _running(tmp_path, checker, {0: Label.SUPPORTED}) as (store, reader, _):
             keys = check_keys(checker, CLAIMS, ANSWER)
-            # Claim 3: only a raw reply under another parser version (as after a parser change).
+            big = Verdict(label=Label.UNSUPPORTED, checker=checker.fingerprint, raw="x" * 100_000)
+            store.put(keys[1], big, None)  # too large for its row: a file
             store.put(keys[3], _verdict(checker, Label.UNSUPPORTED), "Unsupported", parser_version="0")
             await store.flush()
             store.put(keys[2], _verdict(checker, Label.IRRELEVANT), None)  # not committed yet
             caching = CachingChecker(checker, store, RunCounters(), process_after=0)
-            reader = store.process_reader()
-            assert reader is not None
-            await _ready(reader)
             got = await caching.look_up(CLAIMS, ANSWER)
-            assert [v.label if v else None for v in got.verdicts] == [
-                Label.SUPPORTED, None, Label.IRRELEVANT, Label.UNSUPPORTED,
-            ]
+            labels = [_label(v) for v in got.verdicts]
+            assert labels == [Label.SUPPORTED, Label.UNSUPPORTED, Label.IRRELEVANT, Label.UNSUPPORTED]
+            assert got.verdicts[1] == big
             assert reader.claims_found == 1
-        finally:
-            store.close()
 
     async def test_process_after_delays_the_start(self, tmp_path: Path) -> None:
         """Below process_after claims looked up, no process is started."""
@@ -233,25 +224,5 @@ class TestCachingCheckerWithProcess:
             for _ in range(5):
                 await caching.look_up(CLAIMS, ANSWER)
             assert store._process is None
-        finally:
-            store.close()
-
-    async def test_a_value_kept_in_a_file_is_read_here(self, tmp_path: Path) -> None:
-        """A verdict too large for its row (a file) is reported to the parent, which reads it."""
-        checker = _checker()
-        store = await _filled_store(tmp_path, checker, {0: Label.SUPPORTED})
-        try:
-            keys = check_keys(checker, CLAIMS, ANSWER)
-            big = Verdict(label=Label.UNSUPPORTED, checker=checker.fingerprint, raw="x" * 100_000)
-            store.put(keys[1], big, None)
-            await store.flush()
-            caching = CachingChecker(checker, store, RunCounters(), process_after=0)
-            reader = store.process_reader()
-            assert reader is not None
-            await _ready(reader)
-            got = await caching.look_up(CLAIMS, ANSWER)
-            assert [v.label if v else None for v in got.verdicts] == [Label.SUPPORTED, Label.UNSUPPORTED, None, None]
-            assert got.verdicts[1] == big
-            assert reader.claims_found == 1
         finally:
             store.close()
