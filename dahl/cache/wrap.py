@@ -215,9 +215,9 @@ class CachingChecker:
             entries = await store.get_many([keys[i] for i in ask], parser_version=self._parser_version)
             for i, entry in zip(ask, entries, strict=True):
                 verdicts[i] = self._from_store(store, keys[i], entry)
-        found = len(verdicts) - verdicts.count(None)
-        self._counters.claims_cached += found
-        self._found += found
+        hits = len(verdicts) - verdicts.count(None)
+        self._counters.claims_cached += hits
+        self._found += hits
         return Lookup(verdicts, keys, generation)
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
