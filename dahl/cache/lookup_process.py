@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from dahl.cache.remote import child_main
+from dahl.cache.lookup_child import child_main
 
 if __name__ == "__main__":
     sys.exit(child_main(sys.argv[1]))

@@ -19,8 +19,8 @@ the reader thread.
 The child is ``python -m dahl.cache.lookup_process DB`` (not :mod:`multiprocessing`, whose
 ``spawn`` re-imports the caller's main script). It runs in its own session (a Ctrl-C
 at the terminal reaches the parent only, which stops it) and exits when its input
-closes, so a killed run leaves no process behind. Frames on both pipes: a 4-byte
-big-endian length, then msgpack.
+closes, so a killed run leaves no process behind. Its side and the wire format are
+in :mod:`dahl.cache.lookup_child`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ import contextlib
 import functools
 import logging
 import os
-import select
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -40,11 +38,11 @@ from pathlib import Path
 
 import msgspec
 
-from dahl.cache.database import RowReader
-from dahl.cache.keys import CheckKeyRecipe, recipe_keys
+from dahl.cache.keys import CheckKeyRecipe
+from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, read_frame, write_frame
 from dahl.records import Verdict
 
-__all__ = ["ASK", "Ask", "Found", "ProcessReader", "child_main"]
+__all__ = ["ASK", "Ask", "Found", "ProcessReader"]
 
 log = logging.getLogger(__name__)
 
@@ -55,30 +53,8 @@ _START_TIMEOUT_S = 60.0
 #: Seconds of silence from the child, mid-batch, before giving up on this path (a batch
 #: takes milliseconds; this only keeps a wedged child from stalling the run).
 _REPLY_TIMEOUT_S = 30.0
-_HELLO = b"dahl-lookup-ready"
 
 _VERDICTS = msgspec.msgpack.Decoder(list[Verdict])
-
-
-class _Request(msgspec.Struct, array_like=True):
-    before: bytes
-    after: bytes
-    parts: tuple[str, str, str]
-    parser_version: str
-    groups: list[tuple[str, list[str]]]
-
-
-#: Slots of a claim without a value in ``packed``: nothing stored; or ask the reader thread.
-_ABSENT, _ASK = -1, -2
-
-
-class _Reply(msgspec.Struct, array_like=True):
-    keys: list[str]
-    slots: list[int]  # per claim: index of its value in packed, _ABSENT or _ASK
-    found: int  # values in packed
-    packed: bytes  # msgpack values, concatenated
-    raws: dict[int, str] = {}  # claim position -> stored raw reply, for claims without a value
-    error: str = ""
 
 
 class Ask:
@@ -91,94 +67,6 @@ ASK = Ask()
 #: What the child found for one claim: its verdict; only its raw reply (str); nothing
 #: committed (None: check the values put and not committed yet); or :data:`ASK`.
 Found = Verdict | str | Ask | None
-
-
-def _write_frame(fd: int, payload: bytes) -> None:
-    """Write one frame to the file descriptor ``fd`` (blocking; loops over partial writes).
-
-    Raises:
-        OSError: the pipe is closed (BrokenPipeError) or broken.
-    """
-    view = memoryview(len(payload).to_bytes(4, "big") + payload)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_exactly(fd: int, size: int, timeout_s: float | None) -> bytes | None:
-    """``size`` bytes from ``fd``; None at the end of the stream (a torn frame counts as the end).
-
-    Raises:
-        TimeoutError: no byte came for ``timeout_s`` seconds (None: wait forever).
-    """
-    chunks: list[bytes] = []
-    while size:
-        if timeout_s is not None and not select.select([fd], [], [], timeout_s)[0]:
-            raise TimeoutError(f"no reply from the lookup process in {timeout_s:g} s")
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _read_frame(fd: int, timeout_s: float | None = None) -> bytes | None:
-    """One frame from ``fd``, or None at the end of the stream.
-
-    Raises:
-        TimeoutError: the frame did not come within ``timeout_s`` seconds of silence.
-    """
-    head = _read_exactly(fd, 4, timeout_s)
-    if head is None:
-        return None
-    return _read_exactly(fd, int.from_bytes(head, "big"), timeout_s)
-
-
-# -- child side ------------------------------------------------------------------------
-
-
-def _child_reply(rows: RowReader, request: _Request) -> _Reply:
-    """Keys of every claim of the request's groups and the values stored under them."""
-    recipe = CheckKeyRecipe(request.before, request.after, request.parts, request.parser_version)
-    keys: list[str] = []
-    for question, texts in request.groups:
-        keys += recipe_keys(recipe, question, texts)
-    suffix = f":v{recipe.parser_version}"
-    names = list(dict.fromkeys(key + suffix for key in keys))  # a claim may repeat
-    found, packed, elsewhere = rows.fetch_packed(names)
-    where = {name: i for i, name in enumerate(found)}
-    where.update(dict.fromkeys(elsewhere, _ASK))
-    slots = [where.get(key + suffix, _ABSENT) for key in keys]
-    absent = [i for i, slot in enumerate(slots) if slot == _ABSENT]
-    raws: dict[int, str] = {}
-    if absent:  # a parser change: the raw reply may be stored without a current value
-        stored = rows.fetch([keys[i] + ":raw" for i in absent])
-        for i in absent:
-            raw = stored.get(keys[i] + ":raw")
-            if isinstance(raw, str):
-                raws[i] = raw
-    return _Reply(keys, slots, len(found), packed, raws)
-
-
-def child_main(db_path: str) -> int:
-    """The child: serve lookups on stdin/stdout until stdin closes; return the exit status."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
-    rows = RowReader(Path(db_path))
-    decoder = msgspec.msgpack.Decoder(_Request)
-    encoder = msgspec.msgpack.Encoder()
-    inp, out = sys.stdin.fileno(), sys.stdout.fileno()
-    _write_frame(out, _HELLO)
-    while (frame := _read_frame(inp)) is not None:
-        try:
-            reply = _child_reply(rows, decoder.decode(frame))
-        except Exception as exc:  # report it; the parent turns this path off
-            reply = _Reply([], [], 0, b"", error=f"{type(exc).__name__}: {exc}")
-        _write_frame(out, encoder.encode(reply))
-    rows.close()
-    return 0
-
-
-# -- parent side -----------------------------------------------------------------------
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -227,7 +115,7 @@ class ProcessReader:
         self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-cache-child")
         self._started = self._io.submit(self._await_hello)
         self._encoder = msgspec.msgpack.Encoder()
-        self._reply_decoder = msgspec.msgpack.Decoder(_Reply)
+        self._reply_decoder = msgspec.msgpack.Decoder(Reply)
         self._off = False
         self._running = False
         self._pending: list[_Group] = []
@@ -317,16 +205,16 @@ class ProcessReader:
 
     def _await_hello(self) -> None:
         assert self._proc.stdout is not None
-        hello = _read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
-        if hello != _HELLO:
+        hello = read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
+        if hello != HELLO:
             raise RuntimeError(f"the lookup process did not start (exit status {self._proc.poll()})")
 
-    def _round_trip(self, recipe: CheckKeyRecipe, groups: list[tuple[str, list[str]]]) -> tuple[_Reply, list[Verdict]]:
+    def _round_trip(self, recipe: CheckKeyRecipe, groups: list[tuple[str, list[str]]]) -> tuple[Reply, list[Verdict]]:
         """I/O thread: send one batch, wait for its reply, decode the found verdicts."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
-        request = _Request(recipe.before, recipe.after, recipe.parts, recipe.parser_version, groups)
-        _write_frame(self._proc.stdin.fileno(), self._encoder.encode(request))
-        frame = _read_frame(self._proc.stdout.fileno(), _REPLY_TIMEOUT_S)
+        request = Request(recipe.before, recipe.after, recipe.parts, recipe.parser_version, groups)
+        write_frame(self._proc.stdin.fileno(), self._encoder.encode(request))
+        frame = read_frame(self._proc.stdout.fileno(), _REPLY_TIMEOUT_S)
         if frame is None:
             raise RuntimeError(f"the lookup process ended (exit status {self._proc.poll()})")
         reply = self._reply_decoder.decode(frame)
@@ -364,7 +252,7 @@ class ProcessReader:
         self,
         batch: list[_Group],
         loop: asyncio.AbstractEventLoop,
-        done: asyncio.Future[tuple[_Reply, list[Verdict]]],
+        done: asyncio.Future[tuple[Reply, list[Verdict]]],
     ) -> None:
         """Resolve a batch's futures (on the event loop) with what the child found."""
         self._in_flight -= 1
@@ -389,7 +277,7 @@ class ProcessReader:
             self.claims_found += len(found) - found.count(None)
             if len(found) - found.count(None) < len(found):
                 for i in range(start, end):
-                    if slots[i] == _ASK:
+                    if slots[i] == ASK_PARENT:
                         found[i - start] = ASK
                     elif i in raws:
                         found[i - start] = raws[i]

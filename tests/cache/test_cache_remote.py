@@ -226,3 +226,37 @@ class TestCachingCheckerWithProcess:
             assert store._process is None
         finally:
             store.close()
+
+
+class TestFrames:
+    def test_a_frame_round_trips_through_a_pipe(self) -> None:
+        """A 3 MB payload (larger than a pipe's buffer) arrives whole; the end of the stream reads as None."""
+        import threading
+
+        from dahl.cache.lookup_child import read_frame, write_frame
+
+        payload = bytes(range(256)) * 12_000
+        r, w = os.pipe()
+        writer = threading.Thread(target=lambda: (write_frame(w, payload), os.close(w)))
+        writer.start()
+        try:
+            assert read_frame(r, timeout_s=10.0) == payload
+            writer.join()
+            assert read_frame(r, timeout_s=10.0) is None
+        finally:
+            os.close(r)
+
+    def test_silence_and_an_impossible_length_raise(self) -> None:
+        """No byte within the timeout raises TimeoutError; a length over 1 GiB raises ValueError."""
+        from dahl.cache.lookup_child import read_frame
+
+        r, w = os.pipe()
+        try:
+            with pytest.raises(TimeoutError):
+                read_frame(r, timeout_s=0.05)
+            os.write(w, (2**31).to_bytes(4, "big"))
+            with pytest.raises(ValueError, match="out of step"):
+                read_frame(r, timeout_s=1.0)
+        finally:
+            os.close(r)
+            os.close(w)

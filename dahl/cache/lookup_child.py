@@ -1,0 +1,141 @@
+"""The cache lookup child's side: its wire format and its loop (see :mod:`dahl.cache.remote`).
+
+Frames on both pipes: a 4-byte big-endian length, then msgpack. The parent sends a
+:class:`Request` (a key recipe and groups of question and claim texts); the child
+answers a :class:`Reply` with every claim's key and what the database holds for it.
+Reads and writes loop over partial transfers on the raw file descriptors.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+from pathlib import Path
+
+import msgspec
+
+from dahl.cache.database import RowReader
+from dahl.cache.keys import CheckKeyRecipe, recipe_keys
+
+__all__ = ["ABSENT", "ASK_PARENT", "HELLO", "Reply", "Request", "child_main", "read_frame", "write_frame"]
+
+#: The child's first frame: it is ready.
+HELLO = b"dahl-lookup-ready"
+#: Frames larger than this are a broken stream, not a reply, bytes.
+_MAX_FRAME = 1 << 30
+
+
+class Request(msgspec.Struct, array_like=True):
+    """One batch: the key recipe's fields and the groups (question, claim texts)."""
+
+    before: bytes
+    after: bytes
+    parts: tuple[str, str, str]
+    parser_version: str
+    groups: list[tuple[str, list[str]]]
+
+
+#: Slots of a claim without a value in ``packed``: nothing stored; or the parent must read it.
+ABSENT, ASK_PARENT = -1, -2
+
+
+class Reply(msgspec.Struct, array_like=True):
+    """The child's answer to one :class:`Request` (``error`` set: it failed)."""
+
+    keys: list[str]
+    slots: list[int]  # per claim: index of its value in packed, ABSENT or ASK_PARENT
+    found: int  # values in packed
+    packed: bytes  # msgpack values, concatenated
+    raws: dict[int, str] = {}  # claim position -> stored raw reply, for claims without a value
+    error: str = ""
+
+
+def write_frame(fd: int, payload: bytes) -> None:
+    """Write one frame to the file descriptor ``fd`` (blocking; loops over partial writes).
+
+    Raises:
+        OSError: the pipe is closed (BrokenPipeError) or broken.
+    """
+    view = memoryview(len(payload).to_bytes(4, "big") + payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, size: int, timeout_s: float | None) -> bytes | None:
+    """``size`` bytes from ``fd``; None at the end of the stream (a torn frame counts as the end).
+
+    Raises:
+        TimeoutError: no byte came for ``timeout_s`` seconds (None: wait forever).
+    """
+    chunks: list[bytes] = []
+    while size:
+        if timeout_s is not None and not select.select([fd], [], [], timeout_s)[0]:
+            raise TimeoutError(f"no reply from the lookup process in {timeout_s:g} s")
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, timeout_s: float | None = None) -> bytes | None:
+    """One frame from ``fd``, or None at the end of the stream.
+
+    Raises:
+        TimeoutError: the frame did not come within ``timeout_s`` seconds of silence.
+        ValueError: the length is beyond any reply (the stream is out of step).
+    """
+    head = _read_exactly(fd, 4, timeout_s)
+    if head is None:
+        return None
+    size = int.from_bytes(head, "big")
+    if size > _MAX_FRAME:
+        raise ValueError(f"a frame of {size:,} bytes: the stream is out of step")
+    return _read_exactly(fd, size, timeout_s)
+
+
+# -- child side ------------------------------------------------------------------------
+
+
+def _child_reply(rows: RowReader, request: Request) -> Reply:
+    """Keys of every claim of the request's groups and the values stored under them."""
+    recipe = CheckKeyRecipe(request.before, request.after, request.parts, request.parser_version)
+    keys: list[str] = []
+    for question, texts in request.groups:
+        keys += recipe_keys(recipe, question, texts)
+    suffix = f":v{recipe.parser_version}"
+    names = list(dict.fromkeys(key + suffix for key in keys))  # a claim may repeat
+    found, packed, elsewhere = rows.fetch_packed(names)
+    where = {name: i for i, name in enumerate(found)}
+    where.update(dict.fromkeys(elsewhere, ASK_PARENT))
+    slots = [where.get(key + suffix, ABSENT) for key in keys]
+    absent = [i for i, slot in enumerate(slots) if slot == ABSENT]
+    raws: dict[int, str] = {}
+    if absent:  # a parser change: the raw reply may be stored without a current value
+        stored = rows.fetch([keys[i] + ":raw" for i in absent])
+        for i in absent:
+            raw = stored.get(keys[i] + ":raw")
+            if isinstance(raw, str):
+                raws[i] = raw
+    return Reply(keys, slots, len(found), packed, raws)
+
+
+def child_main(db_path: str) -> int:
+    """The child: serve lookups on stdin/stdout until stdin closes; return the exit status."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
+    rows = RowReader(Path(db_path))
+    decoder = msgspec.msgpack.Decoder(Request)
+    encoder = msgspec.msgpack.Encoder()
+    inp, out = sys.stdin.fileno(), sys.stdout.fileno()
+    write_frame(out, HELLO)
+    while (frame := read_frame(inp)) is not None:
+        try:
+            reply = _child_reply(rows, decoder.decode(frame))
+        except Exception as exc:  # report it; the parent turns this path off
+            reply = Reply([], [], 0, b"", error=f"{type(exc).__name__}: {exc}")
+        write_frame(out, encoder.encode(reply))
+    rows.close()
+    return 0
