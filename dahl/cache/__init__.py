@@ -7,7 +7,8 @@
 - :mod:`dahl.cache.remote`: check keys and verdict reads of a large re-score in a child
   process (:mod:`dahl.cache.lookup_process`), on another core.
 - :mod:`dahl.cache.flight`: single flight for identical in-flight calls.
-- :mod:`dahl.cache.wrap`: caching Splitter/Checker wrappers used by the pipeline.
+- :mod:`dahl.cache.wrap`, :mod:`dahl.cache.splits`: the caching Checker and Splitter
+  wrappers used by the pipeline.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, default_cache_dir
-from dahl.cache.wrap import CachingChecker, CachingSplitter
+from dahl.cache.splits import CachingSplitter
+from dahl.cache.wrap import CachingChecker
 
 __all__ = [
     "CACHE_DIR_ENV",

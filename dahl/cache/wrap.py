@@ -1,6 +1,7 @@
-"""Caching, single-flight wrappers around a Splitter and a Checker (DESIGN.md §5).
+"""The caching, single-flight wrapper around a Checker (DESIGN.md §5).
 
-Optional adapter attributes read here (duck-typed):
+The Splitter's counterpart is in :mod:`dahl.cache.splits`. Optional adapter attributes
+read by both (duck-typed):
 
 - ``cacheable`` (bool, default True): False marks a cheap, deterministic adapter
   (replay, fake, given, rules): it is called directly, with no store, key or single
@@ -22,16 +23,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from dahl.adapters.base import Checker, Splitter
+from dahl.adapters.base import Checker
 from dahl.cache.flight import SingleFlight
-from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys, split_key
+from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
 from dahl.cache.remote import ASK, Found, ProcessReader
 from dahl.cache.store import CachedEntry, CacheStore
 from dahl.engine.counters import RunCounters
 from dahl.errors import CacheError, DahlError
 from dahl.records import Answer, Claim, Label, Verdict
 
-__all__ = ["PROCESS_AFTER_CLAIMS", "CachingChecker", "CachingSplitter", "Lookup"]
+__all__ = ["PROCESS_AFTER_CLAIMS", "CachingChecker", "Lookup", "store_for"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,8 @@ class Lookup(NamedTuple):
 PROCESS_AFTER_CLAIMS = 20_000
 
 
-def _store_for(inner: object, store: CacheStore | None) -> CacheStore | None:
+def store_for(inner: object, store: CacheStore | None) -> CacheStore | None:
+    """``store``, or None for a cheap adapter (``cacheable = False``) that is never cached."""
     return store if getattr(inner, "cacheable", True) else None
 
 
@@ -97,7 +99,7 @@ class CachingChecker:
     ) -> None:
         self.inner = inner
         self.fingerprint = inner.fingerprint
-        self._store = _store_for(inner, store)
+        self._store = store_for(inner, store)
         self._direct = not getattr(inner, "cacheable", True)
         self._counters = counters
         self._parser_version = str(getattr(inner, "parser_version", "1"))
@@ -326,98 +328,3 @@ class CachingChecker:
             log.debug("stored reply no longer parses (%s); checking again", exc)
             return None
         return verdict if verdict.label is not Label.ERROR else None
-
-
-class CachingSplitter:
-    """A Splitter that answers from the cache, shares identical in-flight splits, and stores.
-
-    Implements :class:`dahl.adapters.base.Splitter`. Only complete claim lists are
-    stored (``inner.split`` returned); exceptions are never stored. Each caller gets
-    its own list.
-
-    Args:
-        inner: the Splitter doing the work.
-        store: the result store, or None to disable caching (single flight stays).
-        counters: the run's counters (kept for symmetry; split counts live on this
-            wrapper, see Attributes, since :class:`RunCounters` counts claims).
-
-    Attributes:
-        fingerprint: ``inner.fingerprint``.
-        inner: the wrapped Splitter.
-        splits_called: answers split by ``inner`` in this run.
-        splits_cached: answers whose claims came from the store.
-        splits_deduped: answers that shared an identical in-flight split.
-    """
-
-    def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
-        self.inner = inner
-        self.fingerprint = inner.fingerprint
-        self._store = _store_for(inner, store)
-        self._direct = not getattr(inner, "cacheable", True)
-        self._counters = counters
-        self._parser_version = str(getattr(inner, "parser_version", "1"))
-        self._flights: SingleFlight[list[Claim]] = SingleFlight()
-        self.splits_called = 0
-        self.splits_cached = 0
-        self.splits_deduped = 0
-
-    def __repr__(self) -> str:
-        """Show the wrapped Splitter and whether the store is used."""
-        return f"<CachingSplitter {self.inner!r} store={self._store is not None}>"
-
-    async def split(self, answer: Answer) -> list[Claim]:
-        """Return the claims of ``answer``: shared, cached, or from ``inner``.
-
-        Raises:
-            AdapterError: raised by ``inner`` (to every waiter of the same flight).
-            ConfigError: raised by ``inner`` (e.g. the given Splitter without claims).
-            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
-        """
-        if self._direct:  # cheap and deterministic: no key, no single flight
-            self.splits_called += 1
-            return list(await self.inner.split(answer))
-        key = split_key(self.inner, answer)
-        claims = await self._flights.run(
-            key, lambda: self._resolve(key, answer), self._count_deduped
-        )
-        return list(claims)
-
-    def _count_deduped(self) -> None:
-        self.splits_deduped += 1
-
-    async def _resolve(self, key: str, answer: Answer) -> list[Claim]:
-        store = self._store
-        version = self._parser_version
-        if store is not None:
-            entry = await store.get(key, parser_version=version)
-            if entry is not None:
-                if isinstance(entry.value, list):
-                    self.splits_cached += 1
-                    return entry.value
-                if entry.raw is not None:
-                    claims = self._reparse(entry.raw, answer)
-                    if claims is not None:
-                        store.put(key, claims, None, parser_version=version)
-                        self.splits_cached += 1
-                        return claims
-        self.splits_called += 1
-        raw: str | None = None
-        split_with_raw = getattr(self.inner, "split_with_raw", None)
-        if split_with_raw is not None:
-            claims, raw = await split_with_raw(answer)
-        else:
-            claims = await self.inner.split(answer)
-        if store is not None:
-            store.put(key, list(claims), raw, parser_version=version)
-        return claims
-
-    def _reparse(self, raw: str, answer: Answer) -> list[Claim] | None:
-        parse = getattr(self.inner, "parse_raw", None)
-        if parse is None:
-            return None
-        try:
-            claims: list[Claim] = parse(raw, answer)
-        except DahlError as exc:
-            log.debug("stored split reply no longer parses (%s); splitting again", exc)
-            return None
-        return claims
