@@ -33,7 +33,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -77,6 +77,23 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
+#: Environment variables the child inherits, besides ``PYTHON*`` and ``LC_*`` (no API key).
+_CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "SYSTEMROOT"})
+
+
+def _child_environment(parent: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: what Python needs from ``parent``, never a secret.
+
+    The folder holding the ``dahl`` package goes first on ``PYTHONPATH``, so the child
+    imports the same code as the parent even when that is not installed.
+    """
+    env = {k: v for k, v in parent.items() if k in _CHILD_ENV or k.startswith(("PYTHON", "LC_"))}
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
+    return env
+
+
 # A group waiting for the child: (question, claim texts, its future).
 _Group = tuple[str, Sequence[str], "asyncio.Future[tuple[list[str], list[Found]] | None]"]
 
@@ -100,9 +117,7 @@ class ProcessReader:
 
     def __init__(self, db_path: Path, directory: Path) -> None:
         self._directory = directory
-        package_root = str(Path(__file__).resolve().parents[2])  # the folder holding dahl/
-        path = os.environ.get("PYTHONPATH", "")
-        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+        env = _child_environment(os.environ)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "dahl.cache.lookup_process", str(db_path)],
             stdin=subprocess.PIPE,
