@@ -77,8 +77,10 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
-#: Environment variables the child inherits, besides ``PYTHON*`` and ``LC_*`` (no API key).
-_CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "SYSTEMROOT"})
+#: Environment variables the child inherits (no API key): these names, and those starting
+#: with a prefix of :data:`_CHILD_ENV_PREFIXES` (the interpreter's and the loader's settings).
+_CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "SYSTEMROOT", "VIRTUAL_ENV", "CONDA_PREFIX"})
+_CHILD_ENV_PREFIXES = ("PYTHON", "LC_", "LD_", "DYLD_")
 
 
 def _child_environment(parent: Mapping[str, str]) -> dict[str, str]:
@@ -87,7 +89,7 @@ def _child_environment(parent: Mapping[str, str]) -> dict[str, str]:
     The folder holding the ``dahl`` package goes first on ``PYTHONPATH``, so the child
     imports the same code as the parent even when that is not installed.
     """
-    env = {k: v for k, v in parent.items() if k in _CHILD_ENV or k.startswith(("PYTHON", "LC_"))}
+    env = {k: v for k, v in parent.items() if k in _CHILD_ENV or k.startswith(_CHILD_ENV_PREFIXES)}
     package_root = str(Path(__file__).resolve().parents[2])
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
