@@ -161,17 +161,24 @@ class RowReader:
         disk: the open diskcache's ``disk``, which reads values kept in files; None
             (e.g. in another process): such values are reported by
             :meth:`fetch_packed` as found elsewhere and :meth:`fetch` skips them.
+        read_only: open the database read-only (a missing file is an error, never
+            created empty).
     """
 
-    def __init__(self, path: Path, disk: Any | None = None) -> None:
+    def __init__(self, path: Path, disk: Any | None = None, *, read_only: bool = False) -> None:
         self._path = path
         self._disk = disk
+        self._read_only = read_only
         self._con: sqlite3.Connection | None = None
 
     def _connection(self) -> sqlite3.Connection:
         con = self._con
         if con is None:
-            con = sqlite3.connect(self._path, timeout=_READ_TIMEOUT_S, isolation_level=None)
+            if self._read_only:
+                uri = f"{self._path.resolve().as_uri()}?mode=ro"
+                con = sqlite3.connect(uri, uri=True, timeout=_READ_TIMEOUT_S, isolation_level=None)
+            else:
+                con = sqlite3.connect(self._path, timeout=_READ_TIMEOUT_S, isolation_level=None)
             # Random-key lookups: map the file and keep a large page cache (as diskcache does).
             con.execute(f"PRAGMA mmap_size = {_READ_MMAP_BYTES}")
             con.execute(f"PRAGMA cache_size = -{_READ_CACHE_KIB}")

@@ -19,10 +19,21 @@ import msgspec
 from dahl.cache.database import RowReader
 from dahl.cache.keys import CheckKeyRecipe, recipe_keys
 
-__all__ = ["ABSENT", "ASK_PARENT", "HELLO", "Reply", "Request", "child_main", "read_frame", "write_frame"]
+__all__ = [
+    "ABSENT",
+    "ASK_PARENT",
+    "HELLO",
+    "Reply",
+    "Request",
+    "child_main",
+    "package_root",
+    "read_frame",
+    "write_frame",
+]
 
-#: The child's first frame: it is ready.
-HELLO = b"dahl-lookup-ready"
+#: The child's first frame starts with this, then the folder its ``dahl`` package was
+#: imported from (the parent checks it is its own: the same code computes the keys).
+HELLO = b"dahl-lookup-ready:"
 #: Frames larger than this are a broken stream, not a reply, bytes.
 _MAX_FRAME = 1 << 30
 
@@ -97,6 +108,11 @@ def read_frame(fd: int, timeout_s: float | None = None) -> bytes | None:
     return _read_exactly(fd, size, timeout_s)
 
 
+def package_root() -> str:
+    """The folder holding the ``dahl`` package this process imported."""
+    return str(Path(__file__).resolve().parents[2])
+
+
 # -- child side ------------------------------------------------------------------------
 
 
@@ -126,11 +142,11 @@ def _child_reply(rows: RowReader, request: Request) -> Reply:
 def child_main(db_path: str) -> int:
     """The child: serve lookups on stdin/stdout until stdin closes; return the exit status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
-    rows = RowReader(Path(db_path))
+    rows = RowReader(Path(db_path), read_only=True)
     decoder = msgspec.msgpack.Decoder(Request)
     encoder = msgspec.msgpack.Encoder()
     inp, out = sys.stdin.fileno(), sys.stdout.fileno()
-    write_frame(out, HELLO)
+    write_frame(out, HELLO + package_root().encode())
     while (frame := read_frame(inp)) is not None:
         try:
             reply = _child_reply(rows, decoder.decode(frame))

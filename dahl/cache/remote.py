@@ -39,7 +39,7 @@ from pathlib import Path
 import msgspec
 
 from dahl.cache.keys import CheckKeyRecipe
-from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, read_frame, write_frame
+from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, package_root, read_frame, write_frame
 from dahl.records import Verdict
 
 __all__ = ["ASK", "Ask", "Found", "ProcessReader"]
@@ -51,8 +51,8 @@ _BATCH_CLAIMS = 1024
 #: Seconds to wait for the child's hello before giving up on this path.
 _START_TIMEOUT_S = 60.0
 #: Seconds of silence from the child, mid-batch, before giving up on this path (a batch
-#: takes milliseconds; this only keeps a wedged child from stalling the run).
-_REPLY_TIMEOUT_S = 30.0
+#: takes milliseconds; this only bounds the stall a wedged child causes).
+_REPLY_TIMEOUT_S = 10.0
 
 _VERDICTS = msgspec.msgpack.Decoder(list[Verdict])
 
@@ -90,9 +90,8 @@ def _child_environment(parent: Mapping[str, str]) -> dict[str, str]:
     imports the same code as the parent even when that is not installed.
     """
     env = {k: v for k, v in parent.items() if k in _CHILD_ENV or k.startswith(_CHILD_ENV_PREFIXES)}
-    package_root = str(Path(__file__).resolve().parents[2])
     path = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
+    env["PYTHONPATH"] = package_root() + (os.pathsep + path if path else "")
     return env
 
 
@@ -121,7 +120,9 @@ class ProcessReader:
         self._directory = directory
         env = _child_environment(os.environ)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "dahl.cache.lookup_process", str(db_path)],
+            # -P: the working folder is not put on sys.path, so a dahl/ (or signal.py)
+            # there cannot shadow the package the parent runs.
+            [sys.executable, "-P", "-m", "dahl.cache.lookup_process", str(db_path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -203,7 +204,7 @@ class ProcessReader:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()  # the child exits at the end of its input
         try:
-            self._proc.wait(timeout=5.0)
+            self._proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
@@ -220,11 +221,20 @@ class ProcessReader:
 
     # -- I/O thread ---------------------------------------------------------------------
 
+    def _exit_status(self) -> int | None:
+        """The child's exit status, waiting a moment for a dying child to be reaped."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self._proc.wait(timeout=1.0)
+        return None
+
     def _await_hello(self) -> None:
         assert self._proc.stdout is not None
         hello = read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
-        if hello != HELLO:
-            raise RuntimeError(f"the lookup process did not start (exit status {self._proc.poll()})")
+        if hello is None or not hello.startswith(HELLO):
+            raise RuntimeError(f"the lookup process did not start (exit status {self._exit_status()})")
+        root = hello[len(HELLO) :].decode(errors="replace")
+        if root != package_root():
+            raise RuntimeError(f"the lookup process runs dahl from {root}, not from {package_root()}")
 
     def _round_trip(self, recipe: CheckKeyRecipe, groups: list[tuple[str, list[str]]]) -> tuple[Reply, list[Verdict]]:
         """I/O thread: send one batch, wait for its reply, decode the found verdicts."""
@@ -233,7 +243,7 @@ class ProcessReader:
         write_frame(self._proc.stdin.fileno(), self._encoder.encode(request))
         frame = read_frame(self._proc.stdout.fileno(), _REPLY_TIMEOUT_S)
         if frame is None:
-            raise RuntimeError(f"the lookup process ended (exit status {self._proc.poll()})")
+            raise RuntimeError(f"the lookup process ended (exit status {self._exit_status()})")
         reply = self._reply_decoder.decode(frame)
         if reply.error:
             raise RuntimeError(f"the lookup process failed: {reply.error}")

@@ -273,3 +273,36 @@ class TestChildEnvironment:
         assert set(env) == {"PATH", "HOME", "LC_ALL", "PYTHONPATH", "LD_LIBRARY_PATH"}
         root = str(Path(__file__).resolve().parents[2])
         assert env["PYTHONPATH"] == f"{root}{os.pathsep}/x"
+
+
+class TestChildIsolation:
+    async def test_a_dahl_folder_in_the_working_folder_does_not_shadow_the_package(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The child imports the parent's dahl, not a dahl/ (or signal.py) in the working folder."""
+        shadow = tmp_path / "work"
+        (shadow / "dahl" / "cache").mkdir(parents=True)
+        marker = tmp_path / "shadow-ran"
+        for init in (shadow / "dahl" / "__init__.py", shadow / "dahl" / "cache" / "__init__.py"):
+            init.write_text("")
+        (shadow / "dahl" / "cache" / "lookup_process.py").write_text(
+            f"open({str(marker)!r}, 'w').write('ran')\n"
+        )
+        (shadow / "signal.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+        monkeypatch.chdir(shadow)
+        async with _running(tmp_path, _checker(), {0: Label.SUPPORTED}) as (_, reader, recipe):
+            got = await reader.look_up(recipe, QUESTION, [CLAIMS[0].text])
+            assert got is not None and _label(got[1][0]) is Label.SUPPORTED
+        assert not marker.exists()
+
+    def test_the_child_never_creates_a_database(self, tmp_path: Path) -> None:
+        """A read-only reader of a missing database fails instead of creating an empty file."""
+        import sqlite3
+
+        from dahl.cache.database import RowReader
+
+        rows = RowReader(tmp_path / "cache.db", read_only=True)
+        with pytest.raises(sqlite3.OperationalError):
+            rows.fetch_packed(["k:v1"])
+        rows.close()
+        assert list(tmp_path.iterdir()) == []
