@@ -14,7 +14,7 @@ from dahl.adapters.base import Splitter
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import split_key
 from dahl.cache.store import CacheStore
-from dahl.cache.wrap import store_for
+from dahl.cache.wrap import CachingAdapter
 from dahl.engine.counters import RunCounters
 from dahl.errors import DahlError
 from dahl.records import Answer, Claim
@@ -24,7 +24,7 @@ __all__ = ["CachingSplitter"]
 log = logging.getLogger(__name__)
 
 
-class CachingSplitter:
+class CachingSplitter(CachingAdapter[Splitter]):
     """A Splitter that answers from the cache, shares identical in-flight splits, and stores.
 
     Implements :class:`dahl.adapters.base.Splitter`. Only complete claim lists are
@@ -46,12 +46,7 @@ class CachingSplitter:
     """
 
     def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
-        self.inner = inner
-        self.fingerprint = inner.fingerprint
-        self._store = store_for(inner, store)
-        self._direct = not getattr(inner, "cacheable", True)
-        self._counters = counters
-        self._parser_version = str(getattr(inner, "parser_version", "1"))
+        super().__init__(inner, store, counters)
         self._flights: SingleFlight[list[Claim]] = SingleFlight()
         self.splits_called = 0
         self.splits_cached = 0

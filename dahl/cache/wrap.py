@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from dahl.adapters.base import Checker
 from dahl.cache.flight import SingleFlight
@@ -32,9 +32,11 @@ from dahl.engine.counters import RunCounters
 from dahl.errors import CacheError, DahlError
 from dahl.records import Answer, Claim, Label, Verdict
 
-__all__ = ["PROCESS_AFTER_CLAIMS", "CachingChecker", "Lookup", "store_for"]
+__all__ = ["PROCESS_AFTER_CLAIMS", "CachingAdapter", "CachingChecker", "Lookup"]
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
 
 
 class Lookup(NamedTuple):
@@ -56,12 +58,26 @@ class Lookup(NamedTuple):
 PROCESS_AFTER_CLAIMS = 20_000
 
 
-def store_for(inner: object, store: CacheStore | None) -> CacheStore | None:
-    """``store``, or None for a cheap adapter (``cacheable = False``) that is never cached."""
-    return store if getattr(inner, "cacheable", True) else None
+class CachingAdapter(Generic[A]):
+    """What both caching wrappers hold: the wrapped adapter, its store and the run's counters.
+
+    Args:
+        inner: the adapter doing the work (a Checker or a Splitter).
+        store: the result store; kept only if ``inner`` is cacheable (a cheap adapter,
+            ``cacheable = False``, is called directly, never cached).
+        counters: the run's counters.
+    """
+
+    def __init__(self, inner: A, store: CacheStore | None, counters: RunCounters) -> None:
+        self.inner = inner
+        self.fingerprint: str = getattr(inner, "fingerprint")
+        self._store = store if getattr(inner, "cacheable", True) else None
+        self._direct = not getattr(inner, "cacheable", True)
+        self._counters = counters
+        self._parser_version = str(getattr(inner, "parser_version", "1"))
 
 
-class CachingChecker:
+class CachingChecker(CachingAdapter[Checker]):
     """A Checker that answers from the cache, shares identical in-flight checks, and stores.
 
     Implements :class:`dahl.adapters.base.Checker`. Per claim, exactly one of these
@@ -97,12 +113,7 @@ class CachingChecker:
         *,
         process_after: int | None = PROCESS_AFTER_CLAIMS,
     ) -> None:
-        self.inner = inner
-        self.fingerprint = inner.fingerprint
-        self._store = store_for(inner, store)
-        self._direct = not getattr(inner, "cacheable", True)
-        self._counters = counters
-        self._parser_version = str(getattr(inner, "parser_version", "1"))
+        super().__init__(inner, store, counters)
         self._process_after = process_after
         self._looked_up = 0  # claims looked up, and how many of them were found
         self._found = 0
