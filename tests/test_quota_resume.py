@@ -37,60 +37,75 @@ def score(answers: Path, out: Path, url: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+class _FaultThenHealthy:
+    """``n`` answers scored against a mock with ``fault_args``, then again against a healthy one.
+
+    The endpoint URL is part of the Checker's identity, so both servers share one port.
+    """
+
+    def __init__(self, tmp_path: Path, mocks: Any, n: int, *fault_args: str) -> None:
+        self.answers = tmp_path / "answers.jsonl"
+        self.out = tmp_path / "out"
+        write_answers(self.answers, n)
+        self.mocks = mocks
+        self.port = free_port()
+        self.fault_args = fault_args
+        self.url = ""
+
+    def faulty(self) -> tuple[int, str]:
+        self.url = self.mocks.start(*self.fault_args, port=self.port)
+        return score(self.answers, self.out, self.url)
+
+    def healthy(self) -> tuple[int, str]:
+        self.mocks.stop_all()
+        self.url = self.mocks.start(port=self.port)
+        return score(self.answers, self.out, self.url)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (self.out / "answers.jsonl").read_text().splitlines()]
+
+
 class TestQuotaExhausted:
     def test_quota_stops_cleanly_and_rerun_continues(self, tmp_path: Path, mocks: Any) -> None:
         """insufficient_quota: exit 3 with a clear message; finished answers kept; a re-run checks only the rest."""
-        answers = tmp_path / "answers.jsonl"
-        out = tmp_path / "out"
-        write_answers(answers, 200)
-        port = free_port()
-        # The endpoint URL is part of the Checker's identity, so both servers share one port.
-        failing = mocks.start("--fault", "quota=0.003", "--seed", "3", port=port)
-        code, text = score(answers, out, failing)
+        run = _FaultThenHealthy(tmp_path, mocks, 200, "--fault", "quota=0.003", "--seed", "3")
+        code, text = run.faulty()
         assert code == EXIT_QUOTA, text
         assert "quota" in text.lower() and "re-run" in text
         assert "Traceback" not in text
-        done_first = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        done_first = run.lines()
         assert 0 < len(done_first) < 200
         # Answers on disk are complete: three verdicts each, none an error (the mock also says "unknown").
         assert [r["id"] for r in done_first if len(r["claims"]) != 3] == []
         assert [c for r in done_first for c in r["claims"] if c["label"] == "error"] == []
 
-        mocks.stop_all()
-        healthy = mocks.start(port=port)
-        code, text = score(answers, out, healthy)
+        code, text = run.healthy()
         assert code == 0, text
-        final = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        final = run.lines()
         assert sorted(r["id"] for r in final) == sorted(f"a{i}" for i in range(200))
         # Only the claims of answers not finished before the stop are checked again, less
         # those whose verdicts reached the cache before the stop (at most a few answers' worth
         # with 4 requests in flight).
         unfinished = 3 * (200 - len(done_first))
-        checks = mocks.stats(healthy)["check"]
+        checks = mocks.stats(run.url)["check"]
         assert unfinished - 24 <= checks <= unfinished
-        run = json.loads((out / "summary.json").read_text())["run"]
-        assert run["claims_checked"] == checks
-        assert run["claims_checked"] + run["claims_cached"] + run["claims_deduped"] == unfinished
+        counted = json.loads((run.out / "summary.json").read_text())["run"]
+        assert counted["claims_checked"] == checks
+        assert counted["claims_checked"] + counted["claims_cached"] + counted["claims_deduped"] == unfinished
 
 
 class TestErrorsAreRetried:
     def test_rerun_checks_claims_that_failed_again(self, tmp_path: Path, mocks: Any) -> None:
         """Claims labelled error (every reply off-format) are checked again by a re-run against a healthy server."""
-        answers = tmp_path / "answers.jsonl"
-        out = tmp_path / "out"
-        write_answers(answers, 20)
-        port = free_port()
-        broken = mocks.start("--fault", "offformat=1", port=port)
-        code, text = score(answers, out, broken)
+        run = _FaultThenHealthy(tmp_path, mocks, 20, "--fault", "offformat=1")
+        code, text = run.faulty()
         assert code == 0, text
-        first = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        first = run.lines()
         assert len(first) == 20 and all(r["counts"]["error"] == 3 for r in first)
 
-        mocks.stop_all()
-        healthy = mocks.start(port=port)
-        code, text = score(answers, out, healthy)
+        code, text = run.healthy()
         assert code == 0, text
-        assert mocks.stats(healthy)["requests"] == 60  # 20 answers x 3 claims, none reused
-        second = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert mocks.stats(run.url)["requests"] == 60  # 20 answers x 3 claims, none reused
+        second = run.lines()
         assert sorted(r["id"] for r in second) == sorted(f"a{i}" for i in range(20))
         assert all(r["counts"]["error"] == 0 for r in second)

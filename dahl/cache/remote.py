@@ -182,7 +182,7 @@ class ProcessReader:
         if not self.ready:
             return None
         loop = asyncio.get_running_loop()
-        if self._pending and recipe != self._recipe:
+        if self._pending and recipe is not self._recipe and recipe != self._recipe:
             self._dispatch(loop)  # a batch holds one recipe
         future: asyncio.Future[tuple[list[str], list[Found]] | None] = loop.create_future()
         self._recipe = recipe

@@ -12,6 +12,7 @@ import pytest
 from dahl.adapters.base import Checker, Splitter
 from dahl.adapters.fake import FakeChecker
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter, SingleFlight, check_key
+from dahl.cache.wrap import Lookup
 from dahl.engine.counters import RunCounters
 from dahl.errors import OutputParseError, TransientAPIError
 from dahl.records import Answer, Claim, Label, Verdict
@@ -47,6 +48,15 @@ class StubChecker:
             raise OutputParseError("no label", raw=raw)
         # "version 2" of the parser reads every stored label as unknown, so a re-parse is visible
         return Verdict(label=Label.UNKNOWN, checker=self.fingerprint, raw=raw)
+
+
+async def _missed_lookup(store: CacheStore) -> tuple[RunCounters, StubChecker, CachingChecker, Claim, Lookup]:
+    """A fresh wrapper and the lookup of one claim it has never seen (a miss)."""
+    counters = RunCounters()
+    inner = StubChecker()
+    wrapped = CachingChecker(inner, store, counters)
+    claim = Claim(text="claim true", index=0)
+    return counters, inner, wrapped, claim, await wrapped.look_up([claim], ANSWER)
 
 
 class StubSplitter:
@@ -363,11 +373,7 @@ class TestLookUp:
 
     async def test_check_missed_skips_the_disk_when_nothing_was_written(self, store: CacheStore) -> None:
         """A claim the lookup missed is checked without a second read while nothing was written since."""
-        counters = RunCounters()
-        inner = StubChecker()
-        wrapped = CachingChecker(inner, store, counters)
-        claim = Claim(text="claim true", index=0)
-        found = await wrapped.look_up([claim], ANSWER)
+        _, inner, wrapped, claim, found = await _missed_lookup(store)
         reads = store.read_batches
         verdict = await wrapped.check_missed(claim, ANSWER, found.keys[0], found.generation)
         assert verdict.label is Label.SUPPORTED and inner.calls == 1
@@ -375,11 +381,7 @@ class TestLookUp:
 
     async def test_check_missed_finds_a_value_written_meanwhile(self, store: CacheStore) -> None:
         """If the same claim was checked and committed after the lookup, check_missed reuses it."""
-        counters = RunCounters()
-        inner = StubChecker()
-        wrapped = CachingChecker(inner, store, counters)
-        claim = Claim(text="claim true", index=0)
-        found = await wrapped.look_up([claim], ANSWER)
+        counters, inner, wrapped, claim, found = await _missed_lookup(store)
         await wrapped.check(claim, ANSWER)  # another answer's identical claim, checked and stored
         await store.flush()
         verdict = await wrapped.check_missed(claim, ANSWER, found.keys[0], found.generation)
