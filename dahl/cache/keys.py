@@ -35,7 +35,7 @@ the same text but different given labels never share a result.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -145,19 +145,11 @@ def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> lis
         frame = frame_of()
         split = None if frame is None else _split_material(checker.fingerprint, frame)
         if split is not None:
-            head, tail = split
             contents_of = getattr(checker, "cache_request_contents", None)
             contents = contents_of(claims, answer) if contents_of is not None else [
                 content_of(claim, answer) for claim in claims
             ]
-            encode = _ENCODER.encode
-            keys = []
-            for content in contents:
-                hasher = head.copy()
-                hasher.update(encode(content))
-                hasher.update(tail)
-                keys.append(hasher.hexdigest())
-            return keys
+            return _keys_around(split[0], contents, split[2])
     question = "" if covered else normalize_text(answer.question)
     return [_check_key(checker, claim, answer, question) for claim in claims]
 
@@ -167,19 +159,25 @@ _CONTENT_HOLE = "\x00dahl-key-content\x00"
 _SPLITS: dict[tuple[str, bytes], tuple[Any, bytes, bytes]] = {}
 
 
-def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes] | None:
-    """The hash state after the canonical bytes before the per-claim text, and the bytes after.
+def _keys_around(head: Any, contents: Iterable[str], tail: bytes) -> list[str]:
+    """Keys of ``contents``: blake2b-128 of (the bytes hashed into ``head``) + msgpack(content) + ``tail``."""
+    encode = _ENCODER.encode
+    keys = []
+    for content in contents:
+        hasher = head.copy()
+        hasher.update(encode(content))
+        hasher.update(tail)
+        keys.append(hasher.hexdigest())
+    return keys
+
+
+def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
+    """The canonical key bytes around the per-claim text: (hash state of before, before, after).
 
     The bytes are those :func:`key_of` hashes for a covered check key whose request is
     ``{**frame, "content": text}``; ``text`` sits at one place in them (msgpack str).
     None if the frame itself holds the placeholder (then keys are built the plain way).
     """
-    split = _split_bytes(fingerprint, frame)
-    return None if split is None else (split[0], split[2])
-
-
-def _split_bytes(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
-    """:func:`_split_material` with the bytes before the text too: (state, before, after)."""
     last = _LAST_SPLIT[0]
     # The same frame object again (a Checker may hand out one frame it never changes):
     # skip encoding it. Identity, not equality: equal dicts (1 == 1.0) may encode apart.
@@ -254,7 +252,7 @@ def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | 
         return None
     frame = frame_of()
     parts = parts_of()
-    split = None if frame is None or parts is None else _split_bytes(checker.fingerprint, frame)
+    split = None if frame is None or parts is None else _split_material(checker.fingerprint, frame)
     if split is None or parts is None:
         return None
     return CheckKeyRecipe(before=split[1], after=split[2], parts=parts, parser_version=parser_version)
@@ -265,17 +263,9 @@ def recipe_keys(recipe: CheckKeyRecipe, question: str, texts: Sequence[str]) -> 
 
     Equal to :func:`check_keys` of the Checker ``recipe`` came from.
     """
-    hasher = hashlib.blake2b(recipe.before, digest_size=16)
-    encode = _ENCODER.encode
-    parts, after = recipe.parts, recipe.after
-    q = normalize_text(question)
-    keys = []
-    for text in texts:
-        h = hasher.copy()
-        h.update(encode(fill_content(parts, q, normalize_text(text))))
-        h.update(after)
-        keys.append(h.hexdigest())
-    return keys
+    head = hashlib.blake2b(recipe.before, digest_size=16)
+    parts, q = recipe.parts, normalize_text(question)
+    return _keys_around(head, (fill_content(parts, q, normalize_text(text)) for text in texts), recipe.after)
 
 
 def _covers_input(adapter: object) -> bool:
