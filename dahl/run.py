@@ -20,7 +20,7 @@ import msgspec
 import orjson
 
 from dahl.adapters.factory import AdapterSettings, open_adapters
-from dahl.cache import CacheStore, CachingChecker, CachingSplitter, default_cache_dir
+from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, line_key
@@ -213,6 +213,9 @@ async def _score_locked(
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
         run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint)
+        whole = AnswerCache.for_run(
+            cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
+        )
         finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
         await anyio.to_thread.run_sync(answer_log.open)
         # A full cyclic-GC pass over everything imported and built so far (modules,
@@ -228,6 +231,7 @@ async def _score_locked(
                 options=options,
                 counters=counters,
                 on_result=on_result,
+                whole=whole,
             )
         finally:
             gc.unfreeze()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from dahl.cache import AnswerCache
 from dahl.cli import main
 
 QUESTIONS = 100
@@ -37,6 +38,12 @@ def score(answers: Path, out: Path, url: str, *extra: str, checker_model: str = 
 
 def lines(path: Path) -> dict[str, dict]:  # type: ignore[type-arg]
     return {r["id"]: r for r in map(json.loads, (path / "answers.jsonl").read_text().splitlines())}
+
+
+def run_fields(out: Path) -> tuple[int, int, int]:
+    """``answers_cached``, ``claims_cached`` and ``claims_checked`` of a run's summary."""
+    run = json.loads((out / "summary.json").read_text())["run"]
+    return run["answers_cached"], run["claims_cached"], run["claims_checked"]
 
 
 def without_run_fields(summary_path: Path) -> dict:  # type: ignore[type-arg]
@@ -68,6 +75,8 @@ class TestRescore:
         assert (tmp_path / "out" / "answers.jsonl").read_bytes() == before
         assert (tmp_path / "fresh" / "answers.jsonl").read_bytes() == before
         assert without_run_fields(tmp_path / "out" / "summary.json") == summary_before
+        # The new folder found every answer whole in the cache: none was split or checked.
+        assert run_fields(tmp_path / "fresh")[:2] == (50, 150)
 
     def test_editing_10_of_1000_answers_sends_10_splits_and_new_claims_only(
         self, tmp_path: Path, mocks: Any
@@ -88,6 +97,8 @@ class TestRescore:
         unseen = {(r["question"], c["text"]) for i, r in new.items() for c in r["claims"]} - seen
         assert after["split"] - before["split"] == 10
         assert after["check"] - before["check"] == len(unseen) > 0
+        run = json.loads((tmp_path / "out" / "summary.json").read_text())["run"]
+        assert (run["answers_resumed"], run["answers_done"]) == (990, 10)  # same folder: the rest is resumed
         for i in range(1000):
             key = f"a{i}"
             if i not in edited:
@@ -105,6 +116,7 @@ class TestRescore:
         after = mocks.stats(url)
         assert after["check"] - before["check"] == 60
         assert after["split"] - before["split"] == 20  # the split endpoint model changed too
+        assert run_fields(tmp_path / "b")[0] == 0
 
     @pytest.mark.parametrize(
         "change",
@@ -133,6 +145,7 @@ class TestRescore:
         score(answers, tmp_path / "b", url, *extra)
         assert mocks.stats(url)["requests"] == before
         assert lines(tmp_path / "b") == lines(tmp_path / "a")
+        assert run_fields(tmp_path / "b")[0] == 20  # whole answers too
 
     def test_api_key_never_reaches_outputs_or_cache(
         self, tmp_path: Path, mocks: Any, private_cache_dir: Path
@@ -165,6 +178,39 @@ class TestRescore:
         assert any("corrupt" in r.getMessage().lower() for r in caplog.records)
 
 
+class TestWholeAnswers:
+    def test_a_response_cleaned_by_preprocessing_comes_back_cleaned(self, tmp_path: Path, mocks: Any) -> None:
+        """An answer whose duplicate sentence preprocessing dropped is served whole with the cleaned response."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        with answers.open("w") as f:
+            for i in range(6):
+                twice = f"Drug {i} inhibits enzyme E{i}. Drug {i} inhibits enzyme E{i}. It is given orally."
+                f.write(json.dumps({"id": f"a{i}", "question": f"What does drug {i} do?", "response": twice}) + "\n")
+        score(answers, tmp_path / "a", url)
+        requests = mocks.stats(url)["requests"]
+        first = lines(tmp_path / "a")
+        assert first["a2"]["response"] == "Drug 2 inhibits enzyme E2. It is given orally."
+        score(answers, tmp_path / "b", url)
+        assert mocks.stats(url)["requests"] == requests
+        assert run_fields(tmp_path / "b") == (6, 12, 0)
+        assert (tmp_path / "b" / "answers.jsonl").read_bytes() == (tmp_path / "a" / "answers.jsonl").read_bytes()
+
+    def test_an_answer_with_a_failed_claim_is_checked_again(self, tmp_path: Path, mocks: Any) -> None:
+        """A claim that ended in an error keeps its answer out of the whole-answer cache: the re-run retries it."""
+        url = mocks.start("--fault", "offformat=0.4", "--seed", "3")
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 30)
+        score(answers, tmp_path / "a", url)
+        failed = {r["id"] for r in lines(tmp_path / "a").values() if any(c["label"] == "error" for c in r["claims"])}
+        assert failed
+        score(answers, tmp_path / "b", url)
+        cached_whole = run_fields(tmp_path / "b")[0]
+        assert cached_whole == 30 - len(failed) - sum(
+            1 for r in lines(tmp_path / "a").values() if r["status"] == "error" and not r["claims"]
+        )
+
+
 class TestLookupProcess:
     def test_rescore_through_the_lookup_process_equals_one_without(
         self, tmp_path: Path, mocks: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -184,6 +230,8 @@ class TestLookupProcess:
             return bool(started(reader))
 
         monkeypatch.setattr(ProcessReader, "ready", property(ready_after_start))
+        # Claim by claim: whole answers found in the cache would bypass the child.
+        monkeypatch.setattr(AnswerCache, "for_run", classmethod(lambda cls, *a, **k: None))
         caplog.set_level(logging.DEBUG, logger="dahl.cache.remote")
         url = mocks.start()
         answers, edited = tmp_path / "answers.jsonl", tmp_path / "edited.jsonl"

@@ -9,10 +9,13 @@
 - :mod:`dahl.cache.flight`: single flight for identical in-flight calls.
 - :mod:`dahl.cache.wrap`, :mod:`dahl.cache.splits`: the caching Checker and Splitter
   wrappers used by the pipeline.
+- :mod:`dahl.cache.answers`: finished answers stored whole, so a re-score of an
+  unchanged answer skips splitting and checking.
 """
 
 from __future__ import annotations
 
+from dahl.cache.answers import AnswerCache
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, default_cache_dir
@@ -20,6 +23,7 @@ from dahl.cache.splits import CachingSplitter
 from dahl.cache.wrap import CachingChecker
 
 __all__ = [
+    "AnswerCache",
     "CACHE_DIR_ENV",
     "CacheStore",
     "CachedEntry",

@@ -190,12 +190,7 @@ class CachingChecker(CachingAdapter[Checker]):
         # looking up here, where a miss costs less than a round trip to the child.
         if self._looked_up < self._process_after or (self._process_after and 2 * self._found < self._looked_up):
             return None
-        frame_of = getattr(self.inner, "cache_request_frame", None)
-        frame = frame_of() if frame_of is not None else None
-        held_for, recipe = self._recipe
-        if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
-            recipe = check_key_recipe(self.inner, self._parser_version) if frame is not None else None
-            self._recipe = (frame, recipe)
+        recipe = self.key_recipe()
         if recipe is None:
             self._process_after = None  # this Checker offers no recipe: stop asking
             return None
@@ -203,6 +198,20 @@ class CachingChecker(CachingAdapter[Checker]):
         if reader is None or not reader.ready:
             return None
         return reader, recipe
+
+    def key_recipe(self) -> CheckKeyRecipe | None:
+        """The wrapped Checker's key recipe now (:func:`~dahl.cache.keys.check_key_recipe`), or None.
+
+        None when the Checker offers no constant request frame (then keys are computed
+        claim by claim). Rebuilt only when the Checker hands out a new frame object.
+        """
+        frame_of = getattr(self.inner, "cache_request_frame", None)
+        frame = frame_of() if frame_of is not None else None
+        held_for, recipe = self._recipe
+        if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
+            recipe = check_key_recipe(self.inner, self._parser_version) if frame is not None else None
+            self._recipe = (frame, recipe)
+        return recipe
 
     async def _completed(self, store: CacheStore, keys: list[str], found: list[Found], generation: int) -> Lookup:
         """The lookup process's findings as a :class:`Lookup`, completed here.

@@ -23,7 +23,7 @@ __all__ = ["BatchWriter", "Value", "value_name"]
 log = logging.getLogger(__name__)
 
 #: What the cache stores as a parsed value.
-Value = Verdict | list[Claim]
+Value = Verdict | list[Claim] | bytes
 _ENCODER = msgspec.msgpack.Encoder()
 
 

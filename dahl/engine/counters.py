@@ -21,6 +21,8 @@ class RunCounters:
         answers_read: answers taken from the input (skipped ones included).
         answers_resumed: answers skipped because a previous run finished them.
         answers_done: answers written in this run.
+        answers_cached: answers of ``answers_done`` whose whole result came from the
+            cache (not split or checked again; their claims count in ``claims_cached``).
         status: answers written in this run, by status.
         input_errors: input records rejected (bad JSON, missing field, ...).
         claims_queued: claims handed to the Checker stage.
@@ -40,6 +42,7 @@ class RunCounters:
     answers_read: int = 0
     answers_resumed: int = 0
     answers_done: int = 0
+    answers_cached: int = 0
     status: Counter[str] = field(default_factory=Counter)
     input_errors: int = 0
     claims_queued: int = 0
@@ -72,6 +75,7 @@ class RunCounters:
             "answers_read": self.answers_read,
             "answers_resumed": self.answers_resumed,
             "answers_done": self.answers_done,
+            "answers_cached": self.answers_cached,
             "status": dict(self.status),
             "input_errors": self.input_errors,
             "claims_done": self.claims_done,

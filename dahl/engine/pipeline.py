@@ -20,34 +20,25 @@ runs in worker threads; the event loop only moves records.
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
+import msgspec
 
 from dahl.adapters.base import Checker, Splitter
 from dahl.engine.channel import Channel, EndOfChannel
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
 from dahl.errors import AdapterError, DahlError, QuotaExhausted
-from dahl.metrics import answer_metrics, answer_status
+from dahl.engine.results import build_result, result_of_claims
 from dahl.preprocess import preprocess
-from dahl.records import (
-    LABELS,
-    Answer,
-    AnswerMetrics,
-    AnswerResult,
-    Claim,
-    ClaimResult,
-    Label,
-    Status,
-    Verdict,
-    content_id,
-)
+from dahl.records import Answer, AnswerResult, Claim, ClaimResult, Label, Verdict
 
-__all__ = ["PipelineOptions", "QueuedAnswer", "run_pipeline"]
+__all__ = ["PipelineOptions", "QueuedAnswer", "WholeAnswers", "run_pipeline"]
 
 log = logging.getLogger(__name__)
 
@@ -96,19 +87,48 @@ class PipelineOptions:
 
 @dataclass(frozen=True)
 class QueuedAnswer:
-    """An input answer with its resume key (computed by the reader thread)."""
+    """An input answer with its resume key (computed by the reader thread).
+
+    Attributes:
+        answer: the answer (preprocessed, once the split stage has run).
+        input_hash: its resume key.
+        whole_key: its key in the whole-answer cache (:class:`WholeAnswers`), if one is used.
+    """
 
     answer: Answer
     input_hash: str
+    whole_key: str | None = None
+
+
+#: What :meth:`WholeAnswers.look_up` finds for an answer: its claims with their
+#: verdicts, and the response as scored when preprocessing changed it (else None).
+FoundAnswer = tuple[tuple[ClaimResult, ...], str | None]
+
+
+class WholeAnswers(Protocol):
+    """Finished answers in the cache (:class:`dahl.cache.answers.AnswerCache`).
+
+    An answer found there skips preprocessing, splitting and checking; its result is
+    re-assembled from the stored claims (status and metrics are recomputed).
+    """
+
+    async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
+        """Keys of the (answer, input hash) ``items`` (None: not cacheable) and what is stored."""
+        ...
+
+    def keep(self, key: str, claims: tuple[ClaimResult, ...], response: str | None) -> None:
+        """Store an answer's finished claims (``response``: as scored, if preprocessing changed it)."""
+        ...
 
 
 class _Pending:
     """An answer whose claims are being checked (lives only on the event loop)."""
 
-    __slots__ = ("item", "claims", "verdicts", "remaining", "keys", "generation")
+    __slots__ = ("item", "claims", "verdicts", "remaining", "keys", "generation", "cleaned")
 
-    def __init__(self, item: QueuedAnswer, claims: list[Claim]) -> None:
+    def __init__(self, item: QueuedAnswer, claims: list[Claim], cleaned: bool) -> None:
         self.item = item
+        self.cleaned = cleaned  # preprocessing changed the response
         self.claims = claims
         self.verdicts: list[Verdict | None] = [None] * len(claims)
         self.remaining = len(claims)
@@ -146,72 +166,12 @@ def _prepare(answer: Answer) -> tuple[Answer, bool]:
     return cleaned, pre.abstained
 
 
-_LABEL_NAMES = tuple(label.value for label in LABELS)
-
-
-# Per-answer status and metrics depend only on the five counts: memoized, so the
-# numpy formulas of dahl.metrics run once per distinct count vector, not per answer.
-@functools.lru_cache(maxsize=65536)
-def _status_of(counts: tuple[int, ...], abstained: bool, split_error: bool) -> tuple[Status, str | None]:
-    return answer_status(dict(zip(_LABEL_NAMES, counts, strict=True)), abstained=abstained, split_error=split_error)
-
-
-@functools.lru_cache(maxsize=65536)
-def _metrics_of(counts: tuple[int, ...], gamma: float, k: int) -> AnswerMetrics:
-    return answer_metrics(dict(zip(_LABEL_NAMES, counts, strict=True)), gamma=gamma, k=k)
+#: Workers looking whole answers up (each holds one batch of ``read_batch`` answers).
+_WHOLE_WORKERS = 2
 
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-def build_result(
-    item: QueuedAnswer,
-    claims: list[Claim],
-    verdicts: list[Verdict],
-    *,
-    gamma: float,
-    k: int,
-    abstained: bool = False,
-    split_error: str | None = None,
-) -> AnswerResult:
-    """Assemble one answer's result: claims with verdicts, counts, status and metrics."""
-    counts = dict.fromkeys(_LABEL_NAMES, 0)
-    for v in verdicts:
-        counts[v.label.value] += 1
-    key = tuple(counts.values())
-    status, reason = _status_of(key, abstained, split_error is not None)
-    metrics = _metrics_of(key, gamma, k) if status is not Status.ABSTAINED else AnswerMetrics()
-    if split_error is not None:
-        reason = f"{reason}: {split_error}" if reason else split_error
-    answer = item.answer
-    return AnswerResult(
-        id=answer.id,
-        model=answer.model,
-        category=answer.category,
-        status=status,
-        claims=tuple(
-            ClaimResult(
-                text=c.text,
-                index=c.index,
-                label=v.label,
-                sentence=c.sentence,
-                span=c.span,
-                evidence=v.evidence,
-                raw=v.raw,
-                error=v.error,
-            )
-            for c, v in zip(claims, verdicts, strict=True)
-        ),
-        counts=counts,
-        metrics=metrics,
-        input_hash=item.input_hash,
-        question=answer.question,
-        response=answer.response,
-        question_id=content_id(answer.question),
-        reason=reason,
-        meta=answer.meta,
-    )
 
 
 async def run_pipeline(
@@ -223,6 +183,7 @@ async def run_pipeline(
     options: PipelineOptions,
     counters: RunCounters,
     on_result: Callable[[AnswerResult], None] | None = None,
+    whole: WholeAnswers | None = None,
 ) -> None:
     """Stream every answer of ``source`` through split and check into ``log_file``.
 
@@ -234,6 +195,9 @@ async def run_pipeline(
         options: concurrency, queue sizes and scoring parameters.
         counters: updated as work progresses (read by the progress bar).
         on_result: called on the event loop for every written result.
+        whole: the whole-answer cache: answers found there skip splitting and checking
+            (counted in ``answers_cached`` and ``claims_cached``), and answers finished
+            here without an error are stored in it.
 
     Raises:
         QuotaExhausted: the API quota ran out; results finished before are written.
@@ -245,8 +209,17 @@ async def run_pipeline(
     split: Channel[_Pending] = Channel(options.queue_size)
     claims: Channel[_ClaimJob] = Channel(options.queue_size)
     results: Channel[AnswerResult] = Channel(options.queue_size)
+    batches: Channel[list[QueuedAnswer]] = Channel(_WHOLE_WORKERS)
+    whole_workers = _WHOLE_WORKERS if whole is not None else 0
+    gamma, k = options.gamma, options.k
     # Every producer is counted before any task runs, so no channel ends early.
-    answers.open_sender()
+    if whole_workers:
+        batches.open_sender()
+        for _ in range(whole_workers):
+            answers.open_sender()
+            results.open_sender()
+    else:
+        answers.open_sender()
     for _ in range(options.split_concurrency):
         (split if lookup_workers else claims).open_sender()
         results.open_sender()
@@ -262,11 +235,45 @@ async def run_pipeline(
                 batch = await anyio.to_thread.run_sync(_next_batch, source, options.read_batch)
                 if not batch:
                     return
+                if whole_workers:
+                    counters.answers_read += len(batch)
+                    await batches.send(batch)
+                    continue
                 for item in batch:
                     counters.answers_read += 1
                     await answers.send(item)
         finally:
+            (batches if whole_workers else answers).close_sender()
+
+    async def whole_worker() -> None:
+        """Answer whole answers from the cache; pass the others on to splitting."""
+        assert whole is not None
+        try:
+            async for batch in batches:
+                keys, found = await whole.look_up([(item.answer, item.input_hash) for item in batch])
+                for item, key, got in zip(batch, keys, found, strict=True):
+                    if got is None:
+                        await answers.send(item if key is None else dataclasses.replace(item, whole_key=key))
+                        continue
+                    stored, response = got
+                    answer = item.answer if response is None else msgspec.structs.replace(item.answer, response=response)
+                    n = len(stored)
+                    counters.answers_cached += 1
+                    counters.claims_cached += n
+                    counters.claims_done += n
+                    await results.send(result_of_claims(answer, item.input_hash, stored, gamma=gamma, k=k))
+        finally:
             answers.close_sender()
+            results.close_sender()
+
+    def finished(pending: _Pending) -> AnswerResult:
+        """The result of an answer whose claims all have verdicts; kept whole if error-free."""
+        verdicts = [v for v in pending.verdicts if v is not None]
+        item = pending.item
+        result = build_result(item.answer, item.input_hash, pending.claims, verdicts, gamma=gamma, k=k)
+        if item.whole_key is not None and whole is not None and not result.counts.get(Label.ERROR.value):
+            whole.keep(item.whole_key, result.claims, item.answer.response if pending.cleaned else None)
+        return result
 
     async def split_worker() -> None:
         try:
@@ -277,12 +284,12 @@ async def run_pipeline(
                     too_long = f"response of {len(answer.response):,} characters exceeds the limit of " \
                         f"{options.max_response_chars:,}"
                     counters.errors["ResponseTooLong"] += 1
-                    await results.send(build_result(item, [], [], gamma=options.gamma, k=options.k, split_error=too_long))
+                    await results.send(build_result(answer, item.input_hash, [], [], gamma=gamma, k=k, split_error=too_long))
                     continue
                 if options.preprocess and not abstained:
                     answer, abstained = await anyio.to_thread.run_sync(_prepare, answer)
                 if abstained:
-                    await results.send(build_result(item, [], [], gamma=options.gamma, k=options.k, abstained=True))
+                    await results.send(build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k, abstained=True))
                     continue
                 try:
                     parts = await splitter.split(answer)
@@ -292,13 +299,13 @@ async def run_pipeline(
                 except AdapterError as exc:
                     counters.errors[type(exc).__name__] += 1
                     await results.send(
-                        build_result(item, [], [], gamma=options.gamma, k=options.k, split_error=_error_text(exc))
+                        build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k, split_error=_error_text(exc))
                     )
                     continue
                 if not parts:
-                    await results.send(build_result(item, [], [], gamma=options.gamma, k=options.k))
+                    await results.send(build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k))
                     continue
-                pending = _Pending(QueuedAnswer(answer, item.input_hash), parts)
+                pending = _Pending(QueuedAnswer(answer, item.input_hash, item.whole_key), parts, answer is not item.answer)
                 counters.claims_queued += len(parts)
                 if lookup_workers:
                     await split.send(pending)
@@ -326,10 +333,7 @@ async def run_pipeline(
                 counters.claims_done += hits
                 pending.remaining -= hits
                 if not missing:
-                    verdicts = [v for v in found.verdicts if v is not None]
-                    await results.send(
-                        build_result(pending.item, pending.claims, verdicts, gamma=options.gamma, k=options.k)
-                    )
+                    await results.send(finished(pending))
                     continue
                 for i in missing:
                     await claims.send((pending, i))
@@ -362,10 +366,7 @@ async def run_pipeline(
                 pending.verdicts[i] = verdict
                 pending.remaining -= 1
                 if pending.remaining == 0:
-                    verdicts = [v for v in pending.verdicts if v is not None]
-                    await results.send(
-                        build_result(pending.item, pending.claims, verdicts, gamma=options.gamma, k=options.k)
-                    )
+                    await results.send(finished(pending))
         finally:
             results.close_sender()
 
@@ -412,6 +413,8 @@ async def run_pipeline(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
+            for _ in range(whole_workers):
+                tg.start_soon(whole_worker)
             for _ in range(options.split_concurrency):
                 tg.start_soon(split_worker)
             for _ in range(lookup_workers):

@@ -1,0 +1,204 @@
+"""Whole answers in the cache: a re-score skips splitting and checking of unchanged answers.
+
+Per-claim entries (:mod:`dahl.cache.wrap`) make a re-score call the API only for
+changed claims, but every claim still costs a key, a lookup and its share of
+assembling the result. An answer whose input and settings are unchanged has the
+same claims and verdicts as before, so its finished claims are stored under one
+key, and a re-score of it costs one lookup (issue 4: ≥ 50,000 cached claims/s).
+
+Key: blake2b-128 over
+
+- :data:`WHOLE_VERSION`;
+- the answer's input hash (:func:`dahl.run` computes it from the answer's canonical
+  JSON and the run fingerprint: Splitter and Checker fingerprints, γ and K);
+- the Checker's key recipe (:class:`~dahl.cache.keys.CheckKeyRecipe`: the canonical
+  key bytes around each claim, i.e. base URL, model, request body and template, and
+  its parser version). A Checker without a recipe gets no whole-answer entries;
+- for a cached Splitter, the answer's split key (its request material);
+- the pipeline's preprocess switch and response-length limit.
+
+So whatever changes a claim's key or the claims themselves changes this key, and
+what cannot change them (API key, timeouts, concurrency) stays out. The stored
+value is the claims with their verdicts (and the response as scored, when
+preprocessing changed it); status, counts and metrics are recomputed on a hit.
+Only answers whose claims all have a non-error verdict are stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+
+import msgspec
+
+from dahl.cache.keys import CheckKeyRecipe, split_key
+from dahl.cache.splits import CachingSplitter
+from dahl.cache.store import CacheStore
+from dahl.cache.wrap import CachingChecker
+from dahl.records import Answer, ClaimResult, Label
+
+__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer"]
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever what a whole-answer entry holds, or how its key is made, changes.
+WHOLE_VERSION = 1
+
+
+class StoredAnswer(msgspec.Struct, frozen=True, array_like=True):
+    """A whole-answer entry: the claims with their verdicts.
+
+    Attributes:
+        claims: the answer's claims with verdicts, in answer order (at least one, none
+            labelled ``error``).
+        response: the response as scored, when preprocessing changed it; else None
+            (the input's response).
+    """
+
+    claims: tuple[ClaimResult, ...]
+    response: str | None = None
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(StoredAnswer)
+
+
+class AnswerCache:
+    """Finished answers stored whole in a :class:`CacheStore` (implements the pipeline's ``WholeAnswers``).
+
+    Build it with :meth:`for_run`, which returns None when the run's adapters do not
+    allow whole-answer entries.
+
+    Args:
+        store: the run's store.
+        splitter: the run's caching Splitter.
+        checker: the run's caching Checker (it must have a key recipe).
+        preprocess: whether the pipeline preprocesses answers.
+        max_response_chars: the pipeline's response-length limit, characters.
+
+    Attributes:
+        hits, misses: answers found whole, and not found, in this run.
+        kept: answers stored whole in this run.
+    """
+
+    def __init__(
+        self,
+        store: CacheStore,
+        splitter: CachingSplitter,
+        checker: CachingChecker,
+        *,
+        preprocess: bool,
+        max_response_chars: int,
+    ) -> None:
+        self._store = store
+        self._checker = checker
+        # A cheap Splitter (given claims, rules) is a function of the answer, which the
+        # input hash covers with its fingerprint; a cached one adds its request material.
+        self._split_inner = splitter.inner if getattr(splitter.inner, "cacheable", True) else None
+        self._settings = (bool(preprocess), int(max_response_chars))
+        self._recipe: CheckKeyRecipe | None = None
+        self._head: hashlib._Hash | None = None
+        self.hits = 0
+        self.misses = 0
+        self.kept = 0
+
+    @classmethod
+    def for_run(
+        cls,
+        store: CacheStore | None,
+        splitter: CachingSplitter,
+        checker: CachingChecker,
+        *,
+        preprocess: bool,
+        max_response_chars: int,
+    ) -> AnswerCache | None:
+        """An answer cache for this run, or None: no store, or a Checker that is not cached or has no key recipe."""
+        if store is None or not checker.can_look_up or checker.key_recipe() is None:
+            return None
+        return cls(store, splitter, checker, preprocess=preprocess, max_response_chars=max_response_chars)
+
+    def _key_head(self) -> hashlib._Hash | None:
+        """Hash state of everything but the answer; None if the Checker has no recipe now."""
+        recipe = self._checker.key_recipe()
+        if recipe is None:
+            return None
+        if recipe is not self._recipe or self._head is None:
+            material = [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version,
+                        *self._settings]
+            self._head = hashlib.blake2b(_ENCODER.encode(material), digest_size=16)
+            self._recipe = recipe
+        return self._head
+
+    def keys(self, items: Sequence[tuple[Answer, str]]) -> list[str | None]:
+        """Whole-answer keys of (answer, input hash) ``items``; None for all when none can be made.
+
+        Raises:
+            TypeError: the Splitter's ``cache_request`` returned material msgspec cannot encode.
+        """
+        head = self._key_head()
+        if head is None:
+            return [None] * len(items)
+        keys: list[str | None] = []
+        for answer, input_hash in items:
+            hasher = head.copy()
+            hasher.update(input_hash.encode())
+            if self._split_inner is not None:
+                hasher.update(split_key(self._split_inner, answer).encode())
+            keys.append(hasher.hexdigest())
+        return keys
+
+    async def look_up(
+        self, items: Sequence[tuple[Answer, str]]
+    ) -> tuple[list[str | None], list[tuple[tuple[ClaimResult, ...], str | None] | None]]:
+        """Look the (answer, input hash) ``items`` up with one batched read.
+
+        Returns:
+            Per item, its key (None: it cannot be stored whole) and what is stored:
+            ``(claims with verdicts, response as scored or None)``, or None (a miss; an
+            undecodable entry is a miss too).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        keys = self.keys(items)
+        wanted = [key for key in keys if key is not None]
+        entries = iter(await self._store.get_many(wanted) if wanted else [])
+        found: list[tuple[tuple[ClaimResult, ...], str | None] | None] = []
+        for key in keys:
+            entry = next(entries) if key is not None else None
+            stored = _decoded(entry.value) if entry is not None else None
+            if stored is None:
+                self.misses += 1
+                found.append(None)
+            else:
+                self.hits += 1
+                found.append((stored.claims, stored.response))
+        return keys, found
+
+    def keep(self, key: str, claims: tuple[ClaimResult, ...], response: str | None) -> None:
+        """Store an answer's finished claims under ``key`` (from :meth:`look_up`); never blocks.
+
+        Nothing is stored when there is no claim or a claim is labelled ``error``.
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        if not claims or any(c.label is Label.ERROR for c in claims):
+            return
+        self._store.put(key, _ENCODER.encode(StoredAnswer(claims, response)), None)
+        self.kept += 1
+
+
+def _decoded(value: object) -> StoredAnswer | None:
+    """The whole-answer entry in ``value``, or None if it is not one (or is damaged)."""
+    if not isinstance(value, bytes):
+        return None
+    try:
+        stored = _DECODER.decode(value)
+    except msgspec.DecodeError as exc:
+        log.debug("undecodable whole-answer entry (%s); treated as a miss", exc)
+        return None
+    if not stored.claims or any(c.label is Label.ERROR for c in stored.claims):
+        return None
+    return stored

@@ -1,0 +1,151 @@
+"""Tests for dahl.cache.answers: finished answers stored whole, keyed by all that shapes them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dahl.adapters.fake import FakeChecker
+from dahl.adapters.given import GivenSplitter
+from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
+from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter
+from dahl.config import EndpointConfig
+from dahl.engine.counters import RunCounters
+from dahl.records import Answer, ClaimResult, Label
+
+ENV = "DAHL_TEST_ANSWERS_KEY"
+ANSWER = Answer(id="a1", question="Who was Ada Lovelace?", response="Ada Lovelace was a mathematician. She wrote notes.")
+CLAIMS = (
+    ClaimResult(text="Ada Lovelace was a mathematician.", index=0, label=Label.SUPPORTED, raw="Supported"),
+    ClaimResult(text="She wrote notes.", index=1, label=Label.UNSUPPORTED, raw="Unsupported"),
+)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "sk-first-key")
+
+
+def _cfg(**changes: Any) -> EndpointConfig:
+    base = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m1", api_key_env=ENV)
+    return dataclasses.replace(base, **changes)
+
+
+def _cache(store: CacheStore | None, cfg: EndpointConfig | None = None, *, splitter: Any = None,
+           preprocess: bool = False) -> AnswerCache | None:
+    counters = RunCounters()
+    inner = OpenAIChecker(cfg or _cfg(), None, None)  # type: ignore[arg-type]  # never sends
+    return AnswerCache.for_run(
+        store,
+        CachingSplitter(splitter or GivenSplitter(), store, counters),
+        CachingChecker(inner, store, counters),
+        preprocess=preprocess,
+        max_response_chars=50_000,
+    )
+
+
+def _key_of(store: CacheStore, cfg: EndpointConfig | None = None, input_hash: str = "h1", **kw: Any) -> str | None:
+    cache = _cache(store, cfg, **kw)
+    assert cache is not None
+    return cache.keys([(ANSWER, input_hash)])[0]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with CacheStore(tmp_path / "cache") as s:
+        yield s
+
+
+class TestForRun:
+    def test_no_store_no_answer_cache(self) -> None:
+        """--no-cache: no whole-answer entries."""
+        assert _cache(None) is None
+
+    def test_an_uncached_checker_gets_none(self, store: CacheStore) -> None:
+        """A cheap Checker (fake: not cacheable) is never cached, whole or claim by claim."""
+        counters = RunCounters()
+        checker = CachingChecker(FakeChecker(), store, counters)
+        assert AnswerCache.for_run(store, CachingSplitter(GivenSplitter(), store, counters), checker,
+                                   preprocess=False, max_response_chars=10) is None
+
+
+class TestKeys:
+    def test_shape_and_stability(self, store: CacheStore) -> None:
+        """A key is 32 hex digits and the same for the same answer and settings."""
+        key = _key_of(store)
+        assert key is not None and len(key) == 32 and int(key, 16) >= 0
+        assert _key_of(store) == key
+
+    def test_everything_that_shapes_a_result_changes_the_key(self, store: CacheStore) -> None:
+        """Input hash, Checker model, base URL, temperature, preprocessing: each gives another key."""
+        base = _key_of(store)
+        others = [
+            _key_of(store, input_hash="h2"),
+            _key_of(store, _cfg(model="m2")),
+            _key_of(store, _cfg(base_url="http://127.0.0.1:10/v1")),
+            _key_of(store, _cfg(temperature=0.5)),
+            _key_of(store, preprocess=True),
+        ]
+        assert len({base, *others}) == 6
+
+    def test_operational_settings_keep_the_key(self, store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        """API key, timeout and concurrency are not part of the key."""
+        base = _key_of(store)
+        monkeypatch.setenv(ENV, "sk-second-key")
+        assert _key_of(store, _cfg(timeout_s=7.0, max_in_flight=3)) == base
+
+    def test_a_cached_splitter_adds_its_request(self, store: CacheStore) -> None:
+        """With an LLM Splitter, another split model is another key (its claims may differ)."""
+        one = _key_of(store, splitter=OpenAISplitter(_cfg(model="s1"), None, None))  # type: ignore[arg-type]
+        two = _key_of(store, splitter=OpenAISplitter(_cfg(model="s2"), None, None))  # type: ignore[arg-type]
+        assert one is not None and two is not None and one != two != _key_of(store)
+
+
+class TestKeepAndLookUp:
+    async def test_kept_answer_is_found_before_and_after_commit(self, store: CacheStore) -> None:
+        """keep then look_up: the same claims come back (from memory, then from disk)."""
+        cache = _cache(store)
+        assert cache is not None
+        keys, found = await cache.look_up([(ANSWER, "h1")])
+        assert found == [None] and keys[0] is not None
+        cache.keep(keys[0], CLAIMS, None)
+        assert (await cache.look_up([(ANSWER, "h1")]))[1] == [(CLAIMS, None)]
+        await store.flush()
+        other = _cache(store)
+        assert other is not None
+        assert (await other.look_up([(ANSWER, "h1"), (ANSWER, "h9")]))[1] == [(CLAIMS, None), None]
+        assert (other.hits, other.misses, cache.kept) == (1, 1, 1)
+
+    async def test_the_cleaned_response_is_kept(self, store: CacheStore) -> None:
+        """A response changed by preprocessing comes back with the claims."""
+        cache = _cache(store)
+        assert cache is not None
+        key = cache.keys([(ANSWER, "h1")])[0]
+        assert key is not None
+        cache.keep(key, CLAIMS, "Ada Lovelace was a mathematician.")
+        assert (await cache.look_up([(ANSWER, "h1")]))[1] == [(CLAIMS, "Ada Lovelace was a mathematician.")]
+
+    async def test_errors_and_empty_answers_are_not_kept(self, store: CacheStore) -> None:
+        """An answer with an error verdict, or without claims, is never stored whole."""
+        cache = _cache(store)
+        assert cache is not None
+        key = cache.keys([(ANSWER, "h1")])[0]
+        assert key is not None
+        failed = (CLAIMS[0], ClaimResult(text="x", index=1, label=Label.ERROR, error="TransientAPIError: 503"))
+        cache.keep(key, failed, None)
+        cache.keep(key, (), None)
+        assert cache.kept == 0
+        assert (await cache.look_up([(ANSWER, "h1")]))[1] == [None]
+        assert store.stats()["queued"] == 0
+
+    async def test_a_damaged_entry_is_a_miss(self, store: CacheStore) -> None:
+        """Bytes that do not decode as a whole answer are a miss, not an error."""
+        cache = _cache(store)
+        assert cache is not None
+        key = cache.keys([(ANSWER, "h1")])[0]
+        assert key is not None
+        store.put(key, b"\xc1 not msgpack", None)
+        assert (await cache.look_up([(ANSWER, "h1")]))[1] == [None]
