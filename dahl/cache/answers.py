@@ -98,7 +98,7 @@ class AnswerCache:
         self._split_inner = splitter.inner if getattr(splitter.inner, "cacheable", True) else None
         self._settings = (bool(preprocess), int(max_response_chars))
         self._recipe: CheckKeyRecipe | None = None
-        self._head: hashlib._Hash | None = None
+        self._head: hashlib.blake2b | None = None
         self.hits = 0
         self.misses = 0
         self.kept = 0
@@ -118,7 +118,7 @@ class AnswerCache:
             return None
         return cls(store, splitter, checker, preprocess=preprocess, max_response_chars=max_response_chars)
 
-    def _key_head(self) -> hashlib._Hash | None:
+    def _key_head(self) -> hashlib.blake2b | None:
         """Hash state of everything but the answer; None if the Checker has no recipe now."""
         recipe = self._checker.key_recipe()
         if recipe is None:
