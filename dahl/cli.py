@@ -256,7 +256,8 @@ def score(
         what = "configuration changed" if changes["config_changed"] else "same configuration"
         console.print(f"since the last run in {out_dir}: {what}; {changes['answers_reused']} answers reused, "
                       f"{changes['answers_scored']} new or changed, {changes['answers_dropped']} dropped")
-    console.print(f"claims: {run['claims_checked']} checked now, {run['claims_cached']} from the cache, "
+    whole = f" ({run['answers_cached']} answers found whole)" if run["answers_cached"] else ""
+    console.print(f"claims: {run['claims_checked']} checked now, {run['claims_cached']} from the cache{whole}, "
                   f"{run['claims_deduped']} shared with an identical claim")
     if run["lanes"]:
         t = report.counters.lane_totals()

@@ -195,7 +195,7 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
     result.figures += [
         Figure.make(f"sample of {SAMPLE_ANSWERS} cached answers: requests (all hits)", float(verify["requests"]), None, "<= 0"),
         Figure.make("claim-by-claim re-score of all unedited claims: requests", float(by_claim["requests"]), None, "<= 0"),
-        Figure.make("claim-by-claim re-score claims/s (no whole answers stored yet)", by_claim["claims_per_s"]),
+        Figure.make(f"claim-by-claim re-score claims/s (no answer stored whole yet but the {SAMPLE_ANSWERS} sampled)", by_claim["claims_per_s"]),
         Figure.make(f"re-score: requests vs edited claims ({changed} of {n_cached})", float(rescore["requests"]), float(changed), "<= 1.0"),
         Figure.make("re-score: claims from the cache vs unedited claims", float(rescore["run"].get("claims_cached") or 0), float(n_cached - changed), ">= 1.0"),
         Figure.make("re-score: answers found whole vs unedited answers", float(rescore["run"].get("answers_cached") or 0),

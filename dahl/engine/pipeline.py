@@ -4,9 +4,13 @@ One anyio task group holds every task. Stages are joined by bounded memory
 object streams, and each stage is a fixed pool of workers, so memory is
 O(workers + queue sizes) whatever the input size (DESIGN.md §1):
 
-    reader (thread, batches) --answers--> split workers [--split--> lookup workers]
-        --claims--> check workers --results--> writer (thread, batches of <= flush_items
-        or flush_interval_s)
+    reader (thread, batches) [--batches--> whole-answer workers] --answers--> split workers
+        [--split--> lookup workers] --claims--> check workers --results--> writer (thread,
+        batches of <= flush_items or flush_interval_s)
+
+With a whole-answer cache (:class:`WholeAnswers`), each batch the reader reads is looked
+up at once; an answer found whole goes straight to the results, the others go on to
+splitting, and each answer finished without an error is stored whole for next time.
 
 With a cache (a Checker offering ``look_up``, i.e. :class:`dahl.cache.CachingChecker`
 with a store), lookup workers look all claims of an answer up in one batched read;
