@@ -253,3 +253,44 @@ class TestLookupProcess:
         assert without_run_fields(tmp_path / "process" / "summary.json") == without_run_fields(
             tmp_path / "here" / "summary.json"
         )
+
+    def test_parser_changes_reparse_through_the_lookup_process(
+        self, tmp_path: Path, mocks: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Two parser changes in a row re-score with 0 requests through the lookup process, same answers."""
+        import re
+
+        import dahl.cache.wrap
+        from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
+        from dahl.cache.remote import ProcessReader
+
+        started = ProcessReader.ready.fget
+        assert started is not None
+
+        def ready_after_start(reader: ProcessReader) -> bool:
+            reader._started.result(timeout=60)
+            return bool(started(reader))
+
+        monkeypatch.setattr(ProcessReader, "ready", property(ready_after_start))
+        caplog.set_level(logging.DEBUG, logger="dahl.cache.remote")
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 40)
+        score(answers, tmp_path / "first", url)
+        first = mocks.stats(url)["requests"]
+        assert first == 40 + 120
+        monkeypatch.setattr(dahl.cache.wrap, "PROCESS_AFTER_CLAIMS", 0)
+        for version in ("2", "3"):
+            monkeypatch.setattr(OpenAIChecker, "parser_version", version)
+            monkeypatch.setattr(OpenAISplitter, "parser_version", version)
+            caplog.clear()
+            score(answers, tmp_path / f"v{version}", url)
+            assert mocks.stats(url)["requests"] == first  # every split and verdict re-parsed from its row
+            served = [re.search(r"(\d+) batches, (\d+) claims found", r.getMessage()) for r in caplog.records]
+            # The child serves the lookups and finds rows of the previous version only: raw replies,
+            # no verdict of this version.
+            batches_found = [(int(m.group(1)), int(m.group(2))) for m in served if m]
+            assert len(batches_found) == 1 and batches_found[0][0] >= 1 and batches_found[0][1] == 0
+            assert (tmp_path / f"v{version}" / "answers.jsonl").read_bytes() == (
+                tmp_path / "first" / "answers.jsonl"
+            ).read_bytes()

@@ -9,8 +9,8 @@ as a subprocess::
 1. Crash chain: N times (quick 3, full 20) it starts the command, waits for the run's
    first request at the mock, sleeps a seeded random 0.05-1.0 s and sends SIGKILL. Per
    crash it records the requests the mock received during that run (``/stats``) and the
-   verdicts that reached the cache (``CacheStore.stats()["entries"]`` / 2: each verdict
-   is stored with its raw reply). Requests lost by a crash = sent - stored; those
+   verdicts that reached the cache (``CacheStore.stats()["entries"]``: one row per verdict,
+   its raw reply included). Requests lost by a crash = sent - stored; those
    claims are asked again by a later run.
 2. Ctrl-C: once more the same command, SIGINT a random 0.05-0.3 s after its first request; exit status must
    be 130 with the "interrupted" message, and the requests lost by it counted the same way.
@@ -68,14 +68,14 @@ def dahl_command(answers: Path, out: Path, cache: Path, url: str) -> list[str]:
 
 
 def cached_verdicts(cache: Path) -> int:
-    """Verdicts stored in the cache folder (entries / 2: value + raw reply each); 0 if absent."""
+    """Verdicts stored in the cache folder (entries: one row per verdict); 0 if absent."""
     from dahl.cache import CacheStore
 
     if not cache.exists():
         return 0
     store = CacheStore(cache)
     try:
-        return int(store.stats()["entries"]) // 2
+        return int(store.stats()["entries"])
     finally:
         store.close()
 

@@ -2,7 +2,10 @@
 
 Frames on both pipes: a 4-byte big-endian length, then msgpack. The parent sends a
 :class:`Request` (a key recipe and groups of question and claim texts); the child
-answers a :class:`Reply` with every claim's key and what the database holds for it.
+answers a :class:`Reply` with every claim's key and what the database holds for it:
+each key's one row (a :class:`~dahl.cache.envelope.Stored` envelope, whatever its
+parser version), read with one query per 500 keys and passed on still encoded, all
+rows concatenated; the parent decodes them and resolves each for its parser version.
 Reads and writes loop over partial transfers on the raw file descriptors.
 """
 
@@ -48,7 +51,8 @@ class Request(msgspec.Struct, array_like=True):
     groups: list[tuple[str, list[str]]]
 
 
-#: Slots of a claim without a value in ``packed``: nothing stored; or the parent must read it.
+#: Slots of a claim without an envelope in ``packed``: nothing stored; or the parent
+#: must read it (kept in a file).
 ABSENT, ASK_PARENT = -1, -2
 
 
@@ -56,10 +60,9 @@ class Reply(msgspec.Struct, array_like=True):
     """The child's answer to one :class:`Request` (``error`` set: it failed)."""
 
     keys: list[str]
-    slots: list[int]  # per claim: index of its value in packed, ABSENT or ASK_PARENT
-    found: int  # values in packed
-    packed: bytes  # msgpack values, concatenated
-    raws: dict[int, str] = {}  # claim position -> stored raw reply, for claims without a value
+    slots: list[int]  # per claim: index of its envelope in packed, ABSENT or ASK_PARENT
+    found: int  # envelopes in packed
+    packed: bytes  # msgpack envelopes (stored rows as they are), concatenated
     error: str = ""
 
 
@@ -117,26 +120,16 @@ def package_root() -> str:
 
 
 def _child_reply(rows: RowReader, request: Request) -> Reply:
-    """Keys of every claim of the request's groups and the values stored under them."""
+    """Keys of every claim of the request's groups and the rows stored under them (one query per 500)."""
     recipe = CheckKeyRecipe(request.before, request.after, request.parts, request.parser_version)
     keys: list[str] = []
     for question, texts in request.groups:
         keys += recipe_keys(recipe, question, texts)
-    suffix = f":v{recipe.parser_version}"
-    names = list(dict.fromkeys(key + suffix for key in keys))  # a claim may repeat
-    found, packed, elsewhere = rows.fetch_packed(names)
-    where = {name: i for i, name in enumerate(found)}
+    found, packed, elsewhere = rows.fetch_packed(list(dict.fromkeys(keys)))  # a claim may repeat
+    where = {key: i for i, key in enumerate(found)}
     where.update(dict.fromkeys(elsewhere, ASK_PARENT))
-    slots = [where.get(key + suffix, ABSENT) for key in keys]
-    absent = [i for i, slot in enumerate(slots) if slot == ABSENT]
-    raws: dict[int, str] = {}
-    if absent:  # a parser change: the raw reply may be stored without a current value
-        stored = rows.fetch([keys[i] + ":raw" for i in absent])
-        for i in absent:
-            raw = stored.get(keys[i] + ":raw")
-            if isinstance(raw, str):
-                raws[i] = raw
-    return Reply(keys, slots, len(found), packed, raws)
+    slots = [where.get(key, ABSENT) for key in keys]
+    return Reply(keys, slots, len(found), packed)
 
 
 def child_main(db_path: str) -> int:

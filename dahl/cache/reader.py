@@ -8,6 +8,12 @@ computing keys while the thread looks up the previous batch, and N hits cost abo
 N / batch thread hops. A dedicated single thread (not anyio's pool) is used because
 diskcache keeps one SQLite connection per thread, and this one can be closed.
 
+Each key is one row holding a :class:`~dahl.cache.envelope.Stored` envelope; a call
+reads every key of its batch, hits and misses alike, with ONE query per 500 keys
+(:meth:`~dahl.cache.database.RowReader.fetch_packed`) and resolves each envelope for
+the caller's parser version (:func:`~dahl.cache.envelope.entry_of`). Only envelopes
+kept in files (32 KiB or more) take a second query.
+
 Failure policy: a read error (SQLite, diskcache, decode) is a miss plus one warning
 per reader.
 """
@@ -20,12 +26,11 @@ import functools
 import logging
 import sqlite3
 from pathlib import Path
-from typing import NamedTuple
 
 import msgspec
 
 from dahl.cache.database import RowReader
-from dahl.cache.writer import Value, value_name
+from dahl.cache.envelope import ENVELOPE_DECODER, ENVELOPES_DECODER, CachedEntry, Stored, entry_of
 
 __all__ = ["BatchReader", "CachedEntry"]
 
@@ -33,25 +38,6 @@ log = logging.getLogger(__name__)
 
 #: Pending keys handed to the reader thread at once, without waiting for the thread.
 _READ_BATCH = 256
-
-_DECODER: msgspec.msgpack.Decoder[Value] = msgspec.msgpack.Decoder(Value)
-_LIST_DECODER: msgspec.msgpack.Decoder[list[Value]] = msgspec.msgpack.Decoder(list[Value])
-#: Marks a stored value that cannot be decoded (a miss, counted as a read error).
-_UNDECODABLE = object()
-
-
-class CachedEntry(NamedTuple):
-    """What a lookup found.
-
-    Attributes:
-        value: the parsed value for the requested parser version, or None when only
-            the raw reply is stored (the caller re-parses it).
-        raw: the raw reply; only filled when ``value`` is None.
-    """
-
-    value: Value | None
-    raw: str | None
-
 
 # A group of reads: (index in the caller's list, key, parser version) each, and its future.
 _Pending = tuple[list[tuple[int, str, str]], "asyncio.Future[list[CachedEntry | None]]"]
@@ -165,59 +151,57 @@ class BatchReader:
             start = end
 
     def _lookup(self, keys: list[tuple[str, str]]) -> list[CachedEntry | None]:
-        """Reader thread: look every key up with two SQL queries per chunk; errors are misses."""
+        """Reader thread: look every key up with one SQL query per chunk; errors are misses."""
         self.read_batches += 1
-        names = [value_name(key, version) for key, version in keys]
         try:
-            values = self._values(names)
-            missing = [key for (key, _), name in zip(keys, names) if name not in values]
-            raws = self._rows.fetch([f"{key}:raw" for key in missing]) if missing else {}
+            stored, undecodable = self._envelopes([key for key, _ in keys])  # a repeated key matches once
         except (sqlite3.Error, OSError) as exc:
             self._read_failed(exc)
             return [None] * len(keys)
         found: list[CachedEntry | None] = []
-        for (key, _), name in zip(keys, names):
-            value = values.get(name)
-            if value is not None:
-                if value is _UNDECODABLE:
-                    found.append(None)
-                else:
-                    self.hits += 1
-                    found.append(CachedEntry(value, None))  # type: ignore[arg-type]
+        hits = raw_hits = misses = 0
+        for key, version in keys:
+            envelope = stored.get(key)
+            if envelope is not None and envelope.parser_version == version:  # the common hit, inline
+                hits += 1
+                found.append(CachedEntry(envelope.value, None))
                 continue
-            raw = raws.get(f"{key}:raw")
-            if isinstance(raw, str):
-                self.raw_hits += 1
-                found.append(CachedEntry(None, raw))
-            else:
-                self.misses += 1
-                found.append(None)
+            entry = None if envelope is None else entry_of(envelope, version)
+            if entry is not None:
+                raw_hits += 1
+            elif key not in undecodable:  # an undecodable row was counted by _read_failed
+                misses += 1
+            found.append(entry)
+        self.hits += hits
+        self.raw_hits += raw_hits
+        self.misses += misses
         return found
 
-    def _values(self, names: list[str]) -> dict[str, object]:
-        """Reader thread: the parsed values stored under ``names`` (undecodable ones marked).
+    def _envelopes(self, keys: list[str]) -> tuple[dict[str, Stored], set[str]]:
+        """Reader thread: the envelopes stored under ``keys``, and the keys whose row is undecodable.
 
-        The in-row values come back concatenated from one query and are decoded by one
-        msgspec call as a msgpack array; only if that fails (a damaged value) are they
-        decoded one by one, so the damaged ones alone become misses.
+        The in-row envelopes come back concatenated from one query and are decoded by
+        one msgspec call as a msgpack array; only if that fails (a damaged row) are
+        they decoded one by one, so the damaged ones alone become misses.
         """
-        inline, packed, elsewhere = self._rows.fetch_packed(names)
-        out: dict[str, object] = {}
+        inline, packed, elsewhere = self._rows.fetch_packed(keys)
+        out: dict[str, Stored] = {}
+        undecodable: set[str] = set()
         if inline:
             try:
-                decoded = _LIST_DECODER.decode(b"\xdd" + len(inline).to_bytes(4, "big") + packed)
+                decoded = ENVELOPES_DECODER.decode(b"\xdd" + len(inline).to_bytes(4, "big") + packed)
             except msgspec.DecodeError:
                 elsewhere = inline + elsewhere
             else:
                 out.update(zip(inline, decoded, strict=True))
         if elsewhere:
-            for name, blob in self._rows.fetch(elsewhere).items():
+            for key, blob in self._rows.fetch(elsewhere).items():
                 try:
-                    out[name] = _DECODER.decode(blob)  # type: ignore[arg-type]
+                    out[key] = ENVELOPE_DECODER.decode(blob)  # type: ignore[arg-type]
                 except (msgspec.DecodeError, TypeError) as exc:
                     self._read_failed(exc)
-                    out[name] = _UNDECODABLE
-        return out
+                    undecodable.add(key)
+        return out, undecodable
 
     def _read_failed(self, exc: BaseException) -> None:
         self.read_errors += 1

@@ -3,18 +3,19 @@
 A re-score of cached claims is bound by the interpreter lock (GIL): per claim, its key
 (~2 µs), the reader thread's decoding and the event loop's bookkeeping all take turns
 on one core. :class:`ProcessReader` hands groups of answers to ONE child process that
-builds their check keys from a :class:`~dahl.cache.keys.CheckKeyRecipe` and reads the
-parsed verdicts from the cache database (read only: the parent's writer thread stays
-the only writer, under the parent's directory lock). One I/O thread of the parent
-sends a batch and waits for its reply (blocking pipe I/O, the lock released); the
-event loop only hands the found verdicts out.
+builds their check keys from a :class:`~dahl.cache.keys.CheckKeyRecipe` and reads
+their rows from the cache database (read only: the parent's writer thread stays the
+only writer, under the parent's directory lock), one query per 500 keys. One I/O
+thread of the parent sends a batch, waits for its reply (blocking pipe I/O, the lock
+released) and decodes the rows' :class:`~dahl.cache.envelope.Stored` envelopes; the
+event loop resolves each for the recipe's parser version and hands the verdicts out.
 
-Only committed values are seen: a claim the child does not find (absent, put but not
-committed yet, stored as a raw reply only, kept in a file, unreadable) comes back as
-not found, with its key, and the caller looks it up the usual way
-(:meth:`dahl.cache.store.CacheStore.get_many`). A child that fails or cannot start is
-logged once and turns this path off for the rest of the run; lookups then go through
-the reader thread.
+Only committed rows are seen: a claim put but not committed yet comes back as not
+found; a row of another parser version comes back as its raw reply (re-parsed by the
+caller); a row kept in a file comes back as :data:`ASK`; the caller looks those up
+the usual way (:meth:`dahl.cache.store.CacheStore.get_many`). A child that fails or
+cannot start is logged once and turns this path off for the rest of the run; lookups
+then go through the reader thread.
 
 The child is ``python -m dahl.cache.lookup_process DB`` (not :mod:`multiprocessing`, whose
 ``spawn`` re-imports the caller's main script). It runs in its own session (a Ctrl-C
@@ -38,6 +39,7 @@ from pathlib import Path
 
 import msgspec
 
+from dahl.cache.envelope import ENVELOPES_DECODER, Stored, entry_of
 from dahl.cache.keys import CheckKeyRecipe
 from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, package_root, read_frame, write_frame
 from dahl.records import Verdict
@@ -54,8 +56,6 @@ _START_TIMEOUT_S = 60.0
 #: takes milliseconds; this only bounds the stall a wedged child causes).
 _REPLY_TIMEOUT_S = 10.0
 
-_VERDICTS = msgspec.msgpack.Decoder(list[Verdict])
-
 
 class Ask:
     """Marks a claim the child could not read (a value kept in a file): look it up the usual way."""
@@ -64,8 +64,10 @@ class Ask:
 #: The one :class:`Ask` instance.
 ASK = Ask()
 
-#: What the child found for one claim: its verdict; only its raw reply (str); nothing
-#: committed (None: check the values put and not committed yet); or :data:`ASK`.
+#: What the child found for one claim: its verdict (stored by the recipe's parser
+#: version); the raw reply of a row of another version (str); nothing usable (None:
+#: nothing committed, or a row without a verdict or raw reply; check the values put
+#: and not committed yet); or :data:`ASK`.
 Found = Verdict | str | Ask | None
 
 
@@ -93,6 +95,15 @@ def _child_environment(parent: Mapping[str, str]) -> dict[str, str]:
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = package_root() + (os.pathsep + path if path else "")
     return env
+
+
+def _resolve(envelope: Stored, parser_version: str) -> Found:
+    """What a stored envelope gives a check lookup by ``parser_version`` (see :data:`Found`)."""
+    if envelope.parser_version == parser_version:
+        value = envelope.value
+        return value if isinstance(value, Verdict) else None
+    entry = entry_of(envelope, parser_version)
+    return None if entry is None else entry.raw
 
 
 # A group waiting for the child: (question, claim texts, its future).
@@ -236,8 +247,8 @@ class ProcessReader:
         if root != package_root():
             raise RuntimeError(f"the lookup process runs dahl from {root}, not from {package_root()}")
 
-    def _round_trip(self, recipe: CheckKeyRecipe, groups: list[tuple[str, list[str]]]) -> tuple[Reply, list[Verdict]]:
-        """I/O thread: send one batch, wait for its reply, decode the found verdicts."""
+    def _round_trip(self, recipe: CheckKeyRecipe, groups: list[tuple[str, list[str]]]) -> tuple[Reply, list[Found]]:
+        """I/O thread: send one batch, wait for its reply, decode and resolve the found envelopes."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         request = Request(recipe.before, recipe.after, recipe.parts, recipe.parser_version, groups)
         write_frame(self._proc.stdin.fileno(), self._encoder.encode(request))
@@ -247,8 +258,15 @@ class ProcessReader:
         reply = self._reply_decoder.decode(frame)
         if reply.error:
             raise RuntimeError(f"the lookup process failed: {reply.error}")
-        values = _VERDICTS.decode(b"\xdd" + reply.found.to_bytes(4, "big") + reply.packed) if reply.found else []
-        return reply, values
+        envelopes = (
+            ENVELOPES_DECODER.decode(b"\xdd" + reply.found.to_bytes(4, "big") + reply.packed) if reply.found else []
+        )
+        version = recipe.parser_version
+        # Inline for the common case (a verdict of this version); the rest goes through _resolve.
+        return reply, [
+            e.value if e.parser_version == version and type(e.value) is Verdict else _resolve(e, version)
+            for e in envelopes
+        ]
 
     # -- event loop -----------------------------------------------------------------------
 
@@ -279,7 +297,7 @@ class ProcessReader:
         self,
         batch: list[_Group],
         loop: asyncio.AbstractEventLoop,
-        done: asyncio.Future[tuple[Reply, list[Verdict]]],
+        done: asyncio.Future[tuple[Reply, list[Found]]],
     ) -> None:
         """Resolve a batch's futures (on the event loop) with what the child found."""
         self._in_flight -= 1
@@ -296,18 +314,16 @@ class ProcessReader:
             return
         reply, values = done.result()
         self.batches += 1
-        keys, slots, raws = reply.keys, reply.slots, reply.raws
+        keys, slots = reply.keys, reply.slots
         start = 0
         for _, texts, future in batch:
             end = start + len(texts)
             found: list[Found] = [values[s] if s >= 0 else None for s in slots[start:end]]
-            self.claims_found += len(found) - found.count(None)
-            if len(found) - found.count(None) < len(found):
+            self.claims_found += sum(isinstance(got, Verdict) for got in found)
+            if ASK_PARENT in slots[start:end]:
                 for i in range(start, end):
                     if slots[i] == ASK_PARENT:
                         found[i - start] = ASK
-                    elif i in raws:
-                        found[i - start] = raws[i]
             if not future.done():
                 future.set_result((keys[start:end], found))
             start = end

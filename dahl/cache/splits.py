@@ -87,8 +87,8 @@ class CachingSplitter(CachingAdapter[Splitter]):
                     return entry.value
                 if entry.raw is not None:
                     claims = self._reparse(entry.raw, answer)
-                    if claims is not None:
-                        store.put(key, claims, None, parser_version=version)
+                    if claims is not None:  # keep the raw reply for a later parser change
+                        store.put(key, claims, entry.raw, parser_version=version)
                         self.splits_cached += 1
                         return claims
         self.splits_called += 1

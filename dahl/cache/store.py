@@ -1,13 +1,16 @@
 """The on-disk result store: diskcache behind one writer thread and one reader thread.
 
-Layout per cache key ``k`` (see :mod:`dahl.cache.keys`):
+Layout per cache key ``k`` (see :mod:`dahl.cache.keys`): ONE row named ``k`` (32 hex
+digits) holding a :class:`~dahl.cache.envelope.Stored` envelope, msgpack-encoded with
+msgspec: the parser version, the value (a :class:`~dahl.records.Verdict`, a
+``list[Claim]``, or opaque bytes) and the model's raw reply when it is not the
+Verdict's own ``raw``. One row per result halves the writer's rows and lets a batch
+of lookups, misses included, take one query.
 
-- ``f"{k}:v{parser_version}"``: the parsed value (a :class:`~dahl.records.Verdict` or a
-  ``list[Claim]``), msgpack-encoded with msgspec;
-- ``f"{k}:raw"``: the model's raw reply (str), when the adapter produced one.
-
-A new ``parser_version`` misses the parsed entry but finds the raw one, so the
-caller re-parses without calling the model again (DESIGN.md §5).
+A lookup with the stored ``parser_version`` gets the value; with another one it gets
+the raw reply alone, so the caller re-parses without calling the model again
+(DESIGN.md §5), and its put of the re-parsed value keeps the raw reply. Rows of the
+former two-row layout (``k:v1``, ``k:raw``) are never read: they are misses.
 
 Threads (the event loop never touches SQLite, DESIGN.md §1):
 
@@ -40,9 +43,10 @@ from typing import Any
 import platformdirs
 
 from dahl.cache.database import DB_NAME, DirectoryLock, RowReader, open_database
-from dahl.cache.reader import BatchReader, CachedEntry
+from dahl.cache.envelope import CachedEntry, Value
+from dahl.cache.reader import BatchReader
 from dahl.cache.remote import ProcessReader
-from dahl.cache.writer import BatchWriter, Value, value_name
+from dahl.cache.writer import BatchWriter
 from dahl.errors import CacheError
 
 __all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "default_cache_dir"]
@@ -140,13 +144,18 @@ class CacheStore:
     # -- writes ---------------------------------------------------------------------
 
     def put(self, key: str, value: Value, raw: str | None, *, parser_version: str = "1") -> None:
-        """Queue ``value`` (and ``raw``, when not None) for writing under ``key``; never blocks.
+        """Queue ``value`` with its ``raw`` reply as ``key``'s one row; never blocks.
+
+        A later put of ``key`` replaces the row, whatever its parser version.
 
         Args:
             key: a key from :mod:`dahl.cache.keys`.
-            value: a non-error Verdict, or a complete claim list (the caller guarantees
-                errors and partial outputs are never put).
-            raw: the model's raw reply, or None (then no raw entry is written).
+            value: a non-error Verdict, a complete claim list (the caller guarantees
+                errors and partial outputs are never put), or an opaque blob (bytes,
+                returned as is to a caller with the same ``parser_version``).
+            raw: the model's raw reply, or None. A Verdict's own ``raw`` is its reply
+                when ``raw`` is None or equal to it (stored once); a claim list or a
+                blob put with None has no reply to re-parse.
             parser_version: version of the parser that produced ``value``.
 
         Raises:
@@ -180,16 +189,17 @@ class CacheStore:
 
         A lookup that missed ``key`` at ``generation`` stays a miss on disk while this is
         False (the directory lock keeps other runs out). Exact for the last 128 write
-        transactions; None beyond.
+        transactions; None beyond. ``parser_version`` does not matter: a key has one
+        row, and a write under any version changes what a lookup finds.
         """
-        return self._writer.written_since(value_name(key, parser_version), generation)
+        return self._writer.written_since(key, generation)
 
     def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
-        """The value put under ``key`` and not yet committed (memory only, never blocks)."""
+        """The value put under ``key`` by ``parser_version`` and not yet committed (memory only, never blocks)."""
         writer = self._writer
         if not writer.has_recent:
             return None
-        return writer.recent(value_name(key, parser_version))
+        return writer.recent(key, parser_version)
 
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
         """Look ``key`` up (batched with every other pending get, off the event loop).
@@ -199,8 +209,9 @@ class CacheStore:
             parser_version: the caller's parser version.
 
         Returns:
-            The parsed value for ``parser_version``; else the raw reply alone (value
-            None); else None (a miss). A read or decode error is a miss.
+            The stored value if it was put by ``parser_version``; else its raw reply
+            alone (value None); else None (a miss: nothing stored, or no raw reply).
+            A read or decode error is a miss.
 
         Raises:
             CacheError: the store is closed.
@@ -210,8 +221,9 @@ class CacheStore:
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
         """Look all ``keys`` up at once; one future for the group, batched with other gets.
 
-        Values put and not yet committed are answered from memory. The rest joins the
-        pending lookups that go to the reader thread as one call.
+        Values put by ``parser_version`` and not yet committed are answered from memory.
+        The rest joins the pending lookups that go to the reader thread as one call (one
+        SQL query per 500 keys, hits and misses alike).
 
         Args:
             keys: keys from :mod:`dahl.cache.keys` (e.g. every claim of one answer).
@@ -268,11 +280,13 @@ class CacheStore:
         """Size of the cache and this session's counts (blocking: reads SQLite).
 
         Returns:
-            ``directory`` (str); ``entries`` (stored items: a parsed value and its raw
-            reply count as two); ``size_bytes`` (diskcache's estimate of the size on
-            disk, bytes); and since open: ``hits`` (parsed value found), ``raw_hits``
-            (only the raw reply found), ``misses``, ``read_errors``, ``read_batches``,
-            ``writes`` (results committed), ``write_errors``, ``transactions``, ``queued``.
+            ``directory`` (str); ``entries`` (stored rows: one per result, its raw
+            reply included; rows of the former two-row layout count too);
+            ``size_bytes`` (diskcache's estimate of the size on disk, bytes); and
+            since open: ``hits`` (value of the caller's parser version found),
+            ``raw_hits`` (only the raw reply usable: another parser version),
+            ``misses``, ``read_errors``, ``read_batches``, ``writes`` (results
+            committed), ``write_errors``, ``transactions``, ``queued``.
 
         Raises:
             CacheError: the database cannot be read.

@@ -7,7 +7,8 @@ read by both (duck-typed):
   (replay, fake, given, rules): it is called directly, with no store, key or single
   flight; only the counting applies.
 - ``parser_version`` (str, default ``"1"``): version of the adapter's output parser;
-  part of the stored value's name, not of the key.
+  stored in the result's row, not part of the key (a new version re-parses the
+  row's raw reply).
 - ``parse_raw``: Checker ``parse_raw(raw: str) -> Verdict``, Splitter
   ``parse_raw(raw: str, answer: Answer) -> list[Claim]``: re-parse a stored raw reply
   after a parser change, instead of calling the model again.
@@ -334,8 +335,8 @@ class CachingChecker(CachingAdapter[Checker]):
         if entry.raw is None:
             return None
         verdict = self._reparse(entry.raw)
-        if verdict is not None:
-            store.put(key, verdict, None, parser_version=self._parser_version)
+        if verdict is not None:  # the raw reply goes along: a later parser change re-parses it again
+            store.put(key, verdict, entry.raw, parser_version=self._parser_version)
         return verdict
 
     def _reparse(self, raw: str) -> Verdict | None:

@@ -1,4 +1,8 @@
-"""The cache's single writer thread: batched transactions off the event loop (DESIGN.md §1)."""
+"""The cache's single writer thread: batched transactions off the event loop (DESIGN.md §1).
+
+Each put becomes ONE row named by its bare key, holding a
+:class:`~dahl.cache.envelope.Stored` envelope (parser version, value, raw reply).
+"""
 
 from __future__ import annotations
 
@@ -13,23 +17,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import diskcache  # type: ignore[import-untyped]
-import msgspec
 
 from dahl.cache.database import RowWriter
-from dahl.records import Claim, Verdict
+from dahl.cache.envelope import Value, encode_envelope
 
-__all__ = ["BatchWriter", "Value", "value_name"]
+__all__ = ["BatchWriter", "Value"]
 
 log = logging.getLogger(__name__)
-
-#: What the cache stores as a parsed value.
-Value = Verdict | list[Claim] | bytes
-_ENCODER = msgspec.msgpack.Encoder()
-
-
-def value_name(key: str, parser_version: str) -> str:
-    """Stored name of the parsed value of ``key``: ``f"{key}:v{parser_version}"``."""
-    return f"{key}:v{parser_version}"
 
 
 class _Put(NamedTuple):
@@ -66,8 +60,9 @@ class BatchWriter:
 
     A batch is committed when ``flush_items`` entries are queued or ``flush_interval_s``
     has passed since its first entry, whichever comes first. Until committed, an
-    entry is served from memory (:meth:`recent`), so a repeat right after a put is
-    a hit. A failed commit drops that batch and logs one warning per writer. Rows go
+    entry is served from memory (:meth:`recent`, for its own parser version only),
+    so a repeat right after a put is a hit. Each entry is one row: its key, holding
+    the encoded :class:`~dahl.cache.envelope.Stored` envelope. A failed commit drops that batch and logs one warning per writer. Rows go
     in through :class:`~dahl.cache.database.RowWriter` (multi-row upserts); a value
     too large for its row (≥ the cache's ``disk_min_file_size``, 32 KiB) is written
     by ``Cache.set`` right after the batch.
@@ -98,7 +93,7 @@ class BatchWriter:
         self._queue: queue.Queue[object] = queue.Queue()
         self._lock = threading.Lock()  # guards _open, _recent and _uncommitted
         self._open: list[_Put] = []
-        self._recent: dict[str, Value] = {}
+        self._recent: dict[str, _Put] = {}  # key -> its newest put not yet committed
         self._uncommitted = 0
         # Names written by the last _HISTORY batches: name -> generation that wrote it.
         self._written: dict[str, int] = {}
@@ -119,7 +114,7 @@ class BatchWriter:
         """Queue one entry; returns at once (memory is unbounded, batches are not)."""
         entry = _Put(key, value, raw, parser_version)
         with self._lock:
-            self._recent[value_name(key, parser_version)] = value
+            self._recent[key] = entry
             self._uncommitted += 1
             batch = self._open
             batch.append(entry)
@@ -134,17 +129,21 @@ class BatchWriter:
         """Whether any value is put and not yet committed (a lock-free hint)."""
         return bool(self._recent)
 
-    def recent(self, name: str) -> Value | None:
-        """The value put under ``name`` (see :func:`value_name`) and not yet committed."""
+    def recent(self, key: str, parser_version: str) -> Value | None:
+        """The value put under ``key`` by parser ``parser_version`` and not yet committed.
+
+        None also when the newest put of ``key`` came from another parser version.
+        """
         with self._lock:
-            return self._recent.get(name)
+            put = self._recent.get(key)
+        return put.value if put is not None and put.parser_version == parser_version else None
 
     def recent_many(self, keys: Sequence[str], parser_version: str) -> list[Value | None]:
-        """:meth:`recent` of every key's value name, in order, under one lock acquisition."""
-        suffix = f":v{parser_version}"  # value_name's layout
+        """:meth:`recent` of every key, in order, under one lock acquisition."""
         with self._lock:
             get = self._recent.get
-            return [get(key + suffix) for key in keys]
+            puts = [get(key) for key in keys]
+        return [None if put is None or put.parser_version != parser_version else put.value for put in puts]
 
     def _enqueue(self, marker: object) -> None:
         """Hand the open batch over, then ``marker``, keeping their order."""
@@ -207,8 +206,8 @@ class BatchWriter:
             self._rows.close()
             self._cache.close()  # this thread's connections
 
-    def written_since(self, name: str, generation: int) -> bool | None:
-        """Whether this writer committed ``name`` after ``generation``; None if it cannot tell.
+    def written_since(self, key: str, generation: int) -> bool | None:
+        """Whether this writer committed ``key`` after ``generation``; None if it cannot tell.
 
         Exact for the last 128 generations (None beyond). With the cache directory
         locked by this run, nothing else writes to it, so False means: not on disk
@@ -217,14 +216,14 @@ class BatchWriter:
         with self._lock:
             if self.generation - generation > _HISTORY:
                 return None
-            written = self._written.get(name)
+            written = self._written.get(key)
         return written is not None and written > generation
 
     def _write(self, batch: list[_Put]) -> None:
         if not batch:
             return
         self._commit(batch)
-        names = [value_name(put.key, put.parser_version) for put in batch]
+        names = [put.key for put in batch]
         with self._lock:
             # Counted before the entries leave memory: a reader that finds an entry
             # neither in memory nor (by an older lookup) on disk sees a new generation
@@ -246,9 +245,8 @@ class BatchWriter:
         with self._lock:
             self._uncommitted -= len(batch)
             for put in batch:
-                name = value_name(put.key, put.parser_version)
-                if self._recent.get(name) is put.value:
-                    del self._recent[name]
+                if self._recent.get(put.key) is put:
+                    del self._recent[put.key]
 
     def _commit(self, batch: list[_Put]) -> None:
         rows: list[tuple[str, str | bytes]] = []
@@ -256,10 +254,8 @@ class BatchWriter:
         fits = self._rows.fits
         try:
             for put in batch:
-                encoded = _ENCODER.encode(put.value)
-                (rows if fits(encoded) else large).append((value_name(put.key, put.parser_version), encoded))
-                if put.raw is not None:
-                    (rows if fits(put.raw) else large).append((f"{put.key}:raw", put.raw))
+                encoded = encode_envelope(put.value, put.raw, put.parser_version)
+                (rows if fits(encoded) else large).append((put.key, encoded))
             self._rows.write(rows)
             for name, value in large:  # rare: diskcache puts them in files of their own
                 self._cache.set(name, value, retry=True)

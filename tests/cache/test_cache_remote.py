@@ -201,6 +201,38 @@ class TestCachingCheckerWithProcess:
             assert got.verdicts[1] == big
             assert reader.claims_found == 1
 
+    async def test_one_row_layout_through_the_process_equals_the_thread_path(self, tmp_path: Path) -> None:
+        """Rows of the current version, of another version (raw re-parsed, or no raw: a miss) and none agree."""
+        checker = _checker()
+        keys = check_keys(checker, CLAIMS, ANSWER)
+        results: list[list[Verdict | None]] = []
+        for where, process_after in (("here", None), ("there", 0)):
+            store = CacheStore(tmp_path / where, flush_interval_s=60.0)
+            try:
+                store.put(keys[0], _verdict(checker, Label.SUPPORTED), "supported")
+                store.put(keys[1], _verdict(checker, Label.SUPPORTED), "Unsupported", parser_version="0")
+                unraw = Verdict(label=Label.SUPPORTED, checker=checker.fingerprint)
+                store.put(keys[2], unraw, None, parser_version="0")
+                await store.flush()
+                counters = RunCounters()
+                caching = CachingChecker(checker, store, counters, process_after=process_after)
+                if process_after is not None:
+                    reader = store.process_reader()
+                    assert reader is not None
+                    await _ready(reader)
+                got = await caching.look_up(CLAIMS, ANSWER)
+                assert got.keys == keys
+                results.append(got.verdicts)
+                assert counters.claims_cached == 2
+                if process_after is not None:
+                    assert (reader.batches, reader.claims_found) == (1, 1)
+                await store.flush()  # the re-parsed verdict replaced its row: one row per key
+                assert store.stats()["entries"] == 3
+            finally:
+                store.close()
+        assert results[0] == results[1]
+        assert [_label(v) for v in results[1]] == [Label.SUPPORTED, Label.UNSUPPORTED, None, None]
+
     async def test_process_after_delays_the_start(self, tmp_path: Path) -> None:
         """Below process_after claims looked up, no process is started."""
         checker = _checker()
@@ -303,6 +335,6 @@ class TestChildIsolation:
 
         rows = RowReader(tmp_path / "cache.db", read_only=True)
         with pytest.raises(sqlite3.OperationalError):
-            rows.fetch_packed(["k:v1"])
+            rows.fetch_packed(["0123456789abcdef0123456789abcdef"])
         rows.close()
         assert list(tmp_path.iterdir()) == []

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import platformdirs
 import pytest
 
@@ -67,11 +68,13 @@ class TestRoundTrip:
         assert await store.get(KEY, parser_version="1") == CachedEntry(VERDICT, None)
 
     async def test_no_raw_no_raw_entry(self, store: CacheStore) -> None:
-        """put with raw=None writes only the value: a new parser version then misses."""
-        store.put(KEY, VERDICT, None)
+        """Without any raw reply (none given, none in the Verdict or claim list) a new parser version misses."""
+        store.put(KEY, msgspec.structs.replace(VERDICT, raw=None), None)
+        store.put(_key(2), CLAIMS, None)
         await store.flush()
-        assert await store.get(KEY, parser_version="2") is None
-        assert store.stats()["entries"] == 1
+        assert await store.get_many([KEY, _key(2)], parser_version="2") == [None, None]
+        assert store.stats()["entries"] == 2
+        assert store.stats()["misses"] == 2
 
     async def test_unflushed_put_is_a_hit(self, store: CacheStore) -> None:
         """A value put but not yet committed is served from memory, without a thread call."""
@@ -101,7 +104,7 @@ class TestWriter:
             stats = s.stats()
             assert s.transactions == 3
             assert stats["writes"] == 1200
-            assert stats["entries"] == 2400  # value + raw per key
+            assert stats["entries"] == 1200  # one row per key, its raw reply inside
         finally:
             s.close()
 
@@ -197,7 +200,7 @@ class TestReader:
         con.execute(
             "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count,"
             " tag, size, mode, filename, value) VALUES (?, 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, ?)",
-            (f"{KEY}:v1", b"\xc1not msgpack"),
+            (KEY, b"\xc1not msgpack"),
         )
         con.commit()
         con.close()
@@ -266,11 +269,11 @@ class TestMaintenance:
         assert await store.get(_key(1)) is not None
         assert await store.get(_key(3)) is None
         stats = store.stats()
-        assert stats["entries"] == 3
+        assert stats["entries"] == 2
         assert (stats["hits"], stats["misses"], stats["writes"]) == (1, 1, 2)
         assert stats["directory"] == str(store.directory)
         assert stats["size_bytes"] > 0
-        assert store.clear() == 3
+        assert store.clear() == 2
         assert store.stats()["entries"] == 0
         assert await store.get(_key(1)) is None
 
@@ -371,3 +374,132 @@ class TestWrittenSince:
             await store.flush()
         assert store.written_since(_key(0), 0) is None
         assert store.written_since(_key(129), 128) is True
+
+
+def _trace_selects(store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """SELECT statements the store's reader thread runs from now on (SQLite trace callback)."""
+    rows = store._reader._rows
+    connect = rows._connection
+    statements: list[str] = []
+
+    def traced() -> sqlite3.Connection:
+        con = connect()
+        con.set_trace_callback(statements.append)
+        return con
+
+    monkeypatch.setattr(rows, "_connection", traced)
+    return statements
+
+
+def _stored_rows(directory: Path) -> dict[str, bytes]:
+    """Every row of the cache database: name -> value bytes."""
+    con = sqlite3.connect(directory / "cache.db")
+    try:
+        return {name: bytes(value) for name, value in con.execute("SELECT key, value FROM Cache")}
+    finally:
+        con.close()
+
+
+class TestOneRowLayout:
+    async def test_one_row_per_result_named_by_its_key(self, store: CacheStore) -> None:
+        """300 verdicts and one claim list with raw replies are 301 rows, each named by its bare key."""
+        for i in range(300):
+            store.put(_key(i), VERDICT, VERDICT.raw)
+        store.put(KEY, CLAIMS, "raw split reply")
+        await store.flush()
+        assert store.stats()["entries"] == 301
+        rows = _stored_rows(store.directory)
+        assert sorted(rows) == sorted([_key(i) for i in range(300)] + [KEY])
+
+    async def test_verdict_raw_is_stored_once(self, store: CacheStore) -> None:
+        """A Verdict put with its own raw reply keeps it only inside the Verdict; a claim list keeps it beside."""
+        from dahl.cache.envelope import ENVELOPE_DECODER, Stored
+
+        store.put(_key(1), VERDICT, VERDICT.raw)
+        store.put(_key(2), CLAIMS, "raw split reply", parser_version="3")
+        await store.flush()
+        rows = _stored_rows(store.directory)
+        assert ENVELOPE_DECODER.decode(rows[_key(1)]) == Stored("1", VERDICT, None)
+        assert ENVELOPE_DECODER.decode(rows[_key(2)]) == Stored("3", CLAIMS, "raw split reply")
+        # One copy of the 35-character reply: the row is shorter than the Verdict plus the reply again.
+        assert len(rows[_key(1)]) < len(msgspec.msgpack.encode(VERDICT)) + len(VERDICT.raw or "")
+
+    async def test_other_parser_version_gets_the_raw_reply(self, store: CacheStore) -> None:
+        """Another parser version finds the Verdict's own raw, a raw given apart, or a claim list's raw."""
+        store.put(_key(1), VERDICT, VERDICT.raw)
+        store.put(_key(2), VERDICT, "Answer: SUPPORTED")
+        store.put(_key(3), CLAIMS, "raw split reply")
+        await store.flush()
+        assert await store.get_many([_key(1), _key(2), _key(3)], parser_version="2") == [
+            CachedEntry(None, "Supported. Ada was a mathematician."),
+            CachedEntry(None, "Answer: SUPPORTED"),
+            CachedEntry(None, "raw split reply"),
+        ]
+        stats = store.stats()
+        assert (stats["hits"], stats["raw_hits"], stats["misses"]) == (0, 3, 0)
+
+    async def test_bytes_value_round_trips(self, tmp_path: Path) -> None:
+        """An opaque bytes value comes back as is, from memory and after reopening; another version misses."""
+        blob = b"\x00\xff\xc1 pre-encoded \x92\x01\x02"
+        with CacheStore(tmp_path / "c", flush_interval_s=60) as first:
+            first.put(KEY, blob, None, parser_version="b1")
+            assert await first.get(KEY, parser_version="b1") == CachedEntry(blob, None)
+        with CacheStore(tmp_path / "c") as second:
+            assert await second.get(KEY, parser_version="b1") == CachedEntry(blob, None)
+            assert await second.get(KEY, parser_version="1") is None
+            assert second.stats()["entries"] == 1
+
+    async def test_a_batch_of_misses_is_one_query(self, store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        """300 keys (1 hit, 1 raw reply of another version, 298 absent) take one reader call and one SELECT."""
+        store.put(_key(0), VERDICT, VERDICT.raw)
+        store.put(_key(1), VERDICT, VERDICT.raw, parser_version="0")
+        await store.flush()
+        selects = _trace_selects(store, monkeypatch)
+        found = await store.get_many([_key(i) for i in range(300)])
+        assert found[:3] == [CachedEntry(VERDICT, None), CachedEntry(None, VERDICT.raw), None]
+        assert found.count(None) == 298
+        assert store.read_batches == 1
+        assert len([s for s in selects if s.lstrip().upper().startswith("SELECT")]) == 1
+        stats = store.stats()
+        assert (stats["hits"], stats["raw_hits"], stats["misses"]) == (1, 1, 298)
+
+    async def test_600_keys_are_two_queries(self, store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A reader call of 600 absent keys runs two SELECTs (500 names per IN list), not four."""
+        selects = _trace_selects(store, monkeypatch)
+        assert await store.get_many([_key(i) for i in range(600)]) == [None] * 600
+        assert store.read_batches == 1
+        assert len([s for s in selects if s.lstrip().upper().startswith("SELECT")]) == 2
+
+    async def test_memory_respects_parser_versions(self, tmp_path: Path) -> None:
+        """A value put under version 2 and not committed is no hit for version 1, which reads the disk."""
+        with CacheStore(tmp_path / "c", flush_interval_s=60) as slow:  # commits on flush/close only
+            slow.put(KEY, VERDICT, VERDICT.raw, parser_version="2")
+            assert slow.recent(KEY, parser_version="1") is None
+            assert slow.recent(KEY, parser_version="2") == VERDICT
+            assert await slow.get(KEY, parser_version="2") == CachedEntry(VERDICT, None)
+            assert slow.read_batches == 0
+            assert await slow.get(KEY, parser_version="1") is None  # nothing on disk yet
+            assert slow.read_batches == 1
+            assert slow.transactions == 0
+
+    async def test_a_later_put_replaces_the_row(self, store: CacheStore) -> None:
+        """Putting a key again under another parser version leaves one row, of the new version."""
+        store.put(KEY, VERDICT, VERDICT.raw, parser_version="1")
+        await store.flush()
+        reparsed = msgspec.structs.replace(VERDICT, label=Label.UNKNOWN)
+        store.put(KEY, reparsed, VERDICT.raw, parser_version="2")
+        await store.flush()
+        assert store.stats()["entries"] == 1
+        assert await store.get(KEY, parser_version="2") == CachedEntry(reparsed, None)
+        assert await store.get(KEY, parser_version="1") == CachedEntry(None, VERDICT.raw)
+
+    async def test_old_two_row_layout_is_a_miss(self, store: CacheStore) -> None:
+        """Rows named key:v1 and key:raw (the former layout) are never read."""
+        from dahl.cache.database import RowWriter
+
+        writer = RowWriter(store._cache)
+        writer.write([(f"{KEY}:v1", msgspec.msgpack.encode(VERDICT)), (f"{KEY}:raw", "Supported.")])
+        writer.close()
+        assert await store.get_many([KEY, KEY], parser_version="1") == [None, None]
+        assert await store.get(KEY, parser_version="2") is None
+        assert store.stats()["read_errors"] == 0

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from dahl.adapters.base import Checker, Splitter
@@ -213,7 +214,50 @@ class TestCachingChecker:
         assert verdict == Verdict(label=Label.UNKNOWN, checker="stubcheck/v1", raw="Answer: supported")
         assert (second.calls, second.parsed) == (0, 1)
         assert (counters.claims_checked, counters.claims_cached) == (0, 1)
-        assert entries == 3  # raw + parsed v1 + parsed v2
+        assert entries == 1  # one row: the v2 value replaced v1's, with the same raw reply
+
+    async def test_second_parser_change_reparses_again(self, tmp_path: Path) -> None:
+        """The re-parsed row keeps its raw reply: parser 3 after 2 after 1 re-parses again, never calls."""
+        claim = Claim(text="Ada is true", index=0)
+        with CacheStore(tmp_path / "c") as store:
+            await CachingChecker(StubChecker(parser_version="1"), store, RunCounters()).check(claim, ANSWER)
+        for version in ("2", "3"):
+            inner, counters = StubChecker(parser_version=version), RunCounters()
+            with CacheStore(tmp_path / "c") as store:
+                verdict = await CachingChecker(inner, store, counters).check(claim, ANSWER)
+                await store.flush()
+                assert store.stats()["entries"] == 1
+            assert verdict == Verdict(label=Label.UNKNOWN, checker="stubcheck/v1", raw="Answer: supported")
+            assert (inner.calls, inner.parsed, counters.claims_cached) == (0, 1, 1)
+        with CacheStore(tmp_path / "c") as store:  # parser 3's value is stored: a plain hit now
+            again = StubChecker(parser_version="3")
+            assert (await CachingChecker(again, store, RunCounters()).check(claim, ANSWER)) == verdict
+            assert (again.calls, again.parsed) == (0, 0)
+
+    async def test_reparse_without_raw_in_verdict_keeps_the_raw(self, tmp_path: Path) -> None:
+        """A parser whose Verdict drops the raw reply still leaves it in the row for the next change."""
+
+        class Dropping(StubChecker):
+            def parse_raw(self, raw: str) -> Verdict:
+                return msgspec.structs.replace(super().parse_raw(raw), raw=None)
+
+        claim = Claim(text="Ada is true", index=0)
+        with CacheStore(tmp_path / "c") as store:
+            await CachingChecker(StubChecker(parser_version="1"), store, RunCounters()).check(claim, ANSWER)
+        for version in ("2", "3"):
+            inner = Dropping(parser_version=version)
+            with CacheStore(tmp_path / "c") as store:
+                verdict = await CachingChecker(inner, store, RunCounters()).check(claim, ANSWER)
+            assert verdict == Verdict(label=Label.UNKNOWN, checker="stubcheck/v1")
+            assert (inner.calls, inner.parsed) == (0, 1)
+
+    async def test_one_row_per_checked_claim(self, store: CacheStore) -> None:
+        """20 distinct claims checked and stored (verdict and raw reply each) are 20 rows."""
+        wrapped = CachingChecker(StubChecker(), store, RunCounters())
+        for i in range(20):
+            await wrapped.check(Claim(text=f"claim {i} true", index=i), ANSWER)
+        await store.flush()
+        assert store.stats()["entries"] == 20
 
     async def test_uncacheable_bypasses_store(self, store: CacheStore) -> None:
         """A Checker with cacheable = False is called directly: no store, no single flight."""
@@ -327,6 +371,21 @@ class TestCachingSplitter:
             claims = await CachingSplitter(second, store, RunCounters()).split(ANSWER)
         assert [c.text for c in claims] == ["ADA WAS A MATHEMATICIAN", "SHE WAS BORN IN 1815"]
         assert (second.calls, second.parsed) == (0, 1)
+
+
+    async def test_second_parser_change_reparses_again(self, tmp_path: Path) -> None:
+        """The re-parsed split keeps its raw reply: parsers 2 then 3 re-parse it without a call."""
+        with CacheStore(tmp_path / "c") as store:
+            await CachingSplitter(StubSplitter(), store, RunCounters()).split(ANSWER)
+        for version in ("2", "3"):
+            inner = StubSplitter(parser_version=version)
+            with CacheStore(tmp_path / "c") as store:
+                wrapped = CachingSplitter(inner, store, RunCounters())
+                claims = await wrapped.split(ANSWER)
+                await store.flush()
+                assert store.stats()["entries"] == 1
+            assert [c.text for c in claims] == ["ADA WAS A MATHEMATICIAN", "SHE WAS BORN IN 1815"]
+            assert (inner.calls, inner.parsed, wrapped.splits_cached) == (0, 1, 1)
 
 
 class TestSingleFlight:
