@@ -9,8 +9,8 @@ as a subprocess::
 1. Crash chain: N times (quick 3, full 20) it starts the command, waits for the run's
    first request at the mock, sleeps a seeded random 0.05-1.0 s and sends SIGKILL. Per
    crash it records the requests the mock received during that run (``/stats``) and the
-   verdicts that reached the cache (``CacheStore.stats()["entries"]``: one row per verdict,
-   its raw reply included). Requests lost by a crash = sent - stored; those
+   verdicts that reached the cache (rows holding a Verdict: one row per verdict, its raw
+   reply included; answers stored whole are not counted). Requests lost by a crash = sent - stored; those
    claims are asked again by a later run.
 2. Ctrl-C: once more the same command, SIGINT a random 0.05-0.3 s after its first request; exit status must
    be 130 with the "interrupted" message, and the requests lost by it counted the same way.
@@ -68,16 +68,22 @@ def dahl_command(answers: Path, out: Path, cache: Path, url: str) -> list[str]:
 
 
 def cached_verdicts(cache: Path) -> int:
-    """Verdicts stored in the cache folder (entries: one row per verdict); 0 if absent."""
-    from dahl.cache import CacheStore
+    """Verdicts stored in the cache folder (rows holding a Verdict; answers stored whole are not counted); 0 if absent."""
+    import sqlite3
 
-    if not cache.exists():
+    from dahl.cache.database import DB_NAME
+    from dahl.cache.envelope import ENVELOPE_DECODER
+    from dahl.records import Verdict
+
+    path = cache / DB_NAME
+    if not path.exists():
         return 0
-    store = CacheStore(cache)
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        return int(store.stats()["entries"])
+        rows = con.execute("SELECT value FROM Cache WHERE raw = 1 AND mode = 1")
+        return sum(isinstance(ENVELOPE_DECODER.decode(value).value, Verdict) for (value,) in rows)
     finally:
-        store.close()
+        con.close()
 
 
 async def _start(argv: list[str]) -> asyncio.subprocess.Process:
