@@ -62,10 +62,11 @@ class BatchWriter:
     has passed since its first entry, whichever comes first. Until committed, an
     entry is served from memory (:meth:`recent`, for its own parser version only),
     so a repeat right after a put is a hit. Each entry is one row: its key, holding
-    the encoded :class:`~dahl.cache.envelope.Stored` envelope. A failed commit drops that batch and logs one warning per writer. Rows go
-    in through :class:`~dahl.cache.database.RowWriter` (multi-row upserts); a value
-    too large for its row (≥ the cache's ``disk_min_file_size``, 32 KiB) is written
-    by ``Cache.set`` right after the batch.
+    the encoded :class:`~dahl.cache.envelope.Stored` envelope. A failed commit drops
+    that batch and logs one warning per writer. Rows go in through
+    :class:`~dahl.cache.database.RowWriter` (multi-row upserts); a value too large for
+    its row (≥ the cache's ``disk_min_file_size``, 32 KiB) is written by ``Cache.set``
+    right after the batch.
 
     :meth:`put` only appends to the open batch under a lock; the thread is woken
     twice per batch (when it opens, to arm the deadline, and when it is full), not
