@@ -162,6 +162,10 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
     """Run B5 at ``size``; see the module docstring for the steps and the bound."""
     result = ScenarioResult(NAME, size)
     n_claims, n_kills = SIZES[size]
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started in the background by a shell (SIGINT ignored, and inherited as ignored by
+        # every dahl run): restore it, or the Ctrl-C step would measure the shell, not dahl.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     answers = workdir / "answers.jsonl"
     write_answers(answers, n_claims, seed=SEED)
     rng = random.Random(SEED)
