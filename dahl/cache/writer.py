@@ -44,10 +44,9 @@ class _Opened(NamedTuple):
 
 
 class _Sealed(NamedTuple):
-    """A batch handed over whole (full, or sealed by a flush or stop), with its keys."""
+    """A batch handed over whole (full, or sealed by a flush or stop)."""
 
     items: list[_Put]
-    keys: dict[str, _Put]
 
 
 _STOP = object()
@@ -93,17 +92,13 @@ class BatchWriter:
         self._flush_items = flush_items
         self._flush_interval_s = flush_interval_s
         self._queue: queue.Queue[object] = queue.Queue()
-        # Guards the structures below. Held only for O(1) work (and a short look into the
-        # few batches not yet committed): a loop over a batch under the lock would stall
-        # the event loop thread, which then also waits up to a GIL switch interval.
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _open, _recent and _uncommitted
         self._open: list[_Put] = []
-        self._open_keys: dict[str, _Put] = {}  # key -> its newest put in the open batch
-        # Per batch handed over and not yet committed, oldest first: key -> newest put.
-        self._sealed: collections.deque[dict[str, _Put]] = collections.deque()
+        self._recent: dict[str, _Put] = {}  # key -> its newest put not yet committed
         self._uncommitted = 0
-        # Keys written by each of the last _HISTORY batches, oldest first.
-        self._history: collections.deque[tuple[int, frozenset[str]]] = collections.deque()
+        # Names written by the last _HISTORY batches: name -> generation that wrote it.
+        self._written: dict[str, int] = {}
+        self._history: collections.deque[tuple[int, list[str]]] = collections.deque()
         self._warned = False
         self.transactions = 0
         self.generation = 0
@@ -120,36 +115,20 @@ class BatchWriter:
         """Queue one entry; returns at once (memory is unbounded, batches are not)."""
         entry = _Put(key, value, raw, parser_version)
         with self._lock:
-            self._open_keys[key] = entry
+            self._recent[key] = entry
             self._uncommitted += 1
             batch = self._open
             batch.append(entry)
             if len(batch) == 1:
                 self._queue.put(_Opened(time.monotonic()))
-            elif len(batch) >= self._flush_items:
-                self._queue.put(self._seal())
-
-    def _seal(self) -> _Sealed:
-        """Close the open batch (call under the lock); its keys stay findable until committed."""
-        sealed = _Sealed(self._open, self._open_keys)
-        self._sealed.append(self._open_keys)
-        self._open, self._open_keys = [], {}
-        return sealed
+            if len(batch) >= self._flush_items:
+                self._queue.put(_Sealed(batch))
+                self._open = []
 
     @property
     def has_recent(self) -> bool:
         """Whether any value is put and not yet committed (a lock-free hint)."""
-        return bool(self._open_keys) or bool(self._sealed)
-
-    def _newest(self, key: str) -> _Put | None:
-        """The newest put of ``key`` not yet committed (call under the lock)."""
-        put = self._open_keys.get(key)
-        if put is None:
-            for keys in reversed(self._sealed):  # at most a few batches
-                put = keys.get(key)
-                if put is not None:
-                    break
-        return put
+        return bool(self._recent)
 
     def recent(self, key: str, parser_version: str) -> Value | None:
         """The value put under ``key`` by parser ``parser_version`` and not yet committed.
@@ -157,21 +136,22 @@ class BatchWriter:
         None also when the newest put of ``key`` came from another parser version.
         """
         with self._lock:
-            put = self._newest(key)
+            put = self._recent.get(key)
         return put.value if put is not None and put.parser_version == parser_version else None
 
     def recent_many(self, keys: Sequence[str], parser_version: str) -> list[Value | None]:
         """:meth:`recent` of every key, in order, under one lock acquisition."""
         with self._lock:
-            newest = self._newest
-            puts = [newest(key) for key in keys]
+            get = self._recent.get
+            puts = [get(key) for key in keys]
         return [None if put is None or put.parser_version != parser_version else put.value for put in puts]
 
     def _enqueue(self, marker: object) -> None:
         """Hand the open batch over, then ``marker``, keeping their order."""
         with self._lock:
             if self._open:
-                self._queue.put(self._seal())
+                self._queue.put(_Sealed(self._open))
+                self._open = []
             self._queue.put(marker)
 
     async def flush(self) -> None:
@@ -209,15 +189,14 @@ class BatchWriter:
                 except queue.Empty:  # the open batch is due
                     deadline = None
                     with self._lock:
-                        open_batch = self._seal() if self._open else None
-                    if open_batch is not None:
-                        self._write(open_batch)
+                        batch, self._open = self._open, []
+                    self._write(batch)
                     continue
                 if isinstance(op, _Opened):
                     due = op.at + self._flush_interval_s
                     deadline = due if deadline is None else min(deadline, due)
                 elif isinstance(op, _Sealed):
-                    self._write(op)
+                    self._write(op.items)
                     if not self._open:
                         deadline = None
                 elif isinstance(op, _Flush):
@@ -238,31 +217,37 @@ class BatchWriter:
         with self._lock:
             if self.generation - generation > _HISTORY:
                 return None
-            for written, keys in reversed(self._history):  # newest first; usually one or two
-                if written <= generation:
-                    break
-                if key in keys:
-                    return True
-        return False
+            written = self._written.get(key)
+        return written is not None and written > generation
 
-    def _write(self, sealed: _Sealed) -> None:
-        """Commit a batch handed over by :meth:`_seal`, then drop it from memory."""
-        batch = sealed.items
+    def _write(self, batch: list[_Put]) -> None:
+        if not batch:
+            return
         self._commit(batch)
-        written = frozenset([put.key for put in batch])  # built outside the lock
+        names = [put.key for put in batch]
         with self._lock:
-            # One step: the batch leaves memory as its keys enter the history, so a
-            # reader finding a key neither in memory nor (by an older lookup) on disk
-            # sees a new generation and finds the key in the history.
+            # Counted before the entries leave memory: a reader that finds an entry
+            # neither in memory nor (by an older lookup) on disk sees a new generation
+            # and finds the name in _written.
             self.generation += 1
-            self._history.append((self.generation, written))
-            if len(self._history) > _HISTORY:
-                self._history.popleft()
-            for i, pending in enumerate(self._sealed):  # by identity: the deadline may seal out of queue order
-                if pending is sealed.keys:
-                    del self._sealed[i]
-                    break
+            generation = self.generation
+            for name in names:
+                self._written[name] = generation
+            self._history.append((generation, names))
+            while self._history[0][0] <= generation - _HISTORY:
+                old, old_names = self._history.popleft()
+                for name in old_names:
+                    if self._written.get(name) == old:
+                        del self._written[name]
+        self._forget(batch)
+
+    def _forget(self, batch: list[_Put]) -> None:
+        """Drop committed (or failed) entries from memory, unless put again since."""
+        with self._lock:
             self._uncommitted -= len(batch)
+            for put in batch:
+                if self._recent.get(put.key) is put:
+                    del self._recent[put.key]
 
     def _commit(self, batch: list[_Put]) -> None:
         rows: list[tuple[str, str | bytes]] = []
