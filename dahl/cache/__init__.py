@@ -4,6 +4,8 @@
   deterministic bytes).
 - :mod:`dahl.cache.store`: diskcache behind one writer thread (:mod:`dahl.cache.writer`)
   and one reader thread (:mod:`dahl.cache.reader`); rows in :mod:`dahl.cache.database`.
+- :mod:`dahl.cache.keyfilter`: a Bloom filter of the keys on disk, so lookups of
+  absent keys skip the database.
 - :mod:`dahl.cache.remote`: check keys and verdict reads of a large re-score in a child
   process (:mod:`dahl.cache.lookup_process`), on another core.
 - :mod:`dahl.cache.flight`: single flight for identical in-flight calls.

@@ -235,6 +235,28 @@ class RowReader:
                 elsewhere += other.split("\n")
         return found, b"".join(packed), elsewhere
 
+    def key_count(self) -> int:
+        """Items in the database, as diskcache counts them (its ``Settings`` row ``count``).
+
+        Raises:
+            sqlite3.Error: the database cannot be read.
+        """
+        row = self._connection().execute("SELECT value FROM Settings WHERE key = 'count'").fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    def key_chunks(self, size: int = 65536) -> Iterator[list[str]]:
+        """Every stored name, ``size`` at a time (one read transaction: a consistent snapshot).
+
+        Raises:
+            sqlite3.Error: the database cannot be read.
+        """
+        cursor = self._connection().execute("SELECT key FROM Cache WHERE raw = 1")
+        try:
+            while rows := cursor.fetchmany(size):
+                yield [key for (key,) in rows if isinstance(key, str)]
+        finally:
+            cursor.close()
+
     def close(self) -> None:
         """Close the connection (call from the thread that used it)."""
         if self._con is not None:

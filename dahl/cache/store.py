@@ -23,6 +23,11 @@ Threads (the event loop never touches SQLite, DESIGN.md §1):
   (:class:`~dahl.cache.reader.BatchReader`) that serves every pending group in one
   call: N hits cost about N / 256 thread hops.
 
+Absent keys: a Bloom filter of the keys on disk (:mod:`dahl.cache.keyfilter`), built
+at open by a scanner thread from one read of every key and then fed every key put,
+answers most lookups of a key that is not stored without the reader thread (a first
+run's lookups). Until it is built, every lookup reads the database.
+
 Failure policy: a read error (SQLite, diskcache, decode) is a miss plus one warning
 per store; a write error drops that batch plus one warning per store; a corrupt
 database found on open is renamed ``cache.db.corrupt-<timestamp>`` and a fresh one
@@ -36,6 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,7 @@ import platformdirs
 
 from dahl.cache.database import DB_NAME, DirectoryLock, RowReader, open_database
 from dahl.cache.envelope import CachedEntry, Value
+from dahl.cache.keyfilter import KeyFilter
 from dahl.cache.reader import BatchReader
 from dahl.cache.remote import ProcessReader
 from dahl.cache.writer import BatchWriter
@@ -111,6 +118,17 @@ class CacheStore:
         )
         self._process: ProcessReader | None = None
         self._process_failed = False
+        # The Bloom filter of keys on disk (dahl.cache.keyfilter), built by a thread of
+        # its own; until it is published, keys put are kept in _early to be added then.
+        self._filter: KeyFilter | None = None
+        self._filter_lock = threading.Lock()
+        self._early: list[str] | None = []
+        self._filtered = 0  # lookups the filter answered (certain misses), event loop only
+        self._scanner = threading.Thread(
+            target=self._build_filter, args=(RowReader(self.directory / DB_NAME, read_only=True),),
+            name="dahl-cache-scan", daemon=True,
+        )
+        self._scanner.start()
 
     def __repr__(self) -> str:
         """Show the directory and this session's counts."""
@@ -163,6 +181,37 @@ class CacheStore:
         """
         self._check_open()
         self._writer.put(key, value, raw, parser_version)
+        key_filter = self._filter
+        if key_filter is None:
+            with self._filter_lock:
+                if self._early is not None:
+                    self._early.append(key)
+                    return
+                key_filter = self._filter
+        if key_filter is not None:
+            key_filter.add(key)
+
+    def _build_filter(self, rows: RowReader) -> None:
+        """Scanner thread: fill a :class:`KeyFilter` with every key on disk, then publish it.
+
+        On a read error the filter is never published and every lookup goes to disk.
+        """
+        try:
+            key_filter = KeyFilter(2 * rows.key_count() + 1_000_000)
+            for chunk in rows.key_chunks():
+                if self._closed:
+                    return
+                key_filter.add_many(chunk)
+        except (sqlite3.Error, OSError) as exc:
+            log.debug("no key filter for %s (%s); every lookup reads the cache", self.directory, exc)
+            return
+        finally:
+            rows.close()
+        with self._filter_lock:
+            for key in self._early or ():
+                key_filter.add(key)
+            self._early = None
+            self._filter = key_filter
 
     async def flush(self) -> None:
         """Wait until every entry queued before this call is committed to disk.
@@ -249,6 +298,11 @@ class CacheStore:
                     wanted.append((i, key, parser_version))
         else:
             wanted = [(i, key, parser_version) for i, key in enumerate(keys)]
+        key_filter = self._filter
+        if key_filter is not None:  # a key the filter rules out is certainly not on disk
+            before = len(wanted)
+            wanted = [w for w in wanted if w[1] in key_filter]
+            self._filtered += before - len(wanted)
         if not wanted:
             return found
         for (i, _, _), entry in zip(wanted, await self._reader.read(wanted), strict=True):
@@ -302,7 +356,7 @@ class CacheStore:
             "size_bytes": size,
             "hits": self._reader.hits + self._memory_hits,
             "raw_hits": self._reader.raw_hits,
-            "misses": self._reader.misses,
+            "misses": self._reader.misses + self._filtered,
             "read_errors": self._reader.read_errors,
             "read_batches": self._reader.read_batches,
             "writes": self._writer.writes,
@@ -341,6 +395,7 @@ class CacheStore:
                 self._process.close()
             self._writer.stop()
             self._reader.close()
+            self._scanner.join()
         finally:
             self._cache.close()
             self._lock.release()

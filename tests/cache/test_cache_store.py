@@ -179,6 +179,7 @@ class TestReader:
     ) -> None:
         """A database that fails mid-run gives misses and exactly one warning."""
         store.put(KEY, VERDICT, None)
+        store.put(_key(1), VERDICT, None)  # on disk too: the key filter cannot rule it out
         await store.flush()
         con = sqlite3.connect(store.directory / "cache.db")
         con.execute("ALTER TABLE Cache RENAME TO Gone")
@@ -192,11 +193,10 @@ class TestReader:
         assert "treated as a miss" in warnings[0].getMessage()
         assert store.stats()["read_errors"] == 2
 
-    async def test_undecodable_value_is_miss(
-        self, store: CacheStore, caplog: pytest.LogCaptureFixture
-    ) -> None:
+    async def test_undecodable_value_is_miss(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         """A stored value that does not decode as a Verdict or claim list is a miss."""
-        con = sqlite3.connect(store.directory / "cache.db")
+        CacheStore(tmp_path / "c").close()
+        con = sqlite3.connect(tmp_path / "c" / "cache.db")
         con.execute(
             "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count,"
             " tag, size, mode, filename, value) VALUES (?, 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, ?)",
@@ -204,7 +204,7 @@ class TestReader:
         )
         con.commit()
         con.close()
-        with caplog.at_level(logging.WARNING, logger="dahl.cache.store"):
+        with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache.store"):
             assert await store.get(KEY) is None
         assert len(caplog.records) == 1
 

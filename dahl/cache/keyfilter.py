@@ -1,0 +1,91 @@
+"""A Bloom filter of the cache keys on disk: most lookups of an absent key skip the database.
+
+A first run asks the cache for every claim and finds almost nothing; each of those
+lookups would cost a share of a reader-thread call and an index search. The store
+keeps a Bloom filter (Bloom 1970, "Space/time trade-offs in hash coding with
+allowable errors") of every key in its database: a key the filter does not hold is
+certainly absent, and only the others (present keys, and a small share of false
+positives) are read from disk.
+
+Cache keys are already uniform hashes (blake2b-128 as 32 hex digits), so the filter
+takes its :data:`_HASHES` bit positions straight from the key's first 8-digit
+groups, without rehashing. Sized at :data:`_BITS_PER_KEY` bits per key expected,
+three positions give a false-positive rate of about 3 % (the standard estimate
+``(1 - e^(-k n / m))^k`` with k = 3, m / n = 8): a false positive costs only the
+disk read it would have cost anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = ["KeyFilter"]
+
+#: Bit positions per key (hex-digit groups of the key).
+_HASHES = 3
+#: Filter bits per key expected.
+_BITS_PER_KEY = 8
+#: Smallest filter, bits (128 KiB): room for a run's own new keys in a fresh cache.
+_MIN_BITS = 1 << 20
+#: Hex digits per position.
+_GROUP = 8
+
+
+class KeyFilter:
+    """A Bloom filter of cache keys (32 hex digits; other names are ignored).
+
+    Args:
+        expected_keys: keys it should hold with about a 3 % false-positive rate
+            (more make it less selective, never wrong).
+
+    Attributes:
+        bits: its size, bits.
+    """
+
+    def __init__(self, expected_keys: int) -> None:
+        self.bits = max(_MIN_BITS, _BITS_PER_KEY * max(0, expected_keys))
+        self._array = bytearray((self.bits + 7) // 8)
+
+    def add(self, key: str) -> None:
+        """Record ``key`` (a name that is not a 32-digit hex key is ignored)."""
+        if len(key) != 32:
+            return
+        array, bits = self._array, self.bits
+        try:
+            for i in range(0, _HASHES * _GROUP, _GROUP):
+                p = int(key[i : i + _GROUP], 16) % bits
+                array[p >> 3] |= 1 << (p & 7)
+        except ValueError:  # not hex: never one of dahl's keys
+            return
+
+    def add_many(self, keys: Iterable[str]) -> None:
+        """Record every 32-digit hex key of ``keys`` at once (vectorized; others are ignored)."""
+        hex_keys = [k for k in keys if len(k) == 32]
+        if not hex_keys:
+            return
+        try:
+            raw = bytes.fromhex("".join(hex_keys))
+        except ValueError:  # a non-hex name among them: take the keys one by one
+            for key in hex_keys:
+                self.add(key)
+            return
+        groups = np.frombuffer(raw, dtype=">u4").reshape(-1, 4)[:, :_HASHES].astype(np.uint64)
+        positions = (groups % np.uint64(self.bits)).ravel()
+        array = np.frombuffer(self._array, dtype=np.uint8)
+        np.bitwise_or.at(array, positions >> np.uint64(3), (1 << (positions & np.uint64(7))).astype(np.uint8))
+
+    def __contains__(self, key: object) -> bool:
+        """False: ``key`` was never added (certain); True: it may have been."""
+        if not isinstance(key, str) or len(key) != 32:
+            return True  # not a key this filter can rule out
+        array, bits = self._array, self.bits
+        try:
+            for i in range(0, _HASHES * _GROUP, _GROUP):
+                p = int(key[i : i + _GROUP], 16) % bits
+                if not array[p >> 3] & (1 << (p & 7)):
+                    return False
+        except ValueError:
+            return True
+        return True
