@@ -244,18 +244,29 @@ class RowReader:
         row = self._connection().execute("SELECT value FROM Settings WHERE key = 'count'").fetchone()
         return int(row[0]) if row is not None and row[0] is not None else 0
 
-    def key_chunks(self, size: int = 65536) -> Iterator[list[str]]:
-        """Every stored name, ``size`` at a time (one read transaction: a consistent snapshot).
+    def key_blocks(self, rows: int = 65536) -> Iterator[str]:
+        """Every stored name of 32 characters (the length of a cache key), concatenated.
+
+        One string per ``rows`` row ids, built by SQLite (``group_concat``): the thread
+        holds the interpreter lock for a few string operations per block, not one
+        object per row. A name inserted while this runs may be missed (the caller adds
+        names put meanwhile itself).
 
         Raises:
             sqlite3.Error: the database cannot be read.
         """
-        cursor = self._connection().execute("SELECT key FROM Cache WHERE raw = 1")
-        try:
-            while rows := cursor.fetchmany(size):
-                yield [key for (key,) in rows if isinstance(key, str)]
-        finally:
-            cursor.close()
+        con = self._connection()
+        low, high = con.execute("SELECT min(rowid), max(rowid) FROM Cache").fetchone()
+        if low is None:
+            return
+        for start in range(int(low), int(high) + 1, rows):
+            (block,) = con.execute(
+                "SELECT group_concat(key, '') FROM Cache"
+                " WHERE rowid >= ? AND rowid < ? AND raw = 1 AND typeof(key) = 'text' AND length(key) = 32",
+                (start, start + rows),
+            ).fetchone()
+            if block:
+                yield block
 
     def close(self) -> None:
         """Close the connection (call from the thread that used it)."""

@@ -31,6 +31,8 @@ _BITS_PER_KEY = 8
 _MIN_BITS = 1 << 20
 #: Hex digits per position.
 _GROUP = 8
+#: Largest filter built through a byte-per-bit array (128 MiB of transient memory).
+_DENSE_BITS = 1 << 27
 
 
 class KeyFilter:
@@ -62,19 +64,38 @@ class KeyFilter:
 
     def add_many(self, keys: Iterable[str]) -> None:
         """Record every 32-digit hex key of ``keys`` at once (vectorized; others are ignored)."""
-        hex_keys = [k for k in keys if len(k) == 32]
-        if not hex_keys:
-            return
-        try:
-            raw = bytes.fromhex("".join(hex_keys))
-        except ValueError:  # a non-hex name among them: take the keys one by one
-            for key in hex_keys:
-                self.add(key)
-            return
-        groups = np.frombuffer(raw, dtype=">u4").reshape(-1, 4)[:, :_HASHES].astype(np.uint64)
-        positions = (groups % np.uint64(self.bits)).ravel()
+        self.add_block("".join(k for k in keys if len(k) == 32))
+
+    def add_block(self, block: str) -> None:
+        """Record the keys of ``block``, 32-character names concatenated (non-hex ones are ignored)."""
+        self.add_blocks([block])
+
+    def add_blocks(self, blocks: Iterable[str]) -> None:
+        """Record the keys of every block (see :meth:`add_block`), vectorized over all of them.
+
+        Up to 2^27 bits the positions are marked in a byte-per-bit array packed once at
+        the end (fast, ``bits`` bytes of transient memory); larger filters set bits in place.
+        """
+        marks = np.zeros(self.bits, dtype=bool) if self.bits <= _DENSE_BITS else None
         array = np.frombuffer(self._array, dtype=np.uint8)
-        np.bitwise_or.at(array, positions >> np.uint64(3), (1 << (positions & np.uint64(7))).astype(np.uint8))
+        for block in blocks:
+            if not block:
+                continue
+            try:
+                raw = bytes.fromhex(block)
+            except ValueError:  # a non-hex name among them: take the keys one by one
+                for i in range(0, len(block), 32):
+                    self.add(block[i : i + 32])
+                continue
+            groups = np.frombuffer(raw, dtype=">u4").reshape(-1, 4)[:, :_HASHES].astype(np.uint64)
+            positions = (groups % np.uint64(self.bits)).ravel()
+            if marks is not None:
+                marks[positions] = True
+            else:
+                np.bitwise_or.at(array, positions >> np.uint64(3), (1 << (positions & np.uint64(7))).astype(np.uint8))
+        if marks is not None:
+            packed = np.packbits(marks, bitorder="little")
+            np.bitwise_or(array, packed[: len(array)], out=array)
 
     def __contains__(self, key: object) -> bool:
         """False: ``key`` was never added (certain); True: it may have been."""

@@ -38,6 +38,7 @@ The pieces live in :mod:`dahl.cache.database`, :mod:`dahl.cache.reader` and
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
@@ -198,10 +199,9 @@ class CacheStore:
         """
         try:
             key_filter = KeyFilter(2 * rows.key_count() + 1_000_000)
-            for chunk in rows.key_chunks():
-                if self._closed:
-                    return
-                key_filter.add_many(chunk)
+            key_filter.add_blocks(itertools.takewhile(lambda _: not self._closed, rows.key_blocks()))
+            if self._closed:
+                return
         except (sqlite3.Error, OSError) as exc:
             log.debug("no key filter for %s (%s); every lookup reads the cache", self.directory, exc)
             return
