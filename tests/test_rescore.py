@@ -211,6 +211,20 @@ class TestWholeAnswers:
         )
 
 
+def wait_for_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the first lookup wait until the lookup process is up (these runs end before it would be)."""
+    from dahl.cache.remote import ProcessReader
+
+    started = ProcessReader.ready.fget
+    assert started is not None
+
+    def ready_after_start(reader: ProcessReader) -> bool:
+        reader._started.result(timeout=60)
+        return bool(started(reader))
+
+    monkeypatch.setattr(ProcessReader, "ready", property(ready_after_start))
+
+
 class TestLookupProcess:
     def test_rescore_through_the_lookup_process_equals_one_without(
         self, tmp_path: Path, mocks: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -219,17 +233,8 @@ class TestLookupProcess:
         import re
 
         import dahl.cache.wrap
-        from dahl.cache.remote import ProcessReader
 
-        # Runs this small end before the child is up: wait for it at the first lookup.
-        started = ProcessReader.ready.fget
-        assert started is not None
-
-        def ready_after_start(reader: ProcessReader) -> bool:
-            reader._started.result(timeout=60)
-            return bool(started(reader))
-
-        monkeypatch.setattr(ProcessReader, "ready", property(ready_after_start))
+        wait_for_the_child(monkeypatch)
         # Claim by claim: whole answers found in the cache would bypass the child.
         monkeypatch.setattr(AnswerCache, "for_run", classmethod(lambda cls, *a, **k: None))
         caplog.set_level(logging.DEBUG, logger="dahl.cache.remote")
@@ -262,16 +267,8 @@ class TestLookupProcess:
 
         import dahl.cache.wrap
         from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
-        from dahl.cache.remote import ProcessReader
 
-        started = ProcessReader.ready.fget
-        assert started is not None
-
-        def ready_after_start(reader: ProcessReader) -> bool:
-            reader._started.result(timeout=60)
-            return bool(started(reader))
-
-        monkeypatch.setattr(ProcessReader, "ready", property(ready_after_start))
+        wait_for_the_child(monkeypatch)
         caplog.set_level(logging.DEBUG, logger="dahl.cache.remote")
         url = mocks.start()
         answers = tmp_path / "answers.jsonl"
