@@ -22,6 +22,7 @@ import orjson
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
+from dahl.cache.answers import code_digest
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, line_key
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
@@ -213,6 +214,7 @@ async def _score_locked(
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
         run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint)
+        await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
         whole = AnswerCache.for_run(
             cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
         )

@@ -15,7 +15,10 @@ Key: blake2b-128 over
   key bytes around each claim, i.e. base URL, model, request body and template, and
   its parser version). A Checker without a recipe gets no whole-answer entries;
 - for a cached Splitter, the answer's split key (its request material);
-- the pipeline's preprocess switch and response-length limit.
+- the pipeline's preprocess switch and response-length limit, and the Splitter's
+  parser version;
+- :func:`code_digest`, the digest of dahl's own source: preprocessing and the offline
+  Splitters have no version that every change bumps.
 
 So whatever changes a claim's key or the claims themselves changes this key, and
 what cannot change them (API key, timeouts, concurrency) stays out. The stored
@@ -26,9 +29,11 @@ Only answers whose claims all have a non-error verdict are stored.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -97,7 +102,12 @@ class AnswerCache:
         # A cheap Splitter (given claims, rules) is a function of the answer, which the
         # input hash covers with its fingerprint; a cached one adds its request material.
         self._split_inner = splitter.inner if getattr(splitter.inner, "cacheable", True) else None
-        self._settings = (bool(preprocess), int(max_response_chars))
+        self._settings = (
+            bool(preprocess),
+            int(max_response_chars),
+            str(getattr(splitter.inner, "parser_version", "1")),
+            code_digest(),
+        )
         self._recipe: CheckKeyRecipe | None = None
         self._head: hashlib.blake2b | None = None
         self.hits = 0
@@ -192,6 +202,22 @@ class AnswerCache:
             return
         self._store.put(key, _ENCODER.encode(StoredAnswer(claims, response)), None)
         self.kept += 1
+
+
+@functools.cache
+def code_digest() -> str:
+    """blake2b-128 of the source of every module of the ``dahl`` package (hex; read once).
+
+    Preprocessing, the offline Splitters and result assembly can change with the code
+    while their fingerprints stay the same: whole answers made by other code are never
+    used (their claims are found claim by claim instead, from the per-claim cache).
+    """
+    root = Path(__file__).resolve().parents[1]
+    hasher = hashlib.blake2b(digest_size=16)
+    for path in sorted(root.rglob("*.py")):
+        hasher.update(str(path.relative_to(root)).encode())
+        hasher.update(path.read_bytes())
+    return hasher.hexdigest()
 
 
 def _decoded_all(values: list[object]) -> list[StoredAnswer | None]:

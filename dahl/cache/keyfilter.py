@@ -52,7 +52,7 @@ class KeyFilter:
 
     def add(self, key: str) -> None:
         """Record ``key`` (a name that is not a 32-digit hex key is ignored)."""
-        if len(key) != 32:
+        if len(key) != 32 or not _is_hex(key):
             return
         array, bits = self._array, self.bits
         try:
@@ -83,7 +83,10 @@ class KeyFilter:
                 continue
             try:
                 raw = bytes.fromhex(block)
-            except ValueError:  # a non-hex name among them: take the keys one by one
+            except ValueError:
+                raw = b""
+            # fromhex skips whitespace: a block that is not all hex digits is taken key by key.
+            if len(raw) * 2 != len(block) or len(block) % 32:
                 for i in range(0, len(block), 32):
                     self.add(block[i : i + 32])
                 continue
@@ -99,7 +102,7 @@ class KeyFilter:
 
     def __contains__(self, key: object) -> bool:
         """False: ``key`` was never added (certain); True: it may have been."""
-        if not isinstance(key, str) or len(key) != 32:
+        if not isinstance(key, str) or len(key) != 32 or not _is_hex(key):
             return True  # not a key this filter can rule out
         array, bits = self._array, self.bits
         try:
@@ -110,3 +113,11 @@ class KeyFilter:
         except ValueError:
             return True
         return True
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _is_hex(name: str) -> bool:
+    """Whether ``name`` is hex digits only (``int(..., 16)`` also takes spaces and ``_``)."""
+    return _HEX.issuperset(name)

@@ -202,8 +202,10 @@ class CacheStore:
             key_filter.add_blocks(itertools.takewhile(lambda _: not self._closed, rows.key_blocks()))
             if self._closed:
                 return
-        except (sqlite3.Error, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - without a filter every lookup reads the cache
             log.debug("no key filter for %s (%s); every lookup reads the cache", self.directory, exc)
+            with self._filter_lock:
+                self._early = None  # puts stop collecting keys for a filter that will not come
             return
         finally:
             rows.close()

@@ -97,6 +97,27 @@ class TestKeys:
         monkeypatch.setenv(ENV, "sk-second-key")
         assert _key_of(store, _cfg(timeout_s=7.0, max_in_flight=3)) == base
 
+    def test_splitter_parser_and_code_changes_change_the_key(
+        self, store: CacheStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A new Splitter parser version, or other dahl code (preprocessing, offline Splitters), is another key."""
+        import dahl.cache.answers as answers
+
+        base = _key_of(store)
+        with monkeypatch.context() as m:
+            m.setattr(GivenSplitter, "parser_version", "2", raising=False)
+            parser = _key_of(store)
+        with monkeypatch.context() as m:
+            m.setattr(answers, "code_digest", lambda: "another version of dahl")
+            code = _key_of(store)
+        assert len({base, parser, code}) == 3
+
+    def test_the_code_digest_covers_every_module(self) -> None:
+        """code_digest hashes the package's source files: 32 hex digits, stable within a process."""
+        from dahl.cache.answers import code_digest
+
+        assert len(code_digest()) == 32 and code_digest() == code_digest()
+
     def test_a_cached_splitter_adds_its_request(self, store: CacheStore) -> None:
         """With an LLM Splitter, another split model is another key (its claims may differ)."""
         one = _key_of(store, splitter=OpenAISplitter(_cfg(model="s1"), None, None))  # type: ignore[arg-type]

@@ -55,7 +55,36 @@ class TestKeyFilter:
         assert _keys(1, 6)[0] not in f  # an empty filter rules a real key out
 
 
+    def test_a_name_with_spaces_does_not_shift_the_keys_after_it(self) -> None:
+        """fromhex skips whitespace: a 32-character name with spaces must not misplace later keys."""
+        keys = _keys(40, 10)
+        f = KeyFilter(100)
+        f.add_block("0123456789abcdef" + " " * 16 + "".join(keys))
+        assert all(key in f for key in keys)
+
+
 class TestStoreFilter:
+    async def test_foreign_names_in_the_database_leave_real_keys_found(self, tmp_path: Path) -> None:
+        """Names dahl never writes (spaces, odd lengths) next to real keys: the scan still finds all of them."""
+        import diskcache  # type: ignore[import-untyped]
+
+        keys = _keys(50, 11)
+        odd = diskcache.Cache(str(tmp_path / "c"))
+        odd.set("0123456789abcdef" + " " * 16, b"x")
+        odd.close()
+        with CacheStore(tmp_path / "c") as store:
+            for key in keys:
+                store.put(key, VERDICT, None)
+        odd = diskcache.Cache(str(tmp_path / "c"))
+        odd.set("fedcba9876543210" + "_" * 16, b"y")
+        odd.set("short", b"z")
+        odd.close()
+        with CacheStore(tmp_path / "c") as store:
+            store._scanner.join()
+            assert store._filter is not None
+            found = await store.get_many(keys)
+            assert sum(entry is not None for entry in found) == 50
+
     async def test_absent_keys_skip_the_reader(self, tmp_path: Path) -> None:
         """Once the filter is built, a lookup of keys never stored makes no reader-thread call."""
         with CacheStore(tmp_path / "c") as store:
