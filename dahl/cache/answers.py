@@ -35,7 +35,6 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-import anyio
 import msgspec
 
 from dahl.cache.keys import CheckKeyRecipe, split_key
@@ -174,14 +173,11 @@ class AnswerCache:
         """
         keys = self.keys(items)
         wanted = [key for key in keys if key is not None]
-        entries = await self._store.get_many(wanted) if wanted else []
-        # Decoding a batch of entries is CPU work (~20 µs an answer): off the event loop.
-        values: list[object] = [entry.value if entry is not None else None for entry in entries]
-        nothing: list[StoredAnswer | None] = [None] * len(values)
-        decoded = iter(await anyio.to_thread.run_sync(_decoded_all, values) if any(values) else nothing)
+        entries = iter(await self._store.get_many(wanted) if wanted else [])
         found: list[tuple[tuple[ClaimResult, ...], str | None] | None] = []
         for key in keys:
-            stored = next(decoded) if key is not None else None
+            entry = next(entries) if key is not None else None
+            stored = _decoded(entry.value) if entry is not None else None
             if stored is None:
                 self.misses += 1
                 found.append(None)
@@ -218,11 +214,6 @@ def code_digest() -> str:
         hasher.update(str(path.relative_to(root)).encode())
         hasher.update(path.read_bytes())
     return hasher.hexdigest()
-
-
-def _decoded_all(values: list[object]) -> list[StoredAnswer | None]:
-    """:func:`_decoded` of every value (runs in a worker thread)."""
-    return [_decoded(value) for value in values]
 
 
 def _decoded(value: object) -> StoredAnswer | None:

@@ -174,15 +174,6 @@ def _prepare(answer: Answer) -> tuple[Answer, bool]:
 _WHOLE_WORKERS = 2
 
 
-def _assemble_found(hits: list[tuple[QueuedAnswer, FoundAnswer]], gamma: float, k: int) -> list[AnswerResult]:
-    """Results of answers found whole (see :class:`WholeAnswers`), in order."""
-    out = []
-    for item, (stored, response) in hits:
-        answer = item.answer if response is None else msgspec.structs.replace(item.answer, response=response)
-        out.append(result_of_claims(answer, item.input_hash, stored, gamma=gamma, k=k))
-    return out
-
-
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -264,18 +255,17 @@ async def run_pipeline(
         try:
             async for batch in batches:
                 keys, found = await whole.look_up([(item.answer, item.input_hash) for item in batch])
-                hits = [(item, got) for item, got in zip(batch, found, strict=True) if got is not None]
-                # Assembling a batch's results is CPU work (~4 ms per 256 answers): off the loop.
-                built = await anyio.to_thread.run_sync(_assemble_found, hits, gamma, k) if hits else []
                 for item, key, got in zip(batch, keys, found, strict=True):
                     if got is None:
                         await answers.send(item if key is None else dataclasses.replace(item, whole_key=key))
-                for result in built:
-                    n = len(result.claims)
+                        continue
+                    stored, response = got
+                    answer = item.answer if response is None else msgspec.structs.replace(item.answer, response=response)
+                    n = len(stored)
                     counters.answers_cached += 1
                     counters.claims_cached += n
                     counters.claims_done += n
-                    await results.send(result)
+                    await results.send(result_of_claims(answer, item.input_hash, stored, gamma=gamma, k=k))
         finally:
             answers.close_sender()
             results.close_sender()
