@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from dahl.adapters.base import Checker, Splitter
@@ -416,16 +417,12 @@ async def run_pipeline(
 
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            for _ in range(whole_workers):
-                tg.start_soon(whole_worker)
-            for _ in range(options.split_concurrency):
-                tg.start_soon(split_worker)
-            for _ in range(lookup_workers):
-                tg.start_soon(lookup_worker)
-            for _ in range(options.check_concurrency):
-                tg.start_soon(check_worker)
-            tg.start_soon(write)
+            workers = [read, *[whole_worker] * whole_workers, *[split_worker] * options.split_concurrency,
+                       *[lookup_worker] * lookup_workers, *[check_worker] * options.check_concurrency, write]
+            for n, worker in enumerate(workers, 1):
+                tg.start_soon(worker)
+                if n % 32 == 0:  # starting ~200 tasks takes ~20 ms: let the loop run between chunks
+                    await anyio.lowlevel.checkpoint()
     except BaseExceptionGroup as group:
         # A DahlError from any stage (e.g. an unreadable input) is the error to report,
         # not the group of follow-on failures it caused in other stages.
