@@ -43,7 +43,7 @@ from dahl.cache.store import CacheStore
 from dahl.cache.wrap import CachingChecker
 from dahl.records import Answer, ClaimResult, Label
 
-__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer"]
+__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest"]
 
 log = logging.getLogger(__name__)
 
