@@ -214,7 +214,8 @@ async def _score_locked(
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
         run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint)
-        await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
+        if cache is not None:
+            await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
         whole = AnswerCache.for_run(
             cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
         )

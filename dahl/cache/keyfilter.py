@@ -64,14 +64,12 @@ class KeyFilter:
 
     def add_many(self, keys: Iterable[str]) -> None:
         """Record every 32-digit hex key of ``keys`` at once (vectorized; others are ignored)."""
-        self.add_block("".join(k for k in keys if len(k) == 32))
-
-    def add_block(self, block: str) -> None:
-        """Record the keys of ``block``, 32-character names concatenated (non-hex ones are ignored)."""
-        self.add_blocks([block])
+        self.add_blocks(["".join(k for k in keys if len(k) == 32)])
 
     def add_blocks(self, blocks: Iterable[str]) -> None:
-        """Record the keys of every block (see :meth:`add_block`), vectorized over all of them.
+        """Record the keys of every block, vectorized over all of them.
+
+        A block is 32-character names concatenated; names that are not hex are ignored.
 
         Up to 2^27 bits the positions are marked in a byte-per-bit array packed once at
         the end (fast, ``bits`` bytes of transient memory); larger filters set bits in place.

@@ -276,7 +276,7 @@ async def run_pipeline(
         verdicts = [v for v in pending.verdicts if v is not None]
         item = pending.item
         result = build_result(item.answer, item.input_hash, pending.claims, verdicts, gamma=gamma, k=k)
-        if item.whole_key is not None and whole is not None and not result.counts.get(Label.ERROR.value):
+        if item.whole_key is not None and whole is not None:  # keep() refuses errors
             whole.keep(item.whole_key, result.claims, item.answer.response if pending.cleaned else None)
         return result
 

@@ -59,7 +59,7 @@ class TestKeyFilter:
         """fromhex skips whitespace: a 32-character name with spaces must not misplace later keys."""
         keys = _keys(40, 10)
         f = KeyFilter(100)
-        f.add_block("0123456789abcdef" + " " * 16 + "".join(keys))
+        f.add_blocks(["0123456789abcdef" + " " * 16 + "".join(keys)])
         assert all(key in f for key in keys)
 
 
