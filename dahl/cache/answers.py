@@ -22,9 +22,12 @@ Key: blake2b-128 over
 
 So whatever changes a claim's key or the claims themselves changes this key, and
 what cannot change them (API key, timeouts, concurrency) stays out. The stored
-value is the claims with their verdicts (and the response as scored, when
-preprocessing changed it); status, counts and metrics are recomputed on a hit.
-Only answers whose claims all have a non-error verdict are stored.
+value is the claims with their verdicts as the JSON ``answers.jsonl`` holds them,
+the question's id, and the response as scored when preprocessing changed it. A hit
+splices that JSON into the answer's line (:class:`~dahl.engine.results.EncodedResult`):
+the claims are read for their labels only (counts, status and metrics are
+recomputed from them, and a damaged entry fails there and is a miss). Only answers
+whose claims all have a non-error verdict are stored.
 """
 
 from __future__ import annotations
@@ -41,32 +44,43 @@ from dahl.cache.keys import CheckKeyRecipe, split_key
 from dahl.cache.splits import CachingSplitter
 from dahl.cache.store import CacheStore
 from dahl.cache.wrap import CachingChecker
-from dahl.records import Answer, ClaimResult, Label
+from dahl.engine.results import FoundAnswer, label_counts
+from dahl.records import LABELS, Answer, AnswerResult, Label
 
 __all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest"]
 
 log = logging.getLogger(__name__)
 
 #: Bumped whenever what a whole-answer entry holds, or how its key is made, changes.
-WHOLE_VERSION = 1
+WHOLE_VERSION = 2
 
 
 class StoredAnswer(msgspec.Struct, frozen=True, array_like=True):
-    """A whole-answer entry: the claims with their verdicts.
+    """A whole-answer entry (msgpack).
 
     Attributes:
-        claims: the answer's claims with verdicts, in answer order (at least one, none
-            labelled ``error``).
+        claims: JSON array of the answer's claims with verdicts, in answer order, as
+            ``answers.jsonl`` writes them (at least one, none labelled ``error``).
+        question_id: :func:`~dahl.records.content_id` of the question.
         response: the response as scored, when preprocessing changed it; else None
             (the input's response).
     """
 
-    claims: tuple[ClaimResult, ...]
+    claims: bytes
+    question_id: str
     response: str | None = None
+
+
+class _Labelled(msgspec.Struct, frozen=True):
+    label: Label
 
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(StoredAnswer)
+_JSON_ENCODER = msgspec.json.Encoder()
+# Reads a claim's label and skips the rest (text, evidence, raw reply) without building it.
+_LABELS_DECODER = msgspec.json.Decoder(tuple[_Labelled, ...])
+_ERROR_INDEX = LABELS.index(Label.ERROR)
 
 
 class AnswerCache:
@@ -158,15 +172,13 @@ class AnswerCache:
             keys.append(hasher.hexdigest())
         return keys
 
-    async def look_up(
-        self, items: Sequence[tuple[Answer, str]]
-    ) -> tuple[list[str | None], list[tuple[tuple[ClaimResult, ...], str | None] | None]]:
+    async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
         """Look the (answer, input hash) ``items`` up with one batched read.
 
         Returns:
-            Per item, its key (None: it cannot be stored whole) and what is stored:
-            ``(claims with verdicts, response as scored or None)``, or None (a miss; an
-            undecodable entry is a miss too).
+            Per item, its key (None: it cannot be stored whole) and what is stored, or
+            None (a miss; an entry that does not decode, or holds no claim or an error
+            claim, is a miss too).
 
         Raises:
             CacheError: the store is closed.
@@ -174,29 +186,35 @@ class AnswerCache:
         keys = self.keys(items)
         wanted = [key for key in keys if key is not None]
         entries = iter(await self._store.get_many(wanted) if wanted else [])
-        found: list[tuple[tuple[ClaimResult, ...], str | None] | None] = []
+        found: list[FoundAnswer | None] = []
         for key in keys:
             entry = next(entries) if key is not None else None
-            stored = _decoded(entry.value) if entry is not None else None
-            if stored is None:
+            got = _decoded(entry.value) if entry is not None else None
+            if got is None:
                 self.misses += 1
-                found.append(None)
             else:
                 self.hits += 1
-                found.append((stored.claims, stored.response))
+            found.append(got)
         return keys, found
 
-    def keep(self, key: str, claims: tuple[ClaimResult, ...], response: str | None) -> None:
-        """Store an answer's finished claims under ``key`` (from :meth:`look_up`); never blocks.
+    def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
+        """Store an answer's finished result under ``key`` (from :meth:`look_up`); never blocks.
 
         Nothing is stored when there is no claim or a claim is labelled ``error``.
+
+        Args:
+            key: the answer's whole-answer key.
+            result: its result.
+            cleaned: preprocessing changed the response (``result.response`` is stored).
 
         Raises:
             CacheError: the store is closed.
         """
+        claims = result.claims
         if not claims or any(c.label is Label.ERROR for c in claims):
             return
-        self._store.put(key, _ENCODER.encode(StoredAnswer(claims, response)), None)
+        stored = StoredAnswer(_JSON_ENCODER.encode(claims), result.question_id, result.response if cleaned else None)
+        self._store.put(key, _ENCODER.encode(stored), None)
         self.kept += 1
 
 
@@ -216,15 +234,16 @@ def code_digest() -> str:
     return hasher.hexdigest()
 
 
-def _decoded(value: object) -> StoredAnswer | None:
-    """The whole-answer entry in ``value``, or None if it is not one (or is damaged)."""
+def _decoded(value: object) -> FoundAnswer | None:
+    """The whole answer in ``value``, or None if it is not one (or is damaged)."""
     if not isinstance(value, bytes):
         return None
     try:
         stored = _DECODER.decode(value)
+        counts = label_counts([c.label for c in _LABELS_DECODER.decode(stored.claims)])
     except msgspec.DecodeError as exc:
         log.debug("undecodable whole-answer entry (%s); treated as a miss", exc)
         return None
-    if not stored.claims or any(c.label is Label.ERROR for c in stored.claims):
+    if not sum(counts) or counts[_ERROR_INDEX]:
         return None
-    return stored
+    return FoundAnswer(msgspec.Raw(stored.claims), counts, stored.question_id, stored.response)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
 import os
 from array import array
 from collections.abc import Callable, Iterable
@@ -21,6 +22,7 @@ from typing import IO
 import msgspec
 import numpy as np
 
+from dahl.engine.results import EncodedResult
 from dahl.records import AnswerResult, ResultDigest
 
 __all__ = ["AnswerLog", "line_key"]
@@ -69,6 +71,11 @@ class AnswerLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: IO[bytes] | None = None
+        # Lines appended since open(): the file's size then, and each line's key and end
+        # offset (16 bytes a line), so finalize() need not decode them to find their keys.
+        self._start: int | None = None
+        self._keys = array("Q")
+        self._ends = array("q")
 
     def finished_keys(self) -> set[int]:
         """Keys of the answers already finished in the file (blocking; call from a thread).
@@ -126,8 +133,10 @@ class AnswerLog:
         if self.path.exists():
             _truncate_torn_tail(self.path)
         self._file = self.path.open("ab")
+        self._start = self._file.tell()
+        self._keys, self._ends = array("Q"), array("q")
 
-    def append(self, results: Iterable[AnswerResult]) -> None:
+    def append(self, results: Iterable[AnswerResult | EncodedResult]) -> None:
         """Append results and flush them to the OS (blocking; call from a thread).
 
         Raises:
@@ -136,11 +145,18 @@ class AnswerLog:
         if self._file is None:
             raise RuntimeError("AnswerLog.append before open")
         buf = bytearray()
+        keys: list[int] = []
+        ends: list[int] = []
+        end = self._ends[-1] if self._ends else (self._start or 0)
         for r in results:
             buf += _ENCODER.encode(r)
             buf += b"\n"
+            keys.append(line_key(r.id, r.input_hash))
+            ends.append(end + len(buf))
         self._file.write(buf)
         self._file.flush()
+        self._keys.extend(keys)  # only once written: a failed write leaves the record short (see finalize)
+        self._ends.extend(ends)
 
     def close(self) -> None:
         """Flush and close (idempotent)."""
@@ -166,43 +182,64 @@ class AnswerLog:
         Returns:
             The number of lines dropped (stale or duplicate).
         """
-        if not self.path.exists():
+        if not self.path.exists() or self.path.stat().st_size == 0:
             return 0
+        with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)  # lines are decoded and copied from the mapping, never read one by one
+            try:
+                return self._finalize_mapped(view, order, consume)
+            finally:
+                view.release()
+
+    def _finalize_mapped(self, view: memoryview, order: dict[int, int], consume: Callable[[ResultDigest], None]) -> int:
+        """:meth:`finalize` over the file mapped in ``view``."""
         # Three int64 columns (24 bytes a line) rather than tuples: one entry per answer.
-        positions, offsets, lengths = array("q"), array("q"), array("q")
+        positions, offsets, ends = array("q"), array("q"), array("q")
         dropped = 0
-        offset = 0
-        with self.path.open("rb") as f:
-            for raw in f:
-                length = len(raw)
-                k = _KEY_DECODER.decode(raw)
-                # pop: a second line with the same key finds nothing and is dropped.
-                pos = order.pop(line_key(k.id, k.input_hash), None)
-                if pos is None:
-                    dropped += 1
-                else:
-                    positions.append(pos)
-                    offsets.append(offset)
-                    lengths.append(length)
-                offset += length
+        data = view.obj
+        assert isinstance(data, mmap.mmap)
+        size = len(view)
+        # The lines appended by this run are known, unless the record of them does not
+        # match the file (it was not opened here, or a write failed): then decode all.
+        appended = self._start is not None and (self._ends[-1] if self._ends else self._start) == size
+        known = self._start if appended and self._start is not None else size
+
+        def keep(key: int, start: int, end: int) -> None:
+            nonlocal dropped
+            # pop: a second line with the same key finds nothing and is dropped.
+            pos = order.pop(key, None)
+            if pos is None:
+                dropped += 1
+            else:
+                positions.append(pos)
+                offsets.append(start)
+                ends.append(end)
+
+        start = 0
+        while start < known:
+            end = data.find(b"\n", start) + 1 or size
+            k = _KEY_DECODER.decode(view[start:end])
+            keep(line_key(k.id, k.input_hash), start, end)
+            start = end
+        if appended:
+            for key, end in zip(self._keys, self._ends, strict=True):
+                keep(key, start, end)
+                start = end
         pos_np = np.frombuffer(positions, dtype=np.int64)
         in_order = bool(np.all(pos_np[1:] > pos_np[:-1]))
         rows = range(len(positions)) if in_order else np.argsort(pos_np, kind="stable").tolist()
-        with self.path.open("rb") as src:
-            if in_order and not dropped:
-                for i in rows:
-                    src.seek(offsets[i])
-                    consume(_DECODER.decode(src.read(lengths[i])))
-                return 0
-            tmp = self.path.with_suffix(".jsonl.tmp")
-            with tmp.open("wb") as dst:
-                for i in rows:
-                    src.seek(offsets[i])
-                    raw = src.read(lengths[i])
-                    dst.write(raw)
-                    consume(_DECODER.decode(raw))
-                dst.flush()
-                os.fsync(dst.fileno())
+        if in_order and not dropped:
+            for i in rows:
+                consume(_DECODER.decode(view[offsets[i] : ends[i]]))
+            return 0
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with tmp.open("wb", buffering=1 << 20) as dst:
+            for i in rows:
+                line = view[offsets[i] : ends[i]]
+                dst.write(line)
+                consume(_DECODER.decode(line))
+            dst.flush()
+            os.fsync(dst.fileno())
         os.replace(tmp, self.path)
         return dropped
 

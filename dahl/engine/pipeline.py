@@ -39,9 +39,9 @@ from dahl.engine.channel import Channel, EndOfChannel
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
 from dahl.errors import AdapterError, DahlError, QuotaExhausted
-from dahl.engine.results import build_result, result_of_claims
+from dahl.engine.results import EncodedResult, FoundAnswer, build_result, result_of_encoded
 from dahl.preprocess import preprocess
-from dahl.records import Answer, AnswerResult, Claim, ClaimResult, Label, Verdict
+from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
 
 __all__ = ["PipelineOptions", "QueuedAnswer", "WholeAnswers", "run_pipeline"]
 
@@ -105,24 +105,20 @@ class QueuedAnswer:
     whole_key: str | None = None
 
 
-#: What :meth:`WholeAnswers.look_up` finds for an answer: its claims with their
-#: verdicts, and the response as scored when preprocessing changed it (else None).
-FoundAnswer = tuple[tuple[ClaimResult, ...], str | None]
-
-
 class WholeAnswers(Protocol):
     """Finished answers in the cache (:class:`dahl.cache.answers.AnswerCache`).
 
-    An answer found there skips preprocessing, splitting and checking; its result is
-    re-assembled from the stored claims (status and metrics are recomputed).
+    An answer found there skips preprocessing, splitting and checking; its line is
+    the stored claims' JSON spliced into the answer's fields (status and metrics are
+    recomputed from the label counts).
     """
 
     async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
         """Keys of the (answer, input hash) ``items`` (None: not cacheable) and what is stored."""
         ...
 
-    def keep(self, key: str, claims: tuple[ClaimResult, ...], response: str | None) -> None:
-        """Store an answer's finished claims (``response``: as scored, if preprocessing changed it)."""
+    def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
+        """Store an answer's finished result (``cleaned``: preprocessing changed its response)."""
         ...
 
 
@@ -213,7 +209,7 @@ async def run_pipeline(
     answers: Channel[QueuedAnswer] = Channel(options.queue_size)
     split: Channel[_Pending] = Channel(options.queue_size)
     claims: Channel[_ClaimJob] = Channel(options.queue_size)
-    results: Channel[AnswerResult] = Channel(options.queue_size)
+    results: Channel[AnswerResult | EncodedResult] = Channel(options.queue_size)
     batches: Channel[list[QueuedAnswer]] = Channel(_WHOLE_WORKERS)
     whole_workers = _WHOLE_WORKERS if whole is not None else 0
     gamma, k = options.gamma, options.k
@@ -260,13 +256,16 @@ async def run_pipeline(
                     if got is None:
                         await answers.send(item if key is None else dataclasses.replace(item, whole_key=key))
                         continue
-                    stored, response = got
-                    answer = item.answer if response is None else msgspec.structs.replace(item.answer, response=response)
-                    n = len(stored)
+                    answer = item.answer
+                    if got.response is not None:
+                        answer = msgspec.structs.replace(answer, response=got.response)
+                    n = sum(got.counts)
                     counters.answers_cached += 1
                     counters.claims_cached += n
                     counters.claims_done += n
-                    await results.send(result_of_claims(answer, item.input_hash, stored, gamma=gamma, k=k))
+                    await results.send(
+                        result_of_encoded(answer, item.input_hash, got.claims, got.counts, got.question_id, gamma=gamma, k=k)
+                    )
         finally:
             answers.close_sender()
             results.close_sender()
@@ -277,7 +276,7 @@ async def run_pipeline(
         item = pending.item
         result = build_result(item.answer, item.input_hash, pending.claims, verdicts, gamma=gamma, k=k)
         if item.whole_key is not None and whole is not None:  # keep() refuses errors
-            whole.keep(item.whole_key, result.claims, item.answer.response if pending.cleaned else None)
+            whole.keep(item.whole_key, result, pending.cleaned)
         return result
 
     async def split_worker() -> None:
@@ -376,14 +375,14 @@ async def run_pipeline(
             results.close_sender()
 
     async def write() -> None:
-        batch: list[AnswerResult] = []
+        batch: list[AnswerResult | EncodedResult] = []
 
-        def record(batch: list[AnswerResult]) -> None:
+        def record(batch: list[AnswerResult | EncodedResult]) -> None:
             for r in batch:
                 counters.answers_done += 1
                 counters.status[str(r.status)] += 1
                 if on_result is not None:
-                    on_result(r)
+                    on_result(r.decoded() if isinstance(r, EncodedResult) else r)
 
         try:
             while True:

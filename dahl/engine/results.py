@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import msgspec
 
 from dahl.metrics import answer_metrics, answer_status
 from dahl.records import (
@@ -13,12 +16,13 @@ from dahl.records import (
     AnswerResult,
     Claim,
     ClaimResult,
+    Label,
     Status,
     Verdict,
     content_id,
 )
 
-__all__ = ["build_result", "result_of_claims"]
+__all__ = ["EncodedResult", "FoundAnswer", "build_result", "label_counts", "result_of_claims", "result_of_encoded"]
 
 _LABEL_NAMES = tuple(label.value for label in LABELS)
 
@@ -33,6 +37,104 @@ def _status_of(counts: tuple[int, ...], abstained: bool, split_error: bool) -> t
 @functools.lru_cache(maxsize=65536)
 def _metrics_of(counts: tuple[int, ...], gamma: float, k: int) -> AnswerMetrics:
     return answer_metrics(dict(zip(_LABEL_NAMES, counts, strict=True)), gamma=gamma, k=k)
+
+
+class FoundAnswer(NamedTuple):
+    """An answer found whole in the cache (:mod:`dahl.cache.answers`).
+
+    Attributes:
+        claims: JSON array of its claims with verdicts, as ``answers.jsonl`` holds them.
+        counts: claims per label, in :data:`~dahl.records.LABELS` order.
+        question_id: :func:`~dahl.records.content_id` of the question.
+        response: the response as scored, when preprocessing changed it; else None.
+    """
+
+    claims: msgspec.Raw
+    counts: tuple[int, ...]
+    question_id: str
+    response: str | None
+
+
+class EncodedResult(msgspec.Struct, frozen=True, kw_only=True):
+    """An :class:`~dahl.records.AnswerResult` whose claims are already JSON (an answer found whole in the cache).
+
+    Same fields in the same order, so it encodes to the very line the
+    :class:`~dahl.records.AnswerResult` would; ``claims`` is spliced in as is
+    (a re-score neither decodes nor re-encodes the claims of an unchanged answer).
+    """
+
+    id: str
+    model: str
+    category: str
+    status: Status
+    claims: msgspec.Raw
+    counts: dict[str, int]
+    metrics: AnswerMetrics
+    input_hash: str
+    question: str = ""
+    response: str = ""
+    question_id: str = ""
+    reason: str | None = None
+    meta: dict[str, Any] = {}
+
+    def decoded(self) -> AnswerResult:
+        """The same result as an :class:`~dahl.records.AnswerResult` (claims decoded).
+
+        Raises:
+            msgspec.ValidationError: the claims are not a JSON array of claims with verdicts.
+        """
+        return _RESULT_DECODER.decode(_JSON_ENCODER.encode(self))
+
+
+_JSON_ENCODER = msgspec.json.Encoder()
+_RESULT_DECODER = msgspec.json.Decoder(AnswerResult)
+
+
+def label_counts(labels: Iterable[Label]) -> tuple[int, ...]:
+    """Claims per label, in :data:`~dahl.records.LABELS` order."""
+    counts = dict.fromkeys(LABELS, 0)
+    for label in labels:
+        counts[label] += 1
+    return tuple(counts.values())
+
+
+def result_of_encoded(
+    answer: Answer,
+    input_hash: str,
+    claims: msgspec.Raw,
+    counts: tuple[int, ...],
+    question_id: str,
+    *,
+    gamma: float,
+    k: int,
+) -> EncodedResult:
+    """The result of ``answer`` from its claims' JSON and their label counts (see :func:`result_of_claims`).
+
+    Args:
+        answer: the answer as scored (after preprocessing).
+        input_hash: its resume key.
+        claims: JSON array of its claims with verdicts (as :class:`~dahl.records.AnswerResult` writes them).
+        counts: claims per label in :data:`~dahl.records.LABELS` order (from :func:`label_counts`).
+        question_id: :func:`~dahl.records.content_id` of the question (stored with the claims:
+            it costs a normalization and a hash to recompute).
+        gamma, k: FActScore γ and the K of F1@K.
+    """
+    status, reason = _status_of(counts, False, False)
+    return EncodedResult(
+        id=answer.id,
+        model=answer.model,
+        category=answer.category,
+        status=status,
+        claims=claims,
+        counts=dict(zip(_LABEL_NAMES, counts, strict=True)),
+        metrics=_metrics_of(counts, gamma, k) if status is not Status.ABSTAINED else AnswerMetrics(),
+        input_hash=input_hash,
+        question=answer.question,
+        response=answer.response,
+        question_id=question_id,
+        reason=reason,
+        meta=answer.meta,
+    )
 
 
 def result_of_claims(
@@ -60,10 +162,7 @@ def result_of_claims(
         abstained: the answer is noncommittal (no metrics).
         split_error: why splitting failed, if it did.
     """
-    counts = dict.fromkeys(_LABEL_NAMES, 0)
-    for c in claims:
-        counts[c.label.value] += 1
-    key = tuple(counts.values())
+    key = label_counts(c.label for c in claims)
     status, reason = _status_of(key, abstained, split_error is not None)
     metrics = _metrics_of(key, gamma, k) if status is not Status.ABSTAINED else AnswerMetrics()
     if split_error is not None:
@@ -74,7 +173,7 @@ def result_of_claims(
         category=answer.category,
         status=status,
         claims=claims,
-        counts=counts,
+        counts=dict(zip(_LABEL_NAMES, key, strict=True)),
         metrics=metrics,
         input_hash=input_hash,
         question=answer.question,

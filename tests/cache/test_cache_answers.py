@@ -6,15 +6,18 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from dahl.adapters.fake import FakeChecker
 from dahl.adapters.given import GivenSplitter
 from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter
+from dahl.cache.answers import StoredAnswer
 from dahl.config import EndpointConfig
 from dahl.engine.counters import RunCounters
-from dahl.records import Answer, ClaimResult, Label
+from dahl.engine.results import FoundAnswer, result_of_claims, result_of_encoded
+from dahl.records import Answer, AnswerResult, ClaimResult, Label, content_id
 
 ENV = "DAHL_TEST_ANSWERS_KEY"
 ANSWER = Answer(id="a1", question="Who was Ada Lovelace?", response="Ada Lovelace was a mathematician. She wrote notes.")
@@ -125,29 +128,57 @@ class TestKeys:
         assert one is not None and two is not None and one != two != _key_of(store)
 
 
+def _result(claims: tuple[ClaimResult, ...], response: str | None = None) -> AnswerResult:
+    answer = ANSWER if response is None else msgspec.structs.replace(ANSWER, response=response)
+    return result_of_claims(answer, "h1", claims, gamma=10.0, k=64)
+
+
+def _claims_of(found: FoundAnswer | None) -> tuple[ClaimResult, ...]:
+    assert found is not None
+    return msgspec.json.decode(found.claims, type=tuple[ClaimResult, ...])
+
+
 class TestKeepAndLookUp:
     async def test_kept_answer_is_found_before_and_after_commit(self, store: CacheStore) -> None:
-        """keep then look_up: the same claims come back (from memory, then from disk)."""
+        """keep then look_up: the same claims, label counts and question id come back (from memory, then disk)."""
         cache = _cache(store)
         assert cache is not None
         keys, found = await cache.look_up([(ANSWER, "h1")])
         assert found == [None] and keys[0] is not None
-        cache.keep(keys[0], CLAIMS, None)
-        assert (await cache.look_up([(ANSWER, "h1")]))[1] == [(CLAIMS, None)]
+        cache.keep(keys[0], _result(CLAIMS), False)
+        got = (await cache.look_up([(ANSWER, "h1")]))[1][0]
+        assert got is not None and _claims_of(got) == CLAIMS
+        assert (got.counts, got.question_id, got.response) == ((1, 1, 0, 0, 0), content_id(ANSWER.question), None)
         await store.flush()
         other = _cache(store)
         assert other is not None
-        assert (await other.look_up([(ANSWER, "h1"), (ANSWER, "h9")]))[1] == [(CLAIMS, None), None]
+        again = (await other.look_up([(ANSWER, "h1"), (ANSWER, "h9")]))[1]
+        assert again[1] is None and _claims_of(again[0]) == CLAIMS
         assert (other.hits, other.misses, cache.kept) == (1, 1, 1)
 
-    async def test_the_cleaned_response_is_kept(self, store: CacheStore) -> None:
-        """A response changed by preprocessing comes back with the claims."""
+    async def test_a_hit_writes_the_line_a_scored_answer_writes(self, store: CacheStore) -> None:
+        """The line spliced from a whole answer is byte for byte the line of the result it was kept from."""
         cache = _cache(store)
         assert cache is not None
         key = cache.keys([(ANSWER, "h1")])[0]
         assert key is not None
-        cache.keep(key, CLAIMS, "Ada Lovelace was a mathematician.")
-        assert (await cache.look_up([(ANSWER, "h1")]))[1] == [(CLAIMS, "Ada Lovelace was a mathematician.")]
+        result = _result(CLAIMS)
+        cache.keep(key, result, False)
+        got = (await cache.look_up([(ANSWER, "h1")]))[1][0]
+        assert got is not None
+        line = result_of_encoded(ANSWER, "h1", got.claims, got.counts, got.question_id, gamma=10.0, k=64)
+        assert msgspec.json.encode(line) == msgspec.json.encode(result)
+        assert line.decoded() == result
+
+    async def test_the_cleaned_response_is_kept(self, store: CacheStore) -> None:
+        """A response changed by preprocessing comes back with the claims; an unchanged one is not stored."""
+        cache = _cache(store)
+        assert cache is not None
+        key = cache.keys([(ANSWER, "h1")])[0]
+        assert key is not None
+        cache.keep(key, _result(CLAIMS, "Ada Lovelace was a mathematician."), True)
+        got = (await cache.look_up([(ANSWER, "h1")]))[1][0]
+        assert got is not None and got.response == "Ada Lovelace was a mathematician."
 
     async def test_errors_and_empty_answers_are_not_kept(self, store: CacheStore) -> None:
         """An answer with an error verdict, or without claims, is never stored whole."""
@@ -156,17 +187,27 @@ class TestKeepAndLookUp:
         key = cache.keys([(ANSWER, "h1")])[0]
         assert key is not None
         failed = (CLAIMS[0], ClaimResult(text="x", index=1, label=Label.ERROR, error="TransientAPIError: 503"))
-        cache.keep(key, failed, None)
-        cache.keep(key, (), None)
+        cache.keep(key, _result(failed), False)
+        cache.keep(key, _result(()), False)
         assert cache.kept == 0
         assert (await cache.look_up([(ANSWER, "h1")]))[1] == [None]
         assert store.stats()["queued"] == 0
 
     async def test_a_damaged_entry_is_a_miss(self, store: CacheStore) -> None:
-        """Bytes that do not decode as a whole answer are a miss, not an error."""
+        """Bytes that are not a whole answer, claims that are not JSON claims, or an error claim: a miss."""
         cache = _cache(store)
         assert cache is not None
         key = cache.keys([(ANSWER, "h1")])[0]
         assert key is not None
-        store.put(key, b"\xc1 not msgpack", None)
-        assert (await cache.look_up([(ANSWER, "h1")]))[1] == [None]
+        damaged = [
+            b"\xc1 not msgpack",
+            msgspec.msgpack.encode(StoredAnswer(b'[{"label": "supported"', "q")),  # cut JSON
+            msgspec.msgpack.encode(StoredAnswer(b'[{"label": "maybe"}]', "q")),  # not a label
+            msgspec.msgpack.encode(StoredAnswer(b'[{"label": "error"}]', "q")),
+            msgspec.msgpack.encode(StoredAnswer(b"[]", "q")),
+        ]
+        for value in damaged:
+            store.put(key, value, None)
+            assert (await cache.look_up([(ANSWER, "h1")]))[1] == [None], value
+        store.put(key, msgspec.msgpack.encode(StoredAnswer(b'[{"label": "unknown"}]', "q")), None)
+        assert (await cache.look_up([(ANSWER, "h1")]))[1][0] is not None

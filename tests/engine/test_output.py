@@ -1,0 +1,88 @@
+"""AnswerLog.finalize: keeps this input's lines in input order, drops stale ones, feeds the summary."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import msgspec
+
+from dahl.engine.output import AnswerLog, line_key
+from dahl.engine.results import result_of_claims
+from dahl.records import Answer, AnswerResult, ClaimResult, Label, ResultDigest
+
+
+def _result(i: int, labels: str) -> AnswerResult:
+    """Answer ``a{i}`` whose claims carry ``labels`` (S supported, U unsupported)."""
+    answer = Answer(id=f"a{i}", question=f"q{i}?", response=f"r{i}.", model="m", category="c")
+    claims = tuple(
+        ClaimResult(text=f"c{j}", index=j, label=Label.SUPPORTED if c == "S" else Label.UNSUPPORTED)
+        for j, c in enumerate(labels)
+    )
+    return result_of_claims(answer, f"h{i}", claims, gamma=10.0, k=64)
+
+
+def _finalize(log: AnswerLog, order: dict[int, int]) -> tuple[int, list[tuple[str, tuple[str, ...]]]]:
+    seen: list[ResultDigest] = []
+    dropped = log.finalize(order, seen.append)
+    return dropped, [(d.id, tuple(str(c.label) for c in d.claims)) for d in seen]
+
+
+def _order(*ids: int) -> dict[int, int]:
+    return {line_key(f"a{i}", f"h{i}"): pos for pos, i in enumerate(ids)}
+
+
+class TestFinalize:
+    def test_lines_appended_here_and_before_end_in_input_order(self, tmp_path: Path) -> None:
+        """An earlier run's lines (one stale) plus this run's, out of order: 1 dropped, 4 kept in order.
+
+        The same file finalized by a fresh AnswerLog (which decodes every line) gives the
+        same file and digests: the record of appended lines only saves decoding them.
+        """
+        path = tmp_path / "answers.jsonl"
+        earlier = AnswerLog(path)
+        earlier.open()
+        earlier.append([_result(2, "SU"), _result(9, "U")])  # a9: not in this input
+        earlier.close()
+        log = AnswerLog(path)
+        log.open()
+        log.append([_result(3, "S")])
+        log.append([_result(0, "SS"), _result(1, "U")])
+        log.close()
+        copy = tmp_path / "copy.jsonl"
+        shutil.copy(path, copy)
+
+        dropped, digests = _finalize(log, _order(0, 1, 2, 3))
+        assert dropped == 1
+        assert digests == [
+            ("a0", ("supported", "supported")),
+            ("a1", ("unsupported",)),
+            ("a2", ("supported", "unsupported")),
+            ("a3", ("supported",)),
+        ]
+        lines = path.read_bytes().splitlines()
+        assert [msgspec.json.decode(line)["id"] for line in lines] == ["a0", "a1", "a2", "a3"]
+        assert _finalize(AnswerLog(copy), _order(0, 1, 2, 3)) == (dropped, digests)
+        assert copy.read_bytes() == path.read_bytes()
+
+    def test_a_file_changed_behind_the_log_is_decoded_whole(self, tmp_path: Path) -> None:
+        """Bytes the log did not write (its record no longer matches the file) are read, not trusted."""
+        path = tmp_path / "answers.jsonl"
+        log = AnswerLog(path)
+        log.open()
+        log.append([_result(1, "S")])
+        log.close()
+        with path.open("ab") as f:
+            f.write(msgspec.json.encode(_result(0, "U")) + b"\n")
+        assert _finalize(log, _order(0, 1)) == (0, [("a0", ("unsupported",)), ("a1", ("supported",))])
+
+    def test_in_order_lines_are_not_rewritten(self, tmp_path: Path) -> None:
+        """Lines already in input order with none stale: the file keeps its inode (no rewrite)."""
+        path = tmp_path / "answers.jsonl"
+        log = AnswerLog(path)
+        log.open()
+        log.append([_result(0, "S"), _result(1, "SU")])
+        log.close()
+        inode = path.stat().st_ino
+        assert _finalize(log, _order(0, 1)) == (0, [("a0", ("supported",)), ("a1", ("supported", "unsupported"))])
+        assert path.stat().st_ino == inode
