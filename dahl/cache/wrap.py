@@ -98,8 +98,10 @@ class CachingChecker(CachingAdapter[Checker]):
             and, once it runs, has it compute keys and read verdicts on another core,
             for a Checker that offers a key recipe
             (:func:`dahl.cache.keys.check_key_recipe`); 0: from the first lookup, hits or
-            not; None: never. Small runs and first runs (mostly misses) do not pay for
-            starting a process (~0.3 s of CPU).
+            not; None: never. Small runs, first runs (mostly misses) and runs whose
+            claims mostly come in answers found whole (:mod:`dahl.cache.answers`;
+            fewer claims looked up than half the claims done) do not pay for starting
+            a process (~0.3 s of CPU).
 
     Attributes:
         fingerprint: ``inner.fingerprint``.
@@ -188,8 +190,12 @@ class CachingChecker(CachingAdapter[Checker]):
             return None
         self._looked_up += claims
         # The process speeds up hits only: a run that mostly misses (a first run) keeps
-        # looking up here, where a miss costs less than a round trip to the child.
-        if self._looked_up < self._process_after or (self._process_after and 2 * self._found < self._looked_up):
+        # looking up here, where a miss costs less than a round trip to the child. Nor
+        # does a run whose claims mostly come in answers found whole (a re-score after
+        # a few edits): its few claim lookups do not pay for starting a process.
+        if self._looked_up < self._process_after or (
+            self._process_after and (2 * self._found < self._looked_up or 2 * self._looked_up < self._counters.claims_done)
+        ):
             return None
         recipe = self.key_recipe()
         if recipe is None:

@@ -259,6 +259,23 @@ class TestCachingCheckerWithProcess:
         finally:
             store.close()
 
+    async def test_a_run_carried_by_whole_answers_never_starts_it(self, tmp_path: Path) -> None:
+        """Claims looked up one by one under half of the claims done (the rest found whole): no process."""
+        checker = _checker()
+        store = await _filled_store(tmp_path, checker, dict.fromkeys(range(4), Label.SUPPORTED))
+        try:
+            counters = RunCounters()
+            caching = CachingChecker(checker, store, counters, process_after=4)
+            counters.claims_done = 100  # claims of answers found whole
+            for _ in range(5):
+                await caching.look_up(CLAIMS, ANSWER)  # 20 claims, all found
+            assert store._process is None
+            counters.claims_done = 30  # now claim lookups are the larger share
+            await caching.look_up(CLAIMS, ANSWER)
+            assert store._process is not None
+        finally:
+            store.close()
+
 
 class TestFrames:
     def test_a_frame_round_trips_through_a_pipe(self) -> None:
