@@ -199,11 +199,14 @@ class TestStateScenarios:
         assert data["runs"]["reference"]["sent"] == 2500
 
     async def test_b6(self, tmp_path: Path) -> None:
-        """B6 re-scores 3,000 cached claims with 30 edited: exactly 30 requests, 2,970 hits."""
+        """B6 re-scores 3,000 cached claims: unchanged, 0 requests and 300 answers whole; 30 edited, exactly 30 requests."""
         data = _check_result(await b6_rescore.run("tiny", tmp_path), "b6_rescore")
         rescore = data["runs"]["rescore"]
         assert rescore["requests"] == 30
-        assert rescore["run"]["claims_cached"] == 2970
+        assert (rescore["run"]["claims_cached"], rescore["run"]["answers_cached"]) == (2970, 270)
+        every_whole = data["runs"]["every_whole"]
+        assert every_whole["requests"] == 0
+        assert (every_whole["run"]["answers_cached"], every_whole["run"]["claims_cached"]) == (300, 3000)
         assert data["runs"]["verify"]["requests"] == 0
 
     async def test_b7(self, tmp_path: Path) -> None:
