@@ -5,16 +5,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
+from dahl.adapters.factory import AdapterSettings
 from dahl.cache import AnswerCache
 from dahl.cli import main
+from dahl.config import EndpointConfig
+from dahl.records import AnswerResult
+from dahl.run import ScoreConfig, score_async
 
 QUESTIONS = 100
 
@@ -195,6 +201,21 @@ class TestWholeAnswers:
         assert mocks.stats(url)["requests"] == requests
         assert run_fields(tmp_path / "b") == (6, 12, 0)
         assert (tmp_path / "b" / "answers.jsonl").read_bytes() == (tmp_path / "a" / "answers.jsonl").read_bytes()
+
+    def test_on_result_gets_answers_found_whole_decoded(self, tmp_path: Path, mocks: Any) -> None:
+        """score_async's on_result sees an AnswerResult for an answer found whole, equal to the first run's."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 5)
+        endpoint = EndpointConfig(base_url=url, model="mock", api_key_env="DAHL_TEST_KEY")
+        adapters = AdapterSettings(splitter="openai", checker="openai", split_endpoint=endpoint, check_endpoint=endpoint)
+        seen: dict[str, list[AnswerResult]] = {"first": [], "whole": []}
+        for run in seen:
+            config = ScoreConfig(inputs=(answers,), out_dir=tmp_path / run, adapters=adapters)
+            anyio.run(functools.partial(score_async, config, on_result=seen[run].append))
+        assert run_fields(tmp_path / "whole") == (5, 15, 0)
+        assert all(type(r) is AnswerResult for r in seen["whole"])
+        assert sorted(seen["whole"], key=lambda r: r.id) == sorted(seen["first"], key=lambda r: r.id)
 
     def test_an_answer_with_a_failed_claim_is_checked_again(self, tmp_path: Path, mocks: Any) -> None:
         """A claim that ended in an error keeps its answer out of the whole-answer cache: the re-run retries it."""
