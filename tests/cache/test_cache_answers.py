@@ -16,7 +16,7 @@ from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter
 from dahl.cache.answers import StoredAnswer
 from dahl.config import EndpointConfig
 from dahl.engine.counters import RunCounters
-from dahl.engine.results import FoundAnswer, result_of_claims, result_of_encoded
+from dahl.engine.results import EncodedResult, FoundAnswer, result_of_claims, result_of_encoded
 from dahl.records import Answer, AnswerResult, ClaimResult, Label, content_id
 
 ENV = "DAHL_TEST_ANSWERS_KEY"
@@ -169,6 +169,8 @@ class TestKeepAndLookUp:
         line = result_of_encoded(ANSWER, "h1", got.claims, got.counts, got.question_id, gamma=10.0, k=64)
         assert msgspec.json.encode(line) == msgspec.json.encode(result)
         assert line.decoded() == result
+        # The splice relies on both structs having the same fields in the same order.
+        assert EncodedResult.__struct_fields__ == AnswerResult.__struct_fields__
 
     async def test_the_cleaned_response_is_kept(self, store: CacheStore) -> None:
         """A response changed by preprocessing comes back with the claims; an unchanged one is not stored."""
