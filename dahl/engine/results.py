@@ -119,22 +119,7 @@ def result_of_encoded(
             it costs a normalization and a hash to recompute).
         gamma, k: FActScore γ and the K of F1@K.
     """
-    status, reason = _status_of(counts, False, False)
-    return EncodedResult(
-        id=answer.id,
-        model=answer.model,
-        category=answer.category,
-        status=status,
-        claims=claims,
-        counts=dict(zip(_LABEL_NAMES, counts, strict=True)),
-        metrics=_metrics_of(counts, gamma, k) if status is not Status.ABSTAINED else AnswerMetrics(),
-        input_hash=input_hash,
-        question=answer.question,
-        response=answer.response,
-        question_id=question_id,
-        reason=reason,
-        meta=answer.meta,
-    )
+    return EncodedResult(claims=claims, **_fields(answer, input_hash, counts, question_id, gamma=gamma, k=k))
 
 
 def result_of_claims(
@@ -162,26 +147,41 @@ def result_of_claims(
         abstained: the answer is noncommittal (no metrics).
         split_error: why splitting failed, if it did.
     """
-    key = label_counts(c.label for c in claims)
-    status, reason = _status_of(key, abstained, split_error is not None)
-    metrics = _metrics_of(key, gamma, k) if status is not Status.ABSTAINED else AnswerMetrics()
+    counts = label_counts(c.label for c in claims)
+    fields = _fields(answer, input_hash, counts, content_id(answer.question), gamma=gamma, k=k, abstained=abstained,
+                     split_error=split_error)
+    return AnswerResult(claims=claims, **fields)
+
+
+def _fields(
+    answer: Answer,
+    input_hash: str,
+    counts: tuple[int, ...],
+    question_id: str,
+    *,
+    gamma: float,
+    k: int,
+    abstained: bool = False,
+    split_error: str | None = None,
+) -> dict[str, Any]:
+    """Every field of a result but its claims, from the answer and its label counts."""
+    status, reason = _status_of(counts, abstained, split_error is not None)
     if split_error is not None:
         reason = f"{reason}: {split_error}" if reason else split_error
-    return AnswerResult(
-        id=answer.id,
-        model=answer.model,
-        category=answer.category,
-        status=status,
-        claims=claims,
-        counts=dict(zip(_LABEL_NAMES, key, strict=True)),
-        metrics=metrics,
-        input_hash=input_hash,
-        question=answer.question,
-        response=answer.response,
-        question_id=content_id(answer.question),
-        reason=reason,
-        meta=answer.meta,
-    )
+    return {
+        "id": answer.id,
+        "model": answer.model,
+        "category": answer.category,
+        "status": status,
+        "counts": dict(zip(_LABEL_NAMES, counts, strict=True)),
+        "metrics": _metrics_of(counts, gamma, k) if status is not Status.ABSTAINED else AnswerMetrics(),
+        "input_hash": input_hash,
+        "question": answer.question,
+        "response": answer.response,
+        "question_id": question_id,
+        "reason": reason,
+        "meta": answer.meta,
+    }
 
 
 def build_result(
