@@ -24,6 +24,7 @@ runs in worker threads; the event loop only moves records.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -137,7 +138,8 @@ class _Pending:
         self.generation = 0  # the cache's write generation at the lookup
 
 
-_ClaimJob = tuple[_Pending, int]
+#: An answer's claims to check: the answer and the indices of its claims without a verdict.
+_ClaimJob = tuple[_Pending, Sequence[int]]
 
 
 def _next_batch(source: Iterator[QueuedAnswer], size: int) -> list[QueuedAnswer]:
@@ -208,7 +210,11 @@ async def run_pipeline(
     lookup_workers = options.lookup_concurrency if look_up is not None else 0
     answers: Channel[QueuedAnswer] = Channel(options.queue_size)
     split: Channel[_Pending] = Channel(options.queue_size)
-    claims: Channel[_ClaimJob] = Channel(options.queue_size)
+    # Claims travel to the check workers an answer at a time (one channel item per answer,
+    # not per claim): with many producers on a full channel, per-claim sends made every
+    # claim a blocked, woken and often re-blocked sender.
+    claims: Channel[_ClaimJob] = Channel(max(1, options.queue_size // 4))
+    ready: collections.deque[tuple[_Pending, int]] = collections.deque()  # claims taken from `claims`
     results: Channel[AnswerResult | EncodedResult] = Channel(options.queue_size)
     batches: Channel[list[QueuedAnswer]] = Channel(_WHOLE_WORKERS)
     whole_workers = _WHOLE_WORKERS if whole is not None else 0
@@ -314,8 +320,7 @@ async def run_pipeline(
                 if lookup_workers:
                     await split.send(pending)
                     continue
-                for i in range(len(parts)):
-                    await claims.send((pending, i))
+                await claims.send((pending, range(len(parts))))
         finally:
             (split if lookup_workers else claims).close_sender()
             results.close_sender()
@@ -339,15 +344,25 @@ async def run_pipeline(
                 if not missing:
                     await results.send(finished(pending))
                     continue
-                for i in missing:
-                    await claims.send((pending, i))
+                await claims.send((pending, missing))
         finally:
             claims.close_sender()
             results.close_sender()
 
+    async def next_claim() -> tuple[_Pending, int] | None:
+        """The next claim to check, taking an answer's claims from ``claims`` when none is ready."""
+        while not ready:
+            try:
+                pending, indices = await claims.receive()
+            except EndOfChannel:
+                break
+            ready.extend((pending, i) for i in indices)
+        return ready.popleft() if ready else None
+
     async def check_worker() -> None:
         try:
-            async for pending, i in claims:
+            while (job := await next_claim()) is not None:
+                pending, i = job
                 claim = pending.claims[i]
                 counters.checks_in_flight += 1
                 try:

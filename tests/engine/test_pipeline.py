@@ -90,6 +90,32 @@ class TestRunPipeline:
         assert sorted(r.id for r in results) == sorted(f"a{i}" for i in range(50))
         assert all(len(r.claims) == 3 for r in results)
 
+    async def test_the_claims_of_one_answer_are_checked_at_once(self, tmp_path: Path) -> None:
+        """One answer of 4 claims, 4 check workers: all 4 checks are in flight together (claims travel an
+        answer at a time, but each claim still goes to its own worker)."""
+
+        class Gathering:
+            fingerprint = "test-gathering"
+
+            def __init__(self) -> None:
+                self.in_flight = 0
+                self.most = 0
+                self.all_in = anyio.Event()
+
+            async def check(self, claim: Claim, answer: Answer) -> Verdict:
+                self.in_flight += 1
+                self.most = max(self.most, self.in_flight)
+                if self.in_flight == 4:
+                    self.all_in.set()
+                with anyio.fail_after(5):
+                    await self.all_in.wait()
+                self.in_flight -= 1
+                return Verdict(label=Label.SUPPORTED, checker=self.fingerprint)
+
+        checker = Gathering()
+        counters, _ = await run(make_answers(1, sentences=4), tmp_path / "a.jsonl", checker, check_concurrency=4)
+        assert (checker.most, counters.claims_done) == (4, 4)
+
     async def test_scores_follow_verdicts(self, tmp_path: Path) -> None:
         """An odd answer has 1 unsupported of 3 claims: precision 2/3; even answers 1.0."""
         _, log_file = await run(make_answers(4), tmp_path / "a.jsonl", CountingChecker())
