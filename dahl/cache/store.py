@@ -115,7 +115,7 @@ class CacheStore:
         self._memory_hits = 0  # written by the event loop thread only
         self._reader = BatchReader(RowReader(self.directory / DB_NAME, self._cache.disk), self.directory)
         self._writer = BatchWriter(
-            self._cache, flush_items=flush_items, flush_interval_s=flush_interval_s
+            self._cache, flush_items=flush_items, flush_interval_s=flush_interval_s, on_committed=self._committed
         )
         self._process: ProcessReader | None = None
         self._process_failed = False
@@ -182,15 +182,29 @@ class CacheStore:
         """
         self._check_open()
         self._writer.put(key, value, raw, parser_version)
+
+    def _committed(self, keys: list[str]) -> None:
+        """Writer thread: keys just committed join the key filter, a batch at once.
+
+        Called before they leave the writer's memory, so a lookup always finds a key
+        put in this run in one or the other. Until the filter is published they wait
+        in ``_early``. Should adding fail, the filter is dropped: every lookup then
+        reads the cache (a filter missing a key would make a stored verdict a miss).
+        """
         key_filter = self._filter
         if key_filter is None:
             with self._filter_lock:
                 if self._early is not None:
-                    self._early.append(key)
+                    self._early.extend(keys)
                     return
                 key_filter = self._filter
-        if key_filter is not None:
-            key_filter.add(key)
+        if key_filter is None:
+            return
+        try:
+            key_filter.add_many(keys, dense=False)
+        except Exception as exc:  # noqa: BLE001 - the writer thread must go on writing
+            log.warning("key filter of %s dropped (%s); every lookup reads the cache", self.directory, exc)
+            self._filter = None
 
     def _build_filter(self, rows: RowReader) -> None:
         """Scanner thread: fill a :class:`KeyFilter` with every key on disk, then publish it.

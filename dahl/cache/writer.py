@@ -77,6 +77,8 @@ class BatchWriter:
         cache: the open diskcache; the thread uses (and closes) its own connection.
         flush_items: entries per transaction, at most.
         flush_interval_s: longest an entry waits before it is written, seconds.
+        on_committed: called on the writer thread with the keys of each committed
+            batch, before they leave memory (:meth:`recent`).
 
     Attributes:
         transactions: transactions committed.
@@ -85,8 +87,16 @@ class BatchWriter:
         write_errors: entries dropped by failed commits.
     """
 
-    def __init__(self, cache: diskcache.Cache, *, flush_items: int, flush_interval_s: float) -> None:
+    def __init__(
+        self,
+        cache: diskcache.Cache,
+        *,
+        flush_items: int,
+        flush_interval_s: float,
+        on_committed: Callable[[list[str]], None] | None = None,
+    ) -> None:
         self._cache = cache
+        self._on_committed = on_committed
         self._rows = RowWriter(cache)
         self._directory = Path(cache.directory)
         self._flush_items = flush_items
@@ -223,7 +233,7 @@ class BatchWriter:
     def _write(self, batch: list[_Put]) -> None:
         if not batch:
             return
-        self._commit(batch)
+        committed = self._commit(batch)
         names = [put.key for put in batch]
         with self._lock:
             # Counted before the entries leave memory: a reader that finds an entry
@@ -239,6 +249,8 @@ class BatchWriter:
                 for name in old_names:
                     if self._written.get(name) == old:
                         del self._written[name]
+        if committed and self._on_committed is not None:
+            self._on_committed(names)
         self._forget(batch)
 
     def _forget(self, batch: list[_Put]) -> None:
@@ -249,7 +261,8 @@ class BatchWriter:
                 if self._recent.get(put.key) is put:
                     del self._recent[put.key]
 
-    def _commit(self, batch: list[_Put]) -> None:
+    def _commit(self, batch: list[_Put]) -> bool:
+        """Write ``batch`` in one transaction; False (and one warning per writer) if it failed."""
         rows: list[tuple[str, str | bytes]] = []
         large: list[tuple[str, str | bytes]] = []
         fits = self._rows.fits
@@ -272,9 +285,10 @@ class BatchWriter:
                     exc,
                     len(batch),
                 )
-            return
+            return False
         self.transactions += 1
         self.writes += len(batch)
+        return True
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

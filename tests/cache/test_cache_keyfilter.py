@@ -31,13 +31,15 @@ class TestKeyFilter:
         assert all(key in f for key in one + bulk)
 
     def test_bulk_and_single_set_the_same_bits(self) -> None:
-        """add_many is add, vectorized: the same keys give the same filter."""
+        """add_many is add, vectorized, through the byte-per-bit array or in place: the same filter."""
         keys = _keys(3_000, 3)
-        a, b = KeyFilter(3_000), KeyFilter(3_000)
+        a, b, c = KeyFilter(3_000), KeyFilter(3_000), KeyFilter(3_000)
         for key in keys:
             a.add(key)
         b.add_many(keys)
-        assert a._array == b._array
+        c.add_many(keys[:1_000], dense=False)
+        c.add_many(keys[1_000:], dense=False)
+        assert a._array == b._array == c._array
 
     def test_false_positive_rate_near_three_percent(self) -> None:
         """8 bits per key and 3 positions: (1 - e^(-3/8))^3 = 3.06 % of absent keys pass."""

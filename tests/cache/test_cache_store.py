@@ -174,6 +174,25 @@ class TestReader:
         with pytest.raises(asyncio.CancelledError):
             await doomed
 
+    async def test_a_committed_key_joins_the_key_filter(self, store: CacheStore) -> None:
+        """A key put is served from memory until its commit, then read from disk through the key filter.
+
+        The writer thread adds each committed batch to the filter before the batch
+        leaves memory, so the lookup finds the key at every moment in one or the other.
+        """
+        with anyio.fail_after(10):
+            while store._filter is None:  # the scanner publishes it (an empty cache: at once)
+                await asyncio.sleep(0.01)
+        store.put(KEY, VERDICT, None)
+        assert await store.get(KEY) == CachedEntry(VERDICT, None)
+        assert store._memory_hits == 1
+        await store.flush()
+        assert KEY in store._filter
+        assert await store.get(KEY) == CachedEntry(VERDICT, None)
+        assert (store._memory_hits, store._reader.hits) == (1, 1)
+        assert await store.get(_key(7)) is None
+        assert store._filtered == 1  # ruled out without a read (a 3 % false positive would read)
+
     async def test_read_error_is_miss_with_one_warning(
         self, store: CacheStore, caplog: pytest.LogCaptureFixture
     ) -> None:
