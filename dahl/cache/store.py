@@ -24,8 +24,8 @@ Threads (the event loop never touches SQLite, DESIGN.md §1):
   call: N hits cost about N / 256 thread hops.
 
 Absent keys: a Bloom filter of the keys on disk (:mod:`dahl.cache.keyfilter`), built
-at open by a scanner thread from one read of every key and then fed every key put,
-answers most lookups of a key that is not stored without the reader thread (a first
+at open by a scanner thread from one read of every key and then fed by the writer
+thread with each committed batch (before it leaves memory), answers most lookups of a key that is not stored without the reader thread (a first
 run's lookups). Until it is built, every lookup reads the database.
 
 Failure policy: a read error (SQLite, diskcache, decode) is a miss plus one warning
@@ -120,7 +120,7 @@ class CacheStore:
         self._process: ProcessReader | None = None
         self._process_failed = False
         # The Bloom filter of keys on disk (dahl.cache.keyfilter), built by a thread of
-        # its own; until it is published, keys put are kept in _early to be added then.
+        # its own; until it is published, keys committed are kept in _early to be added then.
         self._filter: KeyFilter | None = None
         self._filter_lock = threading.Lock()
         self._early: list[str] | None = []
