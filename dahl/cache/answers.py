@@ -210,10 +210,11 @@ class AnswerCache:
         Raises:
             CacheError: the store is closed.
         """
-        claims = result.claims
-        if not claims or any(c.label is Label.ERROR for c in claims):
+        if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted once, when the result was built
             return
-        stored = StoredAnswer(_JSON_ENCODER.encode(claims), result.question_id, result.response if cleaned else None)
+        stored = StoredAnswer(
+            _JSON_ENCODER.encode(result.claims), result.question_id, result.response if cleaned else None
+        )
         self._store.put(key, _ENCODER.encode(stored), None)
         self.kept += 1
 
