@@ -52,6 +52,12 @@ _READ_CACHE_KIB = 65536
 #: Page cache of the writer's connection, KiB (SQLite's default is 2 MiB; with 64 MiB the
 #: index pages of a 200,000-row cache stay cached: ~10 % less writer CPU, measured).
 _WRITE_CACHE_KIB = 65536
+#: WAL pages after which the writer's commit copies the WAL into the database, pages of 4 KiB
+#: (SQLite's default is 1,000). A checkpoint writes every page changed since the last one;
+#: spacing them 10x wider lets a page changed by many batches be copied once: 22,000 rows of a
+#: first run cost 6.2 µs of writer CPU a row instead of 8.0-9.4 (measured). The WAL file may
+#: grow to ~40 MiB; it is checkpointed and removed when the last connection closes.
+_WAL_CHECKPOINT_PAGES = 10_000
 #: diskcache value mode of bytes and str stored in the row itself.
 _MODE_INLINE = 1
 #: diskcache value modes of values stored in a file: binary, text.
@@ -336,6 +342,7 @@ class RowWriter:
             # with synchronous=NORMAL, durable across a killed process.
             con.execute("PRAGMA synchronous = 1")
             con.execute(f"PRAGMA cache_size = -{_WRITE_CACHE_KIB}")
+            con.execute(f"PRAGMA wal_autocheckpoint = {_WAL_CHECKPOINT_PAGES}")
             # Old SQLite builds allow 999 variables per statement, newer ones 32,766.
             limit = con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
             self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, limit // 4))

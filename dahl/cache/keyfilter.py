@@ -17,7 +17,8 @@ disk read it would have cost anyway.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -29,8 +30,6 @@ _HASHES = 3
 _BITS_PER_KEY = 8
 #: Smallest filter, bits (128 KiB): room for a run's own new keys in a fresh cache.
 _MIN_BITS = 1 << 20
-#: Hex digits per position.
-_GROUP = 8
 #: Largest filter built through a byte-per-bit array (128 MiB of transient memory).
 _DENSE_BITS = 1 << 27
 
@@ -52,15 +51,13 @@ class KeyFilter:
 
     def add(self, key: str) -> None:
         """Record ``key`` (a name that is not a 32-digit hex key is ignored)."""
-        if len(key) != 32 or not _is_hex(key):
+        raw = _key_bytes(key)
+        if raw is None:
             return
         array, bits = self._array, self.bits
-        try:
-            for i in range(0, _HASHES * _GROUP, _GROUP):
-                p = int(key[i : i + _GROUP], 16) % bits
-                array[p >> 3] |= 1 << (p & 7)
-        except ValueError:  # not hex: never one of dahl's keys
-            return
+        for p in _POSITIONS.unpack_from(raw):
+            p %= bits
+            array[p >> 3] |= 1 << (p & 7)
 
     def add_many(self, keys: Iterable[str], *, dense: bool = True) -> None:
         """Record every 32-digit hex key of ``keys`` at once (vectorized; others are ignored).
@@ -105,22 +102,41 @@ class KeyFilter:
 
     def __contains__(self, key: object) -> bool:
         """False: ``key`` was never added (certain); True: it may have been."""
-        if not isinstance(key, str) or len(key) != 32 or not _is_hex(key):
+        if not isinstance(key, str):
             return True  # not a key this filter can rule out
-        array, bits = self._array, self.bits
-        try:
-            for i in range(0, _HASHES * _GROUP, _GROUP):
-                p = int(key[i : i + _GROUP], 16) % bits
-                if not array[p >> 3] & (1 << (p & 7)):
-                    return False
-        except ValueError:
-            return True
-        return True
+        return bool(self.candidates([key]))
+
+    def candidates(self, keys: Sequence[str]) -> list[int]:
+        """Indices of the ``keys`` that may have been added, in order (the others certainly were not).
+
+        A name that is not 32 hex digits is always a candidate (it cannot be ruled out).
+        One call per lookup batch instead of one ``in`` per key (~0.65 µs a key, half of it).
+        """
+        array, bits, positions = self._array, self.bits, _POSITIONS.unpack_from
+        found: list[int] = []
+        for i, key in enumerate(keys):
+            raw = _key_bytes(key)
+            if raw is None:
+                found.append(i)
+                continue
+            a, b, c = positions(raw)
+            a, b, c = a % bits, b % bits, c % bits
+            if array[a >> 3] & (1 << (a & 7)) and array[b >> 3] & (1 << (b & 7)) and array[c >> 3] & (1 << (c & 7)):
+                found.append(i)
+        return found
 
 
-_HEX = frozenset("0123456789abcdefABCDEF")
+#: The :data:`_HASHES` bit positions of a key: its first three big-endian 32-bit groups
+#: (the ``>u4`` groups :meth:`KeyFilter.add_blocks` reads).
+_POSITIONS = struct.Struct(">" + "I" * _HASHES)
 
 
-def _is_hex(name: str) -> bool:
-    """Whether ``name`` is hex digits only (``int(..., 16)`` also takes spaces and ``_``)."""
-    return _HEX.issuperset(name)
+def _key_bytes(name: str) -> bytes | None:
+    """The 16 bytes of a key written as 32 hex digits, or None for any other name."""
+    if len(name) != 32:
+        return None
+    try:
+        raw = bytes.fromhex(name)
+    except ValueError:
+        return None
+    return raw if len(raw) == 16 else None  # fromhex skips whitespace

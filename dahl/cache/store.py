@@ -45,7 +45,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import platformdirs
 
@@ -180,7 +180,8 @@ class CacheStore:
         Raises:
             CacheError: the store is closed.
         """
-        self._check_open()
+        if self._closed:  # _check_open inlined: a put is made for every result
+            raise CacheError(f"cache {self.directory} is closed")
         self._writer.put(key, value, raw, parser_version)
 
     def _committed(self, keys: list[str]) -> None:
@@ -249,15 +250,20 @@ class CacheStore:
         """
         return self._writer.generation
 
-    def written_since(self, key: str, generation: int, *, parser_version: str = "1") -> bool | None:
-        """Whether this store committed ``key`` after write ``generation``; None if it cannot tell.
+    def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
+        """A lookup missed ``key`` at write ``generation``: is it still a miss? (memory only, never blocks)
 
-        A lookup that missed ``key`` at ``generation`` stays a miss on disk while this is
-        False (the directory lock keeps other runs out). Exact for the last 128 write
-        transactions; None beyond. ``parser_version`` does not matter: a key has one
-        row, and a write under any version changes what a lookup finds.
+        Exact for the last 128 write transactions (beyond them: False). With the cache
+        directory locked by this run nothing else writes to it, so None means: not on
+        disk unless it already was at ``generation``. A first run asks this for every
+        claim.
+
+        Returns:
+            The value put since by ``parser_version``; None: still a miss, the disk
+            need not be read again; False: the key may have been written since (or the
+            writer cannot tell): look it up with :meth:`get`.
         """
-        return self._writer.written_since(key, generation)
+        return self._writer.after_miss(key, generation, parser_version)
 
     def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
         """The value put under ``key`` by ``parser_version`` and not yet committed (memory only, never blocks)."""
@@ -303,22 +309,18 @@ class CacheStore:
         if self._closed:
             raise CacheError(f"cache {self.directory} is closed")
         found: list[CachedEntry | None] = [None] * len(keys)
-        writer = self._writer
-        if writer.has_recent:
-            wanted: list[tuple[int, str, str]] = []
-            for i, (key, value) in enumerate(zip(keys, writer.recent_many(keys, parser_version), strict=True)):
+        in_memory = 0
+        if self._writer.has_recent:  # values put and not committed yet: not on disk, nor in the filter
+            for i, value in enumerate(self._writer.recent_many(keys, parser_version)):
                 if value is not None:
-                    self._memory_hits += 1
+                    in_memory += 1
                     found[i] = CachedEntry(value, None)
-                else:
-                    wanted.append((i, key, parser_version))
-        else:
-            wanted = [(i, key, parser_version) for i, key in enumerate(keys)]
+        self._memory_hits += in_memory
         key_filter = self._filter
-        if key_filter is not None:  # a key the filter rules out is certainly not on disk
-            before = len(wanted)
-            wanted = [w for w in wanted if w[1] in key_filter]
-            self._filtered += before - len(wanted)
+        # A key the filter rules out is certainly not on disk.
+        on_disk = key_filter.candidates(keys) if key_filter is not None else range(len(keys))
+        wanted = [(i, keys[i], parser_version) for i in on_disk if found[i] is None]
+        self._filtered += len(keys) - in_memory - len(wanted)
         if not wanted:
             return found
         for (i, _, _), entry in zip(wanted, await self._reader.read(wanted), strict=True):

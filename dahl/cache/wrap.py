@@ -313,16 +313,13 @@ class CachingChecker(CachingAdapter[Checker]):
         store = self._store
         version = self._parser_version
         if store is not None:
-            entry: CachedEntry | None
-            if generation is not None and (
-                store.generation == generation
-                or store.written_since(key, generation, parser_version=version) is False
-            ):
-                value = store.recent(key, parser_version=version)  # nothing new on disk
-                entry = CachedEntry(value, None) if value is not None else None
+            # After a lookup that missed, the disk is read again only if the key may
+            # have been written since; memory (values put since) is always consulted.
+            since = store.after_miss(key, generation, parser_version=version) if generation is not None else False
+            if since is False:
+                stored = self._from_store(store, key, await store.get(key, parser_version=version))
             else:
-                entry = await store.get(key, parser_version=version)
-            stored = self._from_store(store, key, entry)
+                stored = since if isinstance(since, Verdict) else None
             if stored is not None:
                 self._counters.claims_cached += 1
                 return stored, True

@@ -373,26 +373,38 @@ class TestGetMany:
         assert store.read_batches <= 3
 
 
-class TestWrittenSince:
+class TestAfterMiss:
     async def test_tells_what_was_written_after_a_generation(self, store: CacheStore) -> None:
-        """written_since is True only for keys committed after the given generation."""
+        """After a miss at a generation: a key committed since means read again (False), others stay misses (None)."""
         store.put(_key(1), VERDICT, None)
         await store.flush()
         before = store.generation
         store.put(_key(2), VERDICT, None)
         await store.flush()
         assert store.generation == before + 1
-        assert store.written_since(_key(2), before) is True
-        assert store.written_since(_key(1), before) is False
-        assert store.written_since(_key(3), before) is False
+        assert store.after_miss(_key(2), before) is False
+        assert store.after_miss(_key(1), before) is None  # on disk before: the lookup would have found it
+        assert store.after_miss(_key(3), before) is None
+        assert store.after_miss(_key(2), store.generation) is None  # nothing written since
+
+    async def test_a_value_put_since_comes_from_memory(self, tmp_path: Path) -> None:
+        """A value put and not yet committed is returned for its own parser version only."""
+        other = Verdict(label=Label.UNSUPPORTED, checker="stub/v1", raw="Unsupported")
+        with CacheStore(tmp_path / "c", flush_interval_s=60.0) as store:  # nothing is committed during the test
+            generation = store.generation
+            store.put(_key(5), other, None, parser_version="2")
+            assert store.after_miss(_key(5), generation, parser_version="2") == other
+            assert store.after_miss(_key(5), generation, parser_version="1") is None
+            assert store.generation == generation
 
     async def test_unknown_beyond_history(self, store: CacheStore) -> None:
-        """After more than 128 write transactions, an older generation gives None (cannot tell)."""
+        """After more than 128 write transactions, an older generation means read again (cannot tell)."""
         for i in range(130):
             store.put(_key(i), VERDICT, None)
             await store.flush()
-        assert store.written_since(_key(0), 0) is None
-        assert store.written_since(_key(129), 128) is True
+        assert store.after_miss(_key(999), 0) is False
+        assert store.after_miss(_key(129), 128) is False
+        assert store.after_miss(_key(999), 128) is None
 
 
 def _trace_selects(store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
