@@ -208,6 +208,7 @@ class TestStateScenarios:
         assert every_whole["requests"] == 0
         assert (every_whole["run"]["answers_cached"], every_whole["run"]["claims_cached"]) == (300, 3000)
         assert data["runs"]["verify"]["requests"] == 0
+        assert all(r["cpu_s"] > 0 for r in data["runs"]["cache_on"] + data["runs"]["cache_off"])
 
     async def test_b7(self, tmp_path: Path) -> None:
         """B7 streams 20,000 claims through the fake Checker and reports RSS and loop lag."""
