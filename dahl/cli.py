@@ -17,6 +17,7 @@ from rich.table import Table
 
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
+from dahl.cache.database import DB_NAME
 from dahl.config import endpoint_configs
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
@@ -297,8 +298,13 @@ def cache() -> None:
               help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
 def cache_stats(cache_dir: Path | None) -> None:
     """Print the cache folder, its entries and size."""
+    directory = cache_dir or default_cache_dir()
+    if not (directory / DB_NAME).exists():  # nothing cached there: do not create a cache to report on
+        out.print(f"directory: {directory}")
+        out.print("entries: 0 (no cache there yet)")
+        return
     try:
-        with CacheStore(cache_dir or default_cache_dir()) as store:
+        with CacheStore(directory) as store:
             stats = store.stats()
     except DahlError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
@@ -314,8 +320,12 @@ def cache_stats(cache_dir: Path | None) -> None:
 @click.confirmation_option(prompt="Remove every cached split and verdict?")
 def cache_clear(cache_dir: Path | None) -> None:
     """Remove every cached split and verdict."""
+    directory = cache_dir or default_cache_dir()
+    if not (directory / DB_NAME).exists():
+        out.print(f"removed 0 entries (no cache in {directory})")
+        return
     try:
-        with CacheStore(cache_dir or default_cache_dir()) as store:
+        with CacheStore(directory) as store:
             removed = store.clear()
     except DahlError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")

@@ -148,6 +148,31 @@ class TestBadInput:
         assert "DAHL_TEST_KEY" in text
 
 
+class TestCacheCommands:
+    def test_stats_and_clear_of_a_missing_folder_create_nothing(self, tmp_path: Path) -> None:
+        """`cache stats` and `cache clear` on a folder that holds no cache report 0 and leave no folder behind."""
+        missing = tmp_path / "never-used"
+        code, output = run("cache", "stats", "--cache-dir", str(missing))
+        assert code == 0 and "entries: 0 (no cache there yet)" in output
+        code, output = run("cache", "clear", "--yes", "--cache-dir", str(missing))
+        assert code == 0 and "removed 0 entries" in output
+        assert not missing.exists()
+
+    def test_stats_then_clear_after_a_run(self, tmp_path: Path) -> None:
+        """After the example is scored with a cache folder, stats counts its entries and clear removes them all."""
+        cache = tmp_path / "cache"
+        code, _ = run("score", str(EXAMPLES / "answers.jsonl"), "--evidence", str(EXAMPLES / "corpus.jsonl"),
+                      "-o", str(tmp_path / "out"), "--cache-dir", str(cache), "--no-progress")
+        assert code == 0
+        code, output = run("cache", "stats", "--cache-dir", str(cache))
+        entries = int(output.split("entries: ", 1)[1].split()[0])
+        assert code == 0 and entries > 0
+        code, output = run("cache", "clear", "--yes", "--cache-dir", str(cache))
+        assert code == 0 and f"removed {entries} entries" in output
+        code, output = run("cache", "stats", "--cache-dir", str(cache))
+        assert "entries: 0\n" in output
+
+
 class TestInspect:
     def test_dahl_questions_csv_counts(self, shared_data: Path) -> None:
         """questions.csv: 8,573 rows, 8,505 unique questions, 29 categories."""
