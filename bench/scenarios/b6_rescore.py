@@ -197,19 +197,17 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
                      str(edited), "-o", str(workdir / "out-fake"), "--splitter", "given", "--checker", "fake",
                      "--no-cache", "--no-progress"]
         ceiling = await cli_run(fake_argv, mock, workdir / "out-fake")
-        on_runs, off_runs = [], []
+        on_runs: list[dict[str, Any]] = []
+        off_runs: list[dict[str, Any]] = []
         for r in range(rounds):
             on_out, off_out = workdir / f"out-on-{r}", workdir / f"out-off-{r}"
             on_argv = dahl_command(fresh, on_out, workdir / f"cache-on-{r}", mock.url)
             off_argv = [*dahl_command(fresh, off_out, workdir / "unused-cache", mock.url), "--no-cache"]
             # On first in even rounds, off first in odd ones: a machine speeding up or
             # slowing down within a round favours each side equally often.
-            if r % 2:
-                off_runs.append(await cli_run(off_argv, mock, off_out))
-                on_runs.append(await cli_run(on_argv, mock, on_out))
-            else:
-                on_runs.append(await cli_run(on_argv, mock, on_out))
-                off_runs.append(await cli_run(off_argv, mock, off_out))
+            pair = [(on_runs, on_argv, on_out), (off_runs, off_argv, off_out)]
+            for runs, argv, out in pair[::-1] if r % 2 else pair:
+                runs.append(await cli_run(argv, mock, out))
             result.claims_in += 2 * n_onoff
             result.claims_out += _labelled(on_out / "answers.jsonl") + _labelled(off_out / "answers.jsonl")
     result.claims_in += 3 * n_cached

@@ -25,8 +25,9 @@ Threads (the event loop never touches SQLite, DESIGN.md §1):
 
 Absent keys: a Bloom filter of the keys on disk (:mod:`dahl.cache.keyfilter`), built
 at open by a scanner thread from one read of every key and then fed by the writer
-thread with each committed batch (before it leaves memory), answers most lookups of a key that is not stored without the reader thread (a first
-run's lookups). Until it is built, every lookup reads the database.
+thread with each committed batch (before it leaves memory), answers most lookups of a
+key that is not stored without the reader thread (a first run's lookups). Until it is
+built, every lookup reads the database.
 
 Failure policy: a read error (SQLite, diskcache, decode) is a miss plus one warning
 per store; a write error drops that batch plus one warning per store; a corrupt
