@@ -9,23 +9,26 @@ import gc
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 import orjson
 
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
+from dahl.cache.database import DB_NAME
+from dahl.cache.whole_input import WholeInputProcess
+from dahl.cache.whole_input_child import Start
 from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog, line_key
-from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
+from dahl.engine.output import AnswerLog
+from dahl.engine.pipeline import PipelineOptions, run_pipeline
+from dahl.engine.source import InputErrors, answer_source
 from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, read_answers
 from dahl.locking import FolderLock
@@ -37,8 +40,10 @@ __all__ = ["ScoreConfig", "ScoreReport", "score", "score_async"]
 
 log = logging.getLogger(__name__)
 
-_MAX_REPORTED_INPUT_ERRORS = 20
-_ANSWER_ENCODER = msgspec.json.Encoder(order="deterministic")
+#: Inputs of at least this many bytes in all are read by a whole-answer input process
+#: (:mod:`dahl.cache.whole_input`) when the run allows one: starting it costs ~0.4 s of
+#: CPU (on the other core), and it saves ~30 µs of the interpreter lock per answer.
+INPUT_PROCESS_AFTER_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ class ScoreConfig:
             (``$DAHL_CACHE_DIR`` or the platform cache folder).
         use_cache: False turns the cache off (identical in-flight claims are still
             checked once).
+        input_process: read the input in a child process that finds unchanged answers
+            whole (:mod:`dahl.cache.whole_input`); None: when the inputs total at least
+            :data:`INPUT_PROCESS_AFTER_BYTES` and the run allows one (a whole-answer
+            cache, a Splitter that is not cached). True still needs what the run allows.
     """
 
     inputs: tuple[Path, ...]
@@ -74,6 +83,7 @@ class ScoreConfig:
     pipeline: PipelineOptions | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
+    input_process: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -107,53 +117,12 @@ class ScoreReport:
     summary_path: Path
 
 
-class _InputErrors:
-    """Collects rejected input records (called from the reader thread)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.first: list[InputError] = []
-
-    def __call__(self, err: InputError) -> None:
-        self.count += 1
-        if len(self.first) < _MAX_REPORTED_INPUT_ERRORS:
-            self.first.append(err)
-        log.warning("skipped input record: %s", err)
-
-
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> bytes:
     """Bytes of everything that changes a result besides the answer itself."""
     return orjson.dumps(
         {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma, "k": config.k},
         option=orjson.OPT_SORT_KEYS,
     )
-
-
-def _source(
-    config: ScoreConfig,
-    run_fp: bytes,
-    finished: set[int],
-    order: dict[int, int],
-    errors: _InputErrors,
-    resumed: list[int],
-) -> Iterator[QueuedAnswer]:
-    """Yield answers still to score; runs in the reader thread (blocking I/O and hashing)."""
-    position = 0
-    for path in config.inputs:
-        for answer in read_answers(path, config.fmt, response_column=config.response_column, on_error=errors):
-            h = hashlib.blake2b(_ANSWER_ENCODER.encode(answer), digest_size=16)
-            h.update(run_fp)
-            input_hash = h.hexdigest()
-            key = line_key(answer.id, input_hash)
-            if key in order:
-                errors(InputError("duplicate answer (same id and content) skipped", file=str(path), field="id"))
-                continue
-            order[key] = position
-            position += 1
-            if key in finished:
-                resumed[0] += 1
-                continue
-            yield QueuedAnswer(answer, input_hash)
 
 
 async def score_async(
@@ -196,10 +165,13 @@ async def _score_locked(
     """The body of :func:`score_async`, run while this process holds the output folder."""
     out_dir = config.out_dir
     answer_log = AnswerLog(out_dir / "answers.jsonl")
-    errors = _InputErrors()
+    errors = InputErrors()
     order: dict[int, int] = {}
     resumed = [0]
     async with AsyncExitStack() as stack:
+        child = await anyio.to_thread.run_sync(_spawn_input_process, config)
+        if child is not None:
+            stack.callback(child.close)
         inner_splitter, inner_checker, options, lanes = await open_adapters(config.adapters, stack)
         if len(lanes):
             counters.lane_statistics = lanes.statistics
@@ -221,13 +193,16 @@ async def _score_locked(
         )
         finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
         await anyio.to_thread.run_sync(answer_log.open)
+        if child is not None:
+            child = _begin_input_process(child, config, run_fp, whole, cache, options)
         # A full cyclic-GC pass over everything imported and built so far (modules,
         # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
         # leave those long-lived objects out of the collector until the run ends.
         gc.freeze()
         try:
             await run_pipeline(
-                _source(config, run_fp, finished, order, errors, resumed),
+                answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
+                              resumed, child),
                 splitter,
                 checker,
                 answer_log,
@@ -289,6 +264,40 @@ async def _score_locked(
     payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     await anyio.to_thread.run_sync(_write_atomic, summary_path, payload)
     return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+
+
+def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
+    """Start the run's whole-answer input process early, if it may get one (see :attr:`ScoreConfig.input_process`)."""
+    # Whole-answer keys of this form need the cache, a Checker with a key recipe (the
+    # openai one) and a Splitter that is not cached (a cached one adds its split request).
+    if (config.input_process is False or not config.use_cache or config.adapters.checker != "openai"
+            or config.adapters.splitter == "openai"):
+        return None
+    if config.input_process is None and sum(p.stat().st_size for p in config.inputs) < INPUT_PROCESS_AFTER_BYTES:
+        return None
+    try:
+        return WholeInputProcess()
+    except OSError as exc:
+        log.warning("cannot start the whole-answer input process (%s); reading the input here", exc)
+        return None
+
+
+def _begin_input_process(
+    child: WholeInputProcess,
+    config: ScoreConfig,
+    run_fp: bytes,
+    whole: AnswerCache | None,
+    cache: CacheStore | None,
+    options: PipelineOptions,
+) -> WholeInputProcess | None:
+    """Tell ``child`` what to read, or stop it when the run's adapters allow no whole-answer keys of that form."""
+    material = whole.key_material() if whole is not None else None
+    if material is None or cache is None:
+        child.close()
+        return None
+    child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
+                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch))
+    return child
 
 
 def _check_inputs(config: ScoreConfig) -> None:

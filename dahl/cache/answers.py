@@ -47,7 +47,7 @@ from dahl.cache.wrap import CachingChecker
 from dahl.engine.results import FoundAnswer, label_counts
 from dahl.records import LABELS, Answer, AnswerResult, Label
 
-__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest"]
+__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest", "decode_whole_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -148,11 +148,26 @@ class AnswerCache:
         if recipe is None:
             return None
         if recipe is not self._recipe or self._head is None:
-            material = [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version,
-                        *self._settings]
-            self._head = hashlib.blake2b(_ENCODER.encode(material), digest_size=16)
+            self._head = hashlib.blake2b(self._material(recipe), digest_size=16)
             self._recipe = recipe
         return self._head
+
+    def _material(self, recipe: CheckKeyRecipe) -> bytes:
+        return _ENCODER.encode(
+            [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version, *self._settings]
+        )
+
+    def key_material(self) -> bytes | None:
+        """The bytes every whole-answer key starts with, when a key is those and the input hash alone.
+
+        A key is blake2b-128 of these bytes followed by the input hash (ASCII hex). None
+        when a key needs more (a cached Splitter adds the answer's split key) or the
+        Checker has no key recipe now.
+        """
+        recipe = self._checker.key_recipe()
+        if recipe is None or self._split_inner is not None:
+            return None
+        return self._material(recipe)
 
     def keys(self, items: Sequence[tuple[Answer, str]]) -> list[str | None]:
         """Whole-answer keys of (answer, input hash) ``items``; None for all when none can be made.
@@ -189,7 +204,7 @@ class AnswerCache:
         found: list[FoundAnswer | None] = []
         for key in keys:
             entry = next(entries) if key is not None else None
-            got = _decoded(entry.value) if entry is not None else None
+            got = decode_whole_entry(entry.value) if entry is not None else None
             if got is None:
                 self.misses += 1
             else:
@@ -235,8 +250,8 @@ def code_digest() -> str:
     return hasher.hexdigest()
 
 
-def _decoded(value: object) -> FoundAnswer | None:
-    """The whole answer in ``value``, or None if it is not one (or is damaged)."""
+def decode_whole_entry(value: object) -> FoundAnswer | None:
+    """The whole answer in a stored ``value`` (:class:`StoredAnswer` bytes), or None if it is not one (or is damaged)."""
     if not isinstance(value, bytes):
         return None
     try:

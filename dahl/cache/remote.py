@@ -44,7 +44,7 @@ from dahl.cache.keys import CheckKeyRecipe
 from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, package_root, read_frame, write_frame
 from dahl.records import Verdict
 
-__all__ = ["ASK", "Ask", "Found", "ProcessReader"]
+__all__ = ["ASK", "Ask", "Found", "ProcessReader", "child_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ _CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "SYSTEMROOT", "V
 _CHILD_ENV_PREFIXES = ("PYTHON", "LC_", "LD_", "DYLD_")
 
 
-def _child_environment(parent: Mapping[str, str]) -> dict[str, str]:
+def child_environment(parent: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: what Python needs from ``parent``, never a secret.
 
     The folder holding the ``dahl`` package goes first on ``PYTHONPATH``, so the child
@@ -129,7 +129,7 @@ class ProcessReader:
 
     def __init__(self, db_path: Path, directory: Path) -> None:
         self._directory = directory
-        env = _child_environment(os.environ)
+        env = child_environment(os.environ)
         self._proc = subprocess.Popen(
             # -P: the working folder is not put on sys.path, so a dahl/ (or signal.py)
             # there cannot shadow the package the parent runs.

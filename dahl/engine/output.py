@@ -22,15 +22,16 @@ from typing import IO
 import msgspec
 import numpy as np
 
-from dahl.engine.results import EncodedResult
-from dahl.records import AnswerResult, ResultDigest
+from dahl.engine.results import EncodedResult, FoundLine
+from dahl.records import Answer, AnswerResult, ResultDigest
 
-__all__ = ["AnswerLog", "line_key"]
+__all__ = ["AnswerLog", "answer_input_hash", "line_key"]
 
 log = logging.getLogger(__name__)
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(ResultDigest)
+_ANSWER_ENCODER = msgspec.json.Encoder(order="deterministic")
 
 
 class _KeyOnly(msgspec.Struct):
@@ -45,6 +46,24 @@ class _KeyOnly(msgspec.Struct):
 
 
 _KEY_DECODER = msgspec.json.Decoder(_KeyOnly)
+
+
+def answer_input_hash(answer: Answer, run_fp: bytes) -> tuple[str, bytes]:
+    """An answer's input hash (its resume key with its id) and the canonical JSON it hashes.
+
+    Args:
+        answer: the answer as read.
+        run_fp: bytes of everything else that changes its result (Splitter and Checker
+            fingerprints, γ, K; see :func:`dahl.run.score_async`).
+
+    Returns:
+        ``(hex blake2b-128 of the canonical JSON and run_fp, the canonical JSON)``; the
+        JSON (msgspec, deterministic key order) decodes back to ``answer``.
+    """
+    canonical = _ANSWER_ENCODER.encode(answer)
+    hasher = hashlib.blake2b(canonical, digest_size=16)
+    hasher.update(run_fp)
+    return hasher.hexdigest(), canonical
 
 
 def line_key(answer_id: str, input_hash: str) -> int:
@@ -136,7 +155,7 @@ class AnswerLog:
         self._start = self._file.tell()
         self._keys, self._ends = array("Q"), array("q")
 
-    def append(self, results: Iterable[AnswerResult | EncodedResult]) -> None:
+    def append(self, results: Iterable[AnswerResult | EncodedResult | FoundLine]) -> None:
         """Append results and flush them to the OS (blocking; call from a thread).
 
         Raises:
@@ -149,9 +168,13 @@ class AnswerLog:
         ends: list[int] = []
         end = self._ends[-1] if self._ends else (self._start or 0)
         for r in results:
-            buf += _ENCODER.encode(r)
+            if isinstance(r, FoundLine):  # encoded by the whole-answer input process
+                buf += r.line
+                keys.append(r.key)
+            else:
+                buf += _ENCODER.encode(r)
+                keys.append(line_key(r.id, r.input_hash))
             buf += b"\n"
-            keys.append(line_key(r.id, r.input_hash))
             ends.append(end + len(buf))
         self._file.write(buf)
         self._file.flush()

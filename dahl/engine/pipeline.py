@@ -40,7 +40,7 @@ from dahl.engine.channel import Channel, EndOfChannel
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
 from dahl.errors import AdapterError, DahlError, QuotaExhausted
-from dahl.engine.results import EncodedResult, FoundAnswer, build_result, result_of_encoded
+from dahl.engine.results import EncodedResult, FoundAnswer, FoundLine, build_result, result_of_encoded
 from dahl.preprocess import preprocess
 from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
 
@@ -98,7 +98,8 @@ class QueuedAnswer:
     Attributes:
         answer: the answer (preprocessed, once the split stage has run).
         input_hash: its resume key.
-        whole_key: its key in the whole-answer cache (:class:`WholeAnswers`), if one is used.
+        whole_key: its key in the whole-answer cache (:class:`WholeAnswers`), once looked up
+            there and not found (the whole-answer workers skip it).
     """
 
     answer: Answer
@@ -142,8 +143,8 @@ class _Pending:
 _ClaimJob = tuple[_Pending, Sequence[int]]
 
 
-def _next_batch(source: Iterator[QueuedAnswer], size: int) -> list[QueuedAnswer]:
-    batch: list[QueuedAnswer] = []
+def _next_batch(source: Iterator[QueuedAnswer | FoundLine], size: int) -> list[QueuedAnswer | FoundLine]:
+    batch: list[QueuedAnswer | FoundLine] = []
     for item in source:
         batch.append(item)
         if len(batch) >= size:
@@ -178,7 +179,7 @@ def _error_text(exc: BaseException) -> str:
 
 
 async def run_pipeline(
-    source: Iterator[QueuedAnswer],
+    source: Iterator[QueuedAnswer | FoundLine],
     splitter: Splitter,
     checker: Checker,
     log_file: AnswerLog,
@@ -191,7 +192,9 @@ async def run_pipeline(
     """Stream every answer of ``source`` through split and check into ``log_file``.
 
     Args:
-        source: answers still to score (a blocking iterator; read in a thread).
+        source: answers still to score, and lines of answers it found whole
+            (:class:`~dahl.engine.results.FoundLine`, written as they are); a blocking
+            iterator, read in a thread.
         splitter: turns each answer into claims.
         checker: gives each claim a verdict.
         log_file: an open :class:`AnswerLog`; results are appended in batches.
@@ -215,18 +218,18 @@ async def run_pipeline(
     # claim a blocked, woken and often re-blocked sender.
     claims: Channel[_ClaimJob] = Channel(max(1, options.queue_size // 4))
     ready: collections.deque[tuple[_Pending, int]] = collections.deque()  # claims taken from `claims`
-    results: Channel[AnswerResult | EncodedResult] = Channel(options.queue_size)
+    results: Channel[AnswerResult | EncodedResult | FoundLine] = Channel(options.queue_size)
     batches: Channel[list[QueuedAnswer]] = Channel(_WHOLE_WORKERS)
     whole_workers = _WHOLE_WORKERS if whole is not None else 0
     gamma, k = options.gamma, options.k
     # Every producer is counted before any task runs, so no channel ends early.
+    answers.open_sender()  # the reader: answers not to look up whole
+    results.open_sender()  # the reader: lines encoded by the source (FoundLine)
     if whole_workers:
         batches.open_sender()
         for _ in range(whole_workers):
             answers.open_sender()
             results.open_sender()
-    else:
-        answers.open_sender()
     for _ in range(options.split_concurrency):
         (split if lookup_workers else claims).open_sender()
         results.open_sender()
@@ -242,15 +245,25 @@ async def run_pipeline(
                 batch = await anyio.to_thread.run_sync(_next_batch, source, options.read_batch)
                 if not batch:
                     return
-                if whole_workers:
-                    counters.answers_read += len(batch)
-                    await batches.send(batch)
-                    continue
+                counters.answers_read += len(batch)
+                to_look_up: list[QueuedAnswer] = []
                 for item in batch:
-                    counters.answers_read += 1
-                    await answers.send(item)
+                    if isinstance(item, FoundLine):  # found whole by the source
+                        counters.answers_cached += 1
+                        counters.claims_cached += item.claims
+                        counters.claims_done += item.claims
+                        await results.send(item)
+                    elif whole_workers and item.whole_key is None:
+                        to_look_up.append(item)
+                    else:  # no whole-answer cache, or the source looked it up already
+                        await answers.send(item)
+                if to_look_up:
+                    await batches.send(to_look_up)
         finally:
-            (batches if whole_workers else answers).close_sender()
+            answers.close_sender()
+            results.close_sender()
+            if whole_workers:
+                batches.close_sender()
 
     async def whole_worker() -> None:
         """Answer whole answers from the cache; pass the others on to splitting."""
@@ -390,14 +403,14 @@ async def run_pipeline(
             results.close_sender()
 
     async def write() -> None:
-        batch: list[AnswerResult | EncodedResult] = []
+        batch: list[AnswerResult | EncodedResult | FoundLine] = []
 
-        def record(batch: list[AnswerResult | EncodedResult]) -> None:
+        def record(batch: list[AnswerResult | EncodedResult | FoundLine]) -> None:
             for r in batch:
                 counters.answers_done += 1
                 counters.status[str(r.status)] += 1
                 if on_result is not None:
-                    on_result(r.decoded() if isinstance(r, EncodedResult) else r)
+                    on_result(r if isinstance(r, AnswerResult) else r.decoded())
 
         try:
             while True:

@@ -314,11 +314,11 @@ class TestFrames:
 class TestChildEnvironment:
     def test_no_api_key_reaches_the_child(self) -> None:
         """The child gets PATH, HOME, LC_*, LD_* and PYTHON* (dahl's folder first on PYTHONPATH), never a key."""
-        from dahl.cache.remote import _child_environment
+        from dahl.cache.remote import child_environment
 
         parent = {"PATH": "/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "PYTHONPATH": "/x", "LD_LIBRARY_PATH": "/l",
                   "OPENAI_API_KEY": "sk-secret", "DAHL_TEST_KEY": "sk-other", "AWS_SECRET_ACCESS_KEY": "s"}
-        env = _child_environment(parent)
+        env = child_environment(parent)
         assert set(env) == {"PATH", "HOME", "LC_ALL", "PYTHONPATH", "LD_LIBRARY_PATH"}
         root = str(Path(__file__).resolve().parents[2])
         assert env["PYTHONPATH"] == f"{root}{os.pathsep}/x"

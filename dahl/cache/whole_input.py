@@ -1,0 +1,149 @@
+"""Reading a large re-score's input in a child process that finds unchanged answers whole.
+
+A re-score of answers stored whole (:mod:`dahl.cache.answers`) is bound by the
+interpreter lock (GIL): per answer, parsing its record (~10 µs), hashing it, its key,
+decoding its entry and building its line (~40 µs in all) take turns on one core with
+the event loop, which also runs the HTTP calls of the changed answers.
+:class:`WholeInputProcess` moves that work to ONE child process: it reads the input
+files with the same reader, computes each answer's input hash, resume key and
+whole-answer key, reads the entries from the cache database (read only, one query per
+500 keys) and sends, in file order, each answer's finished ``answers.jsonl`` line
+(a hit), its canonical JSON (a miss, scored as usual) or its input error. The parent
+keeps what it always does: duplicate and resume checks, the output file, the counters.
+
+Only answers whose whole-answer key is the key material and the input hash alone are
+read this way (a Splitter that is not cached; see
+:meth:`~dahl.cache.answers.AnswerCache.key_material`). A child that cannot start, or
+stops, is logged once; the parent reads the rest of the input itself, from where the
+child's records end.
+
+The child is ``python -m dahl.cache.whole_input_process`` (see :mod:`dahl.cache.remote`
+for why not :mod:`multiprocessing`): no API key in its environment, its own session
+(a Ctrl-C reaches the parent only), and it exits when the parent closes its pipes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import msgspec
+
+from dahl.cache.lookup_child import package_root, read_frame, write_frame
+from dahl.cache.remote import child_environment
+from dahl.cache.whole_input_child import FRAME_DECODER, HELLO, Bad, Batch, End, Hit, Miss, Start
+
+__all__ = ["WholeInputFailed", "WholeInputProcess"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds to wait for the child's hello, and then for each frame, before giving up on it.
+_START_TIMEOUT_S = 60.0
+_FRAME_TIMEOUT_S = 60.0
+#: Pipe capacity asked for, bytes (Linux's default limit for an unprivileged process).
+_PIPE_BYTES = 1 << 20
+
+
+class WholeInputFailed(RuntimeError):
+    """The child stopped before the end of the input; the records it sent are valid."""
+
+
+class WholeInputProcess:
+    """ONE child process reading the input and finding answers whole (see the module docstring).
+
+    Started early (the child imports dahl while the run sets up), told what to read
+    with :meth:`begin`, then read with :meth:`records` from one thread; :meth:`close`
+    from any.
+
+    Raises:
+        OSError: (on construction) the child process cannot be created.
+    """
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            # -P: a dahl/ in the working folder cannot shadow the parent's package.
+            [sys.executable, "-P", "-m", "dahl.cache.whole_input_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_environment(os.environ),
+            start_new_session=True,  # a terminal's Ctrl-C goes to the parent only
+        )
+        assert self._proc.stdout is not None
+        with contextlib.suppress(AttributeError, OSError):  # Linux: a whole frame fits, so the child works on
+            fcntl.fcntl(self._proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        self._began: BaseException | None = None
+        self._closed = False
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self._proc.pid
+
+    def begin(self, start: Start) -> None:
+        """Tell the child what to read; it starts at once (its frames wait in the pipe).
+
+        A child that died meanwhile is reported by :meth:`records`.
+        """
+        assert self._proc.stdin is not None
+        try:
+            write_frame(self._proc.stdin.fileno(), msgspec.msgpack.encode(start))
+        except OSError as exc:
+            self._began = exc
+
+    def records(self) -> Iterator[Hit | Miss | Bad]:
+        """Every record of the input, in file order (blocking).
+
+        Raises:
+            WholeInputFailed: the child did not start, failed, ended early, fell silent
+                for a minute, or sent something undecodable.
+        """
+        assert self._proc.stdout is not None
+        try:
+            if self._began is not None:
+                raise self._began
+            hello = read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
+            if hello is None or not hello.startswith(HELLO):
+                raise WholeInputFailed(f"it did not start (exit status {self._exit_status()})")
+            root = hello[len(HELLO) :].decode(errors="replace")
+            if root != package_root():
+                raise WholeInputFailed(f"it runs dahl from {root}, not from {package_root()}")
+            while True:
+                frame = read_frame(self._proc.stdout.fileno(), _FRAME_TIMEOUT_S)
+                if frame is None:
+                    raise WholeInputFailed(f"it ended (exit status {self._exit_status()})")
+                message = FRAME_DECODER.decode(frame)
+                if isinstance(message, Batch):
+                    yield from message.records
+                elif isinstance(message, End):
+                    return
+                else:
+                    raise WholeInputFailed(message.error)
+        except (OSError, TimeoutError, ValueError, msgspec.DecodeError) as exc:
+            raise WholeInputFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        """Stop the child (blocking, idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for pipe in (self._proc.stdin, self._proc.stdout):  # a child blocked on either gets EOF or EPIPE
+            with contextlib.suppress(OSError, ValueError):
+                if pipe is not None:
+                    pipe.close()
+        try:
+            self._proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def _exit_status(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self._proc.wait(timeout=1.0)
+        return None
+
