@@ -13,6 +13,9 @@
   wrappers used by the pipeline.
 - :mod:`dahl.cache.answers`: finished answers stored whole, so a re-score of an
   unchanged answer skips splitting and checking.
+- :mod:`dahl.cache.whole_input`: a large re-score's input read in a child process
+  (:mod:`dahl.cache.whole_input_process`) that finds unchanged answers whole and
+  encodes their lines, on another core.
 """
 
 from __future__ import annotations

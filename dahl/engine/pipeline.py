@@ -11,6 +11,9 @@ O(workers + queue sizes) whatever the input size (DESIGN.md §1):
 With a whole-answer cache (:class:`WholeAnswers`), each batch the reader reads is looked
 up at once; an answer found whole goes straight to the results, the others go on to
 splitting, and each answer finished without an error is stored whole for next time.
+A source may also yield the finished lines of answers it found whole itself
+(:class:`~dahl.engine.results.FoundLine`, see :mod:`dahl.cache.whole_input`): they go
+straight to the writer, and the answers it looked up and did not find skip the lookup.
 
 With a cache (a Checker offering ``look_up``, i.e. :class:`dahl.cache.CachingChecker`
 with a store), lookup workers look all claims of an answer up in one batched read;

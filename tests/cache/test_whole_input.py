@@ -24,7 +24,6 @@ from dahl.cache.whole_input import WholeInputFailed, WholeInputProcess
 from dahl.cache.whole_input_child import Bad, Hit, Miss, Start
 from dahl.config import EndpointConfig
 from dahl.engine.output import answer_input_hash, line_key
-from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
 from dahl.engine.source import InputErrors, answer_source
 from dahl.run import ScoreConfig, score_async
@@ -148,6 +147,17 @@ class TestChildRecords:
         bad = records[1]
         assert isinstance(bad, Bad)
         assert (bad.line, bad.field, bad.path) == (2, "response", str(answers))
+
+    def test_the_child_exits_by_itself_when_the_parent_stops_reading(self, tmp_path: Path, empty_db: Path) -> None:
+        """Closing the pipes mid-input (a run cancelled or killed) ends the child: it is not killed."""
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 10_000)  # ~4 MB of records: more than a pipe holds
+        child = WholeInputProcess()
+        child.begin(Start([str(answers)], "auto", None, RUN_FP, b"material", str(empty_db), 10.0, 64, 4))
+        records = child.records()
+        assert isinstance(next(records), Miss)
+        child.close()
+        assert child._proc.returncode == 0  # noqa: SLF001 - killed would be -9
 
     def test_an_unreadable_database_fails_at_once(self, tmp_path: Path) -> None:
         answers = tmp_path / "answers.jsonl"
