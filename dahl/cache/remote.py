@@ -44,7 +44,7 @@ from dahl.cache.keys import CheckKeyRecipe
 from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, package_root, read_frame, write_frame
 from dahl.records import Verdict
 
-__all__ = ["ASK", "Ask", "Found", "ProcessReader", "child_environment"]
+__all__ = ["ASK", "Ask", "Found", "ProcessReader", "child_environment", "cpu_seconds"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ ASK = Ask()
 Found = Verdict | str | Ask | None
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def cpu_seconds(pid: int) -> float | None:
     """CPU seconds (user + system) a live process used so far; None where /proc is absent."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -210,7 +210,7 @@ class ProcessReader:
     def close(self) -> None:
         """Stop the child and the I/O thread (blocking, idempotent); pending lookups get None."""
         self._off = True
-        cpu_s = _cpu_seconds(self._proc.pid)
+        cpu_s = cpu_seconds(self._proc.pid)
         with contextlib.suppress(OSError, ValueError):  # already closed
             if self._proc.stdin is not None:
                 self._proc.stdin.close()  # the child exits at the end of its input

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 import msgspec
 
 from dahl.cache.lookup_child import package_root, read_frame, write_frame
-from dahl.cache.remote import child_environment
+from dahl.cache.remote import child_environment, cpu_seconds
 from dahl.cache.whole_input_child import FRAME_DECODER, HELLO, Bad, Batch, End, Hit, Miss, Start
 
 __all__ = ["WholeInputFailed", "WholeInputProcess"]
@@ -60,6 +60,10 @@ class WholeInputProcess:
     with :meth:`begin`, then read with :meth:`records` from one thread; :meth:`close`
     from any.
 
+    Attributes:
+        records_read: input records the child sent so far.
+        found_whole: answers among them it found whole.
+
     Raises:
         OSError: (on construction) the child process cannot be created.
     """
@@ -79,6 +83,8 @@ class WholeInputProcess:
             fcntl.fcntl(self._proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         self._began: BaseException | None = None
         self._closed = False
+        self.records_read = 0
+        self.found_whole = 0
 
     @property
     def pid(self) -> int:
@@ -119,6 +125,8 @@ class WholeInputProcess:
                     raise WholeInputFailed(f"it ended (exit status {self._exit_status()})")
                 message = FRAME_DECODER.decode(frame)
                 if isinstance(message, Batch):
+                    self.records_read += len(message.records)
+                    self.found_whole += sum(isinstance(r, Hit) for r in message.records)
                     yield from message.records
                 elif isinstance(message, End):
                     return
@@ -132,6 +140,7 @@ class WholeInputProcess:
         if self._closed:
             return
         self._closed = True
+        cpu_s = cpu_seconds(self._proc.pid)
         for pipe in (self._proc.stdin, self._proc.stdout):  # a child blocked on either gets EOF or EPIPE
             with contextlib.suppress(OSError, ValueError):
                 if pipe is not None:
@@ -141,6 +150,12 @@ class WholeInputProcess:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        log.debug(
+            "whole-answer input process: %d records read, %d answers found whole, %s s of CPU",
+            self.records_read,
+            self.found_whole,
+            "?" if cpu_s is None else f"{cpu_s:.2f}",
+        )
 
     def _exit_status(self) -> int | None:
         with contextlib.suppress(subprocess.TimeoutExpired):
