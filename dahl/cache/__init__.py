@@ -16,6 +16,7 @@
 - :mod:`dahl.cache.whole_input`: a large re-score's input read in a child process
   (:mod:`dahl.cache.whole_input_process`) that finds unchanged answers whole and
   encodes their lines, on another core.
+- :mod:`dahl.cache.children`: how those two child processes start and stop.
 """
 
 from __future__ import annotations

@@ -17,11 +17,9 @@ the usual way (:meth:`dahl.cache.store.CacheStore.get_many`). A child that fails
 cannot start is logged once and turns this path off for the rest of the run; lookups
 then go through the reader thread.
 
-The child is ``python -m dahl.cache.lookup_process DB`` (not :mod:`multiprocessing`, whose
-``spawn`` re-imports the caller's main script). It runs in its own session (a Ctrl-C
-at the terminal reaches the parent only, which stops it) and exits when its input
-closes, so a killed run leaves no process behind. Its side and the wire format are
-in :mod:`dahl.cache.lookup_child`.
+The child is ``python -P -m dahl.cache.lookup_process DB``, started and stopped as
+:mod:`dahl.cache.children` says (no API key, its own session, it exits when its input
+closes). Its side and the wire format are in :mod:`dahl.cache.lookup_child`.
 """
 
 from __future__ import annotations
@@ -31,20 +29,18 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
-import os
-import subprocess
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 
+from dahl.cache import children
 from dahl.cache.envelope import ENVELOPES_DECODER, Stored, entry_of
 from dahl.cache.keys import CheckKeyRecipe
 from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, package_root, read_frame, write_frame
 from dahl.records import Verdict
 
-__all__ = ["ASK", "Ask", "Found", "ProcessReader", "child_environment", "cpu_seconds"]
+__all__ = ["ASK", "Ask", "Found", "ProcessReader"]
 
 log = logging.getLogger(__name__)
 
@@ -69,32 +65,6 @@ ASK = Ask()
 #: nothing committed, or a row without a verdict or raw reply; check the values put
 #: and not committed yet); or :data:`ASK`.
 Found = Verdict | str | Ask | None
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """CPU seconds (user + system) a live process used so far; None where /proc is absent."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-#: Environment variables the child inherits (no API key): these names, and those starting
-#: with a prefix of :data:`_CHILD_ENV_PREFIXES` (the interpreter's and the loader's settings).
-_CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "SYSTEMROOT", "VIRTUAL_ENV", "CONDA_PREFIX"})
-_CHILD_ENV_PREFIXES = ("PYTHON", "LC_", "LD_", "DYLD_")
-
-
-def child_environment(parent: Mapping[str, str]) -> dict[str, str]:
-    """The child's environment: what Python needs from ``parent``, never a secret.
-
-    The folder holding the ``dahl`` package goes first on ``PYTHONPATH``, so the child
-    imports the same code as the parent even when that is not installed.
-    """
-    env = {k: v for k, v in parent.items() if k in _CHILD_ENV or k.startswith(_CHILD_ENV_PREFIXES)}
-    path = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = package_root() + (os.pathsep + path if path else "")
-    return env
 
 
 def _resolve(envelope: Stored, parser_version: str) -> Found:
@@ -129,17 +99,7 @@ class ProcessReader:
 
     def __init__(self, db_path: Path, directory: Path) -> None:
         self._directory = directory
-        env = child_environment(os.environ)
-        self._proc = subprocess.Popen(
-            # -P: the working folder is not put on sys.path, so a dahl/ (or signal.py)
-            # there cannot shadow the package the parent runs.
-            [sys.executable, "-P", "-m", "dahl.cache.lookup_process", str(db_path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # a terminal's Ctrl-C goes to the parent only
-        )
+        self._proc = children.spawn("dahl.cache.lookup_process", str(db_path))
         # One thread does the blocking pipe I/O, in order: first the hello, then batches.
         self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-cache-child")
         self._started = self._io.submit(self._await_hello)
@@ -210,15 +170,11 @@ class ProcessReader:
     def close(self) -> None:
         """Stop the child and the I/O thread (blocking, idempotent); pending lookups get None."""
         self._off = True
-        cpu_s = cpu_seconds(self._proc.pid)
+        cpu_s = children.cpu_seconds(self._proc.pid)
         with contextlib.suppress(OSError, ValueError):  # already closed
             if self._proc.stdin is not None:
                 self._proc.stdin.close()  # the child exits at the end of its input
-        try:
-            self._proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        children.stop(self._proc)
         self._io.shutdown(wait=True, cancel_futures=True)
         with contextlib.suppress(OSError, ValueError):  # already closed
             if self._proc.stdout is not None:
@@ -232,17 +188,11 @@ class ProcessReader:
 
     # -- I/O thread ---------------------------------------------------------------------
 
-    def _exit_status(self) -> int | None:
-        """The child's exit status, waiting a moment for a dying child to be reaped."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return self._proc.wait(timeout=1.0)
-        return None
-
     def _await_hello(self) -> None:
         assert self._proc.stdout is not None
         hello = read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
         if hello is None or not hello.startswith(HELLO):
-            raise RuntimeError(f"the lookup process did not start (exit status {self._exit_status()})")
+            raise RuntimeError(f"the lookup process did not start (exit status {children.exit_status(self._proc)})")
         root = hello[len(HELLO) :].decode(errors="replace")
         if root != package_root():
             raise RuntimeError(f"the lookup process runs dahl from {root}, not from {package_root()}")
@@ -254,7 +204,7 @@ class ProcessReader:
         write_frame(self._proc.stdin.fileno(), self._encoder.encode(request))
         frame = read_frame(self._proc.stdout.fileno(), _REPLY_TIMEOUT_S)
         if frame is None:
-            raise RuntimeError(f"the lookup process ended (exit status {self._exit_status()})")
+            raise RuntimeError(f"the lookup process ended (exit status {children.exit_status(self._proc)})")
         reply = self._reply_decoder.decode(frame)
         if reply.error:
             raise RuntimeError(f"the lookup process failed: {reply.error}")

@@ -8,7 +8,7 @@ the event loop, which also runs the HTTP calls of the changed answers.
 files with the same reader, computes each answer's input hash, resume key and
 whole-answer key, reads the entries from the cache database (read only, one query per
 500 keys) and sends, in file order, each answer's finished ``answers.jsonl`` line
-(a hit), its canonical JSON (a miss, scored as usual) or its input error. The parent
+(a hit), its JSON (a miss, scored as usual) or its input error. The parent
 keeps what it always does: duplicate and resume checks, the output file, the counters.
 
 Only answers whose whole-answer key is the key material and the input hash alone are
@@ -17,9 +17,9 @@ read this way (a Splitter that is not cached; see
 stops, is logged once; the parent reads the rest of the input itself, from where the
 child's records end.
 
-The child is ``python -m dahl.cache.whole_input_process`` (see :mod:`dahl.cache.remote`
-for why not :mod:`multiprocessing`): no API key in its environment, its own session
-(a Ctrl-C reaches the parent only), and it exits when the parent closes its pipes.
+The child is ``python -P -m dahl.cache.whole_input_process``, started and stopped as
+:mod:`dahl.cache.children` says (no API key, its own session, it exits when the parent
+closes its pipes). Its side and the wire format are in :mod:`dahl.cache.whole_input_child`.
 """
 
 from __future__ import annotations
@@ -27,15 +27,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import msgspec
 
+from dahl.cache import children
 from dahl.cache.lookup_child import package_root, read_frame, write_frame
-from dahl.cache.remote import child_environment, cpu_seconds
 from dahl.cache.whole_input_child import FRAME_DECODER, HELLO, Bad, Batch, End, Hit, Miss, Start
 
 __all__ = ["WholeInputFailed", "WholeInputProcess"]
@@ -69,15 +66,7 @@ class WholeInputProcess:
     """
 
     def __init__(self) -> None:
-        self._proc = subprocess.Popen(
-            # -P: a dahl/ in the working folder cannot shadow the parent's package.
-            [sys.executable, "-P", "-m", "dahl.cache.whole_input_process"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=child_environment(os.environ),
-            start_new_session=True,  # a terminal's Ctrl-C goes to the parent only
-        )
+        self._proc = children.spawn("dahl.cache.whole_input_process")
         assert self._proc.stdout is not None
         with contextlib.suppress(AttributeError, OSError):  # Linux: a whole frame fits, so the child works on
             fcntl.fcntl(self._proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
@@ -115,14 +104,14 @@ class WholeInputProcess:
                 raise self._began
             hello = read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
             if hello is None or not hello.startswith(HELLO):
-                raise WholeInputFailed(f"it did not start (exit status {self._exit_status()})")
+                raise WholeInputFailed(f"it did not start (exit status {children.exit_status(self._proc)})")
             root = hello[len(HELLO) :].decode(errors="replace")
             if root != package_root():
                 raise WholeInputFailed(f"it runs dahl from {root}, not from {package_root()}")
             while True:
                 frame = read_frame(self._proc.stdout.fileno(), _FRAME_TIMEOUT_S)
                 if frame is None:
-                    raise WholeInputFailed(f"it ended (exit status {self._exit_status()})")
+                    raise WholeInputFailed(f"it ended (exit status {children.exit_status(self._proc)})")
                 message = FRAME_DECODER.decode(frame)
                 if isinstance(message, Batch):
                     self.records_read += len(message.records)
@@ -140,25 +129,16 @@ class WholeInputProcess:
         if self._closed:
             return
         self._closed = True
-        cpu_s = cpu_seconds(self._proc.pid)
+        cpu_s = children.cpu_seconds(self._proc.pid)
         for pipe in (self._proc.stdin, self._proc.stdout):  # a child blocked on either gets EOF or EPIPE
             with contextlib.suppress(OSError, ValueError):
                 if pipe is not None:
                     pipe.close()
-        try:
-            self._proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        children.stop(self._proc)
         log.debug(
             "whole-answer input process: %d records read, %d answers found whole, %s s of CPU",
             self.records_read,
             self.found_whole,
             "?" if cpu_s is None else f"{cpu_s:.2f}",
         )
-
-    def _exit_status(self) -> int | None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return self._proc.wait(timeout=1.0)
-        return None
 

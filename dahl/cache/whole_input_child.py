@@ -73,7 +73,10 @@ class Hit(msgspec.Struct, array_like=True, tag=0):
 
 
 class Miss(msgspec.Struct, array_like=True, tag=1):
-    """An answer to score: its resume key, input hash, whole-answer key and JSON.
+    """An answer not found whole: its resume key, input hash, whole-answer key and JSON.
+
+    ``whole_key`` is empty when its entry is kept in a file, which only the parent reads
+    (it looks the answer up itself); otherwise the answer is to be scored.
 
     The JSON keeps the order of the answer's ``meta`` fields (its canonical JSON, which
     is hashed, sorts them), so the answer's line is the one it gets when read here.
@@ -151,15 +154,17 @@ def _resolve(
     """Look the waiting answers up with one query per 500 keys and put their records in ``out``."""
     if not waiting:
         return
-    found, packed, _ = rows.fetch_packed(list(dict.fromkeys(w[4] for w in waiting)))
+    found, packed, elsewhere = rows.fetch_packed(list(dict.fromkeys(w[4] for w in waiting)))
     envelopes = ENVELOPES_DECODER.decode(b"\xdd" + len(found).to_bytes(4, "big") + packed) if found else []
     stored = dict(zip(found, envelopes, strict=True))
+    in_files = set(elsewhere)
     for slot, file, key, input_hash, whole_key, answer in waiting:
         envelope = stored.get(whole_key)
-        # Rows kept in a file (not in ``found``) are misses here: the parent reads those.
         got = decode_whole_entry(envelope.value) if envelope is not None and envelope.parser_version == "1" else None
         if got is None:
-            out[slot] = Miss(file, key, input_hash, whole_key, _JSON_ENCODER.encode(answer))
+            # A row kept in a file is the parent's to read: no whole key, so it looks the answer up.
+            sent_key = "" if whole_key in in_files else whole_key
+            out[slot] = Miss(file, key, input_hash, sent_key, _JSON_ENCODER.encode(answer))
             continue
         if got.response is not None:
             answer = msgspec.structs.replace(answer, response=got.response)

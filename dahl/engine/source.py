@@ -114,7 +114,8 @@ def answer_source(
                 if isinstance(record, Hit):
                     yield FoundLine(record.line, record.key, record.status, record.claims)
                 else:
-                    yield QueuedAnswer(_ANSWER_DECODER.decode(record.answer), record.input_hash, record.whole_key)
+                    answer = _ANSWER_DECODER.decode(record.answer)
+                    yield QueuedAnswer(answer, record.input_hash, record.whole_key or None)
             return
         except WholeInputFailed as exc:
             log.warning("the whole-answer input process stopped (%s); reading the rest of the input here", exc)

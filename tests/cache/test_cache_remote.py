@@ -314,7 +314,7 @@ class TestFrames:
 class TestChildEnvironment:
     def test_no_api_key_reaches_the_child(self) -> None:
         """The child gets PATH, HOME, LC_*, LD_* and PYTHON* (dahl's folder first on PYTHONPATH), never a key."""
-        from dahl.cache.remote import child_environment
+        from dahl.cache.children import child_environment
 
         parent = {"PATH": "/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "PYTHONPATH": "/x", "LD_LIBRARY_PATH": "/l",
                   "OPENAI_API_KEY": "sk-secret", "DAHL_TEST_KEY": "sk-other", "AWS_SECRET_ACCESS_KEY": "s"}

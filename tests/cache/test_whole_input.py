@@ -96,6 +96,24 @@ class TestSameOutputs:
         assert "duplicate answer" in child["input_errors"][0]
         assert "response is empty" in child["input_errors"][1] and ":9" in child["input_errors"][1]
 
+    def test_an_entry_kept_in_a_file_is_read_by_the_parent(self, tmp_path: Path, mocks: Any) -> None:
+        """A whole entry over diskcache's 32 KiB row limit lives in a file, which only the parent reads."""
+        url = mocks.start()
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 3)
+        long = " ".join(f"Drug 9 binds receptor R{i} in tissue T{i} with high affinity." for i in range(300))
+        with answers.open("a") as f:
+            f.write(json.dumps({"id": "long", "question": "What does drug 9 bind?", "response": long}) + "\n")
+        cache = tmp_path / "cache"
+        run(answers, tmp_path / "first", url, cache, input_process=False)
+        assert len(list(cache.rglob("*.val"))) == 1  # the long answer's whole entry went to a file
+        sent = mocks.stats(url)["requests"]
+        child = run(answers, tmp_path / "child", url, cache, input_process=True)
+        assert mocks.stats(url)["requests"] == sent
+        assert child["run"]["answers_cached"] == 4
+        assert child["run"]["claims_checked"] == 0
+        assert (tmp_path / "child" / "answers.jsonl").read_bytes() == (tmp_path / "first" / "answers.jsonl").read_bytes()
+
     def test_resume_skips_finished_answers(self, tmp_path: Path, mocks: Any) -> None:
         """An output folder holding some answers: the child's run resumes them like a run reading here."""
         url = mocks.start()

@@ -1,0 +1,80 @@
+"""The cache's child processes: how they start, what they inherit, how they stop.
+
+Both children (:mod:`dahl.cache.remote`'s lookup process and :mod:`dahl.cache.whole_input`'s
+input process) run ``python -P -m MODULE``, not :mod:`multiprocessing` (whose ``spawn``
+re-imports the caller's main script): ``-P`` keeps a ``dahl/`` in the working folder from
+shadowing the parent's package, the environment holds no API key, and a session of their
+own keeps a terminal's Ctrl-C for the parent, which stops them. They exit when the parent
+closes their pipes, so a killed run leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from dahl.cache.lookup_child import package_root
+
+__all__ = ["child_environment", "cpu_seconds", "exit_status", "spawn", "stop"]
+
+#: Environment variables a child inherits (no API key): these names, and those starting
+#: with a prefix of :data:`_CHILD_ENV_PREFIXES` (the interpreter's and the loader's settings).
+_CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "SYSTEMROOT", "VIRTUAL_ENV", "CONDA_PREFIX"})
+_CHILD_ENV_PREFIXES = ("PYTHON", "LC_", "LD_", "DYLD_")
+
+
+def child_environment(parent: Mapping[str, str]) -> dict[str, str]:
+    """A child's environment: what Python needs from ``parent``, never a secret.
+
+    The folder holding the ``dahl`` package goes first on ``PYTHONPATH``, so the child
+    imports the same code as the parent even when that is not installed.
+    """
+    env = {k: v for k, v in parent.items() if k in _CHILD_ENV or k.startswith(_CHILD_ENV_PREFIXES)}
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = package_root() + (os.pathsep + path if path else "")
+    return env
+
+
+def spawn(module: str, *args: str) -> subprocess.Popen[bytes]:
+    """Start ``python -P -m module *args`` with pipes on stdin and stdout (stderr dropped).
+
+    Raises:
+        OSError: the process cannot be created.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", module, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_environment(os.environ),
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 2.0) -> None:
+    """Wait up to ``timeout_s`` seconds for ``proc`` to end (its input closed), then kill it."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def exit_status(proc: subprocess.Popen[bytes]) -> int | None:
+    """``proc``'s exit status, waiting up to a second for a dying child to be reaped; None if it runs on."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        return proc.wait(timeout=1.0)
+    return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) a live process used so far; None where /proc is absent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
