@@ -75,11 +75,6 @@ class WholeInputProcess:
         self.records_read = 0
         self.found_whole = 0
 
-    @property
-    def pid(self) -> int:
-        """The child's process id."""
-        return self._proc.pid
-
     def begin(self, start: Start) -> None:
         """Tell the child what to read; it starts at once (its frames wait in the pipe).
 
