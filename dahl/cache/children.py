@@ -1,7 +1,7 @@
 """The cache's child processes: how they start, what they inherit, how they stop.
 
 Both children (:mod:`dahl.cache.remote`'s lookup process and :mod:`dahl.cache.whole_input`'s
-input process) run ``python -P -m MODULE``, not :mod:`multiprocessing` (whose ``spawn``
+input process) run their module as ``__main__`` under ``python -P``, not :mod:`multiprocessing` (whose ``spawn``
 re-imports the caller's main script): ``-P`` keeps a ``dahl/`` in the working folder from
 shadowing the parent's package, the environment holds no API key, and a session of their
 own keeps a terminal's Ctrl-C for the parent, which stops them. They exit when the parent
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -22,31 +23,41 @@ from dahl.cache.lookup_child import package_root
 __all__ = ["child_environment", "cpu_seconds", "exit_status", "spawn", "stop"]
 
 #: Environment variables a child inherits (no API key): these names, and those starting
-#: with a prefix of :data:`_CHILD_ENV_PREFIXES` (the interpreter's and the loader's settings).
+#: with a prefix of :data:`_CHILD_ENV_PREFIXES` (the interpreter's and the loader's settings),
+#: unless the name looks like a secret's (:data:`_SECRET_NAME`, e.g. ``PYTHON_API_KEY``).
 _CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "SYSTEMROOT", "VIRTUAL_ENV", "CONDA_PREFIX"})
 _CHILD_ENV_PREFIXES = ("PYTHON", "LC_", "LD_", "DYLD_")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
+
+#: The child's ``-c`` program: put the parent's package folder first on ``sys.path`` (an
+#: argument, not ``PYTHONPATH``, which would split a folder name holding ``os.pathsep``),
+#: then run the module as ``__main__`` with the remaining arguments.
+_BOOT = (
+    "import runpy, sys; sys.path.insert(0, sys.argv[1]); module = sys.argv[2]; del sys.argv[1:3]; "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 
 
 def child_environment(parent: Mapping[str, str]) -> dict[str, str]:
-    """A child's environment: what Python needs from ``parent``, never a secret.
-
-    The folder holding the ``dahl`` package goes first on ``PYTHONPATH``, so the child
-    imports the same code as the parent even when that is not installed.
-    """
-    env = {k: v for k, v in parent.items() if k in _CHILD_ENV or k.startswith(_CHILD_ENV_PREFIXES)}
-    path = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = package_root() + (os.pathsep + path if path else "")
-    return env
+    """A child's environment: what Python needs from ``parent``, never a secret."""
+    return {
+        k: v
+        for k, v in parent.items()
+        if (k in _CHILD_ENV or k.startswith(_CHILD_ENV_PREFIXES)) and not _SECRET_NAME.search(k)
+    }
 
 
 def spawn(module: str, *args: str) -> subprocess.Popen[bytes]:
-    """Start ``python -P -m module *args`` with pipes on stdin and stdout (stderr dropped).
+    """Start ``module`` as ``__main__`` with ``args``, pipes on stdin and stdout (stderr dropped).
+
+    The child imports the parent's ``dahl`` (its folder goes first on ``sys.path``), even
+    when that is not installed; ``-P`` keeps the working folder off ``sys.path``.
 
     Raises:
         OSError: the process cannot be created.
     """
     return subprocess.Popen(
-        [sys.executable, "-P", "-m", module, *args],
+        [sys.executable, "-P", "-c", _BOOT, package_root(), module, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -86,7 +86,7 @@ def _read_exactly(fd: int, size: int, timeout_s: float | None) -> bytes | None:
     chunks: list[bytes] = []
     while size:
         if timeout_s is not None and not select.select([fd], [], [], timeout_s)[0]:
-            raise TimeoutError(f"no reply from the lookup process in {timeout_s:g} s")
+            raise TimeoutError(f"no reply from the child process in {timeout_s:g} s")
         chunk = os.read(fd, min(size, 1 << 20))
         if not chunk:
             return None

@@ -70,7 +70,7 @@ class WholeInputProcess:
         assert self._proc.stdout is not None
         with contextlib.suppress(AttributeError, OSError):  # Linux: a whole frame fits, so the child works on
             fcntl.fcntl(self._proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-        self._began: BaseException | None = None
+        self._began: WholeInputFailed | None = None
         self._closed = False
         self.records_read = 0
         self.found_whole = 0
@@ -78,13 +78,21 @@ class WholeInputProcess:
     def begin(self, start: Start) -> None:
         """Tell the child what to read; it starts at once (its frames wait in the pipe).
 
-        A child that died meanwhile is reported by :meth:`records`.
+        A child that died meanwhile, or a ``start`` that cannot be sent (a path that is
+        not valid UTF-8), is reported by :meth:`records`.
         """
         assert self._proc.stdin is not None
         try:
-            write_frame(self._proc.stdin.fileno(), msgspec.msgpack.encode(start))
-        except OSError as exc:
-            self._began = exc
+            frame = msgspec.msgpack.encode(start)
+        except (ValueError, msgspec.EncodeError) as exc:  # UnicodeEncodeError: a surrogate-escaped path
+            self._began = WholeInputFailed(f"cannot send what to read ({type(exc).__name__}: {exc})")
+            return
+        try:
+            write_frame(self._proc.stdin.fileno(), frame)
+        except OSError as exc:  # the child is gone: say so when records are asked for
+            self._began = WholeInputFailed(
+                f"it did not start ({type(exc).__name__}; exit status {children.exit_status(self._proc)})"
+            )
 
     def records(self) -> Iterator[Hit | Miss | Bad]:
         """Every record of the input, in file order (blocking).

@@ -313,15 +313,33 @@ class TestFrames:
 
 class TestChildEnvironment:
     def test_no_api_key_reaches_the_child(self) -> None:
-        """The child gets PATH, HOME, LC_*, LD_* and PYTHON* (dahl's folder first on PYTHONPATH), never a key."""
+        """The child gets PATH, HOME, LC_*, LD_* and PYTHON*, never a key, even one named with those prefixes."""
         from dahl.cache.children import child_environment
 
         parent = {"PATH": "/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "PYTHONPATH": "/x", "LD_LIBRARY_PATH": "/l",
-                  "OPENAI_API_KEY": "sk-secret", "DAHL_TEST_KEY": "sk-other", "AWS_SECRET_ACCESS_KEY": "s"}
+                  "OPENAI_API_KEY": "sk-secret", "DAHL_TEST_KEY": "sk-other", "AWS_SECRET_ACCESS_KEY": "s",
+                  "PYTHON_OPENAI_API_KEY": "sk-a", "LC_API_KEY": "sk-b", "LD_TOKEN": "sk-c", "PYTHONAUTH": "sk-d"}
         env = child_environment(parent)
-        assert set(env) == {"PATH", "HOME", "LC_ALL", "PYTHONPATH", "LD_LIBRARY_PATH"}
-        root = str(Path(__file__).resolve().parents[2])
-        assert env["PYTHONPATH"] == f"{root}{os.pathsep}/x"
+        assert env == {"PATH": "/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "PYTHONPATH": "/x", "LD_LIBRARY_PATH": "/l"}
+
+    def test_a_package_folder_holding_the_path_separator_is_imported(self, tmp_path: Path) -> None:
+        """A dahl checkout under a folder named with os.pathsep is still the one the child imports."""
+        import shutil
+
+        from dahl.cache import children
+
+        odd = tmp_path / f"co{os.pathsep}lon"
+        shutil.copytree(Path(children.__file__).resolve().parents[1], odd / "dahl",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        probe = odd / "dahl" / "probe_main.py"
+        probe.write_text("import sys, dahl; sys.stdout.write(dahl.__file__ + '|' + '|'.join(sys.argv[1:]))\n")
+        code = f"import sys; sys.path.insert(0, {str(odd)!r}); from dahl.cache import children; " \
+               "p = children.spawn('dahl.probe_main', 'a', 'b'); out, _ = p.communicate(b''); print(out.decode())"
+        import subprocess
+        import sys
+
+        result = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True)
+        assert result.stdout.strip() == f"{odd / 'dahl' / '__init__.py'}|a|b"
 
 
 class TestChildIsolation:

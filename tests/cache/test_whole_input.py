@@ -177,6 +177,19 @@ class TestChildRecords:
         child.close()
         assert child._proc.returncode == 0  # noqa: SLF001 - killed would be -9
 
+    def test_a_path_that_is_not_utf8_fails_at_once(self, tmp_path: Path, empty_db: Path) -> None:
+        """A surrogate-escaped file name cannot be sent: the child is given up, not the run."""
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 3)
+        odd = str(tmp_path / "cache\udce9" / DB_NAME)
+        child = WholeInputProcess()
+        try:
+            child.begin(Start([str(answers)], "auto", None, RUN_FP, b"material", odd, 10.0, 64, 4))
+            with pytest.raises(WholeInputFailed, match="cannot send what to read"):
+                next(child.records())
+        finally:
+            child.close()
+
     def test_an_unreadable_database_fails_at_once(self, tmp_path: Path) -> None:
         answers = tmp_path / "answers.jsonl"
         write_answers(answers, 3)
