@@ -1,4 +1,4 @@
-"""Entry point of the cache lookup child: ``python -m dahl.cache.lookup_process DB``.
+"""Entry point of the cache lookup child, run as ``__main__`` with the database path as argument.
 
 Started by :class:`dahl.cache.remote.ProcessReader`; not imported by the package, so
 running it as ``__main__`` loads every module once.

@@ -17,7 +17,7 @@ the usual way (:meth:`dahl.cache.store.CacheStore.get_many`). A child that fails
 cannot start is logged once and turns this path off for the rest of the run; lookups
 then go through the reader thread.
 
-The child is ``python -P -m dahl.cache.lookup_process DB``, started and stopped as
+The child runs :mod:`dahl.cache.lookup_process` (argument: the database), started and stopped as
 :mod:`dahl.cache.children` says (no API key, its own session, it exits when its input
 closes). Its side and the wire format are in :mod:`dahl.cache.lookup_child`.
 """

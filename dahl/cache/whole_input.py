@@ -17,7 +17,7 @@ read this way (a Splitter that is not cached; see
 stops, is logged once; the parent reads the rest of the input itself, from where the
 child's records end.
 
-The child is ``python -P -m dahl.cache.whole_input_process``, started and stopped as
+The child runs :mod:`dahl.cache.whole_input_process`, started and stopped as
 :mod:`dahl.cache.children` says (no API key, its own session, it exits when the parent
 closes its pipes). Its side and the wire format are in :mod:`dahl.cache.whole_input_child`.
 """

@@ -1,4 +1,4 @@
-"""Entry point of the whole-answer input child: ``python -m dahl.cache.whole_input_process``.
+"""Entry point of the whole-answer input child, run as ``__main__`` (no argument).
 
 Started by :class:`dahl.cache.whole_input.WholeInputProcess`; not imported by the
 package, so running it as ``__main__`` loads every module once.
