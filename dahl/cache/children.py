@@ -18,9 +18,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from dahl.cache.lookup_child import package_root
+from dahl.cache.lookup_child import package_root, read_frame
 
-__all__ = ["child_environment", "cpu_seconds", "exit_status", "spawn", "stop"]
+__all__ = ["await_hello", "child_environment", "cpu_seconds", "exit_status", "spawn", "stop"]
 
 #: Environment variables a child inherits (no API key): these names, and those starting
 #: with a prefix of :data:`_CHILD_ENV_PREFIXES` (the interpreter's and the loader's settings),
@@ -64,6 +64,23 @@ def spawn(module: str, *args: str) -> subprocess.Popen[bytes]:
         env=child_environment(os.environ),
         start_new_session=True,
     )
+
+
+def await_hello(proc: subprocess.Popen[bytes], prefix: bytes, timeout_s: float) -> None:
+    """Read a child's first frame: ``prefix`` and the folder of the ``dahl`` it imported (blocking).
+
+    Raises:
+        RuntimeError: it did not start (no such frame within ``timeout_s`` seconds of
+            silence, or it ended), or it runs dahl from another folder than the parent's.
+        TimeoutError, ValueError: from :func:`~dahl.cache.lookup_child.read_frame`.
+    """
+    assert proc.stdout is not None
+    hello = read_frame(proc.stdout.fileno(), timeout_s)
+    if hello is None or not hello.startswith(prefix):
+        raise RuntimeError(f"it did not start (exit status {exit_status(proc)})")
+    root = hello[len(prefix) :].decode(errors="replace")
+    if root != package_root():
+        raise RuntimeError(f"it runs dahl from {root}, not from {package_root()}")
 
 
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 2.0) -> None:

@@ -37,7 +37,7 @@ import msgspec
 from dahl.cache import children
 from dahl.cache.envelope import ENVELOPES_DECODER, Stored, entry_of
 from dahl.cache.keys import CheckKeyRecipe
-from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, package_root, read_frame, write_frame
+from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, read_frame, write_frame
 from dahl.records import Verdict
 
 __all__ = ["ASK", "Ask", "Found", "ProcessReader"]
@@ -189,13 +189,10 @@ class ProcessReader:
     # -- I/O thread ---------------------------------------------------------------------
 
     def _await_hello(self) -> None:
-        assert self._proc.stdout is not None
-        hello = read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
-        if hello is None or not hello.startswith(HELLO):
-            raise RuntimeError(f"the lookup process did not start (exit status {children.exit_status(self._proc)})")
-        root = hello[len(HELLO) :].decode(errors="replace")
-        if root != package_root():
-            raise RuntimeError(f"the lookup process runs dahl from {root}, not from {package_root()}")
+        try:
+            children.await_hello(self._proc, HELLO, _START_TIMEOUT_S)
+        except RuntimeError as exc:
+            raise RuntimeError(f"the lookup process: {exc}") from None
 
     def _round_trip(self, recipe: CheckKeyRecipe, groups: list[tuple[str, list[str]]]) -> tuple[Reply, list[Found]]:
         """I/O thread: send one batch, wait for its reply, decode and resolve the found envelopes."""

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 import msgspec
 
 from dahl.cache import children
-from dahl.cache.lookup_child import package_root, read_frame, write_frame
+from dahl.cache.lookup_child import read_frame, write_frame
 from dahl.cache.whole_input_child import FRAME_DECODER, HELLO, Bad, Batch, End, Hit, Miss, Start
 
 __all__ = ["WholeInputFailed", "WholeInputProcess"]
@@ -105,12 +105,10 @@ class WholeInputProcess:
         try:
             if self._began is not None:
                 raise self._began
-            hello = read_frame(self._proc.stdout.fileno(), _START_TIMEOUT_S)
-            if hello is None or not hello.startswith(HELLO):
-                raise WholeInputFailed(f"it did not start (exit status {children.exit_status(self._proc)})")
-            root = hello[len(HELLO) :].decode(errors="replace")
-            if root != package_root():
-                raise WholeInputFailed(f"it runs dahl from {root}, not from {package_root()}")
+            try:
+                children.await_hello(self._proc, HELLO, _START_TIMEOUT_S)
+            except RuntimeError as exc:  # it did not start, or runs other code
+                raise WholeInputFailed(str(exc)) from None
             while True:
                 frame = read_frame(self._proc.stdout.fileno(), _FRAME_TIMEOUT_S)
                 if frame is None:
