@@ -47,7 +47,7 @@ from dahl.cache.wrap import CachingChecker
 from dahl.engine.results import FoundAnswer, label_counts
 from dahl.records import LABELS, Answer, AnswerResult, Label
 
-__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest", "decode_whole_entry"]
+__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest", "decode_whole_entry", "whole_key"]
 
 log = logging.getLogger(__name__)
 
@@ -178,14 +178,9 @@ class AnswerCache:
         head = self._key_head()
         if head is None:
             return [None] * len(items)
-        keys: list[str | None] = []
-        for answer, input_hash in items:
-            hasher = head.copy()
-            hasher.update(input_hash.encode())
-            if self._split_inner is not None:
-                hasher.update(split_key(self._split_inner, answer).encode())
-            keys.append(hasher.hexdigest())
-        return keys
+        split = self._split_inner
+        return [whole_key(head, input_hash, split_key(split, answer) if split is not None else None)
+                for answer, input_hash in items]
 
     async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
         """Look the (answer, input hash) ``items`` up with one batched read.
@@ -232,6 +227,16 @@ class AnswerCache:
         )
         self._store.put(key, _ENCODER.encode(stored), None)
         self.kept += 1
+
+
+def whole_key(head: hashlib.blake2b, input_hash: str, split: str | None = None) -> str:
+    """A whole-answer key: ``head`` (blake2b-128 of :meth:`AnswerCache.key_material`'s bytes),
+    then the input hash and, for a cached Splitter, the answer's split key (hex)."""
+    hasher = head.copy()
+    hasher.update(input_hash.encode())
+    if split is not None:
+        hasher.update(split.encode())
+    return hasher.hexdigest()
 
 
 @functools.cache

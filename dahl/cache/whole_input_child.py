@@ -21,12 +21,12 @@ from pathlib import Path
 
 import msgspec
 
-from dahl.cache.answers import decode_whole_entry
+from dahl.cache.answers import decode_whole_entry, whole_key
 from dahl.cache.database import RowReader
 from dahl.cache.envelope import ENVELOPES_DECODER
 from dahl.cache.lookup_child import package_root, read_frame, write_frame
 from dahl.engine.output import answer_input_hash, line_key
-from dahl.engine.results import result_of_encoded
+from dahl.engine.results import result_of_found
 from dahl.errors import InputError
 from dahl.formats import read_answers
 from dahl.records import Answer
@@ -134,10 +134,8 @@ def _records(start: Start, rows: RowReader) -> Iterator[list[Hit | Miss | Bad]]:
             out.append(Bad(file, err.message, err.file, err.line, err.field))
 
         for answer in read_answers(path, start.fmt, response_column=start.response_column, on_error=rejected):
-            input_hash, _ = answer_input_hash(answer, start.run_fp)
-            hasher = head.copy()
-            hasher.update(input_hash.encode())
-            waiting.append((len(out), file, line_key(answer.id, input_hash), input_hash, hasher.hexdigest(), answer))
+            input_hash = answer_input_hash(answer, start.run_fp)
+            waiting.append((len(out), file, line_key(answer.id, input_hash), input_hash, whole_key(head, input_hash), answer))
             out.append(Bad(file, "", None, None, None))  # replaced by _resolve
             if len(waiting) >= start.batch:
                 _resolve(start, rows, out, waiting)
@@ -166,10 +164,7 @@ def _resolve(
             sent_key = "" if whole_key in in_files else whole_key
             out[slot] = Miss(file, key, input_hash, sent_key, _JSON_ENCODER.encode(answer))
             continue
-        if got.response is not None:
-            answer = msgspec.structs.replace(answer, response=got.response)
-        result = result_of_encoded(answer, input_hash, got.claims, got.counts, got.question_id, gamma=start.gamma,
-                                   k=start.k)
+        result = result_of_found(answer, input_hash, got, gamma=start.gamma, k=start.k)
         out[slot] = Hit(file, key, _JSON_ENCODER.encode(result), str(result.status), sum(got.counts))
 
 

@@ -48,22 +48,18 @@ class _KeyOnly(msgspec.Struct):
 _KEY_DECODER = msgspec.json.Decoder(_KeyOnly)
 
 
-def answer_input_hash(answer: Answer, run_fp: bytes) -> tuple[str, bytes]:
-    """An answer's input hash (its resume key with its id) and the canonical JSON it hashes.
+def answer_input_hash(answer: Answer, run_fp: bytes) -> str:
+    """An answer's input hash (its resume key with its id): hex blake2b-128 of its canonical
+    JSON (msgspec, deterministic key order) followed by ``run_fp``.
 
     Args:
         answer: the answer as read.
         run_fp: bytes of everything else that changes its result (Splitter and Checker
             fingerprints, γ, K; see :func:`dahl.run.score_async`).
-
-    Returns:
-        ``(hex blake2b-128 of the canonical JSON and run_fp, the canonical JSON)``; the
-        JSON (msgspec, deterministic key order) decodes back to ``answer``.
     """
-    canonical = _ANSWER_ENCODER.encode(answer)
-    hasher = hashlib.blake2b(canonical, digest_size=16)
+    hasher = hashlib.blake2b(_ANSWER_ENCODER.encode(answer), digest_size=16)
     hasher.update(run_fp)
-    return hasher.hexdigest(), canonical
+    return hasher.hexdigest()
 
 
 def line_key(answer_id: str, input_hash: str) -> int:

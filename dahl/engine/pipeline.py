@@ -36,14 +36,13 @@ from typing import Protocol
 
 import anyio
 import anyio.lowlevel
-import msgspec
 
 from dahl.adapters.base import Checker, Splitter
 from dahl.engine.channel import Channel, EndOfChannel
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
 from dahl.errors import AdapterError, DahlError, QuotaExhausted
-from dahl.engine.results import EncodedResult, FoundAnswer, FoundLine, build_result, result_of_encoded
+from dahl.engine.results import EncodedResult, FoundAnswer, FoundLine, build_result, result_of_found
 from dahl.preprocess import preprocess
 from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
 
@@ -278,16 +277,11 @@ async def run_pipeline(
                     if got is None:
                         await answers.send(item if key is None else dataclasses.replace(item, whole_key=key))
                         continue
-                    answer = item.answer
-                    if got.response is not None:
-                        answer = msgspec.structs.replace(answer, response=got.response)
                     n = sum(got.counts)
                     counters.answers_cached += 1
                     counters.claims_cached += n
                     counters.claims_done += n
-                    await results.send(
-                        result_of_encoded(answer, item.input_hash, got.claims, got.counts, got.question_id, gamma=gamma, k=k)
-                    )
+                    await results.send(result_of_found(item.answer, item.input_hash, got, gamma=gamma, k=k))
         finally:
             answers.close_sender()
             results.close_sender()

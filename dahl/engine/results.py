@@ -22,7 +22,8 @@ from dahl.records import (
     content_id,
 )
 
-__all__ = ["EncodedResult", "FoundAnswer", "FoundLine", "build_result", "label_counts", "result_of_claims", "result_of_encoded"]
+__all__ = ["EncodedResult", "FoundAnswer", "FoundLine", "build_result", "label_counts", "result_of_claims", "result_of_encoded",
+           "result_of_found"]
 
 _LABEL_NAMES = tuple(label.value for label in LABELS)
 
@@ -144,6 +145,16 @@ def result_of_encoded(
         gamma, k: FActScore γ and the K of F1@K.
     """
     return EncodedResult(claims=claims, **_fields(answer, input_hash, counts, question_id, gamma=gamma, k=k))
+
+
+def result_of_found(answer: Answer, input_hash: str, found: FoundAnswer, *, gamma: float, k: int) -> EncodedResult:
+    """The result of ``answer`` found whole in the cache (the stored response replaces the input's, if kept).
+
+    See :func:`result_of_encoded` for the arguments.
+    """
+    if found.response is not None:
+        answer = msgspec.structs.replace(answer, response=found.response)
+    return result_of_encoded(answer, input_hash, found.claims, found.counts, found.question_id, gamma=gamma, k=k)
 
 
 def result_of_claims(

@@ -135,6 +135,6 @@ def answer_source(
             if skip_answers:
                 skip_answers -= 1
                 continue
-            input_hash, _ = answer_input_hash(answer, run_fp)
+            input_hash = answer_input_hash(answer, run_fp)
             if admit(line_key(answer.id, input_hash), path):
                 yield QueuedAnswer(answer, input_hash)

@@ -158,7 +158,7 @@ class TestChildRecords:
         here = list(read_answers(answers, "auto", on_error=lambda e: None))
         misses = [r for r in records if isinstance(r, Miss)]
         for record, answer in zip(misses, here, strict=True):
-            input_hash, _ = answer_input_hash(answer, RUN_FP)
+            input_hash = answer_input_hash(answer, RUN_FP)
             assert (record.input_hash, record.key) == (input_hash, line_key(answer.id, input_hash))
             assert record.answer == msgspec.json.encode(answer)
             assert list(json.loads(record.answer)["meta"]) == ["source", "rank", "weight"]
