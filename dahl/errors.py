@@ -11,8 +11,11 @@ Every error dahl raises on purpose derives from one root, so callers can catch
     │   ├── TransientAPIError         408, 409, 5xx, reset, timeout: retry with backoff
     │   ├── PermanentAPIError         other 4xx, oversized request: never retried
     │   ├── QuotaExhausted            quota or billing exhausted: the run stops cleanly
+    │   ├── FatalAPIError             the endpoint cannot work (bad key, unreachable,
+    │   │                             every call refused): the run stops cleanly
     │   └── OutputParseError          the model's reply could not be parsed
-    └── CacheError                    the verdict cache cannot be used
+    ├── CacheError                    the verdict cache cannot be used
+    └── OutputWriteError              an output file cannot be written (disk full, read-only)
 
 Third-party exceptions (aiohttp, msgspec, OSError) are translated into this
 tree where they cross a module boundary (see ``dahl.adapters.http``).
@@ -25,8 +28,10 @@ __all__ = [
     "CacheError",
     "ConfigError",
     "DahlError",
+    "FatalAPIError",
     "InputError",
     "OutputParseError",
+    "OutputWriteError",
     "PermanentAPIError",
     "QuotaExhausted",
     "RateLimited",
@@ -118,6 +123,19 @@ class QuotaExhausted(AdapterError):
     """The account's quota or billing limit is exhausted; the run stops cleanly."""
 
 
+class FatalAPIError(AdapterError):
+    """The endpoint cannot work for this run; the run stops cleanly and can be resumed.
+
+    Raised for an authentication failure (401, 403 without a quota message), an
+    endpoint that refuses connections or cannot be resolved, and when a lane's
+    breaker trips after a run of consecutive permanent failures or a long outage.
+
+    Args:
+        message: what failed, naming the endpoint (never the key).
+        status: HTTP status of the last failing reply, when there was one.
+    """
+
+
 class OutputParseError(AdapterError):
     """The model's reply did not have the expected format.
 
@@ -133,3 +151,16 @@ class OutputParseError(AdapterError):
 
 class CacheError(DahlError):
     """The verdict cache cannot be opened or locked."""
+
+
+class OutputWriteError(DahlError):
+    """An output file cannot be written (disk full, read-only file or folder).
+
+    Args:
+        message: what failed, naming the file; finished results already on disk are kept.
+        path: the file that could not be written.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
