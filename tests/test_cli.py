@@ -104,6 +104,8 @@ class TestBadInput:
             pytest.param(b'{"id": "b", "response": "x"}\n', "question", id="missing-field"),
             pytest.param(b'{"id": "b", "question": "Q?", "response": "  "}\n', "response", id="empty-response"),
             pytest.param(b'{"id": "b", "question": "Q?", "response": "caf\xe9"}\n', ":2", id="invalid-utf8"),
+            pytest.param(b'{"id": "b", "question": "Q?", "response": "A.", "meta": ' + b'{"a":' * 1000 + b"1"
+                         + b"}" * 1001 + b"\n", "nested too deeply", id="nested-too-deeply"),
         ],
     )
     def test_bad_record_is_named_and_skipped(self, tmp_path: Path, bad_line: bytes, expected: str) -> None:

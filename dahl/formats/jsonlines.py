@@ -9,7 +9,7 @@ from typing import TypeVar
 import msgspec
 
 from dahl.errors import InputError
-from dahl.formats.jsonpath import validation_error
+from dahl.formats.jsonpath import nesting_error, validation_error
 from dahl.formats.lines import decode_line, numbered_lines
 from dahl.records import Answer
 
@@ -34,8 +34,8 @@ def read_records(
             when None the first bad line raises.
 
     Raises:
-        InputError: invalid UTF-8, malformed JSON, a validation or conversion error,
-            when ``on_error`` is None.
+        InputError: invalid UTF-8, malformed JSON, JSON nested too deeply to decode,
+            a validation or conversion error, when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
     file = str(path)
@@ -50,6 +50,8 @@ def read_records(
                 raise validation_error(exc, file=file, line=number) from exc
             except msgspec.DecodeError as exc:
                 raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
+            except RecursionError:
+                raise nesting_error(file=file, line=number) from None
             answer = convert(record, file, number)
         except InputError as error:
             if on_error is None:

@@ -44,6 +44,14 @@ class TestDescribeInput:
             invalid=1,
         )
 
+    def test_deep_line_counts_invalid(self, tmp_path: Path) -> None:
+        """A line nested 1,000 levels is counted as invalid; the lines around it are counted as rows."""
+        path = tmp_path / "a.jsonl"
+        deep = '{"question":"Q?","response":"A.","meta":' + '{"a":' * 1000 + "1" + "}" * 1001
+        path.write_text('{"question": "q1", "response": "r"}\n' + deep + '\n{"question": "q2", "response": "r"}\n')
+        stats = describe_input(path)
+        assert (stats.rows, stats.invalid) == (2, 1)
+
 
 @pytest.mark.data
 class TestDescribeSharedData:

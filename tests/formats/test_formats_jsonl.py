@@ -142,6 +142,38 @@ class TestJsonlErrors:
         assert [e.line for e in errors] == [2, 3]
 
 
+def deep_line(depth: int = 1000) -> str:
+    """A record whose ``meta`` nests ``depth`` objects (issue 15 §1.1)."""
+    return '{"question":"Q?","response":"A.","meta":' + '{"a":' * depth + "1" + "}" * (depth + 1)
+
+
+class TestDeepNesting:
+    def test_deep_line_is_a_bad_record(self, tmp_path: Path) -> None:
+        """A line nested 1,000 levels is skipped as "nested too deeply" (file, line 2); lines 1 and 3 are read."""
+        ok = '{"question": "q", "response": "r"}\n'
+        path = write(tmp_path, ok + deep_line() + "\n" + ok.replace('"q"', '"q3"'))
+        errors: list[InputError] = []
+        answers = list(read_answers(path, "jsonl", on_error=errors.append))
+        assert [a.question for a in answers] == ["q", "q3"]
+        assert [(e.file, e.line) for e in errors] == [(str(path), 2)]
+        assert "nested too deeply" in errors[0].message
+
+    def test_deep_line_raises_input_error_without_sink(self, tmp_path: Path) -> None:
+        """Without on_error the deep line raises InputError, not RecursionError."""
+        path = write(tmp_path, deep_line() + "\n")
+        with pytest.raises(InputError, match=r"answers\.jsonl:1: nested too deeply"):
+            list(read_answers(path, "jsonl"))
+
+    def test_deep_factscore_line_is_a_bad_record(self, tmp_path: Path) -> None:
+        """The FActScore reader shares the record loop: a deep line is a bad record there too."""
+        ok = '{"input": "i", "output": "o", "topic": "t"}\n'
+        deep = '{"input": "i", "output": "o", "topic": "u", "x": ' + "[" * 1000 + "]" * 1000 + "}\n"
+        path = write(tmp_path, ok + deep, name="M.jsonl")
+        errors: list[InputError] = []
+        assert len(list(read_answers(path, "factscore", on_error=errors.append))) == 1
+        assert [e.line for e in errors] == [2]
+
+
 class TestParseLabel:
     @pytest.mark.parametrize(
         ("value", "label"),
