@@ -120,6 +120,16 @@ class TestBadInput:
         assert ids == ["a", "c"]
         assert summary(out)["run"]["input_errors"] == 1
 
+    def test_bad_first_record_is_skipped_like_any_other(self, tmp_path: Path) -> None:
+        """A malformed line 1 is skipped (file:1) and lines 2-3 are scored: the format comes from line 2."""
+        path = self.write(tmp_path, b'{"id": "x", "question": \n' + self.GOOD + self.GOOD.replace(b'"a"', b'"c"'))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
+        assert code == 0, text
+        assert f"{path}:1: malformed JSON" in text
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
+
     def test_unknown_format_is_a_usage_error(self, tmp_path: Path) -> None:
         """An unknown --format exits 2 with the valid choices, no traceback."""
         path = self.write(tmp_path, self.GOOD)

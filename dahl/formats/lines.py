@@ -6,7 +6,7 @@ record, not the whole file, and the error can name its line.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
@@ -29,7 +29,7 @@ def open_checked(path: Path) -> Path:
     return path
 
 
-def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def numbered_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
     """Yield ``(line_number, raw_bytes)`` for every line of ``path``, 1-based.
 
     Lines keep their terminator (``b"\\n"`` or ``b"\\r\\n"``); a UTF-8 byte-order
