@@ -202,7 +202,7 @@ async def _score_locked(
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
-                              resumed, child),
+                              resumed, child, config.adapters.input_needs),
                 splitter,
                 checker,
                 answer_log,
@@ -296,14 +296,16 @@ def _begin_input_process(
         child.close()
         return None
     child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
-                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch))
+                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch,
+                      config.adapters.input_needs.value))
     return child
 
 
 def _check_inputs(config: ScoreConfig) -> None:
     """Open every input as the run will (format detection, CSV columns); raise ConfigError early."""
     for path in config.inputs:
-        read_answers(path, config.fmt, response_column=config.response_column)  # detects at call time
+        read_answers(path, config.fmt, response_column=config.response_column,  # detects at call time
+                     needs=config.adapters.input_needs)
 
 
 def _lock_output(out_dir: Path) -> FolderLock:

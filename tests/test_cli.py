@@ -130,6 +130,39 @@ class TestBadInput:
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
         assert ids == ["a", "c"]
 
+    def test_given_splitter_answer_without_claims_is_skipped(self, tmp_path: Path) -> None:
+        """--splitter given: an answer without claims is a bad record (file:2, field claims); the rest is scored."""
+        with_claims = b'{"id": "a", "question": "Q?", "response": "R.", "claims": [{"text": "Aspirin is a drug."}]}\n'
+        path = self.write(tmp_path, with_claims + b'{"id": "b", "question": "Q?", "response": "R."}\n'
+                          + with_claims.replace(b'"a"', b'"c"'))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--splitter", "given", "--checker", "fake", "-o", str(out), "--no-progress")
+        assert code == 0, text
+        assert f"{path}:2, field 'claims'" in text
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
+        assert summary(out)["run"]["input_errors"] == 1
+
+    def test_replay_claim_without_label_is_skipped(self, tmp_path: Path) -> None:
+        """--checker replay: a claim without a label makes its answer a bad record naming $.claims[1].label."""
+        line = b'{"id": "a", "question": "Q?", "response": "R.", "claims": [{"text": "x", "label": "S"}, {"text": "y", "label": "NS"}]}\n'
+        path = self.write(tmp_path, line + line.replace(b'"a"', b'"b"').replace(b', "label": "NS"', b""))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--splitter", "given", "--checker", "replay", "-o", str(out),
+                         "--no-progress")
+        assert code == 0, text
+        assert f"{path}:2, field '$.claims[1].label'" in text
+        lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert [a["id"] for a in lines] == ["a"]
+        assert summary(out)["models"]["unknown"]["labels"]["unknown"] == 0
+
+    def test_replay_needs_the_given_splitter(self, tmp_path: Path) -> None:
+        """--checker replay with another Splitter has no labels to replay: a usage error naming --splitter given."""
+        path = self.write(tmp_path, self.GOOD)
+        code, text = run("score", str(path), "--checker", "replay", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "--checker replay needs --splitter given" in text
+
     def test_unknown_format_is_a_usage_error(self, tmp_path: Path) -> None:
         """An unknown --format exits 2 with the valid choices, no traceback."""
         path = self.write(tmp_path, self.GOOD)

@@ -28,7 +28,7 @@ from dahl.cache.lookup_child import package_root, read_frame, write_frame
 from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.results import result_of_found
 from dahl.errors import InputError
-from dahl.formats import read_answers
+from dahl.formats import Needs, read_answers
 from dahl.records import Answer
 
 __all__ = ["HELLO", "Bad", "Batch", "End", "Fail", "Hit", "Miss", "Start", "child_main", "FRAME_DECODER"]
@@ -49,6 +49,7 @@ class Start(msgspec.Struct, array_like=True):
         db_path: the cache database, opened read only.
         gamma, k: FActScore γ and the K of F1@K, for the lines' metrics.
         batch: records looked up per query and sent per frame.
+        needs: what every answer must carry (:class:`dahl.formats.needs.Needs` value).
     """
 
     inputs: list[str]
@@ -60,6 +61,7 @@ class Start(msgspec.Struct, array_like=True):
     gamma: float
     k: int
     batch: int
+    needs: int = 0
 
 
 class Hit(msgspec.Struct, array_like=True, tag=0):
@@ -133,7 +135,8 @@ def _records(start: Start, rows: RowReader) -> Iterator[list[Hit | Miss | Bad]]:
         def rejected(err: InputError, file: int = file) -> None:
             out.append(Bad(file, err.message, err.file, err.line, err.field))
 
-        for answer in read_answers(path, start.fmt, response_column=start.response_column, on_error=rejected):
+        for answer in read_answers(path, start.fmt, response_column=start.response_column, on_error=rejected,
+                                   needs=Needs(start.needs)):
             input_hash = answer_input_hash(answer, start.run_fp)
             waiting.append((len(out), file, line_key(answer.id, input_hash), input_hash, whole_key(head, input_hash), answer))
             out.append(Bad(file, "", None, None, None))  # replaced by _resolve

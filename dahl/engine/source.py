@@ -27,7 +27,7 @@ from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
 from dahl.errors import InputError
-from dahl.formats import read_answers
+from dahl.formats import Needs, read_answers
 from dahl.records import Answer
 
 __all__ = ["InputErrors", "answer_source"]
@@ -69,6 +69,7 @@ def answer_source(
     errors: Callable[[InputError], None],
     resumed: list[int],
     child: WholeInputProcess | None = None,
+    needs: Needs = Needs.NOTHING,
 ) -> Iterator[QueuedAnswer | FoundLine]:
     """Yield the answers of ``inputs`` still to score, and the lines of those found whole.
 
@@ -79,7 +80,9 @@ def answer_source(
         order: filled with the input position of every key.
         errors: called with each rejected record (bad record, duplicate).
         resumed: ``resumed[0]`` counts the answers skipped as finished.
-        child: the process reading the input, if one was started; closed at the end.
+        child: the process reading the input, if one was started; closed at the end
+            (it was started with the same ``needs``).
+        needs: what every answer must carry for the run's adapters (claims, labels).
 
     Raises:
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
@@ -131,7 +134,7 @@ def answer_source(
                 return
             errors(err)
 
-        for answer in read_answers(path, fmt, response_column=response_column, on_error=rejected):
+        for answer in read_answers(path, fmt, response_column=response_column, on_error=rejected, needs=needs):
             if skip_answers:
                 skip_answers -= 1
                 continue

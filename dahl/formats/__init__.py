@@ -23,21 +23,25 @@ from dahl.formats.detect import FORMATS, detect_format
 from dahl.formats.factscore import read_factscore
 from dahl.formats.jsonl import read_jsonl
 from dahl.formats.lines import open_checked
+from dahl.formats.needs import Needs
 from dahl.formats.stats import InputStats, summarize, summarize_csv
 from dahl.formats.table import read_csv
 from dahl.records import Answer
 
-__all__ = ["FORMATS", "InputStats", "describe_input", "detect_format", "read_answers"]
+__all__ = ["FORMATS", "InputStats", "Needs", "describe_input", "detect_format", "read_answers"]
 
 ErrorSink = Callable[[InputError], None]
 
 
-def _resolve(path: str | Path, fmt: str, response_column: str | None) -> tuple[Path, str]:
+def _resolve(
+    path: str | Path, fmt: str, response_column: str | None, needs: Needs = Needs.NOTHING
+) -> tuple[Path, str]:
     """Check the format name and the file, and detect the format when ``fmt`` is ``"auto"``.
 
     Raises:
         ConfigError: unknown format (lists the valid ones), missing file, undetectable
-            format, or ``response_column`` given for a format other than csv.
+            format, ``response_column`` given for a format other than csv, or claims
+            needed from csv input (which has none).
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise ConfigError(
@@ -49,6 +53,8 @@ def _resolve(path: str | Path, fmt: str, response_column: str | None) -> tuple[P
         raise ConfigError(
             f"response_column applies to csv input only; {file} is read as {name}"
         )
+    if Needs.CLAIMS in needs and name == "csv":
+        raise ConfigError(f"csv input carries no claims ({file}); --splitter given needs jsonl with claims or factscore")
     return file, name
 
 
@@ -58,6 +64,7 @@ def read_answers(
     *,
     response_column: str | None = None,
     on_error: ErrorSink | None = None,
+    needs: Needs = Needs.NOTHING,
 ) -> Iterator[Answer]:
     """Stream the answers of ``path`` in file order, one record in memory at a time.
 
@@ -70,6 +77,8 @@ def read_answers(
         response_column: csv only: the column holding the answers (default ``"response"``).
         on_error: called with each bad record's InputError, which is then skipped;
             when None the first bad record raises.
+        needs: what every answer must carry (:class:`~dahl.formats.needs.Needs`); a
+            record without it is a bad record.
 
     Returns:
         An iterator of :class:`~dahl.records.Answer`.
@@ -77,16 +86,17 @@ def read_answers(
     Raises:
         ConfigError: unknown format (lists the valid ones), missing file (names the
             path), undetectable format, csv without a response column (lists the
-            columns and suggests --response-column).
+            columns and suggests --response-column), claims needed from csv.
         InputError: while iterating, a bad record (invalid UTF-8, malformed JSON or
-            CSV, missing or wrong field, empty response) when ``on_error`` is None.
+            CSV, missing or wrong field, empty response, lacking what ``needs`` asks)
+            when ``on_error`` is None.
     """
-    file, name = _resolve(path, fmt, response_column)
+    file, name = _resolve(path, fmt, response_column, needs)
     if name == "csv":
         return read_csv(file, response_column=response_column, on_error=on_error)
     if name == "factscore":
-        return read_factscore(file, on_error=on_error)
-    return read_jsonl(file, on_error=on_error)
+        return read_factscore(file, on_error=on_error, needs=needs)
+    return read_jsonl(file, on_error=on_error, needs=needs)
 
 
 def describe_input(

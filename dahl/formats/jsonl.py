@@ -27,6 +27,7 @@ import msgspec
 
 from dahl.errors import InputError
 from dahl.formats.jsonlines import read_records
+from dahl.formats.needs import Needs
 from dahl.records import Answer, GivenClaim, Label, content_id
 
 __all__ = ["LABEL_ALIASES", "parse_label", "read_jsonl"]
@@ -122,7 +123,7 @@ def _to_answer(record: _RecordIn, *, file: str, line: int) -> Answer:
 
 
 def read_jsonl(
-    path: Path, *, on_error: Callable[[InputError], None] | None = None
+    path: Path, *, on_error: Callable[[InputError], None] | None = None, needs: Needs = Needs.NOTHING
 ) -> Iterator[Answer]:
     """Stream the Answers of a dahl JSONL file, one line at a time (constant memory).
 
@@ -130,6 +131,7 @@ def read_jsonl(
         path: the file.
         on_error: called with each bad record's InputError, which is then skipped;
             when None the first bad record raises.
+        needs: what every answer must carry (see :func:`~dahl.formats.needs.check_needs`).
 
     Yields:
         One Answer per non-blank line, in file order.
@@ -139,4 +141,4 @@ def read_jsonl(
             field, empty response) when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
-    return read_records(path, _DECODER, lambda record, file, line: _to_answer(record, file=file, line=line), on_error)
+    return read_records(path, _DECODER, lambda record, file, line: _to_answer(record, file=file, line=line), on_error, needs)

@@ -11,6 +11,7 @@ import msgspec
 from dahl.errors import InputError
 from dahl.formats.jsonpath import nesting_error, validation_error
 from dahl.formats.lines import decode_line, numbered_lines
+from dahl.formats.needs import Needs, check_needs
 from dahl.records import Answer
 
 __all__ = ["read_records"]
@@ -23,6 +24,7 @@ def read_records(
     decoder: msgspec.json.Decoder[R],
     convert: Callable[[R, str, int], Answer],
     on_error: Callable[[InputError], None] | None,
+    needs: Needs = Needs.NOTHING,
 ) -> Iterator[Answer]:
     """Stream ``convert(record, file, line)`` for each non-blank line of ``path``.
 
@@ -32,10 +34,12 @@ def read_records(
         convert: turns a record into an Answer; may raise InputError.
         on_error: called with each bad line's InputError, which is then skipped;
             when None the first bad line raises.
+        needs: what every answer must carry (see :func:`~dahl.formats.needs.check_needs`).
 
     Raises:
         InputError: invalid UTF-8, malformed JSON, JSON nested too deeply to decode,
-            a validation or conversion error, when ``on_error`` is None.
+            a validation or conversion error, an answer lacking what ``needs`` asks,
+            when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
     file = str(path)
@@ -53,6 +57,8 @@ def read_records(
             except RecursionError:
                 raise nesting_error(file=file, line=number) from None
             answer = convert(record, file, number)
+            if needs:
+                check_needs(answer, needs, file=file, line=number)
         except InputError as error:
             if on_error is None:
                 raise
