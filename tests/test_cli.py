@@ -163,6 +163,17 @@ class TestBadInput:
         assert code == 2
         assert "--checker replay needs --splitter given" in text
 
+    def test_same_id_other_content_is_written_once(self, tmp_path: Path) -> None:
+        """Id "a" on lines 1 and 2 with different responses: line 1 is scored, line 2 skipped naming both lines."""
+        path = self.write(tmp_path, self.GOOD + self.GOOD.replace(b"COX-1", b"COX-2"))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
+        assert code == 0, text
+        assert summary(out)["input_errors"] == [f"{path}:2, field 'id': answer id 'a' is already used by {path}:1 "
+                                                "with different content; skipped (give each answer its own id)"]
+        lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert [(a["id"], a["response"]) for a in lines] == [("a", "Aspirin inhibits COX-1.")]
+
     def test_unknown_format_is_a_usage_error(self, tmp_path: Path) -> None:
         """An unknown --format exits 2 with the valid choices, no traceback."""
         path = self.write(tmp_path, self.GOOD)

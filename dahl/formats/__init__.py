@@ -15,7 +15,7 @@ factscore  FActScore ``data/labeled/<Model>.jsonl`` (:mod:`dahl.formats.factscor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
@@ -25,10 +25,10 @@ from dahl.formats.jsonl import read_jsonl
 from dahl.formats.lines import open_checked
 from dahl.formats.needs import Needs
 from dahl.formats.stats import InputStats, summarize, summarize_csv
+from dahl.formats.stream import AnswerStream
 from dahl.formats.table import read_csv
-from dahl.records import Answer
 
-__all__ = ["FORMATS", "InputStats", "Needs", "describe_input", "detect_format", "read_answers"]
+__all__ = ["FORMATS", "AnswerStream", "InputStats", "Needs", "describe_input", "detect_format", "read_answers"]
 
 ErrorSink = Callable[[InputError], None]
 
@@ -65,7 +65,7 @@ def read_answers(
     response_column: str | None = None,
     on_error: ErrorSink | None = None,
     needs: Needs = Needs.NOTHING,
-) -> Iterator[Answer]:
+) -> AnswerStream:
     """Stream the answers of ``path`` in file order, one record in memory at a time.
 
     The format, the file and (for csv) the header are checked when this is called;
@@ -81,7 +81,8 @@ def read_answers(
             record without it is a bad record.
 
     Returns:
-        An iterator of :class:`~dahl.records.Answer`.
+        An iterator of :class:`~dahl.records.Answer` whose ``line`` is the input
+        line of the answer it gave last (see :class:`AnswerStream`).
 
     Raises:
         ConfigError: unknown format (lists the valid ones), missing file (names the

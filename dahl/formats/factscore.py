@@ -18,7 +18,7 @@ ChatGPT 57.5, PerplexityAI 69.3 (shared/data README).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ import msgspec
 from dahl.errors import InputError
 from dahl.formats.jsonlines import read_records
 from dahl.formats.needs import Needs
+from dahl.formats.stream import AnswerStream
 from dahl.records import Answer, GivenClaim, Label
 
 __all__ = ["FACTSCORE_LABELS", "read_factscore"]
@@ -116,7 +117,7 @@ def _to_answer(record: _Generation, *, model: str, file: str, line: int) -> Answ
 
 def read_factscore(
     path: Path, *, on_error: Callable[[InputError], None] | None = None, needs: Needs = Needs.NOTHING
-) -> Iterator[Answer]:
+) -> AnswerStream:
     """Stream the Answers of a FActScore labelled file, one line at a time.
 
     Args:

@@ -19,7 +19,7 @@ are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import msgspec
 from dahl.errors import InputError
 from dahl.formats.jsonlines import read_records
 from dahl.formats.needs import Needs
+from dahl.formats.stream import AnswerStream
 from dahl.records import Answer, GivenClaim, Label, content_id
 
 __all__ = ["LABEL_ALIASES", "parse_label", "read_jsonl"]
@@ -124,7 +125,7 @@ def _to_answer(record: _RecordIn, *, file: str, line: int) -> Answer:
 
 def read_jsonl(
     path: Path, *, on_error: Callable[[InputError], None] | None = None, needs: Needs = Needs.NOTHING
-) -> Iterator[Answer]:
+) -> AnswerStream:
     """Stream the Answers of a dahl JSONL file, one line at a time (constant memory).
 
     Args:

@@ -12,6 +12,7 @@ from dahl.errors import InputError
 from dahl.formats.jsonpath import nesting_error, validation_error
 from dahl.formats.lines import decode_line, numbered_lines
 from dahl.formats.needs import Needs, check_needs
+from dahl.formats.stream import AnswerStream
 from dahl.records import Answer
 
 __all__ = ["read_records"]
@@ -25,7 +26,7 @@ def read_records(
     convert: Callable[[R, str, int], Answer],
     on_error: Callable[[InputError], None] | None,
     needs: Needs = Needs.NOTHING,
-) -> Iterator[Answer]:
+) -> AnswerStream:
     """Stream ``convert(record, file, line)`` for each non-blank line of ``path``.
 
     Args:
@@ -42,6 +43,17 @@ def read_records(
             when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
+    return AnswerStream(_numbered(path, decoder, convert, on_error, needs))
+
+
+def _numbered(
+    path: Path,
+    decoder: msgspec.json.Decoder[R],
+    convert: Callable[[R, str, int], Answer],
+    on_error: Callable[[InputError], None] | None,
+    needs: Needs,
+) -> Iterator[tuple[int | None, Answer]]:
+    """The ``(line, answer)`` pairs of :func:`read_records`."""
     file = str(path)
     for number, raw in numbered_lines(path):
         if not raw.strip():
@@ -64,4 +76,4 @@ def read_records(
                 raise
             on_error(error)
             continue
-        yield answer
+        yield number, answer

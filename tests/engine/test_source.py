@@ -55,3 +55,74 @@ class TestNeeds:
             child.close()
         bad = [(r.line, r.field) for r in records if isinstance(r, Bad)]
         assert (len(records), bad) == (3, [(2, "claims")])
+
+
+def start_child(tmp_path: Path, inputs: list[Path]) -> WholeInputProcess:
+    """A real whole-answer input child reading ``inputs`` against an empty cache."""
+    CacheStore(tmp_path / "cache").close()
+    child = WholeInputProcess()
+    child.begin(Start([str(p) for p in inputs], "auto", None, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
+                      10.0, 64, 4))
+    return child
+
+
+class TestDuplicates:
+    def test_exact_duplicate_names_both_lines(self, tmp_path: Path) -> None:
+        """A record repeated on line 3 is skipped; the error names line 3 and the first at line 1."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + record("b") + record("a"))
+        ids, errors = read([path])
+        assert ids == ["a", "b"]
+        assert [(e.file, e.line, e.field) for e in errors.first] == [(str(path), 3, "id")]
+        assert errors.first[0].message == f"duplicate answer (same id and content as {path}:1) skipped"
+
+    def test_same_id_other_content_is_skipped_naming_both(self, tmp_path: Path) -> None:
+        """Id "a" again on line 3 with another response: the first is kept, line 3 is a bad record naming line 1."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + record("b") + record("a", response="Another answer."))
+        ids, errors = read([path])
+        assert ids == ["a", "b"]
+        assert [(e.line, e.field) for e in errors.first] == [(3, "id")]
+        assert errors.first[0].message == (
+            f"answer id 'a' is already used by {path}:1 with different content; skipped (give each answer its own id)"
+        )
+
+    def test_duplicate_across_files(self, tmp_path: Path) -> None:
+        """The first file's line and the second file's line are both named."""
+        one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+        one.write_text(record("a"))
+        two.write_text(record("b") + record("a", category="other"))
+        ids, errors = read([one, two])
+        assert ids == ["a", "b"]
+        assert [(e.file, e.line) for e in errors.first] == [(str(two), 2)]
+        assert f"{one}:1" in errors.first[0].message
+
+    def test_derived_id_is_explained(self, tmp_path: Path) -> None:
+        """Two records without ids and the same question and response share a derived id; the message says so."""
+        path = tmp_path / "a.jsonl"
+        same = {"question": "Q?", "response": "R."}
+        path.write_text(json.dumps({**same, "category": "x"}) + "\n" + json.dumps({**same, "category": "y"}) + "\n")
+        ids, errors = read([path])
+        assert len(ids) == 1
+        assert "derived from model, question and response" in errors.first[0].message
+
+    def test_csv_duplicate_names_its_line(self, tmp_path: Path) -> None:
+        """CSV rows know their line too: a repeated row on line 4 names line 2."""
+        path = tmp_path / "m.csv"
+        path.write_text("question,response\nQ1?,R1.\nQ2?,R2.\nQ1?,R1.\n")
+        ids, errors = read([path])
+        assert len(ids) == 2
+        assert [(e.line, e.field) for e in errors.first] == [(4, "id")]
+        assert f"{path}:2" in errors.first[0].message
+
+    def test_the_input_child_gives_the_same_errors(self, tmp_path: Path) -> None:
+        """Read through the whole-answer input child, duplicates are named with the same lines."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + record("b") + record("a") + record("b", response="Other."))
+        expected = read([path])[1].first
+        errors = InputErrors()
+        child = start_child(tmp_path, [path])
+        items = list(answer_source([path], "auto", None, RUN_FP, set(), {}, errors, [0], child))
+        assert len(items) == 2
+        assert [str(e) for e in errors.first] == [str(e) for e in expected]
+        assert [e.line for e in expected] == [3, 4]
