@@ -217,6 +217,7 @@ async def _score_locked(
                 await anyio.to_thread.run_sync(answer_log.close)
     counters.answers_resumed = resumed[0]
     counters.input_errors = errors.count
+    errors.log_suppressed()
 
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)

@@ -18,6 +18,7 @@ records end.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -36,7 +37,8 @@ __all__ = ["InputErrors", "answer_source"]
 
 log = logging.getLogger(__name__)
 
-#: Input errors kept for the report (all are counted and logged).
+#: Input errors kept for the report and logged one by one; past these, each file's
+#: further ones are counted and logged as one line (:meth:`InputErrors.log_suppressed`).
 MAX_REPORTED_INPUT_ERRORS = 20
 
 _ANSWER_DECODER = msgspec.json.Decoder(Answer)
@@ -46,20 +48,32 @@ _LINE_MASK = (1 << 40) - 1
 class InputErrors:
     """Collects rejected input records (called from the reader thread).
 
+    The first :data:`MAX_REPORTED_INPUT_ERRORS` are logged as warnings and kept;
+    the others are only counted (50,000 bad lines are not 50,000 warnings).
+
     Attributes:
         count: records rejected.
         first: the first :data:`MAX_REPORTED_INPUT_ERRORS` of them.
+        suppressed: file -> rejected records of it neither logged nor kept.
     """
 
     def __init__(self) -> None:
         self.count = 0
         self.first: list[InputError] = []
+        self.suppressed: Counter[str] = Counter()
 
     def __call__(self, err: InputError) -> None:
         self.count += 1
         if len(self.first) < MAX_REPORTED_INPUT_ERRORS:
             self.first.append(err)
-        log.warning("skipped input record: %s", err)
+            log.warning("skipped input record: %s", err)
+        else:
+            self.suppressed[str(err.file)] += 1
+
+    def log_suppressed(self) -> None:
+        """Log one warning per file whose rejected records were not logged one by one."""
+        for file, n in self.suppressed.items():
+            log.warning("... and %s more bad input records in %s; see summary.json", f"{n:,}", file)
 
 
 def answer_source(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from dahl.cache.database import DB_NAME
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Bad, Start
 from dahl.engine.pipeline import QueuedAnswer
-from dahl.engine.source import InputErrors, answer_source
+from dahl.engine.source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
 from dahl.formats import Needs
 
 RUN_FP = b'{"run": "source-test"}'
@@ -126,3 +127,33 @@ class TestDuplicates:
         assert len(items) == 2
         assert [str(e) for e in errors.first] == [str(e) for e in expected]
         assert [e.line for e in expected] == [3, 4]
+
+
+class TestWarningCap:
+    def test_first_twenty_then_one_line_per_file(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """50 bad lines in one file and 3 in another: 20 warnings, then one line per file; counts stay exact."""
+        one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+        one.write_text(record("a") + "{bad\n" * 50)
+        two.write_text("{bad\n" * 3 + record("b"))
+        with caplog.at_level(logging.WARNING, logger="dahl.engine.source"):
+            ids, errors = read([one, two])
+            errors.log_suppressed()
+        assert ids == ["a", "b"]
+        assert errors.count == 53
+        assert len(errors.first) == MAX_REPORTED_INPUT_ERRORS == 20
+        messages = [r.getMessage() for r in caplog.records]
+        assert len(messages) == 22
+        assert all(m.startswith("skipped input record: ") for m in messages[:20])
+        assert messages[20:] == [
+            f"... and 30 more bad input records in {one}; see summary.json",
+            f"... and 3 more bad input records in {two}; see summary.json",
+        ]
+
+    def test_nothing_suppressed_nothing_more_logged(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """Under the cap every bad record has its warning and no summary line follows."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + "{bad\n" * 2)
+        with caplog.at_level(logging.WARNING, logger="dahl.engine.source"):
+            _, errors = read([path])
+            errors.log_suppressed()
+        assert len(caplog.records) == 2
