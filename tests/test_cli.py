@@ -240,6 +240,18 @@ class TestInspect:
         assert "categories: 29" in text
 
 
+class TestInspectInvalid:
+    def test_says_why_each_record_is_invalid(self, tmp_path: Path) -> None:
+        """dahl inspect lists each invalid record's file:line, field and reason, not just a count."""
+        path = tmp_path / "a.jsonl"
+        path.write_text('{"question": "q", "response": "r"}\n{"question": "q2", "response": " "}\n{"response": "r"}\n')
+        code, text = run("inspect", str(path))
+        assert code == 0, text
+        assert "invalid records (skipped by dahl score): 2" in text
+        assert f"{path}:2, field 'response': response is empty" in text
+        assert f"{path}:3, field 'question': Object missing required field `question`" in text
+
+
 class TestInterrupt:
     @pytest.mark.parametrize("written", [False, True], ids=["nothing-written", "answers-on-disk"])
     def test_message_matches_what_is_on_disk(
