@@ -174,6 +174,22 @@ class TestBadInput:
         lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
         assert [(a["id"], a["response"]) for a in lines] == [("a", "Aspirin inhibits COX-1.")]
 
+    def test_dash_scores_standard_input(self, tmp_path: Path) -> None:
+        """``dahl score -`` scores JSONL from stdin, read once (the early input check does not consume it)."""
+        out = tmp_path / "out"
+        result = CliRunner().invoke(main, ["score", "-", "--checker", "fake", "-o", str(out), "--no-progress"],
+                                    input=self.GOOD + self.GOOD.replace(b'"a"', b'"c"'), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
+        assert summary(out)["config"]["inputs"] == ["-"]
+
+    def test_directory_input_is_named(self, tmp_path: Path) -> None:
+        """A directory as input exits 2 saying it is a directory, not that it is missing."""
+        code, text = run("score", str(tmp_path), "--checker", "fake", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "is a directory" in text and "not found" not in text
+
     def test_unknown_format_is_a_usage_error(self, tmp_path: Path) -> None:
         """An unknown --format exits 2 with the valid choices, no traceback."""
         path = self.write(tmp_path, self.GOOD)

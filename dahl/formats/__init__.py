@@ -22,7 +22,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats.detect import FORMATS, detect_format
 from dahl.formats.factscore import read_factscore
 from dahl.formats.jsonl import read_jsonl
-from dahl.formats.lines import open_checked
+from dahl.formats.lines import input_name, is_stream, open_checked
 from dahl.formats.needs import Needs
 from dahl.formats.stats import InputStats, summarize, summarize_csv
 from dahl.formats.stream import AnswerStream
@@ -40,14 +40,20 @@ def _resolve(
 
     Raises:
         ConfigError: unknown format (lists the valid ones), missing file, undetectable
-            format, ``response_column`` given for a format other than csv, or claims
-            needed from csv input (which has none).
+            format, ``response_column`` given for a format other than csv, claims
+            needed from csv input (which has none), csv from a stream.
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise ConfigError(
             f"unknown input format {fmt!r}; valid formats: auto, {', '.join(FORMATS)}"
         )
     file = open_checked(Path(path))
+    if is_stream(file):  # read once: no sniffing, and csv reads its header in a pass of its own
+        name = "jsonl" if fmt == "auto" else fmt
+        if name == "csv":
+            raise ConfigError(f"csv input cannot be read from standard input or a pipe ({input_name(file)}); "
+                              "save it to a file, or pipe JSONL")
+        return file, name
     name = detect_format(file) if fmt == "auto" else fmt
     if response_column is not None and name != "csv":
         raise ConfigError(
@@ -69,7 +75,9 @@ def read_answers(
     """Stream the answers of ``path`` in file order, one record in memory at a time.
 
     The format, the file and (for csv) the header are checked when this is called;
-    records are read lazily as the returned iterator is consumed.
+    records are read lazily as the returned iterator is consumed. ``path`` may be
+    ``-`` (standard input) or a FIFO: read once, as jsonl unless ``fmt`` says
+    factscore (``"auto"`` does not sniff a stream).
 
     Args:
         path: the answer file.

@@ -10,7 +10,7 @@ import msgspec
 
 from dahl.errors import InputError
 from dahl.formats.jsonpath import nesting_error, validation_error
-from dahl.formats.lines import decode_line, numbered_lines
+from dahl.formats.lines import decode_line, input_name, numbered_lines
 from dahl.formats.needs import Needs, check_needs
 from dahl.formats.stream import AnswerStream
 from dahl.records import Answer
@@ -54,7 +54,7 @@ def _numbered(
     needs: Needs,
 ) -> Iterator[tuple[int | None, Answer]]:
     """The ``(line, answer)`` pairs of :func:`read_records`."""
-    file = str(path)
+    file = input_name(path)
     for number, raw in numbered_lines(path):
         if not raw.strip():
             continue
