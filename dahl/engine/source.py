@@ -168,11 +168,11 @@ def answer_source(
                 return
             errors(err)
 
-        answers = read_answers(path, fmt, response_column=response_column, on_error=rejected, needs=needs)
-        for answer in answers:
+        for line, answer in read_answers(path, fmt, response_column=response_column, on_error=rejected,
+                                         needs=needs).pairs():
             if skip_answers:
                 skip_answers -= 1
                 continue
             input_hash = answer_input_hash(answer, run_fp)
-            if admit(line_key(answer.id, input_hash), answer.id, file, answers.line or 0, answer):
+            if admit(line_key(answer.id, input_hash), answer.id, file, line or 0, answer):
                 yield QueuedAnswer(answer, input_hash)

@@ -55,6 +55,7 @@ def _numbered(
 ) -> Iterator[tuple[int | None, Answer]]:
     """The ``(line, answer)`` pairs of :func:`read_records`."""
     file = input_name(path)
+    checked = needs is not Needs.NOTHING  # a Flag's truth is a Python call: test it once
     for number, raw in numbered_lines(path):
         if not raw.strip():
             continue
@@ -69,7 +70,7 @@ def _numbered(
             except RecursionError:
                 raise nesting_error(file=file, line=number) from None
             answer = convert(record, file, number)
-            if needs:
+            if checked:
                 check_needs(answer, needs, file=file, line=number)
         except InputError as error:
             if on_error is None:

@@ -31,6 +31,11 @@ class AnswerStream(Iterator[Answer]):
         """A stream over ``answers`` from a reader that does not know lines."""
         return cls((None, answer) for answer in answers)
 
+    def pairs(self) -> Iterator[tuple[int | None, Answer]]:
+        """The remaining ``(line, answer)`` pairs, without a method call per answer
+        (:attr:`line` is not updated by them)."""
+        return self._numbered
+
     def __next__(self) -> Answer:
         self.line, answer = next(self._numbered)
         return answer
