@@ -16,6 +16,7 @@ from dahl.cache.whole_input_child import Bad, Start
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
 from dahl.formats import Needs
+from dahl.formats.jsonpath import NESTED_TOO_DEEPLY
 
 RUN_FP = b'{"run": "source-test"}'
 
@@ -65,6 +66,22 @@ def start_child(tmp_path: Path, inputs: list[Path]) -> WholeInputProcess:
     child.begin(Start([str(p) for p in inputs], "auto", None, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
                       10.0, 64, 4))
     return child
+
+
+class TestDeepNesting:
+    def test_the_input_child_rejects_a_deep_line(self, tmp_path: Path) -> None:
+        """The whole-answer input child reads with the same reader: a line nested 1,000 levels is its Bad, line 2."""
+        path = tmp_path / "a.jsonl"
+        deep = '{"question":"Q?","response":"A.","meta":' + '{"a":' * 1000 + "1" + "}" * 1001 + "\n"
+        path.write_text(record("a") + deep + record("c"))
+        child = start_child(tmp_path, [path])
+        try:
+            records = list(child.records())
+        finally:
+            child.close()
+        bad = [(r.line, r.message) for r in records if isinstance(r, Bad)]
+        assert len(records) == 3
+        assert bad == [(2, NESTED_TOO_DEEPLY)]
 
 
 class TestDuplicates:
