@@ -31,6 +31,7 @@ from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
 from dahl.errors import InputError
 from dahl.formats import Needs, read_answers
+from dahl.formats.lines import input_name
 from dahl.records import Answer, content_id
 
 __all__ = ["InputErrors", "answer_source"]
@@ -111,8 +112,8 @@ def answer_source(
     first_seen: dict[int, int] = {}
 
     def at(where: int) -> str:
-        path, line = inputs[where >> 40], where & _LINE_MASK
-        return f"{path}:{line}" if line else str(path)
+        path, line = input_name(inputs[where >> 40]), where & _LINE_MASK
+        return f"{path}:{line}" if line else path
 
     def admit(key: int, answer_id: str, file: int, line: int, answer: Answer | None = None) -> bool:
         nonlocal position
@@ -125,7 +126,7 @@ def answer_source(
                 how = " (an id derived from model, question and response)" if derived else ""
                 message = (f"answer id {answer_id!r}{how} is already used by {at(first)} with different content; "
                            "skipped (give each answer its own id)")
-            errors(InputError(message, file=str(inputs[file]), line=line or None, field="id"))
+            errors(InputError(message, file=input_name(inputs[file]), line=line or None, field="id"))
             return False
         first_seen[hash(answer_id)] = file << 40 | line
         order[key] = position

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from pathlib import Path
@@ -17,6 +18,7 @@ from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
 from dahl.formats import Needs
 from dahl.formats.jsonpath import NESTED_TOO_DEEPLY
+from dahl.formats.lines import STDIN
 
 RUN_FP = b'{"run": "source-test"}'
 
@@ -132,6 +134,19 @@ class TestDuplicates:
         assert len(ids) == 2
         assert [(e.line, e.field) for e in errors.first] == [(4, "id")]
         assert f"{path}:2" in errors.first[0].message
+
+    def test_stdin_duplicate_is_named_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Read from ``-``, a repeated record is named <stdin>:2 and its first <stdin>:1."""
+
+        class Stdin:
+            buffer = io.BytesIO((record("a") + record("a")).encode())
+
+        monkeypatch.setattr("sys.stdin", Stdin)
+        ids, errors = read([STDIN])
+        assert ids == ["a"]
+        assert [str(e) for e in errors.first] == [
+            "<stdin>:2, field 'id': duplicate answer (same id and content as <stdin>:1) skipped"
+        ]
 
     def test_the_input_child_gives_the_same_errors(self, tmp_path: Path) -> None:
         """Read through the whole-answer input child, duplicates are named with the same lines."""
