@@ -184,6 +184,12 @@ class TestBadInput:
         assert ids == ["a", "c"]
         assert summary(out)["config"]["inputs"] == ["-"]
 
+    def test_dash_twice_is_a_usage_error(self, tmp_path: Path) -> None:
+        """Standard input can be read once: ``-`` given twice exits 2 saying so."""
+        code, text = run("score", "-", "-", "--checker", "fake", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "standard input (-) can be an input once only" in text
+
     def test_directory_input_is_named(self, tmp_path: Path) -> None:
         """A directory as input exits 2 saying it is a directory, not that it is missing."""
         code, text = run("score", str(tmp_path), "--checker", "fake", "-o", str(tmp_path / "o"))

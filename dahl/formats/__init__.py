@@ -60,7 +60,9 @@ def _resolve(
             f"response_column applies to csv input only; {file} is read as {name}"
         )
     if Needs.CLAIMS in needs and name == "csv":
-        raise ConfigError(f"csv input carries no claims ({file}); --splitter given needs jsonl with claims or factscore")
+        raise ConfigError(
+            f"csv input carries no claims ({file}); --splitter given needs jsonl with claims or factscore"
+        )
     return file, name
 
 

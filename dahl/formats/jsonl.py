@@ -142,4 +142,6 @@ def read_jsonl(
             field, empty response) when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
-    return read_records(path, _DECODER, lambda record, file, line: _to_answer(record, file=file, line=line), on_error, needs)
+    return read_records(
+        path, _DECODER, lambda record, file, line: _to_answer(record, file=file, line=line), on_error, needs
+    )
