@@ -347,6 +347,10 @@ def inspect(input_file: Path, fmt: str, response_column: str | None) -> None:
     out.print(f"rows: {stats.rows}")
     if stats.invalid:
         out.print(f"invalid records (skipped by dahl score): {stats.invalid}")
+        for why in stats.invalid_examples:
+            out.print(f"  {escape(why)}", soft_wrap=True)
+        if stats.invalid > len(stats.invalid_examples):
+            out.print(f"  ... and {stats.invalid - len(stats.invalid_examples):,} more")
     out.print(f"unique questions: {stats.unique_questions}")
     out.print(f"with response: {stats.with_response}")
     out.print(f"categories: {len(stats.categories)}")

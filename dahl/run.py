@@ -31,6 +31,7 @@ from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.engine.source import InputErrors, answer_source
 from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, read_answers
+from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
 from dahl.summary import SummaryBuilder
@@ -51,7 +52,8 @@ class ScoreConfig:
     """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
 
     Attributes:
-        inputs: answer files, read in order.
+        inputs: answer files, read in order; ``-`` is standard input and a FIFO is read
+            as a stream (once, as JSONL unless ``fmt`` says factscore).
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
         response_column: CSV column holding the responses.
@@ -91,8 +93,9 @@ class ScoreConfig:
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
         for path in self.inputs:
-            if not path.is_file():
-                raise ConfigError(f"input file not found: {path}")
+            check_input_path(path)
+        if self.inputs.count(STDIN) > 1:
+            raise ConfigError("standard input (-) can be an input once only")
         if self.gamma < 0:
             raise ConfigError("--gamma must be >= 0 (0 disables the length penalty)")
         if self.k < 1:
@@ -202,7 +205,7 @@ async def _score_locked(
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
-                              resumed, child),
+                              resumed, child, config.adapters.input_needs),
                 splitter,
                 checker,
                 answer_log,
@@ -217,6 +220,7 @@ async def _score_locked(
                 await anyio.to_thread.run_sync(answer_log.close)
     counters.answers_resumed = resumed[0]
     counters.input_errors = errors.count
+    errors.log_suppressed()
 
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
@@ -253,7 +257,7 @@ async def _score_locked(
     manifest = {
         "config_hash": config_hash,
         "config": summary["config"],
-        "inputs": [{"path": str(p), "bytes": p.stat().st_size} for p in config.inputs],
+        "inputs": [{"path": str(p), "bytes": input_bytes(p)} for p in config.inputs],
         "answers": n_input_answers,
         "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
     }
@@ -272,6 +276,8 @@ def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
     # openai one) and a Splitter that is not cached (a cached one adds its split request).
     if (config.input_process is False or not config.use_cache or config.adapters.checker != "openai"
             or config.adapters.splitter == "openai"):
+        return None
+    if any(is_stream(p) for p in config.inputs):  # read once, here: the child could not hand it back
         return None
     if config.input_process is None and sum(p.stat().st_size for p in config.inputs) < INPUT_PROCESS_AFTER_BYTES:
         return None
@@ -296,14 +302,19 @@ def _begin_input_process(
         child.close()
         return None
     child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
-                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch))
+                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch,
+                      config.adapters.input_needs.value))
     return child
 
 
 def _check_inputs(config: ScoreConfig) -> None:
-    """Open every input as the run will (format detection, CSV columns); raise ConfigError early."""
+    """Open every input as the run will (format detection, CSV columns); raise ConfigError early.
+
+    A stream (``-``, a FIFO) is not read here: it can be read once only.
+    """
     for path in config.inputs:
-        read_answers(path, config.fmt, response_column=config.response_column)  # detects at call time
+        read_answers(path, config.fmt, response_column=config.response_column,  # detects at call time
+                     needs=config.adapters.input_needs)
 
 
 def _lock_output(out_dir: Path) -> FolderLock:

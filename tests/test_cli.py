@@ -104,6 +104,8 @@ class TestBadInput:
             pytest.param(b'{"id": "b", "response": "x"}\n', "question", id="missing-field"),
             pytest.param(b'{"id": "b", "question": "Q?", "response": "  "}\n', "response", id="empty-response"),
             pytest.param(b'{"id": "b", "question": "Q?", "response": "caf\xe9"}\n', ":2", id="invalid-utf8"),
+            pytest.param(b'{"id": "b", "question": "Q?", "response": "A.", "meta": ' + b'{"a":' * 1000 + b"1"
+                         + b"}" * 1001 + b"\n", "nested too deeply", id="nested-too-deeply"),
         ],
     )
     def test_bad_record_is_named_and_skipped(self, tmp_path: Path, bad_line: bytes, expected: str) -> None:
@@ -117,6 +119,82 @@ class TestBadInput:
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
         assert ids == ["a", "c"]
         assert summary(out)["run"]["input_errors"] == 1
+
+    def test_bad_first_record_is_skipped_like_any_other(self, tmp_path: Path) -> None:
+        """A malformed line 1 is skipped (file:1) and lines 2-3 are scored: the format comes from line 2."""
+        path = self.write(tmp_path, b'{"id": "x", "question": \n' + self.GOOD + self.GOOD.replace(b'"a"', b'"c"'))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
+        assert code == 0, text
+        assert f"{path}:1: malformed JSON" in text
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
+
+    def test_given_splitter_answer_without_claims_is_skipped(self, tmp_path: Path) -> None:
+        """--splitter given: an answer without claims is a bad record (file:2, field claims); the rest is scored."""
+        with_claims = b'{"id": "a", "question": "Q?", "response": "R.", "claims": [{"text": "Aspirin is a drug."}]}\n'
+        path = self.write(tmp_path, with_claims + b'{"id": "b", "question": "Q?", "response": "R."}\n'
+                          + with_claims.replace(b'"a"', b'"c"'))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--splitter", "given", "--checker", "fake", "-o", str(out), "--no-progress")
+        assert code == 0, text
+        assert f"{path}:2, field 'claims'" in text
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
+        assert summary(out)["run"]["input_errors"] == 1
+
+    def test_replay_claim_without_label_is_skipped(self, tmp_path: Path) -> None:
+        """--checker replay: a claim without a label makes its answer a bad record naming $.claims[1].label."""
+        line = b'{"id": "a", "question": "Q?", "response": "R.", "claims": [{"text": "x", "label": "S"}, {"text": "y", "label": "NS"}]}\n'
+        path = self.write(tmp_path, line + line.replace(b'"a"', b'"b"').replace(b', "label": "NS"', b""))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--splitter", "given", "--checker", "replay", "-o", str(out),
+                         "--no-progress")
+        assert code == 0, text
+        assert f"{path}:2, field '$.claims[1].label'" in text
+        lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert [a["id"] for a in lines] == ["a"]
+        assert summary(out)["models"]["unknown"]["labels"]["unknown"] == 0
+
+    def test_replay_needs_the_given_splitter(self, tmp_path: Path) -> None:
+        """--checker replay with another Splitter has no labels to replay: a usage error naming --splitter given."""
+        path = self.write(tmp_path, self.GOOD)
+        code, text = run("score", str(path), "--checker", "replay", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "--checker replay needs --splitter given" in text
+
+    def test_same_id_other_content_is_written_once(self, tmp_path: Path) -> None:
+        """Id "a" on lines 1 and 2 with different responses: line 1 is scored, line 2 skipped naming both lines."""
+        path = self.write(tmp_path, self.GOOD + self.GOOD.replace(b"COX-1", b"COX-2"))
+        out = tmp_path / "out"
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
+        assert code == 0, text
+        assert summary(out)["input_errors"] == [f"{path}:2, field 'id': answer id 'a' is already used by {path}:1 "
+                                                "with different content; skipped (give each answer its own id)"]
+        lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert [(a["id"], a["response"]) for a in lines] == [("a", "Aspirin inhibits COX-1.")]
+
+    def test_dash_scores_standard_input(self, tmp_path: Path) -> None:
+        """``dahl score -`` scores JSONL from stdin, read once (the early input check does not consume it)."""
+        out = tmp_path / "out"
+        result = CliRunner().invoke(main, ["score", "-", "--checker", "fake", "-o", str(out), "--no-progress"],
+                                    input=self.GOOD + self.GOOD.replace(b'"a"', b'"c"'), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
+        assert summary(out)["config"]["inputs"] == ["-"]
+
+    def test_dash_twice_is_a_usage_error(self, tmp_path: Path) -> None:
+        """Standard input can be read once: ``-`` given twice exits 2 saying so."""
+        code, text = run("score", "-", "-", "--checker", "fake", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "standard input (-) can be an input once only" in text
+
+    def test_directory_input_is_named(self, tmp_path: Path) -> None:
+        """A directory as input exits 2 saying it is a directory, not that it is missing."""
+        code, text = run("score", str(tmp_path), "--checker", "fake", "-o", str(tmp_path / "o"))
+        assert code == 2
+        assert "is a directory" in text and "not found" not in text
 
     def test_unknown_format_is_a_usage_error(self, tmp_path: Path) -> None:
         """An unknown --format exits 2 with the valid choices, no traceback."""
@@ -182,6 +260,18 @@ class TestInspect:
         assert "rows: 8573" in text
         assert "unique questions: 8505" in text
         assert "categories: 29" in text
+
+
+class TestInspectInvalid:
+    def test_says_why_each_record_is_invalid(self, tmp_path: Path) -> None:
+        """dahl inspect lists each invalid record's file:line, field and reason, not just a count."""
+        path = tmp_path / "a.jsonl"
+        path.write_text('{"question": "q", "response": "r"}\n{"question": "q2", "response": " "}\n{"response": "r"}\n')
+        code, text = run("inspect", str(path))
+        assert code == 0, text
+        assert "invalid records (skipped by dahl score): 2" in text
+        assert f"{path}:2, field 'response': response is empty" in text
+        assert f"{path}:3, field 'question': Object missing required field `question`" in text
 
 
 class TestInterrupt:

@@ -37,6 +37,7 @@ import Stemmer  # type: ignore[import-not-found]
 from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped]
 
 from dahl.errors import ConfigError, InputError
+from dahl.formats.jsonpath import nesting_error
 from dahl.records import normalize_text
 
 __all__ = ["Corpus", "Hit", "Passage", "analyze", "load_corpus", "split_sentences"]
@@ -300,8 +301,9 @@ def load_corpus(path: str | Path, *, window: int = 3, stride: int = 2) -> Corpus
 
     Raises:
         ConfigError: the file does not exist or cannot be read; bad window/stride.
-        InputError: a line is not a JSON object, or ``id``/``text`` is missing
-            or of the wrong type (file, 1-based line and field are named).
+        InputError: a line is not a JSON object, is nested too deeply to decode, or
+            ``id``/``text`` is missing or of the wrong type (file, 1-based line and
+            field are named).
     """
     _check_window(window, stride)
     p = Path(path)
@@ -323,6 +325,8 @@ def load_corpus(path: str | Path, *, window: int = 3, stride: int = 2) -> Corpus
             raise InputError(str(exc), file=str(p), line=number, field=_field_of(str(exc))) from None
         except msgspec.DecodeError as exc:
             raise InputError(f"not valid JSON: {exc}", file=str(p), line=number) from None
+        except RecursionError:
+            raise nesting_error(file=str(p), line=number) from None
         doc_id = str(doc.id)
         if doc_id in seen:
             logger.warning("%s:%d: duplicate document id %r", p, number, doc_id)

@@ -15,6 +15,7 @@ from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.engine.lane import Lane, LaneLimits, LanePool
 from dahl.engine.pipeline import PipelineOptions
 from dahl.errors import ConfigError
+from dahl.formats.needs import Needs
 
 if TYPE_CHECKING:  # aiohttp is imported only when an HTTP adapter is used
     import aiohttp
@@ -48,6 +49,8 @@ class AdapterSettings:
             raise ConfigError(f"unknown splitter {self.splitter!r}; choose one of {', '.join(SPLITTERS)}")
         if self.checker not in CHECKERS:
             raise ConfigError(f"unknown checker {self.checker!r}; choose one of {', '.join(CHECKERS)}")
+        if self.checker == "replay" and self.splitter != "given":
+            raise ConfigError("--checker replay needs --splitter given: it replays the labels of the given claims")
         if self.checker == "evidence":
             if self.evidence is None:
                 raise ConfigError("--checker evidence needs --evidence CORPUS.jsonl")
@@ -57,6 +60,12 @@ class AdapterSettings:
             raise ConfigError("--splitter openai needs --base-url and --model (or a [split] table in --config)")
         if self.checker == "openai" and self.check_endpoint is None:
             raise ConfigError("--checker openai needs --base-url and --model (or a [check] table in --config)")
+
+    @property
+    def input_needs(self) -> Needs:
+        """What every input answer must carry for these adapters (claims, labels)."""
+        needs = Needs.CLAIMS if self.splitter == "given" else Needs.NOTHING
+        return needs | Needs.LABELS if self.checker == "replay" else needs
 
 
 async def open_adapters(

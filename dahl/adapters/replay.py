@@ -11,7 +11,9 @@ class ReplayChecker:
     """Returns each claim's given label; a claim without one gets ``unknown``.
 
     Used to score human-labelled files (FActScore) and to replay stored labels
-    without calling any model.
+    without calling any model. A run reads its input with
+    :attr:`~dahl.formats.needs.Needs.LABELS`, so an answer with an unlabelled claim
+    is a bad record there and never reaches this Checker.
     """
 
     fingerprint = "replay/v1"

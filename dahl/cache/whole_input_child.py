@@ -28,7 +28,7 @@ from dahl.cache.lookup_child import package_root, read_frame, write_frame
 from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.results import result_of_found
 from dahl.errors import InputError
-from dahl.formats import read_answers
+from dahl.formats import Needs, read_answers
 from dahl.records import Answer
 
 __all__ = ["HELLO", "Bad", "Batch", "End", "Fail", "Hit", "Miss", "Start", "child_main", "FRAME_DECODER"]
@@ -49,6 +49,7 @@ class Start(msgspec.Struct, array_like=True):
         db_path: the cache database, opened read only.
         gamma, k: FActScore γ and the K of F1@K, for the lines' metrics.
         batch: records looked up per query and sent per frame.
+        needs: what every answer must carry (:class:`dahl.formats.needs.Needs` value).
     """
 
     inputs: list[str]
@@ -60,16 +61,20 @@ class Start(msgspec.Struct, array_like=True):
     gamma: float
     k: int
     batch: int
+    needs: int = 0
 
 
 class Hit(msgspec.Struct, array_like=True, tag=0):
-    """An answer found whole: its line (no newline), resume key, status and claim count."""
+    """An answer found whole: its line (no newline), resume key, status and claim count,
+    and its id and input line (0 when the format knows none), which name a duplicate."""
 
     file: int
     key: int
     line: bytes
     status: str
     claims: int
+    id: str = ""
+    at: int = 0
 
 
 class Miss(msgspec.Struct, array_like=True, tag=1):
@@ -87,6 +92,7 @@ class Miss(msgspec.Struct, array_like=True, tag=1):
     input_hash: str
     whole_key: str
     answer: bytes
+    at: int = 0  # the answer's input line (0: unknown)
 
 
 class Bad(msgspec.Struct, array_like=True, tag=2):
@@ -126,16 +132,19 @@ def _records(start: Start, rows: RowReader) -> Iterator[list[Hit | Miss | Bad]]:
     """Batches of records of every input, in file order (blocking; the child's work)."""
     head = hashlib.blake2b(start.key_material, digest_size=16)
     out: list[Hit | Miss | Bad] = []
-    # Answers waiting for their lookup: (index in out, file, key, input hash, whole key, answer).
-    waiting: list[tuple[int, int, int, str, str, Answer]] = []
+    # Answers waiting for their lookup: (index in out, file, key, input hash, whole key, answer, line).
+    waiting: list[tuple[int, int, int, str, str, Answer, int]] = []
     for file, path in enumerate(start.inputs):
 
         def rejected(err: InputError, file: int = file) -> None:
             out.append(Bad(file, err.message, err.file, err.line, err.field))
 
-        for answer in read_answers(path, start.fmt, response_column=start.response_column, on_error=rejected):
+        answers = read_answers(path, start.fmt, response_column=start.response_column, on_error=rejected,
+                               needs=Needs(start.needs))
+        for answer in answers:
             input_hash = answer_input_hash(answer, start.run_fp)
-            waiting.append((len(out), file, line_key(answer.id, input_hash), input_hash, whole_key(head, input_hash), answer))
+            waiting.append((len(out), file, line_key(answer.id, input_hash), input_hash, whole_key(head, input_hash), answer,
+                            answers.line or 0))
             out.append(Bad(file, "", None, None, None))  # replaced by _resolve
             if len(waiting) >= start.batch:
                 _resolve(start, rows, out, waiting)
@@ -147,7 +156,7 @@ def _records(start: Start, rows: RowReader) -> Iterator[list[Hit | Miss | Bad]]:
 
 
 def _resolve(
-    start: Start, rows: RowReader, out: list[Hit | Miss | Bad], waiting: list[tuple[int, int, int, str, str, Answer]]
+    start: Start, rows: RowReader, out: list[Hit | Miss | Bad], waiting: list[tuple[int, int, int, str, str, Answer, int]]
 ) -> None:
     """Look the waiting answers up with one query per 500 keys and put their records in ``out``."""
     if not waiting:
@@ -156,16 +165,16 @@ def _resolve(
     envelopes = ENVELOPES_DECODER.decode(b"\xdd" + len(found).to_bytes(4, "big") + packed) if found else []
     stored = dict(zip(found, envelopes, strict=True))
     in_files = set(elsewhere)
-    for slot, file, key, input_hash, whole_key, answer in waiting:
+    for slot, file, key, input_hash, whole_key, answer, at in waiting:
         envelope = stored.get(whole_key)
         got = decode_whole_entry(envelope.value) if envelope is not None and envelope.parser_version == "1" else None
         if got is None:
             # A row kept in a file is the parent's to read: no whole key, so it looks the answer up.
             sent_key = "" if whole_key in in_files else whole_key
-            out[slot] = Miss(file, key, input_hash, sent_key, _JSON_ENCODER.encode(answer))
+            out[slot] = Miss(file, key, input_hash, sent_key, _JSON_ENCODER.encode(answer), at)
             continue
         result = result_of_found(answer, input_hash, got, gamma=start.gamma, k=start.k)
-        out[slot] = Hit(file, key, _JSON_ENCODER.encode(result), str(result.status), sum(got.counts))
+        out[slot] = Hit(file, key, _JSON_ENCODER.encode(result), str(result.status), sum(got.counts), answer.id, at)
 
 
 def child_main() -> int:

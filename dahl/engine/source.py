@@ -2,7 +2,9 @@
 
 Runs in the pipeline's reader thread (blocking reads and hashing). Each answer gets
 its input hash and resume key (:mod:`dahl.engine.output`); a second record with the
-same key is a duplicate and is skipped with an input error; an answer the output
+same id is skipped with an input error naming both records' file and line, whether
+its content is the same (a repeated record) or not (two answers cannot share an
+id in ``answers.jsonl``: the first one read is kept); an answer the output
 folder already holds (``finished``) is skipped and counted as resumed; every kept key
 gets its input position (``order``, which :meth:`AnswerLog.finalize` sorts by).
 
@@ -16,6 +18,7 @@ records end.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -27,36 +30,51 @@ from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
 from dahl.errors import InputError
-from dahl.formats import read_answers
-from dahl.records import Answer
+from dahl.formats import Needs, read_answers
+from dahl.formats.lines import input_name
+from dahl.records import Answer, content_id
 
 __all__ = ["InputErrors", "answer_source"]
 
 log = logging.getLogger(__name__)
 
-#: Input errors kept for the report (all are counted and logged).
+#: Input errors kept for the report and logged one by one; past these, each file's
+#: further ones are counted and logged as one line (:meth:`InputErrors.log_suppressed`).
 MAX_REPORTED_INPUT_ERRORS = 20
 
 _ANSWER_DECODER = msgspec.json.Decoder(Answer)
+_LINE_MASK = (1 << 40) - 1
 
 
 class InputErrors:
     """Collects rejected input records (called from the reader thread).
 
+    The first :data:`MAX_REPORTED_INPUT_ERRORS` are logged as warnings and kept;
+    the others are only counted (50,000 bad lines are not 50,000 warnings).
+
     Attributes:
         count: records rejected.
         first: the first :data:`MAX_REPORTED_INPUT_ERRORS` of them.
+        suppressed: file -> rejected records of it neither logged nor kept.
     """
 
     def __init__(self) -> None:
         self.count = 0
         self.first: list[InputError] = []
+        self.suppressed: Counter[str] = Counter()
 
     def __call__(self, err: InputError) -> None:
         self.count += 1
         if len(self.first) < MAX_REPORTED_INPUT_ERRORS:
             self.first.append(err)
-        log.warning("skipped input record: %s", err)
+            log.warning("skipped input record: %s", err)
+        else:
+            self.suppressed[str(err.file)] += 1
+
+    def log_suppressed(self) -> None:
+        """Log one warning per file whose rejected records were not logged one by one."""
+        for file, n in self.suppressed.items():
+            log.warning("... and %s more bad input records in %s; see summary.json", f"{n:,}", file)
 
 
 def answer_source(
@@ -69,6 +87,7 @@ def answer_source(
     errors: Callable[[InputError], None],
     resumed: list[int],
     child: WholeInputProcess | None = None,
+    needs: Needs = Needs.NOTHING,
 ) -> Iterator[QueuedAnswer | FoundLine]:
     """Yield the answers of ``inputs`` still to score, and the lines of those found whole.
 
@@ -79,18 +98,37 @@ def answer_source(
         order: filled with the input position of every key.
         errors: called with each rejected record (bad record, duplicate).
         resumed: ``resumed[0]`` counts the answers skipped as finished.
-        child: the process reading the input, if one was started; closed at the end.
+        child: the process reading the input, if one was started; closed at the end
+            (it was started with the same ``needs``).
+        needs: what every answer must carry for the run's adapters (claims, labels).
 
     Raises:
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
     """
     position = 0
+    # Where each id was first read: hash(id) -> file index << 40 | line (0: line unknown).
+    # About 110 bytes per answer; a 64-bit hash collision (~4e9 answers) would be taken
+    # for a duplicate id.
+    first_seen: dict[int, int] = {}
 
-    def admit(key: int, path: Path | str) -> bool:
+    def at(where: int) -> str:
+        path, line = input_name(inputs[where >> 40]), where & _LINE_MASK
+        return f"{path}:{line}" if line else path
+
+    def admit(key: int, answer_id: str, file: int, line: int, answer: Answer | None = None) -> bool:
         nonlocal position
-        if key in order:
-            errors(InputError("duplicate answer (same id and content) skipped", file=str(path), field="id"))
+        first = first_seen.get(hash(answer_id))
+        if first is not None:
+            if key in order:
+                message = f"duplicate answer (same id and content as {at(first)}) skipped"
+            else:
+                derived = answer is not None and answer_id == content_id(answer.model, answer.question, answer.response)
+                how = " (an id derived from model, question and response)" if derived else ""
+                message = (f"answer id {answer_id!r}{how} is already used by {at(first)} with different content; "
+                           "skipped (give each answer its own id)")
+            errors(InputError(message, file=input_name(inputs[file]), line=line or None, field="id"))
             return False
+        first_seen[hash(answer_id)] = file << 40 | line
         order[key] = position
         position += 1
         if key in finished:
@@ -109,12 +147,12 @@ def answer_source(
                     errors(InputError(record.message, file=record.path, line=record.line, field=record.field))
                     continue
                 answers_taken[record.file] += 1
-                if not admit(record.key, inputs[record.file]):
-                    continue
                 if isinstance(record, Hit):
-                    yield FoundLine(record.line, record.key, record.status, record.claims)
-                else:
-                    answer = _ANSWER_DECODER.decode(record.answer)
+                    if admit(record.key, record.id, record.file, record.at):
+                        yield FoundLine(record.line, record.key, record.status, record.claims)
+                    continue
+                answer = _ANSWER_DECODER.decode(record.answer)
+                if admit(record.key, answer.id, record.file, record.at, answer):
                     yield QueuedAnswer(answer, record.input_hash, record.whole_key or None)
             return
         except WholeInputFailed as exc:
@@ -131,10 +169,11 @@ def answer_source(
                 return
             errors(err)
 
-        for answer in read_answers(path, fmt, response_column=response_column, on_error=rejected):
+        for line, answer in read_answers(path, fmt, response_column=response_column, on_error=rejected,
+                                         needs=needs).pairs():
             if skip_answers:
                 skip_answers -= 1
                 continue
             input_hash = answer_input_hash(answer, run_fp)
-            if admit(line_key(answer.id, input_hash), path):
+            if admit(line_key(answer.id, input_hash), answer.id, file, line or 0, answer):
                 yield QueuedAnswer(answer, input_hash)

@@ -18,7 +18,7 @@ ChatGPT 57.5, PerplexityAI 69.3 (shared/data README).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ import msgspec
 
 from dahl.errors import InputError
 from dahl.formats.jsonlines import read_records
+from dahl.formats.needs import Needs
+from dahl.formats.stream import AnswerStream
 from dahl.records import Answer, GivenClaim, Label
 
 __all__ = ["FACTSCORE_LABELS", "read_factscore"]
@@ -114,14 +116,15 @@ def _to_answer(record: _Generation, *, model: str, file: str, line: int) -> Answ
 
 
 def read_factscore(
-    path: Path, *, on_error: Callable[[InputError], None] | None = None
-) -> Iterator[Answer]:
+    path: Path, *, on_error: Callable[[InputError], None] | None = None, needs: Needs = Needs.NOTHING
+) -> AnswerStream:
     """Stream the Answers of a FActScore labelled file, one line at a time.
 
     Args:
         path: e.g. ``factscore/labeled/ChatGPT.jsonl``; its stem is the model name.
         on_error: called with each bad line's InputError, which is then skipped;
             when None the first bad line raises.
+        needs: what every answer must carry (see :func:`~dahl.formats.needs.check_needs`).
 
     Yields:
         One Answer per non-blank line; abstained ones have ``abstained=True`` and
@@ -134,5 +137,6 @@ def read_factscore(
     """
     model = path.stem
     return read_records(
-        path, _DECODER, lambda record, file, line: _to_answer(record, model=model, file=file, line=line), on_error
+        path, _DECODER, lambda record, file, line: _to_answer(record, model=model, file=file, line=line), on_error,
+        needs,
     )

@@ -19,7 +19,7 @@ are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ import msgspec
 
 from dahl.errors import InputError
 from dahl.formats.jsonlines import read_records
+from dahl.formats.needs import Needs
+from dahl.formats.stream import AnswerStream
 from dahl.records import Answer, GivenClaim, Label, content_id
 
 __all__ = ["LABEL_ALIASES", "parse_label", "read_jsonl"]
@@ -122,14 +124,15 @@ def _to_answer(record: _RecordIn, *, file: str, line: int) -> Answer:
 
 
 def read_jsonl(
-    path: Path, *, on_error: Callable[[InputError], None] | None = None
-) -> Iterator[Answer]:
+    path: Path, *, on_error: Callable[[InputError], None] | None = None, needs: Needs = Needs.NOTHING
+) -> AnswerStream:
     """Stream the Answers of a dahl JSONL file, one line at a time (constant memory).
 
     Args:
         path: the file.
         on_error: called with each bad record's InputError, which is then skipped;
             when None the first bad record raises.
+        needs: what every answer must carry (see :func:`~dahl.formats.needs.check_needs`).
 
     Yields:
         One Answer per non-blank line, in file order.
@@ -139,4 +142,6 @@ def read_jsonl(
             field, empty response) when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
-    return read_records(path, _DECODER, lambda record, file, line: _to_answer(record, file=file, line=line), on_error)
+    return read_records(
+        path, _DECODER, lambda record, file, line: _to_answer(record, file=file, line=line), on_error, needs
+    )

@@ -9,8 +9,10 @@ from typing import TypeVar
 import msgspec
 
 from dahl.errors import InputError
-from dahl.formats.jsonpath import validation_error
-from dahl.formats.lines import decode_line, numbered_lines
+from dahl.formats.jsonpath import nesting_error, validation_error
+from dahl.formats.lines import decode_line, input_name, numbered_lines
+from dahl.formats.needs import Needs, check_needs
+from dahl.formats.stream import AnswerStream
 from dahl.records import Answer
 
 __all__ = ["read_records"]
@@ -23,7 +25,8 @@ def read_records(
     decoder: msgspec.json.Decoder[R],
     convert: Callable[[R, str, int], Answer],
     on_error: Callable[[InputError], None] | None,
-) -> Iterator[Answer]:
+    needs: Needs = Needs.NOTHING,
+) -> AnswerStream:
     """Stream ``convert(record, file, line)`` for each non-blank line of ``path``.
 
     Args:
@@ -32,13 +35,27 @@ def read_records(
         convert: turns a record into an Answer; may raise InputError.
         on_error: called with each bad line's InputError, which is then skipped;
             when None the first bad line raises.
+        needs: what every answer must carry (see :func:`~dahl.formats.needs.check_needs`).
 
     Raises:
-        InputError: invalid UTF-8, malformed JSON, a validation or conversion error,
+        InputError: invalid UTF-8, malformed JSON, JSON nested too deeply to decode,
+            a validation or conversion error, an answer lacking what ``needs`` asks,
             when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
-    file = str(path)
+    return AnswerStream(_numbered(path, decoder, convert, on_error, needs))
+
+
+def _numbered(
+    path: Path,
+    decoder: msgspec.json.Decoder[R],
+    convert: Callable[[R, str, int], Answer],
+    on_error: Callable[[InputError], None] | None,
+    needs: Needs,
+) -> Iterator[tuple[int | None, Answer]]:
+    """The ``(line, answer)`` pairs of :func:`read_records`."""
+    file = input_name(path)
+    checked = needs is not Needs.NOTHING  # a Flag's truth is a Python call: test it once
     for number, raw in numbered_lines(path):
         if not raw.strip():
             continue
@@ -50,10 +67,14 @@ def read_records(
                 raise validation_error(exc, file=file, line=number) from exc
             except msgspec.DecodeError as exc:
                 raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
+            except RecursionError:
+                raise nesting_error(file=file, line=number) from None
             answer = convert(record, file, number)
+            if checked:
+                check_needs(answer, needs, file=file, line=number)
         except InputError as error:
             if on_error is None:
                 raise
             on_error(error)
             continue
-        yield answer
+        yield number, answer

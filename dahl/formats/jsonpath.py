@@ -14,7 +14,11 @@ import msgspec
 
 from dahl.errors import InputError
 
-__all__ = ["field_of", "validation_error"]
+__all__ = ["NESTED_TOO_DEEPLY", "field_of", "nesting_error", "validation_error"]
+
+#: Message of a record deeper than the JSON decoder goes (msgspec stops at ~1,000 levels
+#: with a RecursionError, which would otherwise end the whole run).
+NESTED_TOO_DEEPLY = "nested too deeply (JSON arrays/objects more than ~1,000 levels deep)"
 
 _AT_PATH = re.compile(r" - at `(?P<path>[^`]*)`$")
 _MISSING = re.compile(r"missing required field `(?P<name>[^`]*)`")
@@ -47,3 +51,8 @@ def validation_error(exc: msgspec.ValidationError, *, file: str, line: int) -> I
     if missing:
         path = f"{path}.{missing.group('name')}"
     return InputError(message, file=file, line=line, field=field_of(path))
+
+
+def nesting_error(*, file: str, line: int) -> InputError:
+    """Return the InputError of a record too deeply nested to decode (a RecursionError)."""
+    return InputError(NESTED_TOO_DEEPLY, file=file, line=line)

@@ -1,52 +1,103 @@
-"""Numbered lines of a file, read in binary and decoded one line at a time.
+"""Numbered lines of an input, read in binary and decoded one line at a time.
 
 Reading bytes and decoding per line means one invalid UTF-8 byte costs one
-record, not the whole file, and the error can name its line.
+record, not the whole file, and the error can name its line. An input is a
+regular file, or a stream read once: ``-`` (standard input) or a FIFO (such as
+the ``/dev/fd/63`` of a shell's ``<(command)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import stat
+import sys
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from dahl.errors import ConfigError, InputError
 
-__all__ = ["decode_line", "numbered_lines", "open_checked"]
+__all__ = ["STDIN", "check_input_path", "decode_line", "input_bytes", "input_name", "is_stream", "numbered_lines",
+           "open_checked"]
+
+#: The input path that means standard input.
+STDIN = Path("-")
 
 _BOM = b"\xef\xbb\xbf"
 
 
+def is_stream(path: Path) -> bool:
+    """True for an input read once, from start to end: standard input (``-``) or a FIFO."""
+    if path == STDIN:
+        return True
+    try:
+        return stat.S_ISFIFO(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def input_name(path: Path) -> str:
+    """How messages name an input: its path, or ``<stdin>``."""
+    return "<stdin>" if path == STDIN else str(path)
+
+
+def input_bytes(path: Path) -> int | None:
+    """Size of an input file in bytes; None for a stream, whose size is unknown."""
+    return None if is_stream(path) else path.stat().st_size
+
+
+def check_input_path(path: Path) -> Path:
+    """Return ``path`` if it can be read as an input: a regular file, ``-`` (stdin) or a FIFO.
+
+    Raises:
+        ConfigError: the path does not exist, is a directory, or is another kind of
+            file (a socket, a device); the message names the path.
+    """
+    if path == STDIN or is_stream(path):
+        return path
+    if not path.exists():
+        raise ConfigError(f"input file not found: {path}")
+    if path.is_dir():
+        raise ConfigError(f"input path is a directory, not a file: {path} (pass the files in it, e.g. {path}/*.jsonl)")
+    if not path.is_file():
+        raise ConfigError(f"input path is not a regular file: {path}")
+    return path
+
+
 def open_checked(path: Path) -> Path:
-    """Return ``path`` if it names a readable regular file.
+    """Return ``path`` if it names a readable input (see :func:`check_input_path`).
 
     Raises:
         ConfigError: the path does not exist or is not a file (message names the path).
     """
-    if not path.exists():
-        raise ConfigError(f"input file not found: {path}")
-    if not path.is_file():
-        raise ConfigError(f"input path is not a file: {path}")
-    return path
+    return check_input_path(path)
 
 
-def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def numbered_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
     """Yield ``(line_number, raw_bytes)`` for every line of ``path``, 1-based.
 
     Lines keep their terminator (``b"\\n"`` or ``b"\\r\\n"``); a UTF-8 byte-order
     mark at the start of the file is dropped. Memory is one line at a time.
+    ``-`` reads standard input (left open: it is not ours to close).
 
     Raises:
         ConfigError: the file cannot be opened.
     """
+    if path == STDIN:
+        yield from _numbered(sys.stdin.buffer)
+        return
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
     with handle:
-        for number, raw in enumerate(handle, start=1):
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM) :]
-            yield number, raw
+        yield from _numbered(handle)
+
+
+def _numbered(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    for number, raw in enumerate(handle, start=1):
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        yield number, raw
 
 
 def decode_line(raw: bytes, *, file: str, line: int) -> str:

@@ -13,7 +13,10 @@ from dahl.errors import InputError
 from dahl.formats.table import csv_header, csv_rows, response_column_of
 from dahl.records import Answer, normalize_text
 
-__all__ = ["InputStats", "question_key", "summarize", "summarize_csv"]
+__all__ = ["MAX_INVALID_EXAMPLES", "InputStats", "question_key", "summarize", "summarize_csv"]
+
+#: Invalid records listed by reason in :attr:`InputStats.invalid_examples` (the rest are counted).
+MAX_INVALID_EXAMPLES = 20
 
 
 class InputStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,6 +30,8 @@ class InputStats(msgspec.Struct, frozen=True, kw_only=True):
         with_response: records with a non-empty response (abstained FActScore
             generations with an empty output do not count).
         invalid: records skipped as bad input (InputError).
+        invalid_examples: why the first :data:`MAX_INVALID_EXAMPLES` of them are
+            invalid, each ``"FILE:LINE, field 'F': reason"``.
     """
 
     rows: int
@@ -35,6 +40,7 @@ class InputStats(msgspec.Struct, frozen=True, kw_only=True):
     models: dict[str, int]
     with_response: int
     invalid: int = 0
+    invalid_examples: tuple[str, ...] = ()
 
 
 def question_key(question: str) -> bytes:
@@ -48,6 +54,7 @@ class _Tally:
     def __init__(self) -> None:
         self.rows = 0
         self.invalid = 0
+        self.examples: list[str] = []
         self.with_response = 0
         self.questions: set[bytes] = set()
         self.categories: Counter[str] = Counter()
@@ -62,8 +69,10 @@ class _Tally:
             if model is not None:
                 self.models[model] += 1
 
-    def reject(self, _error: InputError) -> None:
+    def reject(self, error: InputError) -> None:
         self.invalid += 1
+        if len(self.examples) < MAX_INVALID_EXAMPLES:
+            self.examples.append(str(error))
 
     def stats(self) -> InputStats:
         return InputStats(
@@ -73,6 +82,7 @@ class _Tally:
             models=dict(self.models.most_common()),
             with_response=self.with_response,
             invalid=self.invalid,
+            invalid_examples=tuple(self.examples),
         )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
 from dahl.formats.lines import decode_line, numbered_lines
+from dahl.formats.stream import AnswerStream
 from dahl.records import Answer, content_id
 
 __all__ = ["csv_header", "csv_rows", "read_csv", "response_column_of"]
@@ -191,7 +192,7 @@ def read_csv(
     *,
     response_column: str | None = None,
     on_error: Callable[[InputError], None] | None = None,
-) -> Iterator[Answer]:
+) -> AnswerStream:
     """Stream the Answers of a DAHL CSV file (constant memory).
 
     The header is checked before the first row is read, so a missing column fails
@@ -214,12 +215,12 @@ def read_csv(
         raise ConfigError(f"{file} has no 'question' column (columns: {', '.join(header)})")
     column = response_column_of(header, response_column, file=file, required=True)
     assert column is not None  # required=True never returns None
-    return _answers(path, column=column, on_error=on_error)
+    return AnswerStream(_answers(path, column=column, on_error=on_error))
 
 
 def _answers(
     path: Path, *, column: str, on_error: Callable[[InputError], None] | None
-) -> Iterator[Answer]:
+) -> Iterator[tuple[int | None, Answer]]:
     file = str(path)
     for line, row in csv_rows(path, on_error=on_error):
         try:
@@ -229,4 +230,4 @@ def _answers(
                 raise
             on_error(error)
             continue
-        yield answer
+        yield line, answer

@@ -97,6 +97,14 @@ class TestLoadCorpus:
             load_corpus(path)
         assert (info.value.line, info.value.field) == (2, "text")
 
+    def test_deep_line_is_input_error_with_line(self, tmp_path: Path) -> None:
+        """A line nested 1,000 levels raises InputError "nested too deeply" with file and line 2."""
+        deep = '{"id": "d2", "text": "t.", "meta": ' + '{"a":' * 1000 + "1" + "}" * 1001
+        path = write_lines(tmp_path / "c.jsonl", [doc("d1", "Fine."), deep])
+        with pytest.raises(InputError, match="nested too deeply") as info:
+            load_corpus(path)
+        assert (info.value.file, info.value.line) == (str(path), 2)
+
     def test_corpus_without_terms_searches_empty(self, tmp_path: Path) -> None:
         """A corpus of stopwords only loads and every search returns nothing."""
         corpus = load_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "A b. The.")]))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dahl.formats import InputStats, describe_input
+from dahl.formats.stats import MAX_INVALID_EXAMPLES
 
 
 class TestDescribeInput:
@@ -42,7 +43,29 @@ class TestDescribeInput:
             models={"m": 1, "n": 1},
             with_response=2,
             invalid=1,
+            invalid_examples=(f"{path}:2, field 'response': response is empty",),
         )
+
+    def test_says_why_records_are_invalid(self, tmp_path: Path) -> None:
+        """The first invalid records are listed with file, line, field and reason; past the cap only counted."""
+        path = tmp_path / "a.jsonl"
+        path.write_text('{"question": "q1", "response": "r"}\n{"question": "q2", "response": ""}\n'
+                        + "{bad\n" * 30)
+        stats = describe_input(path)
+        assert stats.invalid == 31
+        assert len(stats.invalid_examples) == MAX_INVALID_EXAMPLES == 20
+        assert stats.invalid_examples[:2] == (
+            f"{path}:2, field 'response': response is empty",
+            f"{path}:3: malformed JSON: JSON is malformed: object keys must be strings (byte 1)",
+        )
+
+    def test_deep_line_counts_invalid(self, tmp_path: Path) -> None:
+        """A line nested 1,000 levels is counted as invalid; the lines around it are counted as rows."""
+        path = tmp_path / "a.jsonl"
+        deep = '{"question":"Q?","response":"A.","meta":' + '{"a":' * 1000 + "1" + "}" * 1001
+        path.write_text('{"question": "q1", "response": "r"}\n' + deep + '\n{"question": "q2", "response": "r"}\n')
+        stats = describe_input(path)
+        assert (stats.rows, stats.invalid) == (2, 1)
 
 
 @pytest.mark.data

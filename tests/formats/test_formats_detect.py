@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dahl.errors import ConfigError
+from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, detect_format, read_answers
+from dahl.formats.detect import SNIFF_LINES
 
 
 def write(tmp_path: Path, data: str | bytes, name: str = "input.txt") -> Path:
@@ -49,10 +50,53 @@ class TestDetectFormat:
             detect_format(path)
         assert str(path) in str(info.value)
 
+    def test_only_deep_lines(self, tmp_path: Path) -> None:
+        """A file of one line nested 1,000 levels cannot be detected: ConfigError, not RecursionError."""
+        path = write(tmp_path, '{"response": "r", "meta": ' + '{"a":' * 1000 + "1" + "}" * 1001 + "\n")
+        with pytest.raises(ConfigError, match="nested too deeply"):
+            detect_format(path)
+
     def test_missing_file(self, tmp_path: Path) -> None:
         """A missing file raises ConfigError naming the path."""
         with pytest.raises(ConfigError, match="not found: .*nope.jsonl"):
             detect_format(tmp_path / "nope.jsonl")
+
+
+GOOD_JSONL = '{"question": "q", "response": "r"}\n'
+GOOD_FACTSCORE = '{"input": "i", "output": "o", "topic": "t", "annotations": null}\n'
+
+
+class TestSniffPastBadRecords:
+    @pytest.mark.parametrize(
+        ("bad", "good", "fmt"),
+        [
+            pytest.param("{not json\n", GOOD_JSONL, "jsonl", id="malformed-json"),
+            pytest.param(b'{"question": "\xff", "response": "r"}\n', GOOD_JSONL, "jsonl", id="invalid-utf8"),
+            pytest.param('{"question": "q"}\n', GOOD_JSONL, "jsonl", id="missing-response"),
+            pytest.param('{"response": "r", "m": ' + "[" * 1000 + "]" * 1000 + "}\n", GOOD_JSONL, "jsonl",
+                         id="nested-too-deeply"),
+            pytest.param('{"input": "i", "outp\n', GOOD_FACTSCORE, "factscore", id="factscore-truncated"),
+        ],
+    )
+    def test_bad_first_record_is_skipped(self, tmp_path: Path, bad: str | bytes, good: str, fmt: str) -> None:
+        """A bad line 1 does not decide the format: line 2 does, and line 1 is a bad record (line 1)."""
+        head = bad if isinstance(bad, bytes) else bad.encode()
+        path = write(tmp_path, b"\n" + head + good.encode() + good.encode(), "M.jsonl")
+        assert detect_format(path) == fmt
+        errors: list[InputError] = []
+        assert len(list(read_answers(path, on_error=errors.append))) == 2
+        assert [(e.file, e.line) for e in errors] == [(str(path), 2)]
+
+    def test_gives_up_after_the_bound(self, tmp_path: Path) -> None:
+        """Past SNIFF_LINES bad lines the format is not guessed; the error names the first line's problem."""
+        path = write(tmp_path, "{bad\n" * SNIFF_LINES + GOOD_JSONL)
+        with pytest.raises(ConfigError, match=rf"not valid JSON.*no good record in the first {SNIFF_LINES} lines"):
+            detect_format(path)
+
+    def test_good_record_at_the_bound(self, tmp_path: Path) -> None:
+        """A good record on line SNIFF_LINES still decides the format."""
+        path = write(tmp_path, "{bad\n" * (SNIFF_LINES - 1) + GOOD_JSONL)
+        assert detect_format(path) == "jsonl"
 
 
 class TestReadAnswersChecks:

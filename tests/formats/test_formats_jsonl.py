@@ -8,7 +8,9 @@ import pytest
 
 from dahl.errors import InputError
 from dahl.formats import read_answers
+from dahl.errors import ConfigError
 from dahl.formats.jsonl import parse_label
+from dahl.formats.needs import Needs
 from dahl.records import Answer, GivenClaim, Label, content_id
 
 
@@ -140,6 +142,80 @@ class TestJsonlErrors:
         answers = list(read_answers(path, "jsonl", on_error=errors.append))
         assert len(answers) == 2
         assert [e.line for e in errors] == [2, 3]
+
+
+def deep_line(depth: int = 1000) -> str:
+    """A record whose ``meta`` nests ``depth`` objects (issue 15 §1.1)."""
+    return '{"question":"Q?","response":"A.","meta":' + '{"a":' * depth + "1" + "}" * (depth + 1)
+
+
+class TestDeepNesting:
+    def test_deep_line_is_a_bad_record(self, tmp_path: Path) -> None:
+        """A line nested 1,000 levels is skipped as "nested too deeply" (file, line 2); lines 1 and 3 are read."""
+        ok = '{"question": "q", "response": "r"}\n'
+        path = write(tmp_path, ok + deep_line() + "\n" + ok.replace('"q"', '"q3"'))
+        errors: list[InputError] = []
+        answers = list(read_answers(path, "jsonl", on_error=errors.append))
+        assert [a.question for a in answers] == ["q", "q3"]
+        assert [(e.file, e.line) for e in errors] == [(str(path), 2)]
+        assert "nested too deeply" in errors[0].message
+
+    def test_deep_line_raises_input_error_without_sink(self, tmp_path: Path) -> None:
+        """Without on_error the deep line raises InputError, not RecursionError."""
+        path = write(tmp_path, deep_line() + "\n")
+        with pytest.raises(InputError, match=r"answers\.jsonl:1: nested too deeply"):
+            list(read_answers(path, "jsonl"))
+
+    def test_deep_factscore_line_is_a_bad_record(self, tmp_path: Path) -> None:
+        """The FActScore reader shares the record loop: a deep line is a bad record there too."""
+        ok = '{"input": "i", "output": "o", "topic": "t"}\n'
+        deep = '{"input": "i", "output": "o", "topic": "u", "x": ' + "[" * 1000 + "]" * 1000 + "}\n"
+        path = write(tmp_path, ok + deep, name="M.jsonl")
+        errors: list[InputError] = []
+        assert len(list(read_answers(path, "factscore", on_error=errors.append))) == 1
+        assert [e.line for e in errors] == [2]
+
+
+class TestNeeds:
+    OK = '{"question": "q", "response": "r", "claims": [{"text": "c", "label": "S"}]}\n'
+
+    def test_claims_missing_is_a_bad_record(self, tmp_path: Path) -> None:
+        """With Needs.CLAIMS an answer without claims is a bad record (file, line 2, field claims)."""
+        path = write(tmp_path, self.OK + '{"question": "q2", "response": "r"}\n' + self.OK)
+        errors: list[InputError] = []
+        answers = list(read_answers(path, "jsonl", needs=Needs.CLAIMS, on_error=errors.append))
+        assert len(answers) == 2
+        assert [(e.file, e.line, e.field) for e in errors] == [(str(path), 2, "claims")]
+        assert "--splitter given needs claims" in errors[0].message
+
+    def test_abstained_or_empty_claims_are_kept(self, tmp_path: Path) -> None:
+        """An abstained answer needs no claims, and an empty claims list is a valid (claimless) answer."""
+        path = write(tmp_path, '{"question": "q", "response": "", "abstained": true}\n'
+                               '{"question": "q", "response": "r", "claims": []}\n')
+        assert len(list(read_answers(path, "jsonl", needs=Needs.CLAIMS))) == 2
+
+    def test_label_missing_is_a_bad_record(self, tmp_path: Path) -> None:
+        """With Needs.LABELS a claim without a label is a bad record naming $.claims[2].label."""
+        line = ('{"question": "q", "response": "r", "claims": [{"text": "a", "label": "S"}, '
+                '{"text": "b", "label": "unknown"}, {"text": "c"}]}\n')
+        path = write(tmp_path, self.OK + line)
+        errors: list[InputError] = []
+        answers = list(read_answers(path, "jsonl", needs=Needs.CLAIMS | Needs.LABELS, on_error=errors.append))
+        assert len(answers) == 1
+        assert [(e.line, e.field) for e in errors] == [(2, "$.claims[2].label")]
+        assert "--checker replay needs a label" in errors[0].message
+
+    def test_nothing_needed_by_default(self, tmp_path: Path) -> None:
+        """Without needs, answers without claims or labels are read as before."""
+        path = write(tmp_path, '{"question": "q", "response": "r", "claims": [{"text": "c"}]}\n'
+                               '{"question": "q", "response": "r"}\n')
+        assert len(list(read_answers(path, "jsonl"))) == 2
+
+    def test_csv_cannot_give_claims(self, tmp_path: Path) -> None:
+        """A CSV carries no claims: Needs.CLAIMS on csv input is a ConfigError when read_answers is called."""
+        path = write(tmp_path, "question,response\nq,r\n", name="a.csv")
+        with pytest.raises(ConfigError, match="csv input carries no claims"):
+            read_answers(path, needs=Needs.CLAIMS)
 
 
 class TestParseLabel:

@@ -1,0 +1,191 @@
+"""dahl.engine.source: the answers a run scores, with bad records, duplicates and needs (claims, labels)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dahl.cache import CacheStore
+from dahl.cache.database import DB_NAME
+from dahl.cache.whole_input import WholeInputProcess
+from dahl.cache.whole_input_child import Bad, Start
+from dahl.engine.pipeline import QueuedAnswer
+from dahl.engine.source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
+from dahl.formats import Needs
+from dahl.formats.jsonpath import NESTED_TOO_DEEPLY
+from dahl.formats.lines import STDIN
+
+RUN_FP = b'{"run": "source-test"}'
+
+
+def record(answer_id: str, **fields: Any) -> str:
+    return json.dumps({"id": answer_id, "question": "Q?", "response": f"Answer {answer_id}.", **fields}) + "\n"
+
+
+def read(inputs: list[Path], needs: Needs = Needs.NOTHING) -> tuple[list[str], InputErrors]:
+    """Ids of the answers answer_source yields (read here), and its error collector."""
+    errors = InputErrors()
+    items = answer_source(inputs, "auto", None, RUN_FP, set(), {}, errors, [0], None, needs)
+    return [item.answer.id for item in items if isinstance(item, QueuedAnswer)], errors
+
+
+class TestNeeds:
+    CLAIMED = record("a", claims=[{"text": "c"}]) + record("b") + record("c", claims=[{"text": "c"}])
+
+    def test_claimless_answer_is_rejected_here(self, tmp_path: Path) -> None:
+        """With Needs.CLAIMS the answer without claims is an input error (line 2, field claims)."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(self.CLAIMED)
+        ids, errors = read([path], Needs.CLAIMS)
+        assert ids == ["a", "c"]
+        assert [(e.file, e.line, e.field) for e in errors.first] == [(str(path), 2, "claims")]
+
+    def test_the_input_child_rejects_it_too(self, tmp_path: Path) -> None:
+        """The whole-answer input child reads with the run's needs: the same record is its Bad (line 2, claims)."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(self.CLAIMED)
+        CacheStore(tmp_path / "cache").close()
+        child = WholeInputProcess()
+        try:
+            child.begin(Start([str(path)], "auto", None, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
+                              10.0, 64, 4, Needs.CLAIMS.value))
+            records = list(child.records())
+        finally:
+            child.close()
+        bad = [(r.line, r.field) for r in records if isinstance(r, Bad)]
+        assert (len(records), bad) == (3, [(2, "claims")])
+
+
+def start_child(tmp_path: Path, inputs: list[Path]) -> WholeInputProcess:
+    """A real whole-answer input child reading ``inputs`` against an empty cache."""
+    CacheStore(tmp_path / "cache").close()
+    child = WholeInputProcess()
+    child.begin(Start([str(p) for p in inputs], "auto", None, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
+                      10.0, 64, 4))
+    return child
+
+
+class TestDeepNesting:
+    def test_the_input_child_rejects_a_deep_line(self, tmp_path: Path) -> None:
+        """The whole-answer input child reads with the same reader: a line nested 1,000 levels is its Bad, line 2."""
+        path = tmp_path / "a.jsonl"
+        deep = '{"question":"Q?","response":"A.","meta":' + '{"a":' * 1000 + "1" + "}" * 1001 + "\n"
+        path.write_text(record("a") + deep + record("c"))
+        child = start_child(tmp_path, [path])
+        try:
+            records = list(child.records())
+        finally:
+            child.close()
+        bad = [(r.line, r.message) for r in records if isinstance(r, Bad)]
+        assert len(records) == 3
+        assert bad == [(2, NESTED_TOO_DEEPLY)]
+
+
+class TestDuplicates:
+    def test_exact_duplicate_names_both_lines(self, tmp_path: Path) -> None:
+        """A record repeated on line 3 is skipped; the error names line 3 and the first at line 1."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + record("b") + record("a"))
+        ids, errors = read([path])
+        assert ids == ["a", "b"]
+        assert [(e.file, e.line, e.field) for e in errors.first] == [(str(path), 3, "id")]
+        assert errors.first[0].message == f"duplicate answer (same id and content as {path}:1) skipped"
+
+    def test_same_id_other_content_is_skipped_naming_both(self, tmp_path: Path) -> None:
+        """Id "a" again on line 3 with another response: the first is kept, line 3 is a bad record naming line 1."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + record("b") + record("a", response="Another answer."))
+        ids, errors = read([path])
+        assert ids == ["a", "b"]
+        assert [(e.line, e.field) for e in errors.first] == [(3, "id")]
+        assert errors.first[0].message == (
+            f"answer id 'a' is already used by {path}:1 with different content; skipped (give each answer its own id)"
+        )
+
+    def test_duplicate_across_files(self, tmp_path: Path) -> None:
+        """The first file's line and the second file's line are both named."""
+        one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+        one.write_text(record("a"))
+        two.write_text(record("b") + record("a", category="other"))
+        ids, errors = read([one, two])
+        assert ids == ["a", "b"]
+        assert [(e.file, e.line) for e in errors.first] == [(str(two), 2)]
+        assert f"{one}:1" in errors.first[0].message
+
+    def test_derived_id_is_explained(self, tmp_path: Path) -> None:
+        """Two records without ids and the same question and response share a derived id; the message says so."""
+        path = tmp_path / "a.jsonl"
+        same = {"question": "Q?", "response": "R."}
+        path.write_text(json.dumps({**same, "category": "x"}) + "\n" + json.dumps({**same, "category": "y"}) + "\n")
+        ids, errors = read([path])
+        assert len(ids) == 1
+        assert "derived from model, question and response" in errors.first[0].message
+
+    def test_csv_duplicate_names_its_line(self, tmp_path: Path) -> None:
+        """CSV rows know their line too: a repeated row on line 4 names line 2."""
+        path = tmp_path / "m.csv"
+        path.write_text("question,response\nQ1?,R1.\nQ2?,R2.\nQ1?,R1.\n")
+        ids, errors = read([path])
+        assert len(ids) == 2
+        assert [(e.line, e.field) for e in errors.first] == [(4, "id")]
+        assert f"{path}:2" in errors.first[0].message
+
+    def test_stdin_duplicate_is_named_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Read from ``-``, a repeated record is named <stdin>:2 and its first <stdin>:1."""
+
+        class Stdin:
+            buffer = io.BytesIO((record("a") + record("a")).encode())
+
+        monkeypatch.setattr("sys.stdin", Stdin)
+        ids, errors = read([STDIN])
+        assert ids == ["a"]
+        assert [str(e) for e in errors.first] == [
+            "<stdin>:2, field 'id': duplicate answer (same id and content as <stdin>:1) skipped"
+        ]
+
+    def test_the_input_child_gives_the_same_errors(self, tmp_path: Path) -> None:
+        """Read through the whole-answer input child, duplicates are named with the same lines."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + record("b") + record("a") + record("b", response="Other."))
+        expected = read([path])[1].first
+        errors = InputErrors()
+        child = start_child(tmp_path, [path])
+        items = list(answer_source([path], "auto", None, RUN_FP, set(), {}, errors, [0], child))
+        assert len(items) == 2
+        assert [str(e) for e in errors.first] == [str(e) for e in expected]
+        assert [e.line for e in expected] == [3, 4]
+
+
+class TestWarningCap:
+    def test_first_twenty_then_one_line_per_file(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """50 bad lines in one file and 3 in another: 20 warnings, then one line per file; counts stay exact."""
+        one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+        one.write_text(record("a") + "{bad\n" * 50)
+        two.write_text("{bad\n" * 3 + record("b"))
+        with caplog.at_level(logging.WARNING, logger="dahl.engine.source"):
+            ids, errors = read([one, two])
+            errors.log_suppressed()
+        assert ids == ["a", "b"]
+        assert errors.count == 53
+        assert len(errors.first) == MAX_REPORTED_INPUT_ERRORS == 20
+        messages = [r.getMessage() for r in caplog.records]
+        assert len(messages) == 22
+        assert all(m.startswith("skipped input record: ") for m in messages[:20])
+        assert messages[20:] == [
+            f"... and 30 more bad input records in {one}; see summary.json",
+            f"... and 3 more bad input records in {two}; see summary.json",
+        ]
+
+    def test_nothing_suppressed_nothing_more_logged(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """Under the cap every bad record has its warning and no summary line follows."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a") + "{bad\n" * 2)
+        with caplog.at_level(logging.WARNING, logger="dahl.engine.source"):
+            _, errors = read([path])
+            errors.log_suppressed()
+        assert len(caplog.records) == 2
