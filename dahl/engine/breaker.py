@@ -13,7 +13,9 @@ instead of one (or six) per claim:
   cool-down (up to ``cooldown_cap_s``, 30 s); a reply of any kind closes the
   breaker. When ``max_outage_s`` (120 s) have passed since the first failure of
   the run with no success, it trips. During an outage the lane sends about one
-  probe per cool-down (~8 in 120 s) instead of every worker's retries.
+  probe per cool-down (~8 in 120 s) instead of every worker's retries, and a call
+  whose retries run out while the breaker is open waits for the outage to end (or
+  the breaker to trip) instead of failing its claim.
 * **Fatal errors** (``FatalAPIError``: bad key, unreachable endpoint) trip it at once.
 
 A tripped breaker raises ``FatalAPIError`` from :meth:`Breaker.admit` for every later
@@ -237,6 +239,6 @@ class Breaker:
     def _trip(self, exc: FatalAPIError) -> FatalAPIError:
         if self._fatal is None:
             self._fatal = exc
-            logger.error("%s: stopped: %s", self.name, exc)
+            logger.info("%s: stopped: %s", self.name, exc)  # raised to the caller, who presents it
             self._notify()
         return exc

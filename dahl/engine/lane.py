@@ -197,7 +197,9 @@ class Lane:
             PermanentAPIError: ``estimated_tokens`` exceeds the per-minute token
                 budget (at once), or the attempt raised it.
             RateLimited, TransientAPIError: the last error, once ``max_attempts``
-                attempts were made or the next wait would pass ``max_wall_s``.
+                attempts were made or the next wait would pass ``max_wall_s``
+                (while the breaker is open, a transient error waits for the outage
+                to end or the breaker to trip instead).
             FatalAPIError: the breaker tripped (now or before: then nothing is sent),
                 or every attempt of this call failed to connect.
             Exception: any fatal error from ``attempt()``, at once.
@@ -213,7 +215,9 @@ class Lane:
         self._active += 1
         try:
             breaker = self.breaker
-            for number in range(1, policy.max_attempts + 1):
+            number = 0
+            while True:
+                number += 1
                 probe = await breaker.admit()
                 try:
                     reply = await self._attempt(attempt, estimated_tokens, first_sent)
@@ -243,15 +247,18 @@ class Lane:
                         self._transient += 1
                         wait_s = worst_s = policy.backoff_s(number - 1, self._rng)
                     elapsed = self._clock.now() - first_sent[0] if first_sent else 0.0
-                    if number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s:
+                    out_of_budget = number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s
+                    if out_of_budget and decision.kind == "transient" and breaker.state == "open":
+                        out_of_budget = False  # an outage the breaker handles: wait it out, or stop with it
+                    if out_of_budget:
+                        if isinstance(exc, ConnectError):  # the run stops; its message says it all
+                            fatal = FatalAPIError(f"{exc} ({number} attempts in {elapsed:.1f} s)")
+                            breaker.tripped_by(fatal, False)
+                            raise fatal from exc
                         logger.warning(
                             "lane %s: giving up after %d attempts (%.1fs): %s",
                             self.key, number, elapsed, type(exc).__name__,
                         )
-                        if isinstance(exc, ConnectError):
-                            fatal = FatalAPIError(f"{exc} ({number} attempts in {elapsed:.1f} s)")
-                            breaker.tripped_by(fatal, False)
-                            raise fatal from exc
                         raise
                     self._retries += 1
                     logger.debug(
@@ -270,7 +277,6 @@ class Lane:
                 else:
                     breaker.succeeded(probe)
                     return reply
-            raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
         finally:
             self._active -= 1
 

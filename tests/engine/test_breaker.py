@@ -232,6 +232,22 @@ class TestOutage:
         # those already admitted, and the probes at ~1, 3 s.
         assert 200 < sent <= 200 + 10 + 8 + 3
 
+    def test_a_60_s_outage_costs_a_few_requests_and_no_claim(self) -> None:
+        """500s for 60 s, then healthy, 2 calls at a time: 15 failed requests (not thousands), and no call fails."""
+        endpoint = Endpoint(TransientAPIError("HTTP 500", status=500), healthy_at=60.0, latency_s=0.01)
+
+        async def main() -> tuple[int, int, BaseException | None, list[float]]:
+            lane = make_lane()
+            ok, failed, fatal = await workers(lane, endpoint, 2, 200)
+            return ok, failed, fatal, endpoint.sent
+
+        ok, failed, fatal, sent = run_in_virtual_time(main)
+        assert (ok, failed, fatal) == (200, 0, None)  # calls out of retries wait for the outage to end
+        during = [t for t in sent if t < 60.0]
+        # 10 failures open the breaker (5 attempts of each of the 2 calls), then probes at ~1, 3, 7, 15, 31 s.
+        assert len(during) == 10 + 5
+        assert len(sent) == len(during) + 200
+
     def test_outage_bound_is_a_setting(self) -> None:
         """max_outage_s=10: a 500 on every call stops at the first failure 10 s or more after the first."""
         endpoint = Endpoint(TransientAPIError("HTTP 503", status=503))
