@@ -232,6 +232,26 @@ class TestPostChat:
             await post_chat(session, target, KEY, BODY)
         assert isinstance(info.value, TransientAPIError)
 
+    async def test_unresolvable_host(self) -> None:
+        """A host name that does not resolve raises ConnectError naming the URL (resolver fails offline)."""
+        import aiohttp
+        from aiohttp.abc import AbstractResolver
+
+        class NoSuchHost(AbstractResolver):
+            async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list:  # type: ignore[override]
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+            async def close(self) -> None:
+                pass
+
+        target = "http://no-such-host.invalid/v1/chat/completions"
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=NoSuchHost()))
+        try:
+            with pytest.raises(ConnectError, match=f"^cannot connect to {target}: gaierror"):
+                await post_chat(session, target, KEY, BODY)
+        finally:
+            await session.close()
+
     @pytest.mark.parametrize(
         ("status", "message"),
         [(401, "Incorrect API key provided."), (403, "You are not allowed to sample from this model.")],
