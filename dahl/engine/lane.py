@@ -245,7 +245,9 @@ class Lane:
                         elif (stopped := breaker.failed_transient(exc, probe)) is not None:
                             raise stopped from exc
                         self._transient += 1
-                        wait_s = worst_s = policy.backoff_s(number - 1, self._rng)
+                        # While the breaker is open its cool-down paces the lane: no backoff on top,
+                        # which would only delay the next probe.
+                        wait_s = worst_s = 0.0 if breaker.state == "open" else policy.backoff_s(number - 1, self._rng)
                     elapsed = self._clock.now() - first_sent[0] if first_sent else 0.0
                     out_of_budget = number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s
                     if out_of_budget and decision.kind == "transient" and breaker.state == "open":

@@ -215,6 +215,22 @@ class TestOutage:
         assert len(sent) <= 10 + 8 + 8
         assert ended == pytest.approx(probes[-1])
 
+    def test_probes_keep_their_schedule_with_one_call_at_a_time(self) -> None:
+        """One call at a time: its retry backoff does not delay the probes; the run stops 121 s after the first failure."""
+        endpoint = Endpoint(TransientAPIError("HTTP 500", status=500))
+
+        async def main() -> tuple[BaseException | None, list[float], float]:
+            lane = make_lane()
+            _, _, fatal = await workers(lane, endpoint, 1, 100)
+            return fatal, endpoint.sent, now()
+
+        fatal, sent, ended = run_in_virtual_time(main)
+        assert isinstance(fatal, FatalAPIError)
+        opened = sent[9]
+        gaps = [b - a for a, b in zip(sent[9:], sent[10:])]
+        assert gaps == pytest.approx([1, 2, 4, 8, 16, 30, 30, 30], abs=1e-6)
+        assert ended == pytest.approx(opened + 121)
+
     def test_outage_ends_when_a_probe_succeeds(self) -> None:
         """500s until t=5 s: the lane pauses, the probe after the outage succeeds and every call then succeeds."""
         endpoint = Endpoint(TransientAPIError("HTTP 500", status=500), healthy_at=5.0)
