@@ -17,8 +17,9 @@ __all__ = ["FAULT_KINDS", "Latency", "MockConfig", "parse_fault", "parse_latency
 #: Injectable faults. ``500``/``503``: that status with an error body; ``reset``: the
 #: connection is aborted; ``timeout``: no reply for ``MockConfig.timeout_fault_s``;
 #: ``malformed``: 200 with a truncated JSON body; ``offformat``: 200 with chatty content
-#: that is neither a label nor a claim list; ``quota``: 429 ``insufficient_quota``.
-FAULT_KINDS: tuple[str, ...] = ("500", "503", "reset", "timeout", "malformed", "offformat", "quota")
+#: that is neither a label nor a claim list; ``quota``: 429 ``insufficient_quota``;
+#: ``401``: OpenAI's ``invalid_api_key`` reply; ``400``: an ``invalid_request_error``.
+FAULT_KINDS: tuple[str, ...] = ("500", "503", "reset", "timeout", "malformed", "offformat", "quota", "401", "400")
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class MockConfig:
         faults: ``(kind, rate)`` pairs; rates are summed per kind and their total must be <= 1.
         seed: seeds the latency and fault draws, so runs are reproducible.
         timeout_fault_s: how long a ``timeout`` fault holds the request, seconds.
+        echo_auth: append the request's ``Authorization`` header to every reply's content
+            (on a line of its own), as a server that echoes the key would.
 
     Raises:
         ConfigError: a limit that admits less than one request/token per window, a
@@ -132,6 +135,7 @@ class MockConfig:
     faults: tuple[tuple[str, float], ...] = ()
     seed: int = 0
     timeout_fault_s: float = 3600.0
+    echo_auth: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

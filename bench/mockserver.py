@@ -4,7 +4,7 @@ Command line::
 
     python -m bench.mockserver --port PORT [--oracle INPUT_FILE ...] [--latency-ms MS]
         [--latency lognormal:MEDIAN_MS[:SIGMA]] [--rpm N] [--tpm N] [--window-s S]
-        [--fault KIND=RATE ...] [--seed N]
+        [--fault KIND=RATE ...] [--seed N] [--echo-auth]
 
 prints ``ready http://127.0.0.1:PORT`` (flushed) once listening, serves
 ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /stats`` and
@@ -168,7 +168,14 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
     if fault in ("500", "503"):
         status = int(fault)
         return _error(status, f"Mock fault {status}.", "server_error", None, headers)
+    if fault == "401":
+        message = "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys."
+        return _error(401, message, "invalid_request_error", "invalid_api_key", headers)
+    if fault == "400":
+        return _error(400, "Mock fault 400: unsupported parameter.", "invalid_request_error", None, headers)
     content = OFFFORMAT_TEXT if fault == "offformat" else reply_content(prompt, state.oracle)
+    if state.config.echo_auth:
+        content = f"{content}\nAuthorization: {request.headers.get('Authorization', '')}"
     completion_tokens = estimate_tokens(len(content))
     raw = completion_bytes(
         f"chatcmpl-mock-{next(state.ids)}",
@@ -318,6 +325,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--window-s", type=float, default=60.0, help="rate-limit window, seconds")
     parser.add_argument("--fault", nargs="+", action="extend", default=[], metavar="KIND=RATE")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--echo-auth", action="store_true", help="append the Authorization header to replies")
     return parser
 
 
@@ -343,6 +351,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         window_s=args.window_s,
         faults=tuple(parse_fault(spec) for spec in args.fault),
         seed=args.seed,
+        echo_auth=args.echo_auth,
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -112,6 +113,8 @@ class EndpointConfig:
             Together and Perplexity support differs by version and model.
         extra_body: provider extras merged into every request body (e.g. Perplexity
             ``search_domain_filter``); may not override model, messages or sampling keys.
+        max_outage_s: seconds without a successful reply (5xx, timeouts) after which the
+            run stops with ``FatalAPIError`` (the lane's breaker, :mod:`dahl.engine.breaker`).
 
     Raises:
         ConfigError: a value is out of range or an ``extra_body`` key is reserved.
@@ -129,6 +132,7 @@ class EndpointConfig:
     max_in_flight: int = 64
     response_format: ResponseFormat = "auto"
     extra_body: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    max_outage_s: float = 120.0
 
     def __post_init__(self) -> None:
         # Frozen dataclass: normalized values are written once, here.
@@ -137,7 +141,7 @@ class EndpointConfig:
             object.__setattr__(self, "api_key_env", default_api_key_env(self.base_url))
         object.__setattr__(self, "extra_body", dict(self.extra_body))
         # TOML gives 0 for 0.0; coerce so bodies and fingerprints do not depend on spelling.
-        for name in ("temperature", "timeout_s", "rpm", "tpm"):
+        for name in ("temperature", "timeout_s", "rpm", "tpm", "max_outage_s"):
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, float(value))
@@ -153,6 +157,8 @@ class EndpointConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be > 0 or unset, got {value}")
+        if not (isinstance(self.max_outage_s, float) and math.isfinite(self.max_outage_s) and self.max_outage_s > 0):
+            raise ConfigError(f"max_outage_s must be a finite number of seconds > 0, got {self.max_outage_s!r}")
         if self.max_in_flight < 1:
             raise ConfigError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
         if self.response_format not in _FORMATS:
@@ -222,6 +228,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "max_in_flight": (int,),
     "response_format": (str,),
     "extra_body": (dict,),
+    "max_outage_s": _NUMBER,
 }
 
 

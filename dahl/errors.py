@@ -9,6 +9,7 @@ Every error dahl raises on purpose derives from one root, so callers can catch
     ├── AdapterError                  a Splitter or Checker call failed
     │   ├── RateLimited               429; ``retry_after_s`` seconds to wait
     │   ├── TransientAPIError         408, 409, 5xx, reset, timeout: retry with backoff
+    │   │   └── ConnectError          refused, unresolvable host: fatal once retries run out
     │   ├── PermanentAPIError         other 4xx, oversized request: never retried
     │   ├── QuotaExhausted            quota or billing exhausted: the run stops cleanly
     │   ├── FatalAPIError             the endpoint cannot work (bad key, unreachable,
@@ -27,6 +28,7 @@ __all__ = [
     "AdapterError",
     "CacheError",
     "ConfigError",
+    "ConnectError",
     "DahlError",
     "FatalAPIError",
     "InputError",
@@ -113,6 +115,14 @@ class RateLimited(AdapterError):
 
 class TransientAPIError(AdapterError):
     """A failure worth retrying with backoff: 408, 409, 5xx, connection reset, timeout."""
+
+
+class ConnectError(TransientAPIError):
+    """No connection could be made (refused, host not resolved): retried, then fatal.
+
+    The lane retries it like any transient error; when a call's retries run out it
+    raises :class:`FatalAPIError` instead (an endpoint nobody answers cannot work).
+    """
 
 
 class PermanentAPIError(AdapterError):

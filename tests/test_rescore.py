@@ -298,7 +298,7 @@ class TestLookupProcess:
         first = mocks.stats(url)["requests"]
         assert first == 40 + 120
         monkeypatch.setattr(dahl.cache.wrap, "PROCESS_AFTER_CLAIMS", 0)
-        for version in ("2", "3"):
+        for version in ("10", "11"):  # above every shipped version of both parsers
             monkeypatch.setattr(OpenAIChecker, "parser_version", version)
             monkeypatch.setattr(OpenAISplitter, "parser_version", version)
             caplog.clear()

@@ -12,6 +12,7 @@ import anyio
 
 from dahl.adapters.base import Checker, Splitter
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
+from dahl.engine.breaker import BreakerSettings
 from dahl.engine.lane import Lane, LaneLimits, LanePool
 from dahl.engine.pipeline import PipelineOptions
 from dahl.errors import ConfigError
@@ -105,6 +106,7 @@ async def open_adapters(
             api_key_id(key),
             cfg.model,
             LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
+            breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
         )
         session_key = (cfg.max_in_flight, cfg.timeout_s)
         if session_key not in sessions:

@@ -9,14 +9,19 @@ reply or failure                                       raised
 =====================================================  =========================
 429, 402 or 403 with ``insufficient_quota``/billing    ``QuotaExhausted``
 402 (Payment Required)                                 ``QuotaExhausted``
+401; other 403 (bad key, no access to the model)       ``FatalAPIError(status)``
+429 "Request too large" (tokens per min)               ``PermanentAPIError(429)``
 other 429                                              ``RateLimited(retry_after_s)``
 408, 409, 5xx                                          ``TransientAPIError``
 other 4xx (incl. 413 request too large)                ``PermanentAPIError(status)``
+refused, host not resolved                             ``ConnectError``
 reset, disconnect, truncated payload, timeout          ``TransientAPIError``
 200 whose body is not JSON / has no choices            ``TransientAPIError``
 =====================================================  =========================
 
-No error message or log line contains the API key: server messages are redacted.
+No error message, log line or reply contains the API key: server messages are
+redacted, and the key's bytes in a 200 body (content and raw JSON alike) become
+``***`` before decoding, so the key never reaches a verdict or the cache.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from dahl.engine.retry import parse_duration_s
 from dahl.errors import (
     AdapterError,
+    ConnectError,
+    FatalAPIError,
     PermanentAPIError,
     QuotaExhausted,
     RateLimited,
@@ -59,6 +66,8 @@ _MAX_MESSAGE_CHARS = 300
 # Key-shaped tokens (OpenAI sk-..., Perplexity pplx-..., generic Bearer values) a server may echo.
 _KEYLIKE = re.compile(r"\b(?:sk|pplx|gsk|xai|tgp)-[A-Za-z0-9_\-*.]{4,}|Bearer\s+\S+")
 _QUOTA_WORDS = ("insufficient_quota", "billing", "exceeded your current quota", "quota exceeded")
+# OpenAI answers a request above the whole per-minute token budget with a 429 that no wait can fix.
+_TOO_LARGE_WORDS = ("request too large",)
 
 
 @dataclass(frozen=True)
@@ -169,7 +178,9 @@ def _error_fields(body: bytes) -> tuple[str, str]:
     return "", str(error)
 
 
-def _status_error(status: int, headers: Mapping[str, str], body: bytes, api_key: str) -> AdapterError:
+def _status_error(
+    status: int, headers: Mapping[str, str], body: bytes, api_key: str, url: str
+) -> AdapterError:
     """Map a non-200 reply to the dahl error tree (see the module table)."""
     kinds, message = _error_fields(body)
     message = " ".join(_redact(message, api_key).split())[:_MAX_MESSAGE_CHARS]
@@ -177,6 +188,14 @@ def _status_error(status: int, headers: Mapping[str, str], body: bytes, api_key:
     lowered = f"{kinds} {message}".lower()
     if status == 402 or (status in (403, 429) and any(w in lowered for w in _QUOTA_WORDS)):
         return QuotaExhausted(text, status=status)
+    if status in (401, 403):
+        said = f": {message}" if message else "."
+        return FatalAPIError(
+            f"HTTP {status} from {url}{said} Check the API key (and its access to this model).",
+            status=status,
+        )
+    if status == 429 and any(w in lowered for w in _TOO_LARGE_WORDS):
+        return PermanentAPIError(text, status=429)
     if status == 429:
         return RateLimited(text, retry_after_s=retry_after_s(headers), status=429)
     if status in (408, 409) or status >= 500:
@@ -272,10 +291,14 @@ async def post_chat(
 
     Raises:
         QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
+        FatalAPIError: 401, or another 403 (the key is wrong or lacks access); the message
+            names ``url``, never the key.
         RateLimited: other 429; ``retry_after_s`` from the headers (see :func:`retry_after_s`).
-        TransientAPIError: 408, 409, 5xx, connection reset or refused, disconnect, truncated
+        ConnectError: the connection was refused or the host did not resolve.
+        TransientAPIError: 408, 409, 5xx, connection reset, disconnect, truncated
             payload, timeout, or a 200 whose body is not the expected JSON.
-        PermanentAPIError: any other 4xx (``status`` set), or an invalid URL.
+        PermanentAPIError: any other 4xx (``status`` set), a 429 "Request too large",
+            or an invalid URL.
     """
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     try:
@@ -292,14 +315,20 @@ async def post_chat(
         raise TransientAPIError("server disconnected") from exc
     except aiohttp.ClientPayloadError as exc:
         raise TransientAPIError(f"truncated reply payload: {type(exc).__name__}") from exc
+    except aiohttp.ClientConnectorError as exc:  # refused, DNS failure (before ClientOSError: a subclass)
+        raise ConnectError(f"cannot connect to {url}: {exc.os_error.__class__.__name__}: {exc.os_error}") from exc
     except aiohttp.ClientOSError as exc:
         raise TransientAPIError(f"connection error: {type(exc).__name__}: {exc}") from exc
     except aiohttp.ClientError as exc:
         raise TransientAPIError(f"HTTP client error: {type(exc).__name__}") from exc
     if not 200 <= status < 300:
-        error = _status_error(status, reply_headers, payload, api_key)
+        error = _status_error(status, reply_headers, payload, api_key, url)
         log.debug("POST %s -> %s", url, error)
         raise error
+    if api_key:
+        secret = api_key.encode()
+        if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
+            payload = payload.replace(secret, b"***")
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:

@@ -245,7 +245,7 @@ class OpenAIChecker:
         ConfigError: (on construction) the API key variable is unset.
     """
 
-    parser_version = "1"
+    parser_version = "2"  # 2: qualified verdicts ("True, but only ...") and "Supported? No." are unsupported
     #: ``cache_request`` holds the question and claim as sent (see :mod:`dahl.cache.keys`).
     cache_request_covers_input = True
 

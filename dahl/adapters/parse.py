@@ -7,9 +7,14 @@ so "not true" and "it is false that ..." are ``unsupported``, never ``supported`
 
 Decisions (documented here because they change scores):
 
-- "partially true" / "partly correct" / "mostly true" -> ``unsupported``: an atomic
-  claim with any false part is not supported (FActScore, Min et al. 2023, §3.3 count
-  a fact as supported only when fully supported; the check prompt says the same).
+- "partially true" / "partly correct" / "mostly true" / "not entirely true" -> ``unsupported``:
+  an atomic claim with any false part is not supported (FActScore, Min et al. 2023, §3.3
+  count a fact as supported only when fully supported; the check prompt says the same).
+- So is a "true" restricted by what follows it: "True, but only in children.", "Yes,
+  partially.", "True, but outdated." A "but" that restricts nothing ("True, but note that
+  doses vary") keeps the label.
+- A label asked as a question is answered after the mark: "Supported? No." -> ``unsupported``.
+- Hedges ("Probably true.", "Likely correct.") name no label with certainty: re-asked.
 - "cannot be determined", "not enough information", "unverifiable" -> ``unknown``.
 - A JSON ``{"claims": []}`` or the word ``NONE`` is an explicit "no claims" and parses to
   ``[]``; a reply with nothing usable is an error.
@@ -42,6 +47,19 @@ _FINAL_LINE = re.compile(
     r"^[\s*_#>`]*(?:final\s+)?(?:answer|label|verdict)\s*[:=-]\s*(.+)$", re.IGNORECASE
 )
 
+_TRUTH = r"(?:true|correct|accurate|supported|factual|verified|right)"
+# A label asked as a question, answered after the mark ("Supported? No."); one clause only.
+_QUESTION = re.compile(r"[^?.!\n]{1,40}\?\s*(\S.*)", re.DOTALL)
+# What restricts a "true" right after it: "only ...", "partially", or a "but"/"except" clause
+# naming a restriction or an error. Matched at the end of the label word.
+_RESTRICTED = re.compile(
+    r"[\s,;:(-]*(?:(?:only|partially|partly|in\s+part|mostly|largely|somewhat|except)\b"
+    r"|with\s+(?:some\s+|minor\s+)?(?:caveats|exceptions|inaccuracies|errors)\b"
+    r"|(?:but|though|although|however|yet)\b[^.;\n]*?\b(?:only|not|partially|partly|in\s+part|except|"
+    r"incorrect|wrong|false|inaccurate|outdated|misleading|exaggerated|overstated)\b)",
+    re.IGNORECASE,
+)
+
 # Ordered: a row only applies when no earlier row matched; negated and qualified forms first.
 _LABEL_TABLE: tuple[tuple[re.Pattern[str], Label], ...] = tuple(
     (re.compile(r"^(?:" + pattern + ")" + _END, re.IGNORECASE), label)
@@ -49,8 +67,13 @@ _LABEL_TABLE: tuple[tuple[re.Pattern[str], Label], ...] = tuple(
         (r"not\s+(?:true|correct|accurate|supported|factual|verified)", Label.UNSUPPORTED),
         (r"not\s+(?:relevant|related)", Label.IRRELEVANT),
         (
-            r"(?:partially|partly|mostly|half|somewhat)[\s-]+"
-            r"(?:true|correct|accurate|supported|false|incorrect|untrue)",
+            r"not\s+(?:entirely|completely|fully|quite|exactly|wholly|totally|necessarily|really|always)"
+            rf"(?:\s+{_TRUTH})?",
+            Label.UNSUPPORTED,
+        ),
+        (
+            r"(?:only\s+)?(?:partially|partly|mostly|half|somewhat|largely|in\s+part)"
+            rf"(?:[\s-]+(?:{_TRUTH}|false|incorrect|untrue))?",
             Label.UNSUPPORTED,
         ),
         (
@@ -91,8 +114,16 @@ def _label_of(phrase: str) -> Label | None:
         if stripped == head:
             break
         head = stripped
+    asked = _QUESTION.match(head)
+    if asked is not None:
+        answer = _label_of(asked.group(1))
+        if answer is not None:
+            return answer
     for pattern, label in _LABEL_TABLE:
-        if pattern.match(head):
+        match = pattern.match(head)
+        if match:
+            if label is Label.SUPPORTED and _RESTRICTED.match(head, match.end()):
+                return Label.UNSUPPORTED  # "True, but only in children."
             return label
     return None
 

@@ -22,6 +22,11 @@ announced in its ``x-ratelimit-*`` headers are in force before the rest go (a
 cold burst of ``max_in_flight`` requests against an unknown limit is what
 earns 429s; the cost is one request latency per lane and run). A pause (429, exhausted budget) holds the
 buckets too, so when it ends they restart empty and pace the held calls.
+
+Every attempt also passes the lane's :class:`~dahl.engine.breaker.Breaker`: a run of
+permanent failures, a long outage or a fatal error (bad key) stops the lane with
+``FatalAPIError``, and a call whose retries all ended in ``ConnectError`` raises
+``FatalAPIError`` ("cannot connect to URL") and stops it too.
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
+from dahl.engine.breaker import Breaker, BreakerSettings
 from dahl.engine.clock import Clock, SystemClock
 from dahl.engine.limits import LaneLimits, PauseGate, RateBucket
 from dahl.engine.retry import RetryPolicy, classify, parse_duration_s
 from dahl.config import normalize_base_url
-from dahl.errors import ConfigError
+from dahl.errors import ConfigError, ConnectError, FatalAPIError, PermanentAPIError
 
 __all__ = [
     "Lane",
@@ -114,6 +120,7 @@ class Lane:
         policy: retry caps and backoff; ``RetryPolicy()`` by default.
         clock: time source; :class:`SystemClock` by default.
         rng: random source for backoff and jitter (seed it in tests).
+        breaker: thresholds of the lane's breaker; ``BreakerSettings()`` by default.
     """
 
     def __init__(
@@ -124,11 +131,13 @@ class Lane:
         policy: RetryPolicy | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         self.key = key
         self.limits = limits
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self.breaker = Breaker(_endpoint_name(key), breaker, clock=self._clock)
         self._rng = rng if rng is not None else random.Random()
         self._gate = PauseGate(
             self._clock, spread_s=self.policy.rate_limit_jitter_s, rng=self._rng
@@ -188,7 +197,11 @@ class Lane:
             PermanentAPIError: ``estimated_tokens`` exceeds the per-minute token
                 budget (at once), or the attempt raised it.
             RateLimited, TransientAPIError: the last error, once ``max_attempts``
-                attempts were made or the next wait would pass ``max_wall_s``.
+                attempts were made or the next wait would pass ``max_wall_s``
+                (while the breaker is open, a transient error waits for the outage
+                to end or the breaker to trip instead).
+            FatalAPIError: the breaker tripped (now or before: then nothing is sent),
+                or every attempt of this call failed to connect.
             Exception: any fatal error from ``attempt()``, at once.
             asyncio.CancelledError: never swallowed; slots and reservations are
                 released first.
@@ -201,23 +214,49 @@ class Lane:
         first_sent: list[float] = []  # filled by _attempt when the first request leaves
         self._active += 1
         try:
-            for number in range(1, policy.max_attempts + 1):
+            breaker = self.breaker
+            number = 0
+            while True:
+                number += 1
+                probe = await breaker.admit()
                 try:
-                    return await self._attempt(attempt, estimated_tokens, first_sent)
+                    reply = await self._attempt(attempt, estimated_tokens, first_sent)
                 except Exception as exc:
                     decision = classify(exc)
                     if decision.kind == "fatal":
                         self._fatal += 1
+                        if isinstance(exc, FatalAPIError):
+                            breaker.tripped_by(exc, probe)
+                        elif isinstance(exc, PermanentAPIError):
+                            tripped = breaker.failed_permanent(exc, probe)
+                            if tripped is not None:
+                                raise tripped from exc
+                        else:
+                            breaker.released(probe)
                         raise
                     if decision.kind == "rate_limit":
+                        breaker.released(probe)
                         self._rate_limited += 1
                         wait_s = policy.rate_limit_pause_s(decision.retry_after_s)
                         worst_s = wait_s + policy.rate_limit_jitter_s
                     else:
+                        if isinstance(exc, ConnectError):  # waiting cannot fix it: not an outage to pause for
+                            breaker.released(probe)
+                        elif (stopped := breaker.failed_transient(exc, probe)) is not None:
+                            raise stopped from exc
                         self._transient += 1
-                        wait_s = worst_s = policy.backoff_s(number - 1, self._rng)
+                        # While the breaker is open its cool-down paces the lane: no backoff on top,
+                        # which would only delay the next probe.
+                        wait_s = worst_s = 0.0 if breaker.state == "open" else policy.backoff_s(number - 1, self._rng)
                     elapsed = self._clock.now() - first_sent[0] if first_sent else 0.0
-                    if number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s:
+                    out_of_budget = number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s
+                    if out_of_budget and decision.kind == "transient" and breaker.state == "open":
+                        out_of_budget = False  # an outage the breaker handles: wait it out, or stop with it
+                    if out_of_budget:
+                        if isinstance(exc, ConnectError):  # the run stops; its message says it all
+                            fatal = FatalAPIError(f"{exc} ({number} attempts in {elapsed:.1f} s)")
+                            breaker.tripped_by(fatal, False)
+                            raise fatal from exc
                         logger.warning(
                             "lane %s: giving up after %d attempts (%.1fs): %s",
                             self.key, number, elapsed, type(exc).__name__,
@@ -234,7 +273,12 @@ class Lane:
                         self._pause_until(self._clock.now() + wait_s)
                     else:
                         await self._clock.sleep(wait_s)
-            raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+                except BaseException:  # cancelled: the probe's turn goes to another call
+                    breaker.released(probe)
+                    raise
+                else:
+                    breaker.succeeded(probe)
+                    return reply
         finally:
             self._active -= 1
 
@@ -414,6 +458,13 @@ class Lane:
         )
 
 
+def _endpoint_name(key: str) -> str:
+    """``"URL (model M)"`` of a lane key ``URL|key id|M``, as messages name the endpoint."""
+    url, _, rest = key.partition("|")
+    model = rest.rpartition("|")[2]
+    return f"{url} (model {model})" if rest else url
+
+
 #: (kind, unit, limit header, remaining header, reset header) read by ``Lane._learn``.
 _RATELIMIT_HEADERS = tuple(
     (kind, kind, f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}")
@@ -454,7 +505,15 @@ class LanePool:
         self._rng = rng if rng is not None else random.Random()
         self._lanes: dict[str, Lane] = {}
 
-    def get(self, base_url: str, api_key_id: str, model: str, limits: LaneLimits) -> Lane:
+    def get(
+        self,
+        base_url: str,
+        api_key_id: str,
+        model: str,
+        limits: LaneLimits,
+        *,
+        breaker: BreakerSettings | None = None,
+    ) -> Lane:
         """Return the lane for this endpoint, key and model, creating it on first use.
 
         Args:
@@ -464,6 +523,8 @@ class LanePool:
             model: model name, e.g. ``"gpt-4o-mini"``.
             limits: limits used when the lane is created; a later ``get`` with
                 different limits keeps the first (and logs a warning).
+            breaker: the breaker's thresholds when the lane is created
+                (``BreakerSettings()`` by default); a later ``get`` keeps the first.
 
         Raises:
             ConfigError: ``base_url`` is not a URL.
@@ -471,7 +532,7 @@ class LanePool:
         key = f"{normalize_base_url(base_url)}|{api_key_id}|{model}"
         lane = self._lanes.get(key)
         if lane is None:
-            lane = Lane(key, limits, policy=self._policy, clock=self._clock, rng=self._rng)
+            lane = Lane(key, limits, policy=self._policy, clock=self._clock, rng=self._rng, breaker=breaker)
             self._lanes[key] = lane
         elif lane.limits != limits:
             logger.warning("lane %s: already built with %s; ignoring %s", key, lane.limits, limits)

@@ -41,7 +41,7 @@ from dahl.adapters.base import Checker, Splitter
 from dahl.engine.channel import Channel, EndOfChannel
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
-from dahl.errors import AdapterError, DahlError, QuotaExhausted
+from dahl.errors import AdapterError, DahlError, FatalAPIError, QuotaExhausted
 from dahl.engine.results import EncodedResult, FoundAnswer, FoundLine, build_result, result_of_found
 from dahl.preprocess import preprocess
 from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
@@ -209,6 +209,8 @@ async def run_pipeline(
 
     Raises:
         QuotaExhausted: the API quota ran out; results finished before are written.
+        FatalAPIError: the endpoint cannot work (bad key, unreachable, breaker tripped);
+            results finished before are written, and a re-run continues.
     """
     look_up = getattr(checker, "look_up", None) if getattr(checker, "can_look_up", False) else None
     check_missed = getattr(checker, "check_missed", None)
@@ -313,7 +315,7 @@ async def run_pipeline(
                     continue
                 try:
                     parts = await splitter.split(answer)
-                except QuotaExhausted as exc:
+                except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished results are kept
                     stop(exc)
                     return
                 except AdapterError as exc:
@@ -380,7 +382,7 @@ async def run_pipeline(
                         verdict = await check_missed(claim, pending.item.answer, pending.keys[i], pending.generation)
                     else:
                         verdict = await checker.check(claim, pending.item.answer)
-                except QuotaExhausted as exc:
+                except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished results are kept
                     stop(exc)
                     return
                 except AdapterError as exc:

@@ -10,6 +10,8 @@ import pytest
 
 from dahl.adapters.http import encode_body, make_session, parse_duration_s, post_chat, retry_after_s
 from dahl.errors import (
+    ConnectError,
+    FatalAPIError,
     PermanentAPIError,
     QuotaExhausted,
     RateLimited,
@@ -177,9 +179,9 @@ class TestPostChat:
             await post_chat(session, url(server), KEY, BODY)
         assert info.value.status == status
 
-    @pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+    @pytest.mark.parametrize("status", [400, 404, 413, 422])
     async def test_permanent_status(self, server, session, status: int) -> None:
-        """Other 4xx (incl. 413 too large, 403 without billing) raise PermanentAPIError(status)."""
+        """Other 4xx (incl. 413 too large) raise PermanentAPIError(status)."""
         server.push(server.error(status, "bad request"))
         with pytest.raises(PermanentAPIError) as info:
             await post_chat(session, url(server), KEY, BODY)
@@ -221,18 +223,72 @@ class TestPostChat:
             await session.close()
 
     async def test_connection_refused(self, session) -> None:
-        """Nobody listening on the port raises TransientAPIError (a server may be starting)."""
+        """Nobody listening raises ConnectError (transient: a server may be starting) naming the URL."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        with pytest.raises(TransientAPIError, match="connection error"):
-            await post_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", KEY, BODY)
+        target = f"http://127.0.0.1:{port}/v1/chat/completions"
+        with pytest.raises(ConnectError, match=f"cannot connect to {target}") as info:
+            await post_chat(session, target, KEY, BODY)
+        assert isinstance(info.value, TransientAPIError)
+
+    async def test_unresolvable_host(self) -> None:
+        """A host name that does not resolve raises ConnectError naming the URL (resolver fails offline)."""
+        import aiohttp
+        from aiohttp.abc import AbstractResolver
+
+        class NoSuchHost(AbstractResolver):
+            async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list:  # type: ignore[override]
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+            async def close(self) -> None:
+                pass
+
+        target = "http://no-such-host.invalid/v1/chat/completions"
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=NoSuchHost()))
+        try:
+            with pytest.raises(ConnectError, match=f"^cannot connect to {target}: gaierror"):
+                await post_chat(session, target, KEY, BODY)
+        finally:
+            await session.close()
+
+    @pytest.mark.parametrize(
+        ("status", "message"),
+        [(401, "Incorrect API key provided."), (403, "You are not allowed to sample from this model.")],
+        ids=["401", "403-not-billing"],
+    )
+    async def test_auth_is_fatal(self, server, session, status: int, message: str) -> None:
+        """401, and 403 without a quota/billing message, raise FatalAPIError naming the endpoint and the key check."""
+        server.push(server.error(status, message, type_="invalid_request_error", code="invalid_api_key"))
+        with pytest.raises(FatalAPIError) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        text = str(info.value)
+        assert info.value.status == status
+        assert text == f"HTTP {status} from {url(server)}: {message} Check the API key (and its access to this model)."
+        assert "SECRETKEY" not in text
+
+    async def test_request_too_large_429_is_permanent(self, server, session) -> None:
+        """OpenAI's 429 'Request too large ... on tokens per min' (no Retry-After) raises PermanentAPIError."""
+        message = ("Request too large for gpt-4o in organization org-abc on tokens per min (TPM): "
+                   "Limit 30000, Requested 50000. The input or output tokens must be reduced in order to run successfully.")
+        server.push(server.error(429, message, type_="tokens", code="rate_limit_exceeded"))
+        with pytest.raises(PermanentAPIError) as info:
+            await post_chat(session, url(server), KEY, BODY)
+        assert info.value.status == 429
+        assert "Request too large" in str(info.value)
+
+    async def test_key_echoed_in_content_is_redacted(self, server, session) -> None:
+        """A 200 whose content and body echo the key carry '***' instead, in content and raw."""
+        server.push(server.chat(f"Supported. (Authorization: Bearer {KEY})"))
+        reply = await post_chat(session, url(server), KEY, BODY)
+        assert reply.content == "Supported. (Authorization: Bearer ***)"
+        assert "SECRETKEY" not in repr(reply.raw)
 
     async def test_key_redacted(self, server, session, caplog) -> None:
         """A 401 echoing the key never puts the key in the error message or the log."""
         server.push(server.error(401, f"Incorrect API key provided: {KEY}. Bearer {KEY}"))
         caplog.set_level(logging.DEBUG, logger="dahl")
-        with pytest.raises(PermanentAPIError) as info:
+        with pytest.raises(FatalAPIError) as info:
             await post_chat(session, url(server), KEY, BODY)
         assert "SECRETKEY" not in str(info.value)
         assert "Incorrect API key provided" in str(info.value)

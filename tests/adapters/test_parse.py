@@ -52,6 +52,58 @@ LABEL_CASES = [
 ]
 
 
+#: Negations, qualifiers and hedges, each label decided by hand. A verdict restricted by a
+#: qualifier ("but only ...", "not entirely", "partly") is unsupported: FActScore's annotators
+#: label a partially supported fact as not supported (Min et al. 2023, §3.3).
+QUALIFIED_CASES = [
+    ("Supported? No.", U),
+    ("Supported? Yes.", S),
+    ("True or false? False.", U),
+    ("Correct? No, the year was 1995.", U),
+    ("Is this supported? The claim is false.", U),
+    ("True, but only in children.", U),
+    ("Yes, but only partially.", U),
+    ("True only for adults.", U),
+    ("Yes, partially.", U),
+    ("Supported (partially).", U),
+    ("True in part.", U),
+    ("Partly.", U),
+    ("Mostly.", U),
+    ("Largely correct.", U),
+    ("Only partially true.", U),
+    ("Not entirely true.", U),
+    ("Not entirely.", U),
+    ("Not completely accurate; the dose is wrong.", U),
+    ("Not fully supported by the evidence.", U),
+    ("Not quite right.", U),
+    ("Not really.", U),
+    ("Not necessarily true.", U),
+    ("True, but outdated.", U),
+    ("Supported, with minor inaccuracies.", U),
+    ("True, except for the date.", U),
+    ("True, but the year is wrong.", U),
+    ("True, but note that doses vary between countries.", S),
+    ("Supported. Why? Because the label says so.", S),
+    ("True. Is it relevant? No.", S),
+    ("No, it is not supported.", U),
+    ('{"label": "supported", "reason": "True, but only in children."}', S),
+]
+
+
+class TestQualifiedVerdicts:
+    @pytest.mark.parametrize(("text", "label"), QUALIFIED_CASES, ids=[c[0][:40] for c in QUALIFIED_CASES])
+    def test_table(self, text: str, label: Label) -> None:
+        """A label asked as a question takes the answer after it; a qualified 'true' is unsupported."""
+        assert parse_label(text) == label
+
+    @pytest.mark.parametrize("text", ["Probably true.", "Possibly supported.", "Likely correct."],
+                             ids=["probably", "possibly", "likely"])
+    def test_hedged_verdicts_are_asked_again(self, text: str) -> None:
+        """A hedged verdict names no label with certainty: OutputParseError (the adapter re-asks once)."""
+        with pytest.raises(OutputParseError):
+            parse_label(text)
+
+
 class TestParseLabel:
     @pytest.mark.parametrize(("text", "label"), LABEL_CASES, ids=[c[0][:40] for c in LABEL_CASES])
     def test_table(self, text: str, label: Label) -> None:

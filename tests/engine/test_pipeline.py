@@ -13,7 +13,7 @@ from dahl.adapters.fake import FakeChecker
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, line_key
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
-from dahl.errors import PermanentAPIError, QuotaExhausted
+from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted
 from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
 
 DECODER = msgspec.json.Decoder(AnswerResult)
@@ -34,16 +34,19 @@ class CountingChecker:
 
     fingerprint = "test-counting"
 
-    def __init__(self, *, fail_on: str | None = None, quota_on: str | None = None) -> None:
+    def __init__(self, *, fail_on: str | None = None, quota_on: str | None = None, fatal_on: str | None = None) -> None:
         self.calls = 0
         self.fail_on = fail_on
         self.quota_on = quota_on
+        self.fatal_on = fatal_on
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         self.calls += 1
         await anyio.sleep(0)
         if self.quota_on and self.quota_on in claim.text:
             raise QuotaExhausted("insufficient_quota")
+        if self.fatal_on and self.fatal_on in claim.text:
+            raise FatalAPIError("HTTP 401 from http://api.test/v1/chat/completions: bad key", status=401)
         if self.fail_on and self.fail_on in claim.text:
             raise PermanentAPIError("bad request", status=400)
         label = Label.UNSUPPORTED if "wrong" in claim.text else Label.SUPPORTED
@@ -144,6 +147,38 @@ class TestRunPipeline:
         results = read_log(tmp_path / "a.jsonl")
         assert 0 < len(results) <= 30
         assert all(len(r.claims) == 1 for r in results)
+
+    async def test_fatal_api_error_stops_the_run_and_keeps_finished_results(self, tmp_path: Path) -> None:
+        """FatalAPIError from a check propagates alone (no group, no error verdicts); finished answers are on disk."""
+        items = make_answers(40, sentences=1)
+        checker = CountingChecker(fatal_on="answer 30")
+        with pytest.raises(FatalAPIError, match="HTTP 401 from http://api.test"):
+            await run(items, tmp_path / "a.jsonl", checker, check_concurrency=1)
+        results = read_log(tmp_path / "a.jsonl")
+        assert [r.id for r in results] == [f"a{i}" for i in range(30)]
+        assert checker.calls == 31  # nothing checked after the fatal reply
+        assert [c for r in results for c in r.claims if c.label == "error"] == []
+
+    async def test_fatal_api_error_from_the_splitter_stops_the_run(self, tmp_path: Path) -> None:
+        """FatalAPIError from a split propagates; the answers split before it are scored and written."""
+        class FatalSplitter(SentenceSplitter):
+            async def split(self, answer: Answer) -> list[Claim]:
+                if answer.id == "a5":
+                    raise FatalAPIError("cannot connect to http://127.0.0.1:9/v1/chat/completions")
+                return await super().split(answer)
+
+        log_file = AnswerLog(tmp_path / "a.jsonl")
+        log_file.open()
+        options = PipelineOptions(preprocess=False, queue_size=1, check_concurrency=1, split_concurrency=1)
+        try:
+            with pytest.raises(FatalAPIError, match="cannot connect"):
+                await run_pipeline(iter(make_answers(20)), FatalSplitter(), CountingChecker(), log_file,  # type: ignore[arg-type]
+                                   options=options, counters=RunCounters())
+        finally:
+            log_file.close()
+        ids = [r.id for r in read_log(tmp_path / "a.jsonl")]
+        assert "a5" not in ids and set(ids) <= {f"a{i}" for i in range(5)}
+        assert all(r.reason is None for r in read_log(tmp_path / "a.jsonl"))
 
     async def test_cancellation_flushes_finished_results(self, tmp_path: Path) -> None:
         """Cancelling mid-run writes every result that was already assembled."""
