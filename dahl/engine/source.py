@@ -23,6 +23,7 @@ import msgspec
 
 from dahl.cache.whole_input import WholeInputFailed, WholeInputProcess
 from dahl.cache.whole_input_child import Bad, Hit
+from dahl.engine.counters import RunCounters
 from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
@@ -43,17 +44,24 @@ _ANSWER_DECODER = msgspec.json.Decoder(Answer)
 class InputErrors:
     """Collects rejected input records (called from the reader thread).
 
+    Args:
+        counters: the run's counters, whose ``input_errors`` is kept equal to ``count``
+            as records are rejected (the progress display reads it mid-run).
+
     Attributes:
         count: records rejected.
         first: the first :data:`MAX_REPORTED_INPUT_ERRORS` of them.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, counters: RunCounters | None = None) -> None:
         self.count = 0
         self.first: list[InputError] = []
+        self._counters = counters
 
     def __call__(self, err: InputError) -> None:
         self.count += 1
+        if self._counters is not None:
+            self._counters.input_errors = self.count
         if len(self.first) < MAX_REPORTED_INPUT_ERRORS:
             self.first.append(err)
         log.warning("skipped input record: %s", err)
@@ -69,6 +77,7 @@ def answer_source(
     errors: Callable[[InputError], None],
     resumed: list[int],
     child: WholeInputProcess | None = None,
+    counters: RunCounters | None = None,
 ) -> Iterator[QueuedAnswer | FoundLine]:
     """Yield the answers of ``inputs`` still to score, and the lines of those found whole.
 
@@ -80,6 +89,7 @@ def answer_source(
         errors: called with each rejected record (bad record, duplicate).
         resumed: ``resumed[0]`` counts the answers skipped as finished.
         child: the process reading the input, if one was started; closed at the end.
+        counters: the run's counters; ``answers_resumed`` follows ``resumed[0]`` as it grows.
 
     Raises:
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
@@ -95,6 +105,8 @@ def answer_source(
         position += 1
         if key in finished:
             resumed[0] += 1
+            if counters is not None:
+                counters.answers_resumed = resumed[0]
             return False
         return True
 
