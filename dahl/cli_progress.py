@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -66,7 +67,7 @@ def duration(seconds: float) -> str:
     return f"{s // 3600:,}h{s % 3600 // 60:02d}m"
 
 
-def count_records(paths: Sequence[Path], fmt: str, response_column: str | None = None) -> int:
+def count_records(paths: Sequence[Path], fmt: str, stop: threading.Event | None = None) -> int | None:
     """Records in the answer files, as the readers count them (blocking: run it in a thread).
 
     JSON Lines formats count non-blank lines; csv counts non-blank rows after the header
@@ -75,23 +76,50 @@ def count_records(paths: Sequence[Path], fmt: str, response_column: str | None =
     Args:
         paths: the run's input files.
         fmt: ``"auto"`` or a format name (see :data:`dahl.formats.FORMATS`).
-        response_column: unused; accepted so the call mirrors :func:`dahl.formats.read_answers`.
+        stop: when set, counting ends early (the run finished first).
+
+    Returns:
+        The record count, or ``None`` if ``stop`` was set first.
 
     Raises:
         OSError: a file cannot be read.
         DahlError: a file's format cannot be detected.
+        csv.Error: a csv file the reader cannot parse at all (e.g. a field over the size limit).
     """
     total = 0
     for path in paths:
         name = detect_format(path) if fmt == "auto" else fmt
-        if name == "csv":
-            with path.open(newline="", encoding="utf-8", errors="replace") as f:
-                rows = sum(1 for row in csv.reader(f) if row)
-            total += max(rows - 1, 0)
-        else:
-            with path.open("rb") as f:
-                total += sum(1 for line in f if line.strip())
+        n = _csv_rows(path, stop) if name == "csv" else _jsonl_records(path, stop)
+        if n is None:
+            return None
+        total += n
     return total
+
+
+#: Records read between two looks at the stop flag.
+_CHECK_EVERY = 8192
+
+
+def _jsonl_records(path: Path, stop: threading.Event | None) -> int | None:
+    count = 0
+    with path.open("rb") as f:
+        for n, line in enumerate(f):
+            if n % _CHECK_EVERY == 0 and stop is not None and stop.is_set():
+                return None
+            if line.strip():
+                count += 1
+    return count
+
+
+def _csv_rows(path: Path, stop: threading.Event | None) -> int | None:
+    count = 0
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        for n, row in enumerate(csv.reader(f)):
+            if n % _CHECK_EVERY == 0 and stop is not None and stop.is_set():
+                return None
+            if row:
+                count += 1
+    return max(count - 1, 0)  # the header
 
 
 @dataclass(frozen=True)
@@ -284,12 +312,14 @@ async def run_with_progress(
     meter = Meter(counters)
 
     async def count_total() -> None:
+        stop = threading.Event()
         try:
-            meter.total = await anyio.to_thread.run_sync(
-                count_records, config.inputs, config.fmt, config.response_column, abandon_on_cancel=True
-            )
-        except (OSError, DahlError) as exc:  # the run itself reports unreadable input
+            meter.total = await anyio.to_thread.run_sync(count_records, config.inputs, config.fmt, stop,
+                                                         abandon_on_cancel=True)
+        except (OSError, DahlError, csv.Error) as exc:  # the run itself reports unreadable input
             log.debug("could not count the input records: %s", exc)
+        finally:
+            stop.set()  # the run ended first: the thread gives up instead of holding the exit
 
     live = Live(console=console, auto_refresh=False, transient=False) if mode == "bar" else None
 

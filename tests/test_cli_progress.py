@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,13 @@ class TestCountRecords:
         for name, n in (("a.jsonl", 2), ("b.jsonl", 5)):
             write_answers(tmp_path / name, n)
         assert count_records([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], "jsonl") == 7
+
+    def test_stops_when_asked(self, tmp_path: Path) -> None:
+        """A set stop flag (the run ended first) gives None instead of reading on."""
+        write_answers(tmp_path / "a.jsonl", 2)
+        stop = threading.Event()
+        stop.set()
+        assert count_records([tmp_path / "a.jsonl"], "jsonl", stop) is None
 
 
 class TestMeter:
