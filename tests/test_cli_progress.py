@@ -262,6 +262,17 @@ class TestScoreOutput:
         assert "1 input record skipped" in text
 
 
+    def test_uncountable_input_leaves_the_total_unknown(self, tmp_path: Path) -> None:
+        """A csv field over the csv module's limit stops the count, not the run: no percent, the rest is scored."""
+        path = tmp_path / "big.csv"
+        path.write_text('question,category,response\nq1,c,"' + "x" * 140_000 + '"\nq2,c,Metformin lowers glucose.\n')
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(tmp_path / "out"))
+        assert code == 0, text
+        progress = [line for line in text.splitlines() if line.startswith("progress: ")]
+        assert progress[-1].startswith("progress: 2 answers · ") and "%" not in progress[-1]
+        assert "1 answer scored now" in text and "1 input record skipped" in text
+
+
 class TestLogLines:
     @pytest.mark.timeout(120)
     def test_plain_lines_every_interval_when_not_a_terminal(self, tmp_path: Path, mocks: Any) -> None:
