@@ -5,26 +5,25 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import click
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
+from dahl.cli_progress import ProgressMode, run_with_progress
+from dahl.cli_summary import print_summary, result_table
 from dahl.config import endpoint_configs
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
 from dahl.errors import DahlError, QuotaExhausted
 from dahl.formats import FORMATS, describe_input
-from dahl.run import ScoreConfig, ScoreReport, score_async
+from dahl.run import ScoreConfig
 
 # Piped output gets a wide fixed width so tables are not cut to 80 columns.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -50,89 +49,6 @@ def _setup_logging(verbose: int) -> None:
 def main(verbose: int) -> None:
     """dahl: score long-form LLM answers for factual hallucination."""
     _setup_logging(verbose)
-
-
-def _fmt(x: float | None, pct: bool = True) -> str:
-    if x is None:
-        return "—"
-    return f"{100 * x:.1f}" if pct else f"{x:.3f}"
-
-
-def _ci(ci: list[float] | None) -> str:
-    return "" if not ci else f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
-
-
-def _result_table(summary: dict[str, Any], k: int) -> Table:
-    table = Table(title="dahl scores (percent)", title_justify="left")
-    for col in ("model", "answers", "scored", "abstained", "excluded", "DAHL Score", "95% CI",
-                "FActScore", "no penalty", f"F1@{k}"):
-        table.add_column(col, justify="left" if col == "model" else "right")
-    for model, m in sorted(summary["models"].items()):
-        table.add_row(
-            model,
-            str(m["n_answers"]),
-            str(m["n_scored"]),
-            str(m["n_abstained"]),
-            str(m["n_excluded"]),
-            _fmt(m["dahl_score"]),
-            _ci(m["dahl_score_ci"]),
-            _fmt(m["factscore"]),
-            _fmt(m["factscore_init"]),
-            _fmt(m["f1_at_k"]),
-        )
-    return table
-
-
-async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: bool) -> ScoreReport:
-    progress = Progress(
-        TextColumn("[bold]scoring"),
-        BarColumn(),
-        TextColumn("{task.fields[answers]} answers · {task.fields[claims]} claims · "
-                   "{task.fields[inflight]} in flight · {task.fields[rate]:.0f} claims/s · "
-                   "{task.fields[errors]} errors{task.fields[http]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-        disable=not show,
-    )
-    task = progress.add_task("score", total=None, answers=0, claims=0, inflight=0, rate=0.0, errors=0, http="")
-
-    def refresh() -> None:
-        elapsed = max(counters.elapsed_s(), 1e-9)
-        http = ""
-        if counters.lane_statistics is not None:
-            t = counters.lane_totals()
-            http = (f" · {t['requests'] / elapsed:.1f} req/s · {t['rate_limited']} × 429 · "
-                    f"{t['retries']} retries · {t['tokens_used']:,} tokens")
-        progress.update(
-            task,
-            answers=counters.answers_done + counters.answers_resumed,
-            claims=counters.claims_done,
-            inflight=counters.checks_in_flight,
-            rate=counters.claims_done / elapsed,
-            errors=counters.claims_failed + counters.input_errors,
-            http=http,
-        )
-
-    async def tick() -> None:
-        while True:
-            refresh()
-            await anyio.sleep(0.2)
-
-    failure: Exception | None = None
-    with progress:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(tick)
-            try:
-                report = await score_async(config, counters=counters)
-            except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-                failure = exc
-            finally:
-                tg.cancel_scope.cancel()
-                refresh()
-    if failure is not None:
-        raise failure
-    return report
 
 
 @main.command()
@@ -169,7 +85,9 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Verdict cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the verdict cache.")
-@click.option("--no-progress", is_flag=True, help="Do not draw the progress bar.")
+@click.option("--no-progress", is_flag=True, help="Do not show progress.")
+@click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between two progress lines when stderr is not a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the expected calls, tokens and time bound; call nothing.")
 def score(
     inputs: tuple[Path, ...],
@@ -185,6 +103,7 @@ def score(
     cache_dir: Path | None,
     no_cache: bool,
     no_progress: bool,
+    progress_every_s: float,
     dry_run: bool,
     config_file: Path | None,
     base_url: str | None,
@@ -231,7 +150,8 @@ def score(
             _print_dry_run(estimate(config))
             return
         counters = RunCounters()
-        report = anyio.run(_run_with_progress, config, counters, not no_progress and console.is_terminal)
+        mode: ProgressMode = "off" if no_progress else "bar" if console.is_terminal else "lines"
+        report = anyio.run(lambda: run_with_progress(config, counters, console, mode=mode, every_s=progress_every_s))
     except QuotaExhausted as exc:
         console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). Finished answers are in {out_dir}; "
                       "re-run the same command to continue.")
@@ -246,30 +166,8 @@ def score(
         else:
             console.print("[yellow]interrupted[/] before any answer was written; nothing to resume.")
         sys.exit(EXIT_INTERRUPTED)
-    out.print(_result_table(report.summary, k))
-    run = report.summary["run"]
-    console.print(
-        f"{run['answers_done']} answers scored now, {run['answers_resumed']} resumed, "
-        f"{run['claims_done']} claims in {run['elapsed_s']:.1f} s -> {report.answers_path}, {report.summary_path}"
-    )
-    changes = report.summary["changes"]
-    if changes["previous_run"]:
-        what = "configuration changed" if changes["config_changed"] else "same configuration"
-        console.print(f"since the last run in {out_dir}: {what}; {changes['answers_reused']} answers reused, "
-                      f"{changes['answers_scored']} new or changed, {changes['answers_dropped']} dropped")
-    whole = f" ({run['answers_cached']} answers found whole)" if run["answers_cached"] else ""
-    console.print(f"claims: {run['claims_checked']} checked now, {run['claims_cached']} from the cache{whole}, "
-                  f"{run['claims_deduped']} shared with an identical claim")
-    if run["lanes"]:
-        t = report.counters.lane_totals()
-        console.print(f"HTTP: {t['requests']} requests, {t['rate_limited']} answered 429, {t['retries']} retries, "
-                      f"{t['tokens_used']:,} tokens")
-    if run["errors"]:
-        console.print("errors by class: " + ", ".join(f"{k} {v}" for k, v in sorted(run["errors"].items())))
-    if report.counters.input_errors:
-        console.print(f"[yellow]{report.counters.input_errors} input records skipped[/]; first ones:")
-        for err in report.input_errors[:5]:
-            console.print(f"  {escape(str(err))}")
+    out.print(result_table(report.summary, k, out.width))
+    print_summary(console, report, out_dir)
 
 
 def _print_dry_run(report: DryRunReport) -> None:

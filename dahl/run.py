@@ -168,7 +168,7 @@ async def _score_locked(
     """The body of :func:`score_async`, run while this process holds the output folder."""
     out_dir = config.out_dir
     answer_log = AnswerLog(out_dir / "answers.jsonl")
-    errors = InputErrors()
+    errors = InputErrors(counters)
     order: dict[int, int] = {}
     resumed = [0]
     async with AsyncExitStack() as stack:
@@ -205,7 +205,7 @@ async def _score_locked(
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
-                              resumed, child, config.adapters.input_needs),
+                              resumed, child, config.adapters.input_needs, counters),
                 splitter,
                 checker,
                 answer_log,

@@ -114,7 +114,7 @@ class TestBadInput:
         out = tmp_path / "out"
         code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
         assert code == 0, text
-        assert "1 input records skipped" in text
+        assert "1 input record skipped" in text
         assert str(path) in text and expected in text
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
         assert ids == ["a", "c"]

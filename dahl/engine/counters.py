@@ -15,7 +15,10 @@ __all__ = ["RunCounters"]
 
 @dataclass
 class RunCounters:
-    """Mutable counters of one run; updated only from the event loop thread.
+    """Mutable counters of one run, read by the progress display and the final summary.
+
+    Updated from the event loop thread, except ``answers_resumed`` and ``input_errors``,
+    which the reader thread alone counts as it reads (so the display sees them live).
 
     Attributes:
         answers_read: answers taken from the input (skipped ones included).
@@ -31,8 +34,10 @@ class RunCounters:
         claims_cached: claims whose verdict came from the cache.
         claims_deduped: claims that shared an identical in-flight check.
         claims_failed: claims labelled ``error``.
-        checks_in_flight: Checker calls running now.
-        errors: claim and split errors by exception class name.
+        checks_in_flight: Checker calls running now, including those still queued in a
+            lane for a slot or the rate limit (see :meth:`requests_in_flight` for requests).
+        errors: claim and split errors by exception class name (``claims_failed`` plus
+            answers whose split failed or whose response was too long).
         started_at: ``time.monotonic()`` at start, seconds.
         lane_statistics: set by the run when HTTP adapters are used: returns each
             lane's :class:`~dahl.engine.lane.LaneStatistics` (requests, 429s,
@@ -57,13 +62,41 @@ class RunCounters:
     lane_statistics: Callable[[], Mapping[str, Any]] | None = None
 
     def lane_totals(self) -> dict[str, int]:
-        """Requests, 429s, retries and tokens summed over every lane (zeros without lanes)."""
-        totals = {"requests": 0, "rate_limited": 0, "retries": 0, "tokens_used": 0}
+        """Requests, 429s, retries, tokens, in flight and waiting summed over every lane.
+
+        Returns:
+            ``{"requests", "rate_limited", "retries", "tokens_used", "in_flight", "waiting"}``
+            (see :class:`~dahl.engine.lane.LaneStatistics`); zeros without lanes.
+        """
+        totals = {"requests": 0, "rate_limited": 0, "retries": 0, "tokens_used": 0, "in_flight": 0, "waiting": 0}
         if self.lane_statistics is not None:
             for stats in self.lane_statistics().values():
                 for name in totals:
                     totals[name] += getattr(stats, name)
         return totals
+
+    def requests_in_flight(self) -> tuple[int, int]:
+        """Requests sent and awaiting a reply, and calls queued before being sent.
+
+        With HTTP lanes these are the lanes' own figures: a request counts as in flight
+        only once its lane admitted it (slot, pause gate and rate limits passed), so it
+        never exceeds what the server sees. Without lanes (offline adapters) it is the
+        Checker calls running, and nothing is queued.
+
+        Returns:
+            ``(in_flight, queued)``.
+        """
+        if self.lane_statistics is None:
+            return self.checks_in_flight, 0
+        totals = self.lane_totals()
+        return totals["in_flight"], totals["waiting"]
+
+    def error_count(self) -> int:
+        """Every error of the run so far: claim and split errors plus rejected input records.
+
+        The one total both the progress display and the summary show.
+        """
+        return sum(self.errors.values()) + self.input_errors
 
     def elapsed_s(self) -> float:
         """Seconds since the run started."""

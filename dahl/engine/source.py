@@ -26,6 +26,7 @@ import msgspec
 
 from dahl.cache.whole_input import WholeInputFailed, WholeInputProcess
 from dahl.cache.whole_input_child import Bad, Hit
+from dahl.engine.counters import RunCounters
 from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
@@ -52,19 +53,26 @@ class InputErrors:
     The first :data:`MAX_REPORTED_INPUT_ERRORS` are logged as warnings and kept;
     the others are only counted (50,000 bad lines are not 50,000 warnings).
 
+    Args:
+        counters: the run's counters, whose ``input_errors`` is kept equal to ``count``
+            as records are rejected (the progress display reads it mid-run).
+
     Attributes:
         count: records rejected.
         first: the first :data:`MAX_REPORTED_INPUT_ERRORS` of them.
         suppressed: file -> rejected records of it neither logged nor kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, counters: RunCounters | None = None) -> None:
         self.count = 0
         self.first: list[InputError] = []
         self.suppressed: Counter[str] = Counter()
+        self._counters = counters
 
     def __call__(self, err: InputError) -> None:
         self.count += 1
+        if self._counters is not None:
+            self._counters.input_errors = self.count
         if len(self.first) < MAX_REPORTED_INPUT_ERRORS:
             self.first.append(err)
             log.warning("skipped input record: %s", err)
@@ -88,6 +96,7 @@ def answer_source(
     resumed: list[int],
     child: WholeInputProcess | None = None,
     needs: Needs = Needs.NOTHING,
+    counters: RunCounters | None = None,
 ) -> Iterator[QueuedAnswer | FoundLine]:
     """Yield the answers of ``inputs`` still to score, and the lines of those found whole.
 
@@ -101,6 +110,7 @@ def answer_source(
         child: the process reading the input, if one was started; closed at the end
             (it was started with the same ``needs``).
         needs: what every answer must carry for the run's adapters (claims, labels).
+        counters: the run's counters; ``answers_resumed`` follows ``resumed[0]`` as it grows.
 
     Raises:
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
@@ -133,6 +143,8 @@ def answer_source(
         position += 1
         if key in finished:
             resumed[0] += 1
+            if counters is not None:
+                counters.answers_resumed = resumed[0]
             return False
         return True
 

@@ -1,0 +1,135 @@
+"""What ``dahl score`` prints when a run ends: the result table and the summary lines.
+
+The table fits the console: lower-priority columns go first (:data:`DROP_ORDER`),
+numbers and headers are never cut. The lines read the run's
+:class:`~dahl.engine.counters.RunCounters` through ``summary.json``'s ``run`` block,
+the same figures the progress display showed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from dahl.cli_progress import count
+from dahl.run import ScoreReport
+
+__all__ = ["DROP_ORDER", "print_summary", "result_table"]
+
+#: Result-table columns in the order they are dropped when the console is too narrow
+#: (summary.json holds them all). ``F1@K`` stands for the run's K.
+DROP_ORDER = ("no penalty", "95% CI", "abstained", "excluded", "answers", "F1@K")
+#: Shorter headers, tried before a column is dropped.
+_SHORT = {"abstained": "abst.", "excluded": "excl."}
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "" if not ci else f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
+
+
+def _columns(summary: dict[str, Any]) -> dict[str, list[str]]:
+    """Every column's cells by its name, rows sorted by model."""
+    models = sorted(summary["models"].items())
+    return {
+        "model": [name for name, _ in models],
+        "answers": [f"{m['n_answers']:,}" for _, m in models],
+        "scored": [f"{m['n_scored']:,}" for _, m in models],
+        "abstained": [f"{m['n_abstained']:,}" for _, m in models],
+        "excluded": [f"{m['n_excluded']:,}" for _, m in models],
+        "DAHL Score": [_pct(m["dahl_score"]) for _, m in models],
+        "95% CI": [_ci(m["dahl_score_ci"]) for _, m in models],
+        "FActScore": [_pct(m["factscore"]) for _, m in models],
+        "no penalty": [_pct(m["factscore_init"]) for _, m in models],
+        "F1@K": [_pct(m["f1_at_k"]) for _, m in models],
+    }
+
+
+def _table(cells: dict[str, list[str]], names: list[str], k: int, short: bool, hidden: list[str]) -> Table:
+    table = Table(title="dahl scores (percent)", title_justify="left")
+    for name in names:
+        header = f"F1@{k}" if name == "F1@K" else _SHORT.get(name, name) if short else name
+        if name == "model":  # a long model name folds onto a second line rather than being cut
+            table.add_column(header, justify="left", overflow="fold")
+        else:
+            table.add_column(header, justify="right", no_wrap=True, min_width=max(len(header), *map(len, cells[name])))
+    for row in zip(*(cells[name] for name in names), strict=True):
+        table.add_row(*row)
+    if hidden:
+        shown = ", ".join(f"F1@{k}" if h == "F1@K" else h for h in hidden)
+        table.caption = f"not shown at this width: {shown} (see summary.json)"
+        table.caption_justify = "left"
+    return table
+
+
+def result_table(summary: dict[str, Any], k: int, width: int) -> Table:
+    """The per-model result table, fitted to ``width`` console cells.
+
+    Columns are dropped in :data:`DROP_ORDER` (after shortening "abstained" and
+    "excluded") until the table's natural width fits; a caption names what was left out.
+
+    Args:
+        summary: the content of ``summary.json`` (its ``models`` block).
+        k: the run's K, for the ``F1@K`` header.
+        width: the console width, cells.
+    """
+    cells = _columns(summary)
+    names = list(cells)
+    measure = Console(width=10_000)
+    hidden: list[str] = []
+    short = False
+    drops = list(DROP_ORDER)
+    while True:
+        table = _table(cells, names, k, short, hidden)
+        if measure.measure(table).maximum <= width or not drops:
+            return table
+        if not short and drops[0] in _SHORT:
+            short = True
+            continue
+        name = drops.pop(0)
+        names.remove(name)
+        hidden.append(name)
+
+
+def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
+    """Print the lines after the result table: what was scored, reused, cached and failed.
+
+    Args:
+        console: the CLI's stderr console.
+        report: the finished run's report.
+        out_dir: the run's output folder.
+    """
+    run = report.summary["run"]
+    console.print(
+        f"{count(run['answers_done'], 'answer')} scored now, {run['answers_resumed']:,} resumed, "
+        f"{count(run['claims_done'], 'claim')} in {run['elapsed_s']:,.1f} s -> {report.answers_path}, "
+        f"{report.summary_path}"
+    )
+    changes = report.summary["changes"]
+    if changes["previous_run"]:
+        what = "configuration changed" if changes["config_changed"] else "same configuration"
+        console.print(f"since the last run in {out_dir}: {what}; {count(changes['answers_reused'], 'answer')} reused, "
+                      f"{changes['answers_scored']:,} new or changed, {changes['answers_dropped']:,} dropped")
+    whole = f" ({count(run['answers_cached'], 'answer')} found whole)" if run["answers_cached"] else ""
+    console.print(f"claims: {run['claims_checked']:,} checked now, {run['claims_cached']:,} from the cache{whole}, "
+                  f"{run['claims_deduped']:,} shared with an identical claim")
+    if run["lanes"]:
+        t = report.counters.lane_totals()
+        console.print(f"HTTP: {count(t['requests'], 'request')}, {t['rate_limited']:,} answered 429, "
+                      f"{count(t['retries'], 'retry', 'retries')}, {count(t['tokens_used'], 'token')}")
+    errors = report.counters.error_count()
+    if errors:  # the total the progress display showed; rejected records are InputErrors
+        by_class = {**run["errors"], **({"InputError": run["input_errors"]} if run["input_errors"] else {})}
+        console.print(f"{count(errors, 'error')} by class: "
+                      + ", ".join(f"{name} {n:,}" for name, n in sorted(by_class.items())))
+    if report.counters.input_errors:
+        console.print(f"[yellow]{count(report.counters.input_errors, 'input record')} skipped[/]; first ones:")
+        for err in report.input_errors[:5]:
+            console.print(f"  {escape(str(err))}")
