@@ -23,8 +23,8 @@ with a low unknown limit sees a few requests, not ``max_in_flight``, before its
 ``x-ratelimit-*`` headers are known. The first reply opens the ramp; limits it
 announces are charged with the requests that went out unmetered (those in
 flight and its own), so they are not sent a second time in the same window.
-Holding everything behind one probe instead cost every run a full request
-latency. A pause (429, exhausted budget) holds the buckets too, so when it ends
+(Holding the rest behind one probe request would cost every run a full
+request latency.) A pause (429, exhausted budget) holds the buckets too, so when it ends
 they restart empty and pace the held calls.
 """
 

@@ -408,6 +408,38 @@ class TestLanePause:
         # Gate spread <= 0.5 s; the learnt RPM bucket restarts empty: +0.1 s at least.
         assert 360.1 - 1e-9 <= next_sent <= 360.6 + 1e-9
 
+    def test_learnt_token_limit_is_charged_with_requests_in_flight(self) -> None:
+        """3 calls of 100 tokens in flight when the first reply says 60,000 TPM: the bucket owes 300."""
+
+        async def main() -> tuple[float, float]:
+            subject = lane()
+            headers = {"x-ratelimit-limit-tokens": "60000"}
+
+            async def slow() -> FakeReply:
+                await asyncio.sleep(0.2)
+                return FakeReply(headers=headers)
+
+            levels: list[float] = []
+
+            async def first() -> None:
+                await subject.call(slow, estimated_tokens=100)
+                assert subject.tpm_bucket is not None
+                levels.append(subject.tpm_bucket.level)
+
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(first())
+                for _ in range(2):
+                    tg.create_task(subject.call(slow, estimated_tokens=100))
+            script = Script()
+            await subject.call(script, estimated_tokens=100)
+            return levels[0], script.sent[0]
+
+        level, next_sent = run_in_virtual_time(main)
+        # Sent at 0, 1/64, 2/64 s; at 0.2 s the reply charges 3 x 100 tokens (2 in flight + its
+        # own): level -300, refilling at 1,000/s, so the next 100 are there at 0.2 + 0.4 s.
+        assert level == pytest.approx(-300.0)
+        assert next_sent == pytest.approx(0.6)
+
     def test_other_headers_learn_nothing(self) -> None:
         """Replies without x-ratelimit-* headers leave an unlimited lane unlimited and open."""
 
