@@ -16,12 +16,16 @@ cannot pile up while waiting for a slot and then go out in a burst.
 
 Ramp-up and pauses never burst: the RPM bucket starts with one request, the
 TPM bucket empty, so a cold run starts at the rate. A lane with no limits
-configured sends one *probe* request first and holds the others until it is
-answered (or fails; at worst the adapter's request timeout), so limits
-announced in its ``x-ratelimit-*`` headers are in force before the rest go (a
-cold burst of ``max_in_flight`` requests against an unknown limit is what
-earns 429s; the cost is one request latency per lane and run). A pause (429, exhausted budget) holds the
-buckets too, so when it ends they restart empty and pace the held calls.
+configured opens at once but through a :class:`~dahl.engine.ramp.StartRamp`:
+until the first reply, requests leave at most ``max_in_flight`` per second
+(one at once, the in-flight cap reached within the first second), so a server
+with a low unknown limit sees a few requests, not ``max_in_flight``, before its
+``x-ratelimit-*`` headers are known. The first reply opens the ramp; limits it
+announces are charged with the requests that went out unmetered (those in
+flight and its own), so they are not sent a second time in the same window.
+(Holding the rest behind one probe request would cost every run a full
+request latency.) A pause (429, exhausted budget) holds the buckets too, so when it ends
+they restart empty and pace the held calls.
 
 Every attempt also passes the lane's :class:`~dahl.engine.breaker.Breaker`: a run of
 permanent failures, a long outage or a fatal error (bad key) stops the lane with
@@ -43,6 +47,7 @@ import msgspec
 from dahl.engine.breaker import Breaker, BreakerSettings
 from dahl.engine.clock import Clock, SystemClock
 from dahl.engine.limits import LaneLimits, PauseGate, RateBucket
+from dahl.engine.ramp import StartRamp
 from dahl.engine.retry import RetryPolicy, classify, parse_duration_s
 from dahl.config import normalize_base_url
 from dahl.errors import ConfigError, ConnectError, FatalAPIError, PermanentAPIError
@@ -57,6 +62,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds over which a lane with unknown limits ramps up to ``max_in_flight``
+#: requests before its first reply (see the module docstring).
+START_RAMP_S = 1.0
 
 
 class Reply(Protocol):
@@ -145,11 +154,12 @@ class Lane:
         # One request may go at once; tokens start empty (DESIGN.md §5, B3 ramp-in).
         self._rpm = None if limits.rpm is None else self._bucket(limits.rpm, "requests", 1.0)
         self._tpm = None if limits.tpm is None else self._bucket(limits.tpm, "tokens", 0.0)
-        # Unknown limits: the first attempt goes alone (see the module docstring).
-        self._probe: asyncio.Event | None = (
-            asyncio.Event() if limits.rpm is None and limits.tpm is None else None
+        # Unknown limits: paced until the first reply (see the module docstring).
+        self._ramp: StartRamp | None = (
+            StartRamp(limits.max_in_flight / START_RAMP_S, self._clock)
+            if limits.rpm is None and limits.tpm is None
+            else None
         )
-        self._probing = False
         self._slots = asyncio.Semaphore(limits.max_in_flight)
         self._active = 0
         self._in_flight = 0
@@ -295,21 +305,10 @@ class Lane:
     async def _attempt(
         self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
     ) -> R:
-        """One attempt: slot, (probe,) gate, buckets, send; reservations settled after."""
+        """One attempt: slot, (start ramp,) gate, buckets, send; reservations settled after."""
         async with self._slots:
-            probe = self._probe
-            if probe is not None:
-                if self._probing:
-                    await probe.wait()
-                    return await self._send(attempt, estimated, first_sent)
-                self._probing = True
-                try:
-                    return await self._send(attempt, estimated, first_sent)
-                finally:
-                    # Answered (or failed, or cancelled): release the others.
-                    self._probe = None
-                    probe.set()
-                    logger.debug("lane %s: probe done: %r", self.key, self)
+            if self._ramp is not None:
+                await self._ramp.wait()
             return await self._send(attempt, estimated, first_sent)
 
     async def _send(
@@ -338,7 +337,27 @@ class Lane:
             self._tokens_reserved -= reserved
         self._successes += 1
         self._settle(reply, tpm, reserved, sent_at)
+        if self._ramp is not None:
+            self._open_ramp(estimated)
         return reply
+
+    def _open_ramp(self, estimated: int) -> None:
+        """First reply: charge limits it announced with what went out unmetered, then open.
+
+        The requests in flight were sent before any limit was known, and the
+        server counts them in its window: the learnt buckets take them as debt
+        (their token estimate taken as this request's), so the next sends wait
+        them out instead of earning 429s.
+        """
+        ramp, self._ramp = self._ramp, None
+        assert ramp is not None
+        unmetered = self._in_flight + 1  # this reply's request has left in_flight already
+        if self._rpm is not None:
+            self._rpm.consume(unmetered)
+        if self._tpm is not None:
+            self._tpm.consume(unmetered * estimated)
+        ramp.open()
+        logger.debug("lane %s: first reply after %d paced sends: %r", self.key, ramp.admitted, self)
 
     async def _admit(self, estimated: int) -> tuple[RateBucket | None, RateBucket | None]:
         """Wait for the gate and both buckets; return the buckets that were charged."""

@@ -21,6 +21,21 @@ in a thundering herd.
 Both are driven by timers (``Clock.sleep``), never by polling, and both are
 cancellation-safe: a cancelled waiter takes no capacity and leaves the queue.
 
+Why not aiolimiter (``AsyncLimiter``) for the request bucket: with a burst of
+one second of rate its leaky bucket admits up to two seconds of rate in the
+first second after an idle spell (a full bucket plus a second of leak), which a
+fixed-window server refuses -- the window cap above exists for that. With a
+burst of one request it paces correctly, but (aiolimiter 1.3) its wake-up
+timer is set for the exact instant the level reaches the threshold, and the
+float leak often lands a hair short (``AsyncLimiter(1, 0.1)``, five waiters:
+2.2e-16 left at 0.4 s), so it re-arms a timer at the current time; real time
+moves on, but the virtual-time loop the tests run on (STYLE.md point 9) does
+not, and the acquire spins forever. It also reads only the loop's clock,
+cannot hold for a pause or give back an unsent unit, and every late wake-up of
+a one-request bucket is lost (0.1025 s per send instead of 0.1 on a loaded
+machine). The TPM bucket (reservations, refunds, debt) needs this class
+anyway, so both rates use it and dahl does not depend on aiolimiter.
+
 :class:`LaneLimits` is the configured RPM, TPM, in-flight cap and token
 accounting of one lane.
 """

@@ -120,7 +120,7 @@ class TestLaneRates:
         assert sent == pytest.approx([0.1 * k for k in range(15)])
 
     def test_in_flight_cap(self) -> None:
-        """With max_in_flight 2 and 1 s calls, 6 calls finish at t = 1 (probe), 2, 2, 3, 3, 4."""
+        """max_in_flight 2, 1 s calls: the ramp sends at 0 and 0.5, then each freed slot at once."""
 
         async def main() -> tuple[list[float], int]:
             subject = lane(LaneLimits(max_in_flight=2))
@@ -143,7 +143,8 @@ class TestLaneRates:
             return done, peak
 
         done, peak = run_in_virtual_time(main)
-        assert done == [1.0, 2.0, 2.0, 3.0, 3.0, 4.0]
+        # Sent at 0, 0.5 (ramp: 2 per second), then 1.0, 1.5, 2.0, 2.5 as slots free.
+        assert done == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
         assert peak == 2
 
 
@@ -406,6 +407,38 @@ class TestLanePause:
         assert (stats.rpm, stats.tpm, stats.paused_until) == (600.0, 150000.0, 360.0)
         # Gate spread <= 0.5 s; the learnt RPM bucket restarts empty: +0.1 s at least.
         assert 360.1 - 1e-9 <= next_sent <= 360.6 + 1e-9
+
+    def test_learnt_token_limit_is_charged_with_requests_in_flight(self) -> None:
+        """3 calls of 100 tokens in flight when the first reply says 60,000 TPM: the bucket owes 300."""
+
+        async def main() -> tuple[float, float]:
+            subject = lane()
+            headers = {"x-ratelimit-limit-tokens": "60000"}
+
+            async def slow() -> FakeReply:
+                await asyncio.sleep(0.2)
+                return FakeReply(headers=headers)
+
+            levels: list[float] = []
+
+            async def first() -> None:
+                await subject.call(slow, estimated_tokens=100)
+                assert subject.tpm_bucket is not None
+                levels.append(subject.tpm_bucket.level)
+
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(first())
+                for _ in range(2):
+                    tg.create_task(subject.call(slow, estimated_tokens=100))
+            script = Script()
+            await subject.call(script, estimated_tokens=100)
+            return levels[0], script.sent[0]
+
+        level, next_sent = run_in_virtual_time(main)
+        # Sent at 0, 1/64, 2/64 s; at 0.2 s the reply charges 3 x 100 tokens (2 in flight + its
+        # own): level -300, refilling at 1,000/s, so the next 100 are there at 0.2 + 0.4 s.
+        assert level == pytest.approx(-300.0)
+        assert next_sent == pytest.approx(0.6)
 
     def test_other_headers_learn_nothing(self) -> None:
         """Replies without x-ratelimit-* headers leave an unlimited lane unlimited and open."""
@@ -689,10 +722,10 @@ class TestLaneAgainstAFixedWindowServer:
         # not fit (up to one request in ten here): at least 88 % of the bound.
         assert 30.0 <= end <= 30.0 / 0.88
 
-    def test_learnt_limits_start_empty_after_a_probe(self) -> None:
-        """Nothing configured: one probe, then the learnt 600 RPM paced from empty; no 429."""
+    def test_learnt_limits_are_charged_with_the_ramp(self) -> None:
+        """Nothing configured: 13 ramp sends by the first reply, which charges them to the learnt 600 RPM."""
 
-        async def main() -> tuple[list[float], LaneStatistics]:
+        async def main() -> tuple[list[float], LaneStatistics, int]:
             server = WindowServer(requests=10)
             subject = lane()
             sent: list[float] = []
@@ -704,17 +737,45 @@ class TestLaneAgainstAFixedWindowServer:
             async with asyncio.TaskGroup() as tg:
                 for _ in range(40):
                     tg.create_task(subject.call(attempt, estimated_tokens=100))
-            assert server.refused == 0
-            return sent, subject.statistics()
+            return sent, subject.statistics(), server.refused
 
-        sent, stats = run_in_virtual_time(main)
-        # Probe at 0, answered at 0.2 with limit 600/min; empty bucket: 0.3, 0.4, ...
-        assert sent[:4] == pytest.approx([0.0, 0.3, 0.4, 0.5])
-        assert most_in_any_second(sent) == 10
-        assert (stats.rpm, stats.rate_limited) == (600.0, 0)
+        sent, stats, refused = run_in_virtual_time(main)
+        # Ramp 64/s: 0, 1/64, ..., 12/64 s before the first reply (0.2 s). Windows start at
+        # 0.05: 4 fall in the window before, 9 in the first one, so the server refuses none.
+        # The reply's 600/min is charged with the 13 sent (12 in flight + its own):
+        # 1.3 s of rate -> the next send at 0.2 + 1.4 = 1.6, then every 0.1 s.
+        assert sent == pytest.approx([k / 64 for k in range(13)] + [1.6 + 0.1 * i for i in range(27)])
+        assert (stats.rpm, stats.rate_limited, refused) == (600.0, 0, 0)
 
-    def test_probe_holds_the_others_until_answered(self) -> None:
-        """The 63 calls behind the probe wait for its reply (0.2 s) before they are sent."""
+    def test_a_small_window_refuses_one_request_at_start(self) -> None:
+        """5 per 1 s window, nothing configured: the ramp's 10th send gets the only 429, then pacing."""
+
+        async def main() -> tuple[list[float], LaneStatistics, int]:
+            server = WindowServer(requests=5)
+            subject = lane()
+            sent: list[float] = []
+
+            async def attempt() -> FakeReply:
+                sent.append(now())
+                return await server.call(100, 50)
+
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(40):
+                    tg.create_task(subject.call(attempt, estimated_tokens=100))
+            return sent, subject.statistics(), server.refused
+
+        sent, stats, refused = run_in_virtual_time(main)
+        # Ramp sends k/64 s: k = 0-3 fit the window before 0.05, k = 4-8 the first window;
+        # k = 9 (0.14 s) is refused and pauses the lane until the window ends (1.05 s).
+        # The first reply (0.2 s) brings 300/min, charged with the 9 sent (8 in flight + its
+        # own): level -9. At 0.325 k = 8's reply (remaining 0) pauses until 1.05 again and
+        # holds the bucket, whose debt (-9 + 0.125 * 5) then accrues nothing until 1.05: the
+        # 31 calls left (the refused one's retry included) go from 1.05 + 9.375/5 = 2.925 s.
+        assert sent == pytest.approx([k / 64 for k in range(10)] + [2.925 + 0.2 * i for i in range(31)])
+        assert (stats.rpm, stats.rate_limited, refused) == (300.0, 1, 1)
+
+    def test_the_lane_opens_at_once(self) -> None:
+        """No limits: calls leave 1/64 s apart until the first reply (0.2 s), then all at once."""
 
         async def main() -> list[float]:
             subject = lane()
@@ -731,8 +792,8 @@ class TestLaneAgainstAFixedWindowServer:
             return script.sent
 
         sent = run_in_virtual_time(main)
-        # No headers: nothing learnt, so after the probe the other 63 go together.
-        assert sent == [0.0] + [0.2] * 63
+        # The 13th would be due at 13/64 = 0.203 s; the reply at 0.2 s without limits opens the lane.
+        assert sent == pytest.approx([k / 64 for k in range(13)] + [0.2] * 51)
 
     def test_reset_counts_from_the_send_time(self) -> None:
         """remaining 0 with reset 100ms in a reply that took 0.2 s does not pause the lane."""
@@ -754,3 +815,58 @@ class TestLaneAgainstAFixedWindowServer:
         stale_pause, pause = run_in_virtual_time(main)
         assert stale_pause is None
         assert pause == pytest.approx(1.2)
+
+
+class TestLaneAgainstTheMock:
+    """The lane over HTTP to bench.mockserver on loopback (real time, in this event loop)."""
+
+    @staticmethod
+    async def check_all(config: object, claims: int, limits: LaneLimits) -> tuple[dict[str, object], Lane, int]:
+        """Check ``claims`` claims through one lane; return (mock stats, lane, claims labelled error)."""
+        mockserver = pytest.importorskip("bench.mockserver")
+        from dahl.adapters.http import make_session
+        from dahl.adapters.openai import OpenAIChecker
+        from dahl.config import EndpointConfig
+        from dahl.records import Answer, Claim, Label
+
+        answer = Answer(id="a1", question="Tell me about metformin.", response="Metformin treats diabetes.")
+        server = await mockserver.start_mock(config)
+        session = make_session(limits.max_in_flight, 30.0)
+        try:
+            subject = Lane("mock", limits, rng=random.Random(3))
+            cfg = EndpointConfig(base_url=server.url, model="mock", api_key_env="")
+            checker = OpenAIChecker(cfg, session, subject)
+            async with asyncio.TaskGroup() as tg:
+                tasks = [
+                    tg.create_task(checker.check(Claim(text=f"Metformin fact {i}.", index=i), answer))
+                    for i in range(claims)
+                ]
+            errors = sum(task.result().label == Label.ERROR for task in tasks)
+            return server.stats(), subject, errors
+        finally:
+            await session.close()
+            await server.close()
+
+    async def test_second_request_leaves_before_the_first_reply(self) -> None:
+        """Unknown limits, 1 s latency, 50 slots: both checks are at the mock at once (not 1 then 1)."""
+        mockserver = pytest.importorskip("bench.mockserver")
+        config = mockserver.MockConfig(latency=mockserver.Latency(median_ms=1000.0))
+        stats, _, errors = await self.check_all(config, 2, LaneLimits(max_in_flight=50))
+        # The ramp sends the second 20 ms after the first; its reply takes 1 s.
+        assert (stats["requests"], stats["in_flight_max"], errors) == (2, 2, 0)
+
+    async def test_a_429_burst_at_start_stays_small(self) -> None:
+        """Unknown 300 RPM in 1 s windows, 64 slots, 20 checks: a few 429s at most, none lost."""
+        mockserver = pytest.importorskip("bench.mockserver")
+        config = mockserver.MockConfig(
+            rpm=300, window_s=1.0, latency=mockserver.Latency(median_ms=300.0)
+        )
+        stats, subject, errors = await self.check_all(config, 20, LaneLimits(max_in_flight=64))
+        refused = sum(stats["rate_limited"].values())  # type: ignore[union-attr]
+        lane_stats = subject.statistics()
+        # Sent all at once, 59 of 64 would be refused. The ramp sends one per 1/64 s, the
+        # first 429 pauses the lane and the first reply's limit (charged with what went
+        # out) paces the rest; a refused request is retried, so nothing is lost.
+        assert refused <= 5
+        assert (lane_stats.rate_limited, lane_stats.rpm, errors) == (refused, 300.0, 0)
+        assert stats["requests"] == 20 + refused
