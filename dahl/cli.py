@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
@@ -22,7 +22,8 @@ from dahl.config import endpoint_configs
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
-from dahl.errors import DahlError, QuotaExhausted
+from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, describe_input
 from dahl.run import ScoreConfig, ScoreReport, score_async
 
@@ -30,9 +31,10 @@ from dahl.run import ScoreConfig, ScoreReport, score_async
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(width=None if sys.stdout.isatty() else 160)
 
-EXIT_USAGE = 2
-EXIT_QUOTA = 3
-EXIT_INTERRUPTED = 130
+# Kept for scripts and tests that import them; the table is dahl.exit_status.ExitStatus.
+EXIT_USAGE = ExitStatus.USAGE
+EXIT_QUOTA = ExitStatus.QUOTA
+EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
 
 
 def _setup_logging(verbose: int) -> None:
@@ -232,20 +234,8 @@ def score(
             return
         counters = RunCounters()
         report = anyio.run(_run_with_progress, config, counters, not no_progress and console.is_terminal)
-    except QuotaExhausted as exc:
-        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). Finished answers are in {out_dir}; "
-                      "re-run the same command to continue.")
-        sys.exit(EXIT_QUOTA)
-    except DahlError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(EXIT_USAGE)
-    except KeyboardInterrupt:
-        if (out_dir / "answers.jsonl").exists():
-            console.print(f"[yellow]interrupted.[/] Finished answers are in {out_dir}; "
-                          "re-run the same command to continue.")
-        else:
-            console.print("[yellow]interrupted[/] before any answer was written; nothing to resume.")
-        sys.exit(EXIT_INTERRUPTED)
+    except (DahlError, KeyboardInterrupt) as exc:
+        _stop(exc, out_dir)
     out.print(_result_table(report.summary, k))
     run = report.summary["run"]
     console.print(
@@ -270,6 +260,44 @@ def score(
         console.print(f"[yellow]{report.counters.input_errors} input records skipped[/]; first ones:")
         for err in report.input_errors[:5]:
             console.print(f"  {escape(str(err))}")
+    _finish(report)
+
+
+def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
+    """Present a run that stopped early as one line and exit with its status (:class:`ExitStatus`)."""
+    again = f"Finished answers are in {out_dir}; re-run the same command to continue."
+    if isinstance(exc, QuotaExhausted):
+        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
+        sys.exit(ExitStatus.QUOTA)
+    if isinstance(exc, FatalAPIError):
+        console.print(f"[red]stopped:[/] {escape(str(exc))}. {again}")
+        sys.exit(ExitStatus.FATAL_API)
+    if isinstance(exc, OutputWriteError):
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(ExitStatus.WRITE_FAILED)
+    if isinstance(exc, KeyboardInterrupt):
+        if (out_dir / "answers.jsonl").exists():
+            console.print(f"[yellow]interrupted.[/] {again}")
+        else:
+            console.print("[yellow]interrupted[/] before any answer was written; nothing to resume.")
+        sys.exit(ExitStatus.INTERRUPTED)
+    console.print(f"[red]error:[/] {escape(str(exc))}")
+    sys.exit(ExitStatus.USAGE)
+
+
+def _finish(report: ScoreReport) -> None:
+    """Exit with the status of a run that finished (0, 5 or 6), saying why when it is not 0."""
+    status = report.exit_status
+    if status == ExitStatus.NOTHING_SCORED:
+        console.print("[red]nothing scored:[/] no input record could be scored (exit status 5)")
+    elif status == ExitStatus.PARTIAL:
+        claims = sum(m["labels"].get("error", 0) for m in report.summary["models"].values())
+        what = [f"{report.counters.input_errors} input records skipped"] if report.counters.input_errors else []
+        what += [f"{claims} claims ended in error"] if claims else []
+        console.print(f"[yellow]partly scored:[/] {', '.join(what) or 'some answers failed to split'} "
+                      "(exit status 6; re-running retries the errors)")
+    if status != ExitStatus.OK:
+        sys.exit(status)
 
 
 def _print_dry_run(report: DryRunReport) -> None:

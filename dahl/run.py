@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,17 +27,20 @@ from dahl.cache.database import DB_NAME
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Start
 from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog
+from dahl.engine.output import AnswerLog, writing
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.engine.source import InputErrors, answer_source
-from dahl.errors import ConfigError, InputError
+from dahl.errors import ConfigError, DahlError, InputError
+from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, read_answers
+from dahl import manifest
+from dahl._version import __version__
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
 from dahl.summary import SummaryBuilder
 from dahl.verdicts import VerdictWriter
 
-__all__ = ["ScoreConfig", "ScoreReport", "score", "score_async"]
+__all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +120,37 @@ class ScoreReport:
     answers_path: Path
     summary_path: Path
 
+    @property
+    def exit_status(self) -> ExitStatus:
+        """The run's outcome as the CLI's exit status (see :mod:`dahl.exit_status`).
+
+        ``NOTHING_SCORED`` when the output holds no answer, or only answers whose split
+        failed; ``PARTIAL`` when input records were skipped, or answers or claims ended
+        in ``error``; ``OK`` otherwise.
+        """
+        return run_status(self.summary, self.counters.input_errors)
+
+
+def run_status(summary: dict[str, Any], input_errors: int) -> ExitStatus:
+    """The exit status of a finished run from its ``summary.json`` content.
+
+    Args:
+        summary: the summary (its ``models`` blocks count answers, reasons and labels).
+        input_errors: input records skipped by this run.
+
+    Returns:
+        ``OK``, ``PARTIAL`` or ``NOTHING_SCORED`` (stops are raised, not returned).
+    """
+    models = summary["models"].values()
+    answers = sum(m["n_answers"] for m in models)
+    split_errors = sum(m["excluded_by_reason"]["split_error"] for m in models)
+    if answers == split_errors:  # nothing in the output, or only failures
+        return ExitStatus.NOTHING_SCORED
+    claim_errors = sum(m["labels"].get("error", 0) for m in models)
+    if input_errors or split_errors or claim_errors:
+        return ExitStatus.PARTIAL
+    return ExitStatus.OK
+
 
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> bytes:
     """Bytes of everything that changes a result besides the answer itself."""
@@ -155,8 +190,27 @@ async def score_async(
     lock = await anyio.to_thread.run_sync(_lock_output, out_dir)
     try:
         return await _score_locked(config, counters, on_result)
+    except BaseExceptionGroup as group:
+        raise _single_error(group) from group
     finally:
         lock.release()
+
+
+def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error a caller should see from a task group's ``group``: its first DahlError
+    (the others are follow-on failures), else its only member, else ``group`` itself."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            pending[:0] = exc.exceptions
+        else:
+            leaves.append(exc)
+    chosen: BaseException | None = next((e for e in leaves if isinstance(e, DahlError)), None)
+    if chosen is None and len(leaves) == 1:
+        chosen = leaves[0]
+    return chosen if chosen is not None else group
 
 
 async def _score_locked(
@@ -164,6 +218,13 @@ async def _score_locked(
 ) -> ScoreReport:
     """The body of :func:`score_async`, run while this process holds the output folder."""
     out_dir = config.out_dir
+    started_at = manifest.now_utc()
+    previous = await anyio.to_thread.run_sync(manifest.read_manifest, out_dir)
+    await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at)
+    # Input hashes are read beside the run (a thread of their own, not the loop's pool).
+    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-input-hash")
+    input_files = hasher.submit(manifest.hash_inputs, config.inputs)
+    hasher.shutdown(wait=False)
     answer_log = AnswerLog(out_dir / "answers.jsonl")
     errors = InputErrors()
     order: dict[int, int] = {}
@@ -220,29 +281,33 @@ async def _score_locked(
 
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
+    questions = manifest.QuestionSet()
 
     def consume(result: ResultDigest) -> None:
         builder.add(result)
         store.add(result)
+        questions.add((result.question_id or result.question,))
 
     n_input_answers = len(order)
     dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
-    await anyio.to_thread.run_sync(store.close)
+    await anyio.to_thread.run_sync(_close_verdicts, store)
     if dropped:
         log.info("dropped %d stale lines from %s", dropped, answer_log.path)
     config_hash = hashlib.blake2b(run_fp, digest_size=16).hexdigest()
-    previous = await anyio.to_thread.run_sync(_read_manifest, out_dir / "manifest.json")
     summary = await anyio.to_thread.run_sync(builder.build)
-    summary["run"] = counters.as_dict()
+    summary["run"] = {**counters.as_dict(), "dahl_version": __version__, "started_at": started_at,
+                      "finished_at": manifest.now_utc()}
     summary["config"] = {
-        "inputs": [str(p) for p in config.inputs],
+        "inputs": [manifest.json_text(p) for p in config.inputs],
         "splitter": splitter.fingerprint,
         "checker": checker.fingerprint,
         "gamma": config.gamma,
         "k": config.k,
         "seed": config.seed,
     }
-    summary["input_errors"] = [str(e) for e in errors.first]
+    summary["inputs"] = await anyio.to_thread.run_sync(input_files.result)
+    summary["question_set"] = questions.as_dict()
+    summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
     summary["changes"] = {
         "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,
@@ -250,19 +315,26 @@ async def _score_locked(
         "answers_scored": counters.answers_done,
         "answers_dropped": dropped,
     }
-    manifest = {
+    record = {
+        "state": manifest.COMPLETE,
+        "dahl_version": __version__,
+        "started_at": started_at,
+        "finished_at": summary["run"]["finished_at"],
         "config_hash": config_hash,
         "config": summary["config"],
-        "inputs": [{"path": str(p), "bytes": p.stat().st_size} for p in config.inputs],
+        "inputs": summary["inputs"],
+        "question_set": summary["question_set"],
         "answers": n_input_answers,
         "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
     }
-    await anyio.to_thread.run_sync(
-        _write_atomic, out_dir / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
-    )
     summary_path = out_dir / "summary.json"
     payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    await anyio.to_thread.run_sync(_write_atomic, summary_path, payload)
+    await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, payload)
+    # Last: the manifest says "complete" only once the summary it vouches for is on disk.
+    record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path)
+    await anyio.to_thread.run_sync(
+        manifest.write_atomic, out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2)
+    )
     return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
 
 
@@ -324,19 +396,10 @@ async def _close_store(store: CacheStore) -> None:
         await anyio.to_thread.run_sync(store.close)
 
 
-def _read_manifest(path: Path) -> dict[str, Any] | None:
-    """The previous run's manifest in this output folder, or None (absent or unreadable)."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def _close_verdicts(store: VerdictWriter) -> None:
+    """Write the verdict store; an OSError (disk full) becomes OutputWriteError naming it."""
+    with writing(store.out_dir / "verdicts"):
+        store.close()
 
 
 def score(config: ScoreConfig) -> ScoreReport:

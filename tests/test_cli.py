@@ -9,6 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from dahl.cli import main
+from dahl.errors import FatalAPIError
+from dahl.exit_status import ExitStatus
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -111,7 +113,7 @@ class TestBadInput:
         path = self.write(tmp_path, self.GOOD + bad_line + self.GOOD.replace(b'"a"', b'"c"'))
         out = tmp_path / "out"
         code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         assert "1 input records skipped" in text
         assert str(path) in text and expected in text
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
@@ -208,3 +210,41 @@ class TestInterrupt:
             assert f"Finished answers are in {out}" in text.replace("\n", "")
         else:
             assert "before any answer was written" in text and "Finished answers" not in text
+
+
+class TestExitStatus:
+    GOOD = TestBadInput.GOOD
+
+    def test_every_record_skipped_is_nothing_scored(self, tmp_path: Path) -> None:
+        """A file whose every record is bad exits 5 (nothing scored), not 0."""
+        path = tmp_path / "answers.jsonl"
+        path.write_bytes(b'{"id": "a", "question": "Q?"}\n{"id": "b", "question": "Q?", "response": " "}\n')
+        code, text = run("score", str(path), "--format", "jsonl", "--checker", "fake", "-o", str(tmp_path / "o"),
+                         "--no-progress")
+        assert code == ExitStatus.NOTHING_SCORED, text
+        assert "nothing scored" in text and "2 input records skipped" in text
+
+    def test_claims_in_error_are_partial(self, tmp_path: Path, mocks: object) -> None:
+        """Every claim labelled error (off-format replies) exits 6, naming the errors."""
+        from tests.test_quota_resume import write_answers
+
+        url = mocks.start("--fault", "offformat=1")  # type: ignore[attr-defined]
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 2)
+        code, text = run("score", str(answers), "-o", str(tmp_path / "o"), "--splitter", "given",
+                         "--checker", "openai", "--base-url", url, "--model", "mock", "--api-key-env", "",
+                         "--no-progress")
+        assert code == ExitStatus.PARTIAL, text
+        assert "6 claims ended in error" in text
+
+    def test_fatal_api_error_exits_4(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A FatalAPIError stops the run with exit 4 and one line naming it, no traceback."""
+        import dahl.cli
+
+        def fatal(*args: object, **kwargs: object) -> None:
+            raise FatalAPIError("http://127.0.0.1:9/v1 refused the connection")
+
+        monkeypatch.setattr(dahl.cli.anyio, "run", fatal)
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"))
+        assert code == ExitStatus.FATAL_API
+        assert "stopped: http://127.0.0.1:9/v1 refused the connection" in text and "Traceback" not in text
