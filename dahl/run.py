@@ -30,7 +30,7 @@ from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, writing
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.engine.source import InputErrors, answer_source
-from dahl.errors import ConfigError, DahlError, InputError
+from dahl.errors import ConfigError, DahlError, InputError, OutputWriteError
 from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, read_answers
 from dahl import manifest
@@ -260,6 +260,7 @@ async def _score_locked(
         # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
         # leave those long-lived objects out of the collector until the run ends.
         gc.freeze()
+        stopped = True  # until the pipeline returns: a failing close must not hide why it stopped
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
@@ -272,10 +273,11 @@ async def _score_locked(
                 on_result=on_result,
                 whole=whole,
             )
+            stopped = False
         finally:
             gc.unfreeze()
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(answer_log.close)
+                await anyio.to_thread.run_sync(_close_log, answer_log, stopped)
     counters.answers_resumed = resumed[0]
     counters.input_errors = errors.count
 
@@ -394,6 +396,16 @@ async def _close_store(store: CacheStore) -> None:
     """Commit queued cache writes and unlock the folder, even when the run is cancelled."""
     with anyio.CancelScope(shield=True):
         await anyio.to_thread.run_sync(store.close)
+
+
+def _close_log(answer_log: AnswerLog, stopped: bool) -> None:
+    """Close ``answers.jsonl``; when the run is already stopping, a failure to close is logged, not raised."""
+    try:
+        answer_log.close()
+    except OutputWriteError as exc:
+        if not stopped:
+            raise
+        log.debug("closing after the run stopped: %s", exc)
 
 
 def _close_verdicts(store: VerdictWriter) -> None:

@@ -125,7 +125,7 @@ class AnswerLog:
         mid-write) is ignored and later cut off by :meth:`open`.
         """
         keys: set[int] = set()
-        if not self.path.exists():
+        if not self.path.is_file():  # absent, or a device or FIFO: nothing finished to read
             return keys
         failed: set[int] = set()  # line numbers of failed lines
         unreadable: set[int] = set()
