@@ -18,6 +18,7 @@ from rich.table import Table
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
+from dahl.cli_types import FINITE
 from dahl.config import endpoint_configs
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
@@ -39,11 +40,39 @@ EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
 
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = RichHandler(console=console, show_path=False, show_time=False)
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if isinstance(h, _Handler)), None)
+    if handler is None and root.handlers:  # the embedding program set up logging: use its handlers
+        root.setLevel(level)
+        return
+    if handler is None:
+        handler = _Handler(console=console, show_path=False, show_time=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
     # The handler's own level also filters records of libraries that set their logger to
     # DEBUG themselves (bm25s does), which the root level alone does not.
     handler.setLevel(level)
-    logging.basicConfig(level=level, format="%(message)s", handlers=[handler])
+    root.setLevel(level)
+
+
+class _Handler(RichHandler):
+    """dahl's own log handler, told apart from an embedding program's when -v is given twice."""
+
+
+def _more_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    """``-v`` given after a subcommand (``dahl score -vv``): add it to the group's ``-v``."""
+    if value:
+        total = ctx.find_root().params.get("verbose", 0) + value
+        _setup_logging(total)
+
+
+def _with_verbose(command: click.Command) -> None:
+    """Accept ``-v/--verbose`` on ``command`` (and its subcommands) as on the group."""
+    command.params.append(click.Option(["-v", "--verbose", "more_verbose"], count=True, expose_value=False,
+                                       callback=_more_verbose, help="More log output (-v info, -vv debug)."))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _with_verbose(sub)
 
 
 @click.group()
@@ -158,13 +187,13 @@ async def _run_with_progress(config: ScoreConfig, counters: RunCounters, show: b
 @click.option("--api-key-env", default=None,
               help="Environment variable holding the key (default OPENAI_API_KEY, or PERPLEXITY_API_KEY "
                    "for perplexity.ai; '' for keyless local servers).")
-@click.option("--rpm", type=float, default=None, help="Request budget, requests per minute.")
-@click.option("--tpm", type=float, default=None, help="Token budget, tokens per minute.")
+@click.option("--rpm", type=FINITE, default=None, help="Request budget, requests per minute.")
+@click.option("--tpm", type=FINITE, default=None, help="Token budget, tokens per minute.")
 @click.option("--max-in-flight", type=int, default=None, help="Concurrent requests per endpoint (default 64).")
-@click.option("--temperature", type=float, default=None, help="Sampling temperature (default 0).")
+@click.option("--temperature", type=FINITE, default=None, help="Sampling temperature (default 0).")
 @click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens.")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Timeout of one request, seconds.")
-@click.option("--gamma", default=10.0, show_default=True, type=float,
+@click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@click.option("--gamma", default=10.0, show_default=True, type=FINITE,
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
@@ -388,6 +417,8 @@ def inspect(input_file: Path, fmt: str, response_column: str | None) -> None:
 
 from dahl import cli_reports  # noqa: E402  (leaderboard, pairs, agree, sample)
 for _report in (cli_reports.leaderboard, cli_reports.pairs, cli_reports.agree, cli_reports.sample): main.add_command(_report)
+for _command in main.commands.values():
+    _with_verbose(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 import click
 import orjson
 
+from dahl.cli_types import FINITE
 from dahl.errors import DahlError
 
 __all__ = ["agree", "leaderboard", "pairs", "sample"]
@@ -51,7 +52,7 @@ _RUN_DIR = click.Path(path_type=Path, exists=True, file_okay=False)
               help="Also draw scores with CI whiskers (+ category heatmap) to FILE.png (needs dahl[plot]).")
 @click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--n-boot", default=1000, show_default=True, help="Bootstrap resamples.")
-@click.option("--gamma", type=float, default=None, help="FActScore length penalty γ (default: the run's).")
+@click.option("--gamma", type=FINITE, default=None, help="FActScore length penalty γ (default: the run's).")
 @click.option("--k", "k", type=int, default=None, help="K of F1@K (default: the run's).")
 @click.option("--compare", type=click.Choice(["adjacent", "all"]), default="adjacent", show_default=True,
               help="Paired comparisons between rank-adjacent models or all pairs.")

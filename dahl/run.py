@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
-import os
+import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
@@ -97,8 +97,8 @@ class ScoreConfig:
         for path in self.inputs:
             if not path.is_file():
                 raise ConfigError(f"input file not found: {path}")
-        if self.gamma < 0:
-            raise ConfigError("--gamma must be >= 0 (0 disables the length penalty)")
+        if not math.isfinite(self.gamma) or self.gamma < 0:
+            raise ConfigError(f"gamma must be a finite number >= 0 (0 disables the length penalty), got {self.gamma}")
         if self.k < 1:
             raise ConfigError("--k must be >= 1")
 

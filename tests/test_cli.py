@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -12,7 +16,8 @@ from dahl.cli import main
 from dahl.errors import FatalAPIError
 from dahl.exit_status import ExitStatus
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
 
 
 def require(shared_data: Path, relative: str) -> Path:
@@ -248,3 +253,81 @@ class TestExitStatus:
         code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"))
         assert code == ExitStatus.FATAL_API
         assert "stopped: http://127.0.0.1:9/v1 refused the connection" in text and "Traceback" not in text
+
+
+class TestEntryPoint:
+    # Runs the console script named in pyproject.toml; SIGINT arrives while the CLI's
+    # imports run (rich.console is imported by dahl.cli), as a Ctrl-C in the first 0.4 s.
+    CTRL_C_DURING_IMPORTS = """
+import builtins, importlib, os, signal, sys
+module, func = sys.argv.pop(1).split(":")
+real = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == "rich.console":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = hooked
+sys.argv[0] = "dahl"
+getattr(importlib.import_module(module), func)()
+"""
+
+    def entry(self) -> str:
+        with (REPO / "pyproject.toml").open("rb") as f:
+            return str(tomllib.load(f)["project"]["scripts"]["dahl"])
+
+    def test_ctrl_c_during_imports_exits_130_quietly(self) -> None:
+        """Ctrl-C while the command is still importing exits 130 with one line, no traceback."""
+        proc = subprocess.run([sys.executable, "-c", self.CTRL_C_DURING_IMPORTS, self.entry(), "--help"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
+        assert proc.stderr == "interrupted\n"
+
+    def test_python_m_dahl_runs_the_command(self) -> None:
+        """python -m dahl --version prints the package version."""
+        import dahl
+
+        proc = subprocess.run([sys.executable, "-m", "dahl", "--version"], cwd=REPO, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip().endswith(dahl.__version__)
+
+
+class TestOptions:
+    @pytest.mark.parametrize("where", ["group", "subcommand"])
+    def test_verbose_before_or_after_the_subcommand(self, tmp_path: Path, where: str) -> None:
+        """dahl -v score and dahl score -v both log at info level (the verdict store line)."""
+        args = ["score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                "--no-progress"]
+        args = ["-v", *args] if where == "group" else [*args, "-v"]
+        env = {**os.environ, "COLUMNS": "200"}
+        proc = subprocess.run([sys.executable, "-m", "dahl", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "INFO     wrote verdict store" in proc.stderr
+
+    def test_verbose_twice_after_the_subcommand_is_debug(self, tmp_path: Path) -> None:
+        """dahl score -vv is accepted (it was a usage error) and logs at debug level."""
+        proc = subprocess.run([sys.executable, "-m", "dahl", "score", str(EXAMPLES / "answers.jsonl"), "--checker",
+                               "fake", "-o", str(tmp_path / "o"), "--no-progress", "-vv"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "DEBUG " in proc.stderr
+
+    @pytest.mark.parametrize(
+        ("option", "value"),
+        [("--gamma", "nan"), ("--gamma", "inf"), ("--gamma", "-inf"), ("--rpm", "nan"), ("--timeout", "inf")],
+    )
+    def test_numbers_must_be_finite(self, tmp_path: Path, option: str, value: str) -> None:
+        """nan and ±inf are usage errors naming the option, before anything is written."""
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                         option, value)
+        assert code == ExitStatus.USAGE
+        assert f"Invalid value for '{option}'" in text and f"{value!r} is not a finite number" in text
+        assert not (tmp_path / "o").exists()
+
+    def test_score_config_refuses_nan_gamma(self, tmp_path: Path) -> None:
+        """ScoreConfig(gamma=nan) raises ConfigError (the Python API checks what the CLI checks)."""
+        from dahl import AdapterSettings, ConfigError, ScoreConfig
+
+        with pytest.raises(ConfigError, match="gamma must be a finite number >= 0"):
+            ScoreConfig(inputs=(EXAMPLES / "answers.jsonl",), out_dir=tmp_path, gamma=float("nan"),
+                        adapters=AdapterSettings(checker="fake"))
