@@ -56,16 +56,24 @@ _RUN_DIR = click.Path(path_type=Path, exists=True, file_okay=False)
 @click.option("--k", "k", type=int, default=None, help="K of F1@K (default: the run's).")
 @click.option("--compare", type=click.Choice(["adjacent", "all"]), default="adjacent", show_default=True,
               help="Paired comparisons between rank-adjacent models or all pairs.")
+@click.option("--allow-stale", is_flag=True,
+              help="Rank a run folder whose summary does not match its answers (an interrupted re-run), with a warning.")
+@click.option("--strict", is_flag=True,
+              help="Refuse runs that differ in Checker, Splitter, prompt versions or question set (default: warn).")
 def leaderboard(
     run_dirs: tuple[Path, ...], out_file: Path | None, by: str | None, metric: str, plot_file: Path | None,
     seed: int, n_boot: int, gamma: float | None, k: int | None, compare: Literal["adjacent", "all"],
+    allow_stale: bool, strict: bool,
 ) -> None:
     """Rank the models of one or more runs (RUN_DIR...) with bootstrap CIs and paired tests.
 
     A model may appear in only one of the runs. Ranks: 1 + number of models
     whose CI lies entirely above (models with overlapping CIs share a rank).
+    A run folder whose last dahl score did not finish is refused (see
+    --allow-stale); runs scored differently are ranked with a warning (see --strict).
     """
     from dahl.leaderboard import build_leaderboard, to_csv, to_json, to_markdown
+    from dahl.run_checks import check_runs
     from dahl.verdicts import load_runs
 
     if out_file is not None and out_file.suffix.lower() not in (".md", ".csv", ".json"):
@@ -73,9 +81,13 @@ def leaderboard(
         sys.exit(EXIT_USAGE)
 
     def run() -> None:
+        infos, warnings = check_runs(run_dirs, allow_stale=allow_stale, strict=strict)
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
         store = load_runs(run_dirs)
         board = build_leaderboard(store, metric=metric, gamma=gamma, k=k, seed=seed, n_boot=n_boot,
-                                  by_category=by == "category", compare=compare)
+                                  by_category=by == "category", compare=compare,
+                                  checkers=[info.checker for info in infos])
         text = to_markdown(board)
         click.echo(text, nl=False)
         if out_file is not None:
