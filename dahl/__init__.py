@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         TransientAPIError,
     )
     from dahl.exit_status import ExitStatus
+    from dahl.formats.inline import Records
     from dahl.records import (
         Answer,
         AnswerMetrics,
@@ -69,6 +70,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "TransientAPIError",
     ),
     "dahl.exit_status": ("ExitStatus",),
+    "dahl.formats.inline": ("Records",),
     "dahl.records": (
         "Answer", "AnswerMetrics", "AnswerResult", "Claim", "ClaimResult", "Evidence", "GivenClaim", "Label",
         "Status", "Usage", "Verdict",
@@ -101,6 +103,7 @@ __all__ = [
     "PipelineOptions",
     "QuotaExhausted",
     "RateLimited",
+    "Records",
     "RunCounters",
     "ScoreConfig",
     "ScoreReport",

@@ -23,6 +23,7 @@ import orjson
 
 from dahl._version import __version__
 from dahl.engine.output import writing
+from dahl.formats.inline import Input, Records
 
 __all__ = [
     "COMPLETE",
@@ -66,11 +67,12 @@ def json_text(text: str | os.PathLike[str]) -> str:
         return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def hash_inputs(paths: Sequence[Path]) -> list[dict[str, Any]]:
+def hash_inputs(paths: Sequence[Input]) -> list[dict[str, Any]]:
     """Path, size (bytes) and hex blake2b-128 content hash of each input, streamed 1 MiB at a time.
 
     Args:
-        paths: the run's input files.
+        paths: the run's input files; in-memory records are hashed as their canonical
+            JSON (:meth:`~dahl.formats.inline.Records.content_hash`), with ``bytes`` None.
 
     Returns:
         One ``{"path", "bytes", "blake2b"}`` per input, in order; an input that cannot
@@ -78,6 +80,9 @@ def hash_inputs(paths: Sequence[Path]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for path in paths:
+        if isinstance(path, Records):
+            out.append({"path": str(path), "bytes": None, "blake2b": path.content_hash()})
+            continue
         hasher = hashlib.blake2b(digest_size=16)
         size = 0
         try:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import hashlib
 import logging
@@ -33,6 +34,7 @@ from dahl.engine.source import InputErrors, answer_source
 from dahl.errors import ConfigError, DahlError, InputError, OutputWriteError
 from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, read_answers
+from dahl.formats.inline import Input, as_inputs
 from dahl import manifest
 from dahl._version import __version__
 from dahl.locking import FolderLock
@@ -55,7 +57,9 @@ class ScoreConfig:
     """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
 
     Attributes:
-        inputs: answer files, read in order.
+        inputs: answer files and in-memory :class:`~dahl.formats.inline.Records`, read
+            in order; given a path, a sequence of paths, or an iterable of Answers or
+            dicts (checked like dahl JSONL lines), it is stored as such a tuple.
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
         response_column: CSV column holding the responses.
@@ -75,7 +79,7 @@ class ScoreConfig:
             cache, a Splitter that is not cached). True still needs what the run allows.
     """
 
-    inputs: tuple[Path, ...]
+    inputs: tuple[Input, ...]
     out_dir: Path
     fmt: str = "auto"
     response_column: str | None = None
@@ -90,12 +94,13 @@ class ScoreConfig:
     input_process: bool | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", as_inputs(self.inputs))  # frozen: normalised once, here
         if not self.inputs:
             raise ConfigError("no input files given")
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
         for path in self.inputs:
-            if not path.is_file():
+            if isinstance(path, Path) and not path.is_file():
                 raise ConfigError(f"input file not found: {path}")
         if not math.isfinite(self.gamma) or self.gamma < 0:
             raise ConfigError(f"gamma must be a finite number >= 0 (0 disables the length penalty), got {self.gamma}")
@@ -300,7 +305,7 @@ async def _score_locked(
     summary["run"] = {**counters.as_dict(), "dahl_version": __version__, "started_at": started_at,
                       "finished_at": manifest.now_utc()}
     summary["config"] = {
-        "inputs": [manifest.json_text(p) for p in config.inputs],
+        "inputs": [manifest.json_text(str(p)) for p in config.inputs],
         "splitter": splitter.fingerprint,
         "checker": checker.fingerprint,
         "gamma": config.gamma,
@@ -347,7 +352,10 @@ def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
     if (config.input_process is False or not config.use_cache or config.adapters.checker != "openai"
             or config.adapters.splitter == "openai"):
         return None
-    if config.input_process is None and sum(p.stat().st_size for p in config.inputs) < INPUT_PROCESS_AFTER_BYTES:
+    files = [p for p in config.inputs if isinstance(p, Path)]
+    if len(files) < len(config.inputs):  # the child reads files only
+        return None
+    if config.input_process is None and sum(p.stat().st_size for p in files) < INPUT_PROCESS_AFTER_BYTES:
         return None
     try:
         return WholeInputProcess()
@@ -415,5 +423,19 @@ def _close_verdicts(store: VerdictWriter) -> None:
 
 
 def score(config: ScoreConfig) -> ScoreReport:
-    """Blocking wrapper of :func:`score_async` (runs its own event loop)."""
-    return anyio.run(score_async, config)
+    """Blocking wrapper of :func:`score_async` (runs its own event loop).
+
+    Raises:
+        RuntimeError: called where an event loop is already running (a notebook, an
+            async program), which a blocking call would stall: ``await score_async(config)``
+            there instead.
+        DahlError: as :func:`score_async`.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(score_async, config)
+    raise RuntimeError(
+        "dahl.score() cannot run inside a running event loop (a notebook or an async program); "
+        "use `report = await dahl.score_async(config)` there"
+    )

@@ -27,7 +27,7 @@ from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
 from dahl.errors import InputError
-from dahl.formats import read_answers
+from dahl.formats import Records, read_answers
 from dahl.records import Answer
 
 __all__ = ["InputErrors", "answer_source"]
@@ -60,7 +60,7 @@ class InputErrors:
 
 
 def answer_source(
-    inputs: Sequence[Path],
+    inputs: Sequence[Path | Records],
     fmt: str,
     response_column: str | None,
     run_fp: bytes,
@@ -86,7 +86,7 @@ def answer_source(
     """
     position = 0
 
-    def admit(key: int, path: Path | str) -> bool:
+    def admit(key: int, path: Path | str | Records) -> bool:
         nonlocal position
         if key in order:
             errors(InputError("duplicate answer (same id and content) skipped", file=str(path), field="id"))

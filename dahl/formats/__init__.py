@@ -21,13 +21,14 @@ from pathlib import Path
 from dahl.errors import ConfigError, InputError
 from dahl.formats.detect import FORMATS, detect_format
 from dahl.formats.factscore import read_factscore
+from dahl.formats.inline import Records
 from dahl.formats.jsonl import read_jsonl
 from dahl.formats.lines import open_checked
 from dahl.formats.stats import InputStats, summarize, summarize_csv
 from dahl.formats.table import read_csv
 from dahl.records import Answer
 
-__all__ = ["FORMATS", "InputStats", "describe_input", "detect_format", "read_answers"]
+__all__ = ["FORMATS", "InputStats", "Records", "describe_input", "detect_format", "read_answers"]
 
 ErrorSink = Callable[[InputError], None]
 
@@ -53,7 +54,7 @@ def _resolve(path: str | Path, fmt: str, response_column: str | None) -> tuple[P
 
 
 def read_answers(
-    path: str | Path,
+    path: str | Path | Records,
     fmt: str = "auto",
     *,
     response_column: str | None = None,
@@ -65,7 +66,8 @@ def read_answers(
     records are read lazily as the returned iterator is consumed.
 
     Args:
-        path: the answer file.
+        path: the answer file, or in-memory :class:`~dahl.formats.inline.Records`
+            (read as they are, whatever ``fmt``).
         fmt: ``"auto"`` (see :func:`detect_format`) or one of :data:`FORMATS`.
         response_column: csv only: the column holding the answers (default ``"response"``).
         on_error: called with each bad record's InputError, which is then skipped;
@@ -81,6 +83,8 @@ def read_answers(
         InputError: while iterating, a bad record (invalid UTF-8, malformed JSON or
             CSV, missing or wrong field, empty response) when ``on_error`` is None.
     """
+    if isinstance(path, Records):  # the Python API's in-memory answers
+        return path.answers(on_error)
     file, name = _resolve(path, fmt, response_column)
     if name == "csv":
         return read_csv(file, response_column=response_column, on_error=on_error)
