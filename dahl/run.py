@@ -225,7 +225,6 @@ async def _score_locked(
     out_dir = config.out_dir
     started_at = manifest.now_utc()
     previous = await anyio.to_thread.run_sync(manifest.read_manifest, out_dir)
-    await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at)
     # Input hashes are read beside the run (a thread of their own, not the loop's pool).
     hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-input-hash")
     input_files = hasher.submit(manifest.hash_inputs, config.inputs)
@@ -257,6 +256,9 @@ async def _score_locked(
         whole = AnswerCache.for_run(
             cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
         )
+        # From here answers.jsonl changes: the folder is stale until the run completes
+        # (not before: a run refused for its settings leaves the last summary valid).
+        await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at)
         finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
         await anyio.to_thread.run_sync(answer_log.open)
         if child is not None:

@@ -152,3 +152,17 @@ class TestDifferentRuns:
         score(b, renamed(tmp_path, "b.jsonl", models="b"))
         code, text = run("leaderboard", str(a), str(b))
         assert code == 0 and "warning" not in text
+
+
+class TestRefusedRunKeepsFolderFresh:
+    def test_a_run_refused_for_its_settings_leaves_the_folder_fresh(self, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+        """A re-run that stops before touching answers.jsonl (missing API key) does not mark the folder stale."""
+        out = tmp_path / "out"
+        score(out, EXAMPLES / "answers.jsonl")
+        monkeypatch.delenv("DAHL_TEST_KEY", raising=False)
+        code, _ = run("score", str(EXAMPLES / "answers.jsonl"), "-o", str(out), "--checker", "openai",
+                      "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", "DAHL_TEST_KEY")
+        assert code == ExitStatus.USAGE
+        assert json.loads((out / "manifest.json").read_text())["state"] == "complete"
+        assert run("leaderboard", str(out))[0] == 0
