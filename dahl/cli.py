@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -262,7 +266,8 @@ def score(
             _print_dry_run(estimate(config))
             return
         counters = RunCounters()
-        report = anyio.run(_run_with_progress, config, counters, not no_progress and console.is_terminal)
+        with _sigterm_as_ctrl_c():
+            report = anyio.run(_run_with_progress, config, counters, not no_progress and console.is_terminal)
     except (DahlError, KeyboardInterrupt) as exc:
         _stop(exc, out_dir)
     out.print(_result_table(report.summary, k))
@@ -290,6 +295,20 @@ def score(
         for err in report.input_errors[:5]:
             console.print(f"  {escape(str(err))}")
     _finish(report)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """While the run lasts, SIGTERM (``kill``, a job scheduler) stops it as Ctrl-C does: finished
+    answers are written and the exit status is 130, instead of dying mid-write."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:

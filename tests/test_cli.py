@@ -331,3 +331,34 @@ class TestOptions:
         with pytest.raises(ConfigError, match="gamma must be a finite number >= 0"):
             ScoreConfig(inputs=(EXAMPLES / "answers.jsonl",), out_dir=tmp_path, gamma=float("nan"),
                         adapters=AdapterSettings(checker="fake"))
+
+
+class TestSigterm:
+    def test_sigterm_stops_like_ctrl_c(self, tmp_path: Path, mocks: object) -> None:
+        """SIGTERM mid-run exits 130 with the interrupted line; the answers written are whole lines."""
+        import signal
+        import time
+
+        from tests.test_quota_resume import write_answers
+
+        url = mocks.start("--latency-ms", "50")  # type: ignore[attr-defined]
+        answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
+        write_answers(answers, 400)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dahl", "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
+             "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
+             "--no-progress"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        written = out / "answers.jsonl"
+        deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
+        while not (written.exists() and written.stat().st_size > 0):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, err
+        assert "interrupted." in err and "Traceback" not in err
+        lines = written.read_text().splitlines()
+        assert 0 < len(lines) < 400
+        assert all(len(json.loads(line)["claims"]) == 3 for line in lines)
