@@ -282,6 +282,26 @@ getattr(importlib.import_module(module), func)()
         assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
         assert proc.stderr == "interrupted\n"
 
+    def test_ctrl_c_inside_a_report_command_exits_130(self, tmp_path: Path) -> None:
+        """Ctrl-C inside dahl leaderboard (while it imports its modules) exits 130, not click's "Aborted!" 1."""
+        script = self.CTRL_C_DURING_IMPORTS.replace('"rich.console"', '"dahl.leaderboard"')
+        proc = subprocess.run([sys.executable, "-c", script, self.entry(), "leaderboard", str(tmp_path)],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
+        assert proc.stderr.endswith("interrupted\n") and "Aborted" not in proc.stderr
+
+    def test_usage_errors_and_declined_prompts_keep_their_status(self, tmp_path: Path) -> None:
+        """Through the entry point a bad option still exits 2, and a declined cache clear prompt 1."""
+        proc = subprocess.run([sys.executable, "-m", "dahl", "score", "--no-such-option"], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "Error: No such option '--no-such-option'" in proc.stderr
+        cache = tmp_path / "cache"
+        assert run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                   "--cache-dir", str(cache), "--no-progress")[0] == 0
+        proc = subprocess.run([sys.executable, "-m", "dahl", "cache", "clear", "--cache-dir", str(cache)], cwd=REPO,
+                              input="n\n", capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and "Aborted!" in proc.stderr
+
     def test_python_m_dahl_runs_the_command(self) -> None:
         """python -m dahl --version prints the package version."""
         import dahl
