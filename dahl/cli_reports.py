@@ -2,7 +2,8 @@
 
 Thin click commands over :mod:`dahl.leaderboard`, :mod:`dahl.pairs`,
 :mod:`dahl.agreement` and :mod:`dahl.sampling`; ``dahl.cli`` registers them on
-the main group. Errors from dahl exit with status 2 and a one-line message.
+the main group. Errors from dahl exit with a one-line message and status 2 (8 when
+an output file cannot be written; see :mod:`dahl.exit_status`).
 """
 
 from __future__ import annotations
@@ -16,21 +17,23 @@ import click
 import orjson
 
 from dahl.cli_types import FINITE
-from dahl.errors import DahlError
+from dahl.engine.output import writing
+from dahl.errors import DahlError, OutputWriteError
+from dahl.exit_status import ExitStatus
 
 __all__ = ["agree", "leaderboard", "pairs", "sample"]
 
-EXIT_USAGE = 2
+EXIT_USAGE = ExitStatus.USAGE
 _T = TypeVar("_T")
 
 
 def _guard(fn: Callable[[], _T]) -> _T:
-    """Run ``fn``; present a DahlError as one line on stderr and exit with status 2."""
+    """Run ``fn``; present a DahlError as one line on stderr and exit with status 2 (8: a write failed)."""
     try:
         return fn()
     except DahlError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else EXIT_USAGE)
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -96,8 +99,9 @@ def leaderboard(
                 data = orjson.dumps(to_json(board), option=orjson.OPT_INDENT_2) + b"\n"
             else:
                 data = (to_csv(board) if suffix == ".csv" else text).encode("utf-8")
-            out_file.parent.mkdir(parents=True, exist_ok=True)
-            out_file.write_bytes(data)
+            with writing(out_file):
+                out_file.parent.mkdir(parents=True, exist_ok=True)
+                out_file.write_bytes(data)
             click.echo(f"wrote {out_file}", err=True)
         if plot_file is not None:
             from dahl.plots import plot_leaderboard

@@ -166,3 +166,16 @@ class TestRefusedRunKeepsFolderFresh:
         assert code == ExitStatus.USAGE
         assert json.loads((out / "manifest.json").read_text())["state"] == "complete"
         assert run("leaderboard", str(out))[0] == 0
+
+
+class TestBoardFile:
+    @pytest.mark.skipif(not Path("/dev/full").exists(), reason="/dev/full is Linux-only")
+    def test_board_file_on_a_full_disk_exits_8(self, tmp_path: Path) -> None:
+        """leaderboard -o onto a full disk: exit 8 and one line naming the file, no traceback."""
+        out = tmp_path / "out"
+        score(out, EXAMPLES / "answers.jsonl")
+        board = tmp_path / "board.md"
+        board.symlink_to("/dev/full")
+        code, text = run("leaderboard", str(out), "-o", str(board))
+        assert code == ExitStatus.WRITE_FAILED
+        assert f"error: cannot write {board}: No space left on device." in text.replace("\n", "")
