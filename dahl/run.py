@@ -20,6 +20,8 @@ from typing import Any
 import anyio
 import orjson
 
+from dahl import manifest
+from dahl._version import __version__
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
@@ -31,14 +33,12 @@ from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, writing
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.engine.source import InputErrors, answer_source
-from dahl.errors import ConfigError, DahlError, InputError, OutputWriteError
-from dahl.exit_status import ExitStatus
+from dahl.errors import ConfigError, OutputWriteError
 from dahl.formats import FORMATS, read_answers
 from dahl.formats.inline import Input, as_inputs
-from dahl import manifest
-from dahl._version import __version__
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
+from dahl.run_report import ScoreReport, run_status, single_error
 from dahl.summary import SummaryBuilder
 from dahl.verdicts import VerdictWriter
 
@@ -108,55 +108,6 @@ class ScoreConfig:
             raise ConfigError("--k must be >= 1")
 
 
-@dataclass
-class ScoreReport:
-    """What a run produced.
-
-    Attributes:
-        summary: the content of ``summary.json``.
-        counters: the run's counters.
-        input_errors: the first rejected input records (file, line, field, message).
-        answers_path, summary_path: the files written.
-    """
-
-    summary: dict[str, Any]
-    counters: RunCounters
-    input_errors: list[InputError]
-    answers_path: Path
-    summary_path: Path
-
-    @property
-    def exit_status(self) -> ExitStatus:
-        """The run's outcome as the CLI's exit status (see :mod:`dahl.exit_status`).
-
-        ``NOTHING_SCORED`` when the output holds no answer, or only answers whose split
-        failed; ``PARTIAL`` when input records were skipped, or answers or claims ended
-        in ``error``; ``OK`` otherwise.
-        """
-        return run_status(self.summary, self.counters.input_errors)
-
-
-def run_status(summary: dict[str, Any], input_errors: int) -> ExitStatus:
-    """The exit status of a finished run from its ``summary.json`` content.
-
-    Args:
-        summary: the summary (its ``models`` blocks count answers, reasons and labels).
-        input_errors: input records skipped by this run.
-
-    Returns:
-        ``OK``, ``PARTIAL`` or ``NOTHING_SCORED`` (stops are raised, not returned).
-    """
-    models = summary["models"].values()
-    answers = sum(m["n_answers"] for m in models)
-    split_errors = sum(m["excluded_by_reason"]["split_error"] for m in models)
-    if answers == split_errors:  # nothing in the output, or only failures
-        return ExitStatus.NOTHING_SCORED
-    claim_errors = sum(m["labels"].get("error", 0) for m in models)
-    if input_errors or split_errors or claim_errors:
-        return ExitStatus.PARTIAL
-    return ExitStatus.OK
-
-
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> bytes:
     """Bytes of everything that changes a result besides the answer itself."""
     return orjson.dumps(
@@ -187,6 +138,13 @@ async def score_async(
             records are skipped and reported in ``ScoreReport.input_errors``.
         QuotaExhausted: the API quota ran out; finished results are on disk and
             re-running the same command continues.
+        FatalAPIError: an endpoint cannot work (bad key, unreachable, breaker
+            tripped); finished results are on disk, as for QuotaExhausted.
+        OutputWriteError: an output file cannot be written (disk full, read-only);
+            the answers already written are kept.
+
+    A failure inside the run's task groups is raised as the one error that caused
+    it, not as an ExceptionGroup.
     """
     counters = counters if counters is not None else RunCounters()
     out_dir = config.out_dir
@@ -196,26 +154,9 @@ async def score_async(
     try:
         return await _score_locked(config, counters, on_result)
     except BaseExceptionGroup as group:
-        raise _single_error(group) from group
+        raise single_error(group) from group
     finally:
         lock.release()
-
-
-def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one error a caller should see from a task group's ``group``: its first DahlError
-    (the others are follow-on failures), else its only member, else ``group`` itself."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop(0)
-        if isinstance(exc, BaseExceptionGroup):
-            pending[:0] = exc.exceptions
-        else:
-            leaves.append(exc)
-    chosen: BaseException | None = next((e for e in leaves if isinstance(e, DahlError)), None)
-    if chosen is None and len(leaves) == 1:
-        chosen = leaves[0]
-    return chosen if chosen is not None else group
 
 
 async def _score_locked(
