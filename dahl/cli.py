@@ -46,8 +46,9 @@ def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     root = logging.getLogger()
     handler = next((h for h in root.handlers if isinstance(h, _Handler)), None)
-    if handler is None and root.handlers:  # the embedding program set up logging: use its handlers
-        root.setLevel(level)
+    if handler is None and root.handlers:  # the embedding program set up logging: keep it, unless -v
+        if verbose:
+            root.setLevel(level)
         return
     if handler is None:
         handler = _Handler(console=console, show_path=False, show_time=False)
