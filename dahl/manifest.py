@@ -157,16 +157,17 @@ def mark_started(out_dir: Path, previous: dict[str, Any] | None, started_at: str
     write_atomic(out_dir / MANIFEST_NAME, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
 
 
-def answers_file_state(path: Path) -> dict[str, int]:
-    """``{"bytes", "lines"}`` of ``answers.jsonl`` (zeros when absent): what the summary describes."""
+def answers_file_state(path: Path, lines: int) -> dict[str, int]:
+    """``{"bytes", "lines"}`` of ``answers.jsonl`` (bytes 0 when absent): what the summary describes.
+
+    Args:
+        path: the file, as the run's end left it.
+        lines: its line count (the results the summary read: the file holds exactly those).
+    """
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        return {"bytes": 0, "lines": 0}
-    lines = 0
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            lines += chunk.count(b"\n")
+        size = 0
     return {"bytes": size, "lines": lines}
 
 

@@ -233,10 +233,13 @@ async def _score_locked(
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
     questions = manifest.QuestionSet()
 
+    kept = [0]  # lines of answers.jsonl after finalize: each one is consumed once
+
     def consume(result: ResultDigest) -> None:
         builder.add(result)
         store.add(result)
         questions.add((result.question_id or result.question,))
+        kept[0] += 1
 
     n_input_answers = len(order)
     dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
@@ -281,7 +284,7 @@ async def _score_locked(
     payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, payload)
     # Last: the manifest says "complete" only once the summary it vouches for is on disk.
-    record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path)
+    record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path, kept[0])
     await anyio.to_thread.run_sync(
         manifest.write_atomic, out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2)
     )
