@@ -7,40 +7,77 @@ Public API::
                                adapters=AdapterSettings(checker="fake")))
     report.summary["models"]
 
-Records (:class:`Answer`, :class:`Claim`, :class:`Verdict`, :class:`AnswerResult`)
-and errors (:class:`DahlError` and its tree) are re-exported here.
+Records (:class:`Answer`, :class:`Claim`, :class:`Verdict`, :class:`AnswerResult`),
+errors (:class:`DahlError` and its tree) and :class:`ExitStatus` are re-exported here.
+
+Names are imported on first use (PEP 562), so ``import dahl`` is cheap: the
+``dahl`` command starts inside its Ctrl-C handler (:mod:`dahl.__main__`), and
+reading ``dahl.__version__`` loads only the package metadata.
 """
 
-from dahl.adapters.factory import AdapterSettings
-from dahl.config import EndpointConfig
-from dahl.engine.counters import RunCounters
-from dahl.engine.pipeline import PipelineOptions
-from dahl.errors import (
-    AdapterError,
-    CacheError,
-    ConfigError,
-    DahlError,
-    InputError,
-    OutputParseError,
-    PermanentAPIError,
-    QuotaExhausted,
-    RateLimited,
-    TransientAPIError,
-)
-from dahl.records import (
-    Answer,
-    AnswerMetrics,
-    AnswerResult,
-    Claim,
-    ClaimResult,
-    Evidence,
-    GivenClaim,
-    Label,
-    Status,
-    Usage,
-    Verdict,
-)
-from dahl.run import ScoreConfig, ScoreReport, score, score_async
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dahl._version import __version__
+    from dahl.adapters.factory import AdapterSettings
+    from dahl.config import EndpointConfig
+    from dahl.engine.counters import RunCounters
+    from dahl.engine.pipeline import PipelineOptions
+    from dahl.errors import (
+        AdapterError,
+        CacheError,
+        ConfigError,
+        DahlError,
+        FatalAPIError,
+        InputError,
+        OutputParseError,
+        OutputWriteError,
+        PermanentAPIError,
+        QuotaExhausted,
+        RateLimited,
+        TransientAPIError,
+    )
+    from dahl.exit_status import ExitStatus
+    from dahl.formats.inline import Records
+    from dahl.records import (
+        Answer,
+        AnswerMetrics,
+        AnswerResult,
+        Claim,
+        ClaimResult,
+        Evidence,
+        GivenClaim,
+        Label,
+        Status,
+        Usage,
+        Verdict,
+    )
+    from dahl.run import ScoreConfig, ScoreReport, score, score_async
+
+#: Where each public name is defined (the TYPE_CHECKING imports above, for mypy).
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "dahl._version": ("__version__",),
+    "dahl.adapters.factory": ("AdapterSettings",),
+    "dahl.config": ("EndpointConfig",),
+    "dahl.engine.counters": ("RunCounters",),
+    "dahl.engine.pipeline": ("PipelineOptions",),
+    "dahl.errors": (
+        "AdapterError", "CacheError", "ConfigError", "DahlError", "FatalAPIError", "InputError",
+        "OutputParseError", "OutputWriteError", "PermanentAPIError", "QuotaExhausted", "RateLimited",
+        "TransientAPIError",
+    ),
+    "dahl.exit_status": ("ExitStatus",),
+    "dahl.formats.inline": ("Records",),
+    "dahl.records": (
+        "Answer", "AnswerMetrics", "AnswerResult", "Claim", "ClaimResult", "Evidence", "GivenClaim", "Label",
+        "Status", "Usage", "Verdict",
+    ),
+    "dahl.run": ("ScoreConfig", "ScoreReport", "score", "score_async"),
+}
+_MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
 __all__ = [
     "AdapterError",
@@ -55,14 +92,18 @@ __all__ = [
     "DahlError",
     "EndpointConfig",
     "Evidence",
+    "ExitStatus",
+    "FatalAPIError",
     "GivenClaim",
     "InputError",
     "Label",
     "OutputParseError",
+    "OutputWriteError",
     "PermanentAPIError",
     "PipelineOptions",
     "QuotaExhausted",
     "RateLimited",
+    "Records",
     "RunCounters",
     "ScoreConfig",
     "ScoreReport",
@@ -70,6 +111,22 @@ __all__ = [
     "TransientAPIError",
     "Usage",
     "Verdict",
+    "__version__",
     "score",
     "score_async",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use and keep it in the package namespace."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dahl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names and the module's own attributes."""
+    return sorted(set(globals()) | set(__all__))

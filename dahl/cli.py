@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import anyio
 import click
@@ -15,32 +20,64 @@ from rich.markup import escape
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
-from dahl.cli_progress import ProgressMode, run_with_progress
+from dahl.cli_progress import ProgressMode, count, run_with_progress
 from dahl.cli_summary import print_summary, result_table
+from dahl.cli_types import FINITE
 from dahl.config import endpoint_configs
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
-from dahl.errors import DahlError, QuotaExhausted
+from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, describe_input
-from dahl.run import ScoreConfig
+from dahl.run import ScoreConfig, ScoreReport
 
 # Piped output gets a wide fixed width so tables are not cut to 80 columns.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(width=None if sys.stdout.isatty() else 160)
 
-EXIT_USAGE = 2
-EXIT_QUOTA = 3
-EXIT_INTERRUPTED = 130
+# Kept for scripts and tests that import them; the table is dahl.exit_status.ExitStatus.
+EXIT_USAGE = ExitStatus.USAGE
+EXIT_QUOTA = ExitStatus.QUOTA
+EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
 
 
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = RichHandler(console=console, show_path=False, show_time=False)
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if isinstance(h, _Handler)), None)
+    if handler is None and root.handlers:  # the embedding program set up logging: keep it, unless -v
+        if verbose:
+            root.setLevel(level)
+        return
+    if handler is None:
+        handler = _Handler(console=console, show_path=False, show_time=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
     # The handler's own level also filters records of libraries that set their logger to
     # DEBUG themselves (bm25s does), which the root level alone does not.
     handler.setLevel(level)
-    logging.basicConfig(level=level, format="%(message)s", handlers=[handler])
+    root.setLevel(level)
+
+
+class _Handler(RichHandler):
+    """dahl's own log handler, told apart from an embedding program's when -v is given twice."""
+
+
+def _more_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    """``-v`` given after a subcommand (``dahl score -vv``): add it to the group's ``-v``."""
+    if value:
+        total = ctx.find_root().params.get("verbose", 0) + value
+        _setup_logging(total)
+
+
+def _with_verbose(command: click.Command) -> None:
+    """Accept ``-v/--verbose`` on ``command`` (and its subcommands) as on the group."""
+    command.params.append(click.Option(["-v", "--verbose", "more_verbose"], count=True, expose_value=False,
+                                       callback=_more_verbose, help="More log output (-v info, -vv debug)."))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _with_verbose(sub)
 
 
 @click.group()
@@ -72,13 +109,13 @@ def main(verbose: int) -> None:
 @click.option("--api-key-env", default=None,
               help="Environment variable holding the key (default OPENAI_API_KEY, or PERPLEXITY_API_KEY "
                    "for perplexity.ai; '' for keyless local servers).")
-@click.option("--rpm", type=float, default=None, help="Request budget, requests per minute.")
-@click.option("--tpm", type=float, default=None, help="Token budget, tokens per minute.")
+@click.option("--rpm", type=FINITE, default=None, help="Request budget, requests per minute.")
+@click.option("--tpm", type=FINITE, default=None, help="Token budget, tokens per minute.")
 @click.option("--max-in-flight", type=int, default=None, help="Concurrent requests per endpoint (default 64).")
-@click.option("--temperature", type=float, default=None, help="Sampling temperature (default 0).")
+@click.option("--temperature", type=FINITE, default=None, help="Sampling temperature (default 0).")
 @click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens.")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Timeout of one request, seconds.")
-@click.option("--gamma", default=10.0, show_default=True, type=float,
+@click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@click.option("--gamma", default=10.0, show_default=True, type=FINITE,
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
@@ -151,23 +188,66 @@ def score(
             return
         counters = RunCounters()
         mode: ProgressMode = "off" if no_progress else "bar" if console.is_terminal else "lines"
-        report = anyio.run(lambda: run_with_progress(config, counters, console, mode=mode, every_s=progress_every_s))
-    except QuotaExhausted as exc:
-        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). Finished answers are in {out_dir}; "
-                      "re-run the same command to continue.")
-        sys.exit(EXIT_QUOTA)
-    except DahlError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(EXIT_USAGE)
-    except KeyboardInterrupt:
-        if (out_dir / "answers.jsonl").exists():
-            console.print(f"[yellow]interrupted.[/] Finished answers are in {out_dir}; "
-                          "re-run the same command to continue.")
-        else:
-            console.print("[yellow]interrupted[/] before any answer was written; nothing to resume.")
-        sys.exit(EXIT_INTERRUPTED)
+        with _sigterm_as_ctrl_c():
+            report = anyio.run(lambda: run_with_progress(config, counters, console, mode=mode, every_s=progress_every_s))
+    except (DahlError, KeyboardInterrupt) as exc:
+        _stop(exc, out_dir)
     out.print(result_table(report.summary, k, out.width))
     print_summary(console, report, out_dir)
+    _finish(report)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """While the run lasts, SIGTERM (``kill``, a job scheduler) stops it as Ctrl-C does: finished
+    answers are written and the exit status is 130, instead of dying mid-write."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
+    """Present a run that stopped early as one line and exit with its status (:class:`ExitStatus`)."""
+    again = f"Finished answers are in {out_dir}; re-run the same command to continue."
+    if isinstance(exc, QuotaExhausted):
+        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
+        sys.exit(ExitStatus.QUOTA)
+    if isinstance(exc, FatalAPIError):
+        console.print(f"[red]stopped:[/] {escape(str(exc))}. {again}")
+        sys.exit(ExitStatus.FATAL_API)
+    if isinstance(exc, OutputWriteError):
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(ExitStatus.WRITE_FAILED)
+    if isinstance(exc, KeyboardInterrupt):
+        if (out_dir / "answers.jsonl").exists():
+            console.print(f"[yellow]interrupted.[/] {again}")
+        else:
+            console.print("[yellow]interrupted[/] before any answer was written; nothing to resume.")
+        sys.exit(ExitStatus.INTERRUPTED)
+    console.print(f"[red]error:[/] {escape(str(exc))}")
+    sys.exit(ExitStatus.USAGE)
+
+
+def _finish(report: ScoreReport) -> None:
+    """Exit with the status of a run that finished (0, 5 or 6), saying why when it is not 0."""
+    status = report.exit_status
+    if status == ExitStatus.NOTHING_SCORED:
+        console.print("[red]nothing scored:[/] no input record could be scored (exit status 5)")
+    elif status == ExitStatus.PARTIAL:
+        claims = sum(m["labels"].get("error", 0) for m in report.summary["models"].values())
+        skipped = report.counters.input_errors
+        what = [f"{count(skipped, 'input record')} skipped"] if skipped else []
+        what += [f"{count(claims, 'claim')} ended in error"] if claims else []
+        retry = "; re-running retries the errors" if claims or not skipped else ""
+        console.print(f"[yellow]partly scored:[/] {', '.join(what) or 'some answers failed to split'} "
+                      f"(exit status 6{retry})")
+    if status != ExitStatus.OK:
+        sys.exit(status)
 
 
 def _print_dry_run(report: DryRunReport) -> None:
@@ -262,6 +342,8 @@ def inspect(input_file: Path, fmt: str, response_column: str | None) -> None:
 
 from dahl import cli_reports  # noqa: E402  (leaderboard, pairs, agree, sample)
 for _report in (cli_reports.leaderboard, cli_reports.pairs, cli_reports.agree, cli_reports.sample): main.add_command(_report)
+for _command in main.commands.values():
+    _with_verbose(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

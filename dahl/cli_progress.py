@@ -30,7 +30,8 @@ from rich.text import Text
 
 from dahl.engine.counters import RunCounters
 from dahl.errors import DahlError
-from dahl.formats import detect_format
+from dahl.formats import Records, detect_format
+from dahl.formats.lines import is_stream
 from dahl.run import ScoreConfig, ScoreReport, score_async
 
 __all__ = ["Meter", "ProgressLine", "ProgressMode", "Snapshot", "count", "count_records", "duration", "run_with_progress"]
@@ -67,27 +68,33 @@ def duration(seconds: float) -> str:
     return f"{s // 3600:,}h{s % 3600 // 60:02d}m"
 
 
-def count_records(paths: Sequence[Path], fmt: str, stop: threading.Event | None = None) -> int | None:
+def count_records(paths: Sequence[Path | Records], fmt: str, stop: threading.Event | None = None) -> int | None:
     """Records in the answer files, as the readers count them (blocking: run it in a thread).
 
     JSON Lines formats count non-blank lines; csv counts non-blank rows after the header
     (quoted newlines kept in their row). Bad records count too: they are done once rejected.
 
     Args:
-        paths: the run's input files.
+        paths: the run's inputs (files, or in-memory records counted by their length).
         fmt: ``"auto"`` or a format name (see :data:`dahl.formats.FORMATS`).
         stop: when set, counting ends early (the run finished first).
 
     Returns:
-        The record count, or ``None`` if ``stop`` was set first.
+        The record count, or ``None`` if ``stop`` was set first or an input is a stream
+        (standard input, a FIFO: it can be read once only, by the run).
 
     Raises:
         OSError: a file cannot be read.
         DahlError: a file's format cannot be detected.
         csv.Error: a csv file the reader cannot parse at all (e.g. a field over the size limit).
     """
+    if any(isinstance(path, Path) and is_stream(path) for path in paths):
+        return None
     total = 0
     for path in paths:
+        if isinstance(path, Records):
+            total += len(path)
+            continue
         name = detect_format(path) if fmt == "auto" else fmt
         n = _csv_rows(path, stop) if name == "csv" else _jsonl_records(path, stop)
         if n is None:

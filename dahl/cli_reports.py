@@ -2,7 +2,8 @@
 
 Thin click commands over :mod:`dahl.leaderboard`, :mod:`dahl.pairs`,
 :mod:`dahl.agreement` and :mod:`dahl.sampling`; ``dahl.cli`` registers them on
-the main group. Errors from dahl exit with status 2 and a one-line message.
+the main group. Errors from dahl exit with a one-line message and status 2 (8 when
+an output file cannot be written; see :mod:`dahl.exit_status`).
 """
 
 from __future__ import annotations
@@ -15,21 +16,24 @@ from typing import Any, Literal, TypeVar
 import click
 import orjson
 
-from dahl.errors import DahlError
+from dahl.cli_types import FINITE
+from dahl.engine.output import writing
+from dahl.errors import DahlError, OutputWriteError
+from dahl.exit_status import ExitStatus
 
 __all__ = ["agree", "leaderboard", "pairs", "sample"]
 
-EXIT_USAGE = 2
+EXIT_USAGE = ExitStatus.USAGE
 _T = TypeVar("_T")
 
 
 def _guard(fn: Callable[[], _T]) -> _T:
-    """Run ``fn``; present a DahlError as one line on stderr and exit with status 2."""
+    """Run ``fn``; present a DahlError as one line on stderr and exit with status 2 (8: a write failed)."""
     try:
         return fn()
     except DahlError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else EXIT_USAGE)
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -51,20 +55,28 @@ _RUN_DIR = click.Path(path_type=Path, exists=True, file_okay=False)
               help="Also draw scores with CI whiskers (+ category heatmap) to FILE.png (needs dahl[plot]).")
 @click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--n-boot", default=1000, show_default=True, help="Bootstrap resamples.")
-@click.option("--gamma", type=float, default=None, help="FActScore length penalty γ (default: the run's).")
+@click.option("--gamma", type=FINITE, default=None, help="FActScore length penalty γ (default: the run's).")
 @click.option("--k", "k", type=int, default=None, help="K of F1@K (default: the run's).")
 @click.option("--compare", type=click.Choice(["adjacent", "all"]), default="adjacent", show_default=True,
               help="Paired comparisons between rank-adjacent models or all pairs.")
+@click.option("--allow-stale", is_flag=True,
+              help="Rank a run folder whose summary does not match its answers (an interrupted re-run), with a warning.")
+@click.option("--strict", is_flag=True,
+              help="Refuse runs that differ in Checker, Splitter, prompt versions or question set (default: warn).")
 def leaderboard(
     run_dirs: tuple[Path, ...], out_file: Path | None, by: str | None, metric: str, plot_file: Path | None,
     seed: int, n_boot: int, gamma: float | None, k: int | None, compare: Literal["adjacent", "all"],
+    allow_stale: bool, strict: bool,
 ) -> None:
     """Rank the models of one or more runs (RUN_DIR...) with bootstrap CIs and paired tests.
 
     A model may appear in only one of the runs. Ranks: 1 + number of models
     whose CI lies entirely above (models with overlapping CIs share a rank).
+    A run folder whose last dahl score did not finish is refused (see
+    --allow-stale); runs scored differently are ranked with a warning (see --strict).
     """
     from dahl.leaderboard import build_leaderboard, to_csv, to_json, to_markdown
+    from dahl.run_checks import check_runs
     from dahl.verdicts import load_runs
 
     if out_file is not None and out_file.suffix.lower() not in (".md", ".csv", ".json"):
@@ -72,9 +84,13 @@ def leaderboard(
         sys.exit(EXIT_USAGE)
 
     def run() -> None:
+        infos, warnings = check_runs(run_dirs, allow_stale=allow_stale, strict=strict)
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
         store = load_runs(run_dirs)
         board = build_leaderboard(store, metric=metric, gamma=gamma, k=k, seed=seed, n_boot=n_boot,
-                                  by_category=by == "category", compare=compare)
+                                  by_category=by == "category", compare=compare,
+                                  checkers=[info.checker for info in infos])
         text = to_markdown(board)
         click.echo(text, nl=False)
         if out_file is not None:
@@ -83,8 +99,9 @@ def leaderboard(
                 data = orjson.dumps(to_json(board), option=orjson.OPT_INDENT_2) + b"\n"
             else:
                 data = (to_csv(board) if suffix == ".csv" else text).encode("utf-8")
-            out_file.parent.mkdir(parents=True, exist_ok=True)
-            out_file.write_bytes(data)
+            with writing(out_file):
+                out_file.parent.mkdir(parents=True, exist_ok=True)
+                out_file.write_bytes(data)
             click.echo(f"wrote {out_file}", err=True)
         if plot_file is not None:
             from dahl.plots import plot_leaderboard

@@ -59,7 +59,7 @@ def _table(cells: dict[str, list[str]], names: list[str], k: int, short: bool, h
         if name == "model":  # a long model name folds onto a second line rather than being cut
             table.add_column(header, justify="left", overflow="fold")
         else:
-            table.add_column(header, justify="right", no_wrap=True, min_width=max(len(header), *map(len, cells[name])))
+            table.add_column(header, justify="right", no_wrap=True, min_width=max([len(header), *map(len, cells[name])]))
     for row in zip(*(cells[name] for name in names), strict=True):
         table.add_row(*row)
     if hidden:

@@ -29,6 +29,7 @@ import hashlib
 import io
 import logging
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -39,6 +40,7 @@ import numpy.typing as npt
 from dahl.errors import ConfigError
 from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes
 from dahl.records import Status
+from dahl.run_checks import checker_label
 from dahl.summary import group_seed
 from dahl.verdicts import STATUSES, Verdicts
 
@@ -82,6 +84,7 @@ class ModelRow:
         n_answers: answers of the model.
         n_scored, n_excluded: answers in / out of the ranking metric's mean.
         excluded_by_reason: answers per :data:`dahl.metrics.REASONS`.
+        checker: fingerprint of the Checker that scored the model's run (None: not known).
     """
 
     model: str
@@ -97,6 +100,7 @@ class ModelRow:
     n_scored: int
     n_excluded: int
     excluded_by_reason: dict[str, int]
+    checker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,7 @@ def build_leaderboard(
     by_category: bool = False,
     compare: Literal["adjacent", "all"] = "adjacent",
     workers: int | None = None,
+    checkers: Sequence[str | None] | None = None,
 ) -> Leaderboard:
     """Compute the leaderboard of every model in ``store``.
 
@@ -307,6 +312,8 @@ def build_leaderboard(
         by_category: also compute the model × category table (DAHL paper Figure 6).
         compare: paired comparisons between rank-adjacent models or all pairs.
         workers: threads for the bootstraps (numpy releases the GIL); None: CPU count.
+        checkers: the Checker fingerprint of each merged run, in ``store.source`` order
+            (see :func:`dahl.run_checks.check_runs`), shown on each model's row.
 
     Returns:
         The leaderboard.
@@ -367,6 +374,7 @@ def build_leaderboard(
                     n_scored=n_scored,
                     n_excluded=int(rows.size) - n_scored,
                     excluded_by_reason={r: int(by_reason[i + 1]) for i, r in enumerate(REASONS)},
+                    checker=_checker_of(store, rows, checkers),
                 )
             )
         ranks = arena_ranks([r.ci for r in rows_out])
@@ -387,6 +395,14 @@ def build_leaderboard(
         comparisons=comparisons,
         categories=categories,
     )
+
+
+def _checker_of(store: Verdicts, rows: npt.NDArray[np.intp], checkers: Sequence[str | None] | None) -> str | None:
+    """The Checker of the run the answers ``rows`` (one model's, so one run's) come from."""
+    if not checkers or rows.size == 0:
+        return None
+    run = 0 if store.source is None else int(np.asarray(store.source)[rows[0]])
+    return checkers[run] if run < len(checkers) else None
 
 
 def _compare(
@@ -476,7 +492,7 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
     Returns:
         ``{"metric", "settings", "models": [{"model", "rank", "dahl_score", "dahl_score_ci",
         "factscore", "factscore_init", "f1_at_k", "score", "score_ci", "n_answers", "n_scored",
-        "n_excluded", "excluded_by_reason"}, ...] sorted by rank, "comparisons": [{"a", "b",
+        "n_excluded", "excluded_by_reason", "checker"}, ...] sorted by rank, "comparisons": [{"a", "b",
         "n_pairs", "mean_diff", "ci", "p_value"}, ...], "categories": {category: {model:
         {"score", "ci", "n_scored", "n_excluded"}}}}``; scores are fractions in [0, 1] or null.
     """
@@ -499,6 +515,7 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
                 "n_scored": r.n_scored,
                 "n_excluded": r.n_excluded,
                 "excluded_by_reason": r.excluded_by_reason,
+                "checker": r.checker,
             }
             for r in board.models
         ],
@@ -534,12 +551,14 @@ def to_markdown(board: Leaderboard) -> str:
     """
     pct = int(round(100 * board.level))
     lines = [f"## Leaderboard (ranked by {board.metric}, {pct}% bootstrap CI, seed {board.seed})", ""]
+    with_checker = any(r.checker for r in board.models)  # known for runs that recorded it
     lines.append(_md_row(["rank", "model", "DAHL Score", f"{pct}% CI", "FActScore", "FActScore (no penalty)",
-                          f"F1@{board.k}", "scored", "excluded"]))
-    lines.append("|" + "---:|:---|" + "---:|" * 7)
+                          f"F1@{board.k}", "scored", "excluded", *(["Checker"] if with_checker else [])]))
+    lines.append("|" + "---:|:---|" + "---:|" * 7 + (":---|" if with_checker else ""))
     for r in board.models:
         lines.append(_md_row([str(r.rank), r.model, _pct(r.dahl_score), _pct_ci(r.dahl_score_ci), _pct(r.factscore),
-                              _pct(r.factscore_init), _pct(r.f1_at_k), str(r.n_scored), str(r.n_excluded)]))
+                              _pct(r.factscore_init), _pct(r.f1_at_k), str(r.n_scored), str(r.n_excluded),
+                              *([checker_label(r.checker)] if with_checker else [])]))
     if board.metric != "dahl_score":
         lines += ["", f"Rank uses {board.metric}; its {pct}% CIs: "
                   + ", ".join(f"{r.model} {_pct_ci(r.ci)}" for r in board.models)]
@@ -568,7 +587,7 @@ def to_csv(board: Leaderboard) -> str:
     cats = list(board.categories)
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["rank", "model", "dahl_score", "dahl_score_ci_lo", "dahl_score_ci_hi", "factscore",
-                     "factscore_init", "f1_at_k", "n_answers", "n_scored", "n_excluded",
+                     "factscore_init", "f1_at_k", "n_answers", "n_scored", "n_excluded", "checker",
                      *(f"{board.metric}:{c}" for c in cats)])
 
     def num(x: float | None) -> str:
@@ -579,5 +598,5 @@ def to_csv(board: Leaderboard) -> str:
         cells = [board.categories[c].get(r.model) for c in cats]
         writer.writerow([r.rank, r.model, num(r.dahl_score), num(lo), num(hi), num(r.factscore),
                          num(r.factscore_init), num(r.f1_at_k), r.n_answers, r.n_scored, r.n_excluded,
-                         *("" if c is None else num(c.score) for c in cells)])
+                         r.checker or "", *("" if c is None else num(c.score) for c in cells)])
     return buf.getvalue()

@@ -5,19 +5,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import hashlib
 import logging
-import os
+import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 import orjson
 
+from dahl import manifest
+from dahl._version import __version__
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
@@ -26,18 +29,20 @@ from dahl.cache.database import DB_NAME
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Start
 from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog
+from dahl.engine.output import AnswerLog, writing
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.engine.source import InputErrors, answer_source
-from dahl.errors import ConfigError, InputError
+from dahl.errors import ConfigError, OutputWriteError
 from dahl.formats import FORMATS, read_answers
-from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
+from dahl.formats.inline import Input, as_inputs
+from dahl.formats.lines import STDIN, check_input_path, is_stream
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
+from dahl.run_report import ScoreReport, run_status, single_error
 from dahl.summary import SummaryBuilder
 from dahl.verdicts import VerdictWriter
 
-__all__ = ["ScoreConfig", "ScoreReport", "score", "score_async"]
+__all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +57,11 @@ class ScoreConfig:
     """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
 
     Attributes:
-        inputs: answer files, read in order; ``-`` is standard input and a FIFO is read
-            as a stream (once, as JSONL unless ``fmt`` says factscore).
+        inputs: answer files and in-memory :class:`~dahl.formats.inline.Records`, read
+            in order; given a path, a sequence of paths, or an iterable of Answers or
+            dicts (checked like dahl JSONL lines), it is stored as such a tuple. ``-`` is
+            standard input and a FIFO is read as a stream (once, as JSONL unless ``fmt``
+            says factscore).
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
         response_column: CSV column holding the responses.
@@ -73,7 +81,7 @@ class ScoreConfig:
             cache, a Splitter that is not cached). True still needs what the run allows.
     """
 
-    inputs: tuple[Path, ...]
+    inputs: tuple[Input, ...]
     out_dir: Path
     fmt: str = "auto"
     response_column: str | None = None
@@ -88,36 +96,20 @@ class ScoreConfig:
     input_process: bool | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", as_inputs(self.inputs))  # frozen: normalised once, here
         if not self.inputs:
             raise ConfigError("no input files given")
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
         for path in self.inputs:
-            check_input_path(path)
+            if isinstance(path, Path):
+                check_input_path(path)
         if self.inputs.count(STDIN) > 1:
             raise ConfigError("standard input (-) can be an input once only")
-        if self.gamma < 0:
-            raise ConfigError("--gamma must be >= 0 (0 disables the length penalty)")
+        if not math.isfinite(self.gamma) or self.gamma < 0:
+            raise ConfigError(f"gamma must be a finite number >= 0 (0 disables the length penalty), got {self.gamma}")
         if self.k < 1:
             raise ConfigError("--k must be >= 1")
-
-
-@dataclass
-class ScoreReport:
-    """What a run produced.
-
-    Attributes:
-        summary: the content of ``summary.json``.
-        counters: the run's counters.
-        input_errors: the first rejected input records (file, line, field, message).
-        answers_path, summary_path: the files written.
-    """
-
-    summary: dict[str, Any]
-    counters: RunCounters
-    input_errors: list[InputError]
-    answers_path: Path
-    summary_path: Path
 
 
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> bytes:
@@ -150,6 +142,13 @@ async def score_async(
             records are skipped and reported in ``ScoreReport.input_errors``.
         QuotaExhausted: the API quota ran out; finished results are on disk and
             re-running the same command continues.
+        FatalAPIError: an endpoint cannot work (bad key, unreachable, breaker
+            tripped); finished results are on disk, as for QuotaExhausted.
+        OutputWriteError: an output file cannot be written (disk full, read-only);
+            the answers already written are kept.
+
+    A failure inside the run's task groups is raised as the one error that caused
+    it, not as an ExceptionGroup.
     """
     counters = counters if counters is not None else RunCounters()
     out_dir = config.out_dir
@@ -158,6 +157,8 @@ async def score_async(
     lock = await anyio.to_thread.run_sync(_lock_output, out_dir)
     try:
         return await _score_locked(config, counters, on_result)
+    except BaseExceptionGroup as group:
+        raise single_error(group) from group
     finally:
         lock.release()
 
@@ -167,6 +168,12 @@ async def _score_locked(
 ) -> ScoreReport:
     """The body of :func:`score_async`, run while this process holds the output folder."""
     out_dir = config.out_dir
+    started_at = manifest.now_utc()
+    previous = await anyio.to_thread.run_sync(manifest.read_manifest, out_dir)
+    # Input hashes are read beside the run (a thread of their own, not the loop's pool).
+    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-input-hash")
+    input_files = hasher.submit(manifest.hash_inputs, config.inputs)
+    hasher.shutdown(wait=False)
     answer_log = AnswerLog(out_dir / "answers.jsonl")
     errors = InputErrors(counters)
     order: dict[int, int] = {}
@@ -194,6 +201,9 @@ async def _score_locked(
         whole = AnswerCache.for_run(
             cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
         )
+        # From here answers.jsonl changes: the folder is stale until the run completes
+        # (not before: a run refused for its settings leaves the last summary valid).
+        await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at)
         finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
         await anyio.to_thread.run_sync(answer_log.open)
         if child is not None:
@@ -202,6 +212,7 @@ async def _score_locked(
         # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
         # leave those long-lived objects out of the collector until the run ends.
         gc.freeze()
+        stopped = True  # until the pipeline returns: a failing close must not hide why it stopped
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
@@ -214,39 +225,47 @@ async def _score_locked(
                 on_result=on_result,
                 whole=whole,
             )
+            stopped = False
         finally:
             gc.unfreeze()
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(answer_log.close)
+                await anyio.to_thread.run_sync(_close_log, answer_log, stopped)
     counters.answers_resumed = resumed[0]
     counters.input_errors = errors.count
     errors.log_suppressed()
 
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
+    questions = manifest.QuestionSet()
+
+    kept = [0]  # lines of answers.jsonl after finalize: each one is consumed once
 
     def consume(result: ResultDigest) -> None:
         builder.add(result)
         store.add(result)
+        questions.add((result.question_id or result.question,))
+        kept[0] += 1
 
     n_input_answers = len(order)
     dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
-    await anyio.to_thread.run_sync(store.close)
+    await anyio.to_thread.run_sync(_close_verdicts, store)
     if dropped:
         log.info("dropped %d stale lines from %s", dropped, answer_log.path)
     config_hash = hashlib.blake2b(run_fp, digest_size=16).hexdigest()
-    previous = await anyio.to_thread.run_sync(_read_manifest, out_dir / "manifest.json")
     summary = await anyio.to_thread.run_sync(builder.build)
-    summary["run"] = counters.as_dict()
+    summary["run"] = {**counters.as_dict(), "dahl_version": __version__, "started_at": started_at,
+                      "finished_at": manifest.now_utc()}
     summary["config"] = {
-        "inputs": [str(p) for p in config.inputs],
+        "inputs": [manifest.json_text(str(p)) for p in config.inputs],
         "splitter": splitter.fingerprint,
         "checker": checker.fingerprint,
         "gamma": config.gamma,
         "k": config.k,
         "seed": config.seed,
     }
-    summary["input_errors"] = [str(e) for e in errors.first]
+    summary["inputs"] = await anyio.to_thread.run_sync(input_files.result)
+    summary["question_set"] = questions.as_dict()
+    summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
     summary["changes"] = {
         "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,
@@ -254,19 +273,26 @@ async def _score_locked(
         "answers_scored": counters.answers_done,
         "answers_dropped": dropped,
     }
-    manifest = {
+    record = {
+        "state": manifest.COMPLETE,
+        "dahl_version": __version__,
+        "started_at": started_at,
+        "finished_at": summary["run"]["finished_at"],
         "config_hash": config_hash,
         "config": summary["config"],
-        "inputs": [{"path": str(p), "bytes": input_bytes(p)} for p in config.inputs],
+        "inputs": summary["inputs"],
+        "question_set": summary["question_set"],
         "answers": n_input_answers,
         "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
     }
-    await anyio.to_thread.run_sync(
-        _write_atomic, out_dir / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
-    )
     summary_path = out_dir / "summary.json"
     payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    await anyio.to_thread.run_sync(_write_atomic, summary_path, payload)
+    await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, payload)
+    # Last: the manifest says "complete" only once the summary it vouches for is on disk.
+    record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path, kept[0])
+    await anyio.to_thread.run_sync(
+        manifest.write_atomic, out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2)
+    )
     return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
 
 
@@ -277,9 +303,10 @@ def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
     if (config.input_process is False or not config.use_cache or config.adapters.checker != "openai"
             or config.adapters.splitter == "openai"):
         return None
-    if any(is_stream(p) for p in config.inputs):  # read once, here: the child could not hand it back
+    files = [p for p in config.inputs if isinstance(p, Path) and not is_stream(p)]
+    if len(files) < len(config.inputs):  # the child reads files only, and a stream can be read once
         return None
-    if config.input_process is None and sum(p.stat().st_size for p in config.inputs) < INPUT_PROCESS_AFTER_BYTES:
+    if config.input_process is None and sum(p.stat().st_size for p in files) < INPUT_PROCESS_AFTER_BYTES:
         return None
     try:
         return WholeInputProcess()
@@ -335,21 +362,36 @@ async def _close_store(store: CacheStore) -> None:
         await anyio.to_thread.run_sync(store.close)
 
 
-def _read_manifest(path: Path) -> dict[str, Any] | None:
-    """The previous run's manifest in this output folder, or None (absent or unreadable)."""
+def _close_log(answer_log: AnswerLog, stopped: bool) -> None:
+    """Close ``answers.jsonl``; when the run is already stopping, a failure to close is logged, not raised."""
     try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+        answer_log.close()
+    except OutputWriteError as exc:
+        if not stopped:
+            raise
+        log.debug("closing after the run stopped: %s", exc)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def _close_verdicts(store: VerdictWriter) -> None:
+    """Write the verdict store; an OSError (disk full) becomes OutputWriteError naming it."""
+    with writing(store.out_dir / "verdicts"):
+        store.close()
 
 
 def score(config: ScoreConfig) -> ScoreReport:
-    """Blocking wrapper of :func:`score_async` (runs its own event loop)."""
-    return anyio.run(score_async, config)
+    """Blocking wrapper of :func:`score_async` (runs its own event loop).
+
+    Raises:
+        RuntimeError: called where an event loop is already running (a notebook, an
+            async program), which a blocking call would stall: ``await score_async(config)``
+            there instead.
+        DahlError: as :func:`score_async`.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(score_async, config)
+    raise RuntimeError(
+        "dahl.score() cannot run inside a running event loop (a notebook or an async program); "
+        "use `report = await dahl.score_async(config)` there"
+    )

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from dahl.cli import main
+from dahl.errors import FatalAPIError
+from dahl.exit_status import ExitStatus
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
 
 
 def require(shared_data: Path, relative: str) -> Path:
@@ -113,7 +120,7 @@ class TestBadInput:
         path = self.write(tmp_path, self.GOOD + bad_line + self.GOOD.replace(b'"a"', b'"c"'))
         out = tmp_path / "out"
         code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         assert "1 input record skipped" in text
         assert str(path) in text and expected in text
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
@@ -125,7 +132,7 @@ class TestBadInput:
         path = self.write(tmp_path, b'{"id": "x", "question": \n' + self.GOOD + self.GOOD.replace(b'"a"', b'"c"'))
         out = tmp_path / "out"
         code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         assert f"{path}:1: malformed JSON" in text
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
         assert ids == ["a", "c"]
@@ -137,7 +144,7 @@ class TestBadInput:
                           + with_claims.replace(b'"a"', b'"c"'))
         out = tmp_path / "out"
         code, text = run("score", str(path), "--splitter", "given", "--checker", "fake", "-o", str(out), "--no-progress")
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         assert f"{path}:2, field 'claims'" in text
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
         assert ids == ["a", "c"]
@@ -150,7 +157,7 @@ class TestBadInput:
         out = tmp_path / "out"
         code, text = run("score", str(path), "--splitter", "given", "--checker", "replay", "-o", str(out),
                          "--no-progress")
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         assert f"{path}:2, field '$.claims[1].label'" in text
         lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
         assert [a["id"] for a in lines] == ["a"]
@@ -168,7 +175,7 @@ class TestBadInput:
         path = self.write(tmp_path, self.GOOD + self.GOOD.replace(b"COX-1", b"COX-2"))
         out = tmp_path / "out"
         code, text = run("score", str(path), "--checker", "fake", "-o", str(out), "--no-progress")
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         assert summary(out)["input_errors"] == [f"{path}:2, field 'id': answer id 'a' is already used by {path}:1 "
                                                 "with different content; skipped (give each answer its own id)"]
         lines = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
@@ -298,3 +305,170 @@ class TestInterrupt:
             assert f"Finished answers are in {out}" in text.replace("\n", "")
         else:
             assert "before any answer was written" in text and "Finished answers" not in text
+
+
+class TestExitStatus:
+    GOOD = TestBadInput.GOOD
+
+    def test_every_record_skipped_is_nothing_scored(self, tmp_path: Path) -> None:
+        """A file whose every record is bad exits 5 (nothing scored), not 0."""
+        path = tmp_path / "answers.jsonl"
+        path.write_bytes(b'{"id": "a", "question": "Q?"}\n{"id": "b", "question": "Q?", "response": " "}\n')
+        code, text = run("score", str(path), "--format", "jsonl", "--checker", "fake", "-o", str(tmp_path / "o"),
+                         "--no-progress")
+        assert code == ExitStatus.NOTHING_SCORED, text
+        assert "nothing scored" in text and "2 input records skipped" in text
+
+    def test_claims_in_error_are_partial(self, tmp_path: Path, mocks: object) -> None:
+        """Every claim labelled error (off-format replies) exits 6, naming the errors."""
+        from tests.test_quota_resume import write_answers
+
+        url = mocks.start("--fault", "offformat=1")  # type: ignore[attr-defined]
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 2)
+        code, text = run("score", str(answers), "-o", str(tmp_path / "o"), "--splitter", "given",
+                         "--checker", "openai", "--base-url", url, "--model", "mock", "--api-key-env", "",
+                         "--no-progress")
+        assert code == ExitStatus.PARTIAL, text
+        assert "6 claims ended in error" in text
+
+    def test_fatal_api_error_exits_4(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A FatalAPIError stops the run with exit 4 and one line naming it, no traceback."""
+        import dahl.cli
+
+        def fatal(*args: object, **kwargs: object) -> None:
+            raise FatalAPIError("http://127.0.0.1:9/v1 refused the connection")
+
+        monkeypatch.setattr(dahl.cli.anyio, "run", fatal)
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"))
+        assert code == ExitStatus.FATAL_API
+        assert "stopped: http://127.0.0.1:9/v1 refused the connection" in text and "Traceback" not in text
+
+
+class TestEntryPoint:
+    # Runs the console script named in pyproject.toml; SIGINT arrives while the CLI's
+    # imports run (rich.console is imported by dahl.cli), as a Ctrl-C in the first 0.4 s.
+    CTRL_C_DURING_IMPORTS = """
+import builtins, importlib, os, signal, sys
+module, func = sys.argv.pop(1).split(":")
+real = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == "rich.console":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = hooked
+sys.argv[0] = "dahl"
+getattr(importlib.import_module(module), func)()
+"""
+
+    def entry(self) -> str:
+        with (REPO / "pyproject.toml").open("rb") as f:
+            return str(tomllib.load(f)["project"]["scripts"]["dahl"])
+
+    def test_ctrl_c_during_imports_exits_130_quietly(self) -> None:
+        """Ctrl-C while the command is still importing exits 130 with one line, no traceback."""
+        proc = subprocess.run([sys.executable, "-c", self.CTRL_C_DURING_IMPORTS, self.entry(), "--help"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
+        assert proc.stderr == "interrupted\n"
+
+    def test_ctrl_c_inside_a_report_command_exits_130(self, tmp_path: Path) -> None:
+        """Ctrl-C inside dahl leaderboard (while it imports its modules) exits 130, not click's "Aborted!" 1."""
+        script = self.CTRL_C_DURING_IMPORTS.replace('"rich.console"', '"dahl.leaderboard"')
+        proc = subprocess.run([sys.executable, "-c", script, self.entry(), "leaderboard", str(tmp_path)],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
+        assert proc.stderr.endswith("interrupted\n") and "Aborted" not in proc.stderr
+
+    def test_usage_errors_and_declined_prompts_keep_their_status(self, tmp_path: Path) -> None:
+        """Through the entry point a bad option still exits 2, and a declined cache clear prompt 1."""
+        proc = subprocess.run([sys.executable, "-m", "dahl", "score", "--no-such-option"], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "Error: No such option '--no-such-option'" in proc.stderr
+        cache = tmp_path / "cache"
+        assert run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                   "--cache-dir", str(cache), "--no-progress")[0] == 0
+        proc = subprocess.run([sys.executable, "-m", "dahl", "cache", "clear", "--cache-dir", str(cache)], cwd=REPO,
+                              input="n\n", capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and "Aborted!" in proc.stderr
+
+    def test_python_m_dahl_runs_the_command(self) -> None:
+        """python -m dahl --version prints the package version."""
+        import dahl
+
+        proc = subprocess.run([sys.executable, "-m", "dahl", "--version"], cwd=REPO, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip().endswith(dahl.__version__)
+
+
+class TestOptions:
+    @pytest.mark.parametrize("where", ["group", "subcommand"])
+    def test_verbose_before_or_after_the_subcommand(self, tmp_path: Path, where: str) -> None:
+        """dahl -v score and dahl score -v both log at info level (the verdict store line)."""
+        args = ["score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                "--no-progress"]
+        args = ["-v", *args] if where == "group" else [*args, "-v"]
+        env = {**os.environ, "COLUMNS": "200"}
+        proc = subprocess.run([sys.executable, "-m", "dahl", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "INFO     wrote verdict store" in proc.stderr
+
+    def test_verbose_twice_after_the_subcommand_is_debug(self, tmp_path: Path) -> None:
+        """dahl score -vv is accepted (it was a usage error) and logs at debug level."""
+        proc = subprocess.run([sys.executable, "-m", "dahl", "score", str(EXAMPLES / "answers.jsonl"), "--checker",
+                               "fake", "-o", str(tmp_path / "o"), "--no-progress", "-vv"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "DEBUG " in proc.stderr
+
+    @pytest.mark.parametrize(
+        ("option", "value"),
+        [("--gamma", "nan"), ("--gamma", "inf"), ("--gamma", "-inf"), ("--rpm", "nan"), ("--timeout", "inf")],
+    )
+    def test_numbers_must_be_finite(self, tmp_path: Path, option: str, value: str) -> None:
+        """nan and ±inf are usage errors naming the option, before anything is written."""
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                         option, value)
+        assert code == ExitStatus.USAGE
+        assert f"Invalid value for '{option}'" in text and f"{value!r} is not a finite number" in text
+        assert not (tmp_path / "o").exists()
+
+    def test_score_config_refuses_nan_gamma(self, tmp_path: Path) -> None:
+        """ScoreConfig(gamma=nan) raises ConfigError (the Python API checks what the CLI checks)."""
+        from dahl import AdapterSettings, ConfigError, ScoreConfig
+
+        with pytest.raises(ConfigError, match="gamma must be a finite number >= 0"):
+            ScoreConfig(inputs=(EXAMPLES / "answers.jsonl",), out_dir=tmp_path, gamma=float("nan"),
+                        adapters=AdapterSettings(checker="fake"))
+
+
+class TestSigterm:
+    def test_sigterm_stops_like_ctrl_c(self, tmp_path: Path, mocks: object) -> None:
+        """SIGTERM mid-run exits 130 with the interrupted line; the answers written are whole lines."""
+        import signal
+        import time
+
+        from tests.test_quota_resume import write_answers
+
+        url = mocks.start("--latency-ms", "50")  # type: ignore[attr-defined]
+        answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
+        write_answers(answers, 400)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dahl", "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
+             "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
+             "--no-progress"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        written = out / "answers.jsonl"
+        deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
+        while not (written.exists() and written.stat().st_size > 0):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, err
+        assert "interrupted." in err and "Traceback" not in err
+        lines = written.read_text().splitlines()
+        assert 0 < len(lines) < 400
+        assert all(len(json.loads(line)["claims"]) == 3 for line in lines)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from dahl.cli_progress import Meter, ProgressLine, Snapshot, count, count_record
 from dahl.cli_summary import result_table
 from dahl.engine.counters import RunCounters
 from dahl.engine.lane import LaneStatistics
+from dahl.exit_status import ExitStatus
+from dahl.formats import Records
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -109,6 +112,20 @@ class TestCountRecords:
         stop = threading.Event()
         stop.set()
         assert count_records([tmp_path / "a.jsonl"], "jsonl", stop) is None
+
+    def test_a_stream_is_not_counted(self, tmp_path: Path) -> None:
+        """A FIFO (or ``-``) can be read once, by the run: the counter leaves it alone and the total is unknown."""
+        fifo = tmp_path / "in.fifo"
+        os.mkfifo(fifo)
+        write_answers(tmp_path / "a.jsonl", 2)
+        assert count_records([tmp_path / "a.jsonl", fifo], "jsonl") is None  # returns without opening the FIFO
+        assert count_records([Path("-")], "auto") is None
+
+    def test_records_count_by_length(self, tmp_path: Path) -> None:
+        """In-memory records (the Python API) add their number of items, bad ones included."""
+        write_answers(tmp_path / "a.jsonl", 2)
+        records = Records([{"question": "q?", "response": "r."}, {"question": "q?"}, {"question": "p?", "response": "s."}])
+        assert count_records([tmp_path / "a.jsonl", records], "auto") == 5
 
 
 class TestMeter:
@@ -255,7 +272,7 @@ class TestScoreOutput:
         long = json.dumps({"id": "long", "question": "q?", "response": "word " * 11_000})
         write_answers(path, 2, extra=[long, '{"id": "e", "question": "q?", "response": ""}'])
         code, text = run("score", str(path), "--checker", "fake", "-o", str(tmp_path / "out"))
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         progress = [line for line in text.splitlines() if line.startswith("progress: ")]
         assert progress and "· 2 errors ·" in progress[-1] and "4/4 answers" in progress[-1]
         assert "2 errors by class: InputError 1, ResponseTooLong 1" in text
@@ -267,7 +284,7 @@ class TestScoreOutput:
         path = tmp_path / "big.csv"
         path.write_text('question,category,response\nq1,c,"' + "x" * 140_000 + '"\nq2,c,Metformin lowers glucose.\n')
         code, text = run("score", str(path), "--checker", "fake", "-o", str(tmp_path / "out"))
-        assert code == 0, text
+        assert code == ExitStatus.PARTIAL, text
         progress = [line for line in text.splitlines() if line.startswith("progress: ")]
         assert progress[-1].startswith("progress: 2 answers · ") and "%" not in progress[-1]
         assert "1 answer scored now" in text and "1 input record skipped" in text

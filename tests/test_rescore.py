@@ -19,6 +19,7 @@ from dahl.adapters.factory import AdapterSettings
 from dahl.cache import AnswerCache
 from dahl.cli import main
 from dahl.config import EndpointConfig
+from dahl.exit_status import ExitStatus
 from dahl.records import AnswerResult
 from dahl.run import ScoreConfig, score_async
 
@@ -35,11 +36,12 @@ def write_answers(path: Path, n: int, edited: frozenset[int] = frozenset()) -> N
                                 "model": "m", "category": f"c{i % 3}"}) + "\n")
 
 
-def score(answers: Path, out: Path, url: str, *extra: str, checker_model: str = "mock") -> None:
+def score(answers: Path, out: Path, url: str, *extra: str, checker_model: str = "mock", status: int = 0) -> None:
+    """Run ``dahl score`` against the mock at ``url``; assert its exit status (6 when claims end in error)."""
     args = ["score", str(answers), "-o", str(out), "--no-progress", "--splitter", "openai", "--checker", "openai",
             "--base-url", url, "--model", checker_model, "--api-key-env", "DAHL_TEST_KEY", *extra]
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == status, result.output
 
 
 def lines(path: Path) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -222,10 +224,10 @@ class TestWholeAnswers:
         url = mocks.start("--fault", "offformat=0.4", "--seed", "3")
         answers = tmp_path / "answers.jsonl"
         write_answers(answers, 30)
-        score(answers, tmp_path / "a", url)
+        score(answers, tmp_path / "a", url, status=ExitStatus.PARTIAL)
         failed = {r["id"] for r in lines(tmp_path / "a").values() if any(c["label"] == "error" for c in r["claims"])}
         assert failed
-        score(answers, tmp_path / "b", url)
+        score(answers, tmp_path / "b", url, status=ExitStatus.PARTIAL)
         cached_whole = run_fields(tmp_path / "b")[0]
         assert cached_whole == 30 - len(failed) - sum(
             1 for r in lines(tmp_path / "a").values() if r["status"] == "error" and not r["claims"]

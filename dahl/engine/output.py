@@ -15,7 +15,8 @@ import logging
 import mmap
 import os
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -23,15 +24,35 @@ import msgspec
 import numpy as np
 
 from dahl.engine.results import EncodedResult, FoundLine
+from dahl.errors import OutputWriteError
 from dahl.records import Answer, AnswerResult, ResultDigest
 
-__all__ = ["AnswerLog", "answer_input_hash", "line_key"]
+__all__ = ["AnswerLog", "answer_input_hash", "line_key", "writing"]
 
 log = logging.getLogger(__name__)
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(ResultDigest)
 _ANSWER_ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Turn an OSError raised while writing ``path`` (disk full, read-only) into OutputWriteError.
+
+    Raises:
+        OutputWriteError: naming the file and the reason; the message says that the
+            answers already written are kept and a re-run continues.
+    """
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise OutputWriteError(
+            f"cannot write {path}: {reason}. Nothing finished is lost: the answers already in "
+            f"{path.parent} are kept; fix this and re-run the same command to continue",
+            path=str(path),
+        ) from exc
 
 
 class _KeyOnly(msgspec.Struct):
@@ -104,7 +125,7 @@ class AnswerLog:
         mid-write) is ignored and later cut off by :meth:`open`.
         """
         keys: set[int] = set()
-        if not self.path.exists():
+        if not self.path.is_file():  # absent, or a device or FIFO: nothing finished to read
             return keys
         failed: set[int] = set()  # line numbers of failed lines
         unreadable: set[int] = set()
@@ -132,22 +153,28 @@ class AnswerLog:
     def _drop_lines(self, drop: set[int]) -> None:
         """Rewrite the file without the lines numbered in ``drop`` and a torn tail (atomic rename)."""
         tmp = self.path.with_suffix(".jsonl.tmp")
-        with self.path.open("rb") as src, tmp.open("wb") as dst:
-            for n, raw in enumerate(src):
-                if not raw.endswith(b"\n"):
-                    break
-                if n not in drop:
-                    dst.write(raw)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
+        with writing(self.path):
+            with self.path.open("rb") as src, tmp.open("wb") as dst:
+                for n, raw in enumerate(src):
+                    if not raw.endswith(b"\n"):
+                        break
+                    if n not in drop:
+                        dst.write(raw)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
 
     def open(self) -> None:
-        """Open for appending, first cutting off a torn last line (blocking)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            _truncate_torn_tail(self.path)
-        self._file = self.path.open("ab")
+        """Open for appending, first cutting off a torn last line (blocking).
+
+        Raises:
+            OutputWriteError: the file or its folder cannot be written.
+        """
+        with writing(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                _truncate_torn_tail(self.path)
+            self._file = self.path.open("ab")
         self._start = self._file.tell()
         self._keys, self._ends = array("Q"), array("q")
 
@@ -156,6 +183,7 @@ class AnswerLog:
 
         Raises:
             RuntimeError: the log is not open.
+            OutputWriteError: the write failed (disk full); the lines written before are kept.
         """
         if self._file is None:
             raise RuntimeError("AnswerLog.append before open")
@@ -172,18 +200,26 @@ class AnswerLog:
                 keys.append(line_key(r.id, r.input_hash))
             buf += b"\n"
             ends.append(end + len(buf))
-        self._file.write(buf)
-        self._file.flush()
+        with writing(self.path):
+            self._file.write(buf)
+            self._file.flush()
         self._keys.extend(keys)  # only once written: a failed write leaves the record short (see finalize)
         self._ends.extend(ends)
 
     def close(self) -> None:
-        """Flush and close (idempotent)."""
+        """Flush and close (idempotent).
+
+        Raises:
+            OutputWriteError: the last flush failed (disk full); the file is closed anyway.
+        """
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with writing(self.path):
+                try:
+                    file.flush()
+                    os.fsync(file.fileno())
+                finally:
+                    _close_quietly(file)
 
     def finalize(
         self,
@@ -252,15 +288,24 @@ class AnswerLog:
                 consume(_DECODER.decode(view[offsets[i] : ends[i]]))
             return 0
         tmp = self.path.with_suffix(".jsonl.tmp")
-        with tmp.open("wb", buffering=1 << 20) as dst:
-            for i in rows:
-                line = view[offsets[i] : ends[i]]
-                dst.write(line)
-                consume(_DECODER.decode(line))
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
+        with writing(self.path):
+            with tmp.open("wb", buffering=1 << 20) as dst:
+                for i in rows:
+                    line = view[offsets[i] : ends[i]]
+                    dst.write(line)
+                    consume(_DECODER.decode(line))
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
         return dropped
+
+
+def _close_quietly(file: IO[bytes]) -> None:
+    """Close ``file``; a second failure to flush its buffer (reported already) is dropped."""
+    try:
+        file.close()
+    except OSError:
+        pass
 
 
 def _truncate_torn_tail(path: Path) -> None:

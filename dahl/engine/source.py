@@ -31,7 +31,7 @@ from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.engine.results import FoundLine
 from dahl.errors import InputError
-from dahl.formats import Needs, read_answers
+from dahl.formats import Needs, Records, read_answers
 from dahl.formats.lines import input_name
 from dahl.records import Answer, content_id
 
@@ -86,7 +86,7 @@ class InputErrors:
 
 
 def answer_source(
-    inputs: Sequence[Path],
+    inputs: Sequence[Path | Records],
     fmt: str,
     response_column: str | None,
     run_fp: bytes,

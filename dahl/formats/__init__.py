@@ -21,6 +21,7 @@ from pathlib import Path
 from dahl.errors import ConfigError, InputError
 from dahl.formats.detect import FORMATS, detect_format
 from dahl.formats.factscore import read_factscore
+from dahl.formats.inline import Records
 from dahl.formats.jsonl import read_jsonl
 from dahl.formats.lines import input_name, is_stream, open_checked
 from dahl.formats.needs import Needs
@@ -28,7 +29,8 @@ from dahl.formats.stats import InputStats, summarize, summarize_csv
 from dahl.formats.stream import AnswerStream
 from dahl.formats.table import read_csv
 
-__all__ = ["FORMATS", "AnswerStream", "InputStats", "Needs", "describe_input", "detect_format", "read_answers"]
+__all__ = ["FORMATS", "AnswerStream", "InputStats", "Needs", "Records", "describe_input", "detect_format",
+           "read_answers"]
 
 ErrorSink = Callable[[InputError], None]
 
@@ -67,7 +69,7 @@ def _resolve(
 
 
 def read_answers(
-    path: str | Path,
+    path: str | Path | Records,
     fmt: str = "auto",
     *,
     response_column: str | None = None,
@@ -82,7 +84,8 @@ def read_answers(
     factscore (``"auto"`` does not sniff a stream).
 
     Args:
-        path: the answer file.
+        path: the answer file, or in-memory :class:`~dahl.formats.inline.Records`
+            (read as they are, whatever ``fmt``).
         fmt: ``"auto"`` (see :func:`detect_format`) or one of :data:`FORMATS`.
         response_column: csv only: the column holding the answers (default ``"response"``).
         on_error: called with each bad record's InputError, which is then skipped;
@@ -102,6 +105,8 @@ def read_answers(
             CSV, missing or wrong field, empty response, lacking what ``needs`` asks)
             when ``on_error`` is None.
     """
+    if isinstance(path, Records):  # the Python API's in-memory answers
+        return AnswerStream.unnumbered(path.answers(on_error, needs))
     file, name = _resolve(path, fmt, response_column, needs)
     if name == "csv":
         return read_csv(file, response_column=response_column, on_error=on_error)

@@ -35,8 +35,8 @@ def is_stream(path: Path) -> bool:
         return False
 
 
-def input_name(path: Path) -> str:
-    """How messages name an input: its path, or ``<stdin>``."""
+def input_name(path: object) -> str:
+    """How messages name an input: its path, ``<stdin>``, or the ``str`` of in-memory records."""
     return "<stdin>" if path == STDIN else str(path)
 
 

@@ -6,9 +6,11 @@ import shutil
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from dahl.engine.output import AnswerLog, line_key
 from dahl.engine.results import result_of_claims
+from dahl.errors import OutputWriteError
 from dahl.records import Answer, AnswerResult, ClaimResult, Label, ResultDigest
 
 
@@ -86,3 +88,21 @@ class TestFinalize:
         inode = path.stat().st_ino
         assert _finalize(log, _order(0, 1)) == (0, [("a0", ("supported",)), ("a1", ("supported", "unsupported"))])
         assert path.stat().st_ino == inode
+
+
+class TestWriteFailures:
+    @pytest.mark.skipif(not Path("/dev/full").exists(), reason="/dev/full is Linux-only")
+    def test_append_on_a_full_disk_names_the_file(self) -> None:
+        """A write failing with ENOSPC (/dev/full) raises OutputWriteError naming the file and the reason."""
+        log = AnswerLog(Path("/dev/full"))
+        log.open()
+        with pytest.raises(OutputWriteError) as caught:
+            log.append([_result(0, "S")])
+        with pytest.raises(OutputWriteError):
+            log.close()  # the buffered line fails again; the file is closed all the same
+        assert caught.value.path == "/dev/full"
+        assert str(caught.value).startswith("cannot write /dev/full: No space left on device. Nothing finished is lost")
+
+    def test_a_device_holds_no_finished_answers(self) -> None:
+        """finished_keys of a path that is not a regular file (a device) is empty, without reading it."""
+        assert AnswerLog(Path("/dev/zero")).finished_keys() == set()
