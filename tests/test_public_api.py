@@ -140,3 +140,11 @@ class TestReadmeExample:
             "<records>[2], field 'response': Object missing required field `response`",
             "2 answers, 4 claims, DAHL Score 1.0",
         ]
+
+    def test_readme_shows_the_example_and_its_output(self) -> None:
+        """The README's Python API block is examples/python_api.py (less its docstring), followed by its output."""
+        readme = (REPO / "README.md").read_text()
+        code = (EXAMPLES / "python_api.py").read_text().split('"""', 2)[2].strip()
+        assert f"```python\n{code}\n```" in readme
+        section = readme.split("### Python API", 1)[1]
+        assert "PARTIAL 6\n<records>[2], field 'response'" in section.split("```python", 1)[1]
