@@ -70,11 +70,13 @@ class FolderLock:
         name: lock file name inside it.
         what: how messages name the folder, e.g. ``"cache directory"``.
         hint: what the user can do when it is taken.
-        error: the DahlError subclass to raise.
+        error: the DahlError subclass raised when another holder has the lock.
+        unusable: the one raised when the lock file cannot be opened or locked
+            (e.g. a read-only folder); None: ``error``.
 
     Raises:
-        DahlError (``error``): another dahl run (or another lock in this process) holds
-            it, or the lock file cannot be opened.
+        DahlError (``error``): another dahl run (or another lock in this process) holds it.
+        DahlError (``unusable``): the lock file cannot be opened or locked.
     """
 
     def __init__(
@@ -85,17 +87,19 @@ class FolderLock:
         what: str,
         hint: str,
         error: type[DahlError] = DahlError,
+        unusable: type[DahlError] | None = None,
     ) -> None:
         self.directory = directory
+        cannot = unusable if unusable is not None else error
         try:
             fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
         except OSError as exc:
-            raise error(f"cannot lock {what} {directory}: {exc}") from exc
+            raise cannot(f"cannot lock {what} {directory}: {exc}") from exc
         try:
             locked = _try_lock(fd)
         except OSError as exc:
             os.close(fd)
-            raise error(f"cannot lock {what} {directory}: {exc}") from exc
+            raise cannot(f"cannot lock {what} {directory}: {exc}") from exc
         if not locked:
             os.lseek(fd, 0, os.SEEK_SET)
             holder = os.read(fd, _PID_BYTES).decode("ascii", "replace").strip() or "unknown"

@@ -19,7 +19,7 @@ import anyio
 import orjson
 
 from dahl.adapters.factory import AdapterSettings, open_adapters
-from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
+from dahl.cache import AnswerCache, CacheStore, CacheUnusable, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
 from dahl.cache.database import DB_NAME
@@ -176,10 +176,16 @@ async def _score_locked(
         if len(lanes):
             counters.lane_statistics = lanes.statistics
         cache: CacheStore | None = None
+        cache_state = "on" if config.use_cache else "off"
         if config.use_cache:
             directory = config.cache_dir if config.cache_dir is not None else default_cache_dir()
-            cache = await anyio.to_thread.run_sync(CacheStore, directory)
-            stack.push_async_callback(_close_store, cache)
+            try:
+                cache = await anyio.to_thread.run_sync(CacheStore, directory)
+            except CacheUnusable as exc:  # another run holding it is a CacheError: that one stops the run
+                log.warning("%s; running without the cache", exc)
+                cache_state = f"disabled ({exc})"
+            else:
+                stack.push_async_callback(_close_store, cache)
         splitter = CachingSplitter(inner_splitter, cache, counters)
         checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
         if config.pipeline is not None:
@@ -243,6 +249,7 @@ async def _score_locked(
         "seed": config.seed,
     }
     summary["input_errors"] = [str(e) for e in errors.first]
+    summary["cache"] = cache_state
     summary["changes"] = {
         "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,
