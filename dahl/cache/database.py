@@ -4,6 +4,7 @@
 - :class:`RowReader`: looks many keys up with one ``key IN (...)`` query instead of
   one query per key (the cache-hit path).
 - :class:`RowWriter`: writes a batch with multi-row upserts in one transaction.
+- :func:`row_count`, :func:`delete_rows`: for ``dahl cache stats`` and ``clear``.
 
 The table and how a database is opened, checked and migrated are in
 :mod:`dahl.cache.schema` (the schema is dahl's own).
@@ -22,7 +23,7 @@ from dahl.cache.schema import DB_NAME, WRITE_TIMEOUT_S, CacheUnusable, connect
 from dahl.errors import CacheError
 from dahl.locking import FolderLock
 
-__all__ = ["DB_NAME", "LOCK_NAME", "DirectoryLock", "RowReader", "RowWriter"]
+__all__ = ["DB_NAME", "LOCK_NAME", "DirectoryLock", "RowReader", "RowWriter", "delete_rows", "row_count"]
 
 #: The lock file inside the cache directory; holds the pid of the run using it.
 LOCK_NAME = "dahl.lock"
@@ -208,6 +209,32 @@ class RowReader:
         if self._con is not None:
             self._con.close()
             self._con = None
+
+
+def row_count(path: Path) -> int:
+    """Rows stored in the database at ``path`` (blocking: one index scan).
+
+    Raises:
+        sqlite3.Error: the database cannot be read.
+    """
+    con = connect(path, timeout_s=_READ_TIMEOUT_S)
+    try:
+        return int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
+    finally:
+        con.close()
+
+
+def delete_rows(path: Path) -> int:
+    """Delete every row of the database at ``path``; return how many there were (blocking).
+
+    Raises:
+        sqlite3.Error: the database cannot be written.
+    """
+    con = connect(path)
+    try:
+        return int(con.execute("DELETE FROM entries").rowcount)
+    finally:
+        con.close()
 
 
 #: Rows per multi-row upsert (3 parameters each, below SQLite's 32,766 variables): a batch of

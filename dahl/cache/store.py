@@ -1,8 +1,8 @@
 """The on-disk result store: one SQLite table behind one writer thread and one reader thread.
 
 Layout per cache key ``k`` (see :mod:`dahl.cache.keys`): ONE row of the ``entries``
-table (:mod:`dahl.cache.schema`, dahl's own schema) keyed ``k`` (32 hex digits) holding a :class:`~dahl.cache.envelope.Stored` envelope, msgpack-encoded with
-msgspec: the parser version, the value (a :class:`~dahl.records.Verdict`, a
+table (:mod:`dahl.cache.schema`, dahl's own schema) keyed ``k`` (32 hex digits)
+holding a :class:`~dahl.cache.envelope.Stored` envelope, msgpack-encoded with msgspec: the parser version, the value (a :class:`~dahl.records.Verdict`, a
 ``list[Claim]``, or opaque bytes) and the model's raw reply when it is not the
 Verdict's own ``raw``. One row per result halves the writer's rows and lets a batch
 of lookups, misses included, take one query.
@@ -52,12 +52,12 @@ from typing import Any, Literal
 
 import platformdirs
 
-from dahl.cache.database import DirectoryLock, RowReader
+from dahl.cache.database import DirectoryLock, RowReader, delete_rows, row_count
 from dahl.cache.envelope import CachedEntry, Value
 from dahl.cache.keyfilter import KeyFilter
 from dahl.cache.reader import BatchReader
 from dahl.cache.remote import ProcessReader
-from dahl.cache.schema import DB_NAME, CacheUnusable, connect, open_database
+from dahl.cache.schema import DB_NAME, CacheUnusable, open_database
 from dahl.cache.writer import BatchWriter
 from dahl.errors import CacheError
 
@@ -368,11 +368,7 @@ class CacheStore:
             CacheError: the database cannot be read.
         """
         try:
-            con = connect(self._path)
-            try:
-                entries = int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
-            finally:
-                con.close()
+            entries = row_count(self._path)
             size = sum(p.stat().st_size for p in (self._path, self._path.with_name(f"{DB_NAME}-wal")) if p.exists())
         except (sqlite3.Error, OSError) as exc:
             raise CacheError(f"cannot read cache statistics in {self.directory}: {exc}") from exc
@@ -403,14 +399,9 @@ class CacheStore:
         self._check_open()
         self._writer.drain()
         try:
-            con = connect(self._path)
-            try:
-                removed = con.execute("DELETE FROM entries").rowcount
-            finally:
-                con.close()
+            return delete_rows(self._path)
         except sqlite3.Error as exc:
             raise CacheError(f"cannot clear cache {self.directory}: {exc}") from exc
-        return int(removed)
 
     def close(self) -> None:
         """Commit everything queued, stop both threads, close the database and unlock.
