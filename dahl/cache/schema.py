@@ -50,6 +50,8 @@ SCHEMA_VERSION = 1
 WRITE_TIMEOUT_S = 60.0
 
 _CREATE = "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)"
+#: Characters of SQLite's description of a damaged database kept in the warning.
+_PROBLEM_CHARS = 200
 #: diskcache's value modes: 1 = bytes or str in the row, 2 = bytes in a file, 3 = str in a file.
 _DISKCACHE_ROW, _DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE = 1, 2, 3
 
@@ -125,8 +127,8 @@ def _prepare(path: Path) -> str | None:
             raise
         except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
             return str(exc)
-        if checked is None or checked[0] != "ok":
-            return str(checked[0]) if checked else "quick_check gave no answer"
+        if checked is None or checked[0] != "ok":  # its first problem, on one line
+            return " ".join(str(checked[0]).split())[:_PROBLEM_CHARS] if checked else "quick_check gave no answer"
         version = int(con.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
             raise CacheUnusable(
