@@ -1,14 +1,63 @@
-"""Exclusive, process-wide locks on folders (a cache or an output folder), via flock."""
+"""Exclusive, process-wide locks on folders (a cache or an output folder).
+
+The OS lock is ``flock`` on POSIX and ``msvcrt.locking`` on Windows; each module is
+imported only by the function that uses it, so ``import dahl`` works on both (a
+module-level ``import fcntl`` fails on Windows). Both locks belong to the open file
+and are released by the OS when the process dies.
+"""
 
 from __future__ import annotations
 
-import fcntl
 import os
+import sys
 from pathlib import Path
 
 from dahl.errors import DahlError
 
 __all__ = ["FolderLock"]
+
+#: Windows locks a byte range; the lock byte lies past the pid so the pid stays readable
+#: (a Windows lock is mandatory: a locked byte cannot be read by another process).
+_WINDOWS_LOCK_OFFSET = 1 << 20
+#: Bytes of the lock file read for the holder's pid.
+_PID_BYTES = 32
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive lock of ``fd`` without waiting; False if another open file holds it.
+
+    Raises:
+        OSError: the file system cannot lock this file.
+    """
+    if sys.platform == "win32":
+        import msvcrt
+
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except PermissionError:  # held by another open file (errno EACCES)
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _unlock(fd: int) -> None:
+    """Release the lock taken by :func:`_try_lock`."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        return
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 class FolderLock:
@@ -21,11 +70,13 @@ class FolderLock:
         name: lock file name inside it.
         what: how messages name the folder, e.g. ``"cache directory"``.
         hint: what the user can do when it is taken.
-        error: the DahlError subclass to raise.
+        error: the DahlError subclass raised when another holder has the lock.
+        unusable: the one raised when the lock file cannot be opened or locked
+            (e.g. a read-only folder); None: ``error``.
 
     Raises:
-        DahlError (``error``): another dahl run (or another lock in this process) holds
-            it, or the lock file cannot be opened.
+        DahlError (``error``): another dahl run (or another lock in this process) holds it.
+        DahlError (``unusable``): the lock file cannot be opened or locked.
     """
 
     def __init__(
@@ -36,28 +87,32 @@ class FolderLock:
         what: str,
         hint: str,
         error: type[DahlError] = DahlError,
+        unusable: type[DahlError] | None = None,
     ) -> None:
         self.directory = directory
+        cannot = unusable if unusable is not None else error
         try:
-            fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
         except OSError as exc:
-            raise error(f"cannot lock {what} {directory}: {exc}") from exc
+            raise cannot(f"cannot lock {what} {directory}: {exc}") from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            raise error(f"{what} {directory} is in use by another dahl run (pid {holder}); {hint}") from None
+            locked = _try_lock(fd)
         except OSError as exc:
             os.close(fd)
-            raise error(f"cannot lock {what} {directory}: {exc}") from exc
+            raise cannot(f"cannot lock {what} {directory}: {exc}") from exc
+        if not locked:
+            os.lseek(fd, 0, os.SEEK_SET)
+            holder = os.read(fd, _PID_BYTES).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise error(f"{what} {directory} is in use by another dahl run (pid {holder}); {hint}")
         os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, str(os.getpid()).encode("ascii"))
         self._fd: int | None = fd
 
     def release(self) -> None:
         """Release the lock (idempotent). The lock file stays: deleting it would race."""
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            _unlock(self._fd)
             os.close(self._fd)
             self._fd = None

@@ -22,7 +22,7 @@ import orjson
 from dahl import manifest
 from dahl._version import __version__
 from dahl.adapters.factory import AdapterSettings, open_adapters
-from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
+from dahl.cache import AnswerCache, CacheStore, CacheUnusable, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
 from dahl.cache.database import DB_NAME
@@ -186,10 +186,16 @@ async def _score_locked(
         if len(lanes):
             counters.lane_statistics = lanes.statistics
         cache: CacheStore | None = None
+        cache_state = "on" if config.use_cache else "off"
         if config.use_cache:
             directory = config.cache_dir if config.cache_dir is not None else default_cache_dir()
-            cache = await anyio.to_thread.run_sync(CacheStore, directory)
-            stack.push_async_callback(_close_store, cache)
+            try:
+                cache = await anyio.to_thread.run_sync(CacheStore, directory)
+            except CacheUnusable as exc:  # another run holding it is a CacheError: that one stops the run
+                log.warning("%s; running without the cache", exc)
+                cache_state = f"disabled ({exc})"
+            else:
+                stack.push_async_callback(_close_store, cache)
         splitter = CachingSplitter(inner_splitter, cache, counters)
         checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
         if config.pipeline is not None:
@@ -266,6 +272,7 @@ async def _score_locked(
     summary["inputs"] = await anyio.to_thread.run_sync(input_files.result)
     summary["question_set"] = questions.as_dict()
     summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
+    summary["cache"] = cache_state
     summary["changes"] = {
         "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,

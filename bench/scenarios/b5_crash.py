@@ -80,7 +80,7 @@ def cached_verdicts(cache: Path) -> int:
         return 0
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT value FROM Cache WHERE raw = 1 AND mode = 1")
+        rows = con.execute("SELECT value FROM entries")
         return sum(isinstance(ENVELOPE_DECODER.decode(value).value, Verdict) for (value,) in rows)
     finally:
         con.close()

@@ -2,8 +2,10 @@
 
 - :mod:`dahl.cache.keys`: canonical, versioned keys (blake2b-128 of msgspec
   deterministic bytes).
-- :mod:`dahl.cache.store`: diskcache behind one writer thread (:mod:`dahl.cache.writer`)
-  and one reader thread (:mod:`dahl.cache.reader`); rows in :mod:`dahl.cache.database`.
+- :mod:`dahl.cache.store`: one SQLite table behind one writer thread
+  (:mod:`dahl.cache.writer`) and one reader thread (:mod:`dahl.cache.reader`); rows in
+  :mod:`dahl.cache.database`; the table (dahl's own schema), its checks and its
+  migration in :mod:`dahl.cache.schema`.
 - :mod:`dahl.cache.keyfilter`: a Bloom filter of the keys on disk, so lookups of
   absent keys skip the database.
 - :mod:`dahl.cache.remote`: check keys and verdict reads of a large re-score in a child
@@ -24,6 +26,7 @@ from __future__ import annotations
 from dahl.cache.answers import AnswerCache
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
+from dahl.cache.schema import CacheUnusable
 from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, default_cache_dir
 from dahl.cache.splits import CachingSplitter
 from dahl.cache.wrap import CachingChecker
@@ -32,6 +35,7 @@ __all__ = [
     "AnswerCache",
     "CACHE_DIR_ENV",
     "CacheStore",
+    "CacheUnusable",
     "CachedEntry",
     "CachingChecker",
     "CachingSplitter",

@@ -24,7 +24,6 @@ from dahl.cache.keys import CheckKeyRecipe, recipe_keys
 
 __all__ = [
     "ABSENT",
-    "ASK_PARENT",
     "HELLO",
     "Reply",
     "Request",
@@ -51,16 +50,15 @@ class Request(msgspec.Struct, array_like=True):
     groups: list[tuple[str, list[str]]]
 
 
-#: Slots of a claim without an envelope in ``packed``: nothing stored; or the parent
-#: must read it (kept in a file).
-ABSENT, ASK_PARENT = -1, -2
+#: The slot of a claim without an envelope in ``packed``: nothing stored.
+ABSENT = -1
 
 
 class Reply(msgspec.Struct, array_like=True):
     """The child's answer to one :class:`Request` (``error`` set: it failed)."""
 
     keys: list[str]
-    slots: list[int]  # per claim: index of its envelope in packed, ABSENT or ASK_PARENT
+    slots: list[int]  # per claim: index of its envelope in packed, or ABSENT
     found: int  # envelopes in packed
     packed: bytes  # msgpack envelopes (stored rows as they are), concatenated
     error: str = ""
@@ -125,9 +123,8 @@ def _child_reply(rows: RowReader, request: Request) -> Reply:
     keys: list[str] = []
     for question, texts in request.groups:
         keys += recipe_keys(recipe, question, texts)
-    found, packed, elsewhere = rows.fetch_packed(list(dict.fromkeys(keys)))  # a claim may repeat
+    found, packed = rows.fetch_packed(list(dict.fromkeys(keys)))  # a claim may repeat
     where = {key: i for i, key in enumerate(found)}
-    where.update(dict.fromkeys(elsewhere, ASK_PARENT))
     slots = [where.get(key, ABSENT) for key in keys]
     return Reply(keys, slots, len(found), packed)
 

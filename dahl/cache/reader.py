@@ -6,16 +6,15 @@ the thread is idle, once the loop's current round of ready tasks has run
 (``call_soon``); and while it is busy, as soon as its call returns. The loop keeps
 computing keys while the thread looks up the previous batch, and N hits cost about
 N / batch thread hops. A dedicated single thread (not anyio's pool) is used because
-diskcache keeps one SQLite connection per thread, and this one can be closed.
+it owns one SQLite connection, which must be closed by the thread that used it.
 
 Each key is one row holding a :class:`~dahl.cache.envelope.Stored` envelope; a call
 reads every key of its batch, hits and misses alike, with ONE query per 500 keys
 (:meth:`~dahl.cache.database.RowReader.fetch_packed`) and resolves each envelope for
-the caller's parser version (:func:`~dahl.cache.envelope.entry_of`). Only envelopes
-kept in files (32 KiB or more) take a second query.
+the caller's parser version (:func:`~dahl.cache.envelope.entry_of`). Only a batch
+holding a damaged row takes a second query.
 
-Failure policy: a read error (SQLite, diskcache, decode) is a miss plus one warning
-per reader.
+Failure policy: a read error (SQLite, decode) is a miss plus one warning per reader.
 """
 
 from __future__ import annotations
@@ -155,7 +154,7 @@ class BatchReader:
         self.read_batches += 1
         try:
             stored, undecodable = self._envelopes([key for key, _ in keys])  # a repeated key matches once
-        except (sqlite3.Error, OSError) as exc:
+        except sqlite3.Error as exc:
             self._read_failed(exc)
             return [None] * len(keys)
         found: list[CachedEntry | None] = []
@@ -180,27 +179,27 @@ class BatchReader:
     def _envelopes(self, keys: list[str]) -> tuple[dict[str, Stored], set[str]]:
         """Reader thread: the envelopes stored under ``keys``, and the keys whose row is undecodable.
 
-        The in-row envelopes come back concatenated from one query and are decoded by
-        one msgspec call as a msgpack array; only if that fails (a damaged row) are
-        they decoded one by one, so the damaged ones alone become misses.
+        The envelopes come back concatenated from one query and are decoded by one
+        msgspec call as a msgpack array; only if that fails (a damaged row) are they
+        read and decoded one by one, so the damaged ones alone become misses.
         """
-        inline, packed, elsewhere = self._rows.fetch_packed(keys)
+        found, packed = self._rows.fetch_packed(keys)
+        if not found:
+            return {}, set()
+        try:
+            decoded = ENVELOPES_DECODER.decode(b"\xdd" + len(found).to_bytes(4, "big") + packed)
+        except msgspec.DecodeError:
+            pass
+        else:
+            return dict(zip(found, decoded, strict=True)), set()
         out: dict[str, Stored] = {}
         undecodable: set[str] = set()
-        if inline:
+        for key, blob in self._rows.fetch(found).items():
             try:
-                decoded = ENVELOPES_DECODER.decode(b"\xdd" + len(inline).to_bytes(4, "big") + packed)
-            except msgspec.DecodeError:
-                elsewhere = inline + elsewhere
-            else:
-                out.update(zip(inline, decoded, strict=True))
-        if elsewhere:
-            for key, blob in self._rows.fetch(elsewhere).items():
-                try:
-                    out[key] = ENVELOPE_DECODER.decode(blob)  # type: ignore[arg-type]
-                except (msgspec.DecodeError, TypeError) as exc:
-                    self._read_failed(exc)
-                    undecodable.add(key)
+                out[key] = ENVELOPE_DECODER.decode(blob)
+            except msgspec.DecodeError as exc:
+                self._read_failed(exc)
+                undecodable.add(key)
         return out, undecodable
 
     def _read_failed(self, exc: BaseException) -> None:

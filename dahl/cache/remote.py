@@ -12,8 +12,7 @@ event loop resolves each for the recipe's parser version and hands the verdicts 
 
 Only committed rows are seen: a claim put but not committed yet comes back as not
 found; a row of another parser version comes back as its raw reply (re-parsed by the
-caller); a row kept in a file comes back as :data:`ASK`; the caller looks those up
-the usual way (:meth:`dahl.cache.store.CacheStore.get_many`). A child that fails or
+caller). A child that fails or
 cannot start is logged once and turns this path off for the rest of the run; lookups
 then go through the reader thread.
 
@@ -37,10 +36,10 @@ import msgspec
 from dahl.cache import children
 from dahl.cache.envelope import ENVELOPES_DECODER, Stored, entry_of
 from dahl.cache.keys import CheckKeyRecipe
-from dahl.cache.lookup_child import ASK_PARENT, HELLO, Reply, Request, read_frame, write_frame
+from dahl.cache.lookup_child import HELLO, Reply, Request, read_frame, write_frame
 from dahl.records import Verdict
 
-__all__ = ["ASK", "Ask", "Found", "ProcessReader"]
+__all__ = ["Found", "ProcessReader"]
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +52,11 @@ _START_TIMEOUT_S = 60.0
 _REPLY_TIMEOUT_S = 10.0
 
 
-class Ask:
-    """Marks a claim the child could not read (a value kept in a file): look it up the usual way."""
-
-
-#: The one :class:`Ask` instance.
-ASK = Ask()
-
 #: What the child found for one claim: its verdict (stored by the recipe's parser
 #: version); the raw reply of a row of another version (str); nothing usable (None:
 #: nothing committed, or a row without a verdict or raw reply; check the values put
-#: and not committed yet); or :data:`ASK`.
-Found = Verdict | str | Ask | None
+#: and not committed yet).
+Found = Verdict | str | None
 
 
 def _resolve(envelope: Stored, parser_version: str) -> Found:
@@ -267,10 +259,6 @@ class ProcessReader:
             end = start + len(texts)
             found: list[Found] = [values[s] if s >= 0 else None for s in slots[start:end]]
             self.claims_found += sum(isinstance(got, Verdict) for got in found)
-            if ASK_PARENT in slots[start:end]:
-                for i in range(start, end):
-                    if slots[i] == ASK_PARENT:
-                        found[i - start] = ASK
             if not future.done():
                 future.set_result((keys[start:end], found))
             start = end

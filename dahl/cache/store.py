@@ -1,8 +1,8 @@
-"""The on-disk result store: diskcache behind one writer thread and one reader thread.
+"""The on-disk result store: one SQLite table behind one writer thread and one reader thread.
 
-Layout per cache key ``k`` (see :mod:`dahl.cache.keys`): ONE row named ``k`` (32 hex
-digits) holding a :class:`~dahl.cache.envelope.Stored` envelope, msgpack-encoded with
-msgspec: the parser version, the value (a :class:`~dahl.records.Verdict`, a
+Layout per cache key ``k`` (see :mod:`dahl.cache.keys`): ONE row of the ``entries``
+table (:mod:`dahl.cache.schema`, dahl's own schema) keyed ``k`` (32 hex digits)
+holding a :class:`~dahl.cache.envelope.Stored` envelope, msgpack-encoded with msgspec: the parser version, the value (a :class:`~dahl.records.Verdict`, a
 ``list[Claim]``, or opaque bytes) and the model's raw reply when it is not the
 Verdict's own ``raw``. One row per result halves the writer's rows and lets a batch
 of lookups, misses included, take one query.
@@ -29,10 +29,12 @@ thread with each committed batch (before it leaves memory), answers most lookups
 key that is not stored without the reader thread (a first run's lookups). Until it is
 built, every lookup reads the database.
 
-Failure policy: a read error (SQLite, diskcache, decode) is a miss plus one warning
-per store; a write error drops that batch plus one warning per store; a corrupt
-database found on open is renamed ``cache.db.corrupt-<timestamp>`` and a fresh one
-is created. A lock file (``flock``) makes one directory usable by one run at a time.
+Failure policy: a read error (SQLite, decode) is a miss plus one warning per store; a
+write error drops that batch plus one warning per store; a damaged database found on
+open is renamed ``cache.db.corrupt-<timestamp>`` and a fresh one is created; a
+directory or database that cannot be used at all raises
+:class:`~dahl.cache.schema.CacheUnusable` (the run goes on without a cache). A lock
+file (:mod:`dahl.locking`) makes one directory usable by one run at a time.
 The pieces live in :mod:`dahl.cache.database`, :mod:`dahl.cache.reader` and
 :mod:`dahl.cache.writer`.
 """
@@ -50,11 +52,12 @@ from typing import Any, Literal
 
 import platformdirs
 
-from dahl.cache.database import DB_NAME, DirectoryLock, RowReader, open_database
+from dahl.cache.database import DirectoryLock, RowReader, delete_rows, row_count
 from dahl.cache.envelope import CachedEntry, Value
 from dahl.cache.keyfilter import KeyFilter
 from dahl.cache.reader import BatchReader
 from dahl.cache.remote import ProcessReader
+from dahl.cache.schema import DB_NAME, CacheUnusable, open_database
 from dahl.cache.writer import BatchWriter
 from dahl.errors import CacheError
 
@@ -90,8 +93,9 @@ class CacheStore:
         directory: the cache directory.
 
     Raises:
-        CacheError: (on construction) the directory cannot be created, is locked by
-            another dahl run, or its database cannot be opened.
+        CacheError: (on construction) another dahl run holds the directory.
+        CacheUnusable: (on construction) the directory cannot be created or locked, or
+            its database cannot be opened or created (a damaged one is moved aside).
         ValueError: ``flush_items < 1`` or ``flush_interval_s <= 0``.
     """
 
@@ -104,19 +108,18 @@ class CacheStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise CacheError(f"cannot create cache directory {self.directory}: {exc}") from exc
+            raise CacheUnusable(f"cannot create cache directory {self.directory}: {exc}") from exc
         self._lock = DirectoryLock(self.directory)
         try:
-            self._cache = open_database(self.directory)
+            self._path = open_database(self.directory)
         except BaseException:
             self._lock.release()
             raise
-        self._cache.close()  # this thread's connection; reopened lazily by stats()/clear()
         self._closed = False
         self._memory_hits = 0  # written by the event loop thread only
-        self._reader = BatchReader(RowReader(self.directory / DB_NAME, self._cache.disk), self.directory)
+        self._reader = BatchReader(RowReader(self._path), self.directory)
         self._writer = BatchWriter(
-            self._cache, flush_items=flush_items, flush_interval_s=flush_interval_s, on_committed=self._committed
+            self._path, flush_items=flush_items, flush_interval_s=flush_interval_s, on_committed=self._committed
         )
         self._process: ProcessReader | None = None
         self._process_failed = False
@@ -127,7 +130,7 @@ class CacheStore:
         self._early: list[str] | None = []
         self._filtered = 0  # lookups the filter answered (certain misses), event loop only
         self._scanner = threading.Thread(
-            target=self._build_filter, args=(RowReader(self.directory / DB_NAME, read_only=True),),
+            target=self._build_filter, args=(RowReader(self._path, read_only=True),),
             name="dahl-cache-scan", daemon=True,
         )
         self._scanner.start()
@@ -214,7 +217,7 @@ class CacheStore:
         On a read error the filter is never published and every lookup goes to disk.
         """
         try:
-            key_filter = KeyFilter(2 * rows.key_count() + 1_000_000)
+            key_filter = KeyFilter(2 * rows.row_bound() + 1_000_000)
             key_filter.add_blocks(itertools.takewhile(lambda _: not self._closed, rows.key_blocks()))
             if self._closed:
                 return
@@ -341,7 +344,7 @@ class CacheStore:
         self._check_open()
         if self._process is None and not self._process_failed:
             try:
-                self._process = ProcessReader(self.directory / DB_NAME, self.directory)
+                self._process = ProcessReader(self._path, self.directory)
             except OSError as exc:
                 self._process_failed = True
                 log.warning("cannot start a cache lookup process (%s); looking up in this process", exc)
@@ -355,7 +358,7 @@ class CacheStore:
         Returns:
             ``directory`` (str); ``entries`` (stored rows: one per result, its raw
             reply included; rows of the former two-row layout count too);
-            ``size_bytes`` (diskcache's estimate of the size on disk, bytes); and
+            ``size_bytes`` (the database and its write-ahead log on disk, bytes); and
             since open: ``hits`` (value of the caller's parser version found),
             ``raw_hits`` (only the raw reply usable: another parser version),
             ``misses``, ``read_errors``, ``read_batches``, ``writes`` (results
@@ -365,9 +368,9 @@ class CacheStore:
             CacheError: the database cannot be read.
         """
         try:
-            entries = len(self._cache)
-            size = self._cache.volume()
-        except sqlite3.Error as exc:
+            entries = row_count(self._path)
+            size = sum(p.stat().st_size for p in (self._path, self._path.with_name(f"{DB_NAME}-wal")) if p.exists())
+        except (sqlite3.Error, OSError) as exc:
             raise CacheError(f"cannot read cache statistics in {self.directory}: {exc}") from exc
         return {
             "directory": str(self.directory),
@@ -396,10 +399,9 @@ class CacheStore:
         self._check_open()
         self._writer.drain()
         try:
-            removed: int = self._cache.clear(retry=True)
+            return delete_rows(self._path)
         except sqlite3.Error as exc:
             raise CacheError(f"cannot clear cache {self.directory}: {exc}") from exc
-        return removed
 
     def close(self) -> None:
         """Commit everything queued, stop both threads, close the database and unlock.
@@ -416,5 +418,4 @@ class CacheStore:
             self._reader.close()
             self._scanner.join()
         finally:
-            self._cache.close()
             self._lock.release()

@@ -25,7 +25,6 @@ closes its pipes). Its side and the wire format are in :mod:`dahl.cache.whole_in
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 from collections.abc import Iterator
 
@@ -68,7 +67,9 @@ class WholeInputProcess:
     def __init__(self) -> None:
         self._proc = children.spawn("dahl.cache.whole_input_process")
         assert self._proc.stdout is not None
-        with contextlib.suppress(AttributeError, OSError):  # Linux: a whole frame fits, so the child works on
+        with contextlib.suppress(ImportError, AttributeError, OSError):  # Linux: a whole frame fits, so the child works on
+            import fcntl  # POSIX only: imported here so that dahl imports on Windows
+
             fcntl.fcntl(self._proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         self._began: WholeInputFailed | None = None
         self._closed = False

@@ -78,10 +78,7 @@ class Hit(msgspec.Struct, array_like=True, tag=0):
 
 
 class Miss(msgspec.Struct, array_like=True, tag=1):
-    """An answer not found whole: its resume key, input hash, whole-answer key and JSON.
-
-    ``whole_key`` is empty when its entry is kept in a file, which only the parent reads
-    (it looks the answer up itself); otherwise the answer is to be scored.
+    """An answer not found whole, to be scored: its resume key, input hash, whole-answer key and JSON.
 
     The JSON keeps the order of the answer's ``meta`` fields (its canonical JSON, which
     is hashed, sorts them), so the answer's line is the one it gets when read here.
@@ -161,17 +158,14 @@ def _resolve(
     """Look the waiting answers up with one query per 500 keys and put their records in ``out``."""
     if not waiting:
         return
-    found, packed, elsewhere = rows.fetch_packed(list(dict.fromkeys(w[4] for w in waiting)))
+    found, packed = rows.fetch_packed(list(dict.fromkeys(w[4] for w in waiting)))
     envelopes = ENVELOPES_DECODER.decode(b"\xdd" + len(found).to_bytes(4, "big") + packed) if found else []
     stored = dict(zip(found, envelopes, strict=True))
-    in_files = set(elsewhere)
     for slot, file, key, input_hash, whole_key, answer, at in waiting:
         envelope = stored.get(whole_key)
         got = decode_whole_entry(envelope.value) if envelope is not None and envelope.parser_version == "1" else None
         if got is None:
-            # A row kept in a file is the parent's to read: no whole key, so it looks the answer up.
-            sent_key = "" if whole_key in in_files else whole_key
-            out[slot] = Miss(file, key, input_hash, sent_key, _JSON_ENCODER.encode(answer), at)
+            out[slot] = Miss(file, key, input_hash, whole_key, _JSON_ENCODER.encode(answer), at)
             continue
         result = result_of_found(answer, input_hash, got, gamma=start.gamma, k=start.k)
         out[slot] = Hit(file, key, _JSON_ENCODER.encode(result), str(result.status), sum(got.counts), answer.id, at)

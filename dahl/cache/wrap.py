@@ -27,7 +27,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from dahl.adapters.base import Checker
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
-from dahl.cache.remote import ASK, Found, ProcessReader
+from dahl.cache.remote import Found, ProcessReader
 from dahl.cache.store import CachedEntry, CacheStore
 from dahl.engine.counters import RunCounters
 from dahl.errors import CacheError, DahlError
@@ -224,26 +224,18 @@ class CachingChecker(CachingAdapter[Checker]):
         """The lookup process's findings as a :class:`Lookup`, completed here.
 
         A claim with nothing committed may have a value put and not committed yet
-        (memory); a raw reply alone is re-parsed; what the child could not read goes
-        through the store's reader thread.
+        (memory); a raw reply alone is re-parsed.
         """
         verdicts: list[Verdict | None] = [None] * len(found)
-        ask: list[int] = []
         for i, got in enumerate(found):
             if isinstance(got, Verdict):
                 verdicts[i] = got
-            elif got is ASK:
-                ask.append(i)
             else:  # None or a raw reply: a value put since comes first
                 value = store.recent(keys[i], parser_version=self._parser_version)
                 if isinstance(value, Verdict):
                     verdicts[i] = value
                 elif isinstance(got, str):
                     verdicts[i] = self._from_store(store, keys[i], CachedEntry(None, got))
-        if ask:
-            entries = await store.get_many([keys[i] for i in ask], parser_version=self._parser_version)
-            for i, entry in zip(ask, entries, strict=True):
-                verdicts[i] = self._from_store(store, keys[i], entry)
         hits = len(verdicts) - verdicts.count(None)
         self._counters.claims_cached += hits
         self._found += hits

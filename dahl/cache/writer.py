@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-import diskcache  # type: ignore[import-untyped]
-
 from dahl.cache.database import RowWriter
 from dahl.cache.envelope import Value, encode_envelope
 
@@ -69,9 +67,7 @@ class BatchWriter:
     so a repeat right after a put is a hit. Each entry is one row: its key, holding
     the encoded :class:`~dahl.cache.envelope.Stored` envelope. A failed commit drops
     that batch and logs one warning per writer. Rows go in through
-    :class:`~dahl.cache.database.RowWriter` (multi-row upserts); a value too large for
-    its row (≥ the cache's ``disk_min_file_size``, 32 KiB) is written by ``Cache.set``
-    right after the batch.
+    :class:`~dahl.cache.database.RowWriter` (multi-row upserts).
 
     :meth:`put` only appends to the open batch under a lock; the thread is woken
     twice per batch (when it opens, to arm the deadline, and when it is full), not
@@ -79,7 +75,8 @@ class BatchWriter:
     loop thread hundreds of times a second.
 
     Args:
-        cache: the open diskcache; the thread uses (and closes) its own connection.
+        path: the cache database (:func:`dahl.cache.schema.open_database`); the thread
+            uses (and closes) its own connection.
         flush_items: entries per transaction, at most.
         flush_interval_s: longest an entry waits before it is written, seconds.
         on_committed: called on the writer thread with the keys of each committed
@@ -94,16 +91,15 @@ class BatchWriter:
 
     def __init__(
         self,
-        cache: diskcache.Cache,
+        path: Path,
         *,
         flush_items: int,
         flush_interval_s: float,
         on_committed: Callable[[list[str]], None] | None = None,
     ) -> None:
-        self._cache = cache
         self._on_committed = on_committed
-        self._rows = RowWriter(cache)
-        self._directory = Path(cache.directory)
+        self._rows = RowWriter(path)
+        self._directory = path.parent
         self._flush_items = flush_items
         self._flush_interval_s = flush_interval_s
         self._queue: queue.Queue[object] = queue.Queue()
@@ -246,7 +242,6 @@ class BatchWriter:
                     return
         finally:
             self._rows.close()
-            self._cache.close()  # this thread's connections
 
     def _write(self, batch: list[_Put]) -> None:
         if not batch:
@@ -281,16 +276,8 @@ class BatchWriter:
 
     def _commit(self, batch: list[_Put]) -> bool:
         """Write ``batch`` in one transaction; False (and one warning per writer) if it failed."""
-        rows: list[tuple[str, str | bytes]] = []
-        large: list[tuple[str, str | bytes]] = []
-        fits = self._rows.fits
         try:
-            for put in batch:
-                encoded = encode_envelope(put.value, put.raw, put.parser_version)
-                (rows if fits(encoded) else large).append((put.key, encoded))
-            self._rows.write(rows)
-            for name, value in large:  # rare: diskcache puts them in files of their own
-                self._cache.set(name, value, retry=True)
+            self._rows.write([(put.key, encode_envelope(put.value, put.raw, put.parser_version)) for put in batch])
         except Exception as exc:  # noqa: BLE001 - the writer thread must survive any failed batch
             self.write_errors += len(batch)
             if not self._warned:

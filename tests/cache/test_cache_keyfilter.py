@@ -68,18 +68,16 @@ class TestKeyFilter:
 class TestStoreFilter:
     async def test_foreign_names_in_the_database_leave_real_keys_found(self, tmp_path: Path) -> None:
         """Names dahl never writes (spaces, odd lengths) next to real keys: the scan still finds all of them."""
-        import diskcache  # type: ignore[import-untyped]
+        from dahl.cache.database import RowWriter
 
         keys = _keys(50, 11)
-        odd = diskcache.Cache(str(tmp_path / "c"))
-        odd.set("0123456789abcdef" + " " * 16, b"x")
-        odd.close()
+        CacheStore(tmp_path / "c").close()
+        odd = RowWriter(tmp_path / "c" / "cache.db")
+        odd.write([("0123456789abcdef" + " " * 16, b"x")])
         with CacheStore(tmp_path / "c") as store:
             for key in keys:
                 store.put(key, VERDICT, None)
-        odd = diskcache.Cache(str(tmp_path / "c"))
-        odd.set("fedcba9876543210" + "_" * 16, b"y")
-        odd.set("short", b"z")
+        odd.write([("fedcba9876543210" + "_" * 16, b"y"), ("short", b"z")])
         odd.close()
         with CacheStore(tmp_path / "c") as store:
             store._scanner.join()

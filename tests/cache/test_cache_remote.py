@@ -185,12 +185,12 @@ class TestCachingCheckerWithProcess:
             store.close()
 
     async def test_what_the_child_cannot_give_is_found_here(self, tmp_path: Path) -> None:
-        """A value kept in a file, one not committed yet, and a raw reply alone (parser change) are hits."""
+        """A 100 KB verdict (in its row, read by the child), one not committed yet, and a raw reply alone are hits."""
         checker = _checker()
         async with _running(tmp_path, checker, {0: Label.SUPPORTED}) as (store, reader, _):
             keys = check_keys(checker, CLAIMS, ANSWER)
             big = Verdict(label=Label.UNSUPPORTED, checker=checker.fingerprint, raw="x" * 100_000)
-            store.put(keys[1], big, None)  # too large for its row: a file
+            store.put(keys[1], big, None)
             store.put(keys[3], _verdict(checker, Label.UNSUPPORTED), "Unsupported", parser_version="0")
             await store.flush()
             store.put(keys[2], _verdict(checker, Label.IRRELEVANT), None)  # not committed yet
@@ -199,7 +199,7 @@ class TestCachingCheckerWithProcess:
             labels = [_label(v) for v in got.verdicts]
             assert labels == [Label.SUPPORTED, Label.UNSUPPORTED, Label.IRRELEVANT, Label.UNSUPPORTED]
             assert got.verdicts[1] == big
-            assert reader.claims_found == 1
+            assert reader.claims_found == 2  # the first two; the third is in memory, the fourth a raw reply
 
     async def test_one_row_layout_through_the_process_equals_the_thread_path(self, tmp_path: Path) -> None:
         """Rows of the current version, of another version (raw re-parsed, or no raw: a miss) and none agree."""

@@ -201,7 +201,7 @@ class TestReader:
         store.put(_key(1), VERDICT, None)  # on disk too: the key filter cannot rule it out
         await store.flush()
         con = sqlite3.connect(store.directory / "cache.db")
-        con.execute("ALTER TABLE Cache RENAME TO Gone")
+        con.execute("ALTER TABLE entries RENAME TO gone")
         con.commit()
         con.close()
         with caplog.at_level(logging.WARNING, logger="dahl.cache.store"):
@@ -210,17 +210,17 @@ class TestReader:
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) == 1
         assert "treated as a miss" in warnings[0].getMessage()
+        con = sqlite3.connect(store.directory / "cache.db")
+        con.execute("ALTER TABLE gone RENAME TO entries")  # stats counts the rows
+        con.commit()
+        con.close()
         assert store.stats()["read_errors"] == 2
 
     async def test_undecodable_value_is_miss(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         """A stored value that does not decode as a Verdict or claim list is a miss."""
         CacheStore(tmp_path / "c").close()
         con = sqlite3.connect(tmp_path / "c" / "cache.db")
-        con.execute(
-            "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count,"
-            " tag, size, mode, filename, value) VALUES (?, 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, ?)",
-            (KEY, b"\xc1not msgpack"),
-        )
+        con.execute("INSERT INTO entries (key, value, stored_at) VALUES (?, ?, 0)", (KEY, b"\xc1not msgpack"))
         con.commit()
         con.close()
         with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache.store"):
@@ -310,27 +310,44 @@ class TestDefaultDir:
 
 
 class TestRowWriter:
-    def test_rows_read_back_by_diskcache(self, tmp_path: Path) -> None:
-        """Rows written in one batch are what diskcache's own get returns; its item count follows."""
-        from dahl.cache.database import RowWriter, open_database
+    def test_rows_read_back_as_written(self, tmp_path: Path) -> None:
+        """Rows written in two batches read back by key, the second write of a key replacing the first."""
+        from dahl.cache.database import RowReader, RowWriter
+        from dahl.cache.schema import open_database
 
-        cache = open_database(tmp_path)
-        writer = RowWriter(cache)
-        writer.write([("a:v1", b"\x01\x02"), ("a:raw", "Supported"), ("b:v1", b"")])
-        writer.write([("a:raw", "Unsupported")])  # an existing name is overwritten
+        path = open_database(tmp_path)
+        writer = RowWriter(path)
+        writer.write([("a", b"\x01\x02"), ("b", b"Supported"), ("c", b"")])
+        writer.write([("b", b"Unsupported")])
         writer.close()
-        assert (cache.get("a:v1"), cache.get("a:raw"), cache.get("b:v1")) == (b"\x01\x02", "Unsupported", b"")
-        assert len(cache) == 3
-        cache.close()
+        reader = RowReader(path)
+        try:
+            assert reader.fetch(["a", "b", "c", "d"]) == {"a": b"\x01\x02", "b": b"Unsupported", "c": b""}
+            found, packed = reader.fetch_packed(["c", "a", "d"])
+            assert (sorted(found), packed) == (["a", "c"], b"\x01\x02")
+        finally:
+            reader.close()
+        con = sqlite3.connect(path)
+        try:
+            assert con.execute("SELECT count(*) FROM entries").fetchone() == (3,)
+        finally:
+            con.close()
 
-    def test_large_values_go_through_diskcache(self, tmp_path: Path) -> None:
-        """A value of 32 KiB or more does not fit a row; the store writes it to a file and reads it back."""
-        from dahl.cache.database import RowWriter, open_database
+    def test_a_megabyte_value_lives_in_its_row(self, tmp_path: Path) -> None:
+        """A 1 MiB value is one row like any other (no side files) and reads back whole."""
+        from dahl.cache.database import RowReader, RowWriter
+        from dahl.cache.schema import open_database
 
-        cache = open_database(tmp_path)
-        writer = RowWriter(cache)
-        assert writer.fits("x" * 32767) and not writer.fits("x" * 32768)
-        cache.close()
+        path = open_database(tmp_path)
+        writer = RowWriter(path)
+        writer.write([("big", b"x" * 2**20)])
+        writer.close()
+        reader = RowReader(path, read_only=True)
+        try:
+            assert reader.fetch_packed(["big"]) == (["big"], b"x" * 2**20)
+        finally:
+            reader.close()
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("cache.db")) == []
 
     async def test_large_raw_reply_round_trip(self, tmp_path: Path) -> None:
         """A 100,000-character raw reply is stored (in a file) and found after a parser change."""
@@ -426,7 +443,7 @@ def _stored_rows(directory: Path) -> dict[str, bytes]:
     """Every row of the cache database: name -> value bytes."""
     con = sqlite3.connect(directory / "cache.db")
     try:
-        return {name: bytes(value) for name, value in con.execute("SELECT key, value FROM Cache")}
+        return {name: bytes(value) for name, value in con.execute("SELECT key, value FROM entries")}
     finally:
         con.close()
 
@@ -536,8 +553,8 @@ class TestOneRowLayout:
         """Rows named key:v1 and key:raw (the former layout) are never read."""
         from dahl.cache.database import RowWriter
 
-        writer = RowWriter(store._cache)
-        writer.write([(f"{KEY}:v1", msgspec.msgpack.encode(VERDICT)), (f"{KEY}:raw", "Supported.")])
+        writer = RowWriter(store.directory / "cache.db")
+        writer.write([(f"{KEY}:v1", msgspec.msgpack.encode(VERDICT)), (f"{KEY}:raw", b"Supported.")])
         writer.close()
         assert await store.get_many([KEY, KEY], parser_version="1") == [None, None]
         assert await store.get(KEY, parser_version="2") is None

@@ -96,8 +96,8 @@ class TestSameOutputs:
         assert "duplicate answer" in child["input_errors"][0]
         assert "response is empty" in child["input_errors"][1] and ":9" in child["input_errors"][1]
 
-    def test_an_entry_kept_in_a_file_is_read_by_the_parent(self, tmp_path: Path, mocks: Any) -> None:
-        """A whole entry over diskcache's 32 KiB row limit lives in a file, which only the parent reads."""
+    def test_a_large_entry_is_found_by_the_child(self, tmp_path: Path, mocks: Any) -> None:
+        """A whole entry over 32 KiB is one row like any other: the child finds it, no side file is written."""
         url = mocks.start()
         answers = tmp_path / "answers.jsonl"
         write_answers(answers, 3)
@@ -106,7 +106,7 @@ class TestSameOutputs:
             f.write(json.dumps({"id": "long", "question": "What does drug 9 bind?", "response": long}) + "\n")
         cache = tmp_path / "cache"
         run(answers, tmp_path / "first", url, cache, input_process=False)
-        assert len(list(cache.rglob("*.val"))) == 1  # the long answer's whole entry went to a file
+        assert sorted(p.name for p in cache.iterdir()) == ["cache.db", "dahl.lock"]
         sent = mocks.stats(url)["requests"]
         child = run(answers, tmp_path / "child", url, cache, input_process=True)
         assert mocks.stats(url)["requests"] == sent
