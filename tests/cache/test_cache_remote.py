@@ -64,7 +64,7 @@ async def _filled_store(tmp_path: Path, checker: OpenAIChecker, labels: dict[int
     store = CacheStore(tmp_path / "cache", flush_interval_s=60.0)  # commits only on flush()
     keys = check_keys(checker, CLAIMS, ANSWER)
     for i, label in labels.items():
-        store.put(keys[i], _verdict(checker, label), str(label))
+        store.put(keys[i], _verdict(checker, label), str(label), parser_version=checker.parser_version)
     await store.flush()
     return store
 
@@ -79,7 +79,7 @@ async def _running(
         reader = store.process_reader()
         assert reader is not None
         await _ready(reader)
-        recipe = check_key_recipe(checker, "1")
+        recipe = check_key_recipe(checker, checker.parser_version)
         assert recipe is not None
         yield store, reader, recipe
     finally:
@@ -190,10 +190,10 @@ class TestCachingCheckerWithProcess:
         async with _running(tmp_path, checker, {0: Label.SUPPORTED}) as (store, reader, _):
             keys = check_keys(checker, CLAIMS, ANSWER)
             big = Verdict(label=Label.UNSUPPORTED, checker=checker.fingerprint, raw="x" * 100_000)
-            store.put(keys[1], big, None)
+            store.put(keys[1], big, None, parser_version=checker.parser_version)
             store.put(keys[3], _verdict(checker, Label.UNSUPPORTED), "Unsupported", parser_version="0")
             await store.flush()
-            store.put(keys[2], _verdict(checker, Label.IRRELEVANT), None)  # not committed yet
+            store.put(keys[2], _verdict(checker, Label.IRRELEVANT), None, parser_version=checker.parser_version)  # not committed yet
             caching = CachingChecker(checker, store, RunCounters(), process_after=0)
             got = await caching.look_up(CLAIMS, ANSWER)
             labels = [_label(v) for v in got.verdicts]
@@ -209,7 +209,7 @@ class TestCachingCheckerWithProcess:
         for where, process_after in (("here", None), ("there", 0)):
             store = CacheStore(tmp_path / where, flush_interval_s=60.0)
             try:
-                store.put(keys[0], _verdict(checker, Label.SUPPORTED), "supported")
+                store.put(keys[0], _verdict(checker, Label.SUPPORTED), "supported", parser_version=checker.parser_version)
                 store.put(keys[1], _verdict(checker, Label.SUPPORTED), "Unsupported", parser_version="0")
                 unraw = Verdict(label=Label.SUPPORTED, checker=checker.fingerprint)
                 store.put(keys[2], unraw, None, parser_version="0")
