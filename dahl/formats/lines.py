@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
+from dahl.formats.compressed import corrupt_errors, open_bytes
 
 __all__ = ["decode_line", "numbered_lines", "open_checked"]
 
@@ -34,19 +35,26 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
     Lines keep their terminator (``b"\\n"`` or ``b"\\r\\n"``); a UTF-8 byte-order
     mark at the start of the file is dropped. Memory is one line at a time.
+    ``.gz`` / ``.zst`` files are decompressed as read (:mod:`dahl.formats.compressed`).
 
     Raises:
-        ConfigError: the file cannot be opened.
+        ConfigError: the file cannot be opened, or is binary (names the format and
+            how to read it).
+        InputError: compressed data that is damaged or cut short (names the line after
+            the last good one).
     """
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
+    handle = open_bytes(path)
+    number = 0
     with handle:
-        for number, raw in enumerate(handle, start=1):
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM) :]
-            yield number, raw
+        try:
+            for number, raw in enumerate(handle, start=1):
+                if number == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
+                yield number, raw
+        except corrupt_errors() as exc:
+            raise InputError(
+                f"compressed data is damaged or cut short: {exc}", file=str(path), line=number + 1
+            ) from exc
 
 
 def decode_line(raw: bytes, *, file: str, line: int) -> str:

@@ -1,0 +1,111 @@
+"""Open an input file as a byte stream: ``.gz`` and ``.zst`` are decompressed as read.
+
+A text reader handed a binary file would otherwise report "invalid UTF-8 byte
+0x8b" for every line; :func:`open_bytes` looks at the first bytes instead and
+names what the file is and how to read it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from pathlib import Path
+
+from dahl.errors import ConfigError
+
+__all__ = ["MAGIC", "binary_kind", "corrupt_errors", "open_bytes"]
+
+#: Leading bytes of binary files people pass as answer files -> what they are.
+MAGIC: dict[bytes, str] = {
+    b"\x1f\x8b": "gzip",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PAR1": "Parquet",
+    b"ARROW1": "Arrow",
+    b"\xff\xff\xff\xff": "Arrow",  # IPC stream continuation marker (save_to_disk files)
+    b"PK\x03\x04": "zip",
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+}
+
+_HINTS: dict[str, str] = {
+    "gzip": "name it .gz (e.g. answers.jsonl.gz) so dahl decompresses it",
+    "zstd": "name it .zst (e.g. answers.jsonl.zst) so dahl decompresses it",
+    "Parquet": "use --format parquet",
+    "Arrow": "pass the folder saved by datasets' save_to_disk with --format hf",
+    "zip": "unzip it first",
+    "bzip2": "decompress it first (or recompress it as .gz or .zst)",
+    "xz": "decompress it first (or recompress it as .gz or .zst)",
+}
+
+_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+_READ_SIZE = 1 << 16
+
+
+def binary_kind(path: Path) -> str | None:
+    """Name the binary format whose magic bytes ``path`` starts with, or None.
+
+    Raises:
+        ConfigError: the file cannot be opened.
+    """
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(8)
+    except OSError as exc:
+        raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
+    for magic, kind in MAGIC.items():
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+def _zstd_reader(path: Path, raw: io.BufferedReader) -> io.BufferedIOBase:
+    try:
+        import zstandard
+    except ImportError as exc:
+        raw.close()
+        raise ConfigError(
+            f"{path} is zstd-compressed and the zstandard package is missing; "
+            "pip install zstandard"
+        ) from exc
+    stream = zstandard.ZstdDecompressor().stream_reader(raw, read_size=_READ_SIZE, closefd=True)
+    return io.BufferedReader(stream, buffer_size=_READ_SIZE)
+
+
+def open_bytes(path: Path) -> io.BufferedIOBase:
+    """Open ``path`` for binary line reading, decompressing ``.gz`` / ``.zst`` as it streams.
+
+    Memory is one read buffer (64 KiB), whatever the file's size.
+
+    Raises:
+        ConfigError: the file cannot be opened; its suffix says gzip or zstd and its
+            bytes are not; or it is binary (gzip, zstd, Parquet, Arrow, zip, ...)
+            without such a suffix: the message names the format and how to read it.
+    """
+    expected = _SUFFIXES.get(path.suffix.lower())
+    kind = binary_kind(path)
+    if expected is None and kind is not None:
+        raise ConfigError(f"{path} looks like a {kind} file, not text; {_HINTS[kind]}")
+    if expected is not None and kind != expected:
+        raise ConfigError(
+            f"{path} is named {path.suffix} but is not {expected}-compressed; rename it"
+        )
+    try:
+        if expected == "gzip":
+            return gzip.open(path, "rb")
+        raw = path.open("rb")
+    except OSError as exc:
+        raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
+    if expected == "zstd":
+        return _zstd_reader(path, raw)
+    return raw
+
+
+def corrupt_errors() -> tuple[type[Exception], ...]:
+    """Exceptions a decompressing stream raises on damaged data (gzip, zlib, zstd)."""
+    errors: list[type[Exception]] = [EOFError, zlib.error, gzip.BadGzipFile]
+    try:
+        import zstandard
+    except ImportError:
+        return tuple(errors)
+    return (*errors, zstandard.ZstdError)
