@@ -54,7 +54,9 @@ class ScoreConfig:
         inputs: answer files, read in order.
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
-        response_column: CSV column holding the responses.
+        response_column: column (field) holding the responses, or several: one answer
+            per record and column, named after its column.
+        fields: ``{dahl field: the input's field}`` (``--field question=prompt``).
         adapters: which Splitter and Checker, and their settings.
         gamma: FActScore length-penalty γ (10 in FActScore; 0 disables).
         k: K of F1@K (64 in SAFE).
@@ -74,7 +76,8 @@ class ScoreConfig:
     inputs: tuple[Path, ...]
     out_dir: Path
     fmt: str = "auto"
-    response_column: str | None = None
+    response_column: str | tuple[str, ...] | None = None
+    fields: dict[str, str] = field(default_factory=dict)
     adapters: AdapterSettings = field(default_factory=AdapterSettings)
     gamma: float = 10.0
     k: int = 64
@@ -91,7 +94,8 @@ class ScoreConfig:
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
         for path in self.inputs:
-            if not path.is_file():
+            # hf reads folders, and hub names that are no path at all
+            if not (path.is_file() or self.fmt == "hf" or (self.fmt == "auto" and path.is_dir())):
                 raise ConfigError(f"input file not found: {path}")
         if self.gamma < 0:
             raise ConfigError("--gamma must be >= 0 (0 disables the length penalty)")
@@ -202,7 +206,7 @@ async def _score_locked(
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
-                              resumed, child),
+                              resumed, child, fields=config.fields),
                 splitter,
                 checker,
                 answer_log,
@@ -253,7 +257,7 @@ async def _score_locked(
     manifest = {
         "config_hash": config_hash,
         "config": summary["config"],
-        "inputs": [{"path": str(p), "bytes": p.stat().st_size} for p in config.inputs],
+        "inputs": [{"path": str(p), "bytes": _input_bytes(p)} for p in config.inputs],
         "answers": n_input_answers,
         "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
     }
@@ -273,7 +277,7 @@ def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
     if (config.input_process is False or not config.use_cache or config.adapters.checker != "openai"
             or config.adapters.splitter == "openai"):
         return None
-    if config.input_process is None and sum(p.stat().st_size for p in config.inputs) < INPUT_PROCESS_AFTER_BYTES:
+    if config.input_process is None and sum(map(_input_bytes, config.inputs)) < INPUT_PROCESS_AFTER_BYTES:
         return None
     try:
         return WholeInputProcess()
@@ -296,14 +300,19 @@ def _begin_input_process(
         child.close()
         return None
     child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
-                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch))
+                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch, config.fields))
     return child
 
 
 def _check_inputs(config: ScoreConfig) -> None:
     """Open every input as the run will (format detection, CSV columns); raise ConfigError early."""
     for path in config.inputs:
-        read_answers(path, config.fmt, response_column=config.response_column)  # detects at call time
+        read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields)  # detects now
+
+
+def _input_bytes(path: Path) -> int:
+    """Size of an input file; 0 for a datasets folder or hub name."""
+    return path.stat().st_size if path.is_file() else 0
 
 
 def _lock_output(out_dir: Path) -> FolderLock:

@@ -42,24 +42,26 @@ class Start(msgspec.Struct, array_like=True):
 
     Attributes:
         inputs: answer files, in order.
-        fmt, response_column: as in :class:`dahl.run.ScoreConfig`.
+        fmt, response_column, fields: as in :class:`dahl.run.ScoreConfig`.
         run_fp: the run fingerprint hashed into every input hash.
         key_material: the head of every whole-answer key
             (:meth:`dahl.cache.answers.AnswerCache.key_material`).
         db_path: the cache database, opened read only.
         gamma, k: FActScore γ and the K of F1@K, for the lines' metrics.
         batch: records looked up per query and sent per frame.
+        fields: the field mapping (``{dahl field: the input's field}``).
     """
 
     inputs: list[str]
     fmt: str
-    response_column: str | None
+    response_column: str | tuple[str, ...] | None
     run_fp: bytes
     key_material: bytes
     db_path: str
     gamma: float
     k: int
     batch: int
+    fields: dict[str, str] = {}
 
 
 class Hit(msgspec.Struct, array_like=True, tag=0):
@@ -133,7 +135,8 @@ def _records(start: Start, rows: RowReader) -> Iterator[list[Hit | Miss | Bad]]:
         def rejected(err: InputError, file: int = file) -> None:
             out.append(Bad(file, err.message, err.file, err.line, err.field))
 
-        for answer in read_answers(path, start.fmt, response_column=start.response_column, on_error=rejected):
+        for answer in read_answers(path, start.fmt, response_column=start.response_column, fields=start.fields,
+                                   on_error=rejected):
             input_hash = answer_input_hash(answer, start.run_fp)
             waiting.append((len(out), file, line_key(answer.id, input_hash), input_hash, whole_key(head, input_hash), answer))
             out.append(Bad(file, "", None, None, None))  # replaced by _resolve
