@@ -74,7 +74,8 @@ def _resolve(
     keys = {"response", *options.response_columns}
     if "response" in options.fields:
         keys.add(options.fields["response"])
-    name = detect_format(file, response_keys=keys) if fmt == "auto" else fmt
+    questions = {"question", options.fields.get("question", "question")}
+    name = detect_format(file, response_keys=keys, question_keys=questions) if fmt == "auto" else fmt
     if name not in MAPPABLE:
         for given, flag in ((options.response_columns, "response_column"), (options.fields, "fields")):
             if given:

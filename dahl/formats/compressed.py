@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dahl.errors import ConfigError
 
-__all__ = ["MAGIC", "binary_kind", "corrupt_errors", "open_bytes"]
+__all__ = ["MAGIC", "binary_kind", "corrupt_errors", "model_stem", "open_bytes"]
 
 #: Leading bytes of binary files people pass as answer files -> what they are.
 MAGIC: dict[bytes, str] = {
@@ -40,6 +40,13 @@ _HINTS: dict[str, str] = {
 
 _SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 _READ_SIZE = 1 << 16
+
+
+def model_stem(path: Path) -> str:
+    """The file's stem without a compression suffix: ``ChatGPT`` for ``ChatGPT.jsonl.gz``."""
+    if path.suffix.lower() in _SUFFIXES:
+        path = path.with_suffix("")
+    return path.stem
 
 
 def binary_kind(path: Path) -> str | None:

@@ -54,7 +54,12 @@ def _first_line(path: Path) -> str:
     raise ConfigError(f"cannot detect the format of {path}: the file is empty")
 
 
-def detect_format(path: Path, *, response_keys: Collection[str] = ("response",)) -> str:
+def detect_format(
+    path: Path,
+    *,
+    response_keys: Collection[str] = ("response",),
+    question_keys: Collection[str] = ("question",),
+) -> str:
     """Name the format of ``path`` by sniffing its first non-blank line.
 
     - a folder: ``"hf"``; a ``.parquet`` name or Parquet magic bytes: ``"parquet"``;
@@ -63,7 +68,7 @@ def detect_format(path: Path, *, response_keys: Collection[str] = ("response",))
     - a JSON object with ``input`` + ``output`` + ``topic``, or ``annotations``: ``"factscore"``;
     - a JSON object with ``claim_verification_result`` or ``all_claim_lst``: ``"veriscore"``;
     - a JSON object with one of ``response_keys``: ``"jsonl"``;
-    - a CSV header with a ``question`` column: ``"csv"``.
+    - a CSV header with one of ``question_keys``: ``"csv"``.
 
     ``.gz`` / ``.zst`` files are sniffed decompressed.
 
@@ -71,6 +76,7 @@ def detect_format(path: Path, *, response_keys: Collection[str] = ("response",))
         path: the answer file.
         response_keys: keys that hold a response (``response``, or the mapped and
             ``--response-column`` names).
+        question_keys: columns that hold the question (``question``, or the mapped name).
 
     Returns:
         One of :data:`FORMATS`.
@@ -113,7 +119,7 @@ def detect_format(path: Path, *, response_keys: Collection[str] = ("response",))
             )
     else:
         header = [name.strip() for name in next(csv.reader([first]), [])]
-        if "question" in header:
+        if set(header) & set(question_keys):
             return "csv"
     raise ConfigError(
         f"cannot detect the format of {path}: first line is neither a JSON object nor a "

@@ -117,14 +117,15 @@ def renamed_struct(struct: type[msgspec.Struct], fields: Mapping[str, str]) -> t
 def rename_row(row: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
     """Return ``row`` with each mapped source key renamed to its target.
 
-    A key the mapping replaces (the row's own ``question`` when ``question=prompt``)
+    A source key moves to its target (it is not kept under its own name too), and
+    a key the mapping replaces (the row's own ``question`` when ``question=prompt``)
     is dropped, as the renamed struct would ignore it. Sources the row lacks are
     left out; validation then reports the missing field.
     """
     if not fields:
         return dict(row)
-    replaced = set(fields)
-    out = {k: v for k, v in row.items() if k not in replaced}
+    moved = set(fields) | set(fields.values())
+    out = {k: v for k, v in row.items() if k not in moved}
     for target, source in fields.items():
         if source in row:
             out[target] = row[source]

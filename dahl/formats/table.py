@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
+from dahl.formats.compressed import model_stem
 from dahl.formats.fields import check_fields, rename_row
 from dahl.formats.lines import decode_line, numbered_lines
 from dahl.formats.rows import response_columns
@@ -273,7 +274,7 @@ def _answers(
         for column in columns:
             try:
                 answer = _to_answer(
-                    row, response_column=column, model=path.stem, file=file, line=line, columns=several
+                    row, response_column=column, model=model_stem(path), file=file, line=line, columns=several
                 )
             except InputError as error:
                 if on_error is None:

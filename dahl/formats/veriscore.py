@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 
 from dahl.errors import InputError
+from dahl.formats.compressed import model_stem
 from dahl.formats.jsonlines import read_records
 from dahl.formats.verdict_labels import scorer_label
 from dahl.records import Answer, GivenClaim, content_id
@@ -96,7 +97,7 @@ def read_veriscore(path: Path, *, on_error: Callable[[InputError], None] | None 
             label), when ``on_error`` is None.
         ConfigError: the file cannot be opened or is binary.
     """
-    stem = path.name.split(".")[0]
+    stem = model_stem(path)
     return read_records(
         path, _DECODER, lambda record, file, line: _to_answer(record, model=stem, file=file, line=line), on_error
     )
