@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -87,6 +87,49 @@ def parse_label(value: bool | str | None) -> Label | None:
     return label
 
 
+def _object_claims(claims: list[_ClaimIn], *, file: str, line: int) -> tuple[GivenClaim, ...]:
+    """Claims given as ``{"text", "label"}`` objects (the common case: kept lean, one pass per claim).
+
+    Raises:
+        InputError: an empty claim text or an unknown label (names its JSON path).
+    """
+    given = []
+    for i, claim in enumerate(claims):
+        if not claim.text.strip():
+            raise InputError("claim text is empty", file=file, line=line, field=f"$.claims[{i}].text")
+        try:
+            label = parse_label(claim.label)
+        except ValueError as exc:
+            raise InputError(str(exc), file=file, line=line, field=f"$.claims[{i}].label") from exc
+        given.append(GivenClaim(text=claim.text, label=label))
+    return tuple(given)
+
+
+def _listed_claims(
+    claims: list[_ClaimIn | str], labels: list[bool | str | None] | None, *, file: str, line: int
+) -> tuple[GivenClaim, ...]:
+    """Claims given as strings or objects, with their labels in ``labels`` when it is not None.
+
+    Raises:
+        InputError: an empty claim text or an unknown label (names its JSON path).
+    """
+    given = []
+    for i, claim in enumerate(claims):
+        text, value = (claim, None) if isinstance(claim, str) else (claim.text, claim.label)
+        if not text.strip():
+            where = f"$.claims[{i}]" if isinstance(claim, str) else f"$.claims[{i}].text"
+            raise InputError("claim text is empty", file=file, line=line, field=where)
+        if labels is not None:
+            value = labels[i]
+        try:
+            label = parse_label(value)
+        except ValueError as exc:
+            where = f"$.claim_labels[{i}]" if labels is not None else f"$.claims[{i}].label"
+            raise InputError(str(exc), file=file, line=line, field=where) from exc
+        given.append(GivenClaim(text=text, label=label))
+    return tuple(given)
+
+
 def record_answer(record: RecordIn, *, file: str, line: int) -> Answer:
     """Validate what msgspec cannot express and build the Answer.
 
@@ -106,22 +149,10 @@ def record_answer(record: RecordIn, *, file: str, line: int) -> Answer:
             file=file, line=line, field="claim_labels",
         )
     if record.claims is not None:
-        given = []
-        for i, claim in enumerate(record.claims):
-            text, value = (claim, None) if isinstance(claim, str) else (claim.text, claim.label)
-            where = f"$.claims[{i}]" if isinstance(claim, str) else f"$.claims[{i}].text"
-            if not text.strip():
-                raise InputError("claim text is empty", file=file, line=line, field=where)
-            if labels is not None:
-                value, where = labels[i], f"$.claim_labels[{i}]"
-            elif not isinstance(claim, str):
-                where = f"$.claims[{i}].label"
-            try:
-                label = parse_label(value)
-            except ValueError as exc:
-                raise InputError(str(exc), file=file, line=line, field=where) from exc
-            given.append(GivenClaim(text=text, label=label))
-        claims = tuple(given)
+        if labels is None and str not in map(type, record.claims):
+            claims = _object_claims(cast("list[_ClaimIn]", record.claims), file=file, line=line)
+        else:
+            claims = _listed_claims(record.claims, labels, file=file, line=line)
     answer_id = record.id
     if answer_id is None or not answer_id.strip():
         answer_id = content_id(record.model, record.question, record.response)
