@@ -26,6 +26,8 @@ MAGIC: dict[bytes, str] = {
     b"PK\x03\x04": "zip",
     b"BZh": "bzip2",
     b"\xfd7zXZ\x00": "xz",
+    b"\xff\xfe": "UTF-16",  # byte-order marks of Excel's "Unicode text" exports
+    b"\xfe\xff": "UTF-16",
 }
 
 _HINTS: dict[str, str] = {
@@ -33,9 +35,10 @@ _HINTS: dict[str, str] = {
     "zstd": "name it .zst (e.g. answers.jsonl.zst) so dahl decompresses it",
     "Parquet": "use --format parquet",
     "Arrow": "pass the folder saved by datasets' save_to_disk with --format hf",
-    "zip": "unzip it first",
+    "zip": "unzip it first (an Excel workbook: save it as CSV UTF-8)",
     "bzip2": "decompress it first (or recompress it as .gz or .zst)",
     "xz": "decompress it first (or recompress it as .gz or .zst)",
+    "UTF-16": "save it as UTF-8",
 }
 
 _SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
@@ -92,7 +95,8 @@ def open_bytes(path: Path) -> io.BufferedIOBase:
     expected = _SUFFIXES.get(path.suffix.lower())
     kind = binary_kind(path)
     if expected is None and kind is not None:
-        raise ConfigError(f"{path} looks like a {kind} file, not text; {_HINTS[kind]}")
+        what = "UTF-16 text, not UTF-8" if kind == "UTF-16" else f"a {kind} file, not text"
+        raise ConfigError(f"{path} looks like {what}; {_HINTS[kind]}")
     if expected is not None and kind != expected:
         raise ConfigError(
             f"{path} is named {path.suffix} but is not {expected}-compressed; rename it"

@@ -59,8 +59,9 @@ class TestBinaryInput:
             (gzip.compress(LINES), r"looks like a gzip file, not text; name it \.gz"),
             (zstandard.ZstdCompressor().compress(LINES), r"looks like a zstd file, not text; name it \.zst"),
             (b"PAR1\x15\x04\x15", r"looks like a Parquet file, not text; use --format parquet"),
+            ('{"question": "q"}'.encode("utf-16"), r"looks like UTF-16 text, not UTF-8; save it as UTF-8"),
         ],
-        ids=["gzip", "zstd", "parquet"],
+        ids=["gzip", "zstd", "parquet", "utf-16"],
     )
     def test_named_jsonl(self, tmp_path: Path, data: bytes, message: str) -> None:
         """A binary file named .jsonl gets what it is and how to read it, not a UTF-8 byte error."""
