@@ -39,7 +39,8 @@ class TestDetectFormat:
             pytest.param('{"prompt": "p"}\n', "first JSON object has keys prompt", id="json-other"),
             pytest.param("{not json\n", "not valid JSON", id="bad-json"),
             pytest.param("prompt,answer\n", "neither a JSON object nor a CSV header", id="csv-no-question"),
-            pytest.param(b"\xff\xfe\n", "invalid UTF-8", id="not-utf8"),
+            pytest.param(b"\xc3\x28\n", "invalid UTF-8", id="not-utf8"),
+            pytest.param(b"\xff\xfe\n", "looks like UTF-16 text", id="utf-16-bom"),
         ],
     )
     def test_cannot_tell(self, tmp_path: Path, data: str | bytes, message: str) -> None:
