@@ -12,9 +12,11 @@ import io
 import zlib
 from pathlib import Path
 
+import zstandard
+
 from dahl.errors import ConfigError
 
-__all__ = ["MAGIC", "binary_kind", "corrupt_errors", "model_stem", "open_bytes"]
+__all__ = ["CORRUPT_ERRORS", "MAGIC", "binary_kind", "model_stem", "open_bytes"]
 
 #: Leading bytes of binary files people pass as answer files -> what they are.
 MAGIC: dict[bytes, str] = {
@@ -69,19 +71,6 @@ def binary_kind(path: Path) -> str | None:
     return None
 
 
-def _zstd_reader(path: Path, raw: io.BufferedReader) -> io.BufferedIOBase:
-    try:
-        import zstandard
-    except ImportError as exc:
-        raw.close()
-        raise ConfigError(
-            f"{path} is zstd-compressed and the zstandard package is missing; "
-            "pip install zstandard"
-        ) from exc
-    stream = zstandard.ZstdDecompressor().stream_reader(raw, read_size=_READ_SIZE, closefd=True)
-    return io.BufferedReader(stream, buffer_size=_READ_SIZE)
-
-
 def open_bytes(path: Path) -> io.BufferedIOBase:
     """Open ``path`` for binary line reading, decompressing ``.gz`` / ``.zst`` as it streams.
 
@@ -108,15 +97,10 @@ def open_bytes(path: Path) -> io.BufferedIOBase:
     except OSError as exc:
         raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
     if expected == "zstd":
-        return _zstd_reader(path, raw)
+        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_size=_READ_SIZE, closefd=True)
+        return io.BufferedReader(stream, buffer_size=_READ_SIZE)
     return raw
 
 
-def corrupt_errors() -> tuple[type[Exception], ...]:
-    """Exceptions a decompressing stream raises on damaged data (gzip, zlib, zstd)."""
-    errors: list[type[Exception]] = [EOFError, zlib.error, gzip.BadGzipFile]
-    try:
-        import zstandard
-    except ImportError:
-        return tuple(errors)
-    return (*errors, zstandard.ZstdError)
+#: Exceptions a decompressing stream raises on damaged or cut data.
+CORRUPT_ERRORS: tuple[type[Exception], ...] = (EOFError, zlib.error, gzip.BadGzipFile, zstandard.ZstdError)

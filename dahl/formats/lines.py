@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
-from dahl.formats.compressed import corrupt_errors, open_bytes
+from dahl.formats.compressed import CORRUPT_ERRORS, open_bytes
 
 __all__ = ["decode_line", "numbered_lines", "open_checked"]
 
@@ -51,7 +51,7 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 if number == 1 and raw.startswith(_BOM):
                     raw = raw[len(_BOM) :]
                 yield number, raw
-        except corrupt_errors() as exc:
+        except CORRUPT_ERRORS as exc:
             raise InputError(
                 f"compressed data is damaged or cut short: {exc}", file=str(path), line=number + 1
             ) from exc
