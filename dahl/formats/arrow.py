@@ -106,8 +106,10 @@ def _stream_batches(files: list[Path]) -> Iterator[Any]:
 def hf_tables(name: str) -> list[Any]:
     """The Arrow tables (memory-mapped, one per split) of a hub dataset in the local cache.
 
-    ``name`` is ``owner/name`` or ``owner/name:config``. ``datasets`` runs offline
-    (``HF_DATASETS_OFFLINE`` / ``HF_HUB_OFFLINE`` set before it is imported).
+    ``name`` is ``owner/name`` or ``owner/name:config``. ``datasets`` runs offline:
+    ``HF_DATASETS_OFFLINE`` / ``HF_HUB_OFFLINE`` are set before it is imported, and
+    its offline switches are turned on should it have been imported already (they
+    stay on for the rest of the process).
 
     Raises:
         ConfigError: datasets missing (gives the pip command), or the dataset is not
@@ -123,6 +125,12 @@ def hf_tables(name: str) -> list[Any]:
             f"reading the hub dataset {name} needs datasets, which is not installed; "
             "pip install 'dahl[hf]'"
         ) from exc
+    import huggingface_hub.constants
+
+    # both libraries read the switch at import time; set it where they look now
+    datasets.config.HF_HUB_OFFLINE = True
+    datasets.config.HF_DATASETS_OFFLINE = True
+    huggingface_hub.constants.HF_HUB_OFFLINE = True
     repo, _, config = name.partition(":")
     try:
         loaded = datasets.load_dataset(repo, config or None)

@@ -99,13 +99,38 @@ class TestSavedDataset:
 
 
 class TestHubName:
-    def test_uncached_name_never_downloads(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A hub name absent from the local cache is a ConfigError; datasets runs offline."""
-        pytest.importorskip("datasets")
-        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-        monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf" / "datasets"))
+    @pytest.fixture
+    def hf_cache(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        """An empty datasets cache; datasets imported with offline mode off, as a user's session may have it."""
         # set here so that monkeypatch restores them after the reader forces them to "1"
         monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
         monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        datasets = pytest.importorskip("datasets")
+        import huggingface_hub.constants
+
+        cache = tmp_path / "datasets"
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+        for module in (datasets.config, huggingface_hub.constants):
+            monkeypatch.setattr(module, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+        return cache
+
+    def test_uncached_name_never_downloads(self, hf_cache: Path) -> None:
+        """A hub name absent from the local cache is a ConfigError; nothing is fetched."""
         with pytest.raises(ConfigError, match="not .* in the local datasets cache .*never downloads"):
             list(read_answers("nobody/no-such-dataset", "hf"))
+
+    def test_cached_name_is_read(self, hf_cache: Path, tmp_path: Path) -> None:
+        """A hub dataset in the local cache is read offline, every row in order."""
+        import datasets
+
+        source = tmp_path / "rows.parquet"
+        pq.write_table(pa.table({"question": ["q1", "q2"], "response": ["r1", "r2"]}), source)
+        datasets.load_dataset("parquet", data_files={"train": str(source)}, cache_dir=str(hf_cache))
+        # Lay the prepared split out where datasets keeps a hub dataset's: owner___name/config/version/hash.
+        [prepared] = [p.parent for p in (hf_cache / "parquet").rglob("dataset_info.json")]
+        target = hf_cache / "someone___tiny" / "default" / "0.0.0" / "0"
+        target.mkdir(parents=True)
+        (target / "dataset_info.json").write_bytes((prepared / "dataset_info.json").read_bytes())
+        (target / "tiny-train.arrow").write_bytes((prepared / "parquet-train.arrow").read_bytes())
+        assert [(a.question, a.response) for a in read_answers("someone/tiny", "hf")] == [("q1", "r1"), ("q2", "r2")]
