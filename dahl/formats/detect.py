@@ -33,6 +33,17 @@ def _binary_format(path: Path) -> str | None:
     return None
 
 
+def _starts_array(path: Path) -> bool:
+    """Whether the first non-blank byte is ``[``, read from a bounded prefix.
+
+    A one-line JSON array is the whole file on its first line: sniffing it must not
+    read that line.
+    """
+    with open_bytes(path) as handle:
+        head = handle.read(_SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[:1] == b"["
+
+
 def _is_safe(path: Path) -> bool:
     """Whether the first 64 KiB of a (pretty-printed) JSON object name ``per_prompt_data``."""
     with open_bytes(path) as handle:
@@ -89,9 +100,9 @@ def detect_format(
     binary = _binary_format(path)
     if binary is not None:
         return binary
-    first = _first_line(path)
-    if first.startswith("["):
+    if _starts_array(path):
         return "json"
+    first = _first_line(path)
     if first.startswith("{"):
         try:
             value = msgspec.json.decode(first)

@@ -59,3 +59,23 @@ class TestJsonArray:
         path = write(tmp_path, '[{"question": "q1"}]')
         with pytest.raises(InputError, match="missing required field `response`"):
             list(read_answers(path))
+
+
+class TestStreaming:
+    def test_memory_is_one_element(self, tmp_path: Path) -> None:
+        """Reading a 4 MB array keeps well under a tenth of it in Python memory at any time."""
+        import json
+        import tracemalloc
+
+        path = tmp_path / "big.json"
+        element = {"question": "q", "response": "r" * 200}
+        path.write_text(json.dumps([element] * 20000), encoding="utf-8")
+        size = path.stat().st_size
+        tracemalloc.start()
+        try:
+            count = sum(1 for _ in read_answers(path))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert count == 20000
+        assert peak < size / 10, (peak, size)
