@@ -87,6 +87,12 @@ class TestJsonlMapping:
             list(read_answers(path))
         assert info.value.field == "claim_labels"
 
+    def test_bare_nan_is_named(self, tmp_path: Path) -> None:
+        """FELM's line with "response": NaN is rejected saying NaN is not JSON, not just 'invalid character'."""
+        path = write(tmp_path, '{"prompt": "q", "response": NaN}\n')
+        with pytest.raises(InputError, match=r"invalid character \(byte 28\) \(a bare NaN or Infinity"):
+            list(read_answers(path, "jsonl", fields={"question": "prompt"}))
+
     def test_fixed_format_refuses_fields(self, tmp_path: Path) -> None:
         """A FActScore file (fixed fields) with a mapping is a ConfigError, not silently ignored."""
         path = write(tmp_path, '{"input": "q", "output": "r", "topic": "T", "annotations": null}\n')

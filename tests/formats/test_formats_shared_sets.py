@@ -58,7 +58,10 @@ class TestSharedSets:
         summary = score(tmp_path / "wk", str(path), "--field", "question=prompt",
                         "--field", "claims=segmented_response", "--field", "claim_labels=labels", *REPLAY)
         assert counts(summary) == {"unknown": (183, 183, 519)}
-        assert summary["input_errors"] == [f"{path}:22: malformed JSON: JSON is malformed: invalid character (byte 164)"]
+        assert summary["input_errors"] == [
+            f"{path}:22: malformed JSON: JSON is malformed: invalid character (byte 164) (a bare NaN or Infinity,"
+            " as pandas writes for a missing value, is not JSON; write null)"
+        ]
 
     def test_factbench(self, tmp_path: Path) -> None:
         """FactBench: one model per source; HaluEval rows have no claims, so they are excluded, not scored."""
