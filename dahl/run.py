@@ -31,6 +31,7 @@ from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.engine.source import InputErrors, answer_source
 from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, read_answers
+from dahl.formats.arrow import is_saved_dataset
 from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
@@ -56,7 +57,9 @@ class ScoreConfig:
             as a stream (once, as JSONL unless ``fmt`` says factscore).
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
-        response_column: CSV column holding the responses.
+        response_column: column (field) holding the responses, or several: one answer
+            per record and column, named after its column.
+        fields: ``{dahl field: the input's field}`` (``--field question=prompt``).
         adapters: which Splitter and Checker, and their settings.
         gamma: FActScore length-penalty γ (10 in FActScore; 0 disables).
         k: K of F1@K (64 in SAFE).
@@ -76,7 +79,8 @@ class ScoreConfig:
     inputs: tuple[Path, ...]
     out_dir: Path
     fmt: str = "auto"
-    response_column: str | None = None
+    response_column: str | tuple[str, ...] | None = None
+    fields: dict[str, str] = field(default_factory=dict)
     adapters: AdapterSettings = field(default_factory=AdapterSettings)
     gamma: float = 10.0
     k: int = 64
@@ -93,7 +97,9 @@ class ScoreConfig:
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
         for path in self.inputs:
-            check_input_path(path)
+            # hf reads save_to_disk folders, and hub names that are no path at all
+            if not (self.fmt == "hf" or (self.fmt == "auto" and is_saved_dataset(path))):
+                check_input_path(path)
         if self.inputs.count(STDIN) > 1:
             raise ConfigError("standard input (-) can be an input once only")
         if self.gamma < 0:
@@ -205,7 +211,7 @@ async def _score_locked(
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
-                              resumed, child, config.adapters.input_needs, counters),
+                              resumed, child, config.adapters.input_needs, counters, fields=config.fields),
                 splitter,
                 checker,
                 answer_log,
@@ -279,7 +285,7 @@ def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
         return None
     if any(is_stream(p) for p in config.inputs):  # read once, here: the child could not hand it back
         return None
-    if config.input_process is None and sum(p.stat().st_size for p in config.inputs) < INPUT_PROCESS_AFTER_BYTES:
+    if config.input_process is None and sum(input_bytes(p) or 0 for p in config.inputs) < INPUT_PROCESS_AFTER_BYTES:
         return None
     try:
         return WholeInputProcess()
@@ -303,7 +309,7 @@ def _begin_input_process(
         return None
     child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
                       str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch,
-                      config.adapters.input_needs.value))
+                      config.adapters.input_needs.value, config.fields))
     return child
 
 
@@ -313,8 +319,8 @@ def _check_inputs(config: ScoreConfig) -> None:
     A stream (``-``, a FIFO) is not read here: it can be read once only.
     """
     for path in config.inputs:
-        read_answers(path, config.fmt, response_column=config.response_column,  # detects at call time
-                     needs=config.adapters.input_needs)
+        read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                     needs=config.adapters.input_needs)  # detects at call time
 
 
 def _lock_output(out_dir: Path) -> FolderLock:
