@@ -204,6 +204,7 @@ def describe_input(
     """
     options = _options(response_column, fields)
     file, name = _resolve(path, fmt, options)
-    if name == "csv" and not options.fields and len(options.response_columns) < 2:
-        return summarize_csv(file, response_column=options.response_columns[0] if options.response_columns else None)
+    if name == "csv" and len(options.response_columns) < 2:  # a questions-only csv is described too
+        return summarize_csv(file, response_column=options.response_columns[0] if options.response_columns else None,
+                             fields=options.fields)
     return summarize(lambda sink: _read(file, name, options, sink))

@@ -8,7 +8,7 @@ import pytest
 
 from dahl.config import load_fields
 from dahl.errors import ConfigError, InputError
-from dahl.formats import read_answers
+from dahl.formats import describe_input, read_answers
 from dahl.formats.fields import check_fields, parse_field_options
 from dahl.records import GivenClaim, Label
 
@@ -106,6 +106,13 @@ class TestCsvMapping:
         path = write(tmp_path, "prompt,output,topic\nQ?,A.,t\n", "m.csv")
         [answer] = list(read_answers(path, fields={"question": "prompt", "response": "output"}))
         assert (answer.question, answer.response, answer.model, answer.meta) == ("Q?", "A.", "m", {"topic": "t"})
+
+    def test_inspect_questions_only_csv(self, tmp_path: Path) -> None:
+        """dahl inspect applies the mapping to a questions-only CSV: question=prompt, category=domain."""
+        path = write(tmp_path, "prompt,domain\nWho?,wk\nWhat?,wk\nWho?,math\n", "q.csv")
+        stats = describe_input(path, fields={"question": "prompt", "category": "domain"})
+        assert (stats.rows, stats.unique_questions, stats.with_response, stats.categories) == (
+            3, 2, 0, {"wk": 2, "math": 1})
 
 
 class TestConfigFields:
