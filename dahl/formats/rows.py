@@ -28,6 +28,7 @@ __all__ = ["RowOptions", "jsonl_rows", "record_of", "response_columns", "row_rec
 
 
 _OBJECT = msgspec.json.Decoder(dict[str, Any])
+_ENCODER = msgspec.json.Encoder()
 
 
 class RowOptions(msgspec.Struct, frozen=True):
@@ -86,6 +87,11 @@ def record_of(record: dict[str, Any], *, file: str, line: int, column: str | Non
         raise validation_error(exc, file=file, line=line) from exc
     except RecursionError:
         raise nesting_error(file=file, line=line) from None
+    if parsed.meta:  # rows arrive parsed (ijson, pyarrow): a depth the JSON decoder refuses would fail at hashing
+        try:
+            _ENCODER.encode(parsed.meta)
+        except RecursionError:
+            raise nesting_error(file=file, line=line) from None
     return record_answer(parsed, file=file, line=line)
 
 
