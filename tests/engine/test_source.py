@@ -45,6 +45,14 @@ class TestNeeds:
         assert ids == ["a", "c"]
         assert [(e.file, e.line, e.field) for e in errors.first] == [(str(path), 2, "claims")]
 
+    def test_empty_claims_list_is_admitted(self, tmp_path: Path) -> None:
+        """``"claims": []`` says the answer has no claims (FactBench's HaluEval rows): admitted, to be excluded."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a", claims=[]) + record("b"))
+        ids, errors = read([path], Needs.CLAIMS)
+        assert ids == ["a"]
+        assert [(e.line, e.field) for e in errors.first] == [(2, "claims")]
+
     def test_the_input_child_rejects_it_too(self, tmp_path: Path) -> None:
         """The whole-answer input child reads with the run's needs: the same record is its Bad (line 2, claims)."""
         path = tmp_path / "a.jsonl"
