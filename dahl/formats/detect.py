@@ -93,7 +93,10 @@ def _classify(text: str, response_keys: Collection[str]) -> tuple[str | None, st
 
 
 def _is_csv_header(text: str, question_keys: Collection[str]) -> bool:
-    header = [name.strip() for name in next(csv.reader([text]), [])]
+    try:
+        header = [name.strip() for name in next(csv.reader([text]), [])]
+    except csv.Error:  # e.g. a quoted field over csv's 128 KiB limit: no header
+        return False
     return bool(set(header) & set(question_keys))
 
 

@@ -100,6 +100,15 @@ class TestSniffPastBadRecords:
         assert detect_format(path) == "jsonl"
 
 
+class TestOversizedFirstLine:
+    def test_long_quoted_first_line_is_a_config_error(self, tmp_path: Path) -> None:
+        """A first line with a quoted field over csv's 128 KiB field limit is no format, not a csv.Error."""
+        path = tmp_path / "long.txt"
+        path.write_text('"' + "x" * 200_000 + "\n")
+        with pytest.raises(ConfigError, match=f"cannot detect the format of {path}: first line is neither"):
+            detect_format(path)
+
+
 class TestReadAnswersChecks:
     def test_formats_tuple(self) -> None:
         """The public format names, in order."""
