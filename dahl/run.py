@@ -53,8 +53,10 @@ class ScoreConfig:
     """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
 
     Attributes:
-        inputs: answer files, read in order; ``-`` is standard input and a FIFO is read
-            as a stream (once, as JSONL unless ``fmt`` says factscore).
+        inputs: answer files, read in order (for ``hf`` also a ``save_to_disk`` folder
+            or a cached hub name); ``-`` is standard input and a FIFO is read as a
+            stream (once, as JSONL unless ``fmt`` says factscore or veriscore; gzip or
+            zstd bytes are decompressed).
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
         response_column: column (field) holding the responses, or several: one answer

@@ -143,7 +143,8 @@ def read_answers(
     The format, the file and (for csv) the header are checked when this is called;
     records are read lazily as the returned iterator is consumed. ``path`` may be
     ``-`` (standard input) or a FIFO: read once, as jsonl unless ``fmt`` says
-    factscore (``"auto"`` does not sniff a stream).
+    factscore or veriscore (``"auto"`` does not sniff a stream; gzip or zstd bytes
+    are decompressed, told by their first bytes).
 
     Args:
         path: the answer file (for ``hf``: a ``save_to_disk`` folder or a cached hub name).
