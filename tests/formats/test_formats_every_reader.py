@@ -130,6 +130,14 @@ class TestCompressedStreams:
         with pytest.raises(ConfigError, match=r"<stdin> looks like a Parquet file, not text; save it to a file"):
             list(read_answers(STDIN))
 
+    def test_veriscore_on_standard_input(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """VeriScore output is JSON Lines: ``--format veriscore`` reads it from stdin, bad lines named <stdin>:N."""
+        monkeypatch.setattr("sys.stdin", FakeStdin(write_veriscore(tmp_path).read_bytes()))
+        errors: list[InputError] = []
+        answers = list(read_answers(STDIN, "veriscore", on_error=errors.append, needs=Needs.LABELS))
+        assert [(a.question, a.model) for a in answers] == [("Q1?", "m")]
+        assert [(e.file, e.line) for e in errors] == [("<stdin>", 2)]
+
     @pytest.mark.parametrize("fmt", ["json", "parquet", "safe"])
     def test_whole_file_formats_refuse_a_stream(self, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
         """A format read in more than one pass, or not by lines, cannot come from standard input."""
