@@ -23,13 +23,14 @@ from dahl.cache.database import DB_NAME
 from dahl.cli_progress import ProgressMode, count, run_with_progress
 from dahl.cli_summary import print_summary, result_table
 from dahl.cli_types import FINITE
-from dahl.config import endpoint_configs
+from dahl.config import endpoint_configs, load_fields
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
 from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
 from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, describe_input
+from dahl.formats.fields import parse_field_options
 from dahl.run import ScoreConfig, ScoreReport
 
 # Piped output gets a wide fixed width so tables are not cut to 80 columns.
@@ -94,7 +95,11 @@ def main(verbose: int) -> None:
               help="Output folder for answers.jsonl and summary.json (re-use it to resume).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(("auto", *FORMATS)), help="Input format.")
-@click.option("--response-column", default=None, help="CSV column holding the responses.")
+@click.option("--response-column", "response_columns", multiple=True,
+              help="Column (field) holding the responses; repeat it for one model per column "
+                   "(the model is named after its column).")
+@click.option("--field", "field_options", multiple=True, metavar="TARGET=SOURCE",
+              help="Read dahl's field TARGET from the input's SOURCE, e.g. question=prompt (repeatable).")
 @click.option("--splitter", default="rules", show_default=True, type=click.Choice(SPLITTERS),
               help="rules: offline rule-based; given: claims from the input; openai: an LLM endpoint.")
 @click.option("--checker", default="evidence", show_default=True, type=click.Choice(CHECKERS),
@@ -130,7 +135,8 @@ def score(
     inputs: tuple[Path, ...],
     out_dir: Path,
     fmt: str,
-    response_column: str | None,
+    response_columns: tuple[str, ...],
+    field_options: tuple[str, ...],
     splitter: str,
     checker: str,
     evidence: Path | None,
@@ -165,11 +171,14 @@ def score(
             {k: v for k, v in overrides.items() if v is not None},
             stages=tuple(stage for stage, name in (("split", splitter), ("check", checker)) if name == "openai"),
         )
+        fields = {**(load_fields(config_file) if config_file is not None else {}),
+                  **parse_field_options(field_options)}
         config = ScoreConfig(
             inputs=inputs,
             out_dir=out_dir,
             fmt=fmt,
-            response_column=response_column,
+            response_column=response_columns or None,
+            fields=fields,
             adapters=AdapterSettings(
                 splitter=splitter,
                 checker=checker,
@@ -314,11 +323,15 @@ def cache_clear(cache_dir: Path | None) -> None:
 @main.command()
 @click.argument("input_file", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(("auto", *FORMATS)))
-@click.option("--response-column", default=None, help="CSV column holding the responses.")
-def inspect(input_file: Path, fmt: str, response_column: str | None) -> None:
+@click.option("--response-column", "response_columns", multiple=True,
+              help="Column (field) holding the responses (repeatable: one model per column).")
+@click.option("--field", "field_options", multiple=True, metavar="TARGET=SOURCE",
+              help="Read dahl's field TARGET from the input's SOURCE, e.g. question=prompt (repeatable).")
+def inspect(input_file: Path, fmt: str, response_columns: tuple[str, ...], field_options: tuple[str, ...]) -> None:
     """Count rows, unique questions, categories and models of INPUT_FILE."""
     try:
-        stats = describe_input(input_file, fmt, response_column=response_column)
+        stats = describe_input(input_file, fmt, response_column=response_columns or None,
+                               fields=parse_field_options(field_options))
     except DahlError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(EXIT_USAGE)

@@ -18,6 +18,10 @@ TOML layout (a run may split with one endpoint and check with another)::
     base_url = "https://api.perplexity.ai"
     model = "sonar"
     extra_body = { search_context_size = "low" }
+
+A top-level ``fields = {question = "prompt"}`` (before the first table) or a
+``[fields]`` table maps dahl's input fields to the file's, as ``--field`` does
+(:func:`load_fields`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from dahl.errors import ConfigError
+from dahl.formats.fields import check_fields
 
 __all__ = [
     "CHECK_MAX_TOKENS",
@@ -43,6 +48,7 @@ __all__ = [
     "default_api_key_env",
     "endpoint_configs",
     "load_config",
+    "load_fields",
     "normalize_base_url",
     "resolve_api_key",
 ]
@@ -247,6 +253,40 @@ def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
     return table
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    """Parse ``path`` as TOML.
+
+    Raises:
+        ConfigError: unreadable file or bad TOML (names the file).
+    """
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+
+
+def load_fields(path: str | Path) -> dict[str, str]:
+    """Read the input field mapping (``fields = {question = "prompt"}``) of a TOML file.
+
+    Returns:
+        ``{dahl field: the input's field}``; empty when the file has no ``fields``.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, ``fields`` not a table of strings, or
+            an unknown target field (named, with the valid ones).
+    """
+    path = Path(path)
+    table = _read_toml(path).get("fields", {})
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise ConfigError(f"{path}: fields must be a table of strings, e.g. fields = {{question = \"prompt\"}}")
+    try:
+        return check_fields(table)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
 def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     """Read endpoint settings for the ``split`` and ``check`` stages from a TOML file.
 
@@ -266,15 +306,10 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
             wrong value type, or a missing ``base_url``/``model``.
     """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    data = _read_toml(path)
     for section in data:
-        if section not in ("default", *_STAGES):
-            raise ConfigError(f"{path}: unknown table [{section}] (known: default, split, check)")
+        if section not in ("default", "fields", *_STAGES):
+            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, split, check)")
     default = _check_table(path, "default", data.get("default", {}))
     result: dict[str, EndpointConfig] = {}
     for stage in _STAGES:

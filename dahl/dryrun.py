@@ -86,7 +86,8 @@ def dry_run(config: ScoreConfig) -> DryRunReport:
     split_tokens: list[int] = []
     check_tokens: list[int] = []
     for path in config.inputs:
-        for answer in read_answers(path, config.fmt, response_column=config.response_column, on_error=_skip):
+        for answer in read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                                   on_error=_skip, needs=settings.input_needs):  # counts what the run would score
             answers += 1
             if given:
                 known_claims += len(answer.claims or ())

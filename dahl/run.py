@@ -34,8 +34,9 @@ from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.engine.source import InputErrors, answer_source
 from dahl.errors import ConfigError, OutputWriteError
 from dahl.formats import FORMATS, read_answers
+from dahl.formats.arrow import is_saved_dataset
 from dahl.formats.inline import Input, as_inputs
-from dahl.formats.lines import STDIN, check_input_path, is_stream
+from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
 from dahl.run_report import ScoreReport, run_status, single_error
@@ -59,12 +60,15 @@ class ScoreConfig:
     Attributes:
         inputs: answer files and in-memory :class:`~dahl.formats.inline.Records`, read
             in order; given a path, a sequence of paths, or an iterable of Answers or
-            dicts (checked like dahl JSONL lines), it is stored as such a tuple. ``-`` is
+            dicts (checked like dahl JSONL lines), it is stored as such a tuple. For
+            ``hf`` a path may be a ``save_to_disk`` folder or a cached hub name; ``-`` is
             standard input and a FIFO is read as a stream (once, as JSONL unless ``fmt``
-            says factscore).
+            says factscore or veriscore; gzip or zstd bytes are decompressed).
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
-        response_column: CSV column holding the responses.
+        response_column: column (field) holding the responses, or several: one answer
+            per record and column, named after its column.
+        fields: ``{dahl field: the input's field}`` (``--field question=prompt``).
         adapters: which Splitter and Checker, and their settings.
         gamma: FActScore length-penalty γ (10 in FActScore; 0 disables).
         k: K of F1@K (64 in SAFE).
@@ -84,7 +88,8 @@ class ScoreConfig:
     inputs: tuple[Input, ...]
     out_dir: Path
     fmt: str = "auto"
-    response_column: str | None = None
+    response_column: str | tuple[str, ...] | None = None
+    fields: dict[str, str] = field(default_factory=dict)
     adapters: AdapterSettings = field(default_factory=AdapterSettings)
     gamma: float = 10.0
     k: int = 64
@@ -102,7 +107,8 @@ class ScoreConfig:
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
         for path in self.inputs:
-            if isinstance(path, Path):
+            # hf reads save_to_disk folders, and hub names that are no path at all
+            if isinstance(path, Path) and not (self.fmt == "hf" or (self.fmt == "auto" and is_saved_dataset(path))):
                 check_input_path(path)
         if self.inputs.count(STDIN) > 1:
             raise ConfigError("standard input (-) can be an input once only")
@@ -222,7 +228,7 @@ async def _score_locked(
         try:
             await run_pipeline(
                 answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
-                              resumed, child, config.adapters.input_needs, counters),
+                              resumed, child, config.adapters.input_needs, counters, fields=config.fields),
                 splitter,
                 checker,
                 answer_log,
@@ -313,7 +319,7 @@ def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
     files = [p for p in config.inputs if isinstance(p, Path) and not is_stream(p)]
     if len(files) < len(config.inputs):  # the child reads files only, and a stream can be read once
         return None
-    if config.input_process is None and sum(p.stat().st_size for p in files) < INPUT_PROCESS_AFTER_BYTES:
+    if config.input_process is None and sum(input_bytes(p) or 0 for p in files) < INPUT_PROCESS_AFTER_BYTES:
         return None
     try:
         return WholeInputProcess()
@@ -337,7 +343,7 @@ def _begin_input_process(
         return None
     child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
                       str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch,
-                      config.adapters.input_needs.value))
+                      config.adapters.input_needs.value, config.fields))
     return child
 
 
@@ -347,8 +353,8 @@ def _check_inputs(config: ScoreConfig) -> None:
     A stream (``-``, a FIFO) is not read here: it can be read once only.
     """
     for path in config.inputs:
-        read_answers(path, config.fmt, response_column=config.response_column,  # detects at call time
-                     needs=config.adapters.input_needs)
+        read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                     needs=config.adapters.input_needs)  # detects at call time
 
 
 def _lock_output(out_dir: Path) -> FolderLock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -190,6 +191,16 @@ class TestBadInput:
         ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
         assert ids == ["a", "c"]
         assert summary(out)["config"]["inputs"] == ["-"]
+
+    def test_dash_scores_gzip_from_standard_input(self, tmp_path: Path) -> None:
+        """``zcat``-less piping: gzip bytes on stdin are decompressed from their first bytes and scored."""
+        out = tmp_path / "out"
+        data = gzip.compress(self.GOOD + self.GOOD.replace(b'"a"', b'"c"'))
+        result = CliRunner().invoke(main, ["score", "-", "--checker", "fake", "-o", str(out), "--no-progress"],
+                                    input=data, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        ids = [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+        assert ids == ["a", "c"]
 
     def test_dash_twice_is_a_usage_error(self, tmp_path: Path) -> None:
         """Standard input can be read once: ``-`` given twice exits 2 saying so."""

@@ -88,6 +88,16 @@ class TestRecordInputs:
         assert ids == ["a1", "a3"]
         assert report.summary["inputs"][0]["path"] == "<records>" and report.summary["inputs"][0]["bytes"] is None
 
+    def test_a_deep_dict_is_a_bad_item(self, tmp_path: Path) -> None:
+        """A meta nested 1,000 levels deep is a bad item named by its index, not a RecursionError; the rest is scored."""
+        deep: dict[str, object] = {"a": 1}
+        for _ in range(1000):
+            deep = {"a": deep}
+        report = dahl.score(fake(tmp_path / "out", [{**GOOD, "id": "d", "meta": deep}, GOOD]))
+        assert [str(e) for e in report.input_errors] == [
+            "<records>[0]: nested too deeply (JSON arrays/objects more than ~1,000 levels deep)"]
+        assert report.summary["models"]["m"]["n_answers"] == 1
+
     def test_answers_and_files_mix(self, tmp_path: Path) -> None:
         """Answer objects in dahl.Records beside a file: 8 + 1 answers, in input order."""
         answer = dahl.Answer(id="x1", question="What is metformin for?", response="It lowers glucose.", model="x")

@@ -42,7 +42,7 @@ class Start(msgspec.Struct, array_like=True):
 
     Attributes:
         inputs: answer files, in order.
-        fmt, response_column: as in :class:`dahl.run.ScoreConfig`.
+        fmt, response_column, fields: as in :class:`dahl.run.ScoreConfig`.
         run_fp: the run fingerprint hashed into every input hash.
         key_material: the head of every whole-answer key
             (:meth:`dahl.cache.answers.AnswerCache.key_material`).
@@ -50,11 +50,12 @@ class Start(msgspec.Struct, array_like=True):
         gamma, k: FActScore γ and the K of F1@K, for the lines' metrics.
         batch: records looked up per query and sent per frame.
         needs: what every answer must carry (:class:`dahl.formats.needs.Needs` value).
+        fields: the field mapping (``{dahl field: the input's field}``).
     """
 
     inputs: list[str]
     fmt: str
-    response_column: str | None
+    response_column: str | tuple[str, ...] | None
     run_fp: bytes
     key_material: bytes
     db_path: str
@@ -62,6 +63,7 @@ class Start(msgspec.Struct, array_like=True):
     k: int
     batch: int
     needs: int = 0
+    fields: dict[str, str] = {}
 
 
 class Hit(msgspec.Struct, array_like=True, tag=0):
@@ -136,8 +138,8 @@ def _records(start: Start, rows: RowReader) -> Iterator[list[Hit | Miss | Bad]]:
         def rejected(err: InputError, file: int = file) -> None:
             out.append(Bad(file, err.message, err.file, err.line, err.field))
 
-        answers = read_answers(path, start.fmt, response_column=start.response_column, on_error=rejected,
-                               needs=Needs(start.needs))
+        answers = read_answers(path, start.fmt, response_column=start.response_column, fields=start.fields,
+                               on_error=rejected, needs=Needs(start.needs))
         for answer in answers:
             input_hash = answer_input_hash(answer, start.run_fp)
             waiting.append((len(out), file, line_key(answer.id, input_hash), input_hash, whole_key(head, input_hash), answer,

@@ -88,7 +88,7 @@ class InputErrors:
 def answer_source(
     inputs: Sequence[Path | Records],
     fmt: str,
-    response_column: str | None,
+    response_column: str | tuple[str, ...] | None,
     run_fp: bytes,
     finished: set[int],
     order: dict[int, int],
@@ -97,11 +97,12 @@ def answer_source(
     child: WholeInputProcess | None = None,
     needs: Needs = Needs.NOTHING,
     counters: RunCounters | None = None,
+    fields: dict[str, str] | None = None,
 ) -> Iterator[QueuedAnswer | FoundLine]:
     """Yield the answers of ``inputs`` still to score, and the lines of those found whole.
 
     Args:
-        inputs, fmt, response_column: the run's inputs (see :func:`dahl.formats.read_answers`).
+        inputs, fmt, response_column, fields: the run's inputs (see :func:`dahl.formats.read_answers`).
         run_fp: the run fingerprint (see :func:`~dahl.engine.output.answer_input_hash`).
         finished: resume keys of the answers the output folder already holds.
         order: filled with the input position of every key.
@@ -181,8 +182,8 @@ def answer_source(
                 return
             errors(err)
 
-        for line, answer in read_answers(path, fmt, response_column=response_column, on_error=rejected,
-                                         needs=needs).pairs():
+        for line, answer in read_answers(path, fmt, response_column=response_column, fields=fields,
+                                         on_error=rejected, needs=needs).pairs():
             if skip_answers:
                 skip_answers -= 1
                 continue

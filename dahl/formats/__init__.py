@@ -1,66 +1,101 @@
-"""Readers for answer files: dahl JSONL, DAHL CSV and FActScore labelled JSONL.
+"""Readers for answer files, in the formats people bring them.
 
-Every reader streams its file line by line (memory is one record, not the file)
-and turns bad records into :class:`~dahl.errors.InputError` naming the file,
-line and field. Format overview:
+Every reader streams its input (memory is one record or one batch, not the
+file) and turns bad records into :class:`~dahl.errors.InputError` naming the
+file, line and field. JSON Lines, CSV and JSON inputs may be ``.gz`` or ``.zst``
+compressed. Format overview:
 
 ========== =====================================================================
 jsonl      one JSON object per line: question, response, optional id, model,
-           category, claims, abstained, meta (:mod:`dahl.formats.jsonl`)
-csv        header with question, category and a response column
+           category, claims, claim_labels, abstained, meta (:mod:`dahl.formats.jsonl`)
+csv        header with question, category and one or more response columns
            (:mod:`dahl.formats.table`)
+json       a JSON array of jsonl records (:mod:`dahl.formats.jsonarray`)
+parquet    a Parquet file of jsonl records (:mod:`dahl.formats.arrow`, ``dahl[arrow]``)
+hf         a datasets ``save_to_disk`` folder, or a hub name in the local cache
+           (:mod:`dahl.formats.arrow`, ``dahl[hf]``)
 factscore  FActScore ``data/labeled/<Model>.jsonl`` (:mod:`dahl.formats.factscore`)
+safe       SAFE / LongFact result JSON (:mod:`dahl.formats.safe`)
+veriscore  VeriScore output JSONL (:mod:`dahl.formats.veriscore`)
 ========== =====================================================================
+
+``fields`` (``--field question=prompt``) maps dahl's field names to the file's
+for jsonl, csv, json, parquet and hf (:mod:`dahl.formats.fields`);
+``response_column`` names one or more response columns in the same formats.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
+from dahl.formats.arrow import is_saved_dataset, read_hf, read_parquet
 from dahl.formats.detect import FORMATS, detect_format
 from dahl.formats.factscore import read_factscore
+from dahl.formats.fields import check_fields
 from dahl.formats.inline import Records
+from dahl.formats.jsonarray import read_json_array
 from dahl.formats.jsonl import read_jsonl
 from dahl.formats.lines import input_name, is_stream, open_checked
 from dahl.formats.needs import Needs
+from dahl.formats.rows import RowOptions, jsonl_rows, response_columns, stream_rows
+from dahl.formats.safe import read_safe
 from dahl.formats.stats import InputStats, summarize, summarize_csv
 from dahl.formats.stream import AnswerStream
 from dahl.formats.table import read_csv
+from dahl.formats.veriscore import read_veriscore
 
 __all__ = ["FORMATS", "AnswerStream", "InputStats", "Needs", "Records", "describe_input", "detect_format",
            "read_answers"]
 
 ErrorSink = Callable[[InputError], None]
 
+#: Formats whose records are dahl's own, under any names: ``fields`` and
+#: ``response_column`` apply to these only.
+MAPPABLE: tuple[str, ...] = ("jsonl", "csv", "json", "parquet", "hf")
+
+#: Formats read from a stream (``-``, a FIFO): those read line by line, in one pass.
+STREAMABLE: tuple[str, ...] = ("jsonl", "factscore", "veriscore")
+
 
 def _resolve(
-    path: str | Path, fmt: str, response_column: str | None, needs: Needs = Needs.NOTHING
+    path: str | Path, fmt: str, options: RowOptions, needs: Needs = Needs.NOTHING
 ) -> tuple[Path, str]:
-    """Check the format name and the file, and detect the format when ``fmt`` is ``"auto"``.
+    """Check the format name and the input, and detect the format when ``fmt`` is ``"auto"``.
 
     Raises:
         ConfigError: unknown format (lists the valid ones), missing file, undetectable
-            format, ``response_column`` given for a format other than csv, claims
-            needed from csv input (which has none), csv from a stream.
+            format, ``fields`` / ``response_column`` given for a format that has
+            fixed fields (factscore, safe, veriscore), claims needed from csv input
+            (which has none), a format other than :data:`STREAMABLE` from a stream.
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise ConfigError(
             f"unknown input format {fmt!r}; valid formats: auto, {', '.join(FORMATS)}"
         )
-    file = open_checked(Path(path))
+    file = Path(path)
+    if fmt == "hf" or (fmt == "auto" and is_saved_dataset(file)):
+        return file, "hf"  # a folder or a hub name; read_hf checks which
+    open_checked(file)  # another folder is named as such
     if is_stream(file):  # read once: no sniffing, and csv reads its header in a pass of its own
         name = "jsonl" if fmt == "auto" else fmt
-        if name == "csv":
-            raise ConfigError(f"csv input cannot be read from standard input or a pipe ({input_name(file)}); "
-                              "save it to a file, or pipe JSONL")
-        return file, name
-    name = detect_format(file) if fmt == "auto" else fmt
-    if response_column is not None and name != "csv":
-        raise ConfigError(
-            f"response_column applies to csv input only; {file} is read as {name}"
-        )
+        if name not in STREAMABLE:
+            fix = "save it to a file, or pipe JSONL" if name == "csv" else "save it to a file"
+            raise ConfigError(f"{name} input cannot be read from standard input or a pipe ({input_name(file)}); {fix}")
+    else:
+        keys = {"response", *options.response_columns}
+        if "response" in options.fields:
+            keys.add(options.fields["response"])
+        questions = {"question", options.fields.get("question", "question")}
+        name = detect_format(file, response_keys=keys, question_keys=questions) if fmt == "auto" else fmt
+    if name not in MAPPABLE:
+        for given, flag in ((options.response_columns, "response_column"), (options.fields, "fields")):
+            if given:
+                raise ConfigError(
+                    f"{flag} applies to {', '.join(MAPPABLE)} input; {input_name(file)} is read as {name}, "
+                    "whose fields are fixed"
+                )
     if Needs.CLAIMS in needs and name == "csv":
         raise ConfigError(
             f"csv input carries no claims ({file}); --splitter given needs jsonl with claims or factscore"
@@ -68,11 +103,40 @@ def _resolve(
     return file, name
 
 
+def _options(response_column: str | Sequence[str] | None, fields: Mapping[str, str] | None) -> RowOptions:
+    return RowOptions(fields=check_fields(fields or {}), response_columns=response_columns(response_column))
+
+
+def _read(
+    file: Path, name: str, options: RowOptions, on_error: ErrorSink | None, needs: Needs = Needs.NOTHING
+) -> AnswerStream:
+    if name == "csv":  # no claims, so nothing ``needs`` could ask (_resolve refuses CLAIMS)
+        return read_csv(file, response_column=options.response_columns or None, fields=options.fields,
+                        on_error=on_error)
+    if name == "factscore":
+        return read_factscore(file, on_error=on_error, needs=needs)
+    if name == "safe":
+        return read_safe(file, on_error=on_error, needs=needs)
+    if name == "veriscore":
+        return read_veriscore(file, on_error=on_error, needs=needs)
+    if name == "json":
+        return read_json_array(file, options=options, on_error=on_error, needs=needs)
+    if name == "parquet":
+        return read_parquet(file, options=options, on_error=on_error, needs=needs)
+    if name == "hf":
+        return read_hf(file, options=options, on_error=on_error, needs=needs)
+    if options.response_columns:
+        return stream_rows(jsonl_rows(file, on_error=on_error), options, file=input_name(file), on_error=on_error,
+                           needs=needs)
+    return read_jsonl(file, fields=options.fields, on_error=on_error, needs=needs)
+
+
 def read_answers(
     path: str | Path | Records,
     fmt: str = "auto",
     *,
-    response_column: str | None = None,
+    response_column: str | Sequence[str] | None = None,
+    fields: Mapping[str, str] | None = None,
     on_error: ErrorSink | None = None,
     needs: Needs = Needs.NOTHING,
 ) -> AnswerStream:
@@ -81,13 +145,16 @@ def read_answers(
     The format, the file and (for csv) the header are checked when this is called;
     records are read lazily as the returned iterator is consumed. ``path`` may be
     ``-`` (standard input) or a FIFO: read once, as jsonl unless ``fmt`` says
-    factscore (``"auto"`` does not sniff a stream).
+    factscore or veriscore (``"auto"`` does not sniff a stream; gzip or zstd bytes
+    are decompressed, told by their first bytes).
 
     Args:
-        path: the answer file, or in-memory :class:`~dahl.formats.inline.Records`
-            (read as they are, whatever ``fmt``).
+        path: the answer file (for ``hf``: a ``save_to_disk`` folder or a cached hub name),
+            or in-memory :class:`~dahl.formats.inline.Records` (read as they are, whatever ``fmt``).
         fmt: ``"auto"`` (see :func:`detect_format`) or one of :data:`FORMATS`.
-        response_column: csv only: the column holding the answers (default ``"response"``).
+        response_column: the column (field) holding the answers (default ``"response"``),
+            or several: one answer per record and column, ``model`` = the column name.
+        fields: ``{dahl field: the file's field}``, e.g. ``{"question": "prompt"}``.
         on_error: called with each bad record's InputError, which is then skipped;
             when None the first bad record raises.
         needs: what every answer must carry (:class:`~dahl.formats.needs.Needs`); a
@@ -99,24 +166,28 @@ def read_answers(
 
     Raises:
         ConfigError: unknown format (lists the valid ones), missing file (names the
-            path), undetectable format, csv without a response column (lists the
-            columns and suggests --response-column), claims needed from csv.
+            path), undetectable format, binary input to a text format (names the
+            format and the fix), an unknown field mapping target, a missing optional
+            extra (gives the pip command), csv without a response column (lists the
+            columns and suggests --response-column) or with a column named twice,
+            claims needed from csv, a format that cannot be read from a stream.
         InputError: while iterating, a bad record (invalid UTF-8, malformed JSON or
             CSV, missing or wrong field, empty response, lacking what ``needs`` asks)
             when ``on_error`` is None.
     """
     if isinstance(path, Records):  # the Python API's in-memory answers
         return AnswerStream.unnumbered(path.answers(on_error, needs))
-    file, name = _resolve(path, fmt, response_column, needs)
-    if name == "csv":
-        return read_csv(file, response_column=response_column, on_error=on_error)
-    if name == "factscore":
-        return read_factscore(file, on_error=on_error, needs=needs)
-    return read_jsonl(file, on_error=on_error, needs=needs)
+    options = _options(response_column, fields)
+    file, name = _resolve(path, fmt, options, needs)
+    return _read(file, name, options, on_error, needs)
 
 
 def describe_input(
-    path: str | Path, fmt: str = "auto", *, response_column: str | None = None
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    response_column: str | Sequence[str] | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> InputStats:
     """Count what an answer file holds (``dahl inspect``), streaming it once.
 
@@ -127,18 +198,19 @@ def describe_input(
     Args:
         path: the answer file.
         fmt: ``"auto"`` or one of :data:`FORMATS`.
-        response_column: csv only: the column holding the answers (default ``"response"``).
+        response_column: as in :func:`read_answers`.
+        fields: as in :func:`read_answers`.
 
     Returns:
         The file's :class:`InputStats`.
 
     Raises:
-        ConfigError: unknown format, missing file, undetectable format, or a
-            ``response_column`` that the csv header lacks.
+        ConfigError: as :func:`read_answers`, except that a csv file may lack a
+            response column.
     """
-    file, name = _resolve(path, fmt, response_column)
-    if name == "csv":
-        return summarize_csv(file, response_column=response_column)
-    if name == "factscore":
-        return summarize(lambda sink: read_factscore(file, on_error=sink))
-    return summarize(lambda sink: read_jsonl(file, on_error=sink))
+    options = _options(response_column, fields)
+    file, name = _resolve(path, fmt, options)
+    if name == "csv" and len(options.response_columns) < 2:  # a questions-only csv is described too
+        return summarize_csv(file, response_column=options.response_columns[0] if options.response_columns else None,
+                             fields=options.fields)
+    return summarize(lambda sink: _read(file, name, options, sink))

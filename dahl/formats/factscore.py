@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from dahl.errors import InputError
+from dahl.formats.compressed import model_stem
 from dahl.formats.jsonlines import read_records
 from dahl.formats.needs import Needs
 from dahl.formats.stream import AnswerStream
@@ -135,7 +136,7 @@ def read_factscore(
             label, when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
-    model = path.stem
+    model = model_stem(path)
     return read_records(
         path, _DECODER, lambda record, file, line: _to_answer(record, model=model, file=file, line=line), on_error,
         needs,

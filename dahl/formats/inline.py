@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 
 from dahl.errors import ConfigError, InputError
-from dahl.formats.jsonl import _DECODER, _to_answer
-from dahl.formats.jsonpath import validation_error
+from dahl.formats.jsonl import RecordIn, record_answer
+from dahl.formats.jsonpath import NESTED_TOO_DEEPLY, validation_error
 from dahl.formats.needs import Needs, check_needs
 from dahl.records import Answer
 
@@ -28,6 +28,7 @@ __all__ = ["RECORDS_NAME", "Input", "Records", "as_inputs"]
 RECORDS_NAME = "<records>"
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
+_DECODER = msgspec.json.Decoder(RecordIn)
 
 
 class Records:
@@ -93,6 +94,8 @@ class Records:
                 hasher.update(_ENCODER.encode(item) + b"\n")
             except (TypeError, msgspec.EncodeError):  # not JSON-encodable: reported when read
                 hasher.update(repr(item).encode("utf-8", "backslashreplace") + b"\n")
+            except RecursionError:  # nested too deeply even for repr: reported when read
+                hasher.update(b"<nested too deeply>\n")
         return hasher.hexdigest()
 
 
@@ -102,8 +105,12 @@ def _answer_of(item: Mapping[str, Any], where: str) -> Answer:
         raw = _ENCODER.encode(item)
     except (TypeError, msgspec.EncodeError) as exc:
         raise InputError(f"not JSON data: {exc}", file=where) from None
+    except RecursionError:
+        raise InputError(NESTED_TOO_DEEPLY, file=where) from None
     try:
-        return _to_answer(_DECODER.decode(raw), file=where, line=0)
+        return record_answer(_DECODER.decode(raw), file=where, line=0)
+    except RecursionError:
+        raise InputError(NESTED_TOO_DEEPLY, file=where) from None
     except msgspec.ValidationError as exc:
         error = validation_error(exc, file=where, line=0)
     except InputError as exc:

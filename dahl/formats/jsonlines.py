@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -18,6 +19,17 @@ from dahl.records import Answer
 __all__ = ["read_records"]
 
 R = TypeVar("R")
+
+
+_AT_BYTE = re.compile(r"\(byte (\d+)\)$")
+
+
+def _hint(raw: bytes, exc: msgspec.DecodeError) -> str:
+    """A hint for the one malformed-JSON case exporters cause most: pandas' bare NaN / Infinity."""
+    at = _AT_BYTE.search(str(exc))
+    if at and raw[int(at.group(1)) :].startswith((b"NaN", b"Infinity", b"-Infinity")):
+        return " (a bare NaN or Infinity, as pandas writes for a missing value, is not JSON; write null)"
+    return ""
 
 
 def read_records(
@@ -66,7 +78,7 @@ def _numbered(
             except msgspec.ValidationError as exc:
                 raise validation_error(exc, file=file, line=number) from exc
             except msgspec.DecodeError as exc:
-                raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
+                raise InputError(f"malformed JSON: {exc}{_hint(raw, exc)}", file=file, line=number) from exc
             except RecursionError:
                 raise nesting_error(file=file, line=number) from None
             answer = convert(record, file, number)

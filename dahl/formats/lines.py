@@ -8,13 +8,14 @@ the ``/dev/fd/63`` of a shell's ``<(command)``).
 
 from __future__ import annotations
 
+import contextlib
 import stat
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
-from typing import BinaryIO
 
 from dahl.errors import ConfigError, InputError
+from dahl.formats.compressed import CORRUPT_ERRORS, open_bytes, open_stream
 
 __all__ = ["STDIN", "check_input_path", "decode_line", "input_bytes", "input_name", "is_stream", "numbered_lines",
            "open_checked"]
@@ -41,8 +42,9 @@ def input_name(path: object) -> str:
 
 
 def input_bytes(path: Path) -> int | None:
-    """Size of an input file in bytes; None for a stream, whose size is unknown."""
-    return None if is_stream(path) else path.stat().st_size
+    """Size of an input file in bytes; None for a stream, whose size is unknown, and for
+    what is not a file (a datasets folder, a hub name)."""
+    return None if is_stream(path) or not path.is_file() else path.stat().st_size
 
 
 def check_input_path(path: Path) -> Path:
@@ -57,7 +59,8 @@ def check_input_path(path: Path) -> Path:
     if not path.exists():
         raise ConfigError(f"input file not found: {path}")
     if path.is_dir():
-        raise ConfigError(f"input path is a directory, not a file: {path} (pass the files in it, e.g. {path}/*.jsonl)")
+        raise ConfigError(f"input path is a directory, not a file: {path} (pass the files in it, e.g. {path}/*.jsonl; "
+                          "a folder is read only when datasets' save_to_disk wrote it)")
     if not path.is_file():
         raise ConfigError(f"input path is not a regular file: {path}")
     return path
@@ -77,27 +80,38 @@ def numbered_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
 
     Lines keep their terminator (``b"\\n"`` or ``b"\\r\\n"``); a UTF-8 byte-order
     mark at the start of the file is dropped. Memory is one line at a time.
-    ``-`` reads standard input (left open: it is not ours to close).
+    ``-`` reads standard input (left open: it is not ours to close). ``.gz`` / ``.zst``
+    files are decompressed as read, a stream when its first bytes say gzip or zstd
+    (:mod:`dahl.formats.compressed`); either way the input is read once.
 
     Raises:
-        ConfigError: the file cannot be opened.
+        ConfigError: the file cannot be opened, or is binary (names the format and
+            how to read it).
+        InputError: compressed data that is damaged or cut short (names the line after
+            the last good one).
     """
-    if path == STDIN:
-        yield from _numbered(sys.stdin.buffer)
-        return
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
-    with handle:
-        yield from _numbered(handle)
-
-
-def _numbered(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    for number, raw in enumerate(handle, start=1):
-        if number == 1 and raw.startswith(_BOM):
-            raw = raw[len(_BOM) :]
-        yield number, raw
+    name = input_name(path)
+    with contextlib.ExitStack() as stack:
+        if path == STDIN:  # left open: not ours to close
+            handle = open_stream(sys.stdin.buffer, name)
+        elif is_stream(path):
+            try:
+                fifo = stack.enter_context(path.open("rb"))
+            except OSError as exc:
+                raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
+            handle = stack.enter_context(open_stream(fifo, name))
+        else:
+            handle = stack.enter_context(open_bytes(path))
+        number = 0
+        try:
+            for number, raw in enumerate(handle, start=1):
+                if number == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
+                yield number, raw
+        except CORRUPT_ERRORS as exc:
+            raise InputError(
+                f"compressed data is damaged or cut short: {exc}", file=name, line=number + 1
+            ) from exc
 
 
 def decode_line(raw: bytes, *, file: str, line: int) -> str:

@@ -22,7 +22,9 @@ class Needs(enum.Flag):
 
     Attributes:
         NOTHING: no requirement (the default).
-        CLAIMS: a ``claims`` list, unless the answer is abstained (``--splitter given``).
+        CLAIMS: a ``claims`` list, unless the answer is abstained (``--splitter given``);
+            an empty list is claims given, none of them (the answer is excluded, as
+            FactBench's HaluEval rows are), not a bad record.
         LABELS: a label on every given claim (``--checker replay``); an explicit
             ``"unknown"`` is a label.
     """

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import msgspec
 
 from dahl.errors import InputError
+from dahl.formats.fields import rename_row
 from dahl.formats.table import csv_header, csv_rows, response_column_of
 from dahl.records import Answer, normalize_text
 
@@ -86,16 +87,26 @@ class _Tally:
         )
 
 
-def summarize_csv(path: Path, *, response_column: str | None) -> InputStats:
+def summarize_csv(
+    path: Path, *, response_column: str | None, fields: Mapping[str, str] | None = None
+) -> InputStats:
     """Describe a DAHL CSV file; a response column is optional here.
+
+    Args:
+        path: the CSV file.
+        response_column: the column holding the answers, or None to find ``response``.
+        fields: ``{dahl field: the file's column}``, applied to the header and each row.
 
     Raises:
         ConfigError: missing file, no header, or ``response_column`` not in the header.
     """
-    header = csv_header(path)
+    mapping = dict(fields or {})
+    header = list(rename_row(dict.fromkeys(csv_header(path), ""), mapping))
     column = response_column_of(header, response_column, file=str(path), required=False)
     tally = _Tally()
     for _line, row in csv_rows(path, on_error=tally.reject):
+        if mapping:
+            row = rename_row(row, mapping)
         response = row[column] if column is not None else ""
         tally.add(
             question=row.get("question", ""),

@@ -4,6 +4,10 @@ Columns: ``question`` (required), ``category`` (default ``"all"``), a response
 column (``response`` unless ``response_column`` names another), and optionally
 ``id`` and ``model`` (default: the file's stem, e.g. ``llama-3-8b`` for
 ``llama-3-8b.csv``). Any other columns are carried into ``Answer.meta`` as strings.
+Two or more response columns (one per model) make one answer per row and column,
+named after its column: ``model`` is the column name and ``id`` (when the file
+has one) gets ``/<column>`` appended. ``fields`` renames columns first
+(:mod:`dahl.formats.fields`). Two columns of one name are a ConfigError.
 DAHL's own ``questions.csv`` has no response column; it can be described but
 not scored.
 
@@ -14,11 +18,14 @@ errors name the line on which the offending record starts.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
+from dahl.formats.compressed import model_stem
+from dahl.formats.fields import check_fields, rename_row
 from dahl.formats.lines import decode_line, numbered_lines
+from dahl.formats.rows import response_columns
 from dahl.formats.stream import AnswerStream
 from dahl.records import Answer, content_id
 
@@ -53,7 +60,8 @@ def csv_header(path: Path) -> list[str]:
 
     Raises:
         InputError: the header is not valid UTF-8 or not valid CSV.
-        ConfigError: the file cannot be opened or has no header row.
+        ConfigError: the file cannot be opened, has no header row, or names one
+            column twice (names the file and the column).
     """
     file = str(path)
     for number, raw in numbered_lines(path):
@@ -64,7 +72,16 @@ def csv_header(path: Path) -> list[str]:
             row = next(csv.reader([text], strict=True))
         except csv.Error as exc:
             raise InputError(f"cannot parse CSV header: {exc}", file=file, line=number) from exc
-        return [name.strip() for name in row]
+        header = [name.strip() for name in row]
+        seen: set[str] = set()
+        for name in header:
+            if name in seen:
+                raise ConfigError(
+                    f"{file} has two columns named {name!r}; rename one so each column "
+                    "is read (a row keeps only one value per name)"
+                )
+            seen.add(name)
+        return header
     raise ConfigError(f"{path} is empty: expected a CSV header row")
 
 
@@ -161,9 +178,19 @@ def csv_rows(
 
 
 def _to_answer(
-    row: dict[str, str], *, response_column: str, model: str, file: str, line: int
+    row: dict[str, str],
+    *,
+    response_column: str,
+    model: str,
+    file: str,
+    line: int,
+    columns: Sequence[str] = (),
 ) -> Answer:
-    """Build the Answer of one row.
+    """Build the Answer of one row and response column.
+
+    Args:
+        columns: all response columns when there are two or more (then ``model`` is
+            ``response_column`` and the id is suffixed by it); empty for one.
 
     Raises:
         InputError: empty question or response cell.
@@ -174,9 +201,13 @@ def _to_answer(
     response = row[response_column]
     if not response.strip():
         raise InputError("response is empty", file=file, line=line, field=response_column)
-    row_model = row.get("model", "").strip() or model
-    answer_id = row.get("id", "").strip() or content_id(row_model, question, response)
-    meta = {k: v for k, v in row.items() if k not in _KNOWN and k != response_column}
+    row_model = response_column if columns else row.get("model", "").strip() or model
+    given_id = row.get("id", "").strip()
+    if given_id and columns:
+        given_id = f"{given_id}/{response_column}"
+    answer_id = given_id or content_id(row_model, question, response)
+    skip = set(columns) | {response_column}
+    meta = {k: v for k, v in row.items() if k not in _KNOWN and k not in skip}
     return Answer(
         id=answer_id,
         question=question,
@@ -190,8 +221,9 @@ def _to_answer(
 def read_csv(
     path: Path,
     *,
-    response_column: str | None = None,
+    response_column: str | Sequence[str] | None = None,
     on_error: Callable[[InputError], None] | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> AnswerStream:
     """Stream the Answers of a DAHL CSV file (constant memory).
 
@@ -200,34 +232,54 @@ def read_csv(
 
     Args:
         path: the CSV file.
-        response_column: column holding the answers; default ``"response"``.
+        response_column: column holding the answers; default ``"response"``. Two or
+            more columns: one answer per row and column, ``model`` = the column name.
         on_error: called with each bad row's InputError, which is then skipped;
             when None the first bad row raises.
+        fields: ``{dahl field: the file's column}``, applied before the checks.
 
     Raises:
         ConfigError: no ``question`` column, or no response column (message lists
-            the columns and suggests --response-column); file cannot be opened.
+            the columns and suggests --response-column); a column named twice;
+            a bad ``fields`` mapping; file cannot be opened.
         InputError: a bad row, when ``on_error`` is None.
     """
     file = str(path)
-    header = csv_header(path)
+    mapping = check_fields(fields or {})
+    header = list(rename_row(dict.fromkeys(csv_header(path), ""), mapping))
     if "question" not in header:
         raise ConfigError(f"{file} has no 'question' column (columns: {', '.join(header)})")
-    column = response_column_of(header, response_column, file=file, required=True)
-    assert column is not None  # required=True never returns None
-    return AnswerStream(_answers(path, column=column, on_error=on_error))
+    wanted: list[str | None] = list(response_columns(response_column)) or [None]
+    columns: list[str] = []
+    for name in wanted:
+        column = response_column_of(header, name, file=file, required=True)
+        assert column is not None  # required=True never returns None
+        columns.append(column)
+    if len(set(columns)) != len(columns):
+        raise ConfigError(f"--response-column names one column twice: {', '.join(columns)}")
+    return AnswerStream(_answers(path, columns=columns, mapping=mapping, on_error=on_error))
 
 
 def _answers(
-    path: Path, *, column: str, on_error: Callable[[InputError], None] | None
+    path: Path,
+    *,
+    columns: list[str],
+    mapping: dict[str, str],
+    on_error: Callable[[InputError], None] | None,
 ) -> Iterator[tuple[int | None, Answer]]:
     file = str(path)
+    several = columns if len(columns) > 1 else ()
     for line, row in csv_rows(path, on_error=on_error):
-        try:
-            answer = _to_answer(row, response_column=column, model=path.stem, file=file, line=line)
-        except InputError as error:
-            if on_error is None:
-                raise
-            on_error(error)
-            continue
-        yield line, answer
+        if mapping:
+            row = rename_row(row, mapping)
+        for column in columns:
+            try:
+                answer = _to_answer(
+                    row, response_column=column, model=model_stem(path), file=file, line=line, columns=several
+                )
+            except InputError as error:
+                if on_error is None:
+                    raise
+                on_error(error)
+                continue
+            yield line, answer

@@ -45,6 +45,14 @@ class TestNeeds:
         assert ids == ["a", "c"]
         assert [(e.file, e.line, e.field) for e in errors.first] == [(str(path), 2, "claims")]
 
+    def test_empty_claims_list_is_admitted(self, tmp_path: Path) -> None:
+        """``"claims": []`` says the answer has no claims (FactBench's HaluEval rows): admitted, to be excluded."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(record("a", claims=[]) + record("b"))
+        ids, errors = read([path], Needs.CLAIMS)
+        assert ids == ["a"]
+        assert [(e.line, e.field) for e in errors.first] == [(2, "claims")]
+
     def test_the_input_child_rejects_it_too(self, tmp_path: Path) -> None:
         """The whole-answer input child reads with the run's needs: the same record is its Bad (line 2, claims)."""
         path = tmp_path / "a.jsonl"
@@ -159,6 +167,61 @@ class TestDuplicates:
         assert len(items) == 2
         assert [str(e) for e in errors.first] == [str(e) for e in expected]
         assert [e.line for e in expected] == [3, 4]
+
+
+class TestNewFormats:
+    """h2's readers under h1's checks: duplicates and needs name element and row numbers."""
+
+    def test_json_array_duplicate_names_both_elements(self, tmp_path: Path) -> None:
+        """Id "a" at elements 1 and 3 of a JSON array: element 3 is skipped naming element 1."""
+        path = tmp_path / "a.json"
+        path.write_text("[" + ",".join([record("a"), record("b"), record("a", response="Other.")]) + "]")
+        ids, errors = read([path])
+        assert ids == ["a", "b"]
+        assert [str(e) for e in errors.first] == [
+            f"{path}:3, field 'id': answer id 'a' is already used by {path}:1 with different content; "
+            "skipped (give each answer its own id)"
+        ]
+
+    def test_parquet_duplicate_across_response_columns_is_none(self, tmp_path: Path) -> None:
+        """Two response columns give two answers per row (ids suffixed by column), not duplicates;
+        a repeated row is one, named by its row number."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = tmp_path / "a.parquet"
+        pq.write_table(pa.table({"id": ["q1", "q2", "q1"], "question": ["Q1?", "Q2?", "Q1?"],
+                                 "x": ["A.", "B.", "A."], "y": ["C.", "D.", "C."]}), path)
+        errors = InputErrors()
+        items = answer_source([path], "auto", ("x", "y"), RUN_FP, set(), {}, errors, [0])
+        ids = [item.answer.id for item in items if isinstance(item, QueuedAnswer)]
+        assert ids == ["q1/x", "q1/y", "q2/x", "q2/y"]
+        assert [(e.line, e.field) for e in errors.first] == [(3, "id"), (3, "id")]
+        assert errors.first[0].message == f"duplicate answer (same id and content as {path}:1) skipped"
+
+    def test_input_child_takes_fields_needs_and_columns(self, tmp_path: Path) -> None:
+        """The child's Start carries the mapping, the needs and a tuple of response columns:
+        its answers and Bad records match reading here."""
+        path = tmp_path / "a.jsonl"
+        path.write_text(json.dumps({"prompt": "Q?", "x": "A.", "y": "B.", "claims": ["c"]}) + "\n"
+                        + json.dumps({"prompt": "Q2?", "x": "C.", "y": "D."}) + "\n")
+        fields, columns = {"question": "prompt"}, ("x", "y")
+        here = InputErrors()
+        expected = [item.answer for item in answer_source([path], "auto", columns, RUN_FP, set(), {}, here, [0],
+                                                          None, Needs.CLAIMS, fields=fields)
+                    if isinstance(item, QueuedAnswer)]
+        CacheStore(tmp_path / "cache").close()
+        child = WholeInputProcess()
+        errors = InputErrors()
+        child.begin(Start([str(path)], "auto", columns, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
+                          10.0, 64, 4, Needs.CLAIMS.value, fields))
+        answers = [item.answer for item in answer_source([path], "auto", columns, RUN_FP, set(), {}, errors, [0],
+                                                         child, Needs.CLAIMS, fields=fields)
+                   if isinstance(item, QueuedAnswer)]
+        assert [(a.question, a.model, a.response) for a in answers] == [("Q?", "x", "A."), ("Q?", "y", "B.")]
+        assert answers == expected
+        assert [(e.line, e.field) for e in errors.first] == [(e.line, e.field) for e in here.first] == [
+            (2, "claims"), (2, "claims")]
 
 
 class TestWarningCap:

@@ -40,7 +40,8 @@ class TestDetectFormat:
             pytest.param('{"prompt": "p"}\n', "first JSON object has keys prompt", id="json-other"),
             pytest.param("{not json\n", "not valid JSON", id="bad-json"),
             pytest.param("prompt,answer\n", "neither a JSON object nor a CSV header", id="csv-no-question"),
-            pytest.param(b"\xff\xfe\n", "invalid UTF-8", id="not-utf8"),
+            pytest.param(b"\xc3\x28\n", "invalid UTF-8", id="not-utf8"),
+            pytest.param(b"\xff\xfe\n", "looks like UTF-16 text", id="utf-16-bom"),
         ],
     )
     def test_cannot_tell(self, tmp_path: Path, data: str | bytes, message: str) -> None:
@@ -99,10 +100,19 @@ class TestSniffPastBadRecords:
         assert detect_format(path) == "jsonl"
 
 
+class TestOversizedFirstLine:
+    def test_long_quoted_first_line_is_a_config_error(self, tmp_path: Path) -> None:
+        """A first line with a quoted field over csv's 128 KiB field limit is no format, not a csv.Error."""
+        path = tmp_path / "long.txt"
+        path.write_text('"' + "x" * 200_000 + "\n")
+        with pytest.raises(ConfigError, match=f"cannot detect the format of {path}: first line is neither"):
+            detect_format(path)
+
+
 class TestReadAnswersChecks:
     def test_formats_tuple(self) -> None:
         """The public format names, in order."""
-        assert FORMATS == ("jsonl", "csv", "factscore")
+        assert FORMATS == ("jsonl", "csv", "factscore", "json", "parquet", "hf", "safe", "veriscore")
 
     def test_unknown_format_lists_valid(self, tmp_path: Path) -> None:
         """An unknown format raises ConfigError at call time listing auto and every format."""
@@ -123,8 +133,8 @@ class TestReadAnswersChecks:
         models = [next(read_answers(p)).model for p in (jsonl, table, fs)]
         assert models == ["unknown", "b", "M"]
 
-    def test_response_column_only_for_csv(self, tmp_path: Path) -> None:
-        """response_column with a jsonl file is a ConfigError, not silently ignored."""
-        path = write(tmp_path, '{"question": "q", "response": "r"}\n')
-        with pytest.raises(ConfigError, match="csv input only"):
+    def test_response_column_not_for_fixed_formats(self, tmp_path: Path) -> None:
+        """response_column with a FActScore file is a ConfigError, not silently ignored."""
+        path = write(tmp_path, '{"input": "q", "output": "r", "topic": "T", "annotations": null}\n')
+        with pytest.raises(ConfigError, match="response_column applies to jsonl, csv, json, parquet, hf input"):
             read_answers(path, response_column="answer")
