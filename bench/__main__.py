@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run scenarios (all by default)", description=parser.epilog,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="b1 b2 b3 b4 peers (default: all)")
-    run.add_argument("--quick", action="store_true", help="small sizes: the whole suite in under 5 minutes")
+    run.add_argument("--quick", action="store_true", help="small sizes: the whole suite in minutes (CI smoke)")
     run.add_argument("--size", choices=("tiny", "quick", "full"), help="explicit size (overrides --quick)")
     setup = sub.add_parser(
         "peers-setup", help="make or update the peers' virtualenv (openai, LiteLLM, curator)",
