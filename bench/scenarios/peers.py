@@ -145,8 +145,9 @@ async def run(size: str, workdir: Path, clients: tuple[str, ...] = CLIENTS) -> S
         dahl_rate = rows.get("dahl", {}).get("claims_per_s")
         for client in clients:
             row = rows.get(client, {})
-            if row.get("status") != "ok":
+            if row.get("status") != "ok":  # a row of the printed table too: it says what to do
                 result.notes.append(f"{workload} {client}: {row.get('status')}")
+                result.figures.append(Figure.make(f"{workload} {client} claims/s: {row.get('status')}", None))
                 continue
             base = None if client == "dahl" else dahl_rate
             result.figures.append(Figure.make(f"{workload} {client} claims/s (vs dahl)", row["claims_per_s"], base))

@@ -56,6 +56,20 @@ class TestMissingPeer:
         assert peers._python_for("litellm") == (None, "not installed: run python -m bench peers-setup")
         assert peers._python_for("dahl") == (sys.executable, None)
 
+    async def test_missing_peer_is_a_row_of_the_table(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The suite's printed table has a row per workload saying how to install a missing peer."""
+        from bench import suite
+
+        monkeypatch.delenv("DAHL_BENCH_PEERS_PYTHON", raising=False)
+        monkeypatch.setattr(peers_env, "PEERS_VENV", tmp_path / "absent")
+        monkeypatch.setitem(peers._MODULES, "litellm", "no_such_module_for_dahl_tests")
+        result = await peers.run("tiny", tmp_path, clients=("dahl", "litellm"))
+        table = suite.format_table([result.as_dict(1.0)])
+        for workload in ("b1", "b2", "b3"):
+            row = f"| peers | {workload} litellm claims/s: not installed: run python -m bench peers-setup | - |"
+            assert row in table
+        assert result.claims_in == result.claims_out == 100 + 100 + 20
+
     def test_worker_import_error_names_the_setup(self) -> None:
         """A peer worker that died on a missing module is reported with the setup command."""
         run = {"crashed": True, "stderr": "Traceback...\nModuleNotFoundError: No module named 'litellm'\n"}
