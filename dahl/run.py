@@ -187,7 +187,7 @@ async def _score_locked(
     async with AsyncExitStack() as stack:
         child = await anyio.to_thread.run_sync(_spawn_input_process, config)
         if child is not None:
-            stack.callback(child.close)
+            stack.push_async_callback(_close_input_process, child)
         inner_splitter, inner_checker, options, lanes = await open_adapters(config.adapters, stack)
         if len(lanes):
             counters.lane_statistics = lanes.statistics
@@ -218,8 +218,8 @@ async def _score_locked(
         await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at)
         finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
         await anyio.to_thread.run_sync(answer_log.open)
-        if child is not None:
-            child = _begin_input_process(child, config, run_fp, whole, cache, options)
+        if child is not None:  # a pipe write, or a wait for the child to end: off the loop
+            child = await anyio.to_thread.run_sync(_begin_input_process, child, config, run_fp, whole, cache, options)
         # A full cyclic-GC pass over everything imported and built so far (modules,
         # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
         # leave those long-lived objects out of the collector until the run ends.
@@ -367,6 +367,12 @@ def _lock_output(out_dir: Path) -> FolderLock:
         hint="wait for it to finish, or write to another folder with -o",
         error=ConfigError,
     )
+
+
+async def _close_input_process(child: WholeInputProcess) -> None:
+    """Stop the whole-answer input process (a wait of up to 2 s) in a thread, even when the run is cancelled."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(child.close)
 
 
 async def _close_store(store: CacheStore) -> None:

@@ -4,10 +4,13 @@
 
     {"kind": "dahl" | "bare" | "openai" | "sequential" | "litellm" | "curator",
      "answers": "answers.jsonl", "url": "http://127.0.0.1:PORT/v1",
-     "concurrency": 64, "rpm": 600 | null, "tpm": null, "limit": null, "out_dir": "..."}
+     "concurrency": 64, "rpm": 600 | null, "tpm": null, "limit": null, "out_dir": "...",
+     "bodies": "bodies.json" | null}
 
 Every client sends the same request bodies: :func:`dahl.adapters.openai.check_request_body`
 over the claims of ``answers`` (``limit`` caps how many; the sequential loop uses it). The
+orchestrator writes them to ``bodies`` (:func:`write_bodies`) for every client but dahl, so
+a peer's worker imports no dahl module and runs in the peers' virtualenv. The
 report holds ``claims_in`` (claims attempted), ``claims_out`` (claims that came back: with a
 label for dahl, as a 200 reply for the others), ``wall_s``, ``cpu_s`` (user + system CPU of
 this process during the run), ``peak_rss_mb`` (whole process life, imports included),
@@ -30,7 +33,7 @@ from typing import Any
 
 from bench.scenarios.common import LoopLag, ProgressSampler, cpu_seconds, peak_rss_mb, percentiles
 
-__all__ = ["load_bodies", "main"]
+__all__ = ["load_bodies", "main", "write_bodies"]
 
 KINDS = ("dahl", "bare", "openai", "sequential", "litellm", "curator")
 _MAX_ATTEMPTS = 8
@@ -52,6 +55,26 @@ def load_bodies(answers: Path, url: str, limit: int | None = None) -> list[dict[
                     return bodies
                 bodies.append(check_request_body(cfg, answer["question"], normalize_text(claim["text"])))
     return bodies
+
+
+def write_bodies(answers: Path, url: str, path: Path) -> int:
+    """Write :func:`load_bodies` of ``answers`` to ``path`` as one JSON list; return how many.
+
+    Run in dahl's environment, so that a peer's worker reads the bodies without importing
+    dahl (the peers' virtualenv has no dahl).
+    """
+    bodies = load_bodies(answers, url)
+    path.write_text(json.dumps(bodies), encoding="utf-8")
+    return len(bodies)
+
+
+def _bodies(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request bodies of a peer's job: ``spec["bodies"]`` (first ``spec["limit"]``) when given."""
+    limit = spec.get("limit")
+    if spec.get("bodies"):
+        bodies: list[dict[str, Any]] = json.loads(Path(spec["bodies"]).read_text(encoding="utf-8"))
+        return bodies if limit is None else bodies[:limit]
+    return load_bodies(Path(spec["answers"]), spec["url"], limit)
 
 
 def _count_claims(answers: Path) -> int:
@@ -151,7 +174,7 @@ async def _bare(spec: dict[str, Any]) -> dict[str, Any]:
     import orjson
 
     concurrency = int(spec["concurrency"])
-    bodies = load_bodies(Path(spec["answers"]), spec["url"], spec.get("limit"))
+    bodies = _bodies(spec)
     url = f"{spec['url']}/chat/completions"
     tally = _Tally()
     work = iter(bodies)
@@ -198,7 +221,7 @@ async def _openai(spec: dict[str, Any]) -> dict[str, Any]:
     from openai import AsyncOpenAI, OpenAIError
 
     concurrency = int(spec["concurrency"])
-    bodies = load_bodies(Path(spec["answers"]), spec["url"], spec.get("limit"))
+    bodies = _bodies(spec)
     tally = _Tally()
 
     async def run() -> None:
@@ -230,7 +253,7 @@ def _sequential(spec: dict[str, Any]) -> dict[str, Any]:
     """One request at a time with the official synchronous client (as published research code)."""
     from openai import OpenAI, OpenAIError
 
-    bodies = load_bodies(Path(spec["answers"]), spec["url"], spec.get("limit"))
+    bodies = _bodies(spec)
     tally = _Tally()
     client = OpenAI(base_url=spec["url"], api_key="x")
     cpu0, t0 = cpu_seconds(), time.monotonic()
@@ -259,7 +282,7 @@ async def _litellm(spec: dict[str, Any]) -> dict[str, Any]:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     concurrency = int(spec["concurrency"])
-    bodies = load_bodies(Path(spec["answers"]), spec["url"], spec.get("limit"))
+    bodies = _bodies(spec)
     params: dict[str, Any] = {"model": "openai/mock", "api_base": spec["url"], "api_key": "x"}
     for key in ("rpm", "tpm"):
         if spec.get(key):
@@ -300,7 +323,7 @@ def _curator(spec: dict[str, Any]) -> dict[str, Any]:
     os.environ.setdefault("CURATOR_DISABLE_RICH_DISPLAY", "1")
     from bespokelabs import curator  # type: ignore[import-not-found, unused-ignore]
 
-    bodies = load_bodies(Path(spec["answers"]), spec["url"], spec.get("limit"))
+    bodies = _bodies(spec)
 
     class Check(curator.LLM):  # type: ignore[misc, unused-ignore]
         def prompt(self, row: dict[str, Any]) -> Any:

@@ -30,6 +30,8 @@ from typing import Any
 
 import aiohttp
 
+from bench.peers_env import peers_python, tiktoken_cache_dir
+
 __all__ = [
     "REPO",
     "SIZES",
@@ -42,6 +44,7 @@ __all__ = [
     "max_window_count",
     "measured_run",
     "peak_rss_mb",
+    "peers_python",
     "percentiles",
     "rounded",
     "run_worker",
@@ -349,9 +352,15 @@ def share_429(stats: dict[str, Any]) -> float | None:
 # ----------------------------------------------------------------------------- processes
 
 
-def _env() -> dict[str, str]:
+def _env(python: str | None = None) -> dict[str, str]:
+    """This environment with the repository on ``PYTHONPATH``; for another interpreter, also
+    ``TIKTOKEN_CACHE_DIR`` at the encodings LiteLLM ships there (curator needs one offline)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    if python is not None and "TIKTOKEN_CACHE_DIR" not in env:
+        cache = tiktoken_cache_dir(python)
+        if cache is not None:
+            env["TIKTOKEN_CACHE_DIR"] = cache
     return env
 
 
@@ -439,19 +448,6 @@ class MockProcess:
             await proc.wait()
 
 
-def peers_python() -> str | None:
-    """Interpreter of the peers' virtualenv (LiteLLM, curator), if there is one.
-
-    ``$DAHL_BENCH_PEERS_PYTHON``, else ``/work/venv-peers/bin/python`` when it exists.
-    LiteLLM pins exact aiohttp/click versions, so it lives apart from dahl's environment.
-    """
-    env = os.environ.get("DAHL_BENCH_PEERS_PYTHON")
-    if env:
-        return env
-    default = Path("/work/venv-peers/bin/python")
-    return str(default) if default.exists() else None
-
-
 async def run_worker(
     spec: dict[str, Any],
     *,
@@ -478,7 +474,7 @@ async def run_worker(
         spec_path.write_text(json.dumps(spec))
         proc = await asyncio.create_subprocess_exec(
             python or sys.executable, "-m", "bench.scenarios.clients", str(spec_path), str(out_path),
-            cwd=REPO, env=_env(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            cwd=REPO, env=_env(python), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )
         series: list[tuple[float, int]] = []
 
@@ -567,7 +563,7 @@ async def measured_run(
         rpm, tpm: limits configured on the client (None = not configured).
         limit: first ``limit`` claims only (the sequential peer).
         poll: sample the mock's admitted count every 0.1 s (``admitted_series``).
-        python: interpreter of the worker (peers' virtualenv for LiteLLM and curator).
+        python: interpreter of the worker (the peers' virtualenv for the peers, when made).
 
     Returns:
         The worker report with ``mock`` (final ``/stats``), ``mock_cpu_s``, ``requests_per_s``
@@ -580,6 +576,11 @@ async def measured_run(
     }
     async with MockProcess(mock_args) as mock:
         spec["url"] = mock.url
+        if kind != "dahl":  # a peer's worker reads its bodies from a file: it may not have dahl
+            from bench.scenarios.clients import write_bodies
+
+            spec["bodies"] = str(workdir / f"bodies-{kind}-{time.monotonic_ns()}.json")
+            write_bodies(answers, mock.url, Path(spec["bodies"]))
         report = await run_worker(spec, python=python, poll=mock if poll else None)
     report["mock"] = mock.final
     report["mock_cpu_s"] = mock.final_cpu_s

@@ -13,10 +13,11 @@ Clients (``bench/scenarios/clients.py``): dahl; (a) ``bare`` aiohttp worker loop
 synchronous ``OpenAI`` client, as the published DAHL and FActScore code does; it runs only the
 first claims (see ``SEQUENTIAL_LIMIT``) and its time for the whole set is extrapolated;
 (d) ``litellm``: ``Router.acompletion`` + gather + semaphore; (e) ``curator``:
-bespokelabs-curator ``LLM`` with its openai backend. (d) and (e) run under the peers'
-interpreter (:func:`bench.scenarios.common.peers_python`) because LiteLLM pins aiohttp and
-click versions that differ from dahl's; a client that is not installed or cannot run is
-reported as such, never a crash.
+bespokelabs-curator ``LLM`` with its openai backend. (b)-(e) run in the peers' virtualenv
+(``python -m bench peers-setup``, :mod:`bench.peers_env`) when it exists, because LiteLLM
+and curator pin aiohttp and click versions that differ from dahl's; their workers import no
+dahl module. A client that is not installed says how to install it, one that cannot run
+says why: never a crash.
 
 Reported per client: claims/s (ratio to dahl's), 429 share, peak RSS (MiB), CPU seconds per
 1,000 claims, failed claims.
@@ -29,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.peers_env import SETUP_HINT
 from bench.scenarios.common import (
     Figure,
     ScenarioResult,
@@ -46,10 +48,12 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "b2": {"mock": ["--latency", "lognormal:1000:0.5", "--seed", "2"], "concurrency": 200, "rpm": None},
     "b3": {"mock": ["--rpm", "600", "--window-s", "1", "--latency-ms", "200"], "concurrency": 64, "rpm": 600},
 }
+# Quick sizes keep each run well past start-up (the slowest peer, LiteLLM at ~200 req/s,
+# takes ~25 s of b1) while the whole scenario stays a few minutes.
 CLAIMS = {
-    "b1": {"tiny": 100, "quick": 1000, "full": 5000},
-    "b2": {"tiny": 100, "quick": 400, "full": 4000},
-    "b3": {"tiny": 20, "quick": 40, "full": 600},
+    "b1": {"tiny": 100, "quick": 5000, "full": 10000},
+    "b2": {"tiny": 100, "quick": 2000, "full": 4000},
+    "b3": {"tiny": 20, "quick": 120, "full": 600},
 }
 SEQUENTIAL_LIMIT = {
     "b1": {"tiny": 50, "quick": 300, "full": 1000},
@@ -59,25 +63,32 @@ SEQUENTIAL_LIMIT = {
 _TAKES_LIMITS = ("dahl", "litellm", "curator")
 
 
+_MODULES = {"openai": "openai", "sequential": "openai", "litellm": "litellm", "curator": "bespokelabs"}
+
+
 def _python_for(client: str) -> tuple[str | None, str | None]:
-    """(interpreter, reason it cannot run) for ``client``."""
-    if client in ("litellm", "curator"):
-        python = peers_python()
-        if python is not None:
-            return python, None
-        module = "litellm" if client == "litellm" else "bespokelabs"
-        if importlib.util.find_spec(module) is None:
-            return None, "not installed"
+    """(interpreter, reason it cannot run) for ``client``.
+
+    dahl and the bare loop run here. The other peers run in the peers' virtualenv when
+    ``python -m bench peers-setup`` made it (or ``$DAHL_BENCH_PEERS_PYTHON`` names one),
+    else here when their module is importable, else they are reported with
+    :data:`~bench.peers_env.SETUP_HINT`.
+    """
+    module = _MODULES.get(client)
+    if module is None:
         return sys.executable, None
-    if client in ("openai", "sequential") and importlib.util.find_spec("openai") is None:
-        return None, "not installed"
+    python = peers_python()
+    if python is not None:
+        return python, None
+    if importlib.util.find_spec(module) is None:
+        return None, SETUP_HINT
     return sys.executable, None
 
 
 def _why_failed(run: dict[str, Any]) -> str:
     stderr = str(run.get("stderr", ""))
     if "ModuleNotFoundError" in stderr:
-        return "not installed"
+        return SETUP_HINT
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return f"failed: {lines[-1][:120]}" if lines else "failed"
 
@@ -134,8 +145,9 @@ async def run(size: str, workdir: Path, clients: tuple[str, ...] = CLIENTS) -> S
         dahl_rate = rows.get("dahl", {}).get("claims_per_s")
         for client in clients:
             row = rows.get(client, {})
-            if row.get("status") != "ok":
+            if row.get("status") != "ok":  # a row of the printed table too: it says what to do
                 result.notes.append(f"{workload} {client}: {row.get('status')}")
+                result.figures.append(Figure.make(f"{workload} {client} claims/s: {row.get('status')}", None))
                 continue
             base = None if client == "dahl" else dahl_rate
             result.figures.append(Figure.make(f"{workload} {client} claims/s (vs dahl)", row["claims_per_s"], base))

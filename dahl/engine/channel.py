@@ -73,7 +73,7 @@ class Channel(Generic[T]):
             try:
                 self._queue.put_nowait(_END)
             except asyncio.QueueFull:
-                # No receiver waits on a full queue; they see _ended once it is drained.
+                # The next receive frees a slot and puts the end marker there.
                 self._ended = True
 
     async def send(self, item: T) -> None:
@@ -92,6 +92,11 @@ class Channel(Generic[T]):
         if isinstance(item, _End):
             self._queue.put_nowait(_END)  # for the other receivers; the slot was just freed
             raise EndOfChannel
+        if self._ended:
+            # Closed while full: the end marker takes the slot just freed, so a receiver
+            # that waits again (its woken item taken by another) still gets the end.
+            self._ended = False
+            self._queue.put_nowait(_END)
         return item
 
     def __aiter__(self) -> Channel[T]:

@@ -411,6 +411,14 @@ async def run_pipeline(
                 if on_result is not None:
                     on_result(r if isinstance(r, AnswerResult) else r.decoded())
 
+        async def flush() -> None:
+            # Cancelled before the thread starts, the batch is still held and the finally
+            # below writes it; once written it is let go before record(), which may raise.
+            nonlocal batch
+            await anyio.to_thread.run_sync(log_file.append, batch)
+            out, batch = batch, []
+            record(out)
+
         try:
             while True:
                 with anyio.move_on_after(options.flush_interval_s):
@@ -419,18 +427,14 @@ async def run_pipeline(
                             batch.append(await results.receive())
                         except EndOfChannel:
                             if batch:
-                                await anyio.to_thread.run_sync(log_file.append, batch)
-                                record(batch)
-                                batch = []
+                                await flush()
                             return
                 if batch:
-                    out, batch = batch, []
-                    await anyio.to_thread.run_sync(log_file.append, out)
-                    record(out)
+                    await flush()
         finally:
             if batch:  # cancelled (Ctrl-C, quota): keep what was finished
                 with anyio.CancelScope(shield=True):
-                    log_file.append(batch)
+                    await anyio.to_thread.run_sync(log_file.append, batch)
                     record(batch)
 
     fatal: list[BaseException] = []

@@ -68,6 +68,25 @@ class TestChannel:
         with pytest.raises(EndOfChannel):
             await asyncio.wait_for(waiting, 1)
 
+    async def test_end_reaches_receivers_woken_for_an_item_another_took(self) -> None:
+        """Closed on a full queue, the end still reaches receivers whose woken item was taken first.
+
+        Two receivers wait on an empty channel of 1; the item sent wakes one, the close
+        finds the queue full, and a third receiver takes the item before the woken one
+        runs: both waiting receivers wait again, and used to wait forever.
+        """
+        channel: Channel[int] = Channel(1)
+        channel.open_sender()
+        waiting = [asyncio.create_task(channel.receive()) for _ in range(2)]
+        await asyncio.sleep(0)  # both are blocked on the empty queue
+        await channel.send(7)  # wakes the first; it has not run yet
+        channel.close_sender()  # the queue is full: no room for the end marker
+        assert await channel.receive() == 7  # taken before the woken receiver runs
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert all(t.done() for t in waiting)
+        assert all(isinstance(t.exception(), EndOfChannel) for t in waiting)
+
     def test_size_must_be_positive(self) -> None:
         """A channel of size 0 is a ValueError."""
         with pytest.raises(ValueError):
