@@ -95,6 +95,12 @@ class ChatReply:
     finish_reason: str | None = None
 
 
+#: A key this long or longer is masked wherever a 200 reply echoes it. A shorter one
+#: (a local server's ``k``, ``test``) would match ordinary words and JSON names
+#: ("Un*known", "choi*ces") and corrupt the reply, so it is left alone: such a key is
+#: no secret worth the damage (error bodies are still masked, where it is harmless).
+MIN_REDACTED_KEY_CHARS = 12
+
 def make_session(max_in_flight: int, timeout_s: float) -> aiohttp.ClientSession:
     """Build the shared client session for one endpoint.
 
@@ -325,7 +331,7 @@ async def post_chat(
         error = _status_error(status, reply_headers, payload, api_key, url)
         log.debug("POST %s -> %s", url, error)
         raise error
-    if api_key:
+    if api_key and len(api_key) >= MIN_REDACTED_KEY_CHARS:
         secret = api_key.encode()
         if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
             payload = payload.replace(secret, b"***")

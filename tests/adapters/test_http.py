@@ -284,6 +284,14 @@ class TestPostChat:
         assert reply.content == "Supported. (Authorization: Bearer ***)"
         assert "SECRETKEY" not in repr(reply.raw)
 
+    @pytest.mark.parametrize("short_key", ["k", "o", "test"])
+    async def test_short_key_leaves_the_reply_whole(self, server, session, short_key: str) -> None:
+        """A short key (a local server's) matches ordinary words and JSON names: the reply is parsed untouched."""
+        server.push(server.chat("Unknown: the tokens do not say."))
+        reply = await post_chat(session, url(server), short_key, BODY)
+        assert reply.content == "Unknown: the tokens do not say."
+        assert reply.usage is not None and reply.usage.prompt_tokens > 0  # "prompt_tokens" holds a "k" and an "o"
+
     async def test_key_redacted(self, server, session, caplog) -> None:
         """A 401 echoing the key never puts the key in the error message or the log."""
         server.push(server.error(401, f"Incorrect API key provided: {KEY}. Bearer {KEY}"))
