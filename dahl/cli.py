@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -34,8 +35,20 @@ from dahl.formats.fields import parse_field_options
 from dahl.run import ScoreConfig, ScoreReport
 
 # Piped output gets a wide fixed width so tables are not cut to 80 columns.
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(width=None if sys.stdout.isatty() else 160)
+class _Console(Console):
+    """A rich Console whose reader going away (``dahl inspect FILE | head -1``) ends the
+    command with status 0: the reader took what it wanted (rich's default exits 1, which
+    here means an internal error)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(ExitStatus.OK)
+
+
+# Not a terminal (a log): lines are neither padded nor wrapped, so they can be grepped.
+console = _Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=not sys.stderr.isatty())
+out = _Console(width=None if sys.stdout.isatty() else 160)
 
 # Kept for scripts and tests that import them; the table is dahl.exit_status.ExitStatus.
 EXIT_USAGE = ExitStatus.USAGE
@@ -62,7 +75,22 @@ def _setup_logging(verbose: int) -> None:
 
 
 class _Handler(RichHandler):
-    """dahl's own log handler, told apart from an embedding program's when -v is given twice."""
+    """dahl's own log handler, told apart from an embedding program's when -v is given twice.
+
+    On a terminal it draws rich's columns; elsewhere (a batch job's log) each record is
+    one plain line, ``LEVEL message``, neither padded nor wrapped, so a log can be grepped.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.console.is_terminal:
+            super().emit(record)
+            return
+        try:
+            line = f"{record.levelname} {self.format(record)}"
+        except Exception:  # as logging.Handler does: a bad record must not stop the run
+            self.handleError(record)
+            return
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _more_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> None:
@@ -227,7 +255,7 @@ def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
         console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
         sys.exit(ExitStatus.QUOTA)
     if isinstance(exc, FatalAPIError):
-        console.print(f"[red]stopped:[/] {escape(str(exc))}. {again}")
+        console.print(f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}")
         sys.exit(ExitStatus.FATAL_API)
     if isinstance(exc, OutputWriteError):
         console.print(f"[red]error:[/] {escape(str(exc))}")

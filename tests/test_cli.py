@@ -383,6 +383,24 @@ getattr(importlib.import_module(module), func)()
         assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
         assert proc.stderr == "interrupted\n"
 
+    def test_sigterm_during_imports_exits_130_quietly(self) -> None:
+        """SIGTERM while the command is still importing exits 130 with one line (it was 143, silent)."""
+        script = self.CTRL_C_DURING_IMPORTS.replace("signal.SIGINT", "signal.SIGTERM")
+        proc = subprocess.run([sys.executable, "-c", script, self.entry(), "--help"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
+        assert proc.stderr == "interrupted\n"
+
+    def test_a_reader_that_stops_reading_ends_quietly(self) -> None:
+        """dahl inspect FILE | head -1: the closed pipe ends the command with status 0 and no traceback."""
+        with subprocess.Popen([sys.executable, "-m", "dahl", "inspect", str(EXAMPLES / "answers.jsonl")], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            proc.stdout.close()  # the reader is gone before the first line is printed
+            stderr = proc.stderr.read().decode()
+            assert proc.wait(timeout=60) == ExitStatus.OK, stderr
+        assert stderr == ""
+
     def test_ctrl_c_inside_a_report_command_exits_130(self, tmp_path: Path) -> None:
         """Ctrl-C inside dahl leaderboard (while it imports its modules) exits 130, not click's "Aborted!" 1."""
         script = self.CTRL_C_DURING_IMPORTS.replace('"rich.console"', '"dahl.leaderboard"')
@@ -423,7 +441,23 @@ class TestOptions:
         proc = subprocess.run([sys.executable, "-m", "dahl", *args], cwd=REPO, capture_output=True, text=True,
                               timeout=120, env=env)
         assert proc.returncode == 0, proc.stderr
-        assert "INFO     wrote verdict store" in proc.stderr
+        assert "INFO wrote verdict store" in proc.stderr
+
+    def test_a_log_is_plain_lines(self, tmp_path: Path) -> None:
+        """stderr not a terminal: each warning is one "WARNING ..." line, neither padded nor wrapped at 160 columns."""
+        path = tmp_path / "a.jsonl"
+        question = "Q" * 150 + "?"
+        path.write_text(json.dumps({"id": "a", "question": question, "response": " "}) + "\n"
+                        + json.dumps({"id": "b", "question": "Q?", "response": "Aspirin inhibits COX-1."}) + "\n")
+        proc = subprocess.run([sys.executable, "-m", "dahl", "score", str(path), "--checker", "fake", "-o",
+                               str(tmp_path / "o"), "--no-progress"], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == ExitStatus.PARTIAL, proc.stderr
+        warnings = [line for line in proc.stderr.splitlines() if line.startswith("WARNING ")]
+        assert warnings == [f"WARNING skipped input record: {path}:1, field 'response': response is empty"]
+        assert all(line == line.rstrip() for line in proc.stderr.splitlines())
+        assert any(line.endswith(f"{tmp_path / 'o' / 'answers.jsonl'}, {tmp_path / 'o' / 'summary.json'}")
+                   for line in proc.stderr.splitlines())  # the path line is whole, not wrapped
 
     def test_verbose_twice_after_the_subcommand_is_debug(self, tmp_path: Path) -> None:
         """dahl score -vv is accepted (it was a usage error) and logs at debug level."""
