@@ -330,6 +330,27 @@ class TestExitStatus:
         assert code == ExitStatus.NOTHING_SCORED, text
         assert "nothing scored" in text and "2 input records skipped" in text
 
+    @pytest.mark.parametrize(("name", "content"), [
+        ("empty.jsonl", b""),
+        ("blank.jsonl", b"\n  \n"),
+        ("bad.jsonl", b'garbage\n{"x": 1}\n'),
+        ("bad.jsonl.gz", gzip.compress(b'{"question": "Q?"}\n')),
+    ], ids=["empty", "blank-lines", "only-bad-records", "gzip-only-bad"])
+    def test_a_jsonl_file_with_nothing_to_score_is_nothing_scored(self, tmp_path: Path, name: str,
+                                                                 content: bytes) -> None:
+        """Auto-detection agrees with --format jsonl: a .jsonl file with no good record exits 5, not 2."""
+        path = tmp_path / name
+        path.write_bytes(content)
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(tmp_path / "o"), "--no-progress")
+        assert code == ExitStatus.NOTHING_SCORED, text
+
+    def test_a_file_of_unknown_kind_is_still_a_usage_error(self, tmp_path: Path) -> None:
+        """A .txt file whose lines name no format cannot be guessed: exit 2 naming the format option."""
+        path = tmp_path / "notes.txt"
+        path.write_bytes(b"garbage\n")
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(tmp_path / "o"), "--no-progress")
+        assert code == ExitStatus.USAGE and "cannot detect the format" in text
+
     def test_claims_in_error_are_partial(self, tmp_path: Path, mocks: object) -> None:
         """Every claim labelled error (off-format replies) exits 6, naming the errors."""
         from tests.test_quota_resume import write_answers

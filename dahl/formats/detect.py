@@ -100,6 +100,14 @@ def _is_csv_header(text: str, question_keys: Collection[str]) -> bool:
     return bool(set(header) & set(question_keys))
 
 
+def _named_jsonl(path: Path) -> bool:
+    """Whether the name says JSON Lines: ``*.jsonl`` or ``*.ndjson``, before any ``.gz`` / ``.zst``."""
+    suffixes = [x.lower() for x in path.suffixes]
+    while suffixes and suffixes[-1] in (".gz", ".zst"):
+        suffixes.pop()
+    return bool(suffixes) and suffixes[-1] in (".jsonl", ".ndjson")
+
+
 def detect_format(
     path: Path,
     *,
@@ -130,9 +138,14 @@ def detect_format(
     Returns:
         One of :data:`FORMATS`.
 
+    A file named ``*.jsonl`` (``.ndjson``, compressed or not) in which no line within
+    the bound names a format is dahl JSONL: its lines are then bad records (or there
+    are none), reported and counted like any others, and the run scores nothing.
+
     Raises:
         ConfigError: the file is missing or empty, or no line within the bound names
-            a format (the message names the file and the first line's problem).
+            a format (the message names the file and the first line's problem), for a
+            file not named ``*.jsonl``.
     """
     path = Path(path)
     binary = _binary_format(path)
@@ -164,6 +177,8 @@ def detect_format(
             first_problem = first_problem or problem or (
                 "first line is neither a JSON object nor a CSV header with a 'question' column"
             )
+    if _named_jsonl(path):  # nothing names another format: its records are bad (or none), counted as such
+        return "jsonl"
     if first_problem is None:
         raise ConfigError(f"cannot detect the format of {path}: the file is empty")
     bound = f"; no good record in the first {SNIFF_LINES} lines" if seen > 1 else ""
