@@ -31,7 +31,7 @@ from dahl.cache.whole_input_child import Start
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, writing
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
-from dahl.engine.source import InputErrors, answer_source
+from dahl.source import InputErrors, answer_source
 from dahl.errors import ConfigError, OutputWriteError
 from dahl.formats import FORMATS, read_answers
 from dahl.formats.arrow import is_saved_dataset

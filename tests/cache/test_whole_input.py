@@ -25,7 +25,7 @@ from dahl.cache.whole_input_child import Bad, Hit, Miss, Start
 from dahl.config import EndpointConfig
 from dahl.engine.output import answer_input_hash, line_key
 from dahl.engine.results import FoundLine
-from dahl.engine.source import InputErrors, answer_source
+from dahl.source import InputErrors, answer_source
 from dahl.run import ScoreConfig, score_async
 
 RUN_FP = b'{"run": "test"}'
@@ -238,7 +238,7 @@ class TestFallback:
         write_answers(b, 7, bad=frozenset({0, 5}))
         expected = source_items([a, b], None)
         child = FailingChild(empty_db, [a, b], keep)
-        with caplog.at_level(logging.WARNING, logger="dahl.engine.source"):
+        with caplog.at_level(logging.WARNING, logger="dahl.source"):
             got = source_items([a, b], child)
         assert got == expected
         assert child.closed

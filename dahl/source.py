@@ -13,6 +13,10 @@ child: answers it found whole arrive as finished lines
 (:class:`~dahl.engine.results.FoundLine`), the others as their JSON with their
 input hash. Should the child stop, the input is read here from where its
 records end.
+
+It sits beside :mod:`dahl.run`, above both ``engine/`` and ``cache/``: it joins the
+readers, the engine's queue records and the cache's input child, so neither lower
+layer imports the other.
 """
 
 from __future__ import annotations
