@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,7 +32,7 @@ from rich.text import Text
 from dahl.engine.counters import RunCounters
 from dahl.errors import DahlError
 from dahl.formats import Records, detect_format
-from dahl.formats.lines import is_stream
+from dahl.formats.lines import is_stream, numbered_lines
 from dahl.run import ScoreConfig, ScoreReport, score_async
 
 __all__ = ["Meter", "ProgressLine", "ProgressMode", "Snapshot", "count", "count_records", "duration", "run_with_progress"]
@@ -72,7 +73,8 @@ def count_records(paths: Sequence[Path | Records], fmt: str, stop: threading.Eve
     """Records in the answer files, as the readers count them (blocking: run it in a thread).
 
     JSON Lines formats count non-blank lines; csv counts non-blank rows after the header
-    (quoted newlines kept in their row). Bad records count too: they are done once rejected.
+    (quoted newlines kept in their row); ``.gz`` / ``.zst`` files are counted decompressed.
+    Bad records count too: they are done once rejected.
 
     Args:
         paths: the run's inputs (files, or in-memory records counted by their length).
@@ -80,8 +82,9 @@ def count_records(paths: Sequence[Path | Records], fmt: str, stop: threading.Eve
         stop: when set, counting ends early (the run finished first).
 
     Returns:
-        The record count, or ``None`` if ``stop`` was set first or an input is a stream
-        (standard input, a FIFO: it can be read once only, by the run).
+        The record count, or ``None`` if ``stop`` was set first, an input is a stream
+        (standard input, a FIFO: it can be read once only, by the run), or an input's
+        format is not one record per line (json, parquet, hf, safe).
 
     Raises:
         OSError: a file cannot be read.
@@ -96,6 +99,8 @@ def count_records(paths: Sequence[Path | Records], fmt: str, stop: threading.Eve
             total += len(path)
             continue
         name = detect_format(path) if fmt == "auto" else fmt
+        if name not in _LINE_FORMATS:  # a JSON array, Parquet, a dataset, SAFE: one record is not a line
+            return None
         n = _csv_rows(path, stop) if name == "csv" else _jsonl_records(path, stop)
         if n is None:
             return None
@@ -103,15 +108,18 @@ def count_records(paths: Sequence[Path | Records], fmt: str, stop: threading.Eve
     return total
 
 
+#: Formats whose records are lines (csv: rows), which the count can read.
+_LINE_FORMATS = frozenset({"jsonl", "factscore", "veriscore", "csv"})
+
 #: Records read between two looks at the stop flag.
 _CHECK_EVERY = 8192
 
 
 def _jsonl_records(path: Path, stop: threading.Event | None) -> int | None:
     count = 0
-    with path.open("rb") as f:
-        for n, line in enumerate(f):
-            if n % _CHECK_EVERY == 0 and stop is not None and stop.is_set():
+    with closing(numbered_lines(path)) as lines:
+        for n, line in lines:  # n is 1-based: look at the flag before the first line too
+            if n % _CHECK_EVERY == 1 and stop is not None and stop.is_set():
                 return None
             if line.strip():
                 count += 1
@@ -120,8 +128,8 @@ def _jsonl_records(path: Path, stop: threading.Event | None) -> int | None:
 
 def _csv_rows(path: Path, stop: threading.Event | None) -> int | None:
     count = 0
-    with path.open(newline="", encoding="utf-8", errors="replace") as f:
-        for n, row in enumerate(csv.reader(f)):
+    with closing(numbered_lines(path)) as lines:
+        for n, row in enumerate(csv.reader(raw.decode("utf-8", errors="replace") for _, raw in lines)):
             if n % _CHECK_EVERY == 0 and stop is not None and stop.is_set():
                 return None
             if row:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -112,6 +113,18 @@ class TestCountRecords:
         stop = threading.Event()
         stop.set()
         assert count_records([tmp_path / "a.jsonl"], "jsonl", stop) is None
+
+    def test_compressed_files_are_counted_decompressed(self, tmp_path: Path) -> None:
+        """A .jsonl.gz counts its decompressed lines (its compressed bytes hold no such lines)."""
+        write_answers(tmp_path / "a.jsonl", 3)
+        (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress((tmp_path / "a.jsonl").read_bytes()))
+        assert count_records([tmp_path / "a.jsonl.gz"], "auto") == 3
+
+    def test_a_json_array_leaves_the_total_unknown(self, tmp_path: Path) -> None:
+        """A JSON array of 3 records on one line is not 1 record: the total is unknown, not wrong."""
+        path = tmp_path / "a.json"
+        path.write_text(json.dumps([{"question": f"q{i}?", "response": "r."} for i in range(3)]))
+        assert count_records([path], "auto") is None
 
     def test_a_stream_is_not_counted(self, tmp_path: Path) -> None:
         """A FIFO (or ``-``) can be read once, by the run: the counter leaves it alone and the total is unknown."""
