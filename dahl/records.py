@@ -19,15 +19,22 @@ __all__ = [
     "LABELS",
     "Answer",
     "AnswerMetrics",
+    "AnswerRecall",
     "AnswerResult",
     "Claim",
     "ClaimLabel",
+    "Coverage",
+    "FactResult",
+    "FactSource",
+    "RefFact",
+    "RefSet",
     "ClaimResult",
     "Evidence",
     "GivenClaim",
     "Label",
     "ResultDigest",
     "Status",
+    "UnsupportedReason",
     "Usage",
     "Verdict",
     "content_id",
@@ -51,6 +58,29 @@ class Label(enum.StrEnum):
 
 #: Column order of per-answer label-count arrays, shape (n_answers, 5).
 LABELS: tuple[Label, ...] = tuple(Label)
+
+
+class UnsupportedReason(enum.StrEnum):
+    """Why a claim is unsupported ("Beyond Precision" error analysis).
+
+    ``contradicted``: the evidence says otherwise. ``no_evidence``: the evidence
+    does not say it (the most common error in the paper's analysis).
+    """
+
+    CONTRADICTED = "contradicted"
+    NO_EVIDENCE = "no_evidence"
+
+
+class Coverage(enum.StrEnum):
+    """Whether an answer states one reference fact ("Beyond Precision", coverage).
+
+    ``error``: the coverage judge failed; never counted as not covered.
+    """
+
+    COVERED = "covered"
+    PARTIAL = "partial"
+    NOT_COVERED = "not_covered"
+    ERROR = "error"
 
 
 class Status(enum.StrEnum):
@@ -167,6 +197,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
         evidence: snippets or URLs actually used.
         error: ``"ClassName: message"`` when ``label`` is ``error``.
         usage: tokens consumed, when a model was called.
+        reason: for ``unsupported``, whether the claim is contradicted or merely
+            without evidence, when the Checker tells.
     """
 
     label: Label
@@ -175,6 +207,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     evidence: tuple[Evidence, ...] = ()
     error: str | None = None
     usage: Usage | None = None
+    reason: UnsupportedReason | None = None
 
 
 class ClaimResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -186,6 +219,80 @@ class ClaimResult(msgspec.Struct, frozen=True, kw_only=True):
     sentence: int | None = None
     span: tuple[int, int] | None = None
     evidence: tuple[Evidence, ...] = ()
+    raw: str | None = None
+    error: str | None = None
+    reason: UnsupportedReason | None = None
+
+
+class FactSource(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where a reference fact came from: a document or an answer, and a span in it.
+
+    Attributes:
+        doc_id: id of the corpus document the fact was extracted from.
+        answer_id: id of the answer whose supported claim the fact is (pooled sets).
+        span: (start, end) character offsets into that document or response.
+    """
+
+    doc_id: str | None = None
+    answer_id: str | None = None
+    span: tuple[int, int] | None = None
+
+
+class RefFact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One reference fact of a question ("Beyond Precision" F).
+
+    Attributes:
+        id: unique within its question's set.
+        text: the fact, one atomic sentence.
+        source: where it came from.
+        relevance: r, 1-5, how relevant the fact is to the question (LLM rating).
+        salience: s, 1-5, how central the fact is to the topic (LLM rating).
+        importance: imp = α·(r − 1)/4 + β·(s − 1)/4 in [0, 1], when rated (or given).
+        support: how many answers stated the fact (pooled sets).
+    """
+
+    id: str
+    text: str
+    source: FactSource | None = None
+    relevance: float | None = None
+    salience: float | None = None
+    importance: float | None = None
+    support: int | None = None
+
+
+class RefSet(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A question's reference fact set: one line of ``refs.jsonl``.
+
+    Attributes:
+        question_id: :func:`content_id` of the question (matches ``AnswerResult.question_id``).
+        question: the question text (answers are matched by its normalized text when
+            they carry no ``question_id``).
+        facts: the reference facts, in file order.
+        meta: free-form (e.g. the α, β the importances were computed with).
+    """
+
+    question_id: str
+    question: str = ""
+    facts: tuple[RefFact, ...] = ()
+    meta: dict[str, Any] = {}
+
+
+class FactResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One fact of F* with its coverage by one answer, as written to ``answers.jsonl``.
+
+    Attributes:
+        id: the fact's id in its reference set.
+        text: the fact.
+        weight: its importance weight in Rec^w (1 when the fact is unrated).
+        label: the coverage judge's decision.
+        raw: the judge's raw output, if any.
+        error: ``"ClassName: message"`` when ``label`` is ``error``.
+    """
+
+    id: str
+    text: str
+    weight: float
+    label: Coverage
     raw: str | None = None
     error: str | None = None
 
@@ -206,6 +313,34 @@ class AnswerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     f1_at_k: float | None = None
 
 
+class AnswerRecall(msgspec.Struct, frozen=True, kw_only=True):
+    """One answer's recall against its question's F* ("Beyond Precision"; DESIGN.md §4).
+
+    See :func:`dahl.metrics.answer_recall` for the formulas. Metrics are None when
+    undefined (``reason`` says why), never NaN.
+
+    Attributes:
+        recall: Rec = Σ credit / |F*|.
+        recall_w: Rec^w = Σ imp·credit / Σ imp.
+        f1, f1_w: harmonic mean of the answer's DAHL precision and Rec (Rec^w).
+        recall_at_5, recall_at_10, recall_at_20: Rec over the top k facts of F* by importance.
+        reason: why the metrics are None: ``empty_fstar`` (no facts), ``zero_weight``
+            (Σ imp = 0, recall_w only), ``coverage_error`` (a judge call failed),
+            ``split_error``.
+        facts: each fact of F* with its coverage, in importance order.
+    """
+
+    recall: float | None = None
+    recall_w: float | None = None
+    f1: float | None = None
+    f1_w: float | None = None
+    recall_at_5: float | None = None
+    recall_at_10: float | None = None
+    recall_at_20: float | None = None
+    reason: str | None = None
+    facts: tuple[FactResult, ...] = ()
+
+
 class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
     """One scored answer: a line of ``answers.jsonl``.
 
@@ -221,6 +356,8 @@ class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
         counts: number of claims per label (all five labels present).
         metrics: per-answer metrics.
         input_hash: content hash of the input answer (resume key).
+        recall: recall against the question's reference facts; absent from the
+            line (UNSET) when the run has no reference set for the question.
     """
 
     id: str
@@ -236,7 +373,7 @@ class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
     question_id: str = ""
     reason: str | None = None
     meta: dict[str, Any] = {}
-
+    recall: AnswerRecall | msgspec.UnsetType = msgspec.UNSET
 
 
 class ClaimLabel(msgspec.Struct, frozen=True):

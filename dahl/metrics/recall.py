@@ -1,0 +1,177 @@
+"""Recall formulas of "Beyond Precision: Importance-Aware Recall for Factuality Evaluation
+in Long-Form LLM Generation" (DESIGN.md §4): pure functions, no I/O.
+
+* importance: r̃ = (r − 1)/4, s̃ = (s − 1)/4 for the 1–5 relevance and salience ratings,
+  imp = α·r̃ + β·s̃ (the paper's defaults α = β = 0.5); an unrated fact weighs 1;
+* F*: the facts ranked by importance (stable: file order breaks ties), cut to the top
+  ``k`` or to those with imp ≥ ``min_importance`` (default: all);
+* coverage credit c: covered 1, not covered 0, partial 0 (``strict``), 0.5 (``half``)
+  or 1 (``lenient``);
+* Rec = Σ c / |F*|; Rec^w = Σ imp·c / Σ imp; R@k = Rec over the top min(k, |F*|) facts;
+* F1 = 2PR / (P + R) with P the answer's DAHL precision S / (S + U) (0 when P + R = 0);
+  F1^w the same with Rec^w.
+
+An abstained answer covers nothing: Rec = Rec^w = R@k = 0 and F1 = F1^w = 0. An empty F*
+gives None (reason ``empty_fstar``), Σ imp = 0 gives Rec^w None (``zero_weight``), a
+fact whose coverage failed gives None for all (``coverage_error``): never 0 or NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from dahl.errors import ConfigError
+from dahl.records import AnswerRecall, Coverage, FactResult, RefFact
+
+__all__ = [
+    "PARTIAL_CREDIT",
+    "RECALL_AT",
+    "Partial",
+    "answer_recall",
+    "coverage_credit",
+    "f1_score",
+    "fact_weight",
+    "fstar",
+    "importance",
+]
+
+Partial = Literal["strict", "half", "lenient"]
+
+#: Credit of a ``partial`` coverage label per ``--partial`` mode.
+PARTIAL_CREDIT: dict[str, float] = {"strict": 0.0, "half": 0.5, "lenient": 1.0}
+
+#: The k of the R@k columns (R@all is Rec itself).
+RECALL_AT: tuple[int, ...] = (5, 10, 20)
+
+
+def importance(relevance: float, salience: float, *, alpha: float = 0.5, beta: float = 0.5) -> float:
+    """imp = α·(r − 1)/4 + β·(s − 1)/4 for 1–5 ratings r, s ("Beyond Precision" §3).
+
+    Raises:
+        ConfigError: a rating outside [1, 5], or α, β negative or not finite.
+    """
+    _check_weights(alpha, beta)
+    for name, value in (("relevance", relevance), ("salience", salience)):
+        if not (math.isfinite(value) and 1.0 <= value <= 5.0):
+            raise ConfigError(f"{name} must be a rating in [1, 5], got {value}")
+    return alpha * (relevance - 1.0) / 4.0 + beta * (salience - 1.0) / 4.0
+
+
+def _check_weights(alpha: float, beta: float) -> None:
+    if not (math.isfinite(alpha) and math.isfinite(beta)) or alpha < 0 or beta < 0:
+        raise ConfigError(f"alpha and beta must be finite and >= 0, got {alpha}, {beta}")
+
+
+def fact_weight(fact: RefFact, *, alpha: float = 0.5, beta: float = 0.5) -> float:
+    """The weight of ``fact`` in Rec^w: its rated importance, else its given
+    ``importance``, else 1 (an unrated fact)."""
+    if fact.relevance is not None and fact.salience is not None:
+        return importance(fact.relevance, fact.salience, alpha=alpha, beta=beta)
+    if fact.importance is not None:
+        return fact.importance
+    return 1.0
+
+
+def fstar(
+    facts: Sequence[RefFact],
+    *,
+    k: int | None = None,
+    min_importance: float | None = None,
+    alpha: float = 0.5,
+    beta: float = 0.5,
+) -> list[tuple[RefFact, float]]:
+    """F*: ``facts`` with their weights, most important first, cut by ``k`` or ``min_importance``.
+
+    Ties keep file order (a stable sort), so F* does not depend on anything but the file.
+
+    Returns:
+        ``[(fact, weight)]``, at most ``k`` long.
+
+    Raises:
+        ConfigError: ``k < 1``, or α, β invalid.
+    """
+    if k is not None and k < 1:
+        raise ConfigError(f"--fstar-k must be >= 1, got {k}")
+    _check_weights(alpha, beta)
+    weighted = [(f, fact_weight(f, alpha=alpha, beta=beta)) for f in facts]
+    weighted.sort(key=lambda fw: -fw[1])
+    if min_importance is not None:
+        weighted = [fw for fw in weighted if fw[1] >= min_importance]
+    return weighted[:k] if k is not None else weighted
+
+
+def coverage_credit(label: Coverage, partial: Partial = "strict") -> float:
+    """Credit of one coverage label: covered 1, not covered 0, partial per ``partial``.
+
+    Raises:
+        ConfigError: unknown ``partial`` mode, or ``label`` is ``error`` (never credited).
+    """
+    if partial not in PARTIAL_CREDIT:
+        raise ConfigError(f"--partial must be one of {', '.join(PARTIAL_CREDIT)}, got {partial!r}")
+    if label is Coverage.COVERED:
+        return 1.0
+    if label is Coverage.NOT_COVERED:
+        return 0.0
+    if label is Coverage.PARTIAL:
+        return PARTIAL_CREDIT[partial]
+    raise ConfigError("a coverage error has no credit")
+
+
+def f1_score(precision: float | None, recall: float | None) -> float | None:
+    """2PR / (P + R); 0 when P + R = 0; None when either is None."""
+    if precision is None or recall is None:
+        return None
+    total = precision + recall
+    return 0.0 if total == 0 else 2.0 * precision * recall / total
+
+
+def answer_recall(
+    facts: Sequence[FactResult],
+    *,
+    precision: float | None,
+    abstained: bool = False,
+    partial: Partial = "strict",
+) -> AnswerRecall:
+    """One answer's recall metrics over F* (``facts``, most important first, judged).
+
+    Args:
+        facts: F* with each fact's weight and coverage label, in importance order.
+        precision: the answer's DAHL precision S / (S + U), None if undefined.
+        abstained: the answer abstained: it covers nothing (all metrics 0, labels ignored).
+        partial: credit of a partial coverage (``strict`` 0, ``half`` 0.5, ``lenient`` 1).
+
+    Returns:
+        The metrics and ``facts``; see the module docstring for None and its reasons.
+
+    Raises:
+        ConfigError: unknown ``partial`` mode.
+    """
+    if partial not in PARTIAL_CREDIT:
+        raise ConfigError(f"--partial must be one of {', '.join(PARTIAL_CREDIT)}, got {partial!r}")
+    facts = tuple(facts)
+    if not facts:
+        return AnswerRecall(reason="empty_fstar", facts=facts)
+    if abstained:
+        zero = 0.0
+        return AnswerRecall(recall=zero, recall_w=zero, f1=zero, f1_w=zero, recall_at_5=zero, recall_at_10=zero,
+                            recall_at_20=zero, facts=facts)
+    if any(f.label is Coverage.ERROR for f in facts):
+        return AnswerRecall(reason="coverage_error", facts=facts)
+    credit = [coverage_credit(f.label, partial) for f in facts]
+    rec = sum(credit) / len(credit)
+    total_weight = sum(f.weight for f in facts)
+    rec_w = sum(f.weight * c for f, c in zip(facts, credit, strict=True)) / total_weight if total_weight > 0 else None
+    at = {k: sum(credit[:k]) / min(k, len(credit)) for k in RECALL_AT}
+    return AnswerRecall(
+        recall=rec,
+        recall_w=rec_w,
+        f1=f1_score(precision, rec),
+        f1_w=f1_score(precision, rec_w),
+        recall_at_5=at[5],
+        recall_at_10=at[10],
+        recall_at_20=at[20],
+        reason=None if rec_w is not None else "zero_weight",
+        facts=facts,
+    )
