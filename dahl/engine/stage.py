@@ -13,7 +13,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -126,7 +127,9 @@ class Stage(Generic[T]):
                 channel.close_sender()
 
 
-async def run_stages(stages: Sequence[Stage[Any]], tasks: Sequence[Callable[[], Awaitable[None]]] = ()) -> None:
+async def run_stages(
+    stages: Sequence[Stage[Any]], tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]] = ()
+) -> None:
     """Run ``stages`` and plain ``tasks`` (a reader, a writer) until all have ended.
 
     A stage that meets a quota or fatal API error cancels everything; tasks that
@@ -144,9 +147,9 @@ async def run_stages(stages: Sequence[Stage[Any]], tasks: Sequence[Callable[[], 
             fatal.append(exc)
         tg.cancel_scope.cancel()
 
-    starters: list[Callable[[], Awaitable[None]]] = list(tasks)
+    starters: list[Callable[[], Coroutine[Any, Any, None]]] = list(tasks)
     for stage in stages:
-        starters.extend([lambda s=stage: s.serve(stop)] * stage.workers)
+        starters.extend([functools.partial(stage.serve, stop)] * stage.workers)
     try:
         async with anyio.create_task_group() as tg:
             for n, start in enumerate(starters, 1):

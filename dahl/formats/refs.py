@@ -1,0 +1,167 @@
+"""Reference fact sets (``refs.jsonl``): one :class:`~dahl.records.RefSet` per line.
+
+One line per question::
+
+    {"question_id": "…", "question": "…", "facts": [{"id": "f1", "text": "…",
+      "source": {"doc_id": "…"}, "relevance": 4, "salience": 5, "importance": 0.875}]}
+
+``question_id`` may be missing when ``question`` is given: it is then
+:func:`~dahl.records.content_id` of the question, which is what dahl gives answers,
+so answers match their set by the question text. A fact without ``id`` gets its
+1-based position (``"1"``, ``"2"``, …). :class:`RefIndex` finds an answer's set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import msgspec
+
+from dahl.errors import InputError
+from dahl.records import AnswerResult, FactSource, RefFact, RefSet, content_id, normalize_text
+
+__all__ = ["RefIndex", "read_refs", "write_refs"]
+
+
+class _FactIn(msgspec.Struct, kw_only=True):
+    text: str
+    id: str | int | None = None
+    source: dict[str, object] | None = None
+    relevance: float | None = None
+    salience: float | None = None
+    importance: float | None = None
+    support: int | None = None
+
+
+class _SetIn(msgspec.Struct, kw_only=True):
+    facts: list[_FactIn]
+    question_id: str | None = None
+    question: str = ""
+    meta: dict[str, object] = {}
+
+
+_DECODER = msgspec.json.Decoder(_SetIn)
+
+
+def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
+    text = normalize_text(raw.text)
+    where = f"facts[{n - 1}]"
+    if not text:
+        raise InputError("a reference fact has empty text", file=str(path), line=line, field=f"{where}.text")
+    for name in ("relevance", "salience"):
+        value = getattr(raw, name)
+        if value is not None and not 1 <= value <= 5:
+            raise InputError(f"{name} must be a 1-5 rating, got {value}", file=str(path), line=line,
+                             field=f"{where}.{name}")
+    source = None
+    if raw.source is not None:
+        try:
+            source = msgspec.convert(raw.source, type=FactSource)
+        except msgspec.ValidationError as exc:
+            raise InputError(str(exc), file=str(path), line=line, field=f"{where}.source") from None
+    return RefFact(
+        id=str(raw.id) if raw.id is not None else str(n),
+        text=text,
+        source=source,
+        relevance=raw.relevance,
+        salience=raw.salience,
+        importance=raw.importance,
+        support=raw.support,
+    )
+
+
+def read_refs(path: str | Path) -> Iterator[RefSet]:
+    """Yield the reference sets of ``path`` (dahl ``refs.jsonl``), in file order.
+
+    Raises:
+        InputError: the file cannot be read, or a line is not a valid set (names the
+            file, line and field); a question's facts with duplicate ids.
+    """
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read reference facts: {exc.strerror}", file=str(path)) from None
+    with handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                raw = _DECODER.decode(line)
+            except msgspec.ValidationError as exc:
+                raise InputError(f"not a reference set: {exc}", file=str(path), line=line_no) from None
+            except msgspec.DecodeError as exc:
+                raise InputError(f"not JSON: {exc}", file=str(path), line=line_no) from None
+            question = raw.question
+            if raw.question_id is None and not normalize_text(question):
+                raise InputError("a reference set needs question_id or question", file=str(path), line=line_no,
+                                 field="question_id")
+            facts = tuple(_fact(f, n, path, line_no) for n, f in enumerate(raw.facts, 1))
+            seen: set[str] = set()
+            for n, fact in enumerate(facts):
+                if fact.id in seen:
+                    raise InputError(f"duplicate fact id {fact.id!r}", file=str(path), line=line_no,
+                                     field=f"facts[{n}].id")
+                seen.add(fact.id)
+            yield RefSet(
+                question_id=raw.question_id if raw.question_id is not None else content_id(question),
+                question=question,
+                facts=facts,
+                meta=dict(raw.meta),
+            )
+
+
+def write_refs(path: str | Path, sets: Iterable[RefSet]) -> int:
+    """Write ``sets`` to ``path`` as ``refs.jsonl`` (atomically: a temp file renamed).
+
+    Returns:
+        The number of sets written.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    encoder = msgspec.json.Encoder()
+    n = 0
+    with tmp.open("wb") as out:
+        for ref_set in sets:
+            out.write(encoder.encode(ref_set) + b"\n")
+            n += 1
+    tmp.replace(path)
+    return n
+
+
+class RefIndex:
+    """Reference sets by question: an answer's set is found by its ``question_id``, else
+    by :func:`~dahl.records.content_id` of its question text.
+
+    Args:
+        sets: the reference sets; a later set for the same question replaces an earlier one.
+    """
+
+    def __init__(self, sets: Iterable[RefSet]) -> None:
+        self._by_id: dict[str, RefSet] = {}
+        self._by_text: dict[str, RefSet] = {}
+        for ref_set in sets:
+            self._by_id[ref_set.question_id] = ref_set
+            if normalize_text(ref_set.question):
+                self._by_text[content_id(ref_set.question)] = ref_set
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __repr__(self) -> str:
+        return f"RefIndex({len(self)} questions)"
+
+    def find(self, question_id: str, question: str = "") -> RefSet | None:
+        """The set of the question ``question_id`` (or text ``question``), None if there is none."""
+        found = self._by_id.get(question_id)
+        if found is None and question:
+            found = self._by_text.get(content_id(question))
+        return found
+
+    def of(self, result: AnswerResult) -> RefSet | None:
+        """The set of ``result``'s question, None if there is none."""
+        return self.find(result.question_id, result.question)
