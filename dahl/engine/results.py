@@ -13,6 +13,7 @@ from dahl.records import (
     LABELS,
     Answer,
     AnswerMetrics,
+    AnswerRecall,
     AnswerResult,
     Claim,
     ClaimResult,
@@ -77,6 +78,7 @@ class EncodedResult(msgspec.Struct, frozen=True, kw_only=True):
     question_id: str = ""
     reason: str | None = None
     meta: dict[str, Any] = {}
+    recall: AnswerRecall | msgspec.UnsetType = msgspec.UNSET  # never set: whole answers carry no recall
 
     def decoded(self) -> AnswerResult:
         """The same result as an :class:`~dahl.records.AnswerResult` (claims decoded).
