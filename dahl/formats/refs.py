@@ -127,7 +127,9 @@ def write_refs(path: str | Path, sets: Iterable[RefSet]) -> int:
     n = 0
     with tmp.open("wb") as out:
         for ref_set in sets:
-            out.write(encoder.encode(ref_set) + b"\n")
+            data = msgspec.to_builtins(ref_set)
+            data.setdefault("facts", [])  # RefSet omits an empty tuple; read_refs requires the key
+            out.write(encoder.encode(data) + b"\n")
             n += 1
     tmp.replace(path)
     return n
