@@ -134,7 +134,8 @@ def _read_run(run: Path, run_no: int, questions: dict[str, _Question], *, requir
             try:
                 answer = _DECODER.decode(line)
             except msgspec.ValidationError as exc:
-                field = str(exc).rpartition(" at `")[2].rstrip("`") if " at `" in str(exc) else None
+                message = str(exc)
+                field = message.rpartition(" - at `$.")[2].rstrip("`") if " - at `$." in message else None
                 raise InputError(f"not an answer result: {exc}", file=str(path), line=line_no, field=field) from None
             except msgspec.DecodeError as exc:
                 raise InputError(f"not JSON: {exc}", file=str(path), line=line_no) from None
