@@ -18,6 +18,7 @@ detected per file from its first line (a ``.parquet`` file is always FactRBench)
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,12 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
         if value is not None and not 1 <= value <= 5:
             raise InputError(f"{name} must be a 1-5 rating, got {value}", file=str(path), line=line,
                              field=f"{where}.{name}")
+    if raw.importance is not None and not (math.isfinite(raw.importance) and raw.importance >= 0):
+        raise InputError(f"importance must be a finite weight >= 0, got {raw.importance}", file=str(path), line=line,
+                         field=f"{where}.importance")
+    if raw.support is not None and raw.support < 0:
+        raise InputError(f"support must be >= 0, got {raw.support}", file=str(path), line=line,
+                         field=f"{where}.support")
     source = None
     if raw.source is not None:
         try:
