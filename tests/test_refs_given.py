@@ -60,10 +60,12 @@ class TestDahlLayout:
             ({"question_id": "q", "facts": [{"text": "x", "salience": 6}]}, "1-5 rating", "facts[0].salience"),
             ({"question_id": "q", "facts": [{"text": 3}]}, "Expected `str`", "facts[0].text"),
             ({"facts": []}, "needs question_id or question", "question_id"),
+            ({"question_id": "q", "facts": [{"text": "x", "importance": -0.5}]}, "importance must be",
+             "facts[0].importance"),
             ({"question_id": "q", "facts": [{"id": "1", "text": "x"}, {"id": 1, "text": "y"}]}, "duplicate fact id",
              "facts[1].id"),
         ],
-        ids=["empty-text", "rating-range", "wrong-type", "no-question", "duplicate-id"],
+        ids=["empty-text", "rating-range", "wrong-type", "no-question", "negative-importance", "duplicate-id"],
     )
     def test_errors_name_file_line_field(self, tmp_path: Path, row: dict[str, Any], message: str, field: str) -> None:
         """A bad set on line 2 is an InputError naming the file, line 2 and the field."""

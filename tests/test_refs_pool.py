@@ -14,7 +14,9 @@ from click.testing import CliRunner
 from dahl.cli import main
 from dahl.errors import ConfigError, InputError
 from dahl.formats.refs import read_refs, write_refs
-from dahl.records import FactSource, content_id
+from dahl.metrics import answer_recall, fstar
+from dahl.records import AnswerResult, Coverage, FactResult, FactSource, Label, Status, content_id
+from dahl.summary import SummaryBuilder
 from dahl.refs.dedupe import fact_key, near_groups
 from dahl.refs.pool import pool_runs
 
@@ -212,3 +214,33 @@ class TestPoolOnFactscore:
                 if record["annotations"] is None and union[record["topic"]]:
                     abstained[model] += 1
         assert abstained == {"InstructGPT": 1, "ChatGPT": 12, "PerplexityAI": 9}
+
+    def test_pooled_recall_in_the_summary(self, shared_data: Path, tmp_path: Path) -> None:
+        """Replayed labels on the pooled sets: the summary's recall is 23.2 / 35.0 / 49.2, n = 120, 1/12/9 abstained."""
+        runs = []
+        for model in MODELS:
+            path = shared_data / "factscore" / "labeled" / f"{model}.jsonl"
+            if not path.is_file():
+                pytest.skip(f"{path} not found")
+            result = CliRunner().invoke(main, ["score", str(path), "--splitter", "given", "--checker", "replay",
+                                               "-o", str(tmp_path / model), "--no-progress"])
+            assert result.exit_code == 0, result.output
+            runs.append(tmp_path / model)
+        sets = {s.question_id: s for s in pool_runs(runs)}
+        builder = SummaryBuilder(n_boot=200, recall_settings={"refs": "pool", "coverage": "exact-in-test"})
+        decoder = msgspec.json.Decoder(AnswerResult)
+        for run in runs:
+            for raw in (run / "answers.jsonl").read_bytes().splitlines():
+                answer = decoder.decode(raw)
+                stated = {c.text for c in answer.claims if c.label == Label.SUPPORTED}
+                judged = [FactResult(id=f.id, text=f.text, weight=w, label=Coverage.COVERED if f.text in stated
+                                     else Coverage.NOT_COVERED) for f, w in fstar(sets[answer.question_id].facts)]
+                recall = answer_recall(judged, precision=answer.metrics.precision,
+                                       abstained=answer.status == Status.ABSTAINED)
+                builder.add(msgspec.structs.replace(answer, recall=recall))
+        models = builder.build()["models"]
+        for model, expected, n_abstained in zip(MODELS, (23.2, 35.0, 49.2), (1, 12, 9), strict=True):
+            rec = models[model]["recall"]
+            assert round(100 * rec["recall"], 1) == expected, model
+            assert rec["recall_w"] == pytest.approx(rec["recall"])  # unrated facts weigh 1
+            assert (rec["n"], rec["n_abstained"], rec["null_by_reason"]["empty_fstar"]) == (120, n_abstained, 8)
