@@ -79,6 +79,12 @@ class TestPool:
         q1 = pool_runs(two_runs, fold=True)[0]
         assert [(f.text, f.support) for f in q1.facts] == [("Paris is in France.", 2), ("Paris is big.", 2)]
 
+    def test_facts_ordered_by_support(self, tmp_path: Path) -> None:
+        """Facts stated by more answers come first; ties keep first-seen order."""
+        run = run_dir(tmp_path / "r", [line("m/1", "q", [claim("A."), claim("B."), claim("C.")]),
+                                       line("n/1", "q", [claim("C."), claim("D.")])])
+        assert [(f.text, f.support) for f in pool_runs([run])[0].facts] == [("C.", 2), ("A.", 1), ("B.", 1), ("D.", 1)]
+
     def test_support_counts_answers_not_claims(self, tmp_path: Path) -> None:
         """One answer stating a fact twice supports it once; the same answer id in two runs counts twice."""
         one = run_dir(tmp_path / "one", [line("m/1", "q", [claim("A b."), claim("A b.")])])

@@ -5,7 +5,9 @@ question's set is every claim labelled ``supported`` in any answer to it in the 
 runs' ``answers.jsonl``, exact duplicates merged by :func:`dahl.refs.dedupe.fact_key`
 (near duplicates too when ``near`` is given). A fact keeps the first answer that
 stated it (runs in the order given, lines in file order) as ``source.answer_id`` and
-that claim's span; ``support`` is how many distinct answers stated it.
+that claim's span; ``support`` is how many distinct answers stated it. Facts are
+listed by support, most first (ties in first-seen order): with unrated facts (weight 1)
+F*'s ranking, and so R@k, follows how many answers agree rather than which run came first.
 
 The runs are streamed (one msgspec decode per line); memory is O(questions × facts).
 
@@ -98,8 +100,8 @@ def pool_runs(
             (an unfinished run's answers file may hold stale lines).
 
     Returns:
-        The sets in order of each question's first answer; facts in first-seen order
-        with ids :func:`~dahl.records.content_id` of their text, ``support`` and
+        The sets in order of each question's first answer; facts by support (most
+        first), ties in first-seen order, with ids :func:`~dahl.records.content_id` of their text, ``support`` and
         ``source``; ``meta`` = ``{"pooled_answers": answers read for the question}``.
 
     Raises:
@@ -175,6 +177,7 @@ def _sets(questions: dict[str, _Question], *, fold: bool, near: float | None, ke
             head = group[0]
             stated: set[tuple[int, str]] = set().union(*(f.answers for f in group))
             facts.append(RefFact(id=content_id(head.text), text=head.text, source=head.source, support=len(stated)))
+        facts.sort(key=lambda f: -(f.support or 0))  # stable: ties keep first-seen order
         yield RefSet(question_id=qid, question=entry.question, facts=tuple(facts),
                      meta={"pooled_answers": entry.answers})
 
