@@ -12,6 +12,7 @@ import pytest
 from dahl.errors import InputError
 from dahl.formats.refs import RefIndex, read_refs, refs_sha256, write_refs
 from dahl.records import FactSource, RefFact, RefSet, content_id
+from dahl.refs.given import convert_given
 
 
 def write_lines(path: Path, rows: list[Any]) -> Path:
@@ -146,3 +147,27 @@ class TestFactRBenchLayout:
         with pytest.raises(InputError) as info:
             list(read_refs(tmp_path / "bad.parquet"))
         assert (info.value.line, info.value.field) == (1, "reference_fact_set")
+
+
+class TestConvertGiven:
+    def test_factrbench_to_dahl_layout(self, tmp_path: Path) -> None:
+        """A FactRBench file converts to refs.jsonl that reads back as the same sets, in dahl's layout."""
+        src = write_lines(tmp_path / "f.jsonl", [factrbench_row("Q1?", LLAMA), factrbench_row("Q2?", {"m": ["B."]})])
+        out = tmp_path / "refs.jsonl"
+        assert convert_given(src, out) == 2
+        assert list(read_refs(out)) == list(read_refs(src))
+        first = json.loads(out.read_text().splitlines()[0])
+        assert "reference_fact_set" not in first and len(first["facts"]) == 3
+
+    def test_duplicate_question_refused(self, tmp_path: Path) -> None:
+        """Two sets for one question are an input error naming both, and nothing is written."""
+        src = write_lines(tmp_path / "f.jsonl", [factrbench_row("Q?", {"m": ["A."]}), factrbench_row("Q?", {"n": ["B."]})])
+        with pytest.raises(InputError, match="sets 1 and 2 are both for question"):
+            convert_given(src, tmp_path / "refs.jsonl")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl"]  # no output, no temp file
+
+    def test_not_over_itself(self, tmp_path: Path) -> None:
+        """Converting a file onto itself is refused."""
+        src = write_lines(tmp_path / "refs.jsonl", [{"question_id": "q", "facts": []}])
+        with pytest.raises(InputError, match="overwrite"):
+            convert_given(src, src)

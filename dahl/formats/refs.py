@@ -194,18 +194,23 @@ def write_refs(path: str | Path, sets: Iterable[RefSet]) -> int:
 
     Raises:
         OSError: the file cannot be written.
+        Exception: whatever ``sets`` raises while iterated (nothing is written then).
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     encoder = msgspec.json.Encoder()
     n = 0
-    with tmp.open("wb") as out:
-        for ref_set in sets:
-            data = msgspec.to_builtins(ref_set)
-            data.setdefault("facts", [])  # RefSet omits an empty tuple; read_refs requires the key
-            out.write(encoder.encode(data) + b"\n")
-            n += 1
-    tmp.replace(path)
+    try:
+        with tmp.open("wb") as out:
+            for ref_set in sets:
+                data = msgspec.to_builtins(ref_set)
+                data.setdefault("facts", [])  # RefSet omits an empty tuple; read_refs requires the key
+                out.write(encoder.encode(data) + b"\n")
+                n += 1
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves neither a half file nor a temp file
+        raise
     return n
 
 
