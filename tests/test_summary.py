@@ -427,3 +427,36 @@ class TestSummaryRecall:
         json.dumps(out, allow_nan=False)
         rec = out["models"]["m"]["recall"]
         assert all(rec[k] is None or 0.0 <= rec[k] <= 1.0 for k in ("recall", "recall_w", "f1", "f1_w"))
+
+    @settings(max_examples=40, deadline=None)
+    @given(
+        rows=st.lists(
+            st.tuples(
+                st.lists(st.integers(0, 4), min_size=5, max_size=5),
+                st.sampled_from(list(Status)),
+                st.sampled_from(["m1", "m2"]),
+                st.one_of(st.none(), st.lists(st.tuples(st.floats(0.0, 1.0), st.sampled_from([C, N, P, E])),
+                                              max_size=6)),
+            ),
+            max_size=30,
+        ),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_recall_no_nan_and_permutation_invariant(
+        self, rows: list[tuple[list[int], Status, str, list[tuple[float, Coverage]] | None]], seed: int
+    ) -> None:
+        """Any answers give JSON without NaN; each answer is in n or one null reason (zero_weight is within n); any order."""
+        results = []
+        for i, (counts, status, model, facts) in enumerate(rows):
+            r = with_recall(counts, None if facts is None else judged(*facts), category="c", status=status, rid=str(i))
+            results.append(msgspec.structs.replace(r, model=model))
+        out = built(results, recall_settings=SETTINGS)
+        json.dumps(out, allow_nan=False)
+        for block in out["models"].values():
+            rec = block["recall"]
+            nulls = rec["null_by_reason"]
+            assert rec["n"] + sum(nulls.values()) - nulls["zero_weight"] == block["n_answers"]
+            for key in ("recall", "recall_w", "f1", "f1_w", "recall_at_5"):
+                assert rec[key] is None or 0.0 <= rec[key] <= 1.0 + 1e-12
+        random.Random(seed).shuffle(results)
+        assert built(results, recall_settings=SETTINGS) == out
