@@ -162,7 +162,8 @@ class TestCreditAndF1:
         with pytest.raises(ConfigError):
             coverage_credit(E)
 
-    @pytest.mark.parametrize(("p", "r", "f1"), [(0.0, 0.0, 0.0), (1.0, 0.5, 2 / 3), (None, 0.5, None), (0.5, None, None)],
+    @pytest.mark.parametrize(("p", "r", "f1"),
+                             [(0.0, 0.0, 0.0), (1.0, 0.5, 2 / 3), (None, 0.5, None), (0.5, None, None)],
                              ids=["zeros", "hand", "no-precision", "no-recall"])
     def test_f1(self, p: float | None, r: float | None, f1: float | None) -> None:
         """F1 = 2PR/(P+R), 0 when both are 0, None when either is None."""
@@ -215,6 +216,7 @@ class TestRecallInvariants:
     def test_equal_weights_make_weighted_equal_unweighted(self, labs: list[Coverage], partial: str,
                                                           weight: float) -> None:
         """With every weight equal (and > 0), Rec^w = Rec and F1^w = F1."""
-        out = answer_recall(judged(*((weight, lab) for lab in labs)), precision=0.7, partial=partial)  # type: ignore[arg-type]
+        facts = judged(*((weight, lab) for lab in labs))
+        out = answer_recall(facts, precision=0.7, partial=partial)  # type: ignore[arg-type]
         assert out.recall_w == pytest.approx(out.recall)
         assert out.f1_w == pytest.approx(out.f1)

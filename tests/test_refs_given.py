@@ -142,7 +142,8 @@ class TestFactRBenchLayout:
         pa = pytest.importorskip("pyarrow")
         rows = [factrbench_row("Q1?", LLAMA), factrbench_row("Q2?", {"u1": ["B."]})]
         pq.write_table(pa.Table.from_pylist(rows), tmp_path / "factbench.parquet")
-        assert list(read_refs(tmp_path / "factbench.parquet")) == list(read_refs(write_lines(tmp_path / "f.jsonl", rows)))
+        as_jsonl = write_lines(tmp_path / "f.jsonl", rows)
+        assert list(read_refs(tmp_path / "factbench.parquet")) == list(read_refs(as_jsonl))
         pq.write_table(pa.Table.from_pylist([{"question": "Q?", "other": "x"}]), tmp_path / "bad.parquet")
         with pytest.raises(InputError) as info:
             list(read_refs(tmp_path / "bad.parquet"))
@@ -161,7 +162,8 @@ class TestConvertGiven:
 
     def test_duplicate_question_refused(self, tmp_path: Path) -> None:
         """Two sets for one question are an input error naming both, and nothing is written."""
-        src = write_lines(tmp_path / "f.jsonl", [factrbench_row("Q?", {"m": ["A."]}), factrbench_row("Q?", {"n": ["B."]})])
+        rows = [factrbench_row("Q?", {"m": ["A."]}), factrbench_row("Q?", {"n": ["B."]})]
+        src = write_lines(tmp_path / "f.jsonl", rows)
         with pytest.raises(InputError, match="sets 1 and 2 are both for question"):
             convert_given(src, tmp_path / "refs.jsonl")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl"]  # no output, no temp file

@@ -27,7 +27,9 @@ def claim(text: str, label: str = "supported", span: list[int] | None = None) ->
     return {"text": text, "index": 0, "label": label, "span": span}
 
 
-def line(aid: str, qid: str, claims: list[dict[str, Any]], *, status: str = "scored", question: str = "") -> dict[str, Any]:
+def line(
+    aid: str, qid: str, claims: list[dict[str, Any]], *, status: str = "scored", question: str = ""
+) -> dict[str, Any]:
     """One answers.jsonl line with only the fields a pool reads (plus the usual ones)."""
     return {"id": aid, "model": aid.split("/")[0], "category": "all", "status": status, "claims": claims,
             "counts": {}, "metrics": {}, "input_hash": aid, "question": question or f"Q {qid}", "question_id": qid}

@@ -359,7 +359,8 @@ class TestSummaryRecall:
         assert x["recall_ci"] == [0.5, 0.5]
         assert x["rho"] == pytest.approx(10 / 3)  # a 4, c 2, g 4
         assert x["facts"] == 4.0
-        assert (y["n"], y["n_abstained"], y["recall"], y["recall_w"], y["f1"], y["f1_w"]) == (2, 1, 0.25, 0.0, 0.25, 0.0)
+        got = (y["n"], y["n_abstained"], y["recall"], y["recall_w"], y["f1"], y["f1_w"])
+        assert got == (2, 1, 0.25, 0.0, 0.25, 0.0)
         assert y["null_by_reason"]["zero_weight"] == 1 and y["null_by_reason"]["split_error"] == 1
         assert (y["rho"], y["facts"]) == (2.0, 2.0)
 
@@ -445,7 +446,7 @@ class TestSummaryRecall:
     def test_recall_no_nan_and_permutation_invariant(
         self, rows: list[tuple[list[int], Status, str, list[tuple[float, Coverage]] | None]], seed: int
     ) -> None:
-        """Any answers give JSON without NaN; each answer is in n or one null reason (zero_weight is within n); any order."""
+        """Any answers give JSON without NaN; each is in n or one null reason (zero_weight is in n); any order."""
         results = []
         for i, (counts, status, model, facts) in enumerate(rows):
             r = with_recall(counts, None if facts is None else judged(*facts), category="c", status=status, rid=str(i))
