@@ -25,7 +25,9 @@ __all__ = [
     "ClaimLabel",
     "Coverage",
     "FactResult",
+    "FactMark",
     "FactSource",
+    "RecallDigest",
     "RefFact",
     "RefSet",
     "ClaimResult",
@@ -382,6 +384,29 @@ class ClaimLabel(msgspec.Struct, frozen=True):
     label: Label
 
 
+class FactMark(msgspec.Struct, frozen=True):
+    """A fact of :class:`RecallDigest`: nothing but its place (the summary counts facts)."""
+
+
+class RecallDigest(msgspec.Struct, frozen=True, kw_only=True):
+    """What the summary reads of an :class:`AnswerRecall`: the metrics, the reason and
+    the number of facts (``facts`` decodes each fact to an empty :class:`FactMark`,
+    so fact texts, labels and raw replies are skipped).
+
+    Attributes: as in :class:`AnswerRecall`.
+    """
+
+    recall: float | None = None
+    recall_w: float | None = None
+    f1: float | None = None
+    f1_w: float | None = None
+    recall_at_5: float | None = None
+    recall_at_10: float | None = None
+    recall_at_20: float | None = None
+    reason: str | None = None
+    facts: tuple[FactMark, ...] = ()
+
+
 class ResultDigest(msgspec.Struct, frozen=True, kw_only=True):
     """What the summary and the verdict store read of an :class:`AnswerResult` line.
 
@@ -389,7 +414,8 @@ class ResultDigest(msgspec.Struct, frozen=True, kw_only=True):
     claim texts, evidence, raw replies and metrics (msgspec parses them without
     building objects): the end of a run streams every line once.
 
-    Attributes: as in :class:`AnswerResult`; ``claims`` keeps each claim's label.
+    Attributes: as in :class:`AnswerResult`; ``claims`` keeps each claim's label,
+    ``recall`` its metrics and fact count (:class:`RecallDigest`).
     """
 
     id: str
@@ -400,3 +426,4 @@ class ResultDigest(msgspec.Struct, frozen=True, kw_only=True):
     counts: dict[str, int]
     question: str = ""
     question_id: str = ""
+    recall: RecallDigest | msgspec.UnsetType = msgspec.UNSET

@@ -3,15 +3,18 @@
 :class:`SummaryBuilder` keeps only compact columns per answer (five int32 label
 counts, a one-byte flag, two int32 codes), so a million answers take about
 30 MB, and computes every aggregate with numpy at the end. The formulas live in
-:mod:`dahl.metrics`.
+:mod:`dahl.metrics`. When a run has reference facts, recall columns are kept too
+(:mod:`dahl.recall_summary`) and every block gets a ``recall`` object.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -26,6 +29,7 @@ from dahl.metrics import (
     factscore_values,
     precision,
 )
+from dahl.recall_summary import RecallColumns, RecallSettings
 from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status
 
 __all__ = ["SummaryBuilder", "group_seed"]
@@ -57,13 +61,23 @@ class SummaryBuilder:
             group name, so results do not depend on the order of :meth:`add`).
         n_boot: bootstrap resamples for the DAHL Score interval.
         level: coverage of the interval (0.95 gives the 2.5th and 97.5th percentiles).
+        recall_settings: the run's recall settings (it has reference facts): every
+            block gets a ``recall`` object and the summary ``recall_settings``. Without
+            them, recall is summarized only once an added answer carries ``recall``.
 
     Raises:
         ConfigError: gamma < 0, k < 1, n_boot < 1 or level outside (0, 1).
     """
 
     def __init__(
-        self, gamma: float = 10.0, k: int = 64, seed: int = 0, n_boot: int = 1000, level: float = 0.95
+        self,
+        gamma: float = 10.0,
+        k: int = 64,
+        seed: int = 0,
+        n_boot: int = 1000,
+        level: float = 0.95,
+        *,
+        recall_settings: RecallSettings | Mapping[str, Any] | None = None,
     ) -> None:
         if gamma < 0:
             raise ConfigError(f"gamma must be >= 0, got {gamma}")
@@ -86,6 +100,17 @@ class SummaryBuilder:
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._pending: list[list[int]] = []
+        self.recall_settings: dict[str, Any] | None = None
+        if isinstance(recall_settings, RecallSettings):
+            self.recall_settings = msgspec.to_builtins(recall_settings)
+        elif recall_settings is not None:
+            self.recall_settings = dict(recall_settings)
+        # Recall rows stay parallel to _pending while recall is tracked (None: not yet).
+        self._recall: RecallColumns | None = None
+        self._pending_recall: list[list[float]] = []
+        self._pending_code: list[int] = []
+        if self.recall_settings is not None:
+            self._recall = RecallColumns(_INITIAL_CAPACITY)
 
     def __len__(self) -> int:
         """Number of answers added."""
@@ -126,9 +151,24 @@ class SummaryBuilder:
             row[5] = _SPLIT_ERROR
         row[6] = self._models.setdefault(result.model, len(self._models))
         row[7] = self._categories.setdefault(result.category, len(self._categories))
+        if self._recall is None and not isinstance(result.recall, msgspec.UnsetType):
+            self._start_recall()
+        if self._recall is not None:
+            values, code = RecallColumns.row(result)
+            self._pending_recall.append(values)
+            self._pending_code.append(code)
         self._pending.append(row)
         if len(self._pending) >= _STAGE_ROWS:
             self._flush()
+
+    def _start_recall(self) -> None:
+        """Track recall from now on; answers added before had no reference set."""
+        recall = RecallColumns(self._counts.shape[0])
+        recall.mark_no_refs(self._n)
+        self._recall = recall
+        values, code = RecallColumns.row_no_refs()
+        self._pending_recall = [values] * len(self._pending)
+        self._pending_code = [code] * len(self._pending)
 
     def _flush(self) -> None:
         """Move staged rows into the numpy columns, doubling their capacity when full."""
@@ -145,10 +185,16 @@ class SummaryBuilder:
             self._flag = np.resize(self._flag, cap)
             self._model = np.resize(self._model, cap)
             self._category = np.resize(self._category, cap)
+            if self._recall is not None:
+                self._recall.resize(cap)
         self._counts[start:stop] = block[:, : len(LABELS)]
         self._flag[start:stop] = block[:, 5]
         self._model[start:stop] = block[:, 6]
         self._category[start:stop] = block[:, 7]
+        if self._recall is not None:
+            self._recall.put(start, self._pending_recall, self._pending_code)
+            self._pending_recall = []
+            self._pending_code = []
         self._n = stop
 
     def build(self) -> dict[str, Any]:
@@ -164,7 +210,10 @@ class SummaryBuilder:
             ``factscore`` (with γ), ``factscore_init`` (γ = 0), ``f1_at_k``,
             ``labels`` (claims per label) and ``categories`` (category -> the same
             block without ``categories``). Scores are in [0, 1]; a score with no
-            qualifying answer is None, never NaN.
+            qualifying answer is None, never NaN. When recall is tracked, each block
+            also has ``recall`` (:meth:`dahl.recall_summary.RecallColumns.block`) and the
+            summary ``recall_settings`` (None when no settings were given); otherwise
+            neither key is present.
         """
         self._flush()
         n = self._n
@@ -215,7 +264,9 @@ class SummaryBuilder:
                 cats[cat] = self._block(columns, sub[b:e], group_seed(self.seed, name, cat))
             block["categories"] = cats
             out[name] = block
-        return {"models": out}
+        if self._recall is None:
+            return {"models": out}
+        return {"models": out, "recall_settings": self.recall_settings}
 
     def _block(self, col: _Columns, rows: npt.NDArray[np.intp], seed: list[int]) -> dict[str, Any]:
         """Figures of one group of answers (``rows`` index the columns)."""
@@ -227,7 +278,7 @@ class SummaryBuilder:
         prec = col.precision[rows][in_dahl]
         ci = bootstrap_ci(prec, rng=np.random.default_rng(seed), n_boot=self.n_boot, level=self.level)
         label_totals = col.counts[rows].sum(axis=0)
-        return {
+        block: dict[str, Any] = {
             "n_answers": int(rows.size),
             "n_scored": n_scored,
             "n_abstained": int(by_reason[1 + REASONS.index("abstained")]),
@@ -241,6 +292,13 @@ class SummaryBuilder:
             "f1_at_k": _mean(col.f1[rows][in_dahl]),
             "labels": {str(label): int(label_totals[j]) for j, label in enumerate(LABELS)},
         }
+        if self._recall is not None:
+            flag = self._flag[rows]
+            block["recall"] = self._recall.block(
+                rows, abstained=flag == _ABSTAINED, responded=flag == _RESPONDED, claims=col.counts[rows].sum(axis=1),
+                seed=seed, n_boot=self.n_boot, level=self.level,
+            )
+        return block
 
 
 class _Columns:

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import numpy as np
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dahl.errors import ConfigError, InputError
-from dahl.metrics import REASONS, answer_metrics
-from dahl.records import LABELS, AnswerResult, Status
-from dahl.summary import SummaryBuilder
+from dahl.metrics import REASONS, answer_metrics, answer_recall, bootstrap_ci
+from dahl.recall_summary import RecallSettings
+from dahl.records import (
+    LABELS,
+    AnswerRecall,
+    AnswerResult,
+    Coverage,
+    FactMark,
+    FactResult,
+    RecallDigest,
+    ResultDigest,
+    Status,
+)
+from dahl.summary import SummaryBuilder, group_seed
 
 BLOCK_KEYS = {
     "n_answers", "n_scored", "n_abstained", "n_excluded", "excluded_by_reason", "n_factscore",
@@ -257,3 +272,192 @@ class TestSummaryOnFactscoreHumanLabels:
             lo, hi = block["dahl_score_ci"]
             assert lo < block["dahl_score"] < hi
             assert sum(c["n_answers"] for c in block["categories"].values()) == 128
+
+
+# --- recall (summary.json "recall" blocks and "recall_settings") -------------------------
+
+SETTINGS = RecallSettings(refs="refs.jsonl", refs_sha256="ab" * 32, coverage="exact/1")
+RECALL_KEYS = [
+    "n", "n_abstained", "null_by_reason", "recall", "recall_ci", "recall_w", "recall_w_ci", "f1", "f1_ci",
+    "f1_w", "f1_w_ci", "recall_at_5", "recall_at_10", "recall_at_20", "rho", "facts",
+]
+C, N, P, E = Coverage.COVERED, Coverage.NOT_COVERED, Coverage.PARTIAL, Coverage.ERROR
+
+
+def judged(*facts: tuple[float, Coverage]) -> list[FactResult]:
+    """F* facts with weights and labels, ids f1, f2, …"""
+    return [FactResult(id=f"f{i}", text=f"fact {i}", weight=w, label=lab) for i, (w, lab) in enumerate(facts, 1)]
+
+
+def with_recall(
+    counts: list[int], facts: list[FactResult] | None, *, category: str, status: Status = Status.SCORED, rid: str
+) -> AnswerResult:
+    """An answer of model m with recall from dahl.metrics.answer_recall (None: no reference set)."""
+    base = result(counts, category=category, status=status, rid=rid)
+    if facts is None:
+        return base
+    prec = base.metrics.precision if status == Status.SCORED else None
+    rec = answer_recall(facts, precision=prec, abstained=status == Status.ABSTAINED)
+    return msgspec.structs.replace(base, recall=rec)
+
+
+def recall_example() -> list[AnswerResult]:
+    """Seven answers of model m covering every recall case (values worked out in the tests)."""
+    return [
+        # a: P = .75; credit 1,0,1,0: Rec .5, Rec^w (1 + .25)/2 = .625, F1 .6, F1^w .9375/1.375
+        with_recall([3, 1, 0, 0, 0], judged((1, C), (0.5, N), (0.25, C), (0.25, N)), category="x", rid="a"),
+        with_recall([0, 0, 0, 0, 0], judged((1, C), (1, C)), category="y", status=Status.ABSTAINED, rid="b"),
+        with_recall([2, 0, 0, 0, 0], judged(), category="x", rid="c"),  # empty F*
+        with_recall([1, 1, 0, 0, 0], judged((0, C), (0, N)), category="y", rid="d"),  # Σ imp = 0: Rec .5, F1 .5
+        with_recall([1, 0, 0, 0, 0], None, category="x", rid="e"),  # no reference set
+        with_recall([0, 0, 0, 0, 0], judged((1, C)), category="y", status=Status.ERROR, rid="f"),  # split error
+        with_recall([4, 0, 0, 0, 0], judged((1, C), (1, E)), category="x", rid="g"),  # coverage error
+    ]
+
+
+def built(results: list[AnswerResult], **kwargs: Any) -> dict[str, Any]:
+    builder = SummaryBuilder(n_boot=200, **kwargs)
+    for r in results:
+        builder.add(r)
+    return builder.build()
+
+
+class TestSummaryRecall:
+    def test_without_refs_summary_is_byte_identical(self) -> None:
+        """Without reference facts summary.json's bytes are those of the summary before recall existed."""
+        out = built(hand_example())
+        payload = orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        # sha256 of the same bytes from dahl/summary.py at f96e4d8 (before recall).
+        assert hashlib.sha256(payload).hexdigest() == "053769d9dca3a0ad32fae99d149e7ff4ac518b19f06bb2436d54cafc1912926a"
+        assert "recall_settings" not in out
+        assert all("recall" not in b for b in out["models"].values())
+
+    def test_hand_computed_model_block(self) -> None:
+        """The model block's recall object has the hand-computed means, counts and reasons."""
+        rec = built(recall_example(), recall_settings=SETTINGS)["models"]["m"]["recall"]
+        assert list(rec) == RECALL_KEYS
+        assert rec["n"] == 3  # a, b, d
+        assert rec["n_abstained"] == 1
+        assert rec["null_by_reason"] == {"empty_fstar": 1, "zero_weight": 1, "coverage_error": 1, "split_error": 1,
+                                         "no_refs": 1}
+        assert rec["recall"] == pytest.approx(1 / 3)  # (.5 + 0 + .5) / 3
+        assert rec["recall_w"] == pytest.approx(0.3125)  # (.625 + 0) / 2
+        assert rec["f1"] == pytest.approx(1.1 / 3)  # (.6 + 0 + .5) / 3
+        assert rec["f1_w"] == pytest.approx(0.9375 / 1.375 / 2)
+        for k in (5, 10, 20):
+            assert rec[f"recall_at_{k}"] == pytest.approx(1 / 3)
+        assert rec["rho"] == 3.0  # a, c, d, g: (4 + 2 + 2 + 4) / 4
+        assert rec["facts"] == pytest.approx(8 / 3)  # a 4, b 2, d 2
+
+    def test_hand_computed_categories(self) -> None:
+        """Category blocks get their own recall objects over their own answers."""
+        cats = built(recall_example(), recall_settings=SETTINGS)["models"]["m"]["categories"]
+        x, y = cats["x"]["recall"], cats["y"]["recall"]
+        assert (x["n"], x["n_abstained"], x["recall"], x["recall_w"], x["f1"]) == (1, 0, 0.5, 0.625, pytest.approx(0.6))
+        assert x["null_by_reason"] == {"empty_fstar": 1, "zero_weight": 0, "coverage_error": 1, "split_error": 0,
+                                       "no_refs": 1}
+        assert x["recall_ci"] == [0.5, 0.5]
+        assert x["rho"] == pytest.approx(10 / 3)  # a 4, c 2, g 4
+        assert x["facts"] == 4.0
+        got = (y["n"], y["n_abstained"], y["recall"], y["recall_w"], y["f1"], y["f1_w"])
+        assert got == (2, 1, 0.25, 0.0, 0.25, 0.0)
+        assert y["null_by_reason"]["zero_weight"] == 1 and y["null_by_reason"]["split_error"] == 1
+        assert (y["rho"], y["facts"]) == (2.0, 2.0)
+
+    def test_ci_is_the_seeded_bootstrap(self) -> None:
+        """recall_ci is bootstrap_ci of the per-answer Rec with the group's seed, as dahl_score_ci is seeded."""
+        rec = built(recall_example(), recall_settings=SETTINGS, seed=7)["models"]["m"]["recall"]
+        expected = bootstrap_ci([0.5, 0.0, 0.5], rng=np.random.default_rng(group_seed(7, "m", None)), n_boot=200)
+        assert expected is not None
+        assert rec["recall_ci"] == [expected[0], expected[1]]
+
+    def test_precision_figures_unchanged_by_recall(self) -> None:
+        """Adding recall to the answers changes no precision figure of any block."""
+        plain = [msgspec.structs.replace(r, recall=msgspec.UNSET) for r in recall_example()]
+        with_rec = built(recall_example(), recall_settings=SETTINGS)["models"]["m"]
+        without = built(plain)["models"]["m"]
+        assert {k: v for k, v in with_rec.items() if k not in ("recall", "categories")} == {
+            k: v for k, v in without.items() if k != "categories"}
+
+    def test_settings_at_top_level(self) -> None:
+        """recall_settings is the settings object as given (Struct or mapping); None when recall came without it."""
+        expected = {"refs": "refs.jsonl", "refs_sha256": "ab" * 32, "coverage": "exact/1", "partial": "strict",
+                    "fstar_k": None, "fstar_min_importance": None, "alpha": 0.5, "beta": 0.5}
+        assert built(recall_example(), recall_settings=SETTINGS)["recall_settings"] == expected
+        assert built(recall_example(), recall_settings=expected)["recall_settings"] == expected
+        assert built(recall_example())["recall_settings"] is None
+
+    def test_settings_without_any_recall(self) -> None:
+        """With settings but no answer matched to a set, every answer is no_refs and every mean None."""
+        rec = built(hand_example(), recall_settings=SETTINGS)["models"]["m"]["recall"]
+        assert rec["n"] == 0
+        assert rec["null_by_reason"] == {"empty_fstar": 0, "zero_weight": 0, "coverage_error": 0, "split_error": 0,
+                                         "no_refs": 5}
+        assert all(rec[key] is None for key in RECALL_KEYS[3:])
+
+    def test_recall_seen_late_counts_earlier_answers_as_no_refs(self) -> None:
+        """5,000 answers without recall, then one with it: the 5,000 are no_refs, across a staging flush."""
+        answers = [result([1, 0, 0, 0, 0], rid=str(i)) for i in range(5000)]
+        answers.append(with_recall([1, 0, 0, 0, 0], judged((1, C), (1, N)), category="all", rid="last"))
+        rec = built(answers)["models"]["m"]["recall"]
+        assert (rec["n"], rec["null_by_reason"]["no_refs"], rec["recall"], rec["rho"]) == (1, 5000, 0.5, 1.0)
+
+    def test_digest_gives_the_same_summary(self) -> None:
+        """Decoding answers.jsonl lines to ResultDigest (no fact texts) gives the summary of the full results."""
+        decoder = msgspec.json.Decoder(ResultDigest)
+        digests = [decoder.decode(msgspec.json.encode(r)) for r in recall_example()]
+        first = digests[0].recall
+        assert isinstance(first, RecallDigest)
+        assert len(first.facts) == 4 and all(type(f) is FactMark for f in first.facts)
+        assert isinstance(digests[4].recall, msgspec.UnsetType)
+        builder = SummaryBuilder(n_boot=200, recall_settings=SETTINGS)
+        for d in digests:
+            builder.add(d)
+        assert builder.build() == built(recall_example(), recall_settings=SETTINGS)
+
+    def test_unknown_reason_is_an_input_error(self) -> None:
+        """A recall reason outside the contract's names is an input error naming the field."""
+        bad = msgspec.structs.replace(result([1, 0, 0, 0, 0], rid="z"), recall=AnswerRecall(reason="tired"))
+        with pytest.raises(InputError, match="unknown recall reason 'tired'") as info:
+            SummaryBuilder().add(bad)
+        assert info.value.field == "recall.reason"
+
+    def test_no_nan_with_recall(self) -> None:
+        """The summary with recall is JSON without NaN; every recall mean is in [0, 1]."""
+        out = built(recall_example(), recall_settings=SETTINGS)
+        json.dumps(out, allow_nan=False)
+        rec = out["models"]["m"]["recall"]
+        assert all(rec[k] is None or 0.0 <= rec[k] <= 1.0 for k in ("recall", "recall_w", "f1", "f1_w"))
+
+    @settings(max_examples=40, deadline=None)
+    @given(
+        rows=st.lists(
+            st.tuples(
+                st.lists(st.integers(0, 4), min_size=5, max_size=5),
+                st.sampled_from(list(Status)),
+                st.sampled_from(["m1", "m2"]),
+                st.one_of(st.none(), st.lists(st.tuples(st.floats(0.0, 1.0), st.sampled_from([C, N, P, E])),
+                                              max_size=6)),
+            ),
+            max_size=30,
+        ),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_recall_no_nan_and_permutation_invariant(
+        self, rows: list[tuple[list[int], Status, str, list[tuple[float, Coverage]] | None]], seed: int
+    ) -> None:
+        """Any answers give JSON without NaN; each is in n or one null reason (zero_weight is in n); any order."""
+        results = []
+        for i, (counts, status, model, facts) in enumerate(rows):
+            r = with_recall(counts, None if facts is None else judged(*facts), category="c", status=status, rid=str(i))
+            results.append(msgspec.structs.replace(r, model=model))
+        out = built(results, recall_settings=SETTINGS)
+        json.dumps(out, allow_nan=False)
+        for block in out["models"].values():
+            rec = block["recall"]
+            nulls = rec["null_by_reason"]
+            assert rec["n"] + sum(nulls.values()) - nulls["zero_weight"] == block["n_answers"]
+            for key in ("recall", "recall_w", "f1", "f1_w", "recall_at_5"):
+                assert rec[key] is None or 0.0 <= rec[key] <= 1.0 + 1e-12
+        random.Random(seed).shuffle(results)
+        assert built(results, recall_settings=SETTINGS) == out

@@ -9,19 +9,27 @@ One line per question::
 :func:`~dahl.records.content_id` of the question, which is what dahl gives answers,
 so answers match their set by the question text. A fact without ``id`` gets its
 1-based position (``"1"``, ``"2"``, …). :class:`RefIndex` finds an answer's set.
+
+:func:`read_refs` also reads FactRBench's released layout (``{question,
+reference_fact_set}`` rows, JSONL or Parquet; :mod:`dahl.formats.refs_factrbench`),
+detected per file from its first line (a ``.parquet`` file is always FactRBench).
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
 from dahl.errors import InputError
+from dahl.formats.refs_factrbench import factrbench_set, is_factrbench, read_factrbench_parquet
 from dahl.records import AnswerResult, FactSource, RefFact, RefSet, content_id, normalize_text
 
-__all__ = ["RefIndex", "read_refs", "write_refs"]
+__all__ = ["RefIndex", "read_refs", "refs_sha256", "write_refs"]
 
 
 class _FactIn(msgspec.Struct, kw_only=True):
@@ -54,6 +62,12 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
         if value is not None and not 1 <= value <= 5:
             raise InputError(f"{name} must be a 1-5 rating, got {value}", file=str(path), line=line,
                              field=f"{where}.{name}")
+    if raw.importance is not None and not (math.isfinite(raw.importance) and raw.importance >= 0):
+        raise InputError(f"importance must be a finite weight >= 0, got {raw.importance}", file=str(path), line=line,
+                         field=f"{where}.importance")
+    if raw.support is not None and raw.support < 0:
+        raise InputError(f"support must be >= 0, got {raw.support}", file=str(path), line=line,
+                         field=f"{where}.support")
     source = None
     if raw.source is not None:
         try:
@@ -72,25 +86,44 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
 
 
 def read_refs(path: str | Path) -> Iterator[RefSet]:
-    """Yield the reference sets of ``path`` (dahl ``refs.jsonl``), in file order.
+    """Yield the reference sets of ``path``, in file order.
+
+    The layout is detected per file: dahl ``refs.jsonl``, or FactRBench's
+    (``reference_fact_set`` in the first line, or a ``.parquet`` file), converted
+    as :mod:`dahl.formats.refs_factrbench` says.
 
     Raises:
         InputError: the file cannot be read, or a line is not a valid set (names the
             file, line and field); a question's facts with duplicate ids.
+        ConfigError: a Parquet file without pyarrow installed, or not Parquet.
     """
     path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        yield from read_factrbench_parquet(path)
+        return
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise InputError(f"cannot read reference facts: {exc.strerror}", file=str(path)) from None
+    factrbench: bool | None = None  # decided by the first line
     with handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
+            if factrbench is None:
+                factrbench = is_factrbench(_json_or_none(line))
+            if factrbench:
+                row = _json_object(line, path, line_no)
+                if not is_factrbench(row):
+                    raise InputError("not a FactRBench row (no reference_fact_set) in a file whose first row is",
+                                     file=str(path), line=line_no, field="reference_fact_set")
+                yield factrbench_set(row, file=str(path), line=line_no)
+                continue
             try:
                 raw = _DECODER.decode(line)
             except msgspec.ValidationError as exc:
-                raise InputError(f"not a reference set: {exc}", file=str(path), line=line_no) from None
+                raise InputError(f"not a reference set: {exc}", file=str(path), line=line_no,
+                                 field=_json_path(exc)) from None
             except msgspec.DecodeError as exc:
                 raise InputError(f"not JSON: {exc}", file=str(path), line=line_no) from None
             question = raw.question
@@ -112,6 +145,47 @@ def read_refs(path: str | Path) -> Iterator[RefSet]:
             )
 
 
+def _json_or_none(line: bytes) -> Any:
+    try:
+        return msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
+def _json_object(line: bytes, path: Path, line_no: int) -> dict[str, Any]:
+    try:
+        value = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not JSON: {exc}", file=str(path), line=line_no) from None
+    if not isinstance(value, dict):
+        raise InputError(f"not a JSON object: {type(value).__name__}", file=str(path), line=line_no)
+    return value
+
+
+def _json_path(exc: msgspec.ValidationError) -> str | None:
+    """The ``$.a.b[0]`` path msgspec names at the end of a validation message, without ``$.``."""
+    message = str(exc)
+    if " - at `$." not in message:
+        return None
+    return message.rpartition(" - at `$.")[2].rstrip("`")
+
+
+def refs_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of the reference set file's bytes (``recall_settings.refs_sha256``).
+
+    Raises:
+        InputError: the file cannot be read.
+    """
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise InputError(f"cannot read reference facts: {exc.strerror}", file=str(path)) from None
+    return digest.hexdigest()
+
+
 def write_refs(path: str | Path, sets: Iterable[RefSet]) -> int:
     """Write ``sets`` to ``path`` as ``refs.jsonl`` (atomically: a temp file renamed).
 
@@ -120,16 +194,23 @@ def write_refs(path: str | Path, sets: Iterable[RefSet]) -> int:
 
     Raises:
         OSError: the file cannot be written.
+        Exception: whatever ``sets`` raises while iterated (nothing is written then).
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     encoder = msgspec.json.Encoder()
     n = 0
-    with tmp.open("wb") as out:
-        for ref_set in sets:
-            out.write(encoder.encode(ref_set) + b"\n")
-            n += 1
-    tmp.replace(path)
+    try:
+        with tmp.open("wb") as out:
+            for ref_set in sets:
+                data = msgspec.to_builtins(ref_set)
+                data.setdefault("facts", [])  # RefSet omits an empty tuple; read_refs requires the key
+                out.write(encoder.encode(data) + b"\n")
+                n += 1
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves neither a half file nor a temp file
+        raise
     return n
 
 

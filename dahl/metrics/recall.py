@@ -11,7 +11,8 @@ in Long-Form LLM Generation" (DESIGN.md §4): pure functions, no I/O.
 * F1 = 2PR / (P + R) with P the answer's DAHL precision S / (S + U) (0 when P + R = 0);
   F1^w the same with Rec^w.
 
-An abstained answer covers nothing: Rec = Rec^w = R@k = 0 and F1 = F1^w = 0. An empty F*
+An abstained answer covers nothing: Rec = Rec^w = R@k = 0 and F1 = F1^w = 0 (Rec^w and F1^w
+stay None when Σ imp = 0). An empty F*
 gives None (reason ``empty_fstar``), Σ imp = 0 gives Rec^w None (``zero_weight``), a
 fact whose coverage failed gives None for all (``coverage_error``): never 0 or NaN.
 """
@@ -153,15 +154,17 @@ def answer_recall(
     facts = tuple(facts)
     if not facts:
         return AnswerRecall(reason="empty_fstar", facts=facts)
+    total_weight = sum(f.weight for f in facts)
     if abstained:
         zero = 0.0
-        return AnswerRecall(recall=zero, recall_w=zero, f1=zero, f1_w=zero, recall_at_5=zero, recall_at_10=zero,
-                            recall_at_20=zero, facts=facts)
+        # Rec^w = 0 / Σ imp stays undefined when Σ imp = 0, abstained or not.
+        zero_w = zero if total_weight > 0 else None
+        return AnswerRecall(recall=zero, recall_w=zero_w, f1=zero, f1_w=zero_w, recall_at_5=zero, recall_at_10=zero,
+                            recall_at_20=zero, reason=None if zero_w is not None else "zero_weight", facts=facts)
     if any(f.label is Coverage.ERROR for f in facts):
         return AnswerRecall(reason="coverage_error", facts=facts)
     credit = [coverage_credit(f.label, partial) for f in facts]
     rec = sum(credit) / len(credit)
-    total_weight = sum(f.weight for f in facts)
     rec_w = sum(f.weight * c for f, c in zip(facts, credit, strict=True)) / total_weight if total_weight > 0 else None
     at = {k: sum(credit[:k]) / min(k, len(credit)) for k in RECALL_AT}
     return AnswerRecall(
