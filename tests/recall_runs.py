@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import orjson
 
+from dahl import manifest
 from dahl.adapters.factory import AdapterSettings
 from dahl.metrics import answer_recall
 from dahl.records import AnswerResult, Coverage, FactResult, Status
@@ -92,6 +94,11 @@ def add_recall(out_dir: Path, coverage: Mapping[str, list[Coverage]], facts: Map
         lines.append(encoder.encode(result))
     path.write_bytes(b"\n".join(lines) + b"\n")
     rebuild(out_dir)
+    # The run's manifest describes the file as the end of a run with coverage would have left it.
+    record = manifest.read_manifest(out_dir)
+    if record is not None and isinstance(record.get("answers_file"), dict):
+        record["answers_file"] = manifest.answers_file_state(path, len(lines))
+        manifest.write_atomic(out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2))
 
 
 def recall_run(out_dir: Path, rows: Sequence[tuple[str, str, str, str, bool, list[Coverage]]] = TWO_MODELS,
