@@ -78,11 +78,11 @@ class RecallColumns:
 
     def add(self, recall: Any) -> None:
         """Append one answer's row (see :func:`recall_row`; None/UNSET: a null row)."""
+        if self._values is None and (recall is None or recall is msgspec.UNSET):
+            self._before += 1  # the common case of a run without refs: one check per answer
+            return
         row = recall_row(recall)
         if self._values is None or self._facts is None:
-            if row is None:
-                self._before += 1
-                return
             self._values = array("d", _NULL_ROW * self._before)
             self._facts = array("i", _NO_FACTS * self._before)
         values, facts = row if row is not None else (_NULL_ROW, _NO_FACTS)

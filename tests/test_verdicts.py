@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from dahl.errors import ConfigError, InputError
-from dahl.records import AnswerMetrics, AnswerResult, ClaimResult, Label, Status
+from dahl.records import AnswerMetrics, AnswerResult, ClaimLabel, ClaimResult, Label, Status
 from dahl.verdicts import STORE_DIR, VerdictWriter, load_runs, load_verdicts, merge_verdicts, rebuild
 from tests.recall_runs import FACTS, TWO_MODELS, add_recall, recall_run
 
@@ -184,6 +184,36 @@ class TestRebuild:
             rebuild(tmp_path)
 
 
+class _FactLabel(msgspec.Struct):
+    label: str
+
+
+class _RecallDigest(msgspec.Struct):
+    """What a digest of answers.jsonl needs of ``recall`` for the verdict store: metrics and fact labels."""
+
+    recall: float | None = None
+    recall_w: float | None = None
+    f1: float | None = None
+    f1_w: float | None = None
+    recall_at_5: float | None = None
+    recall_at_10: float | None = None
+    recall_at_20: float | None = None
+    reason: str | None = None
+    facts: tuple[_FactLabel, ...] = ()
+
+
+class _Digest(msgspec.Struct):
+    id: str
+    model: str
+    category: str
+    status: Status
+    claims: tuple[ClaimLabel, ...]
+    counts: dict[str, int]
+    question: str = ""
+    question_id: str = ""
+    recall: _RecallDigest | None = None
+
+
 @pytest.fixture
 def recall_dir(tmp_path: Path) -> Path:
     """A replay run of the two-model fixture (tests/recall_runs.py) with recall on its lines."""
@@ -269,3 +299,15 @@ class TestRecallColumns:
         np.save(recall_dir / STORE_DIR / "recall.npy", np.zeros((2, 7)))
         with pytest.raises(InputError, match="column recall disagrees"):
             load_verdicts(recall_dir)
+
+    def test_a_digest_with_fact_labels_gives_the_same_columns(self, recall_dir: Path, tmp_path: Path) -> None:
+        """A digest decoding recall's metrics and only the facts' labels (as the end of a run reads lines) writes
+        the same recall columns as the full AnswerResult."""
+        decoder = msgspec.json.Decoder(_Digest)
+        writer = VerdictWriter(tmp_path / "digest")
+        for raw in (recall_dir / "answers.jsonl").read_bytes().splitlines():
+            writer.add(decoder.decode(raw))  # type: ignore[arg-type]
+        writer.close()
+        full, via_digest = load_verdicts(recall_dir), load_verdicts(tmp_path / "digest")
+        np.testing.assert_array_equal(np.asarray(full.recall), np.asarray(via_digest.recall))
+        assert np.asarray(via_digest.recall_facts).tolist() == np.asarray(full.recall_facts).tolist()
