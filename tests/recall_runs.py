@@ -23,7 +23,7 @@ B3     q3    S            (none)                       null     null     null   
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,10 @@ import orjson
 from dahl import manifest
 from dahl.adapters.factory import AdapterSettings
 from dahl.metrics import answer_recall
-from dahl.records import AnswerResult, Coverage, FactResult, Status
+from dahl.records import AnswerResult, Coverage, FactResult, Label, Status, normalize_text
 from dahl.run import ScoreConfig, score
 from dahl.verdicts import rebuild
+from tests.report_runs import MODELS, factscore_run
 
 C, P, N = Coverage.COVERED, Coverage.PARTIAL, Coverage.NOT_COVERED
 
@@ -79,15 +80,26 @@ def add_recall(out_dir: Path, coverage: Mapping[str, list[Coverage]], facts: Map
 
     Answers whose id is not in ``coverage`` keep no recall (no reference set).
     """
+    def judge(result: AnswerResult) -> list[FactResult] | None:
+        if result.id not in coverage:
+            return None
+        return [FactResult(id=fid, text=f"fact {fid}", weight=w, label=label)
+                for (fid, w), label in zip(facts[question_of[result.id]], coverage[result.id], strict=True)]
+
+    rewrite_with_recall(out_dir, judge)
+
+
+def rewrite_with_recall(out_dir: Path, judge: Callable[[AnswerResult], list[FactResult] | None]) -> None:
+    """Set each line's recall from ``judge`` (F* with coverage labels; None: no reference set) as the
+    coverage stage does, rebuild the verdict store and record the file in the run's manifest."""
     path = out_dir / "answers.jsonl"
     decoder = msgspec.json.Decoder(AnswerResult)
     encoder = msgspec.json.Encoder()
     lines = []
     for raw in path.read_bytes().splitlines():
         result = decoder.decode(raw)
-        if result.id in coverage:
-            judged = [FactResult(id=fid, text=f"fact {fid}", weight=w, label=label)
-                      for (fid, w), label in zip(facts[question_of[result.id]], coverage[result.id], strict=True)]
+        judged = judge(result)
+        if judged is not None:
             recall = answer_recall(judged, precision=result.metrics.precision,
                                    abstained=result.status is Status.ABSTAINED)
             result = msgspec.structs.replace(result, recall=recall)
@@ -99,6 +111,40 @@ def add_recall(out_dir: Path, coverage: Mapping[str, list[Coverage]], facts: Map
     if record is not None and isinstance(record.get("answers_file"), dict):
         record["answers_file"] = manifest.answers_file_state(path, len(lines))
         manifest.write_atomic(out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2))
+
+
+def pooled_factscore_runs(base: Path) -> dict[str, Path]:
+    """The three FActScore replay runs with pooled human recall (skips without the shared data).
+
+    Reference set per entity (question_id) = the union over the three runs of the
+    answers' supported claims (the human atomic facts labelled S, from sentences not
+    marked irrelevant), by normalized text, each of weight 1; an answer covers exactly
+    its own S facts (the ``exact`` judge on replayed labels); abstained answers cover
+    nothing; entities with an empty set get no recall.
+    """
+    runs = {m: factscore_run(base, m) for m in MODELS}
+    decoder = msgspec.json.Decoder(AnswerResult)
+    own: dict[str, set[str]] = {}
+    pool: dict[str, dict[str, None]] = {}
+    for run in runs.values():
+        for raw in (run / "answers.jsonl").read_bytes().splitlines():
+            r = decoder.decode(raw)
+            texts = [normalize_text(c.text) for c in r.claims if c.label is Label.SUPPORTED]
+            own[r.id] = set(texts)
+            pool.setdefault(r.question_id, {}).update(dict.fromkeys(texts))
+
+    def judge(result: AnswerResult) -> list[FactResult] | None:
+        facts = list(pool[result.question_id])
+        if not facts:
+            return None
+        return [FactResult(id=str(i), text=t, weight=1.0, label=C if t in own[result.id] else N)
+                for i, t in enumerate(facts)]
+
+    for run in runs.values():
+        if not (run / ".recall-added").exists():
+            rewrite_with_recall(run, judge)
+            (run / ".recall-added").touch()
+    return runs
 
 
 def recall_run(out_dir: Path, rows: Sequence[tuple[str, str, str, str, bool, list[Coverage]]] = TWO_MODELS,

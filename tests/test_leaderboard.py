@@ -25,7 +25,7 @@ from dahl.leaderboard import (
 from dahl.records import Label, Status
 from dahl.summary import group_seed
 from dahl.verdicts import Verdicts, load_runs, load_verdicts
-from tests.recall_runs import recall_run
+from tests.recall_runs import pooled_factscore_runs, recall_run
 from tests.report_runs import MODELS, replay_runs
 from tests.test_verdicts import result, write
 
@@ -261,3 +261,29 @@ class TestRecallBoard:
         store = load_runs([recall_run(tmp_path / "plain-run", with_recall=False)])
         with pytest.raises(ConfigError, match=r"f1_w needs recall, and .*plain-run has none"):
             build_leaderboard(store, metric="f1_w")
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The FActScore replay runs with pooled human recall (tests/recall_runs.py; skips without the data)."""
+    return pooled_factscore_runs(tmp_path_factory.mktemp("factscore-pooled"))
+
+
+@pytest.mark.data
+class TestPooledFActScoreRecall:
+    def test_recall_of_the_issue(self, pooled: dict[str, Path]) -> None:
+        """Rec = InstructGPT 23.2, ChatGPT 35.0, PerplexityAI 49.2 over n = 120 entities each, 1 / 12 / 9 abstained."""
+        store = load_runs([pooled[m] for m in MODELS])
+        board = build_leaderboard(store, metric="recall")
+        assert [(r.model, round(100 * (r.recall or 0), 1), r.n_recall) for r in board.models] == [
+            ("PerplexityAI", 49.2, 120), ("ChatGPT", 35.0, 120), ("InstructGPT", 23.2, 120)]
+        _, mask = store.scores("recall")
+        abstained = np.asarray(store.status) == list(Status).index(Status.ABSTAINED)
+        counts = {name: int((mask & abstained & (np.asarray(store.model) == i)).sum())
+                  for i, name in enumerate(store.models)}
+        assert counts == {"InstructGPT": 1, "ChatGPT": 12, "PerplexityAI": 9}
+
+    def test_unweighted_set_has_rec_w_equal_rec(self, pooled: dict[str, Path]) -> None:
+        """Every pooled fact weighs 1, so Rec^w = Rec for each model."""
+        for r in build_leaderboard(load_runs([pooled[m] for m in MODELS])).models:
+            assert r.recall_w == pytest.approx(r.recall)
