@@ -201,7 +201,7 @@ def agree(a: Path, b: Path, metric: str, id_field: str, score_field: str, as_jso
               help="INPUT is a run folder: draw N stratified samples of its answers and test every pair (F, t).")
 @click.option("--model", default=None, help="With --repeats: the model whose answers are sampled.")
 @click.option("--metric", default="precision", show_default=True,
-              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k"]))
+              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k", *_RECALL]))
 def sample(input_path: Path, fraction: float, stratify: str, seed: int, out_file: Path | None,
            repeats: int | None, model: str | None, metric: str) -> None:
     """Stratified sample of INPUT (JSONL/CSV questions or answers) keeping the category distribution.
