@@ -41,6 +41,8 @@ def _num(x: float | None, digits: int = 4) -> str:
 
 
 _RUN_DIR = click.Path(path_type=Path, exists=True, file_okay=False)
+# Per-answer recall metrics ("Beyond Precision"), for runs scored with reference facts.
+_RECALL = ("recall", "recall_w", "f1", "f1_w")
 
 
 @click.command()
@@ -49,10 +51,13 @@ _RUN_DIR = click.Path(path_type=Path, exists=True, file_okay=False)
               help="Write the board to FILE.md, FILE.csv or FILE.json (markdown is also printed).")
 @click.option("--by", "by", type=click.Choice(["category"]), default=None, help="Add the per-category table.")
 @click.option("--metric", default="dahl_score", show_default=True,
-              type=click.Choice(["dahl_score", "factscore", "factscore_init", "f1_at_k"]),
-              help="Metric that ranks models and is compared between them.")
+              type=click.Choice(["dahl_score", "factscore", "factscore_init", "f1_at_k", *_RECALL]),
+              help="Metric that ranks models and is compared between them (recall ones: runs scored with --refs).")
 @click.option("--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also draw scores with CI whiskers (+ category heatmap) to FILE.png (needs dahl[plot]).")
+@click.option("--plot-recall", "recall_plot_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also draw precision against recall per model, marker size ρ (claims per answer), to FILE.png "
+                   "(runs scored with --refs; needs dahl[plot]).")
 @click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--n-boot", default=1000, show_default=True, help="Bootstrap resamples.")
 @click.option("--gamma", type=FINITE, default=None, help="FActScore length penalty γ (default: the run's).")
@@ -65,7 +70,7 @@ _RUN_DIR = click.Path(path_type=Path, exists=True, file_okay=False)
               help="Refuse runs that differ in Checker, Splitter, prompt versions or question set (default: warn).")
 def leaderboard(
     run_dirs: tuple[Path, ...], out_file: Path | None, by: str | None, metric: str, plot_file: Path | None,
-    seed: int, n_boot: int, gamma: float | None, k: int | None, compare: Literal["adjacent", "all"],
+    recall_plot_file: Path | None, seed: int, n_boot: int, gamma: float | None, k: int | None, compare: Literal["adjacent", "all"],
     allow_stale: bool, strict: bool,
 ) -> None:
     """Rank the models of one or more runs (RUN_DIR...) with bootstrap CIs and paired tests.
@@ -88,6 +93,8 @@ def leaderboard(
         for warning in warnings:
             click.echo(f"warning: {warning}", err=True)
         store = load_runs(run_dirs)
+        if recall_plot_file is not None:
+            store.scores("recall")  # no recall in a run: the ConfigError naming it, before any output
         board = build_leaderboard(store, metric=metric, gamma=gamma, k=k, seed=seed, n_boot=n_boot,
                                   by_category=by == "category", compare=compare,
                                   checkers=[info.checker for info in infos])
@@ -108,6 +115,12 @@ def leaderboard(
 
             plot_leaderboard(board, plot_file)
             click.echo(f"wrote {plot_file}", err=True)
+        if recall_plot_file is not None:
+            from dahl.plots import board_points, plot_precision_recall
+
+            weighted = metric in ("recall_w", "f1_w")
+            plot_precision_recall(board_points(board, "recall_w" if weighted else "recall"), recall_plot_file)
+            click.echo(f"wrote {recall_plot_file}", err=True)
 
     _guard(run)
 
@@ -118,8 +131,9 @@ def leaderboard(
               help="JSONL file of {prompt, chosen, rejected, scores, ids, models, margin}.")
 @click.option("--min-margin", default=0.0, show_default=True, help="Smallest score difference (fraction, 0.1 = 10 points).")
 @click.option("--metric", default="precision", show_default=True,
-              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k"]),
-              help="Per-answer score that orders the answers (precision = the DAHL Score's).")
+              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k", *_RECALL]),
+              help="Per-answer score that orders the answers (precision = the DAHL Score's; "
+                   "recall, recall_w, f1, f1_w: runs scored with --refs).")
 @click.option("--best-vs-worst", is_flag=True, help="One pair per question (best vs worst) instead of all pairs.")
 def pairs(run_dirs: tuple[Path, ...], out_file: Path, min_margin: float, metric: str, best_vs_worst: bool) -> None:
     """Write DPO preference pairs (TRL prompt/chosen/rejected) from runs' scored answers.
@@ -139,7 +153,8 @@ def pairs(run_dirs: tuple[Path, ...], out_file: Path, min_margin: float, metric:
 @click.argument("a", type=click.Path(path_type=Path, exists=True))
 @click.argument("b", type=click.Path(path_type=Path, exists=True))
 @click.option("--metric", default="precision", show_default=True,
-              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k", "n_claims"]),
+              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k", "n_claims",
+                                 *_RECALL]),
               help="Per-answer value read from run folders (n_claims: claims per answer, to validate a Splitter).")
 @click.option("--id-field", default="id", show_default=True, help="Id field of JSONL/CSV score files.")
 @click.option("--score-field", default="score", show_default=True, help="Score field of JSONL/CSV score files.")
@@ -186,7 +201,7 @@ def agree(a: Path, b: Path, metric: str, id_field: str, score_field: str, as_jso
               help="INPUT is a run folder: draw N stratified samples of its answers and test every pair (F, t).")
 @click.option("--model", default=None, help="With --repeats: the model whose answers are sampled.")
 @click.option("--metric", default="precision", show_default=True,
-              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k"]))
+              type=click.Choice(["precision", "dahl_score", "factscore", "factscore_init", "f1_at_k", *_RECALL]))
 def sample(input_path: Path, fraction: float, stratify: str, seed: int, out_file: Path | None,
            repeats: int | None, model: str | None, metric: str) -> None:
     """Stratified sample of INPUT (JSONL/CSV questions or answers) keeping the category distribution.

@@ -1,7 +1,9 @@
 """What ``dahl score`` prints when a run ends: the result table and the summary lines.
 
 The table fits the console: lower-priority columns go first (:data:`DROP_ORDER`),
-numbers and headers are never cut. The lines read the run's
+numbers and headers are never cut. A run scored with reference facts adds Rec, Rec^w
+and F1 (its summary.json ``recall`` blocks: "Beyond Precision" recall, weighted
+recall, and F1 of DAHL precision and recall). The lines read the run's
 :class:`~dahl.engine.counters.RunCounters` through ``summary.json``'s ``run`` block,
 the same figures the progress display showed.
 """
@@ -18,11 +20,14 @@ from rich.table import Table
 from dahl.cli_progress import count
 from dahl.run import ScoreReport
 
-__all__ = ["DROP_ORDER", "print_summary", "result_table"]
+__all__ = ["DROP_ORDER", "RECALL_COLUMNS", "print_summary", "recall_lines", "result_table"]
 
 #: Result-table columns in the order they are dropped when the console is too narrow
-#: (summary.json holds them all). ``F1@K`` stands for the run's K.
-DROP_ORDER = ("no penalty", "95% CI", "abstained", "excluded", "answers", "F1@K")
+#: (summary.json holds them all). ``F1@K`` stands for the run's K; the recall columns
+#: exist only for runs with reference facts.
+DROP_ORDER = ("no penalty", "95% CI", "abstained", "excluded", "answers", "F1@K", "F1", "Rec^w")
+#: Recall columns: header -> key of a model's summary.json ``recall`` block.
+RECALL_COLUMNS = {"Rec": "recall", "Rec^w": "recall_w", "F1": "f1"}
 #: Shorter headers, tried before a column is dropped.
 _SHORT = {"abstained": "abst.", "excluded": "excl."}
 
@@ -38,6 +43,9 @@ def _ci(ci: list[float] | None) -> str:
 def _columns(summary: dict[str, Any]) -> dict[str, list[str]]:
     """Every column's cells by its name, rows sorted by model."""
     models = sorted(summary["models"].items())
+    recall = {} if not any("recall" in m for _, m in models) else {
+        header: [_pct((m.get("recall") or {}).get(key)) for _, m in models] for header, key in RECALL_COLUMNS.items()
+    }
     return {
         "model": [name for name, _ in models],
         "answers": [f"{m['n_answers']:,}" for _, m in models],
@@ -49,6 +57,7 @@ def _columns(summary: dict[str, Any]) -> dict[str, list[str]]:
         "FActScore": [_pct(m["factscore"]) for _, m in models],
         "no penalty": [_pct(m["factscore_init"]) for _, m in models],
         "F1@K": [_pct(m["f1_at_k"]) for _, m in models],
+        **recall,
     }
 
 
@@ -74,6 +83,7 @@ def result_table(summary: dict[str, Any], k: int, width: int) -> Table:
 
     Columns are dropped in :data:`DROP_ORDER` (after shortening "abstained" and
     "excluded") until the table's natural width fits; a caption names what was left out.
+    The Rec, Rec^w and F1 columns appear when a model block has ``recall``.
 
     Args:
         summary: the content of ``summary.json`` (its ``models`` block).
@@ -94,8 +104,45 @@ def result_table(summary: dict[str, Any], k: int, width: int) -> Table:
             short = True
             continue
         name = drops.pop(0)
-        names.remove(name)
-        hidden.append(name)
+        if name in names:  # recall columns only with reference facts
+            names.remove(name)
+            hidden.append(name)
+
+
+_NULL_WORDS = {"empty_fstar": "empty F*", "zero_weight": "zero weight", "coverage_error": "coverage error",
+               "split_error": "split error", "no_refs": "no reference set"}
+
+
+def recall_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary lines of recall and of unsupported claims by reason, over every model.
+
+    ``recall: N answers with recall (A abstained, counted 0); null: n empty F*, ...`` when a
+    model block has ``recall``; ``unsupported claims by reason: n contradicted, n no
+    evidence, n unstated`` when one has ``unsupported_by_reason``. Empty otherwise.
+
+    Args:
+        summary: the content of ``summary.json``.
+    """
+    models = list(summary.get("models", {}).values())
+    lines = []
+    blocks = [m["recall"] for m in models if m.get("recall")]
+    if blocks:
+        nulls: dict[str, int] = {}
+        for b in blocks:
+            for reason, n in (b.get("null_by_reason") or {}).items():
+                nulls[reason] = nulls.get(reason, 0) + int(n)
+        shown = [f"{n:,} {_NULL_WORDS.get(r, r)}" for r, n in nulls.items() if n]
+        lines.append(f"recall: {count(sum(int(b.get('n') or 0) for b in blocks), 'answer')} with recall "
+                     f"({sum(int(b.get('n_abstained') or 0) for b in blocks):,} abstained, counted 0)"
+                     + (f"; null: {', '.join(shown)}" if shown else ""))
+    reasons: dict[str, int] = {}
+    for m in models:
+        for reason, n in (m.get("unsupported_by_reason") or {}).items():
+            reasons[reason] = reasons.get(reason, 0) + int(n)
+    if reasons:
+        lines.append("unsupported claims by reason: "
+                     + ", ".join(f"{n:,} {r.replace('_', ' ')}" for r, n in reasons.items()))
+    return lines
 
 
 def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
@@ -129,6 +176,8 @@ def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
         by_class = {**run["errors"], **({"InputError": run["input_errors"]} if run["input_errors"] else {})}
         console.print(f"{count(errors, 'error')} by class: "
                       + ", ".join(f"{name} {n:,}" for name, n in sorted(by_class.items())))
+    for line in recall_lines(report.summary):
+        console.print(line)
     if report.counters.input_errors:
         console.print(f"[yellow]{count(report.counters.input_errors, 'input record')} skipped[/]; first ones:")
         for err in report.input_errors[:5]:

@@ -4,6 +4,11 @@
   without the length penalty, F1@K); the 95% interval is
   :func:`dahl.metrics.bootstrap_ci` with the same per-model seed as
   ``summary.json`` (so the DAHL Score CI there and here agree).
+* Runs scored with reference facts add the recall of "Beyond Precision" (DESIGN.md
+  §4): Rec, Rec^w, F1 and F1^w are the means of the per-answer values of the
+  verdict store's recall columns over the answers where each is defined (an
+  abstained answer counts 0), ρ the mean number of claims per responding answer;
+  any of the four can rank the board (CIs seeded as the DAHL Score's).
 * **Rank** follows the Chatbot Arena rule (Chiang et al. 2024, "Chatbot Arena",
   §5 and the leaderboard's "rank (UB)"): rank = 1 + the number of models that
   are significantly better, model B being significantly better than A when B's
@@ -13,7 +18,7 @@
   question, each model's mean per-answer value over its included answers (an
   excluded answer drops the question from the pair); d = A − B; a paired
   bootstrap of mean(d), resampling questions jointly for all comparisons
-  (:func:`joint_paired_bootstrap`), gives a percentile CI and a two-sided
+  (:func:`dahl.paired_bootstrap.joint_paired_bootstrap`), gives a percentile CI and a two-sided
   p-value p = (1 + #{|d̄*_b − d̄| ≥ |d̄|}) / (B + 1), i.e. the bootstrap test of
   H0: E[d] = 0 with the data shifted to mean 0 (Efron & Tibshirani 1993, §16.4;
   the +1 correction of Davison & Hinkley 1997, eq. 4.11).
@@ -39,6 +44,7 @@ import numpy.typing as npt
 
 from dahl.errors import ConfigError
 from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes
+from dahl.paired_bootstrap import joint_paired_bootstrap, paired_bootstrap
 from dahl.records import Status
 from dahl.run_checks import checker_label
 from dahl.summary import group_seed
@@ -46,6 +52,7 @@ from dahl.verdicts import STATUSES, Verdicts
 
 __all__ = [
     "BOARD_METRICS",
+    "RECALL_BOARD_METRICS",
     "CategoryCell",
     "Comparison",
     "Leaderboard",
@@ -67,9 +74,15 @@ BOARD_METRICS: dict[str, str] = {
     "factscore": "factscore",
     "factscore_init": "factscore_init",
     "f1_at_k": "f1_at_k",
+    "recall": "recall",
+    "recall_w": "recall_w",
+    "f1": "f1",
+    "f1_w": "f1_w",
 }
-# Largest number of random draws held at once (as in dahl.metrics.bootstrap_ci).
-_DRAW_BUDGET = 4_000_000
+#: The metrics of :data:`BOARD_METRICS` that need runs scored with reference facts.
+RECALL_BOARD_METRICS: tuple[str, ...] = ("recall", "recall_w", "f1", "f1_w")
+# Metrics whose CI uses summary.json's per-group seed (dahl.summary.group_seed).
+_SUMMARY_SEEDED = frozenset(("dahl_score", *RECALL_BOARD_METRICS))
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,10 @@ class ModelRow:
         n_scored, n_excluded: answers in / out of the ranking metric's mean.
         excluded_by_reason: answers per :data:`dahl.metrics.REASONS`.
         checker: fingerprint of the Checker that scored the model's run (None: not known).
+        recall, recall_w, f1, f1_w: mean per-answer Rec, Rec^w, F1, F1^w (None: no
+            answer with the value, or the board has no recall).
+        rho: ρ, mean claims per responding answer (None: none responded).
+        n_recall: answers with Rec defined (abstained ones included).
     """
 
     model: str
@@ -101,6 +118,12 @@ class ModelRow:
     n_excluded: int
     excluded_by_reason: dict[str, int]
     checker: str | None = None
+    recall: float | None = None
+    recall_w: float | None = None
+    f1: float | None = None
+    f1_w: float | None = None
+    rho: float | None = None
+    n_recall: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,6 +166,7 @@ class Leaderboard:
         models: rows sorted by rank, then score (descending), then name.
         comparisons: paired comparisons (adjacent rows, or all pairs).
         categories: category -> model -> cell (empty unless requested).
+        has_recall: some run has recall columns (the rows carry Rec, Rec^w, F1, F1^w, ρ).
     """
 
     metric: str
@@ -154,102 +178,7 @@ class Leaderboard:
     models: list[ModelRow]
     comparisons: list[Comparison]
     categories: dict[str, dict[str, CategoryCell]] = field(default_factory=dict)
-
-
-def joint_paired_bootstrap(
-    diffs: npt.ArrayLike,
-    shared: npt.ArrayLike,
-    *,
-    rng: np.random.Generator,
-    n_boot: int = 1000,
-    level: float = 0.95,
-) -> list[tuple[float, tuple[float, float], float] | None]:
-    """Paired bootstrap of several comparisons at once, resampling questions jointly.
-
-    Each resample draws n_q questions with replacement (n_q = rows of ``diffs``);
-    comparison j's resample mean is the mean of its differences over the drawn
-    questions it has (``shared``), so all comparisons see the same resampled
-    question set (the paired bootstrap over a test set: Koehn 2004; Berg-Kirkpatrick
-    et al. 2012). When every comparison has every question this is the plain
-    paired bootstrap of mean(d). Counts of draws per question form a matrix C
-    (resamples × questions), so all means are C @ [D | S] (one BLAS product),
-    computed in chunks of a few million draws.
-
-    p-value: (1 + #{|m*_b − d̄| ≥ |d̄|}) / (B' + 1) over the B' resamples in which
-    the comparison has a question (Efron & Tibshirani 1993, §16.4, data shifted to
-    mean 0; the +1 of Davison & Hinkley 1997, eq. 4.11). CI: percentile.
-
-    Args:
-        diffs: float array (n_q, n_comparisons) of per-question A − B (any value where not shared).
-        shared: bool array (n_q, n_comparisons): the question counts for that comparison.
-        rng: seeded generator.
-        n_boot: resamples.
-        level: CI coverage.
-
-    Returns:
-        Per comparison ``(mean, (lo, hi), p_value)``, or None when it shares no question.
-
-    Raises:
-        ConfigError: shapes differ, n_boot < 1 or level outside (0, 1).
-    """
-    s = np.asarray(shared, dtype=bool)
-    d = np.where(s, np.asarray(diffs, dtype=np.float64), 0.0)
-    if d.ndim != 2 or d.shape != s.shape:
-        raise ConfigError(f"diffs and shared need the same 2-D shape, got {d.shape} and {s.shape}")
-    if n_boot < 1 or not 0.0 < level < 1.0:
-        raise ConfigError("n_boot must be >= 1 and level in (0, 1)")
-    # Questions no comparison uses carry no weight in any mean; resample only the others.
-    used = s.any(axis=1)
-    d, s = d[used], s[used]
-    n_q, n_c = d.shape
-    out: list[tuple[float, tuple[float, float], float] | None] = [None] * n_c
-    if n_q == 0:
-        return out
-    n_shared = s.sum(axis=0)
-    observed = d.sum(axis=0) / np.maximum(n_shared, 1)
-    weights = np.concatenate([d, s.astype(np.float64)], axis=1)
-    means = np.empty((n_boot, n_c))
-    chunk = max(1, _DRAW_BUDGET // n_q)
-    for start in range(0, n_boot, chunk):
-        stop = min(n_boot, start + chunk)
-        rows = stop - start
-        idx = rng.integers(0, n_q, size=(rows, n_q))
-        idx += np.arange(rows)[:, np.newaxis] * n_q
-        counts = np.bincount(idx.ravel(), minlength=rows * n_q).reshape(rows, n_q).astype(np.float64)
-        sums = counts @ weights
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means[start:stop] = sums[:, :n_c] / sums[:, n_c:]
-    tail = (1.0 - level) / 2.0
-    for j in range(n_c):
-        if n_shared[j] == 0:
-            continue
-        m = means[:, j]
-        m = m[np.isfinite(m)]
-        mean = float(observed[j])
-        lo, hi = np.quantile(m, [tail, 1.0 - tail])
-        # Tolerance: resample means equal to the observed mean up to rounding count as extreme.
-        extreme = int((np.abs(m - mean) >= abs(mean) - 1e-12).sum())
-        out[j] = (mean, (float(lo), float(hi)), min(1.0, (1.0 + extreme) / (m.size + 1.0)))
-    return out
-
-
-def paired_bootstrap(
-    diffs: npt.ArrayLike, *, rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95
-) -> tuple[float, tuple[float, float], float] | None:
-    """Paired bootstrap of the mean of per-pair differences A − B (one comparison).
-
-    Args:
-        diffs: float array (n_pairs,) of A − B.
-        rng: seeded generator.
-        n_boot: resamples.
-        level: CI coverage.
-
-    Returns:
-        ``(mean, (lo, hi), p_value)`` as in :func:`joint_paired_bootstrap`, or None without pairs.
-        The p-value is 1.0 when every difference is 0.
-    """
-    d = np.asarray(diffs, dtype=np.float64).reshape(-1, 1)
-    return joint_paired_bootstrap(d, np.ones(d.shape, dtype=bool), rng=rng, n_boot=n_boot, level=level)[0]
+    has_recall: bool = False
 
 
 def _seed(seed: int, *names: str) -> list[int]:
@@ -319,7 +248,8 @@ def build_leaderboard(
         The leaderboard.
 
     Raises:
-        ConfigError: unknown metric or compare mode, n_boot < 1, level outside (0, 1).
+        ConfigError: unknown metric or compare mode, n_boot < 1, level outside (0, 1),
+            or a recall metric while a run has no recall (the message names its folder).
     """
     if metric not in BOARD_METRICS:
         raise ConfigError(f"unknown leaderboard metric {metric!r}; choose one of {', '.join(BOARD_METRICS)}")
@@ -329,7 +259,12 @@ def build_leaderboard(
         raise ConfigError("n_boot must be >= 1 and level in (0, 1)")
     g = gamma if gamma is not None else (store.gamma if store.gamma is not None else 10.0)
     kk = k if k is not None else (store.k if store.k is not None else 64)
-    values = {name: store.scores(per_answer, gamma=g, k=kk) for name, per_answer in BOARD_METRICS.items()}
+    has_recall = store.recall is not None
+    shown = [m for m in BOARD_METRICS if has_recall or m not in RECALL_BOARD_METRICS]
+    if metric in RECALL_BOARD_METRICS:
+        store.scores(metric)  # a ConfigError naming the run without recall, before any work
+    values = {name: store.scores(BOARD_METRICS[name], gamma=g, k=kk) for name in shown}
+    claims, responded = store.scores("n_claims")
     status = np.asarray(store.status)
     codes = exclusion_codes(
         np.asarray(store.counts),
@@ -351,12 +286,13 @@ def build_leaderboard(
         for name, rows in groups.items():
             for mname in dict.fromkeys(("dahl_score", metric)):
                 v, m = values[mname]
-                # dahl_score uses summary.py's seed, so summary.json shows the same interval.
-                s = group_seed(seed, name, None) if mname == "dahl_score" else _seed(seed, name, mname)
+                # dahl_score and recall use summary.py's seed, so summary.json shows the same interval.
+                s = group_seed(seed, name, None) if mname in _SUMMARY_SEEDED else _seed(seed, name, mname)
                 ci_jobs[(name, mname)] = pool.submit(_ci, v[rows][m[rows]], s, n_boot, level)
         rows_out = []
         for name, rows in groups.items():
             means = {mname: _mean(v[rows][m[rows]]) for mname, (v, m) in values.items()}
+            recall_mask = values["recall"][1][rows] if has_recall else np.zeros(0, bool)
             by_reason = np.bincount(codes[rows], minlength=len(REASONS) + 1)
             n_scored = int(main_mask[rows].sum())
             rows_out.append(
@@ -375,6 +311,12 @@ def build_leaderboard(
                     n_excluded=int(rows.size) - n_scored,
                     excluded_by_reason={r: int(by_reason[i + 1]) for i, r in enumerate(REASONS)},
                     checker=_checker_of(store, rows, checkers),
+                    recall=means.get("recall"),
+                    recall_w=means.get("recall_w"),
+                    f1=means.get("f1"),
+                    f1_w=means.get("f1_w"),
+                    rho=_mean(claims[rows][responded[rows]]) if has_recall else None,
+                    n_recall=int(recall_mask.sum()),
                 )
             )
         ranks = arena_ranks([r.ci for r in rows_out])
@@ -394,6 +336,7 @@ def build_leaderboard(
         models=board_rows,
         comparisons=comparisons,
         categories=categories,
+        has_recall=has_recall,
     )
 
 
@@ -474,7 +417,7 @@ def _categories(
             sub = rows[cat == code]
             cat_name = store.categories[code]
             v = values[sub][mask[sub]]
-            s = group_seed(seed, name, cat_name) if metric == "dahl_score" else _seed(seed, name, cat_name, metric)
+            s = group_seed(seed, name, cat_name) if metric in _SUMMARY_SEEDED else _seed(seed, name, cat_name, metric)
             jobs[(cat_name, name)] = (pool.submit(_ci, v, s, n_boot, level), v, int(sub.size))
     out: dict[str, dict[str, CategoryCell]] = {}
     for (cat_name, name), (job, v, n) in sorted(jobs.items()):
@@ -492,7 +435,8 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
     Returns:
         ``{"metric", "settings", "models": [{"model", "rank", "dahl_score", "dahl_score_ci",
         "factscore", "factscore_init", "f1_at_k", "score", "score_ci", "n_answers", "n_scored",
-        "n_excluded", "excluded_by_reason", "checker"}, ...] sorted by rank, "comparisons": [{"a", "b",
+        "n_excluded", "excluded_by_reason", "checker"} (+ "recall", "recall_w", "f1", "f1_w",
+        "rho", "n_recall" when the board has recall), ...] sorted by rank, "comparisons": [{"a", "b",
         "n_pairs", "mean_diff", "ci", "p_value"}, ...], "categories": {category: {model:
         {"score", "ci", "n_scored", "n_excluded"}}}}``; scores are fractions in [0, 1] or null.
     """
@@ -516,6 +460,7 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
                 "n_excluded": r.n_excluded,
                 "excluded_by_reason": r.excluded_by_reason,
                 "checker": r.checker,
+                **(_recall_json(r) if board.has_recall else {}),
             }
             for r in board.models
         ],
@@ -530,6 +475,15 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
             for cat, cells in board.categories.items()
         },
     }
+
+
+def _recall_json(r: ModelRow) -> dict[str, Any]:
+    return {"recall": r.recall, "recall_w": r.recall_w, "f1": r.f1, "f1_w": r.f1_w, "rho": r.rho,
+            "n_recall": r.n_recall}
+
+
+def _rho(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}"
 
 
 def _pct(x: float | None) -> str:
@@ -547,17 +501,20 @@ def _md_row(cells: list[str]) -> str:
 def to_markdown(board: Leaderboard) -> str:
     """GitHub-flavoured markdown: the model table, the comparisons and (if computed) the category table.
 
-    Scores are shown in percent with one decimal.
+    Scores are shown in percent with one decimal; with recall, the columns Rec, Rec^w,
+    F1, F1^w (percent) and ρ (claims per answer) follow F1@K.
     """
     pct = int(round(100 * board.level))
     lines = [f"## Leaderboard (ranked by {board.metric}, {pct}% bootstrap CI, seed {board.seed})", ""]
     with_checker = any(r.checker for r in board.models)  # known for runs that recorded it
+    recall_head = ["Rec", "Rec^w", "F1", "F1^w", "ρ"] if board.has_recall else []
     lines.append(_md_row(["rank", "model", "DAHL Score", f"{pct}% CI", "FActScore", "FActScore (no penalty)",
-                          f"F1@{board.k}", "scored", "excluded", *(["Checker"] if with_checker else [])]))
-    lines.append("|" + "---:|:---|" + "---:|" * 7 + (":---|" if with_checker else ""))
+                          f"F1@{board.k}", *recall_head, "scored", "excluded", *(["Checker"] if with_checker else [])]))
+    lines.append("|" + "---:|:---|" + "---:|" * (7 + len(recall_head)) + (":---|" if with_checker else ""))
     for r in board.models:
+        recall = [_pct(r.recall), _pct(r.recall_w), _pct(r.f1), _pct(r.f1_w), _rho(r.rho)] if board.has_recall else []
         lines.append(_md_row([str(r.rank), r.model, _pct(r.dahl_score), _pct_ci(r.dahl_score_ci), _pct(r.factscore),
-                              _pct(r.factscore_init), _pct(r.f1_at_k), str(r.n_scored), str(r.n_excluded),
+                              _pct(r.factscore_init), _pct(r.f1_at_k), *recall, str(r.n_scored), str(r.n_excluded),
                               *([checker_label(r.checker)] if with_checker else [])]))
     if board.metric != "dahl_score":
         lines += ["", f"Rank uses {board.metric}; its {pct}% CIs: "
@@ -581,14 +538,20 @@ def to_markdown(board: Leaderboard) -> str:
     return "\n".join(lines) + "\n"
 
 
+_RECALL_CSV = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall")
+
+
 def to_csv(board: Leaderboard) -> str:
-    """CSV with one row per model (scores as fractions); category cells as ``<metric>:<category>`` columns."""
+    """CSV with one row per model (scores as fractions); category cells as ``<metric>:<category>`` columns.
+
+    With recall, the columns ``recall, recall_w, f1, f1_w, rho, n_recall`` follow ``checker``.
+    """
     buf = io.StringIO()
     cats = list(board.categories)
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["rank", "model", "dahl_score", "dahl_score_ci_lo", "dahl_score_ci_hi", "factscore",
                      "factscore_init", "f1_at_k", "n_answers", "n_scored", "n_excluded", "checker",
-                     *(f"{board.metric}:{c}" for c in cats)])
+                     *(_RECALL_CSV if board.has_recall else ()), *(f"{board.metric}:{c}" for c in cats)])
 
     def num(x: float | None) -> str:
         return "" if x is None else repr(x)
@@ -598,5 +561,8 @@ def to_csv(board: Leaderboard) -> str:
         cells = [board.categories[c].get(r.model) for c in cats]
         writer.writerow([r.rank, r.model, num(r.dahl_score), num(lo), num(hi), num(r.factscore),
                          num(r.factscore_init), num(r.f1_at_k), r.n_answers, r.n_scored, r.n_excluded,
-                         r.checker or "", *("" if c is None else num(c.score) for c in cells)])
+                         r.checker or "",
+                         *([num(r.recall), num(r.recall_w), num(r.f1), num(r.f1_w), num(r.rho), r.n_recall]
+                           if board.has_recall else []),
+                         *("" if c is None else num(c.score) for c in cells)])
     return buf.getvalue()

@@ -9,6 +9,12 @@ than zero is emitted once, the higher-scoring answer as ``chosen``. With
 question is kept (when their margin qualifies). Questions are matched by
 ``question_id`` (:func:`dahl.records.content_id` of the question).
 
+The recall metrics (``recall``, ``recall_w``, ``f1``, ``f1_w``: "Beyond Precision",
+per answer, from the verdict store's recall columns) need runs scored with
+reference facts; their mask is the answers where the value is defined, so an
+abstained answer (recall 0) can be the rejected one, and an answer whose question
+has an empty F* never enters a pair.
+
 Each line: ``{"prompt", "chosen", "rejected", "chosen_score", "rejected_score",
 "margin", "chosen_id", "rejected_id", "chosen_model", "rejected_model",
 "question_id", "metric"}``; prompt is the question, chosen/rejected the scored
@@ -64,7 +70,8 @@ def find_pairs(
     Args:
         store: verdicts of one or more runs.
         metric: per-answer metric (``precision``/``dahl_score``, ``factscore``,
-            ``factscore_init``, ``f1_at_k``).
+            ``factscore_init``, ``f1_at_k``, or with recall ``recall``, ``recall_w``,
+            ``f1``, ``f1_w``, ``recall_at_5``/``10``/``20``).
         min_margin: smallest score difference kept, as a fraction (0.1 = 10 points).
         best_vs_worst: one pair per question instead of all qualifying pairs.
         gamma, k: FActScore γ and F1@K's K (None: the run's).
@@ -73,11 +80,13 @@ def find_pairs(
         Pairs grouped by question, in question-code order.
 
     Raises:
-        ConfigError: unknown metric, ``n_claims``, or a negative margin.
+        ConfigError: unknown metric, ``n_claims``, a negative margin, or a recall
+            metric on a run without recall (named).
     """
     name = canonical_metric(metric)
     if name == "n_claims":
-        raise ConfigError("n_claims is not a quality score; pick precision, factscore, factscore_init or f1_at_k")
+        raise ConfigError("n_claims is not a quality score; pick precision, factscore, factscore_init, f1_at_k, "
+                          "or with recall recall, recall_w, f1, f1_w")
     if min_margin < 0:
         raise ConfigError(f"--min-margin must be >= 0, got {min_margin}")
     values, mask = store.scores(name, gamma=gamma, k=k)

@@ -14,6 +14,7 @@ numpy arrays instead of re-parsing ``answers.jsonl``. Layout, one file per colum
       offsets.npy        int64 (n_answers + 1,) claims of answer i are labels[offsets[i]:offsets[i+1]]
       labels.npy         int8  (n_claims,)    index into dahl.records.LABELS
       models.json, categories.json, question_ids.json, ids.json   JSON lists of strings
+      recall.npy, recall_facts.npy   only for runs with reference facts (dahl.recall_columns)
 
 :class:`VerdictWriter` keeps O(answers + claims) small numbers in memory (one
 byte per claim, ~30 bytes per answer plus its id) and writes the folder
@@ -40,6 +41,7 @@ import orjson
 
 from dahl.errors import ConfigError, InputError
 from dahl.metrics import dahl_mask, f1_values, factscore_mask, factscore_values, precision
+from dahl.recall_columns import FACT_COLUMNS, RECALL_METRICS, RecallColumns
 from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status
 
 __all__ = [
@@ -63,8 +65,9 @@ STORE_VERSION = 1
 _FORMAT = "dahl-verdicts"
 STATUSES: tuple[Status, ...] = tuple(Status)
 
-#: Per-answer values :meth:`Verdicts.scores` computes. ``dahl_score`` is an alias of ``precision``.
-METRICS: tuple[str, ...] = ("precision", "factscore", "factscore_init", "f1_at_k", "n_claims")
+#: Per-answer values :meth:`Verdicts.scores` computes. ``dahl_score`` is an alias of ``precision``;
+#: the recall ones (:data:`dahl.recall_columns.RECALL_METRICS`) need a run scored with reference facts.
+METRICS: tuple[str, ...] = ("precision", "factscore", "factscore_init", "f1_at_k", "n_claims", *RECALL_METRICS)
 _ALIASES = {"dahl_score": "precision", "dahl_score-precision": "precision"}
 
 _LABEL_CODE = {str(label): i for i, label in enumerate(LABELS)}
@@ -102,6 +105,12 @@ class Verdicts:
         source: int16 array (n_answers,) giving the index of the run each answer
             came from (merged stores), or None for a single run.
         roots: the run folders, in ``source`` order.
+        recall: float64 (n_answers, 7), the per-answer recall metrics in
+            :data:`dahl.recall_columns.RECALL_METRICS` order, NaN where null; None when
+            no run had reference facts.
+        recall_facts: int32 (n_answers, 3): |F*|, covered and partial facts, -1 where
+            the answer has no recall; None with ``recall``.
+        without_recall: the run folders (merged stores) that have no recall columns.
     """
 
     model: npt.NDArray[np.int32]
@@ -119,6 +128,9 @@ class Verdicts:
     k: int | None = None
     source: npt.NDArray[np.int16] | None = None
     roots: tuple[Path, ...] = ()
+    recall: npt.NDArray[np.float64] | None = None
+    recall_facts: npt.NDArray[np.int32] | None = None
+    without_recall: tuple[Path, ...] = ()
     _ids: list[str] | None = field(default=None, repr=False)
 
     @property
@@ -153,7 +165,9 @@ class Verdicts:
 
         ``precision`` and ``f1_at_k`` use :func:`dahl.metrics.dahl_mask`, ``factscore``
         and ``factscore_init`` :func:`dahl.metrics.factscore_mask`; ``n_claims`` (claims
-        per answer, for Splitter validation) counts every answer that responded.
+        per answer, for Splitter validation) counts every answer that responded. The
+        recall metrics (``recall``, ``recall_w``, ``f1``, ``f1_w``, ``recall_at_*``)
+        count every answer where the value is defined, abstained answers included (0).
 
         Args:
             metric: one of :data:`METRICS` or an alias.
@@ -164,9 +178,15 @@ class Verdicts:
             ``(values, mask)``: float64 (n_answers,) with 0.0 outside the mask, bool (n_answers,).
 
         Raises:
-            ConfigError: unknown metric, gamma < 0 or k < 1.
+            ConfigError: unknown metric, gamma < 0 or k < 1, or a recall metric for
+                a store (or a run of a merged store) without recall; the message names
+                the run folder.
         """
         name = canonical_metric(metric)
+        if name in RECALL_METRICS:
+            raw = self._recall_column(name)
+            mask = np.isfinite(raw)
+            return np.where(mask, raw, 0.0), mask
         g = gamma if gamma is not None else (self.gamma if self.gamma is not None else 10.0)
         kk = k if k is not None else (self.k if self.k is not None else 64)
         counts = np.asarray(self.counts)
@@ -184,6 +204,17 @@ class Verdicts:
             mask = factscore_mask(counts, eligible)
             raw = factscore_values(counts, g if name == "factscore" else 0.0)
         return np.where(mask, raw, 0.0), mask
+
+    def _recall_column(self, name: str) -> npt.NDArray[np.float64]:
+        """The ``recall.npy`` column of metric ``name``; ConfigError naming the runs without one."""
+        if self.recall is None or self.without_recall:
+            missing = self.without_recall or self.roots[:1]
+            where = ", ".join(str(p) for p in missing) or "this verdict store"
+            raise ConfigError(
+                f"{name} needs recall, and {where} has none (it was scored without reference facts); "
+                "score it with dahl score --refs REFS.jsonl"
+            )
+        return np.asarray(self.recall[:, RECALL_METRICS.index(name)], dtype=np.float64)
 
 
 class VerdictWriter:
@@ -213,6 +244,7 @@ class VerdictWriter:
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._questions: dict[str, int] = {}
+        self._recall = RecallColumns()
         self._closed = False
 
     def __len__(self) -> int:
@@ -246,6 +278,7 @@ class VerdictWriter:
         self._question.append(self._questions.setdefault(qid, len(self._questions)))
         self._status.append(_STATUS_CODE[result.status])
         self._ids.append(result.id)
+        self._recall.add(getattr(result, "recall", None))
 
     def close(self) -> Path:
         """Write the store atomically and release the buffers (idempotent).
@@ -261,6 +294,7 @@ class VerdictWriter:
             return target
         self._closed = True
         n = len(self._ids)
+        recall = self._recall.arrays()
         store = Verdicts(
             model=np.frombuffer(self._model, dtype=np.int32) if n else np.zeros(0, np.int32),
             category=np.frombuffer(self._category, dtype=np.int32) if n else np.zeros(0, np.int32),
@@ -274,6 +308,8 @@ class VerdictWriter:
             question_ids=list(self._questions),
             gamma=self.gamma,
             k=self.k,
+            recall=None if recall is None else recall[0],
+            recall_facts=None if recall is None else recall[1],
             _ids=self._ids,
         )
         save_verdicts(store, self.out_dir)
@@ -309,6 +345,9 @@ def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
         and store.offsets.shape == (n + 1,)
         and len(ids) == n
         and (n_claims == int(store.offsets[-1]))
+        and (store.recall is None or store.recall.shape == (n, len(RECALL_METRICS)))
+        and ((store.recall is None) == (store.recall_facts is None))
+        and (store.recall_facts is None or store.recall_facts.shape == (n, len(FACT_COLUMNS)))
     )
     if not shapes_ok:
         raise InputError("verdict store columns have inconsistent lengths")
@@ -344,6 +383,9 @@ def _write_columns(store: Verdicts, ids: list[str], tmp: Path, n: int, n_claims:
         "offsets": store.offsets.astype(np.int64, copy=False),
         "labels": store.labels.astype(np.int8, copy=False),
     }
+    if store.recall is not None and store.recall_facts is not None:
+        columns["recall"] = store.recall.astype(np.float64, copy=False)
+        columns["recall_facts"] = store.recall_facts.astype(np.int32, copy=False)
     for name, arr in columns.items():
         np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
     tables = {"models": store.models, "categories": store.categories, "question_ids": store.question_ids, "ids": ids}
@@ -359,6 +401,9 @@ def _write_columns(store: Verdicts, ids: list[str], tmp: Path, n: int, n_claims:
         "gamma": store.gamma,
         "k": store.k,
     }
+    if store.recall is not None:
+        meta["recall_columns"] = list(RECALL_METRICS)
+        meta["recall_fact_columns"] = list(FACT_COLUMNS)
     # meta.json last: its presence marks a complete folder.
     (tmp / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
 
@@ -418,6 +463,17 @@ def load_verdicts(run_dir: Path) -> Verdicts:
     n = int(meta["n_answers"])
     if arrays["model"].shape != (n,) or arrays["offsets"].shape != (n + 1,):
         raise InputError(f"verdict store columns disagree with meta.json; {hint}", file=str(folder))
+    recall_columns = meta.get("recall_columns")
+    if recall_columns is not None:
+        if recall_columns != list(RECALL_METRICS) or meta.get("recall_fact_columns") != list(FACT_COLUMNS):
+            raise InputError(f"verdict store was written with other recall columns; {hint}", file=str(meta_path))
+        for name, width in (("recall", len(RECALL_METRICS)), ("recall_facts", len(FACT_COLUMNS))):
+            try:
+                arrays[name] = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"damaged verdict store column {name}: {exc}; {hint}", file=str(folder)) from None
+            if arrays[name].shape != (n, width):
+                raise InputError(f"verdict store column {name} disagrees with meta.json; {hint}", file=str(folder))
     gamma = meta.get("gamma")
     k = meta.get("k")
     return Verdicts(
@@ -429,6 +485,7 @@ def load_verdicts(run_dir: Path) -> Verdicts:
         gamma=None if gamma is None else float(gamma),
         k=None if k is None else int(k),
         roots=(folder.parent,),
+        without_recall=() if recall_columns is not None else (folder.parent,),
     )
 
 
@@ -496,10 +553,33 @@ def merge_verdicts(stores: Sequence[Verdicts]) -> Verdicts:
         k=stores[0].k,
         source=np.concatenate([np.full(s.n_answers, i, dtype=np.int16) for i, s in enumerate(stores)]),
         roots=tuple(r for s in stores for r in s.roots[:1]),
+        **_merge_recall(stores),
     )
     if all(s.root is not None or s._ids is not None for s in stores):
         merged._ids = [x for s in stores for x in s.ids]
     return merged
+
+
+def _merge_recall(stores: Sequence[Verdicts]) -> dict[str, Any]:
+    """The merged recall columns: null rows for the answers of runs without recall."""
+    lacking = tuple(r for s in stores for r in _without_recall(s))
+    if all(s.recall is None for s in stores):
+        return {"without_recall": lacking}
+    values = [np.full((s.n_answers, len(RECALL_METRICS)), np.nan) if s.recall is None else np.asarray(s.recall)
+              for s in stores]
+    facts = [np.full((s.n_answers, len(FACT_COLUMNS)), -1, np.int32) if s.recall_facts is None
+             else np.asarray(s.recall_facts) for s in stores]
+    return {
+        "recall": np.concatenate(values).astype(np.float64),
+        "recall_facts": np.concatenate(facts).astype(np.int32),
+        "without_recall": lacking,
+    }
+
+
+def _without_recall(store: Verdicts) -> tuple[Path, ...]:
+    if store.recall is not None:
+        return store.without_recall
+    return store.without_recall or store.roots[:1] or (Path("(in-memory store)"),)
 
 
 def load_runs(run_dirs: Iterable[Path]) -> Verdicts:

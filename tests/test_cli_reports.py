@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from dahl.cli import main
 from dahl.records import Label, Status
 from dahl.verdicts import rebuild
+from tests.recall_runs import recall_run
 from tests.report_runs import MODELS, factscore_run, replay_runs
 from tests.test_verdicts import result
 
@@ -133,3 +134,40 @@ class TestSampleCommand:
         """--repeats on a run folder prints the pairwise table and the smallest p-values."""
         code, out = run("sample", str(small), "--repeats", "2", "--fraction", "1", "--model", "B")
         assert code == 0 and "smallest p" in out
+
+
+class TestRecallReports:
+    def test_leaderboard_by_recall_w_with_plot(self, tmp_path: Path) -> None:
+        """dahl leaderboard --metric recall_w --plot-recall: ranked by Rec^w (A 75.0), the PNG written."""
+        run_dir = recall_run(tmp_path / "run")
+        png = tmp_path / "pr.png"
+        args = ["leaderboard", str(run_dir), "--metric", "recall_w"]
+        if pytest.importorskip("matplotlib"):
+            args += ["--plot-recall", str(png)]
+        code, out = run(*args)
+        assert code == 0, out
+        assert "ranked by recall_w" in out and "| 1 | A | 88.9 |" in out and "| 66.7 | 75.0 | 72.2 | 78.6 | 2.0 |" in out
+        assert "Rank uses recall_w; its 95% CIs: A 50.0–100.0" in out
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {png}" in out
+
+    def test_recall_metric_without_refs_names_the_folder(self, tmp_path: Path) -> None:
+        """--metric recall on a run scored without refs exits 2 with a message naming the run folder."""
+        run_dir = recall_run(tmp_path / "no-refs-run", with_recall=False)
+        code, out = run("leaderboard", str(run_dir), "--metric", "recall")
+        assert code == 2
+        assert out.startswith("error: recall needs recall, and ") and f"{run_dir} has none" in out
+
+    def test_plot_recall_without_refs_is_refused_before_output(self, tmp_path: Path) -> None:
+        """--plot-recall on a run without recall exits 2 and prints no board."""
+        run_dir = recall_run(tmp_path / "plain", with_recall=False)
+        code, out = run("leaderboard", str(run_dir), "--plot-recall", str(tmp_path / "pr.png"))
+        assert code == 2 and "## Leaderboard" not in out and "plain has none" in out
+
+    def test_pairs_by_f1_w(self, tmp_path: Path) -> None:
+        """dahl pairs --metric f1_w writes 2 pairs: B1 over A1 on q1, A2 over the abstained B2 on q2."""
+        run_dir = recall_run(tmp_path / "run")
+        code, out = run("pairs", str(run_dir), "--metric", "f1_w", "-o", str(tmp_path / "p.jsonl"))
+        assert code == 0 and out.startswith("2 pairs written")
+        lines = [json.loads(x) for x in (tmp_path / "p.jsonl").read_text().splitlines()]
+        assert sorted((x["chosen_id"], x["rejected_id"]) for x in lines) == [("A2", "B2"), ("B1", "A1")]
+        assert {x["metric"] for x in lines} == {"f1_w"}

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dahl.errors import ConfigError
+from dahl.metrics import bootstrap_ci
 from dahl.leaderboard import (
     arena_ranks,
     build_leaderboard,
@@ -22,7 +23,9 @@ from dahl.leaderboard import (
     to_markdown,
 )
 from dahl.records import Label, Status
+from dahl.summary import group_seed
 from dahl.verdicts import Verdicts, load_runs, load_verdicts
+from tests.recall_runs import pooled_factscore_runs, recall_run
 from tests.report_runs import MODELS, replay_runs
 from tests.test_verdicts import result, write
 
@@ -203,3 +206,84 @@ class TestFActScoreBoard:
         assert all(required <= set(m) for m in doc["models"])
         assert [m["rank"] for m in doc["models"]] == sorted(m["rank"] for m in doc["models"])
         assert set(doc["categories"]) == {"very rare", "rare", "medium", "freq", "very freq"}
+
+
+@pytest.fixture
+def recall_store(tmp_path: Path) -> Verdicts:
+    """The two-model recall fixture of tests/recall_runs.py, scored and loaded as a real run."""
+    return load_runs([recall_run(tmp_path / "run")])
+
+
+class TestRecallBoard:
+    def test_hand_computed_recall_columns(self, recall_store: Verdicts) -> None:
+        """Rec, Rec^w, F1, F1^w are means over answers with the value (abstained 0); ρ over responding answers."""
+        rows = {r.model: r for r in build_leaderboard(recall_store).models}
+        a, b = rows["A"], rows["B"]
+        assert (a.recall, a.recall_w, a.f1, a.f1_w) == pytest.approx((2 / 3, 3 / 4, 13 / 18, 11 / 14))
+        assert (b.recall, b.recall_w, b.f1, b.f1_w) == pytest.approx((1 / 2, 1 / 2, 1 / 3, 1 / 3))
+        assert (a.rho, b.rho) == (2.0, 1.5) and (a.n_recall, b.n_recall) == (2, 2)
+
+    def test_rank_by_recall_w_and_compare_per_question(self, recall_store: Verdicts) -> None:
+        """--metric recall_w ranks by Rec^w; the paired difference is the mean over shared questions: (−1/2 + 1)/2."""
+        board = build_leaderboard(recall_store, metric="recall_w")
+        assert [r.model for r in board.models] == ["A", "B"]
+        assert board.models[0].score == pytest.approx(3 / 4) and (board.models[0].n_scored, board.models[0].n_excluded) == (2, 1)
+        c = board.comparisons[0]
+        assert (c.a, c.b, c.n_pairs) == ("A", "B", 2) and c.mean_diff == pytest.approx(1 / 4)
+
+    def test_recall_ci_uses_the_summary_seed(self, recall_store: Verdicts) -> None:
+        """The recall CI is bootstrap_ci of the model's per-answer values with summary.json's group seed."""
+        board = build_leaderboard(recall_store, metric="recall")
+        values, mask = recall_store.scores("recall")
+        rows = np.asarray(recall_store.model) == recall_store.models.index("A")
+        expected = bootstrap_ci(values[rows & mask], rng=np.random.default_rng(group_seed(0, "A", None)))
+        assert board.models[0].model == "A" and board.models[0].ci == expected
+
+    def test_markdown_and_csv_columns(self, recall_store: Verdicts) -> None:
+        """The markdown row shows Rec 66.7, Rec^w 75.0, F1 72.2, F1^w 78.6, ρ 2.0; CSV has the fractions."""
+        board = build_leaderboard(recall_store)
+        lines = to_markdown(board).splitlines()
+        assert lines[2].startswith("| rank | model | DAHL Score | 95% CI | FActScore | FActScore (no penalty) | F1@64 "
+                                   "| Rec | Rec^w | F1 | F1^w | ρ | scored | excluded |")
+        assert "| 66.7 | 75.0 | 72.2 | 78.6 | 2.0 | 3 | 0 |" in lines[4]
+        rows = list(csv.DictReader(io.StringIO(to_csv(board))))
+        assert float(rows[1]["recall_w"]) == 0.5 and rows[1]["rho"] == "1.5" and rows[1]["n_recall"] == "2"
+
+    def test_json_has_recall_keys_only_with_recall(self, recall_store: Verdicts, small: Verdicts) -> None:
+        """board.json rows carry recall, recall_w, f1, f1_w, rho, n_recall with recall, and not without."""
+        with_recall = to_json(build_leaderboard(recall_store))["models"][0]
+        assert {k: with_recall[k] for k in ("recall", "rho", "n_recall")} == {"recall": 2 / 3, "rho": 2.0, "n_recall": 2}
+        assert not {"recall", "recall_w", "f1", "f1_w", "rho"} & set(to_json(build_leaderboard(small))["models"][0])
+        assert "Rec" not in to_markdown(build_leaderboard(small)) and "recall" not in to_csv(build_leaderboard(small))
+
+    def test_recall_metric_on_a_run_without_recall_names_it(self, tmp_path: Path) -> None:
+        """Ranking by f1_w a run scored without refs is a ConfigError naming its folder."""
+        store = load_runs([recall_run(tmp_path / "plain-run", with_recall=False)])
+        with pytest.raises(ConfigError, match=r"f1_w needs recall, and .*plain-run has none"):
+            build_leaderboard(store, metric="f1_w")
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The FActScore replay runs with pooled human recall (tests/recall_runs.py; skips without the data)."""
+    return pooled_factscore_runs(tmp_path_factory.mktemp("factscore-pooled"))
+
+
+@pytest.mark.data
+class TestPooledFActScoreRecall:
+    def test_recall_of_the_issue(self, pooled: dict[str, Path]) -> None:
+        """Rec = InstructGPT 23.2, ChatGPT 35.0, PerplexityAI 49.2 over n = 120 entities each, 1 / 12 / 9 abstained."""
+        store = load_runs([pooled[m] for m in MODELS])
+        board = build_leaderboard(store, metric="recall")
+        assert [(r.model, round(100 * (r.recall or 0), 1), r.n_recall) for r in board.models] == [
+            ("PerplexityAI", 49.2, 120), ("ChatGPT", 35.0, 120), ("InstructGPT", 23.2, 120)]
+        _, mask = store.scores("recall")
+        abstained = np.asarray(store.status) == list(Status).index(Status.ABSTAINED)
+        counts = {name: int((mask & abstained & (np.asarray(store.model) == i)).sum())
+                  for i, name in enumerate(store.models)}
+        assert counts == {"InstructGPT": 1, "ChatGPT": 12, "PerplexityAI": 9}
+
+    def test_unweighted_set_has_rec_w_equal_rec(self, pooled: dict[str, Path]) -> None:
+        """Every pooled fact weighs 1, so Rec^w = Rec for each model."""
+        for r in build_leaderboard(load_runs([pooled[m] for m in MODELS])).models:
+            assert r.recall_w == pytest.approx(r.recall)

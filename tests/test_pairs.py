@@ -13,6 +13,7 @@ from dahl.errors import ConfigError
 from dahl.pairs import find_pairs, write_pairs
 from dahl.records import AnswerResult, Label, Status
 from dahl.verdicts import load_runs, load_verdicts, rebuild
+from tests.recall_runs import recall_run
 from tests.report_runs import MODELS, replay_runs
 from tests.test_verdicts import result
 
@@ -103,3 +104,38 @@ class TestFActScorePairs:
         assert all(x["chosen_id"] in included and x["rejected_id"] in included for x in lines)
         assert all(x["margin"] >= 0.1 - 1e-9 and x["chosen_model"] != x["rejected_model"] for x in lines)
         assert all(x["prompt"].startswith("Question: Tell me a bio of") for x in lines)
+
+
+@pytest.fixture
+def recall_dir(tmp_path: Path) -> Path:
+    """The two-model recall fixture of tests/recall_runs.py as a real run folder."""
+    return recall_run(tmp_path / "run")
+
+
+class TestRecallPairs:
+    def test_f1_w_reverses_the_precision_choice(self, recall_dir: Path) -> None:
+        """q1: precision prefers A1 (2/3 > 1/2), F1^w prefers B1 (2/3 > 4/7); q2: A2 1 over abstained B2 0."""
+        assert named(recall_dir, metric="precision") == [("A1", "B1", round(1 / 6, 6))]
+        assert sorted(named(recall_dir, metric="f1_w")) == [("A2", "B2", 1.0), ("B1", "A1", round(2 / 3 - 4 / 7, 6))]
+
+    def test_questions_with_empty_fstar_give_no_pair(self, recall_dir: Path) -> None:
+        """q3 has no reference facts (recall null for A3 and B3): the recall pairs are q1's and q2's only."""
+        store = load_verdicts(recall_dir)
+        pairs = [(store.ids[p.chosen], store.ids[p.rejected]) for p in find_pairs(store, metric="recall")]
+        assert pairs == [("B1", "A1"), ("A2", "B2")]
+
+    def test_write_pairs_records_the_metric(self, recall_dir: Path, tmp_path: Path) -> None:
+        """write_pairs --metric recall_w: lines carry the Rec^w scores and metric 'recall_w'."""
+        out = tmp_path / "pairs.jsonl"
+        assert write_pairs([recall_dir], out, metric="recall_w") == 2
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        by_chosen = {x["chosen_id"]: x for x in lines}
+        assert by_chosen["B1"]["rejected_id"] == "A1" and by_chosen["B1"]["chosen_score"] == 1.0
+        assert by_chosen["B1"]["rejected_score"] == 0.5 and {x["metric"] for x in lines} == {"recall_w"}
+        assert by_chosen["B1"]["prompt"] == "Question q1?" and by_chosen["B1"]["chosen"] == "B1 claim 0. B1 claim 1."
+
+    def test_recall_metric_without_recall_names_the_run(self, tmp_path: Path) -> None:
+        """Pairs by f1 from a run scored without refs: a ConfigError naming its folder."""
+        run = recall_run(tmp_path / "norefs", with_recall=False)
+        with pytest.raises(ConfigError, match=r"f1 needs recall, and .*norefs has none"):
+            write_pairs([run], tmp_path / "p.jsonl", metric="f1")

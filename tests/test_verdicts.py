@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from dahl.errors import ConfigError, InputError
-from dahl.records import AnswerMetrics, AnswerResult, ClaimResult, Label, Status
-from dahl.verdicts import STORE_DIR, VerdictWriter, load_verdicts, merge_verdicts, rebuild
+from dahl.records import AnswerMetrics, AnswerResult, ClaimLabel, ClaimResult, Label, Status
+from dahl.verdicts import STORE_DIR, VerdictWriter, load_runs, load_verdicts, merge_verdicts, rebuild
+from tests.recall_runs import FACTS, TWO_MODELS, add_recall, recall_run
 
 S, U, I, N = Label.SUPPORTED, Label.UNSUPPORTED, Label.IRRELEVANT, Label.UNKNOWN
 
@@ -145,7 +146,7 @@ class TestScores:
         """An unknown metric name raises ConfigError."""
         write(tmp_path, SAMPLE)
         with pytest.raises(ConfigError, match="unknown metric"):
-            load_verdicts(tmp_path).scores("recall")
+            load_verdicts(tmp_path).scores("bleu")
 
 
 class TestMerge:
@@ -181,3 +182,132 @@ class TestRebuild:
         (tmp_path / "answers.jsonl").write_bytes(b'{"id": 1}\n')
         with pytest.raises(InputError, match="answers.jsonl:1"):
             rebuild(tmp_path)
+
+
+class _FactLabel(msgspec.Struct):
+    label: str
+
+
+class _RecallDigest(msgspec.Struct):
+    """What a digest of answers.jsonl needs of ``recall`` for the verdict store: metrics and fact labels."""
+
+    recall: float | None = None
+    recall_w: float | None = None
+    f1: float | None = None
+    f1_w: float | None = None
+    recall_at_5: float | None = None
+    recall_at_10: float | None = None
+    recall_at_20: float | None = None
+    reason: str | None = None
+    facts: tuple[_FactLabel, ...] = ()
+
+
+class _Digest(msgspec.Struct):
+    id: str
+    model: str
+    category: str
+    status: Status
+    claims: tuple[ClaimLabel, ...]
+    counts: dict[str, int]
+    question: str = ""
+    question_id: str = ""
+    recall: _RecallDigest | None = None
+
+
+@pytest.fixture
+def recall_dir(tmp_path: Path) -> Path:
+    """A replay run of the two-model fixture (tests/recall_runs.py) with recall on its lines."""
+    return recall_run(tmp_path / "run")
+
+
+class TestRecallColumns:
+    def test_per_answer_values(self, recall_dir: Path) -> None:
+        """recall.npy holds Rec, Rec^w, F1, F1^w, R@5/10/20 per answer: hand-computed, NaN where null."""
+        v = load_verdicts(recall_dir)
+        assert v.ids == ["A1", "A2", "A3", "B1", "B2", "B3"] and v.recall is not None
+        expected = [
+            [1 / 3, 1 / 2, 4 / 9, 4 / 7, 1 / 3, 1 / 3, 1 / 3],
+            [1.0] * 7,
+            [np.nan] * 7,  # empty F*
+            [1.0, 1.0, 2 / 3, 2 / 3, 1.0, 1.0, 1.0],
+            [0.0] * 7,  # abstained: covers nothing, counted
+            [np.nan] * 7,
+        ]
+        np.testing.assert_allclose(np.asarray(v.recall), expected, rtol=0, atol=1e-12)
+
+    def test_fact_counts(self, recall_dir: Path) -> None:
+        """recall_facts.npy: |F*|, covered and partial facts per answer."""
+        v = load_verdicts(recall_dir)
+        assert v.recall_facts is not None
+        assert v.recall_facts.tolist() == [[3, 1, 0], [2, 2, 0], [0, 0, 0], [3, 3, 0], [2, 0, 0], [0, 0, 0]]
+
+    def test_scores_mask_is_where_defined(self, recall_dir: Path) -> None:
+        """scores('f1_w') counts the abstained answer (0) and leaves out the null ones."""
+        values, mask = load_verdicts(recall_dir).scores("f1_w")
+        assert mask.tolist() == [True, True, False, True, True, False]
+        assert values.tolist() == pytest.approx([4 / 7, 1.0, 0.0, 2 / 3, 0.0, 0.0])
+
+    def test_meta_names_the_columns(self, recall_dir: Path) -> None:
+        """meta.json lists the recall columns; the store version stays 1."""
+        meta = orjson.loads((recall_dir / STORE_DIR / "meta.json").read_bytes())
+        assert meta["version"] == 1
+        assert meta["recall_columns"] == ["recall", "recall_w", "f1", "f1_w", "recall_at_5", "recall_at_10",
+                                          "recall_at_20"]
+        assert meta["recall_fact_columns"] == ["facts", "covered", "partial"]
+
+    def test_run_without_refs_writes_no_recall_files(self, tmp_path: Path) -> None:
+        """Without recall on any line the store has exactly the files it had before, and no recall key."""
+        recall_run(tmp_path / "run", with_recall=False)
+        folder = tmp_path / "run" / STORE_DIR
+        assert sorted(p.name for p in folder.iterdir()) == sorted(
+            [f"{n}.npy" for n in ("model", "category", "question", "status", "counts", "offsets", "labels")]
+            + [f"{n}.json" for n in ("models", "categories", "question_ids", "ids", "meta")])
+        assert "recall_columns" not in orjson.loads((folder / "meta.json").read_bytes())
+        assert load_verdicts(tmp_path / "run").recall is None
+
+    def test_recall_metric_without_recall_names_the_folder(self, tmp_path: Path) -> None:
+        """A recall metric on a run scored without refs is a ConfigError naming the run folder."""
+        recall_run(tmp_path / "plain", with_recall=False)
+        with pytest.raises(ConfigError, match=r"recall_w needs recall, and .*plain has none") as info:
+            load_verdicts(tmp_path / "plain").scores("recall_w")
+        assert "dahl score --refs" in str(info.value)
+
+    def test_answers_before_the_first_recall_get_null_rows(self, tmp_path: Path) -> None:
+        """An answer without recall (no reference set) before one with it is a null row, facts -1."""
+        rows = [(*TWO_MODELS[3][:5], []), TWO_MODELS[0]]  # B1 without facts given, then A1
+        recall_run(tmp_path / "run", rows, with_recall=False)
+        add_recall(tmp_path / "run", {"A1": TWO_MODELS[0][5]}, FACTS, {"A1": "q1"})
+        v = load_verdicts(tmp_path / "run")
+        assert v.ids == ["B1", "A1"] and v.recall is not None and v.recall_facts is not None
+        assert np.isnan(v.recall[0]).all() and v.recall[1, 0] == pytest.approx(1 / 3)
+        assert v.recall_facts.tolist() == [[-1, -1, -1], [3, 1, 0]]
+
+    def test_merge_with_a_run_without_recall(self, tmp_path: Path) -> None:
+        """Merging a recall run with a plain one keeps the columns (null rows) and names the plain run."""
+        recall_run(tmp_path / "with", TWO_MODELS[:3])
+        recall_run(tmp_path / "plain", TWO_MODELS[3:], with_recall=False)
+        v = load_runs([tmp_path / "with", tmp_path / "plain"])
+        assert v.recall is not None and v.recall.shape == (6, 7)
+        assert np.isnan(v.recall[3:]).all() and v.recall[0, 0] == pytest.approx(1 / 3)
+        assert v.without_recall == (tmp_path / "plain",)
+        with pytest.raises(ConfigError, match=r"plain has none"):
+            v.scores("recall")
+        assert load_runs([tmp_path / "with"]).scores("recall")[1].tolist() == [True, True, False]
+
+    def test_damaged_recall_column_is_named(self, recall_dir: Path) -> None:
+        """A recall column of the wrong shape is an InputError telling to re-run."""
+        np.save(recall_dir / STORE_DIR / "recall.npy", np.zeros((2, 7)))
+        with pytest.raises(InputError, match="column recall disagrees"):
+            load_verdicts(recall_dir)
+
+    def test_a_digest_with_fact_labels_gives_the_same_columns(self, recall_dir: Path, tmp_path: Path) -> None:
+        """A digest decoding recall's metrics and only the facts' labels (as the end of a run reads lines) writes
+        the same recall columns as the full AnswerResult."""
+        decoder = msgspec.json.Decoder(_Digest)
+        writer = VerdictWriter(tmp_path / "digest")
+        for raw in (recall_dir / "answers.jsonl").read_bytes().splitlines():
+            writer.add(decoder.decode(raw))  # type: ignore[arg-type]
+        writer.close()
+        full, via_digest = load_verdicts(recall_dir), load_verdicts(tmp_path / "digest")
+        np.testing.assert_array_equal(np.asarray(full.recall), np.asarray(via_digest.recall))
+        assert np.asarray(via_digest.recall_facts).tolist() == np.asarray(full.recall_facts).tolist()
