@@ -385,13 +385,16 @@ class ClaimLabel(msgspec.Struct, frozen=True):
 
 
 class FactMark(msgspec.Struct, frozen=True):
-    """A fact of :class:`RecallDigest`: nothing but its place (the summary counts facts)."""
+    """A fact of :class:`RecallDigest`: its coverage label only (the summary counts facts,
+    the verdict store covered and partial ones)."""
+
+    label: Coverage
 
 
 class RecallDigest(msgspec.Struct, frozen=True, kw_only=True):
     """What the summary reads of an :class:`AnswerRecall`: the metrics, the reason and
-    the number of facts (``facts`` decodes each fact to an empty :class:`FactMark`,
-    so fact texts, labels and raw replies are skipped).
+    the facts' labels (``facts`` decodes each fact to a :class:`FactMark`, so fact
+    texts and raw replies are skipped).
 
     Attributes: as in :class:`AnswerRecall`.
     """
