@@ -1,0 +1,1 @@
+"""Building reference fact sets (``refs.jsonl``) for importance-aware recall ("Beyond Precision")."""
