@@ -132,19 +132,31 @@ class Extractor(Protocol):
 
 
 class RuleExtractor:
-    """Offline extractor: the rule Splitter's claims of the chunk, each with its own span.
+    """Offline extractor: the rule Splitter's claims of the chunk, whole statements only.
+
+    The rule Splitter also gives every prefix of a claim that ends at a phrase cut
+    (rules/v5, "Insulin is secreted by beta cells" before "... by beta cells in the
+    pancreas"), which suits checking but would count one statement several times as
+    reference facts: a claim that the next claim of its sentence extends is dropped,
+    and the longer claim's span starts where the first of the chain started.
 
     Attributes:
-        fingerprint: ``"rules-extract|"`` + the rule Splitter's fingerprint.
+        fingerprint: ``"rules-extract/v1|"`` + the rule Splitter's fingerprint.
     """
 
-    fingerprint = f"rules-extract|{RuleSplitter.fingerprint}"
+    fingerprint = f"rules-extract/v1|{RuleSplitter.fingerprint}"
 
     async def extract(self, chunk: Chunk) -> tuple[list[ExtractedFact], str | None]:
-        """The claims of ``chunk.text`` (in a worker thread); spans index the document."""
+        """The whole-statement claims of ``chunk.text`` (in a worker thread); spans index the document."""
         found = await anyio.to_thread.run_sync(split_claims, chunk.text)
         base = chunk.span[0]
-        return [ExtractedFact(text, (base + a, base + b)) for text, (a, b), _ in found], None
+        kept: list[tuple[str, tuple[int, int], int]] = []
+        for text, (a, b), sentence in found:
+            if kept and kept[-1][2] == sentence and text.startswith(kept[-1][0].rstrip(" .;!")):
+                _, (a0, b0), _ = kept.pop()
+                a, b = min(a, a0), max(b, b0)
+            kept.append((text, (a, b), sentence))
+        return [ExtractedFact(text, (base + a, base + b)) for text, (a, b), _ in kept], None
 
 
 class OpenAIExtractor:
