@@ -11,6 +11,8 @@ mode, so a test can compute them by hand:
   words are the distinct lowercase words of 4 or more letters/digits (``[a-z0-9]{4,}``)
   in both the fact and the question; salience = 1 + min(4, words // 4), with words the
   fact's ``\\w+`` tokens; ``{"ratings": [{"id", "relevance", "salience"}, ...]}``.
+  A fact holding :data:`SKIP_WORD` is left out of a reply rating more than one fact
+  (a count mismatch, which dahl answers by asking each fact alone).
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import re
 
 from dahl.records import normalize_text
 
-__all__ = ["KINDS", "classify", "rating", "reply_content"]
+__all__ = ["KINDS", "SKIP_WORD", "classify", "rating", "reply_content"]
+
+#: A fact holding this word is not rated in a batch of several facts.
+SKIP_WORD = "MOCKSKIP"
 
 #: Request kinds this module answers.
 KINDS = ("extract", "rate")
@@ -66,6 +71,8 @@ def reply_content(kind: str, question: str | None, data: str) -> str:
     facts = [_NUMBERED.sub("", line) for line in data.split("\n") if line.strip()]
     ratings = []
     for n, fact in enumerate(facts, 1):
+        if SKIP_WORD in fact and len(facts) > 1:
+            continue
         relevance, salience = rating(question or "", fact)
         ratings.append({"id": n, "relevance": relevance, "salience": salience})
     return json.dumps({"ratings": ratings})

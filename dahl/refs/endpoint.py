@@ -25,7 +25,7 @@ from dahl.config import EndpointConfig, resolve_api_key
 from dahl.errors import OutputParseError, PermanentAPIError
 from dahl.refs import prompts
 
-__all__ = ["RefsEndpoint", "RefsKind", "parse_json_object"]
+__all__ = ["CountMismatch", "RefsEndpoint", "RefsKind", "parse_json_object"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,13 @@ RefsKind = Literal["extract", "rate"]
 
 #: Completion budgets (tokens) when the endpoint sets none: a chunk's facts, a batch's ratings.
 DEFAULT_MAX_TOKENS: dict[RefsKind, int] = {"extract": 1024, "rate": 1024}
+
+
+class CountMismatch(OutputParseError):
+    """A reply that parsed but did not answer each numbered item exactly once.
+
+    Not re-asked as a whole: the caller asks each item alone (never pads).
+    """
 
 
 def parse_json_object(raw: str) -> dict[str, Any]:
@@ -118,6 +125,8 @@ class RefsEndpoint:
     async def ask(self, messages: list[dict[str, str]], parse: Callable[[str], Any]) -> tuple[Any, str]:
         """Send ``messages``, parse the reply with ``parse``; re-ask once on a parse error.
 
+        A :class:`CountMismatch` is raised at once, not re-asked.
+
         Returns:
             ``(parse(reply), reply)``.
 
@@ -139,6 +148,8 @@ class RefsEndpoint:
         try:
             return parse(reply.content), reply.content
         except OutputParseError as first:
+            if isinstance(first, CountMismatch):
+                raise
             again = self.body(prompts.reask_messages(messages, reply.content, str(first)))
             reply = await self._send(again)
             return parse(reply.content), reply.content

@@ -20,7 +20,7 @@ import msgspec
 from dahl.cache.refs import BlobCache, rate_key
 from dahl.errors import OutputParseError
 from dahl.refs import prompts
-from dahl.refs.endpoint import RefsEndpoint, parse_json_object
+from dahl.refs.endpoint import CountMismatch, RefsEndpoint, parse_json_object
 
 __all__ = ["DEFAULT_BATCH", "CachedRater", "CountMismatch", "OpenAIRater", "Rater", "Rating", "parse_ratings"]
 
@@ -37,10 +37,6 @@ class Rating(msgspec.Struct, frozen=True, array_like=True):
 
 _RATING = msgspec.msgpack.Encoder()
 _RATING_DECODER = msgspec.msgpack.Decoder(Rating)
-
-
-class CountMismatch(OutputParseError):
-    """A rating reply that parsed but did not rate each numbered fact exactly once."""
 
 
 def _score(item: dict[str, object], name: str, n: int, raw: str) -> int:
