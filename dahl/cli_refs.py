@@ -138,7 +138,7 @@ def build(questions: Path | None, out: Path, fmt: str, evidence: Path | None, do
     from --evidence; atomic facts extracted, duplicates removed, relevance and salience
     rated, importance = α·(r−1)/4 + β·(s−1)/4.
     """
-    from dahl.cli import console, out as stdout
+    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
 
     modes = {"QUESTIONS": questions is not None}
     if sum(modes.values()) != 1:
@@ -166,7 +166,8 @@ def build(questions: Path | None, out: Path, fmt: str, evidence: Path | None, do
             rate_batch=rate_batch, alpha=alpha, beta=beta, near=near, cache_dir=cache_dir, use_cache=not no_cache,
         )
         every = None if no_progress else progress_every_s
-        report = anyio.run(_run, settings, BuildCounters(), every)
+        with _sigterm_as_ctrl_c():  # kill / a job scheduler stops the build as Ctrl-C does
+            report = anyio.run(_run, settings, BuildCounters(), every)
     except (DahlError, KeyboardInterrupt) as exc:
         _stop(exc, out)
     c = report.counters

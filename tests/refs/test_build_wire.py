@@ -140,3 +140,41 @@ class TestBuildWire:
         assert code == ExitStatus.NOTHING_SCORED, text
         assert out.read_text() == ""
         assert mocks.stats(url)["kinds"] == {"extract": 4}  # 2 chunks x (ask + re-ask); nothing rated
+
+
+class TestInterrupt:
+    def test_sigterm_keeps_written_sets_and_rerun_finishes(self, mocks: Any, tmp_path: Path) -> None:
+        """Stopped mid-build: exit 130, every line written is a whole set; the re-run adds only the rest."""
+        import signal
+        import subprocess
+        import sys
+        import time
+
+        from conftest import REPO
+
+        url = mocks.start("--latency-ms", "100")
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text("".join(
+            json.dumps({"question_id": f"q{n}", "question": f"What is compound {n}?",
+                        "documents": [{"id": f"d{n}", "text": f"Compound {n} binds receptor {n}. It is stable."}]})
+            + "\n" for n in range(40)))
+        out = tmp_path / "refs.jsonl"
+        args = [sys.executable, "-m", "dahl", "refs", "build", str(questions), "-o", str(out), "--extractor",
+                "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "2",
+                "--no-progress"]
+        proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
+        while not (out.exists() and out.stat().st_size > 0):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, err
+        assert "interrupted." in err and "Traceback" not in err
+        first = [json.loads(line)["question_id"] for line in out.read_text().splitlines()]
+        assert 0 < len(first) < 40
+        rerun = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert rerun.returncode == ExitStatus.OK, rerun.stderr
+        assert f"{40 - len(first)} reference set" in rerun.stdout and "already there" in rerun.stdout
+        ids = [json.loads(line)["question_id"] for line in out.read_text().splitlines()]
+        assert sorted(ids) == sorted(f"q{n}" for n in range(40)) and ids[: len(first)] == first
