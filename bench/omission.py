@@ -41,7 +41,8 @@ from dahl.adapters.corpus import analyze
 from dahl.formats.refs import read_refs
 from dahl.metrics import fact_weight
 from dahl.records import RefSet, normalize_text
-from dahl.refs.documents import BuildSettings, build_refs
+from dahl.refs.documents import build_refs
+from dahl.refs.settings import BuildSettings
 from dahl.sentences import split_sentences
 
 __all__ = ["MATCH_SHARE", "key_sentence", "main", "omission", "sentence_covers"]

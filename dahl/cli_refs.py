@@ -22,7 +22,8 @@ from dahl.config import EndpointConfig
 from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
 from dahl.exit_status import ExitStatus
 from dahl.refs.distinct import NEAR_THRESHOLD
-from dahl.refs.documents import EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings, build_refs
+from dahl.refs.documents import build_refs
+from dahl.refs.settings import EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
 from dahl.refs.rate import DEFAULT_BATCH
 
 __all__ = ["refs"]

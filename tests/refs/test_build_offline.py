@@ -13,7 +13,8 @@ from dahl.cli import main
 from dahl.exit_status import ExitStatus
 from dahl.formats.refs import read_refs
 from dahl.refs.distinct import fact_key
-from dahl.refs.documents import BuildSettings, build_refs
+from dahl.refs.documents import build_refs
+from dahl.refs.settings import BuildSettings
 
 
 def pubmedqa_questions(path: Path, n: int) -> dict[str, dict[str, str]]:
