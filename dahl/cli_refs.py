@@ -22,9 +22,7 @@ from dahl.config import EndpointConfig
 from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
 from dahl.exit_status import ExitStatus
 from dahl.refs.distinct import NEAR_THRESHOLD
-from dahl.refs.documents import build_refs
-from dahl.refs.settings import EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
-from dahl.refs.rate import DEFAULT_BATCH
+from dahl.refs.settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
 
 __all__ = ["refs"]
 
@@ -44,6 +42,7 @@ def _line(c: BuildCounters, elapsed_s: float) -> str:
 
 async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float | None) -> BuildReport:
     from dahl.cli import console
+    from dahl.refs.documents import build_refs  # imported by build() before the loop runs
 
     start = anyio.current_time()
 
@@ -140,6 +139,7 @@ def build(questions: Path | None, out: Path, fmt: str, evidence: Path | None, do
     rated, importance = α·(r−1)/4 + β·(s−1)/4.
     """
     from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
+    from dahl.refs import documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
 
     modes = {"QUESTIONS": questions is not None}
     if sum(modes.values()) != 1:

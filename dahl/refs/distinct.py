@@ -19,8 +19,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from rapidfuzz import fuzz, process
-
 from dahl.records import normalize_text
 
 __all__ = ["NEAR_THRESHOLD", "distinct", "fact_key"]
@@ -51,6 +49,8 @@ def distinct(items: Sequence[T], text: Callable[[T], str], *, near: float = NEAR
     Raises:
         ValueError: ``near`` outside [0, 100].
     """
+    from rapidfuzz import fuzz, process  # here: the CLI imports this module for its default
+
     if not 0.0 <= near <= 100.0:
         raise ValueError(f"near-duplicate threshold must be in [0, 100], got {near}")
     kept: list[T] = []

@@ -21,12 +21,9 @@ from dahl.cache.refs import BlobCache, rate_key
 from dahl.errors import OutputParseError
 from dahl.refs import prompts
 from dahl.refs.endpoint import CountMismatch, RefsEndpoint, parse_json_object
+from dahl.refs.settings import DEFAULT_BATCH
 
 __all__ = ["DEFAULT_BATCH", "CachedRater", "CountMismatch", "OpenAIRater", "Rater", "Rating", "parse_ratings"]
-
-#: Facts per rating call.
-DEFAULT_BATCH = 20
-
 
 class Rating(msgspec.Struct, frozen=True, array_like=True):
     """A fact's ratings: relevance r and salience s, integers 1-5."""

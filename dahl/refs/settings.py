@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
 from dahl.metrics import importance
 from dahl.refs.distinct import NEAR_THRESHOLD
-from dahl.refs.extract import Granularity
-from dahl.refs.rate import DEFAULT_BATCH
 
-__all__ = ["EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings"]
+if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
+    from dahl.refs.extract import Granularity
+
+__all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings"]
+
+#: Facts per rating call.
+DEFAULT_BATCH = 20
 
 #: Fact extractors: the offline rule Splitter, or an LLM.
 EXTRACTORS = ("rules", "openai")
