@@ -4,6 +4,8 @@ Usage::
 
     python -m bench.omission [--data ori_pqal.json] -o DIR [--limit N]
 
+``--data`` defaults to ``pubmedqa/ori_pqal.json`` of ``$DAHL_SHARED_DATA`` or ``../shared/data``.
+
 Writes, into DIR:
 
 * ``questions.jsonl``: one question per PubMedQA record, its documents given inline
@@ -11,7 +13,9 @@ Writes, into DIR:
 * ``refs.jsonl``: ``dahl refs build`` of those questions offline (``--extractor rules
   --rater none``: every fact weighs 1, so F* = all facts and Rec^w = Rec);
 * ``answers_A.jsonl``: per question, model ``A``, response = LONG_ANSWER;
-* ``answers_B.jsonl``: model ``B``, response = LONG_ANSWER without its key sentence.
+* ``answers_B.jsonl``: model ``B``, response = LONG_ANSWER without its key sentence;
+* ``corpus.jsonl``: one document per record (id = PMID, text = its CONTEXTS joined), for
+  precision with the evidence Checker (``dahl score answers_A.jsonl --evidence corpus.jsonl``).
 
 The key sentence is the sentence of LONG_ANSWER (:func:`dahl.sentences.split_sentences`)
 that covers the largest importance weight of F* (weights from
@@ -37,6 +41,8 @@ from typing import Any
 
 import anyio
 
+from bench.datasets import shared_data_dir
+
 from dahl.adapters.corpus import analyze
 from dahl.formats.refs import read_refs
 from dahl.metrics import fact_weight
@@ -50,7 +56,6 @@ __all__ = ["MATCH_SHARE", "key_sentence", "main", "omission", "sentence_covers"]
 #: Share of a fact's terms a sentence must hold to cover the fact.
 MATCH_SHARE = 0.8
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pubmedqa" / "ori_pqal.json"
 
 
 def sentence_covers(fact_terms: set[str], sentence_terms: set[str]) -> bool:
@@ -89,9 +94,10 @@ def _lexical_recall_w(text: str, ref_set: RefSet) -> float | None:
     return covered / total
 
 
-def _write_questions(data: dict[str, Any], path: Path) -> None:
-    with path.open("w", encoding="utf-8") as out:
+def _write_questions(data: dict[str, Any], path: Path, corpus: Path) -> None:
+    with path.open("w", encoding="utf-8") as out, corpus.open("w", encoding="utf-8") as documents:
         for pmid, record in data.items():
+            documents.write(json.dumps({"id": pmid, "text": " ".join(record["CONTEXTS"])}) + "\n")
             docs = [{"id": f"{pmid}/context{i}", "text": t} for i, t in enumerate(record["CONTEXTS"])]
             docs.append({"id": f"{pmid}/answer", "text": record["LONG_ANSWER"]})
             out.write(json.dumps({"question_id": pmid, "question": record["QUESTION"], "documents": docs}) + "\n")
@@ -102,7 +108,7 @@ def omission(data_path: Path, out_dir: Path, *, limit: int | None = None) -> dic
 
     Args:
         data_path: PubMedQA ``ori_pqal.json``.
-        out_dir: where the four files go (created).
+        out_dir: where the five files go (created).
         limit: the first ``limit`` records only (file order); None = all 1,000.
 
     Raises:
@@ -114,7 +120,7 @@ def omission(data_path: Path, out_dir: Path, *, limit: int | None = None) -> dic
     if limit is not None:
         data = dict(list(data.items())[:limit])
     questions, refs = out_dir / "questions.jsonl", out_dir / "refs.jsonl"
-    _write_questions(data, questions)
+    _write_questions(data, questions, out_dir / "corpus.jsonl")
     refs.unlink(missing_ok=True)
     started = time.perf_counter()
     report = anyio.run(build_refs, BuildSettings(questions=questions, out=refs))
@@ -156,18 +162,19 @@ def omission(data_path: Path, out_dir: Path, *, limit: int | None = None) -> dic
             "match": f"fact terms (analyze) >= {MATCH_SHARE:.0%} in one sentence",
         },
         "files": {name: str(out_dir / name) for name in
-                  ("questions.jsonl", "refs.jsonl", "answers_A.jsonl", "answers_B.jsonl")},
+                  ("questions.jsonl", "refs.jsonl", "answers_A.jsonl", "answers_B.jsonl", "corpus.jsonl")},
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: print the figures of :func:`omission` as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="PubMedQA ori_pqal.json")
+    parser.add_argument("--data", type=Path, default=None, help="PubMedQA ori_pqal.json")
     parser.add_argument("-o", "--out", type=Path, required=True, help="output folder")
     parser.add_argument("--limit", type=int, default=None, help="first N records only")
     args = parser.parse_args(argv)
-    json.dump(omission(args.data, args.out, limit=args.limit), sys.stdout, indent=2)
+    data = args.data if args.data is not None else shared_data_dir() / "pubmedqa" / "ori_pqal.json"
+    json.dump(omission(data, args.out, limit=args.limit), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

@@ -43,3 +43,4 @@ class TestOmission:
             assert a["response"] == records[a["id"]]["LONG_ANSWER"] and (a["model"], b["model"]) == ("A", "B")
             assert len(b["response"]) < len(a["response"])
         assert len((tmp_path / "refs.jsonl").read_text().splitlines()) == 5
+        assert [json.loads(line)["id"] for line in (tmp_path / "corpus.jsonl").read_text().splitlines()] == list(records)[:5]
