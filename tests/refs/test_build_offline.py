@@ -70,3 +70,26 @@ class TestOfflinePubMedQA:
         (ref_set,) = read_refs(out)
         assert {f.source.doc_id for f in ref_set.facts if f.source} == {"a"}
         assert report.counters.chunks == 2 and report.counters.facts == len(ref_set.facts)
+
+
+class TestInputs:
+    def test_unknown_doc_id_skips_its_question(self, tmp_path: Path) -> None:
+        """A doc id missing from the corpus: that question is skipped (named in the log), the rest built, exit 6."""
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_text(json.dumps({"id": "d1", "text": "Insulin is made in the pancreas."}) + "\n")
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text(json.dumps({"question_id": "ok", "question": "Where is insulin made?"}) + "\n"
+                             + json.dumps({"question_id": "bad", "question": "Why?", "doc_ids": ["d1", "d9"]}) + "\n")
+        out = tmp_path / "refs.jsonl"
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--evidence", str(corpus),
+                                           "--no-progress"], catch_exceptions=False)
+        assert result.exit_code == ExitStatus.PARTIAL, result.output
+        assert "0 failed, 1 skipped" in result.output
+        (ref_set,) = read_refs(out)
+        assert ref_set.question_id == "ok" and [f.text for f in ref_set.facts] == ["Insulin is made in the pancreas."]
+
+    def test_no_input_mode_is_a_usage_error(self, tmp_path: Path) -> None:
+        """Without QUESTIONS (the only input mode here) the command exits 2 and names the modes."""
+        result = CliRunner().invoke(main, ["refs", "build", "-o", str(tmp_path / "r.jsonl")])
+        assert result.exit_code == ExitStatus.USAGE
+        assert "give exactly one input: QUESTIONS" in result.output

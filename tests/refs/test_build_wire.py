@@ -142,6 +142,21 @@ class TestBuildWire:
         assert mocks.stats(url)["kinds"] == {"extract": 4}  # 2 chunks x (ask + re-ask); nothing rated
 
 
+class TestGranularity:
+    def test_sentence_granularity_one_call_per_sentence(self, mocks: Any, tmp_path: Path) -> None:
+        """--granularity sentence: the three sentences of the shared document are three calls; spans per sentence."""
+        url = mocks.start()
+        corpus, questions = _files(tmp_path)
+        questions.write_text(questions.read_text().splitlines(keepends=True)[0])
+        out = tmp_path / "refs.jsonl"
+        code, text = _build(url, questions, out, corpus, "--granularity", "sentence")
+        assert code == ExitStatus.OK, text
+        assert mocks.stats(url)["kinds"] == {"extract": 3, "rate": 1}
+        spans = [f["source"]["span"] for f in _sets(out)["q1"]["facts"]]
+        assert spans == [[0, 40], [41, 84], [85, 128]]
+        assert [CURIE[a:b] for a, b in spans] == [f[0] for f in CURIE_FACTS]
+
+
 class TestInterrupt:
     def test_sigterm_keeps_written_sets_and_rerun_finishes(self, mocks: Any, tmp_path: Path) -> None:
         """Stopped mid-build: exit 130, every line written is a whole set; the re-run adds only the rest."""
