@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench import mock_refs
 from bench.mock_oracle import Oracle
 from dahl.records import normalize_text
 
@@ -125,6 +126,10 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
     for role, text in reversed(texts):
         if role != "user":
             continue
+        refs = mock_refs.classify(text)  # dahl refs build: extraction and rating prompts
+        if refs is not None:
+            kind, question, data = refs
+            break
         claim = last_block("claim", text)
         answer = last_block("answer", text)
         if claim is not None:
@@ -194,6 +199,8 @@ def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
     Returns:
         The content string.
     """
+    if prompt.kind in mock_refs.KINDS:
+        return mock_refs.reply_content(prompt.kind, prompt.question, prompt.data)
     if prompt.kind == "check":
         if oracle is None:
             label, reason = default_label(prompt.data), "Mock label derived from the claim text."

@@ -59,6 +59,7 @@ class MockStats:
             "split": self.kinds["split"],
             "check": self.kinds["check"],
             "other": self.kinds["other"],
+            "kinds": dict(sorted(self.kinds.items())),
             "status": dict(sorted(self.status.items())),
             "rate_limited": dict(sorted(self.rate_limited.items())),
             "faults": dict(sorted(self.faults.items())),

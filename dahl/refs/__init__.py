@@ -1,2 +1,3 @@
-"""Building reference fact sets ("Beyond Precision" F): pooled from finished runs' answers,
-from documents, or converted from a given file; each module builds one kind."""
+"""Building reference fact sets (``refs.jsonl``) for importance-aware recall ("Beyond Precision"):
+from documents (:mod:`dahl.refs.documents`), pooled from finished runs' answers
+(:mod:`dahl.refs.pool`), or converted from a given file (:mod:`dahl.refs.given`)."""

@@ -1,0 +1,184 @@
+"""``dahl refs``: build reference fact sets (``refs.jsonl``) for recall.
+
+``dahl refs build QUESTIONS -o refs.jsonl`` builds one set per question from documents
+(:mod:`dahl.refs.documents`). The input modes are mutually exclusive: QUESTIONS (with
+``--evidence`` or documents given per question) is the one here; pooled and given sets
+plug in as further modes.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+import click
+from rich.markup import escape
+
+from dahl.cli_progress import count, duration
+from dahl.cli_types import FINITE
+from dahl.config import EndpointConfig
+from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.exit_status import ExitStatus
+from dahl.refs.distinct import NEAR_THRESHOLD
+from dahl.refs.settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
+
+__all__ = ["refs"]
+
+
+def _line(c: BuildCounters, elapsed_s: float) -> str:
+    """One progress line of a build."""
+    done = f"{count(c.written, 'set')} written ({c.facts:,} facts)"
+    more = [f"{c.resumed:,} resumed"] if c.resumed else []
+    more += [f"{c.failed:,} failed"] if c.failed else []
+    more += [f"{c.skipped:,} skipped"] if c.skipped else []
+    calls = f"extract {c.chunks:,} chunks ({c.extract_calls:,} called)"
+    if c.rated or c.rating_hits:
+        calls += f" · rate {c.rated:,} facts called, {c.rating_hits:,} cached"
+    extra = f" ({', '.join(more)})" if more else ""
+    return f"refs: {c.questions:,} questions read · {done}{extra} · {calls} · {duration(elapsed_s)}"
+
+
+async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float | None) -> BuildReport:
+    from dahl.cli import console
+    from dahl.refs.documents import build_refs  # imported by build() before the loop runs
+
+    start = anyio.current_time()
+
+    async def ticker() -> None:
+        assert every_s is not None
+        while True:
+            await anyio.sleep(every_s)
+            console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
+
+    async with anyio.create_task_group() as tg:
+        if every_s is not None:
+            tg.start_soon(ticker)
+        try:
+            report = await build_refs(settings, counters)
+        finally:
+            tg.cancel_scope.cancel()
+    if every_s is not None:
+        console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
+    return report
+
+
+def _stop(exc: BaseException, out: Path) -> NoReturn:
+    """Present a build that stopped early as one line and exit with its status."""
+    from dahl.cli import console
+
+    again = f"Finished sets are in {out}; re-run the same command to continue."
+    if isinstance(exc, QuotaExhausted):
+        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
+        sys.exit(ExitStatus.QUOTA)
+    if isinstance(exc, FatalAPIError):
+        console.print(f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}")
+        sys.exit(ExitStatus.FATAL_API)
+    if isinstance(exc, OutputWriteError):
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(ExitStatus.WRITE_FAILED)
+    if isinstance(exc, KeyboardInterrupt):
+        console.print(f"[yellow]interrupted.[/] {again}")
+        sys.exit(ExitStatus.INTERRUPTED)
+    console.print(f"[red]error:[/] {escape(str(exc))}")
+    sys.exit(ExitStatus.USAGE)
+
+
+@click.group()
+def refs() -> None:
+    """Reference fact sets for recall (refs.jsonl)."""
+
+
+@refs.command("build")
+@click.argument("questions", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="The refs.jsonl to write (a re-run continues it).")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              help="QUESTIONS format: auto, questions, or an answers format of dahl score.")
+@click.option("--evidence", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="JSONL corpus {id, title?, text} to retrieve documents from (and look doc_ids up in).")
+@click.option("--docs-per-question", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Documents retrieved per question (BM25 over their passages).")
+@click.option("--extractor", default="rules", show_default=True, type=click.Choice(EXTRACTORS),
+              help="Fact extraction: the offline rule Splitter, or an LLM.")
+@click.option("--granularity", default="chunk", show_default=True, type=click.Choice(("chunk", "sentence")),
+              help="Extraction unit: a chunk of a few sentences, or one sentence.")
+@click.option("--rater", default="none", show_default=True, type=click.Choice(RATERS),
+              help="Relevance and salience ratings (1-5) by an LLM; none: facts weigh 1.")
+@click.option("--rate-batch", default=DEFAULT_BATCH, show_default=True, type=click.IntRange(min=1),
+              help="Facts per rating call.")
+@click.option("--alpha", default=0.5, show_default=True, type=FINITE, help="α of importance = α·r̃ + β·s̃.")
+@click.option("--beta", default=0.5, show_default=True, type=FINITE, help="β of importance = α·r̃ + β·s̃.")
+@click.option("--near-threshold", "near", default=NEAR_THRESHOLD, show_default=True,
+              type=click.FloatRange(0, 100), help="Near-duplicate facts: rapidfuzz ratio >= this (100: exact only).")
+@click.option("--base-url", default=None, help="OpenAI-compatible API root for the LLM extractor/rater.")
+@click.option("--model", default=None, help="Model name for the LLM extractor/rater.")
+@click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
+@click.option("--rpm", type=FINITE, default=None, help="Request budget, requests per minute.")
+@click.option("--tpm", type=FINITE, default=None, help="Token budget, tokens per minute.")
+@click.option("--max-in-flight", type=int, default=None, help="Concurrent requests per endpoint (default 64).")
+@click.option("--temperature", type=FINITE, default=None, help="Sampling temperature (default 0).")
+@click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens (default 1024).")
+@click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Cache folder (default $DAHL_CACHE_DIR or the user cache dir).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option("--no-progress", is_flag=True, help="Do not show progress.")
+@click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
+              type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
+def build(questions: Path | None, out: Path, fmt: str, evidence: Path | None, docs_per_question: int,
+          extractor: str, granularity: str, rater: str, rate_batch: int, alpha: float, beta: float, near: float,
+          base_url: str | None, model: str | None, api_key_env: str | None, rpm: float | None, tpm: float | None,
+          max_in_flight: int | None, temperature: float | None, max_tokens: int | None, timeout_s: float | None,
+          cache_dir: Path | None, no_cache: bool, no_progress: bool, progress_every_s: float) -> None:
+    """Build one reference fact set per question into OUT (refs.jsonl).
+
+    From documents (QUESTIONS): per question, documents given in QUESTIONS or retrieved
+    from --evidence; atomic facts extracted, duplicates removed, relevance and salience
+    rated, importance = α·(r−1)/4 + β·(s−1)/4.
+    """
+    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
+    from dahl.refs import documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
+
+    modes = {"QUESTIONS": questions is not None}
+    if sum(modes.values()) != 1:
+        raise click.UsageError(f"give exactly one input: {' | '.join(modes)}")
+    try:
+        endpoint = None
+        if "openai" in (extractor, rater):
+            fields: dict[str, Any] = {
+                "base_url": base_url, "model": model, "api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,
+                "max_in_flight": max_in_flight, "temperature": temperature, "max_tokens": max_tokens,
+                "timeout_s": timeout_s,
+            }
+            if not base_url or not model:
+                raise click.UsageError(f"--{'extractor' if extractor == 'openai' else 'rater'} openai needs "
+                                       "--base-url and --model")
+            endpoint = EndpointConfig(**{k: v for k, v in fields.items() if v is not None})
+        assert questions is not None
+        settings = BuildSettings(
+            questions=questions, out=out, evidence=evidence, fmt=fmt, docs_per_question=docs_per_question,
+            extractor=extractor,  # type: ignore[arg-type]  # click.Choice checked it
+            granularity=granularity,  # type: ignore[arg-type]
+            rater=rater,  # type: ignore[arg-type]
+            extract_endpoint=endpoint if extractor == "openai" else None,
+            rate_endpoint=endpoint if rater == "openai" else None,
+            rate_batch=rate_batch, alpha=alpha, beta=beta, near=near, cache_dir=cache_dir, use_cache=not no_cache,
+        )
+        every = None if no_progress else progress_every_s
+        with _sigterm_as_ctrl_c():  # kill / a job scheduler stops the build as Ctrl-C does
+            report = anyio.run(_run, settings, BuildCounters(), every)
+    except (DahlError, KeyboardInterrupt) as exc:
+        _stop(exc, out)
+    c = report.counters
+    stdout.print(f"{count(c.written, 'reference set')} written to {out} ({c.facts:,} facts)"
+                 + (f"; {c.resumed:,} already there" if c.resumed else ""), highlight=False)
+    status = report.exit_status
+    if status == ExitStatus.NOTHING_SCORED:
+        console.print("[red]nothing built:[/] no question got a reference set (exit status 5)")
+    elif status == ExitStatus.PARTIAL:
+        console.print(f"[yellow]partly built:[/] {c.failed:,} failed, {c.skipped:,} skipped "
+                      "(exit status 6; re-running retries the failed ones)")
+    if status != ExitStatus.OK:
+        sys.exit(status)

@@ -1,0 +1,99 @@
+"""``refs.jsonl`` written one set at a time as questions finish, and resumed.
+
+Each set is appended as one line, flushed and fsynced before the next (the policy of
+``answers.jsonl``: a kill loses at most the set being written). On a re-run the file's
+question ids are read first and those questions are skipped; a last line cut short by a
+kill (no newline, not JSON) is truncated away, since its question is built again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from dahl.errors import InputError, OutputWriteError
+from dahl.records import RefSet
+
+__all__ = ["RefsLog", "finished_questions"]
+
+log = logging.getLogger(__name__)
+
+
+class _Id(msgspec.Struct):
+    question_id: str
+
+
+_ID = msgspec.json.Decoder(_Id)
+_ENCODER = msgspec.json.Encoder()
+
+
+def finished_questions(path: Path) -> set[str]:
+    """Question ids of the sets already in ``path`` (blocking); truncates a torn last line.
+
+    Returns:
+        The ids; empty when the file does not exist.
+
+    Raises:
+        InputError: a complete line (one ending in a newline) is not a reference set
+            line: the file is not a ``refs.jsonl`` of this command, so nothing is touched.
+    """
+    if not path.exists():
+        return set()
+    done: set[str] = set()
+    good = 0
+    with path.open("rb") as handle:
+        for n, line in enumerate(handle, 1):
+            try:
+                done.add(_ID.decode(line).question_id)
+            except msgspec.DecodeError:
+                if line.endswith(b"\n"):
+                    raise InputError("not a reference set line; choose another -o", file=str(path), line=n) from None
+                log.warning("%s:%d: dropping a set cut short by an earlier stop", path, n)
+                break
+            good += len(line)
+    if good != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(good)
+    return done
+
+
+class RefsLog:
+    """The output file, opened for appending (blocking methods: call them in a worker thread).
+
+    Args:
+        path: ``refs.jsonl``.
+
+    Raises:
+        OutputWriteError: (on open) the file cannot be opened for writing.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle: BinaryIO = path.open("ab")
+        except OSError as exc:
+            raise OutputWriteError(f"cannot write {path}: {exc.strerror}", path=str(path)) from exc
+        self.written = 0
+
+    def write(self, ref_set: RefSet) -> None:
+        """Append ``ref_set`` as one line, flushed and fsynced.
+
+        Raises:
+            OutputWriteError: the write failed (disk full, read-only).
+        """
+        try:
+            self._handle.write(_ENCODER.encode(ref_set) + b"\n")
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as exc:
+            raise OutputWriteError(f"cannot write {self.path}: {exc.strerror}", path=str(self.path)) from exc
+        self.written += 1
+
+    def close(self) -> None:
+        """Close the file."""
+        self._handle.close()

@@ -1,0 +1,95 @@
+"""dahl refs build offline (rule extraction, no rating) on real PubMedQA records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+from click.testing import CliRunner
+
+from conftest import require_data
+from dahl.cli import main
+from dahl.exit_status import ExitStatus
+from dahl.formats.refs import read_refs
+from dahl.refs.distinct import fact_key
+from dahl.refs.documents import build_refs
+from dahl.refs.settings import BuildSettings
+
+
+def pubmedqa_questions(path: Path, n: int) -> dict[str, dict[str, str]]:
+    """Write the first ``n`` PubMedQA records as questions with inline documents (CONTEXTS + LONG_ANSWER)."""
+    data = json.loads(require_data("pubmedqa/ori_pqal.json").read_text())
+    documents: dict[str, dict[str, str]] = {}
+    with path.open("w") as out:
+        for pmid in list(data)[:n]:
+            record = data[pmid]
+            docs = [{"id": f"{pmid}/context{i}", "text": t} for i, t in enumerate(record["CONTEXTS"])]
+            docs.append({"id": f"{pmid}/answer", "text": record["LONG_ANSWER"]})
+            documents.update({d["id"]: d for d in docs})
+            out.write(json.dumps({"question_id": pmid, "question": record["QUESTION"], "documents": docs}) + "\n")
+    return documents
+
+
+class TestOfflinePubMedQA:
+    def test_rule_facts_per_question(self, tmp_path: Path) -> None:
+        """Three PubMedQA questions: 31, 22 and 20 distinct rule facts, each inside its document's span."""
+        questions = tmp_path / "questions.jsonl"
+        documents = pubmedqa_questions(questions, 3)
+        out = tmp_path / "refs.jsonl"
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--no-progress"],
+                                    catch_exceptions=False)
+        assert result.exit_code == ExitStatus.OK, result.output
+        assert "3 reference sets written" in result.output and "(73 facts)" in result.output
+        sets = {s.question_id: s for s in read_refs(out)}
+        assert {q: len(s.facts) for q, s in sets.items()} == {"21645374": 31, "16418930": 22, "9488747": 20}
+        first = sets["21645374"].facts[0]
+        assert first.text == "Programmed cell death (PCD) is the regulated death of cells within an organism."
+        assert first.source is not None and first.source.span == (0, 79)
+        assert documents["21645374/context0"]["text"][0:79] == first.text
+        for ref_set in sets.values():
+            keys = [fact_key(f.text) for f in ref_set.facts]
+            assert len(set(keys)) == len(keys)
+            assert [f.id for f in ref_set.facts] == [f"f{i}" for i in range(1, len(keys) + 1)]
+            for fact in ref_set.facts:
+                assert fact.relevance is None and fact.importance is None  # unrated: weight 1
+                assert fact.source is not None and fact.source.doc_id is not None and fact.source.span is not None
+                start, end = fact.source.span
+                assert 0 <= start < end <= len(documents[fact.source.doc_id]["text"])
+            assert ref_set.meta["rater"] is None and ref_set.meta["extractor"] == "rules-extract/v1|rules/v5"
+
+    def test_exact_duplicates_across_documents_are_kept_once(self, tmp_path: Path) -> None:
+        """A document given twice under two ids adds no fact; the first document keeps the source."""
+        questions = tmp_path / "questions.jsonl"
+        text = "Metformin lowers glucose production in the liver. It is taken by mouth."
+        questions.write_text(json.dumps({"question": "What does metformin do?", "documents": [
+            {"id": "a", "text": text}, {"id": "b", "text": text.upper()}]}) + "\n")
+        out = tmp_path / "refs.jsonl"
+        report = anyio.run(build_refs, BuildSettings(questions=questions, out=out))
+        assert report.exit_status == ExitStatus.OK
+        (ref_set,) = read_refs(out)
+        assert {f.source.doc_id for f in ref_set.facts if f.source} == {"a"}
+        assert report.counters.chunks == 2 and report.counters.facts == len(ref_set.facts)
+
+
+class TestInputs:
+    def test_unknown_doc_id_skips_its_question(self, tmp_path: Path) -> None:
+        """A doc id missing from the corpus: that question is skipped (named in the log), the rest built, exit 6."""
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_text(json.dumps({"id": "d1", "text": "Insulin is made in the pancreas."}) + "\n")
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text(json.dumps({"question_id": "ok", "question": "Where is insulin made?"}) + "\n"
+                             + json.dumps({"question_id": "bad", "question": "Why?", "doc_ids": ["d1", "d9"]}) + "\n")
+        out = tmp_path / "refs.jsonl"
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--evidence", str(corpus),
+                                           "--no-progress"], catch_exceptions=False)
+        assert result.exit_code == ExitStatus.PARTIAL, result.output
+        assert "0 failed, 1 skipped" in result.output
+        (ref_set,) = read_refs(out)
+        assert ref_set.question_id == "ok" and [f.text for f in ref_set.facts] == ["Insulin is made in the pancreas."]
+
+    def test_no_input_mode_is_a_usage_error(self, tmp_path: Path) -> None:
+        """Without QUESTIONS (the only input mode here) the command exits 2 and names the modes."""
+        result = CliRunner().invoke(main, ["refs", "build", "-o", str(tmp_path / "r.jsonl")])
+        assert result.exit_code == ExitStatus.USAGE
+        assert "give exactly one input: QUESTIONS" in result.output
