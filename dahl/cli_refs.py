@@ -21,7 +21,7 @@ from dahl.cli_types import FINITE
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
 from dahl.exit_status import ExitStatus
-from dahl.refs.distinct import NEAR_THRESHOLD
+from dahl.refs.dedupe import NEAR_THRESHOLD
 from dahl.refs.settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
 
 __all__ = ["refs"]

@@ -7,23 +7,39 @@ annotators wrote "a pharaoh" and "a Pharaoh" as two facts, and the pooled human 
 figures ("Beyond Precision" acceptance on FActScore) are defined on the NFC,
 whitespace-collapsed texts.
 
-Near duplicates (opt-in, ``near``) are facts whose folded texts have a rapidfuzz
-:func:`~rapidfuzz.fuzz.ratio` (normalized Indel similarity, 0–100) of at least the
-threshold. Off by default because character similarity cannot tell facts apart
-that differ in one word: on the 120 pooled FActScore sets, 29 pairs reach 97
-("in 2014" / "in 2015", "baseball" / "basketball") and 91 reach 95.
+Near duplicates are facts whose folded texts have a rapidfuzz
+:func:`~rapidfuzz.fuzz.ratio` (normalized Indel similarity, 0–100) of at least a
+threshold. Pooled sets (:func:`near_groups`) leave them off by default because
+character similarity cannot tell facts apart that differ in one word: on the 120
+pooled FActScore sets, 29 pairs reach 97 ("in 2014" / "in 2015", "baseball" /
+"basketball") and 91 reach 95. Facts extracted from documents (:func:`distinct`)
+are merged at :data:`NEAR_THRESHOLD` = 90, and only when they state the same
+numbers (digit runs, in order): "Marie Curie was born in 1867" / "... in 1868"
+score 96 but are different facts. 90 joins facts that differ by an article or a
+letter ("The CFTR gene encodes a chloride channel" / "... the chloride channel": 95)
+and keeps rewordings apart ("Metformin was approved in 1994" / "... in the year
+1994": 87), a trade-off between dropping a distinct fact and counting one twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from rapidfuzz import fuzz, process
 
 from dahl.errors import ConfigError
 from dahl.records import normalize_text
 
-__all__ = ["NEAR_DEFAULT", "fact_key", "near_groups"]
+__all__ = ["NEAR_DEFAULT", "NEAR_THRESHOLD", "distinct", "fact_key", "near_groups"]
+
+T = TypeVar("T")
+
+_DIGITS = re.compile(r"\d+")
+
+#: Near-duplicate threshold for facts extracted from documents (``fuzz.ratio``, 0-100).
+NEAR_THRESHOLD = 90.0
 
 #: A threshold for ``near`` when one is wanted: 95 merges tense and article
 #: variants ("is" / "was", "Canadian" / "a Canadian") on FActScore.
@@ -69,3 +85,38 @@ def near_groups(texts: Sequence[str], threshold: float) -> list[list[int]]:
         else:
             groups[found[2]].append(i)
     return groups
+
+
+def distinct(items: Sequence[T], text: Callable[[T], str], *, near: float = NEAR_THRESHOLD) -> list[T]:
+    """``items`` without exact (folded) and near duplicates of an earlier item, in order.
+
+    CPU: O(n · kept) similarity computations; run it in a worker thread for large sets.
+
+    Args:
+        items: facts (any type) in priority order.
+        text: the fact text of an item.
+        near: ``fuzz.ratio`` threshold in [0, 100]; 100 drops exact duplicates only.
+
+    Raises:
+        ConfigError: ``near`` outside [0, 100].
+    """
+    if not 0.0 <= near <= 100.0:
+        raise ConfigError(f"near-duplicate threshold must be in [0, 100], got {near}")
+    kept: list[T] = []
+    keys: list[str] = []
+    numbers: list[list[str]] = []
+    seen: set[str] = set()
+    for item in items:
+        key = fact_key(text(item), fold=True)
+        if not key or key in seen:
+            continue
+        digits = _DIGITS.findall(key)
+        if near < 100.0 and keys:
+            close = process.extract(key, keys, scorer=fuzz.ratio, score_cutoff=near, limit=None)
+            if any(numbers[index] == digits for _, _, index in close):
+                continue
+        seen.add(key)
+        keys.append(key)
+        numbers.append(digits)
+        kept.append(item)
+    return kept

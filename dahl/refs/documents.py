@@ -36,7 +36,7 @@ from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError
 from dahl.metrics import importance
 from dahl.records import FactSource, RefFact, RefSet
-from dahl.refs.distinct import distinct
+from dahl.refs.dedupe import distinct
 from dahl.refs.extract import CachedExtractor, ExtractedFact, Extractor, RuleExtractor, chunks
 from dahl.refs.library import DocumentLibrary
 from dahl.refs.output import RefsLog, finished_questions

@@ -10,7 +10,7 @@ from dahl.config import EndpointConfig
 from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
 from dahl.metrics import importance
-from dahl.refs.distinct import NEAR_THRESHOLD
+from dahl.refs.dedupe import NEAR_THRESHOLD
 
 if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
     from dahl.refs.extract import Granularity

@@ -8,11 +8,11 @@ from pathlib import Path
 import anyio
 from click.testing import CliRunner
 
-from conftest import require_data
+from tests.conftest import require_data
 from dahl.cli import main
 from dahl.exit_status import ExitStatus
 from dahl.formats.refs import read_refs
-from dahl.refs.distinct import fact_key
+from dahl.refs.dedupe import fact_key
 from dahl.refs.documents import build_refs
 from dahl.refs.settings import BuildSettings
 
@@ -48,7 +48,7 @@ class TestOfflinePubMedQA:
         assert first.source is not None and first.source.span == (0, 79)
         assert documents["21645374/context0"]["text"][0:79] == first.text
         for ref_set in sets.values():
-            keys = [fact_key(f.text) for f in ref_set.facts]
+            keys = [fact_key(f.text, fold=True) for f in ref_set.facts]
             assert len(set(keys)) == len(keys)
             assert [f.id for f in ref_set.facts] == [f"f{i}" for i in range(1, len(keys) + 1)]
             for fact in ref_set.facts:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bench.omission import key_sentence, omission, sentence_covers
-from conftest import require_data
+from tests.conftest import require_data
 from dahl.records import RefFact, RefSet
 
 

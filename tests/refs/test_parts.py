@@ -9,7 +9,7 @@ import pytest
 
 from dahl.errors import InputError, OutputParseError
 from dahl.records import content_id
-from dahl.refs.distinct import distinct, fact_key
+from dahl.refs.dedupe import distinct, fact_key
 from dahl.refs.endpoint import CountMismatch
 from dahl.refs.extract import chunks, parse_facts
 from dahl.refs.output import finished_questions
@@ -72,7 +72,7 @@ class TestDistinct:
                  "The CFTR gene encodes a chloride channel.", "The CFTR gene encodes the chloride channel."]
         assert distinct(facts, str) == [facts[0], facts[2], facts[3]]
         assert distinct(facts, str, near=100) == [facts[0], facts[2], facts[3], facts[4]]
-        assert fact_key(" The  Gene. ") == "the gene"
+        assert fact_key(" The  Gene. ", fold=True) == "the gene"
 
     def test_bad_threshold(self) -> None:
         """A threshold outside [0, 100] is refused."""
