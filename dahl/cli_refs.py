@@ -1,9 +1,10 @@
 """``dahl refs``: build reference fact sets (``refs.jsonl``) for recall.
 
-``dahl refs build QUESTIONS -o refs.jsonl`` builds one set per question from documents
-(:mod:`dahl.refs.documents`). The input modes are mutually exclusive: QUESTIONS (with
-``--evidence`` or documents given per question) is the one here; pooled and given sets
-plug in as further modes.
+``dahl refs build -o refs.jsonl`` builds one set per question, from one of three
+mutually exclusive inputs: QUESTIONS (documents given per question or retrieved from
+``--evidence``; :mod:`dahl.refs.documents`), ``--pool RUN_DIR...`` (the supported claims
+of finished runs; :mod:`dahl.refs.pool`) or ``--given FILE`` (a user's own set or
+FactRBench's layout, converted; :mod:`dahl.refs.given`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,32 @@ async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float 
     return report
 
 
+def _convert(pool: tuple[Path, ...], given: Path | None, near: float | None, out: Path) -> None:
+    """The --pool and --given modes: no call to any model, so no engine."""
+    from dahl.cli import out as stdout
+    from dahl.formats.refs import write_refs
+    from dahl.refs.given import convert_given
+    from dahl.refs.pool import pool_runs
+
+    try:
+        if given is not None:
+            n = convert_given(given, out)
+            stdout.print(f"{count(n, 'reference set')} converted from {given} to {out}", highlight=False)
+            return
+        sets = pool_runs(pool, near=near)
+        n = write_refs(out, sets)
+    except (DahlError, KeyboardInterrupt) as exc:
+        _stop(exc, out)
+    except OSError as exc:
+        _stop(OutputWriteError(f"cannot write {out}: {exc.strerror}", path=str(out)), out)
+    facts = sum(len(s.facts) for s in sets)
+    empty = sum(1 for s in sets if not s.facts)
+    stdout.print(f"{count(n, 'reference set')} pooled from {count(len(pool), 'run')} to {out} ({facts:,} facts"
+                 + (f"; {empty:,} questions without a supported claim" if empty else "") + ")", highlight=False)
+    if n == 0:
+        sys.exit(ExitStatus.NOTHING_SCORED)
+
+
 def _stop(exc: BaseException, out: Path) -> NoReturn:
     """Present a build that stopped early as one line and exit with its status."""
     from dahl.cli import console
@@ -94,6 +121,12 @@ def refs() -> None:
 @click.argument("questions", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="The refs.jsonl to write (a re-run continues it).")
+@click.option("--pool", "pool", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="Pool the supported claims of this finished run folder (repeatable).")
+@click.option("--given", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
+              help="Convert a given reference set (dahl refs.jsonl or FactRBench layout).")
+@click.option("--pool-near", type=click.FloatRange(0, 100), default=None,
+              help="With --pool: also merge near-duplicate facts at this rapidfuzz ratio (off by default).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="QUESTIONS format: auto, questions, or an answers format of dahl score.")
 @click.option("--evidence", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -127,7 +160,8 @@ def refs() -> None:
 @click.option("--no-progress", is_flag=True, help="Do not show progress.")
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
               type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
-def build(questions: Path | None, out: Path, fmt: str, evidence: Path | None, docs_per_question: int,
+def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path | None, pool_near: float | None,
+          fmt: str, evidence: Path | None, docs_per_question: int,
           extractor: str, granularity: str, rater: str, rate_batch: int, alpha: float, beta: float, near: float,
           base_url: str | None, model: str | None, api_key_env: str | None, rpm: float | None, tpm: float | None,
           max_in_flight: int | None, temperature: float | None, max_tokens: int | None, timeout_s: float | None,
@@ -137,13 +171,21 @@ def build(questions: Path | None, out: Path, fmt: str, evidence: Path | None, do
     From documents (QUESTIONS): per question, documents given in QUESTIONS or retrieved
     from --evidence; atomic facts extracted, duplicates removed, relevance and salience
     rated, importance = α·(r−1)/4 + β·(s−1)/4.
+
+    Pooled (--pool RUN_DIR, repeatable): per question, the union of the runs' supported
+    claims, exact duplicates merged, support = how many answers stated each fact.
+
+    Given (--given FILE): a dahl refs.jsonl or FactRBench file, checked and converted.
     """
     from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
     from dahl.refs import documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
 
-    modes = {"QUESTIONS": questions is not None}
+    modes = {"QUESTIONS": questions is not None, "--pool RUN_DIR...": bool(pool), "--given FILE": given is not None}
     if sum(modes.values()) != 1:
         raise click.UsageError(f"give exactly one input: {' | '.join(modes)}")
+    if pool or given is not None:
+        _convert(pool, given, pool_near, out)
+        return
     try:
         endpoint = None
         if "openai" in (extractor, rater):
