@@ -26,7 +26,7 @@ from dahl.metrics import (
     factscore_values,
     precision,
 )
-from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status
+from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, UnsupportedReason
 
 __all__ = ["SummaryBuilder", "group_seed"]
 
@@ -38,6 +38,8 @@ _INITIAL_CAPACITY = 1024
 # Rows staged in a Python list before one vectorized copy into the columns.
 _STAGE_ROWS = 4096
 _COLUMN = {str(label): j for j, label in enumerate(LABELS)}
+# Unsupported claims counted by reason (row columns 8 and 9); the rest are "unstated".
+_REASON_COLUMN = {UnsupportedReason.CONTRADICTED: 8, UnsupportedReason.NO_EVIDENCE: 9}
 
 
 def group_seed(seed: int, model: str, category: str | None) -> list[int]:
@@ -83,6 +85,8 @@ class SummaryBuilder:
         self._flag = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
         self._model = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
         self._category = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
+        self._reasons = np.zeros((_INITIAL_CAPACITY, 2), dtype=np.int32)
+        self._any_reason = False
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._pending: list[list[int]] = []
@@ -112,7 +116,7 @@ class SummaryBuilder:
         Raises:
             InputError: ``result.counts`` has an unknown label or a negative count.
         """
-        row = [0, 0, 0, 0, 0, _RESPONDED, 0, 0]
+        row = [0, 0, 0, 0, 0, _RESPONDED, 0, 0, 0, 0]
         for key, value in result.counts.items():
             col = _COLUMN.get(key)
             if col is None:
@@ -126,6 +130,11 @@ class SummaryBuilder:
             row[5] = _SPLIT_ERROR
         row[6] = self._models.setdefault(result.model, len(self._models))
         row[7] = self._categories.setdefault(result.category, len(self._categories))
+        if row[LABELS.index(Label.UNSUPPORTED)]:
+            reasons = [c.reason for c in result.claims if c.reason is not None]
+            for reason in reasons:
+                row[_REASON_COLUMN[reason]] += 1
+            self._any_reason = self._any_reason or bool(reasons)
         self._pending.append(row)
         if len(self._pending) >= _STAGE_ROWS:
             self._flush()
@@ -145,10 +154,12 @@ class SummaryBuilder:
             self._flag = np.resize(self._flag, cap)
             self._model = np.resize(self._model, cap)
             self._category = np.resize(self._category, cap)
+            self._reasons = np.resize(self._reasons, (cap, 2))
         self._counts[start:stop] = block[:, : len(LABELS)]
         self._flag[start:stop] = block[:, 5]
         self._model[start:stop] = block[:, 6]
         self._category[start:stop] = block[:, 7]
+        self._reasons[start:stop] = block[:, 8:10]
         self._n = stop
 
     def build(self) -> dict[str, Any]:
@@ -162,8 +173,11 @@ class SummaryBuilder:
             :data:`dahl.metrics.REASONS`, summing to n_excluded), ``n_factscore``
             (answers in FActScore), ``dahl_score``, ``dahl_score_ci`` ([lo, hi]),
             ``factscore`` (with γ), ``factscore_init`` (γ = 0), ``f1_at_k``,
-            ``labels`` (claims per label) and ``categories`` (category -> the same
-            block without ``categories``). Scores are in [0, 1]; a score with no
+            ``labels`` (claims per label), ``unsupported_by_reason`` (only when some
+            verdict of the run gave a reason: unsupported claims counted as
+            ``contradicted``, ``no_evidence`` and ``unstated`` (no reason given),
+            summing to ``labels["unsupported"]``) and ``categories`` (category -> the
+            same block without ``categories``). Scores are in [0, 1]; a score with no
             qualifying answer is None, never NaN.
         """
         self._flush()
@@ -184,6 +198,7 @@ class SummaryBuilder:
             f1=np.where(in_dahl, f1_values(counts, self.k), 0.0),
             fs=np.where(in_fs, factscore_values(counts, self.gamma), 0.0),
             fs_init=np.where(in_fs, factscore_values(counts, 0.0), 0.0),
+            reasons=self._reasons[:n].astype(np.int64) if self._any_reason else None,
         )
         model_names = _names(self._models)
         category_names = _names(self._categories)
@@ -227,7 +242,7 @@ class SummaryBuilder:
         prec = col.precision[rows][in_dahl]
         ci = bootstrap_ci(prec, rng=np.random.default_rng(seed), n_boot=self.n_boot, level=self.level)
         label_totals = col.counts[rows].sum(axis=0)
-        return {
+        block = {
             "n_answers": int(rows.size),
             "n_scored": n_scored,
             "n_abstained": int(by_reason[1 + REASONS.index("abstained")]),
@@ -241,12 +256,21 @@ class SummaryBuilder:
             "f1_at_k": _mean(col.f1[rows][in_dahl]),
             "labels": {str(label): int(label_totals[j]) for j, label in enumerate(LABELS)},
         }
+        if col.reasons is not None:
+            contradicted, no_evidence = (int(v) for v in col.reasons[rows].sum(axis=0))
+            unsupported = int(label_totals[LABELS.index(Label.UNSUPPORTED)])
+            block["unsupported_by_reason"] = {
+                "contradicted": contradicted,
+                "no_evidence": no_evidence,
+                "unstated": unsupported - contradicted - no_evidence,
+            }
+        return block
 
 
 class _Columns:
     """Per-answer arrays shared by every group's computation (NaN already replaced by 0)."""
 
-    __slots__ = ("codes", "counts", "f1", "fs", "fs_init", "in_dahl", "in_fs", "precision")
+    __slots__ = ("codes", "counts", "f1", "fs", "fs_init", "in_dahl", "in_fs", "precision", "reasons")
 
     def __init__(
         self,
@@ -259,6 +283,7 @@ class _Columns:
         f1: npt.NDArray[np.float64],
         fs: npt.NDArray[np.float64],
         fs_init: npt.NDArray[np.float64],
+        reasons: npt.NDArray[np.int64] | None = None,
     ) -> None:
         self.counts = counts
         self.codes = codes
@@ -268,6 +293,7 @@ class _Columns:
         self.f1 = f1
         self.fs = fs
         self.fs_init = fs_init
+        self.reasons = reasons  # (n, 2): contradicted, no_evidence; None when no verdict gave a reason
 
 
 def _mean(values: npt.NDArray[np.float64]) -> float | None:
