@@ -40,6 +40,7 @@ _STAGE_ROWS = 4096
 _COLUMN = {str(label): j for j, label in enumerate(LABELS)}
 # Unsupported claims counted by reason (row columns 8 and 9); the rest are "unstated".
 _REASON_COLUMN = {UnsupportedReason.CONTRADICTED: 8, UnsupportedReason.NO_EVIDENCE: 9}
+_UNSUPPORTED = LABELS.index(Label.UNSUPPORTED)
 
 
 def group_seed(seed: int, model: str, category: str | None) -> list[int]:
@@ -130,11 +131,12 @@ class SummaryBuilder:
             row[5] = _SPLIT_ERROR
         row[6] = self._models.setdefault(result.model, len(self._models))
         row[7] = self._categories.setdefault(result.category, len(self._categories))
-        if row[LABELS.index(Label.UNSUPPORTED)]:
-            reasons = [c.reason for c in result.claims if c.reason is not None]
-            for reason in reasons:
-                row[_REASON_COLUMN[reason]] += 1
-            self._any_reason = self._any_reason or bool(reasons)
+        if row[_UNSUPPORTED]:
+            reasons = [r for c in result.claims if (r := c.reason) is not None]
+            if reasons:
+                for reason in reasons:
+                    row[_REASON_COLUMN[reason]] += 1
+                self._any_reason = True
         self._pending.append(row)
         if len(self._pending) >= _STAGE_ROWS:
             self._flush()
