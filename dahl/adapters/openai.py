@@ -70,7 +70,7 @@ class CallLane(Protocol):
 
 
 #: Retrievals one Checker remembers (cache_request and check of a claim share one search).
-_MAX_RETRIEVALS = 4096
+_MAX_RETRIEVALS = 16_384
 #: Raw text of a verdict given without a call: no corpus passage shares a term with the query.
 NO_PASSAGE = "no passage of the corpus matches the claim"
 
@@ -360,7 +360,8 @@ class OpenAIChecker:
             "body", "passages"}``: the whole body as sent (it holds the retrieved
             passages' ids, titles and texts) and the passages' digests
             (:attr:`dahl.adapters.corpus.Passage.digest`), best first; the retrieval
-            runs here, on the caller's thread, and is remembered for :meth:`check`.
+            is the one :meth:`prepare_keys` did in a worker thread (run here, on the
+            caller's thread, when it was not) and is remembered for :meth:`check`.
             Never the API key.
         """
         cfg = self._endpoint.cfg
@@ -480,6 +481,25 @@ class OpenAIChecker:
             hits = self._search(key)
             self._remember(key, hits)
         return hits
+
+    async def prepare_keys(self, claims: Sequence[Claim], answer: Answer) -> None:
+        """Retrieve the passages of ``claims`` in one worker-thread hop, for :meth:`cache_request`.
+
+        The cache wrapper (:mod:`dahl.cache.wrap`) awaits this before computing keys, so
+        the BM25 searches run off the event loop; without a corpus it does nothing.
+        """
+        if self._corpus is None:
+            return
+        question = self._question(answer)
+        wanted = [
+            key
+            for key in dict.fromkeys(self._retrieval_key(question, normalize_text(c.text), answer) for c in claims)
+            if key not in self._retrievals
+        ]
+        if wanted:
+            found = await anyio.to_thread.run_sync(lambda: [self._search(key) for key in wanted])
+            for key, hits in zip(wanted, found, strict=True):
+                self._remember(key, hits)
 
     async def _hits_async(self, question: str, text: str, answer: Answer) -> tuple[Hit, ...]:
         """As :meth:`_hits`, searching in a worker thread (BM25 over the corpus is CPU work)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import msgspec
 import orjson
@@ -11,8 +12,10 @@ import pytest
 from dahl.adapters import prompts
 from dahl.adapters.corpus import Corpus
 from dahl.adapters.openai import NO_PASSAGE, OpenAIChecker
+from dahl.cache import CacheStore, CachingChecker
 from dahl.cache.keys import check_key
 from dahl.config import EndpointConfig
+from dahl.engine.counters import RunCounters
 from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason
 
@@ -133,3 +136,42 @@ class TestCacheKey:
         assert fp.endswith(f"|evidence={corpus.fingerprint}|analyzer=1|top_k=3")
         plain = OpenAIChecker(cfg, None, None).fingerprint  # type: ignore[arg-type]
         assert "template=check/v1" in plain and "evidence=" not in plain
+
+
+class TestRetrievalOffTheLoop:
+    async def test_prepare_keys_searches_in_a_worker_thread(self, cfg, corpus, monkeypatch) -> None:
+        """prepare_keys runs each claim's search once, off the loop; cache_request and check then reuse it."""
+        threads: list[str] = []
+        search = corpus.search
+
+        def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
+            threads.append(threading.current_thread().name)
+            return search(*args, **kwargs)
+
+        monkeypatch.setattr(corpus, "search", recorded)
+        checker = OpenAIChecker(cfg, None, None, corpus=corpus)  # type: ignore[arg-type]
+        other = Claim(text="Aspirin was approved.", index=1)
+        await checker.prepare_keys([CLAIM, other, CLAIM], ANSWER)
+        checker.cache_request(CLAIM, ANSWER)
+        checker.cache_request(other, ANSWER)
+        assert len(threads) == 2
+        assert threading.main_thread().name not in threads
+
+    async def test_cache_lookup_prepares_keys_off_the_loop(self, cfg, corpus, monkeypatch, tmp_path) -> None:
+        """A cached lookup of an answer's claims searches the corpus only in worker threads."""
+        threads: list[str] = []
+        search = corpus.search
+
+        def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
+            threads.append(threading.current_thread().name)
+            return search(*args, **kwargs)
+
+        monkeypatch.setattr(corpus, "search", recorded)
+        store = CacheStore(tmp_path / "cache")
+        try:
+            wrapped = CachingChecker(OpenAIChecker(cfg, None, None, corpus=corpus), store, RunCounters())  # type: ignore[arg-type]
+            lookup = await wrapped.look_up([CLAIM, Claim(text="Aspirin was approved.", index=1)], ANSWER)
+        finally:
+            store.close()
+        assert lookup.verdicts == [None, None]
+        assert len(threads) == 2 and threading.main_thread().name not in threads
