@@ -308,6 +308,14 @@ class Corpus:
 
         Returns:
             Up to ``k`` hits with score > 0; empty when no query term is in the index.
+
+        Finding a question's documents (``dahl refs build``): query with
+        ``analyze(question)``, a ``k`` of a few times the documents wanted, and group
+        the hits by ``hit.passage.doc_id`` (best hit first); ``doc_ids`` limits the
+        search to documents given per question. ``hit.passage.span`` locates the
+        passage in its document's text (a fact's ``FactSource.span``), and
+        ``hit.passage.id`` names it. The search is CPU work: call it from a worker
+        thread.
         """
         if not self._indexed:
             return []
