@@ -11,6 +11,7 @@ import pytest
 
 from dahl.adapters import prompts
 from dahl.adapters.corpus import Corpus
+from dahl.adapters.factory import AdapterSettings
 from dahl.adapters.openai import NO_PASSAGE, OpenAIChecker
 from dahl.cache import CacheStore, CachingChecker
 from dahl.cache.keys import check_key
@@ -175,3 +176,15 @@ class TestRetrievalOffTheLoop:
             store.close()
         assert lookup.verdicts == [None, None]
         assert len(threads) == 2 and threading.main_thread().name not in threads
+
+
+class TestSettings:
+    def test_missing_corpus_is_a_config_error(self, cfg, tmp_path) -> None:
+        """--checker openai --evidence with a missing path is refused, no longer ignored."""
+        with pytest.raises(ConfigError, match="evidence file not found"):
+            AdapterSettings(checker="openai", check_endpoint=cfg, evidence=tmp_path / "missing.jsonl")
+
+    def test_top_k_checked(self, cfg, tmp_path) -> None:
+        """top_k below 1 is refused with the flag's name."""
+        with pytest.raises(ConfigError, match="--top-k must be >= 1, got 0"):
+            AdapterSettings(checker="openai", check_endpoint=cfg, top_k=0)
