@@ -11,42 +11,35 @@ that the Checker returns label ``error`` and the Splitter raises.
 A server that rejects ``response_format`` (HTTP 400 or 422 naming it) is asked in text
 mode from then on by that adapter instance (logged once).
 
-With a corpus (``--checker openai --evidence CORPUS``) the Checker is FActScore's
-retrieve-then-ask Checker (Min et al. 2023): per (question, claim) the top-k BM25
-passages of the corpus go into the prompt (template ``check-evidence/v1``), the
-verdict keeps them as evidence (passage id, title, text, score) and says whether an
-unsupported claim is contradicted by them or not in them (``Verdict.reason``).
+The Checker lives in :mod:`dahl.adapters.openai_check` (with a corpus it is a
+retrieve-then-ask Checker) and the shared endpoint state in
+:mod:`dahl.adapters.endpoint`; both are re-exported here.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import aiohttp
-import anyio.to_thread
 
 from dahl.adapters import prompts
 from dahl.adapters.bodies import (
     Format,
-    Kind,
     check_request_body,
     endpoint_fingerprint,
     estimate_tokens,
     split_request_body,
 )
-from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
-from dahl.adapters.keybody import CheckKeyTemplate, digest_system
-from dahl.adapters.parse import parse_claims, parse_verdict
-from dahl.config import EndpointConfig, resolve_api_key
-from dahl.errors import ConfigError, OutputParseError, PermanentAPIError
-from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Usage, Verdict, normalize_text
-
-if TYPE_CHECKING:  # bm25s is imported only when a corpus is used
-    from dahl.adapters.corpus import Corpus, Hit
+from dahl.adapters.endpoint import CallLane, Endpoint
+from dahl.adapters.keybody import digest_system
+from dahl.adapters.openai_check import NO_PASSAGE, OpenAIChecker, citation_evidence
+from dahl.adapters.parse import parse_claims
+from dahl.config import EndpointConfig
+from dahl.errors import OutputParseError
+from dahl.records import Answer, Claim
 
 __all__ = [
+    "NO_PASSAGE",
     "CallLane",
     "OpenAIChecker",
     "OpenAISplitter",
@@ -56,140 +49,6 @@ __all__ = [
     "estimate_tokens",
     "split_request_body",
 ]
-
-log = logging.getLogger(__name__)
-
-class CallLane(Protocol):
-    """What the adapters need from ``dahl.engine.lane.Lane``: run one attempt under its limits."""
-
-    async def call(
-        self, attempt: Callable[[], Awaitable[ChatReply]], *, estimated_tokens: int
-    ) -> ChatReply:
-        """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""
-        ...
-
-
-#: Retrievals one Checker remembers (cache_request and check of a claim share one search).
-_MAX_RETRIEVALS = 16_384
-#: Raw text of a verdict given without a call: no corpus passage shares a term with the query.
-NO_PASSAGE = "no passage of the corpus matches the claim"
-
-
-def citation_evidence(reply: ChatReply) -> tuple[Evidence, ...]:
-    """A search-backed reply's citations as evidence: URL, and title and snippet when sent.
-
-    Perplexity's chat completion carries ``citations`` (URLs) and ``search_results``
-    (``[{title, url, date?, snippet?}]``); each cited URL becomes one Evidence
-    (``source`` = URL, ``title``, ``text`` = snippet), in citation order.
-    """
-    found: dict[str, Mapping[str, Any]] = {}
-    results = reply.raw.get("search_results") if isinstance(reply.raw, dict) else None
-    for result in results if isinstance(results, list) else ():
-        if isinstance(result, dict) and isinstance(result.get("url"), str):
-            found.setdefault(result["url"], result)
-    out = []
-    for url in reply.citations:
-        result = found.get(url, {})
-        title, snippet = result.get("title"), result.get("snippet")
-        out.append(
-            Evidence(
-                source=url,
-                title=title if isinstance(title, str) and title else None,
-                text=snippet if isinstance(snippet, str) else "",
-            )
-        )
-    return tuple(out)
-
-
-def _passage_evidence(hits: Sequence[Hit]) -> tuple[Evidence, ...]:
-    return tuple(
-        Evidence(
-            text=h.passage.text,
-            source=h.passage.doc_id,
-            score=round(h.score, 4),
-            title=h.passage.title or None,
-            passage_id=h.passage.id,
-        )
-        for h in hits
-    )
-
-
-def _total_usage(*usages: Usage | None) -> Usage | None:
-    """Sum of the reported usages (a re-asked verdict costs both calls); None if none reported."""
-    known = [u for u in usages if u is not None]
-    if not known:
-        return None
-    return Usage(
-        prompt_tokens=sum(u.prompt_tokens for u in known),
-        completion_tokens=sum(u.completion_tokens for u in known),
-    )
-
-
-class _Endpoint:
-    """State shared by the splitter and checker: config, session, lane, key, format fallback."""
-
-    def __init__(
-        self,
-        cfg: EndpointConfig,
-        session: aiohttp.ClientSession,
-        lane: CallLane,
-        kind: Kind,
-    ) -> None:
-        self.cfg = cfg
-        self.kind: Kind = kind
-        self._session = session
-        self._lane = lane
-        self._api_key = resolve_api_key(cfg)
-        self._headers = request_headers(self._api_key)  # the same for every request
-        self._fmt: Format = cfg.effective_format()
-        self.fingerprint = endpoint_fingerprint(cfg, kind)
-        self.system_digests: dict[str, str] = {}
-
-    @property
-    def reply_format(self) -> Format:
-        """Reply format currently requested (``text`` after a response_format fallback)."""
-        return self._fmt
-
-    async def _send(self, body: dict[str, Any]) -> ChatReply:
-        """Send ``body`` through the lane (one attempt per lane try).
-
-        The body is encoded once here; every attempt (retry) sends the same bytes.
-        """
-        data = encode_body(body)
-        session, url, api_key, headers = self._session, self.cfg.chat_url, self._api_key, self._headers
-
-        def attempt() -> Awaitable[ChatReply]:
-            return post_chat(session, url, api_key, data, headers=headers)
-
-        return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
-
-    def _rejects_format(self, exc: PermanentAPIError) -> bool:
-        return self._fmt != "text" and exc.status in (400, 422) and "response_format" in str(exc)
-
-    async def ask(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any]]:
-        """Send the body ``build(format)``; on a response_format rejection switch to text once."""
-        body = build(self._fmt)
-        try:
-            return await self._send(body), body
-        except PermanentAPIError as exc:
-            if not self._rejects_format(exc):
-                raise
-            log.warning(
-                "%s rejected response_format=%s (%s); using text mode for the rest of the run",
-                self.cfg.base_url,
-                self._fmt,
-                exc,
-            )
-            self._fmt = "text"
-            body = build(self._fmt)
-            return await self._send(body), body
-
-    async def reask(self, body: dict[str, Any], reply: str, error: OutputParseError) -> ChatReply:
-        """Send the single follow-up after an unparseable ``reply`` to ``body``."""
-        messages = prompts.reask_messages(
-            body["messages"], reply, str(error), self.kind, json_reply=self._fmt != "text"
-        )
-        return await self._send({**body, "messages": messages})
 
 
 class OpenAISplitter:
@@ -216,7 +75,7 @@ class OpenAISplitter:
     parser_version = "1"
 
     def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
-        self._endpoint = _Endpoint(cfg, session, lane, "split")
+        self._endpoint = Endpoint(cfg, session, lane, "split")
         self.fingerprint = self._endpoint.fingerprint
 
     def cache_request(self, answer: Answer) -> dict[str, Any]:
@@ -278,312 +137,3 @@ class OpenAISplitter:
             reply = await endpoint.reask(body, reply.content, first)
             texts = parse_claims(reply.content)
         return [Claim(text=text, index=i) for i, text in enumerate(texts)], reply.content
-
-
-class OpenAIChecker:
-    """Checker over an OpenAI-compatible endpoint (template ``check/v1``; ``check-evidence/v1`` with a corpus).
-
-    With a search-backed model (Perplexity sonar) the reply's citations become the
-    verdict's evidence (URL, title, snippet: :func:`citation_evidence`). With a corpus,
-    each claim is judged against its top ``top_k`` passages: BM25 over the analyzed
-    claim and question (:func:`dahl.adapters.corpus.analyze`), restricted to
-    ``answer.meta["evidence_ids"]`` when that is a list of document ids, as the
-    evidence Checker does. A claim no passage matches is labelled unsupported
-    (``no_evidence``) without a call. Also implements the optional cache hooks of
-    :mod:`dahl.cache.wrap` (``cache_request``, ``parse_raw``, ``parser_version``);
-    with a corpus the key material is the whole body (which holds the passages)
-    plus the passages' digests, and there is no constant frame (no key recipe).
-
-    Args:
-        cfg: the check endpoint settings.
-        session: shared session from :func:`dahl.adapters.http.make_session`.
-        lane: the endpoint's lane.
-        corpus: the indexed corpus to retrieve passages from, or None (judge by knowledge).
-        top_k: passages per claim (>= 1), used with a corpus.
-
-    Attributes:
-        fingerprint: see :func:`endpoint_fingerprint`; with a corpus, also the corpus
-            fingerprint and ``top_k`` (so a changed corpus re-checks every claim and a
-            finished run is not resumed across it).
-        parser_version: version of :func:`dahl.adapters.parse.parse_verdict` (bump when it
-            changes a result: cached replies are then re-parsed, not re-asked).
-
-    Raises:
-        ConfigError: (on construction) the API key variable is unset; top_k < 1.
-    """
-
-    # 2: qualified verdicts ("True, but only ...") and "Supported? No." are unsupported
-    # 3: reasons for unsupported (contradicted / no_evidence); contradicted, not_supported
-    parser_version = "3"
-    #: ``cache_request`` holds the question and claim as sent (see :mod:`dahl.cache.keys`).
-    cache_request_covers_input = True
-
-    def __init__(
-        self,
-        cfg: EndpointConfig,
-        session: aiohttp.ClientSession,
-        lane: CallLane,
-        *,
-        corpus: Corpus | None = None,
-        top_k: int = 5,
-    ) -> None:
-        if top_k < 1:
-            raise ConfigError(f"top_k must be >= 1, got {top_k}")
-        self._endpoint = _Endpoint(cfg, session, lane, "check")
-        self._corpus = corpus
-        self._top_k = top_k
-        self.fingerprint = self._endpoint.fingerprint
-        if corpus is not None:
-            from dahl.adapters.corpus import ANALYZER_VERSION
-
-            self.fingerprint = (
-                endpoint_fingerprint(cfg, "check", with_evidence=True)
-                + f"|evidence={corpus.fingerprint}|analyzer={ANALYZER_VERSION}|top_k={top_k}"
-            )
-        self._key_templates: dict[Format, CheckKeyTemplate] = {}
-        self._last_question: tuple[str, str] = ("", "")  # (raw, normalized): claims share it
-        self._last_frame: dict[str, Any] = {}  # the frame last handed out (never mutated)
-        # (question, claim, doc ids) -> hits; written on the event loop thread only.
-        self._retrievals: dict[tuple[str, str, tuple[str, ...] | None], tuple[Hit, ...]] = {}
-
-    def cache_request(self, claim: Claim, answer: Answer) -> dict[str, Any]:
-        """What determines the verdict on ``claim``: base URL, model, template and request body.
-
-        Returns:
-            ``{"base_url", "model", "template", "frame", "content"}``: ``content`` is the
-            templated user message as :meth:`check` would send it now (question and
-            claim normalized), ``frame`` the digest of the rest of the body (system
-            prompt, model, parameters; see :class:`CheckKeyTemplate`). When the
-            template cannot be split, ``{"base_url", "model", "template", "body"}``
-            with the whole body, its system prompt replaced by the prompt's digest
-            (:func:`digest_system`). With a corpus, ``{"base_url", "model", "template",
-            "body", "passages"}``: the whole body as sent (it holds the retrieved
-            passages' ids, titles and texts) and the passages' digests
-            (:attr:`dahl.adapters.corpus.Passage.digest`), best first; the retrieval
-            is the one :meth:`prepare_keys` did in a worker thread (run here, on the
-            caller's thread, when it was not) and is remembered for :meth:`check`.
-            Never the API key.
-        """
-        cfg = self._endpoint.cfg
-        if self._corpus is not None:
-            question, text = self._question(answer), normalize_text(claim.text)
-            hits = self._hits(question, text, answer)
-            body = check_request_body(
-                cfg, question, text, evidence=_prompt_passages(hits), fmt=self._endpoint.reply_format
-            )
-            return {
-                "base_url": cfg.base_url,
-                "model": cfg.model,
-                "template": prompts.CHECK_EVIDENCE_TEMPLATE_VERSION,
-                "body": digest_system(body, self._endpoint.system_digests),
-                "passages": [h.passage.digest for h in hits],
-            }
-        frame = self.cache_request_frame()
-        if frame is not None:
-            return {**frame, "content": self.cache_request_content(claim, answer)}
-        return {
-            "base_url": cfg.base_url,
-            "model": cfg.model,
-            "template": prompts.CHECK_TEMPLATE_VERSION,
-            "body": self._key_template().exact(self._question(answer), normalize_text(claim.text)),
-        }
-
-    def cache_request_frame(self) -> dict[str, Any] | None:
-        """The part of :meth:`cache_request` that is the same for every claim now.
-
-        ``cache_request(claim, answer) == {**frame, "content": cache_request_content(claim,
-        answer)}`` whenever this is not None (None: the fast template is unusable, or a
-        corpus is used, and the material holds the whole body).
-        :func:`dahl.cache.keys.check_keys` uses the split to hash the constant part once
-        per answer.
-        """
-        if self._corpus is not None:
-            return None
-        template = self._key_template()
-        if not template.usable:
-            return None
-        cfg = self._endpoint.cfg
-        frame = {
-            "base_url": cfg.base_url,
-            "model": cfg.model,
-            "template": prompts.CHECK_TEMPLATE_VERSION,
-            "frame": template.frame,
-        }
-        # Hand out one object while it is unchanged: check_keys then skips re-encoding it.
-        if frame != self._last_frame:
-            self._last_frame = frame
-        return self._last_frame
-
-    def cache_request_content(self, claim: Claim, answer: Answer) -> str:
-        """The templated user message of ``claim`` (``cache_request(...)["content"]``)."""
-        return self._key_template().content(self._question(answer), normalize_text(claim.text))
-
-    def cache_request_parts(self) -> tuple[str, str, str] | None:
-        """The text around question and claim in :meth:`cache_request_content`, or None.
-
-        Whenever :meth:`cache_request_frame` is not None, ``cache_request_content(claim,
-        answer) == dahl.adapters.keybody.fill_content(parts, normalize_text(answer.question),
-        normalize_text(claim.text))``; :func:`dahl.cache.keys.check_key_recipe` builds
-        keys from it in another process. None with a corpus.
-        """
-        if self._corpus is not None:
-            return None
-        template = self._key_template()
-        return template.parts if template.usable else None
-
-    def cache_request_contents(self, claims: Sequence[Claim], answer: Answer) -> list[str]:
-        """:meth:`cache_request_content` of every claim of ``answer``, in order."""
-        content = self._key_template().content
-        question = self._question(answer)
-        return [content(question, normalize_text(claim.text)) for claim in claims]
-
-    def _key_template(self) -> CheckKeyTemplate:
-        endpoint = self._endpoint
-        fmt = endpoint.reply_format
-        template = self._key_templates.get(fmt)
-        if template is None:
-            template = CheckKeyTemplate(endpoint.cfg, fmt, endpoint.system_digests)
-            self._key_templates[fmt] = template
-        return template
-
-    def _question(self, answer: Answer) -> str:
-        """``answer.question`` normalized (remembered: the claims of an answer share it)."""
-        raw_question, question = self._last_question
-        if answer.question != raw_question:
-            question = normalize_text(answer.question)
-            self._last_question = (answer.question, question)
-        return question
-
-    def _retrieval_key(
-        self, question: str, text: str, answer: Answer
-    ) -> tuple[str, str, tuple[str, ...] | None]:
-        ids = answer.meta.get("evidence_ids") if answer.meta else None
-        return question, text, tuple(str(i) for i in ids) if isinstance(ids, list) else None
-
-    def _search(self, key: tuple[str, str, tuple[str, ...] | None]) -> tuple[Hit, ...]:
-        """The top-k passages for a retrieval key (blocking; pure)."""
-        from dahl.adapters.corpus import analyze
-
-        assert self._corpus is not None
-        question, text, doc_ids = key
-        return tuple(self._corpus.search(analyze(text) + analyze(question), k=self._top_k, doc_ids=doc_ids))
-
-    def _remember(self, key: tuple[str, str, tuple[str, ...] | None], hits: tuple[Hit, ...]) -> None:
-        if len(self._retrievals) >= _MAX_RETRIEVALS:
-            self._retrievals.pop(next(iter(self._retrievals)))
-        self._retrievals[key] = hits
-
-    def _hits(self, question: str, text: str, answer: Answer) -> tuple[Hit, ...]:
-        """The claim's passages, searched here when not remembered."""
-        key = self._retrieval_key(question, text, answer)
-        hits = self._retrievals.get(key)
-        if hits is None:
-            hits = self._search(key)
-            self._remember(key, hits)
-        return hits
-
-    async def prepare_keys(self, claims: Sequence[Claim], answer: Answer) -> None:
-        """Retrieve the passages of ``claims`` in one worker-thread hop, for :meth:`cache_request`.
-
-        The cache wrapper (:mod:`dahl.cache.wrap`) awaits this before computing keys, so
-        the BM25 searches run off the event loop; without a corpus it does nothing.
-        """
-        if self._corpus is None:
-            return
-        question = self._question(answer)
-        wanted = [
-            key
-            for key in dict.fromkeys(self._retrieval_key(question, normalize_text(c.text), answer) for c in claims)
-            if key not in self._retrievals
-        ]
-        if wanted:
-            found = await anyio.to_thread.run_sync(lambda: [self._search(key) for key in wanted])
-            for key, hits in zip(wanted, found, strict=True):
-                self._remember(key, hits)
-
-    async def _hits_async(self, question: str, text: str, answer: Answer) -> tuple[Hit, ...]:
-        """As :meth:`_hits`, searching in a worker thread (BM25 over the corpus is CPU work)."""
-        key = self._retrieval_key(question, text, answer)
-        hits = self._retrievals.get(key)
-        if hits is None:
-            hits = await anyio.to_thread.run_sync(self._search, key)
-            self._remember(key, hits)
-        return hits
-
-    def parse_raw(self, raw: str) -> Verdict:
-        """Parse a stored check reply into a verdict, as :meth:`check` does.
-
-        The verdict has no evidence or usage: those came with the original HTTP reply.
-
-        Raises:
-            OutputParseError: ``raw`` cannot be parsed.
-        """
-        label, reason = parse_verdict(raw, with_evidence=self._corpus is not None)
-        return Verdict(label=label, checker=self.fingerprint, raw=raw, reason=reason)
-
-    async def check(self, claim: Claim, answer: Answer) -> Verdict:
-        """Label ``claim`` given ``answer.question`` (and, with a corpus, its passages).
-
-        Returns:
-            A Verdict with the parsed label and reason, the raw reply, the passages
-            (with a corpus) or the citations as evidence, and usage (summed over the
-            re-ask, if any); label ``error`` (``error="OutputParseError: ..."``) when
-            the reply and the one re-ask could not be parsed.
-
-        Raises:
-            AdapterError: the HTTP call failed after the lane's retries.
-        """
-        endpoint = self._endpoint
-        text = normalize_text(claim.text)
-        # Normalized like the claim, so whitespace variants share one cache key and request
-        # (remembered: the claims of an answer share it).
-        question = self._question(answer)
-        with_evidence = self._corpus is not None
-        passages: list[prompts.PromptPassage] | None = None
-        evidence: tuple[Evidence, ...] = ()
-        if with_evidence:
-            hits = await self._hits_async(question, text, answer)
-            if not hits:
-                return Verdict(
-                    label=Label.UNSUPPORTED,
-                    checker=self.fingerprint,
-                    raw=NO_PASSAGE,
-                    reason=UnsupportedReason.NO_EVIDENCE,
-                )
-            passages = _prompt_passages(hits)
-            evidence = _passage_evidence(hits)
-
-        def build(fmt: Format) -> dict[str, Any]:
-            return check_request_body(endpoint.cfg, question, text, evidence=passages, fmt=fmt)
-
-        reply, body = await endpoint.ask(build)
-        usage = reply.usage
-        try:
-            label, reason = parse_verdict(reply.content, with_evidence=with_evidence)
-        except OutputParseError as first:
-            reply = await endpoint.reask(body, reply.content, first)
-            usage = _total_usage(usage, reply.usage)
-            try:
-                label, reason = parse_verdict(reply.content, with_evidence=with_evidence)
-            except OutputParseError as second:
-                return Verdict(
-                    label=Label.ERROR,
-                    checker=self.fingerprint,
-                    raw=reply.content,
-                    error=f"OutputParseError: {second}",
-                    usage=usage,
-                    evidence=evidence,
-                )
-        return Verdict(
-            label=label,
-            checker=self.fingerprint,
-            raw=reply.content,
-            evidence=evidence + citation_evidence(reply),
-            usage=usage,
-            reason=reason,
-        )
-
-
-def _prompt_passages(hits: Sequence[Hit]) -> list[prompts.PromptPassage]:
-    """Hits as the prompt shows them: (passage id, title, text), best first."""
-    return [(h.passage.id, h.passage.title, h.passage.text) for h in hits]
