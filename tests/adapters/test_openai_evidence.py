@@ -18,7 +18,7 @@ from dahl.cache.keys import check_key
 from dahl.config import EndpointConfig
 from dahl.engine.counters import RunCounters
 from dahl.errors import ConfigError
-from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason
+from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict
 
 KEY = "sk-test-SECRETKEY123456"
 ENV = "DAHL_TEST_OPENAI_KEY"
@@ -188,3 +188,14 @@ class TestSettings:
         """top_k below 1 is refused with the flag's name."""
         with pytest.raises(ConfigError, match="--top-k must be >= 1, got 0"):
             AdapterSettings(checker="openai", check_endpoint=cfg, top_k=0)
+
+
+class TestStoredVerdicts:
+    def test_verdict_stored_before_the_new_fields_still_decodes(self) -> None:
+        """A cached verdict whose evidence has no title or passage id (msgpack, as the cache stores it) decodes."""
+        old = msgspec.msgpack.encode(
+            {"label": "supported", "checker": "c", "evidence": [{"text": "t", "source": "https://x", "score": 1.5}]}
+        )
+        verdict = msgspec.msgpack.decode(old, type=Verdict)
+        assert verdict.evidence == (Evidence(text="t", source="https://x", score=1.5),)
+        assert (verdict.evidence[0].title, verdict.evidence[0].passage_id, verdict.reason) == (None, None, None)
