@@ -3,7 +3,10 @@
 Reads two formats itself (independently of ``dahl.formats``), detected per file from
 the keys of its first non-blank line:
 
-* dahl JSONL: ``question``, ``response``, ``claims: [{text, label?}]``.
+* dahl JSONL: ``question``, ``response``, ``claims: [{text, label?, reason?}]``; an
+  unsupported claim with ``"reason": "contradicted"`` (or ``"label": "contradicted"``)
+  is answered as contradicted by a check prompt with evidence passages, any other
+  unsupported claim as not supported by the evidence (see :meth:`Oracle.verdict`).
 * FActScore labeled JSONL (Min et al. 2023, ``data/labeled``): ``input``, ``output``,
   ``topic``, ``annotations``. Claims are each sentence's ``human-atomic-facts``
   (S -> supported, NS -> unsupported, IR -> irrelevant); a sentence with
@@ -37,6 +40,7 @@ _LABEL_NAMES: dict[str, str] = {
     "irrelevant": "irrelevant",
     "ir": "irrelevant",
     "unknown": "unknown",
+    "contradicted": "contradicted",  # unsupported, and the evidence says otherwise
 }
 
 # One observation: (question or None, claim text, label or None when unlabelled).
@@ -118,7 +122,15 @@ class Oracle:
         return oracle
 
     def label(self, question: str | None, claim: str) -> str | None:
-        """Label for ``claim`` asked under ``question`` (falls back to the claim alone), or None."""
+        """Label for ``claim`` asked under ``question`` (falls back to the claim alone), or None.
+
+        One of supported / unsupported / irrelevant / unknown (a contradicted claim is unsupported).
+        """
+        found = self.verdict(question, claim)
+        return "unsupported" if found == "contradicted" else found
+
+    def verdict(self, question: str | None, claim: str) -> str | None:
+        """As :meth:`label`, but a claim recorded as contradicted gives ``"contradicted"``."""
         text = normalize_text(claim)
         if question is not None:
             found = self._by_pair.get((normalize_text(question), text))
@@ -171,7 +183,10 @@ def _dahl_row(row: dict[str, Any], where: str) -> tuple[str, list[_Fact]]:
         if isinstance(claim, str):
             facts.append((question, claim, None))
         elif isinstance(claim, dict) and isinstance(claim.get("text"), str):
-            facts.append((question, claim["text"], _label_of(claim.get("label"), where)))
+            label = _label_of(claim.get("label"), where)
+            if label == "unsupported" and claim.get("reason") == "contradicted":
+                label = "contradicted"
+            facts.append((question, claim["text"], label))
         else:
             raise ConfigError(f"{where}: each claim must be a string or {{text, label}}")
     return str(row.get("response", "")), facts

@@ -2,7 +2,9 @@
 
 The dahl prompts delimit data with tags: a check user message holds
 ``<question>\\n...\\n</question>`` and ``<claim>\\n...\\n</claim>``; a split user message
-holds ``<question>`` and ``<answer>\\n...\\n</answer>``.
+holds ``<question>`` and ``<answer>\\n...\\n</answer>``. A check against evidence
+passages (template ``check-evidence/v1``) adds one ``<evidence>`` block per passage,
+headed ``[n] source: <passage id> | title: ...``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ __all__ = [
 OFFFORMAT_TEXT = "As an assistant I think this might be an interesting claim."
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_PASSAGE_HEAD = re.compile(r"<evidence>\n\[\d+\] source: ([^\n|]*?)(?: \| title: [^\n]*)?\n")
+#: Text-mode words of the evidence labels.
+_EVIDENCE_WORDS = {"not_supported": "Not supported by the evidence"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class Prompt:
         prompt_tokens: ``ceil(chars / 4)`` over every message's text content.
         max_tokens: ``max_tokens`` or ``max_completion_tokens`` of the body, 16 when absent.
         model: the requested model name (``"mock"`` when absent).
+        passages: source ids of the check's ``<evidence>`` blocks, in order (empty
+            without evidence).
     """
 
     kind: str
@@ -58,6 +65,7 @@ class Prompt:
     prompt_tokens: int
     max_tokens: int
     model: str
+    passages: tuple[str, ...] = ()
 
 
 def estimate_tokens(text_chars: int) -> int:
@@ -123,6 +131,7 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
     messages = messages if isinstance(messages, list) else []
     texts = [(str(m.get("role", "")), _text_of(m.get("content"))) for m in messages if isinstance(m, Mapping)]
     kind, question, data = "other", None, ""
+    passages: tuple[str, ...] = ()
     for role, text in reversed(texts):
         if role != "user":
             continue
@@ -139,6 +148,8 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
         else:
             continue
         question = last_block("question", text)
+        if kind == "check" and "<evidence>" in text:
+            passages = tuple(_PASSAGE_HEAD.findall(text))
         break
     response_format = body.get("response_format")
     json_mode = isinstance(response_format, Mapping) and response_format.get("type") in (
@@ -155,6 +166,7 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
         prompt_tokens=estimate_tokens(sum(len(text) for _, text in texts)),
         max_tokens=max_tokens,
         model=str(body.get("model") or "mock"),
+        passages=passages,
     )
 
 
@@ -181,14 +193,29 @@ def _label_content(label: str, reason: str, json_mode: bool) -> str:
     """A check reply's content; few distinct (label, reason) pairs, so each is built once."""
     if json_mode:
         return json.dumps({"label": label, "reason": reason}, ensure_ascii=False)
-    return f"{label.capitalize()}\n{reason}"
+    return f"{_EVIDENCE_WORDS.get(label, label.capitalize())}\n{reason}"
+
+
+def _evidence_reply(prompt: Prompt, oracle: Oracle | None) -> str:
+    """A check against passages: supported / contradicted / not_supported / irrelevant.
+
+    Rule: the oracle's label, with an unsupported claim answered ``contradicted`` when
+    its oracle line says so (``"reason": "contradicted"``) and ``not_supported``
+    otherwise; unknown and absent claims are ``not_supported``. Without an oracle,
+    :func:`default_label` with unsupported and unknown as ``not_supported``. The reason
+    line names the passage ids the prompt carried, so a test can see they arrived.
+    """
+    found = oracle.verdict(prompt.question, prompt.data) if oracle is not None else default_label(prompt.data)
+    label = found if found in ("supported", "contradicted", "irrelevant") else "not_supported"
+    reason = f"Oracle label; passages: {', '.join(prompt.passages)}."
+    return _label_content(label, reason, prompt.json_mode)
 
 
 def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
     """The assistant message content for a well-behaved reply.
 
     Check: the oracle's label (``unknown`` for a claim it lacks) or :func:`default_label`
-    without an oracle. Split: the oracle's claims for a known answer, else one claim per
+    without an oracle; with evidence passages, see :func:`_evidence_reply`. Split: the oracle's claims for a known answer, else one claim per
     sentence. JSON mode gives ``{"label", "reason"}`` / ``{"claims": [...]}``; text mode
     gives a capitalized label and a reason line / ``"- "``-prefixed lines.
 
@@ -201,6 +228,8 @@ def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
     """
     if prompt.kind in mock_refs.KINDS:
         return mock_refs.reply_content(prompt.kind, prompt.question, prompt.data)
+    if prompt.kind == "check" and prompt.passages:
+        return _evidence_reply(prompt, oracle)
     if prompt.kind == "check":
         if oracle is None:
             label, reason = default_label(prompt.data), "Mock label derived from the claim text."

@@ -134,7 +134,10 @@ def main(verbose: int) -> None:
               help="evidence: offline BM25 over --evidence; replay: labels from the input; "
                    "fake: deterministic; openai: an LLM endpoint.")
 @click.option("--evidence", type=click.Path(path_type=Path), default=None,
-              help="JSONL corpus {id, title?, text} for the evidence Checker.")
+              help="Corpus: JSONL {id, title?, text, url?} or a folder of .txt/.md files; the evidence "
+                   "Checker's passages, or with --checker openai the passages each claim is judged against.")
+@click.option("--top-k", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Passages per claim for --checker openai --evidence.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML file with [split]/[check] (and [default]) endpoint settings.")
 @click.option("--base-url", default=None, help="OpenAI-compatible API root for the openai adapters.")
@@ -168,6 +171,7 @@ def score(
     splitter: str,
     checker: str,
     evidence: Path | None,
+    top_k: int,
     gamma: float,
     k: int,
     seed: int,
@@ -213,6 +217,7 @@ def score(
                 evidence=evidence,
                 split_endpoint=endpoints.get("split"),
                 check_endpoint=endpoints.get("check"),
+                top_k=top_k,
             ),
             gamma=gamma,
             k=k,

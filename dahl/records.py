@@ -175,11 +175,16 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
         text: the snippet (may be empty for a bare URL).
         source: document id or URL.
         score: retrieval or support score, unit defined by the Checker.
+        title: the document's or web page's title, when known.
+        passage_id: id of the corpus passage (``"<doc_id>#<start>-<end>"``, see
+            :attr:`dahl.adapters.corpus.Passage.id`), when the snippet is one.
     """
 
     text: str = ""
     source: str | None = None
     score: float | None = None
+    title: str | None = None
+    passage_id: str | None = None
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
@@ -379,9 +384,10 @@ class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ClaimLabel(msgspec.Struct, frozen=True):
-    """A claim of :class:`ResultDigest`: its label only."""
+    """A claim of :class:`ResultDigest`: its label, and why it is unsupported when told."""
 
     label: Label
+    reason: UnsupportedReason | None = None
 
 
 class FactMark(msgspec.Struct, frozen=True):

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -188,7 +188,11 @@ async def _score_locked(
         child = await anyio.to_thread.run_sync(_spawn_input_process, config)
         if child is not None:
             stack.push_async_callback(_close_input_process, child)
-        inner_splitter, inner_checker, options, lanes = await open_adapters(config.adapters, stack)
+        adapters = config.adapters
+        if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
+            cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
+            adapters = replace(adapters, index_dir=cache_root / "corpus-index")
+        inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack)
         if len(lanes):
             counters.lane_statistics = lanes.statistics
         cache: CacheStore | None = None

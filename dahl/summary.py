@@ -30,7 +30,7 @@ from dahl.metrics import (
     precision,
 )
 from dahl.recall_summary import RecallColumns, RecallSettings
-from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status
+from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, UnsupportedReason
 
 __all__ = ["SummaryBuilder", "group_seed"]
 
@@ -42,6 +42,9 @@ _INITIAL_CAPACITY = 1024
 # Rows staged in a Python list before one vectorized copy into the columns.
 _STAGE_ROWS = 4096
 _COLUMN = {str(label): j for j, label in enumerate(LABELS)}
+# Unsupported claims counted by reason (row columns 8 and 9); the rest are "unstated".
+_REASON_COLUMN = {UnsupportedReason.CONTRADICTED: 8, UnsupportedReason.NO_EVIDENCE: 9}
+_UNSUPPORTED = LABELS.index(Label.UNSUPPORTED)
 
 
 def group_seed(seed: int, model: str, category: str | None) -> list[int]:
@@ -97,6 +100,8 @@ class SummaryBuilder:
         self._flag = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
         self._model = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
         self._category = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
+        self._reasons = np.zeros((_INITIAL_CAPACITY, 2), dtype=np.int32)
+        self._any_reason = False
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._pending: list[list[int]] = []
@@ -137,7 +142,7 @@ class SummaryBuilder:
         Raises:
             InputError: ``result.counts`` has an unknown label or a negative count.
         """
-        row = [0, 0, 0, 0, 0, _RESPONDED, 0, 0]
+        row = [0, 0, 0, 0, 0, _RESPONDED, 0, 0, 0, 0]
         for key, value in result.counts.items():
             col = _COLUMN.get(key)
             if col is None:
@@ -157,6 +162,12 @@ class SummaryBuilder:
             values, code = RecallColumns.row(result)
             self._pending_recall.append(values)
             self._pending_code.append(code)
+        if row[_UNSUPPORTED]:
+            reasons = [r for c in result.claims if (r := c.reason) is not None]
+            if reasons:
+                for reason in reasons:
+                    row[_REASON_COLUMN[reason]] += 1
+                self._any_reason = True
         self._pending.append(row)
         if len(self._pending) >= _STAGE_ROWS:
             self._flush()
@@ -187,6 +198,7 @@ class SummaryBuilder:
             self._category = np.resize(self._category, cap)
             if self._recall is not None:
                 self._recall.resize(cap)
+            self._reasons = np.resize(self._reasons, (cap, 2))
         self._counts[start:stop] = block[:, : len(LABELS)]
         self._flag[start:stop] = block[:, 5]
         self._model[start:stop] = block[:, 6]
@@ -195,6 +207,7 @@ class SummaryBuilder:
             self._recall.put(start, self._pending_recall, self._pending_code)
             self._pending_recall = []
             self._pending_code = []
+        self._reasons[start:stop] = block[:, 8:10]
         self._n = stop
 
     def build(self) -> dict[str, Any]:
@@ -208,8 +221,11 @@ class SummaryBuilder:
             :data:`dahl.metrics.REASONS`, summing to n_excluded), ``n_factscore``
             (answers in FActScore), ``dahl_score``, ``dahl_score_ci`` ([lo, hi]),
             ``factscore`` (with γ), ``factscore_init`` (γ = 0), ``f1_at_k``,
-            ``labels`` (claims per label) and ``categories`` (category -> the same
-            block without ``categories``). Scores are in [0, 1]; a score with no
+            ``labels`` (claims per label), ``unsupported_by_reason`` (only when some
+            verdict of the run gave a reason: unsupported claims counted as
+            ``contradicted``, ``no_evidence`` and ``unstated`` (no reason given),
+            summing to ``labels["unsupported"]``) and ``categories`` (category -> the
+            same block without ``categories``). Scores are in [0, 1]; a score with no
             qualifying answer is None, never NaN. When recall is tracked, each block
             also has ``recall`` (:meth:`dahl.recall_summary.RecallColumns.block`) and the
             summary ``recall_settings`` (None when no settings were given); otherwise
@@ -233,6 +249,7 @@ class SummaryBuilder:
             f1=np.where(in_dahl, f1_values(counts, self.k), 0.0),
             fs=np.where(in_fs, factscore_values(counts, self.gamma), 0.0),
             fs_init=np.where(in_fs, factscore_values(counts, 0.0), 0.0),
+            reasons=self._reasons[:n].astype(np.int64) if self._any_reason else None,
         )
         model_names = _names(self._models)
         category_names = _names(self._categories)
@@ -292,6 +309,14 @@ class SummaryBuilder:
             "f1_at_k": _mean(col.f1[rows][in_dahl]),
             "labels": {str(label): int(label_totals[j]) for j, label in enumerate(LABELS)},
         }
+        if col.reasons is not None:
+            contradicted, no_evidence = (int(v) for v in col.reasons[rows].sum(axis=0))
+            unsupported = int(label_totals[LABELS.index(Label.UNSUPPORTED)])
+            block["unsupported_by_reason"] = {
+                "contradicted": contradicted,
+                "no_evidence": no_evidence,
+                "unstated": unsupported - contradicted - no_evidence,
+            }
         if self._recall is not None:
             flag = self._flag[rows]
             block["recall"] = self._recall.block(
@@ -304,7 +329,7 @@ class SummaryBuilder:
 class _Columns:
     """Per-answer arrays shared by every group's computation (NaN already replaced by 0)."""
 
-    __slots__ = ("codes", "counts", "f1", "fs", "fs_init", "in_dahl", "in_fs", "precision")
+    __slots__ = ("codes", "counts", "f1", "fs", "fs_init", "in_dahl", "in_fs", "precision", "reasons")
 
     def __init__(
         self,
@@ -317,6 +342,7 @@ class _Columns:
         f1: npt.NDArray[np.float64],
         fs: npt.NDArray[np.float64],
         fs_init: npt.NDArray[np.float64],
+        reasons: npt.NDArray[np.int64] | None = None,
     ) -> None:
         self.counts = counts
         self.codes = codes
@@ -326,6 +352,7 @@ class _Columns:
         self.f1 = f1
         self.fs = fs
         self.fs_init = fs_init
+        self.reasons = reasons  # (n, 2): contradicted, no_evidence; None when no verdict gave a reason
 
 
 def _mean(values: npt.NDArray[np.float64]) -> float | None:

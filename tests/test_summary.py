@@ -23,12 +23,15 @@ from dahl.records import (
     LABELS,
     AnswerRecall,
     AnswerResult,
+    ClaimResult,
     Coverage,
     FactMark,
     FactResult,
+    Label,
     RecallDigest,
     ResultDigest,
     Status,
+    UnsupportedReason,
 )
 from dahl.summary import SummaryBuilder, group_seed
 
@@ -461,3 +464,40 @@ class TestSummaryRecall:
                 assert rec[key] is None or 0.0 <= rec[key] <= 1.0 + 1e-12
         random.Random(seed).shuffle(results)
         assert built(results, recall_settings=SETTINGS) == out
+
+
+def _reasoned(reasons: list[str | None], *, supported: int = 0, category: str = "all") -> AnswerResult:
+    """An answer with ``supported`` supported claims and one unsupported claim per entry of ``reasons``."""
+    claims = tuple(
+        ClaimResult(text=f"s{i}", index=i, label=Label.SUPPORTED) for i in range(supported)
+    ) + tuple(
+        ClaimResult(text=f"u{i}", index=supported + i, label=Label.UNSUPPORTED,
+                    reason=UnsupportedReason(r) if r else None)
+        for i, r in enumerate(reasons)
+    )
+    counts = [supported, len(reasons), 0, 0, 0]
+    return AnswerResult(
+        id=f"r{len(claims)}{category}", model="m", category=category, status=Status.SCORED, claims=claims,
+        counts={str(label): n for label, n in zip(LABELS, counts)}, metrics=answer_metrics(counts),
+        input_hash="h",
+    )
+
+
+class TestUnsupportedByReason:
+    def test_counts_per_model_and_category(self) -> None:
+        """Unsupported claims split into contradicted / no_evidence / unstated, per model and per category."""
+        builder = SummaryBuilder(n_boot=10)
+        builder.add(_reasoned(["contradicted", "no_evidence", None], supported=2, category="x"))
+        builder.add(_reasoned(["no_evidence", "no_evidence"], category="y"))
+        builder.add(result([1, 0, 0, 0, 0], category="y"))
+        block = builder.build()["models"]["m"]
+        assert block["unsupported_by_reason"] == {"contradicted": 1, "no_evidence": 3, "unstated": 1}
+        assert block["categories"]["x"]["unsupported_by_reason"] == {"contradicted": 1, "no_evidence": 1, "unstated": 1}
+        assert block["categories"]["y"]["unsupported_by_reason"] == {"contradicted": 0, "no_evidence": 2, "unstated": 0}
+
+    def test_absent_when_no_verdict_has_a_reason(self) -> None:
+        """A run whose verdicts give no reason has no unsupported_by_reason block."""
+        builder = SummaryBuilder(n_boot=10)
+        builder.add(_reasoned([None, None], supported=1))
+        block = builder.build()["models"]["m"]
+        assert set(block) == BLOCK_KEYS | {"categories"}

@@ -7,6 +7,7 @@ and the dry run (:mod:`dahl.dryrun`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import orjson
@@ -36,7 +37,7 @@ def max_tokens(cfg: EndpointConfig, kind: Kind) -> int:
 
 
 def _body(
-    cfg: EndpointConfig, kind: Kind, messages: list[dict[str, str]], fmt: Format
+    cfg: EndpointConfig, kind: Kind, messages: list[dict[str, str]], fmt: Format, *, with_evidence: bool = False
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": cfg.model,
@@ -46,7 +47,7 @@ def _body(
     }
     if cfg.seed is not None:
         body["seed"] = cfg.seed
-    response_format = prompts.response_format(kind, fmt)
+    response_format = prompts.response_format(kind, fmt, with_evidence=with_evidence)
     if response_format is not None:
         body["response_format"] = response_format
     body.update(cfg.extra_body)
@@ -79,7 +80,7 @@ def check_request_body(
     question: str,
     claim: str,
     *,
-    evidence: list[str] | None = None,
+    evidence: Sequence[prompts.PromptPassage] | None = None,
     fmt: Format | None = None,
 ) -> dict[str, Any]:
     """The exact JSON body of a check request (pure; the cache hashes it).
@@ -88,7 +89,8 @@ def check_request_body(
         cfg: the check endpoint.
         question: the answer's question.
         claim: the claim text.
-        evidence: passages to judge against, if any.
+        evidence: passages to judge against as (passage id, title, text), if any
+            (template ``check-evidence/v1`` and its label schema).
         fmt: reply format override; default ``cfg.effective_format()``.
 
     Returns:
@@ -96,7 +98,7 @@ def check_request_body(
     """
     fmt = fmt or cfg.effective_format()
     messages = prompts.check_messages(question, claim, evidence, json_reply=fmt != "text")
-    return _body(cfg, "check", messages, fmt)
+    return _body(cfg, "check", messages, fmt, with_evidence=bool(evidence))
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:
@@ -109,14 +111,18 @@ def estimate_tokens(body: dict[str, Any]) -> int:
     return -(-chars // 4) + int(body.get("max_tokens") or 0)
 
 
-def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind) -> str:
+def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> str:
     """Stable string of every setting that changes a ``kind`` reply of ``cfg``.
 
-    Includes the normalized base URL, model, template version, temperature, seed,
-    max_tokens, reply format and extra_body (canonical JSON, sorted keys); never the
-    API key, timeouts or concurrency limits.
+    Includes the normalized base URL, model, template version (``check-evidence/v1``
+    for a check against evidence passages), temperature, seed, max_tokens, reply
+    format and extra_body (canonical JSON, sorted keys); never the API key, timeouts
+    or concurrency limits.
     """
-    version = prompts.SPLIT_TEMPLATE_VERSION if kind == "split" else prompts.CHECK_TEMPLATE_VERSION
+    if kind == "split":
+        version = prompts.SPLIT_TEMPLATE_VERSION
+    else:
+        version = prompts.CHECK_EVIDENCE_TEMPLATE_VERSION if with_evidence else prompts.CHECK_TEMPLATE_VERSION
     extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
     return (
         f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={version}"

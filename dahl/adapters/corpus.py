@@ -1,14 +1,17 @@
 """A local document corpus cut into short passages and indexed with BM25.
 
-The offline ``evidence`` Checker (:mod:`dahl.adapters.evidence`) retrieves
-passages from a :class:`Corpus`. The corpus file is JSON Lines, one document
-per line::
+The offline ``evidence`` Checker (:mod:`dahl.adapters.evidence`) and the
+OpenAI-compatible Checker with ``--evidence`` retrieve passages from a
+:class:`Corpus`; ``dahl refs build`` finds each question's documents with
+:meth:`Corpus.search`. A corpus is a JSON Lines file, one document per line::
 
-    {"id": "21645374", "title": "optional", "text": "Programmed cell death ..."}
+    {"id": "21645374", "title": "optional", "text": "Programmed cell death ...", "url": "optional"}
 
-Each document is cut into passages of ``window`` consecutive sentences taken
-every ``stride`` sentences (overlapping windows, so a fact spanning two
-sentences sits whole in some passage), and every passage is indexed with
+or a folder of ``.txt``/``.md`` files (:mod:`dahl.adapters.documents` reads both
+and keeps the index between runs). Each document is cut into passages of
+``window`` consecutive sentences taken every ``stride`` sentences (overlapping
+windows, so a fact spanning two sentences sits whole in some passage), each
+with its character span in the document, and every passage is indexed with
 BM25 (Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25
 and Beyond"; Lucene variant, k1 = 1.5, b = 0.75) through the ``bm25s`` library.
 
@@ -29,6 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import bm25s  # type: ignore[import-untyped]
 import msgspec
@@ -36,11 +40,14 @@ import numpy as np
 import Stemmer  # type: ignore[import-not-found]
 from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped]
 
-from dahl.errors import ConfigError, InputError
-from dahl.formats.jsonpath import nesting_error
+from dahl.errors import ConfigError
 from dahl.records import normalize_text
 
-__all__ = ["Corpus", "Hit", "Passage", "analyze", "load_corpus", "split_sentences"]
+__all__ = ["ANALYZER_VERSION", "Corpus", "Hit", "Passage", "analyze", "check_window", "cut_passages", "load_corpus", "sentence_spans", "split_sentences"]
+
+#: Version of :func:`analyze`, the sentence cut and the passage layout; a saved index of
+#: another version is rebuilt (bump when any of them changes a passage or a term).
+ANALYZER_VERSION = "1"
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +84,30 @@ def analyze(text: str) -> list[str]:
     return terms
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences of ``text`` (the cut of :func:`split_sentences`).
+
+    Args:
+        text: a document.
+
+    Returns:
+        ``(start, end)`` offsets into ``text``, in order, each without surrounding
+        whitespace; pieces with no visible character are left out.
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for cut in (*_SENTENCE_END.finditer(text), None):
+        end = len(text) if cut is None else cut.start()
+        piece = text[start:end]
+        stripped = piece.strip()
+        if stripped and normalize_text(stripped):
+            left = start + piece.index(stripped)
+            spans.append((left, left + len(stripped)))
+        if cut is not None:
+            start = cut.end()
+    return spans
+
+
 def split_sentences(text: str) -> list[str]:
     """Split ``text`` into sentences with a light regex (no abbreviation list).
 
@@ -89,7 +120,7 @@ def split_sentences(text: str) -> list[str]:
     Returns:
         Non-empty, whitespace-normalized sentences in order.
     """
-    return [s for s in (normalize_text(p) for p in _SENTENCE_END.split(text)) if s]
+    return [normalize_text(text[a:b]) for a, b in sentence_spans(text)]
 
 
 class Passage(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,17 +129,36 @@ class Passage(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         doc_id: id of the document it comes from.
         title: the document's title, or "".
-        sentences: the passage's sentences, in document order.
+        sentences: the passage's sentences (whitespace-normalized), in document order.
+        span: ``(start, end)`` character offsets of the passage in its document's
+            text (from the first sentence's start to the last one's end); None for a
+            passage built without offsets.
+        url: the document's URL, when the corpus gives one.
     """
 
     doc_id: str
     title: str
     sentences: tuple[str, ...]
+    span: tuple[int, int] | None = None
+    url: str | None = None
 
     @property
     def text(self) -> str:
         """The passage's sentences joined by one space."""
         return " ".join(self.sentences)
+
+    @property
+    def id(self) -> str:
+        """``"<doc_id>#<start>-<end>"`` (its span), or ``"<doc_id>"`` without one; unique per corpus."""
+        if self.span is None:
+            return self.doc_id
+        return f"{self.doc_id}#{self.span[0]}-{self.span[1]}"
+
+    @property
+    def digest(self) -> str:
+        """blake2b-64 (16 hex digits) of id, title and text: what a prompt shows of it."""
+        data = msgspec.json.encode([self.id, self.title, self.text])
+        return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
 class Hit(msgspec.Struct, frozen=True):
@@ -133,10 +183,17 @@ class Corpus:
         fingerprint: 32-hex-digit blake2b-128 of the corpus content (the file's
             bytes when loaded from a file) plus the passage settings.
         n_documents: number of documents.
+        built: True when the BM25 index was computed by this object, False when a
+            saved one was handed in (:mod:`dahl.adapters.documents` loads it).
     """
 
     def __init__(
-        self, passages: Sequence[Passage], *, content_hash: str, n_documents: int
+        self,
+        passages: Sequence[Passage],
+        *,
+        content_hash: str,
+        n_documents: int,
+        index: tuple[Any, dict[str, int]] | None = None,
     ) -> None:
         """Index ``passages``; prefer :func:`load_corpus` or :meth:`from_documents`.
 
@@ -144,6 +201,9 @@ class Corpus:
             passages: passages to index, in any order.
             content_hash: hash of the content they were cut from (goes into the fingerprint).
             n_documents: number of source documents.
+            index: a saved index of exactly these passages: the ``bm25s.BM25`` object
+                (or None when no passage has a term) and the document frequency of
+                every term (see :attr:`index_state`); None = compute both here.
         """
         self.passages: tuple[Passage, ...] = tuple(passages)
         self.fingerprint = content_hash
@@ -151,9 +211,16 @@ class Corpus:
         self._doc_rows: dict[str, list[int]] = {}
         for row, passage in enumerate(self.passages):
             self._doc_rows.setdefault(passage.doc_id, []).append(row)
+        self.built = index is None
+        if index is not None:
+            bm25, df = index
+            self._bm25 = bm25 if bm25 is not None else bm25s.BM25()
+            self._df: Counter[str] = Counter(df)
+            self._indexed = bm25 is not None
+            return
         self._bm25 = bm25s.BM25()
         tokens = [analyze(f"{p.title} {p.text}") for p in self.passages]
-        self._df: Counter[str] = Counter()
+        self._df = Counter()
         for terms in tokens:
             self._df.update(set(terms))
         # bm25s divides by the mean passage length: index only when some term exists.
@@ -164,6 +231,11 @@ class Corpus:
             "indexed %d passages from %d documents", len(self.passages), n_documents
         )
 
+    @property
+    def index_state(self) -> tuple[Any, dict[str, int]]:
+        """``(bm25s.BM25 or None, {term: document frequency})``: what saving the index keeps."""
+        return (self._bm25 if self._indexed else None), dict(self._df)
+
     @classmethod
     def from_documents(
         cls,
@@ -172,7 +244,7 @@ class Corpus:
         window: int = 3,
         stride: int = 2,
     ) -> Corpus:
-        """Build a corpus from ``(id, title, text)`` triples held in memory.
+        """Build a corpus from ``(id, title, text)`` triples held in memory (indexed here, not saved).
 
         Args:
             documents: (doc id, title, text) triples.
@@ -188,7 +260,7 @@ class Corpus:
         n_docs = 0
         for doc_id, title, text in documents:
             hasher.update(msgspec.json.encode([doc_id, title, text]))
-            passages.extend(_cut(doc_id, title, text, window, stride))
+            passages.extend(cut_passages(doc_id, title, text, window, stride))
             n_docs += 1
         hasher.update(f"w{window}s{stride}".encode())
         return cls(passages, content_hash=hasher.hexdigest(), n_documents=n_docs)
@@ -236,6 +308,14 @@ class Corpus:
 
         Returns:
             Up to ``k`` hits with score > 0; empty when no query term is in the index.
+
+        Finding a question's documents (``dahl refs build``): query with
+        ``analyze(question)``, a ``k`` of a few times the documents wanted, and group
+        the hits by ``hit.passage.doc_id`` (best hit first); ``doc_ids`` limits the
+        search to documents given per question. ``hit.passage.span`` locates the
+        passage in its document's text (a fact's ``FactSource.span``), and
+        ``hit.passage.id`` names it. The search is CPU work: call it from a worker
+        thread.
         """
         if not self._indexed:
             return []
@@ -264,83 +344,66 @@ def _check_window(window: int, stride: int) -> None:
         )
 
 
-def _cut(doc_id: str, title: str, text: str, window: int, stride: int) -> list[Passage]:
-    """Cut one document into overlapping sentence windows."""
-    sentences = split_sentences(text)
-    if not sentences:
+def cut_passages(
+    doc_id: str, title: str, text: str, window: int, stride: int, url: str | None = None
+) -> list[Passage]:
+    """Cut one document into overlapping windows of ``window`` sentences, ``stride`` apart.
+
+    Returns:
+        The passages in document order, each with its span in ``text``; [] for a
+        document with no sentence.
+    """
+    spans = sentence_spans(text)
+    if not spans:
         return []
     out: list[Passage] = []
     start = 0
     while True:
-        out.append(Passage(doc_id=doc_id, title=title, sentences=tuple(sentences[start : start + window])))
-        if start + window >= len(sentences):
+        chunk = spans[start : start + window]
+        out.append(
+            Passage(
+                doc_id=doc_id,
+                title=title,
+                sentences=tuple(normalize_text(text[a:b]) for a, b in chunk),
+                span=(chunk[0][0], chunk[-1][1]),
+                url=url,
+            )
+        )
+        if start + window >= len(spans):
             return out
         start += stride
 
 
-class _Document(msgspec.Struct, frozen=True):
-    """One line of a corpus file."""
+def load_corpus(
+    path: str | Path, *, window: int = 3, stride: int = 2, index_dir: str | Path | None = None
+) -> Corpus:
+    """Read a corpus (JSONL file or folder of .txt/.md files) and index it, or load its saved index.
 
-    id: str | int
-    text: str
-    title: str | None = None
-
-
-def load_corpus(path: str | Path, *, window: int = 3, stride: int = 2) -> Corpus:
-    """Read a JSONL corpus file and index it.
+    See :func:`dahl.adapters.documents.open_corpus` (this is the same function).
 
     Args:
-        path: JSON Lines file, one ``{"id", "title"?, "text"}`` object per line
-            (blank lines skipped; ``id`` a string or integer).
+        path: JSON Lines file, one ``{"id", "title"?, "text", "url"?}`` object per line
+            (blank lines skipped; ``id`` a string or integer), or a folder.
         window: sentences per passage (>= 1).
         stride: sentences between passage starts (1 <= stride <= window).
+        index_dir: folder under which indexes are saved per corpus fingerprint;
+            None = index in memory only.
 
     Returns:
-        The indexed corpus; its fingerprint is blake2b-128 of the file's bytes
-        and the window settings.
+        The indexed corpus; for a file, its fingerprint is blake2b-128 of the file's
+        bytes and the window settings.
 
     Raises:
-        ConfigError: the file does not exist or cannot be read; bad window/stride.
+        ConfigError: the path does not exist or cannot be read; bad window/stride.
         InputError: a line is not a JSON object, is nested too deeply to decode, or
             ``id``/``text`` is missing or of the wrong type (file, 1-based line and
             field are named).
     """
+    from dahl.adapters.documents import open_corpus
+
+    return open_corpus(path, window=window, stride=stride, index_dir=index_dir)
+
+
+def check_window(window: int, stride: int) -> None:
+    """Raise ConfigError unless window >= 1 and 1 <= stride <= window."""
     _check_window(window, stride)
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"corpus file not found: {p}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read corpus file {p}: {exc}") from exc
-    decoder = msgspec.json.Decoder(_Document)
-    passages: list[Passage] = []
-    seen: set[str] = set()
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            doc = decoder.decode(line)
-        except msgspec.ValidationError as exc:
-            raise InputError(str(exc), file=str(p), line=number, field=_field_of(str(exc))) from None
-        except msgspec.DecodeError as exc:
-            raise InputError(f"not valid JSON: {exc}", file=str(p), line=number) from None
-        except RecursionError:
-            raise nesting_error(file=str(p), line=number) from None
-        doc_id = str(doc.id)
-        if doc_id in seen:
-            logger.warning("%s:%d: duplicate document id %r", p, number, doc_id)
-        seen.add(doc_id)
-        passages.extend(_cut(doc_id, doc.title or "", doc.text, window, stride))
-    digest = hashlib.blake2b(data, digest_size=16)
-    digest.update(f"w{window}s{stride}".encode())
-    return Corpus(passages, content_hash=digest.hexdigest(), n_documents=len(seen))
-
-
-_FIELD = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
-
-
-def _field_of(message: str) -> str | None:
-    """Pull the field name out of a msgspec validation message."""
-    match = _FIELD.search(message)
-    return (match.group(1) or match.group(2)) if match else None

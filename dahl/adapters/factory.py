@@ -18,8 +18,10 @@ from dahl.engine.pipeline import PipelineOptions
 from dahl.errors import ConfigError
 from dahl.formats.needs import Needs
 
-if TYPE_CHECKING:  # aiohttp is imported only when an HTTP adapter is used
+if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
     import aiohttp
+
+    from dahl.adapters.corpus import Corpus
 
 __all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters"]
 
@@ -34,9 +36,15 @@ class AdapterSettings:
     Attributes:
         splitter: one of :data:`SPLITTERS`.
         checker: one of :data:`CHECKERS`.
-        evidence: JSONL corpus ``{id, title?, text}`` for the evidence Checker.
+        evidence: corpus (JSONL ``{id, title?, text, url?}`` or a folder of .txt/.md
+            files) for the evidence Checker, or for the ``openai`` Checker to judge
+            each claim against its top ``top_k`` passages.
         split_endpoint: endpoint of the ``openai`` Splitter.
         check_endpoint: endpoint of the ``openai`` Checker.
+        top_k: passages per claim given to the ``openai`` Checker with ``evidence`` (>= 1).
+        index_dir: folder where corpus indexes are saved per corpus fingerprint and
+            loaded by later runs (:mod:`dahl.adapters.documents`); None = index in
+            memory each run. ``dahl score`` passes a folder under the cache directory.
     """
 
     splitter: str = "rules"
@@ -44,6 +52,8 @@ class AdapterSettings:
     evidence: Path | None = None
     split_endpoint: EndpointConfig | None = None
     check_endpoint: EndpointConfig | None = None
+    top_k: int = 5
+    index_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.splitter not in SPLITTERS:
@@ -52,11 +62,12 @@ class AdapterSettings:
             raise ConfigError(f"unknown checker {self.checker!r}; choose one of {', '.join(CHECKERS)}")
         if self.checker == "replay" and self.splitter != "given":
             raise ConfigError("--checker replay needs --splitter given: it replays the labels of the given claims")
-        if self.checker == "evidence":
-            if self.evidence is None:
-                raise ConfigError("--checker evidence needs --evidence CORPUS.jsonl")
-            if not self.evidence.is_file():
-                raise ConfigError(f"evidence file not found: {self.evidence}")
+        if self.checker == "evidence" and self.evidence is None:
+            raise ConfigError("--checker evidence needs --evidence CORPUS.jsonl")
+        if self.evidence is not None and self.checker in ("evidence", "openai") and not self.evidence.exists():
+            raise ConfigError(f"evidence file not found: {self.evidence}")
+        if self.top_k < 1:
+            raise ConfigError(f"--top-k must be >= 1, got {self.top_k}")
         if self.splitter == "openai" and self.split_endpoint is None:
             raise ConfigError("--splitter openai needs --base-url and --model (or a [split] table in --config)")
         if self.checker == "openai" and self.check_endpoint is None:
@@ -83,14 +94,18 @@ async def open_adapters(
     Raises:
         ConfigError: unknown names, missing files, an unset API key variable.
         InputError: a malformed evidence corpus line.
+
+    With ``settings.evidence``, the ``openai`` Checker retrieves the top
+    ``settings.top_k`` passages per claim from the corpus (loaded once, its index
+    saved under ``settings.index_dir``).
     """
     # Adapter modules pull in aiohttp, pysbd or bm25s (~0.1-0.2 s each): import them in a
     # worker thread so the event loop is never held by an import.
     modules = {settings.splitter, settings.checker}  # adapter names are their module names
     if "openai" in modules:
         modules.add("http")
-    if "evidence" in modules:
-        modules.add("corpus")
+    if "evidence" in modules or (settings.checker == "openai" and settings.evidence is not None):
+        modules.update(("corpus", "documents"))
     await anyio.to_thread.run_sync(
         lambda: [importlib.import_module(f"dahl.adapters.{m}") for m in sorted(modules)]
     )
@@ -138,7 +153,8 @@ async def open_adapters(
 
         assert settings.check_endpoint is not None  # checked in __post_init__
         session, lane = await endpoint(settings.check_endpoint)
-        checker = OpenAIChecker(settings.check_endpoint, session, lane)
+        corpus = await _corpus(settings) if settings.evidence is not None else None
+        checker = OpenAIChecker(settings.check_endpoint, session, lane, corpus=corpus, top_k=settings.top_k)
         check_concurrency = settings.check_endpoint.max_in_flight
     elif settings.checker == "replay":
         from dahl.adapters.replay import ReplayChecker
@@ -149,12 +165,9 @@ async def open_adapters(
 
         checker = FakeChecker()
     else:
-        from dahl.adapters.corpus import load_corpus
         from dahl.adapters.evidence import EvidenceChecker
 
-        assert settings.evidence is not None  # checked in __post_init__
-        corpus = await anyio.to_thread.run_sync(load_corpus, settings.evidence)
-        checker = EvidenceChecker(corpus)
+        checker = EvidenceChecker(await _corpus(settings))
 
     if settings.checker != "openai":
         check_concurrency = int(getattr(checker, "concurrency", check_concurrency))
@@ -165,3 +178,12 @@ async def open_adapters(
         preprocess=settings.splitter != "given",
     )
     return splitter, checker, options, pool
+
+
+async def _corpus(settings: AdapterSettings) -> Corpus:
+    """Load (or read the saved index of) ``settings.evidence`` in a worker thread."""
+    from dahl.adapters.corpus import load_corpus
+
+    assert settings.evidence is not None
+    path, index_dir = settings.evidence, settings.index_dir
+    return await anyio.to_thread.run_sync(lambda: load_corpus(path, index_dir=index_dir))

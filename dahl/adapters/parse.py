@@ -18,6 +18,18 @@ Decisions (documented here because they change scores):
 - "cannot be determined", "not enough information", "unverifiable" -> ``unknown``.
 - A JSON ``{"claims": []}`` or the word ``NONE`` is an explicit "no claims" and parses to
   ``[]``; a reply with nothing usable is an error.
+
+Why a claim is unsupported (:func:`parse_verdict`, "Beyond Precision" error analysis,
+which tells contradicted claims from claims the evidence does not support):
+
+- ``contradicted``: the label phrase says the claim is false: "Contradicted", "False",
+  "Incorrect", "Untrue", "Wrong", "Inaccurate", "Refuted", "Not true", "Not correct".
+- ``no_evidence`` (judged against evidence passages only): "Not supported (by the
+  evidence)", ``not_supported``, "No evidence", "Insufficient / not enough evidence or
+  information", "Not mentioned", "Not stated". Judged by knowledge, "not enough
+  information" stays ``unknown`` and "not supported" has no reason.
+- Otherwise (a bare "Unsupported" or "No", a qualified "Partially true"): no reason
+  (counted as ``unstated``).
 """
 
 from __future__ import annotations
@@ -28,9 +40,9 @@ import re
 import orjson
 
 from dahl.errors import OutputParseError
-from dahl.records import Label, normalize_text
+from dahl.records import Label, UnsupportedReason, normalize_text
 
-__all__ = ["parse_claims", "parse_label"]
+__all__ = ["parse_claims", "parse_label", "parse_verdict"]
 
 _CHECK_WORDS = ("supported", "unsupported", "irrelevant", "unknown")
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
@@ -88,10 +100,26 @@ _LABEL_TABLE: tuple[tuple[re.Pattern[str], Label], ...] = tuple(
             r"|(?:not\s+enough|insufficient|no)\s+(?:information|evidence|data)",
             Label.UNKNOWN,
         ),
+        (r"not_supported|contradict(?:ed|s|ion)?|refuted", Label.UNSUPPORTED),
         (r"unsupported|untrue|false|incorrect|inaccurate|wrong|no", Label.UNSUPPORTED),
         (r"irrelevant", Label.IRRELEVANT),
         (r"supported|true|yes|correct|accurate", Label.SUPPORTED),
     )
+)
+
+
+_CONTRADICTED = re.compile(
+    r"^(?:contradict(?:ed|s|ion)?|refuted|false|untrue|incorrect|inaccurate|wrong"
+    r"|not\s+(?:true|correct|accurate|factual))" + _END,
+    re.IGNORECASE,
+)
+_NO_EVIDENCE = re.compile(
+    r"^(?:not[\s_]+supported|no[\s_]+evidence|(?:not\s+enough|insufficient)\s+(?:evidence|information|data)"
+    r"|not\s+(?:mentioned|stated|in\s+the\s+(?:evidence|passages)))" + _END,
+    re.IGNORECASE,
+)
+_NO_EVIDENCE_UNKNOWN = re.compile(
+    r"^(?:no|not\s+enough|insufficient)\s+(?:evidence|information|data)" + _END, re.IGNORECASE
 )
 
 
@@ -101,6 +129,36 @@ def _unfence(text: str) -> str:
     return match.group(1).strip() if match else text
 
 
+def _lead_stripped(phrase: str) -> str:
+    head = phrase.strip()
+    while True:
+        stripped = _LEAD.sub("", head, count=1)
+        if stripped == head:
+            return head
+        head = stripped
+
+
+@functools.lru_cache(maxsize=1024)
+def _verdict_of(phrase: str, with_evidence: bool) -> tuple[Label, UnsupportedReason | None] | None:
+    """Label and reason named at the start of ``phrase``, or None (see the module docstring)."""
+    label = _label_of(phrase)
+    if label is None:
+        return None
+    head = _lead_stripped(phrase)
+    asked = _QUESTION.match(head)
+    if asked is not None and _label_of(asked.group(1)) is not None:
+        head = _lead_stripped(asked.group(1))
+    if with_evidence and label is Label.UNKNOWN and _NO_EVIDENCE_UNKNOWN.match(head):
+        return Label.UNSUPPORTED, UnsupportedReason.NO_EVIDENCE
+    if label is not Label.UNSUPPORTED:
+        return label, None
+    if _CONTRADICTED.match(head):
+        return label, UnsupportedReason.CONTRADICTED
+    if with_evidence and _NO_EVIDENCE.match(head):
+        return label, UnsupportedReason.NO_EVIDENCE
+    return label, None
+
+
 @functools.lru_cache(maxsize=1024)
 def _label_of(phrase: str) -> Label | None:
     """Label named at the start of ``phrase`` (after lead-ins), or None.
@@ -108,12 +166,7 @@ def _label_of(phrase: str) -> Label | None:
     Pure, and replies repeat the same few first lines, so results are memoized
     (the lead-in loop and up to eight anchored patterns ran per reply).
     """
-    head = phrase.strip()
-    while True:
-        stripped = _LEAD.sub("", head, count=1)
-        if stripped == head:
-            break
-        head = stripped
+    head = _lead_stripped(phrase)
     asked = _QUESTION.match(head)
     if asked is not None:
         answer = _label_of(asked.group(1))
@@ -146,6 +199,28 @@ def parse_label(text: str) -> Label:
     Raises:
         OutputParseError: the reply names no label with certainty; ``raw`` is ``text``.
     """
+    return parse_verdict(text)[0]
+
+
+def parse_verdict(text: str, *, with_evidence: bool = False) -> tuple[Label, UnsupportedReason | None]:
+    """Parse a check reply into a label and, for ``unsupported``, why (when the reply tells).
+
+    Accepts what :func:`parse_label` accepts, plus the evidence prompt's label words
+    ``contradicted`` and ``not supported`` / ``not_supported``.
+
+    Args:
+        text: the model's reply.
+        with_evidence: the claim was judged against evidence passages: "not supported"
+            and "no / not enough evidence" then mean the passages do not say it
+            (``unsupported``, ``no_evidence``).
+
+    Returns:
+        ``(label, reason)``: ``reason`` is None unless the label is ``unsupported``
+        and the reply names a reason (rules in the module docstring).
+
+    Raises:
+        OutputParseError: the reply names no label with certainty; ``raw`` is ``text``.
+    """
     body = _unfence(text)
     if not body:
         raise OutputParseError("empty reply", raw=text)
@@ -157,23 +232,23 @@ def parse_label(text: str) -> Label:
             value: object = match.group(1) if match else None
         else:
             value = data.get("label") if isinstance(data, dict) else None
-        label = _label_of(value) if isinstance(value, str) else None
-        if label is None:
+        found = _verdict_of(value, with_evidence) if isinstance(value, str) else None
+        if found is None:
             raise OutputParseError(
                 f'JSON reply has no "label" among {", ".join(_CHECK_WORDS)}', raw=text
             )
-        return label
+        return found
     lines = [line for line in body.splitlines() if line.strip()]
-    label = _label_of(lines[0])
-    if label is None:
+    found = _verdict_of(lines[0], with_evidence)
+    if found is None:
         final = _FINAL_LINE.match(lines[-1])
-        label = _label_of(final.group(1)) if final else None
-    if label is None:
+        found = _verdict_of(final.group(1), with_evidence) if final else None
+    if found is None:
         raise OutputParseError(
             f"reply does not start with a label ({', '.join(_CHECK_WORDS)}): {lines[0][:80]!r}",
             raw=text,
         )
-    return label
+    return found
 
 
 _MARKER = re.compile(r"^\s*(?:[-*•+‣◦]|\d{1,3}[.)]|\(\d{1,3}\)|[a-z][.)])\s+")

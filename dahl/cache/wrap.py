@@ -15,6 +15,9 @@ read by both (duck-typed):
 - Splitter ``split_with_raw(answer) -> tuple[list[Claim], str | None]``: the claims and
   the raw reply they were parsed from (so the raw reply can be stored).
 - ``cache_request``: see :mod:`dahl.cache.keys`.
+- Checker ``async prepare_keys(claims, answer) -> None``: blocking work its
+  ``cache_request`` needs (the evidence passages of each claim) done off the event
+  loop, awaited before the claims' keys are computed.
 """
 
 from __future__ import annotations
@@ -172,6 +175,7 @@ class CachingChecker(CachingAdapter[Checker]):
             got = await remote[0].look_up(remote[1], answer.question, [c.text for c in claims])
             if got is not None:
                 return await self._completed(store, got[0], got[1], generation)
+        await self._prepare(claims, answer)
         keys = check_keys(self.inner, claims, answer)
         entries = await store.get_many(keys, parser_version=self._parser_version)
         verdicts: list[Verdict | None] = []
@@ -252,7 +256,14 @@ class CachingChecker(CachingAdapter[Checker]):
         if self._direct:  # cheap and deterministic: no key, no single flight
             self._counters.claims_checked += 1
             return await self.inner.check(claim, answer)
+        await self._prepare((claim,), answer)
         return await self._check(check_key(self.inner, claim, answer), claim, answer, None)
+
+    async def _prepare(self, claims: Sequence[Claim], answer: Answer) -> None:
+        """Let the wrapped Checker do the blocking part of its keys off the loop (``prepare_keys``)."""
+        prepare = getattr(self.inner, "prepare_keys", None)
+        if prepare is not None:
+            await prepare(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
         """:meth:`check` for a claim that :meth:`look_up` did not find.

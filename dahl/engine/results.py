@@ -252,6 +252,7 @@ def build_result(
                 evidence=v.evidence,
                 raw=v.raw,
                 error=v.error,
+                reason=v.reason if v.label is Label.UNSUPPORTED else None,
             )
             for c, v in zip(claims, verdicts, strict=True)
         ),

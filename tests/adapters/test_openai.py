@@ -161,13 +161,21 @@ class TestOpenAIChecker:
         assert len(server.script) == 1
 
     async def test_citations_kept(self, server, session, lane, cfg) -> None:
-        """Perplexity citations and search results become the verdict's evidence URLs."""
-        server.push(server.chat("Supported", citations=["https://pubmed.example/1"],
-                                search_results=[{"url": "https://fda.example/2", "title": "FDA"}]))
+        """Perplexity citations and search results become evidence: URL, and title and snippet when sent."""
+        server.push(server.chat(
+            "Supported",
+            citations=["https://pubmed.example/1", "https://fda.example/2"],
+            search_results=[
+                {"url": "https://fda.example/2", "title": "FDA", "date": "2024-01-02",
+                 "snippet": "Metformin is approved for type 2 diabetes."},
+                {"url": "https://other.example/3", "title": "Other"},
+            ],
+        ))
         verdict = await OpenAIChecker(cfg, session, lane).check(CLAIM, ANSWER)
         assert verdict.evidence == (
             Evidence(source="https://pubmed.example/1"),
-            Evidence(source="https://fda.example/2"),
+            Evidence(source="https://fda.example/2", title="FDA", text="Metformin is approved for type 2 diabetes."),
+            Evidence(source="https://other.example/3", title="Other"),
         )
 
     async def test_format_fallback(self, server, session, lane, cfg, caplog) -> None:

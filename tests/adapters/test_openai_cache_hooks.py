@@ -17,7 +17,7 @@ from dahl.cache import CacheStore, CachingChecker, CachingSplitter
 from dahl.config import EndpointConfig
 from dahl.engine.counters import RunCounters
 from dahl.errors import OutputParseError
-from dahl.records import Answer, Claim, Evidence, Label, Verdict, normalize_text
+from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict, normalize_text
 
 ENV = "DAHL_TEST_OPENAI_KEY"
 ANSWER = Answer(id="a1", question="What is metformin?", response="Metformin treats diabetes. It is cheap.")
@@ -52,7 +52,8 @@ class TestOpenAICheckerHooks:
         verdict = await checker.check(CLAIM, ANSWER)
         assert verdict.label is Label.UNSUPPORTED
         assert checker.parse_raw(verdict.raw or "") == Verdict(
-            label=Label.UNSUPPORTED, checker=checker.fingerprint, raw="Not true: it treats type 2 only."
+            label=Label.UNSUPPORTED, checker=checker.fingerprint, raw="Not true: it treats type 2 only.",
+            reason=UnsupportedReason.CONTRADICTED,
         )
 
     def test_parse_raw_rejects_garbage(self, cfg) -> None:

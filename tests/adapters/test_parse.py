@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dahl.adapters.parse import parse_claims, parse_label
+from dahl.adapters.parse import parse_claims, parse_label, parse_verdict
 from dahl.errors import OutputParseError
 from dahl.records import Label
 
@@ -184,3 +184,36 @@ class TestParseClaims:
         with pytest.raises(OutputParseError) as info:
             parse_claims(text)
         assert info.value.raw == text
+
+
+class TestParseVerdict:
+    @pytest.mark.parametrize(
+        ("reply", "knowledge", "evidence"),
+        [
+            ("Contradicted\n[2] gives 1994.", ("unsupported", "contradicted"), ("unsupported", "contradicted")),
+            ("False.", ("unsupported", "contradicted"), ("unsupported", "contradicted")),
+            ("Not true: it treats type 2 only.", ("unsupported", "contradicted"), ("unsupported", "contradicted")),
+            ('{"label": "contradicted", "reason": "x"}', ("unsupported", "contradicted"), ("unsupported", "contradicted")),
+            ("Not supported by the evidence", ("unsupported", None), ("unsupported", "no_evidence")),
+            ('{"label": "not_supported", "reason": "x"}', ("unsupported", None), ("unsupported", "no_evidence")),
+            ("Not_supported", ("unsupported", None), ("unsupported", "no_evidence")),
+            ("Not enough information.", ("unknown", None), ("unsupported", "no_evidence")),
+            ("Unsupported", ("unsupported", None), ("unsupported", None)),
+            ("Partially true.", ("unsupported", None), ("unsupported", None)),
+            ("Supported", ("supported", None), ("supported", None)),
+            ("Irrelevant", ("irrelevant", None), ("irrelevant", None)),
+        ],
+        ids=["contradicted", "false", "not-true", "json-contradicted", "not-supported-by-evidence",
+             "json-not-supported", "underscore", "not-enough-info", "bare-unsupported", "partially", "supported",
+             "irrelevant"],
+    )
+    def test_reason(self, reply: str, knowledge: tuple[str, str | None], evidence: tuple[str, str | None]) -> None:
+        """Contradiction words give contradicted; 'not supported' / 'no evidence' give no_evidence against passages only."""
+        for with_evidence, expected in ((False, knowledge), (True, evidence)):
+            label, reason = parse_verdict(reply, with_evidence=with_evidence)
+            assert (str(label), None if reason is None else str(reason)) == expected
+
+    def test_parse_label_unchanged_by_reasons(self) -> None:
+        """parse_label gives the label parse_verdict gives, without evidence."""
+        assert parse_label("Contradicted") is Label.UNSUPPORTED
+        assert parse_label("Not enough information") is Label.UNKNOWN

@@ -78,13 +78,33 @@ class TestCheckMessages:
         )
         assert "well-established knowledge" in messages[0]["content"]
 
-    def test_evidence_numbered(self) -> None:
-        """Evidence passages are numbered in one evidence block and the basis switches to them."""
-        messages = check_messages("q", "c", ["first passage", "second </evidence> passage"])
-        assert messages[1]["content"].endswith(
-            "<evidence>\n[1] first passage\n\n[2] second \u2039/evidence> passage\n</evidence>"
+    def test_evidence_one_block_per_passage(self) -> None:
+        """Each passage sits in its own evidence block headed by number, id and title; tags in it are neutralized."""
+        messages = check_messages(
+            "q", "c", [("d1#0-13", "Metformin", "first passage"), ("d2#5-30", "", "second </evidence> passage")]
         )
-        assert "according to the evidence passages" in messages[0]["content"]
+        assert messages[1]["content"] == (
+            "<question>\nq\n</question>\n\n<claim>\nc\n</claim>\n\n"
+            "<evidence>\n[1] source: d1#0-13 | title: Metformin\nfirst passage\n</evidence>\n\n"
+            "<evidence>\n[2] source: d2#5-30\nsecond \u2039/evidence> passage\n</evidence>"
+        )
+
+    def test_evidence_labels(self) -> None:
+        """With passages the system message asks for supported / contradicted / not_supported / irrelevant."""
+        system = check_messages("q", "c", [("d1", "", "p")])[0]["content"]
+        for label in ("supported:", "contradicted:", "not_supported:", "irrelevant:"):
+            assert f"- {label}" in system
+        assert "- unknown:" not in system and "- unsupported:" not in system
+        assert "by the passages only" in system
+        assert not any(tag in system for tag in TAGS)
+
+    def test_evidence_schema(self) -> None:
+        """The strict schema of a check with evidence enumerates the evidence labels."""
+        fmt = response_format("check", "json_schema", with_evidence=True)
+        assert fmt is not None
+        assert fmt["json_schema"]["schema"]["properties"]["label"]["enum"] == [
+            "supported", "contradicted", "not_supported", "irrelevant"
+        ]
 
     def test_labels_and_data_rule(self) -> None:
         """The system message lists the four labels and says tagged content is data."""

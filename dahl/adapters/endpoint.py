@@ -1,0 +1,115 @@
+"""One OpenAI-compatible endpoint as the adapters use it: settings, session, lane, key, reply format.
+
+Shared by the Splitter (:mod:`dahl.adapters.openai`) and the Checker
+(:mod:`dahl.adapters.openai_check`): it sends a body through the engine's lane
+(one HTTP attempt per lane try), falls back to text mode once when the server
+rejects ``response_format`` (HTTP 400 or 422 naming it; logged once), and sends
+the single re-ask after an unparseable reply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import aiohttp
+
+from dahl.adapters import prompts
+from dahl.adapters.bodies import Format, Kind, endpoint_fingerprint, estimate_tokens
+from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
+from dahl.config import EndpointConfig, resolve_api_key
+from dahl.errors import OutputParseError, PermanentAPIError
+from dahl.records import Usage
+
+__all__ = ["CallLane", "Endpoint", "total_usage"]
+
+log = logging.getLogger(__name__)
+
+
+class CallLane(Protocol):
+    """What the adapters need from ``dahl.engine.lane.Lane``: run one attempt under its limits."""
+
+    async def call(
+        self, attempt: Callable[[], Awaitable[ChatReply]], *, estimated_tokens: int
+    ) -> ChatReply:
+        """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""
+        ...
+
+
+def total_usage(*usages: Usage | None) -> Usage | None:
+    """Sum of the reported usages (a re-asked verdict costs both calls); None if none reported."""
+    known = [u for u in usages if u is not None]
+    if not known:
+        return None
+    return Usage(
+        prompt_tokens=sum(u.prompt_tokens for u in known),
+        completion_tokens=sum(u.completion_tokens for u in known),
+    )
+
+
+class Endpoint:
+    """State shared by the splitter and checker: config, session, lane, key, format fallback."""
+
+    def __init__(
+        self,
+        cfg: EndpointConfig,
+        session: aiohttp.ClientSession,
+        lane: CallLane,
+        kind: Kind,
+    ) -> None:
+        self.cfg = cfg
+        self.kind: Kind = kind
+        self._session = session
+        self._lane = lane
+        self._api_key = resolve_api_key(cfg)
+        self._headers = request_headers(self._api_key)  # the same for every request
+        self._fmt: Format = cfg.effective_format()
+        self.fingerprint = endpoint_fingerprint(cfg, kind)
+        self.system_digests: dict[str, str] = {}
+
+    @property
+    def reply_format(self) -> Format:
+        """Reply format currently requested (``text`` after a response_format fallback)."""
+        return self._fmt
+
+    async def _send(self, body: dict[str, Any]) -> ChatReply:
+        """Send ``body`` through the lane (one attempt per lane try).
+
+        The body is encoded once here; every attempt (retry) sends the same bytes.
+        """
+        data = encode_body(body)
+        session, url, api_key, headers = self._session, self.cfg.chat_url, self._api_key, self._headers
+
+        def attempt() -> Awaitable[ChatReply]:
+            return post_chat(session, url, api_key, data, headers=headers)
+
+        return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
+
+    def _rejects_format(self, exc: PermanentAPIError) -> bool:
+        return self._fmt != "text" and exc.status in (400, 422) and "response_format" in str(exc)
+
+    async def ask(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any]]:
+        """Send the body ``build(format)``; on a response_format rejection switch to text once."""
+        body = build(self._fmt)
+        try:
+            return await self._send(body), body
+        except PermanentAPIError as exc:
+            if not self._rejects_format(exc):
+                raise
+            log.warning(
+                "%s rejected response_format=%s (%s); using text mode for the rest of the run",
+                self.cfg.base_url,
+                self._fmt,
+                exc,
+            )
+            self._fmt = "text"
+            body = build(self._fmt)
+            return await self._send(body), body
+
+    async def reask(self, body: dict[str, Any], reply: str, error: OutputParseError) -> ChatReply:
+        """Send the single follow-up after an unparseable ``reply`` to ``body``."""
+        messages = prompts.reask_messages(
+            body["messages"], reply, str(error), self.kind, json_reply=self._fmt != "text"
+        )
+        return await self._send({**body, "messages": messages})
