@@ -21,6 +21,7 @@ from rich.markup import escape
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
+from dahl.cli_recall import RECALL_OPTION_NAMES, recall_options, recall_settings
 from dahl.cli_progress import ProgressMode, count, run_with_progress
 from dahl.cli_summary import print_summary, result_table
 from dahl.cli_types import FINITE
@@ -159,6 +160,7 @@ def main(verbose: int) -> None:
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between two progress lines when stderr is not a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the expected calls, tokens and time bound; call nothing.")
+@recall_options
 def score(
     inputs: tuple[Path, ...],
     out_dir: Path,
@@ -186,8 +188,10 @@ def score(
     temperature: float | None,
     max_tokens: int | None,
     timeout_s: float | None,
+    **recall_values: object,
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
+    assert set(recall_values) == set(RECALL_OPTION_NAMES)
     try:
         overrides = {
             "base_url": base_url, "model": model, "api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,
@@ -219,6 +223,9 @@ def score(
             seed=seed,
             cache_dir=cache_dir,
             use_cache=not no_cache,
+            recall=recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
+                                   config_file=config_file,
+                                   overrides={k: v for k, v in overrides.items() if v is not None}),
         )
         if dry_run:
             _print_dry_run(estimate(config))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import hashlib
 import logging
@@ -21,10 +22,12 @@ import orjson
 
 from dahl import manifest
 from dahl._version import __version__
-from dahl.adapters.factory import AdapterSettings, open_adapters
+from dahl.adapters.factory import AdapterSettings, open_adapters, open_judge
+from dahl.adapters.recall import RecallCoverer, RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CacheUnusable, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
+from dahl.cache.coverage import CachingJudge
 from dahl.cache.database import DB_NAME
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Start
@@ -37,6 +40,7 @@ from dahl.formats import FORMATS, read_answers
 from dahl.formats.arrow import is_saved_dataset
 from dahl.formats.inline import Input, as_inputs
 from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
+from dahl.formats.refs import RefIndex, read_refs
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
 from dahl.run_report import ScoreReport, run_status, single_error
@@ -83,6 +87,9 @@ class ScoreConfig:
             whole (:mod:`dahl.cache.whole_input`); None: when the inputs total at least
             :data:`INPUT_PROCESS_AFTER_BYTES` and the run allows one (a whole-answer
             cache, a Splitter that is not cached). True still needs what the run allows.
+        recall: reference facts and recall settings (``--refs``); None = precision only.
+            With recall the whole-answer cache and the input process are off: every
+            answer is assembled from its cached claims and verdicts and then covered.
     """
 
     inputs: tuple[Input, ...]
@@ -99,6 +106,7 @@ class ScoreConfig:
     cache_dir: Path | None = None
     use_cache: bool = True
     input_process: bool | None = None
+    recall: RecallSettings | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", as_inputs(self.inputs))  # frozen: normalised once, here
@@ -118,12 +126,36 @@ class ScoreConfig:
             raise ConfigError("--k must be >= 1")
 
 
-def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> bytes:
-    """Bytes of everything that changes a result besides the answer itself."""
-    return orjson.dumps(
-        {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma, "k": config.k},
-        option=orjson.OPT_SORT_KEYS,
-    )
+def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, recall_fp: str | None = None) -> bytes:
+    """Bytes of everything that changes a result besides the answer itself.
+
+    ``recall_fp`` (the Coverer's fingerprint: judge, refs hash, every recall setting)
+    is included only when recall is on, so precision-only runs keep their old keys.
+    """
+    material: dict[str, object] = {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma,
+                                   "k": config.k}
+    if recall_fp is not None:
+        material["recall"] = recall_fp
+    return orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
+
+
+def _load_refs(path: Path) -> tuple[RefIndex, str]:
+    """Read ``path`` (refs.jsonl) into an index, with the file's sha256 (hex)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return RefIndex(read_refs(path)), digest.hexdigest()
+
+
+def recall_settings_of(config: ScoreConfig, coverer: RecallCoverer, refs_sha256: str) -> dict[str, object] | None:
+    """The ``recall_settings`` block of summary.json (None without recall)."""
+    rs = config.recall
+    if rs is None:
+        return None
+    return {"refs": manifest.json_text(str(rs.refs)), "refs_sha256": refs_sha256,
+            "coverage": coverer.judge_fingerprint, "partial": rs.partial, "fstar_k": rs.fstar_k,
+            "fstar_min_importance": rs.fstar_min_importance, "alpha": rs.alpha, "beta": rs.beta}
 
 
 async def score_async(
@@ -185,7 +217,7 @@ async def _score_locked(
     order: dict[int, int] = {}
     resumed = [0]
     async with AsyncExitStack() as stack:
-        child = await anyio.to_thread.run_sync(_spawn_input_process, config)
+        child = None if config.recall is not None else await anyio.to_thread.run_sync(_spawn_input_process, config)
         if child is not None:
             stack.push_async_callback(_close_input_process, child)
         inner_splitter, inner_checker, options, lanes = await open_adapters(config.adapters, stack)
@@ -207,10 +239,25 @@ async def _score_locked(
         if config.pipeline is not None:
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
-        run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint)
+        coverer: RecallCoverer | None = None
+        refs_sha256 = ""
+        if config.recall is not None:
+            index, refs_sha256 = await anyio.to_thread.run_sync(_load_refs, config.recall.refs)
+            name = config.recall.judge_name(config.adapters.checker)
+            endpoint = config.recall.endpoint
+            if endpoint is None and config.adapters.check_endpoint is not None:  # the judge's own max_tokens
+                endpoint = dataclasses.replace(config.adapters.check_endpoint, max_tokens=None)
+            judge = CachingJudge(await open_judge(name, endpoint, stack, lanes), cache)
+            if len(lanes):
+                counters.lane_statistics = lanes.statistics
+            coverer = RecallCoverer(index, judge, config.recall, refs_sha256=refs_sha256)
+            if endpoint is not None and name == "openai" and config.pipeline is None:
+                options = PipelineOptions(**{**options.__dict__, "cover_concurrency": endpoint.max_in_flight})
+        run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
+                                  coverer.fingerprint if coverer is not None else None)
         if cache is not None:
             await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
-        whole = AnswerCache.for_run(
+        whole = None if coverer is not None else AnswerCache.for_run(
             cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
         )
         # From here answers.jsonl changes: the folder is stale until the run completes
@@ -236,6 +283,7 @@ async def _score_locked(
                 counters=counters,
                 on_result=on_result,
                 whole=whole,
+                coverer=coverer,
             )
             stopped = False
         finally:
@@ -247,6 +295,8 @@ async def _score_locked(
     errors.log_suppressed()
 
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
+    # RECALL CALL SITE (part R): SummaryBuilder(..., recall_settings=recall_settings) once R's summary block lands.
+    recall_settings = recall_settings_of(config, coverer, refs_sha256) if coverer is not None else None
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
     questions = manifest.QuestionSet()
 
@@ -279,6 +329,8 @@ async def _score_locked(
     summary["question_set"] = questions.as_dict()
     summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
     summary["cache"] = cache_state
+    if recall_settings is not None:
+        summary["recall_settings"] = recall_settings
     summary["changes"] = {
         "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,
