@@ -2,7 +2,8 @@
 
 The dahl prompts delimit data with tags: a check user message holds
 ``<question>\\n...\\n</question>`` and ``<claim>\\n...\\n</claim>``; a split user message
-holds ``<question>`` and ``<answer>\\n...\\n</answer>``.
+holds ``<question>`` and ``<answer>\\n...\\n</answer>``; a coverage user message holds
+``<question>``, ``<response>`` and ``<facts>`` (see :mod:`bench.mock_coverage`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench.mock_coverage import cover_content, numbered_facts
 from bench.mock_oracle import Oracle
 from dahl.records import normalize_text
 
@@ -41,13 +43,14 @@ class Prompt:
     """What one chat-completions request asks for.
 
     Attributes:
-        kind: ``"check"``, ``"split"`` or ``"other"``.
+        kind: ``"check"``, ``"split"``, ``"cover"`` or ``"other"``.
         question: text of the last ``<question>`` block, or None.
-        data: the claim (check) or the answer (split) text; ``""`` for other.
+        data: the claim (check), the answer (split) or the response (cover) text; ``""`` for other.
         json_mode: True when the body has ``response_format`` of type json_schema/json_object.
         prompt_tokens: ``ceil(chars / 4)`` over every message's text content.
         max_tokens: ``max_tokens`` or ``max_completion_tokens`` of the body, 16 when absent.
         model: the requested model name (``"mock"`` when absent).
+        facts: cover: the numbered facts of the ``<facts>`` block, in order.
     """
 
     kind: str
@@ -57,6 +60,7 @@ class Prompt:
     prompt_tokens: int
     max_tokens: int
     model: str
+    facts: tuple[str, ...] = ()
 
 
 def estimate_tokens(text_chars: int) -> int:
@@ -121,10 +125,15 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
     messages = body.get("messages")
     messages = messages if isinstance(messages, list) else []
     texts = [(str(m.get("role", "")), _text_of(m.get("content"))) for m in messages if isinstance(m, Mapping)]
-    kind, question, data = "other", None, ""
+    kind, question, data, facts = "other", None, "", ()
     for role, text in reversed(texts):
         if role != "user":
             continue
+        fact_block = last_block("facts", text)
+        if fact_block is not None:
+            kind, data, facts = "cover", last_block("response", text) or "", numbered_facts(fact_block)
+            question = last_block("question", text)
+            break
         claim = last_block("claim", text)
         answer = last_block("answer", text)
         if claim is not None:
@@ -150,6 +159,7 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
         prompt_tokens=estimate_tokens(sum(len(text) for _, text in texts)),
         max_tokens=max_tokens,
         model=str(body.get("model") or "mock"),
+        facts=facts,
     )
 
 
@@ -201,6 +211,8 @@ def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
             found = oracle.label(prompt.question, prompt.data)
             label, reason = (found, "Oracle label.") if found else ("unknown", "Claim not in the oracle.")
         return _label_content(label, reason, prompt.json_mode)
+    if prompt.kind == "cover":
+        return cover_content(prompt.data, prompt.facts, oracle, json_mode=prompt.json_mode)
     if prompt.kind == "split":
         claims = oracle.claims(prompt.data) if oracle is not None else None
         if claims is None:
