@@ -82,6 +82,7 @@ async def _run(mock: MockProcess, argv: list[str], expected: int) -> dict[str, A
     """Run ``dahl score`` while sampling the mock's coverage count; the run's figures."""
     before = int((await mock.stats()).get("cover", 0))
     series: list[tuple[float, int]] = []
+    in_flight: list[int] = []
     t0 = time.monotonic()
     proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL,
                                                 stderr=asyncio.subprocess.PIPE)
@@ -90,6 +91,7 @@ async def _run(mock: MockProcess, argv: list[str], expected: int) -> dict[str, A
         while True:
             stats = await mock.stats()
             series.append((time.monotonic() - t0, int(stats.get("cover", 0)) - before))
+            in_flight.append(int(stats.get("in_flight", 0)))
             await asyncio.sleep(0.1)
 
     poller = asyncio.get_running_loop().create_task(sample())
@@ -105,7 +107,14 @@ async def _run(mock: MockProcess, argv: list[str], expected: int) -> dict[str, A
     requests = int((await mock.stats()).get("cover", 0)) - before
     return {"returncode": proc.returncode, "stderr": err.decode()[-2000:] if proc.returncode else "",
             "wall_s": wall, "requests": requests, "expected_requests": expected,
-            "steady_rate": steady_rate(series, requests) if requests >= 20 else None}
+            "steady_rate": steady_rate(series, requests) if requests >= 20 else None,
+            "in_flight_mean": _steady_mean(series, in_flight, requests)}
+
+
+def _steady_mean(series: list[tuple[float, int]], values: list[int], total: int) -> float | None:
+    """Mean of ``values`` over the samples taken between 10 % and 90 % of ``total`` calls (context for the rate)."""
+    kept = [v for (_, done), v in zip(series, values, strict=True) if 0.1 * total <= done <= 0.9 * total]
+    return sum(kept) / len(kept) if kept else None
 
 
 def _recall_rows(out: Path) -> tuple[int, int, int]:
