@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import gc
 import hashlib
 import logging
@@ -22,12 +21,11 @@ import orjson
 
 from dahl import manifest
 from dahl._version import __version__
-from dahl.adapters.factory import AdapterSettings, open_adapters, open_judge
-from dahl.adapters.recall import RecallCoverer, RecallSettings
+from dahl.adapters.factory import AdapterSettings, open_adapters
+from dahl.adapters.recall import RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CacheUnusable, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
-from dahl.cache.coverage import CachingJudge
 from dahl.cache.database import DB_NAME
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Start
@@ -40,9 +38,9 @@ from dahl.formats import FORMATS, read_answers
 from dahl.formats.arrow import is_saved_dataset
 from dahl.formats.inline import Input, as_inputs
 from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
-from dahl.formats.refs import RefIndex, read_refs
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
+from dahl.run_recall import open_recall
 from dahl.run_report import ScoreReport, run_status, single_error
 from dahl.summary import SummaryBuilder
 from dahl.verdicts import VerdictWriter
@@ -139,23 +137,6 @@ def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, rec
     return orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
 
 
-def _load_refs(path: Path) -> tuple[RefIndex, str]:
-    """Read ``path`` (refs.jsonl) into an index, with the file's sha256 (hex)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return RefIndex(read_refs(path)), digest.hexdigest()
-
-
-def recall_settings_of(config: ScoreConfig, coverer: RecallCoverer, refs_sha256: str) -> dict[str, object] | None:
-    """The ``recall_settings`` block of summary.json (None without recall)."""
-    rs = config.recall
-    if rs is None:
-        return None
-    return {"refs": manifest.json_text(str(rs.refs)), "refs_sha256": refs_sha256,
-            "coverage": coverer.judge_fingerprint, "partial": rs.partial, "fstar_k": rs.fstar_k,
-            "fstar_min_importance": rs.fstar_min_importance, "alpha": rs.alpha, "beta": rs.beta}
 
 
 async def score_async(
@@ -239,20 +220,13 @@ async def _score_locked(
         if config.pipeline is not None:
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
-        coverer: RecallCoverer | None = None
-        refs_sha256 = ""
-        if config.recall is not None:
-            index, refs_sha256 = await anyio.to_thread.run_sync(_load_refs, config.recall.refs)
-            name = config.recall.judge_name(config.adapters.checker)
-            endpoint = config.recall.endpoint
-            if endpoint is None and config.adapters.check_endpoint is not None:  # the judge's own max_tokens
-                endpoint = dataclasses.replace(config.adapters.check_endpoint, max_tokens=None)
-            judge = CachingJudge(await open_judge(name, endpoint, stack, lanes), cache)
+        recall = await open_recall(config.recall, config.adapters, stack, lanes, cache) if config.recall else None
+        coverer = recall.coverer if recall is not None else None
+        if recall is not None:
             if len(lanes):
                 counters.lane_statistics = lanes.statistics
-            coverer = RecallCoverer(index, judge, config.recall, refs_sha256=refs_sha256)
-            if endpoint is not None and name == "openai" and config.pipeline is None:
-                options = PipelineOptions(**{**options.__dict__, "cover_concurrency": endpoint.max_in_flight})
+            if recall.endpoint is not None and config.pipeline is None:  # an LLM judge: as many covers as requests
+                options = PipelineOptions(**{**options.__dict__, "cover_concurrency": recall.endpoint.max_in_flight})
         run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
                                   coverer.fingerprint if coverer is not None else None)
         if cache is not None:
@@ -296,7 +270,7 @@ async def _score_locked(
 
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
     # RECALL CALL SITE (part R): SummaryBuilder(..., recall_settings=recall_settings) once R's summary block lands.
-    recall_settings = recall_settings_of(config, coverer, refs_sha256) if coverer is not None else None
+    recall_settings = recall.settings(config.recall) if recall is not None and config.recall is not None else None
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
     questions = manifest.QuestionSet()
 
