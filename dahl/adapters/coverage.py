@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import anyio
 import msgspec
 
 from dahl.adapters.corpus import analyze
@@ -135,8 +136,12 @@ class LexicalJudge:
             return Coverage.COVERED
         return Coverage.PARTIAL if share >= self._partial else Coverage.NOT_COVERED
 
+    def labels(self, response: str, facts: Sequence[str]) -> list[Judgement]:
+        """The judgements of ``facts`` against ``response`` (blocking: stemming is CPU work)."""
+        text = normalize_text(response).lower()
+        terms = set(analyze(text))
+        return [Judgement(label=self.label(f, terms, text)) for f in facts]
+
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
-        """See :class:`CoverageJudge`; never raises (a few µs per fact: run on the loop)."""
-        response = normalize_text(result.response).lower()
-        terms = set(analyze(response))
-        return [Judgement(label=self.label(f, terms, response)) for f in facts]
+        """See :class:`CoverageJudge`; never raises. Runs in a worker thread (off the event loop)."""
+        return await anyio.to_thread.run_sync(self.labels, result.response, list(facts))
