@@ -105,3 +105,21 @@ class TestScoreRefs:
         assert code == 2
         assert message in output
         assert rows == {}
+
+
+class TestRecallSettingsFromOptions:
+    def test_coverage_model_replaces_the_checkers_model_and_max_tokens(self, refs: Path) -> None:
+        """--coverage-model gives the judge the Checker's endpoint with its own model; max_tokens left to the judge."""
+        from dahl.cli_recall import recall_settings
+        from dahl.config import EndpointConfig
+
+        check = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="checker-model", api_key_env="", max_tokens=128)
+        values = {"refs": refs, "coverage": None, "partial": "strict", "fstar_k": None, "fstar_min_importance": None,
+                  "alpha": 0.5, "beta": 0.5, "coverage_model": "judge-model"}
+        settings = recall_settings(values, checker="openai", check_endpoint=check, config_file=None, overrides={})
+        assert settings is not None and settings.endpoint is not None
+        assert (settings.endpoint.model, settings.endpoint.base_url, settings.endpoint.max_tokens) == (
+            "judge-model", "http://127.0.0.1:9/v1", None)
+        replay = recall_settings(values | {"coverage_model": None}, checker="replay", check_endpoint=None,
+                                 config_file=None, overrides={})
+        assert replay is not None and replay.endpoint is None  # exact judge: no endpoint
