@@ -27,7 +27,6 @@ from typing import Protocol, runtime_checkable
 import anyio
 import msgspec
 
-from dahl.adapters.corpus import analyze
 from dahl.records import AnswerResult, Coverage, Label, normalize_text
 
 __all__ = [
@@ -128,6 +127,8 @@ class LexicalJudge:
 
     def label(self, fact: str, response_terms: set[str], response: str) -> Coverage:
         """The label of ``fact`` given the response's index terms (and lower-cased text)."""
+        from dahl.adapters.corpus import analyze  # bm25s and a stemmer: loaded on first use, in the thread
+
         terms = set(analyze(fact))
         if not terms:
             return Coverage.COVERED if normalize_text(fact).lower() in response else Coverage.NOT_COVERED
@@ -138,6 +139,8 @@ class LexicalJudge:
 
     def labels(self, response: str, facts: Sequence[str]) -> list[Judgement]:
         """The judgements of ``facts`` against ``response`` (blocking: stemming is CPU work)."""
+        from dahl.adapters.corpus import analyze
+
         text = normalize_text(response).lower()
         terms = set(analyze(text))
         return [Judgement(label=self.label(f, terms, text)) for f in facts]
