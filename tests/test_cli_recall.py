@@ -106,6 +106,14 @@ class TestScoreRefs:
         assert message in output
         assert rows == {}
 
+    def test_bad_refs_line_names_file_line_and_field(self, inputs: Path, tmp_path: Path) -> None:
+        """A fact with empty text stops the run with exit 2 and names file, line and field."""
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"question": "Q?", "facts": [{"text": "ok"}]}\n{"question": "R?", "facts": [{"text": " "}]}\n')
+        code, output, _ = _score(inputs, tmp_path / "out", "--refs", str(bad))
+        assert code == 2
+        assert f"{bad}:2, field 'facts[0].text': a reference fact has empty text" in " ".join(output.split())
+
 
 class TestRecallSettingsFromOptions:
     def test_coverage_model_replaces_the_checkers_model_and_max_tokens(self, refs: Path) -> None:

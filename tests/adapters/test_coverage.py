@@ -9,6 +9,7 @@ import msgspec
 import orjson
 import pytest
 
+from dahl.adapters.base import Coverer
 from dahl.adapters.coverage import CoverageJudge, ExactJudge, Judgement, LexicalJudge
 from dahl.adapters.coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_messages, parse_coverage
 from dahl.adapters.recall import RecallCoverer, RecallSettings
@@ -192,6 +193,7 @@ class TestRecallCoverer:
         assert got.recall.f1 == pytest.approx(2 * 0.5 / 1.5)
         assert [f.id for f in got.recall.facts] == ["1", "2", "3"]
         assert judge.calls == [["A", "B", "C"]]
+        assert isinstance(_coverer(tmp_path, judge, FACTS), Coverer)
 
     async def test_fstar_k_cuts_the_least_important(self, tmp_path: Path) -> None:
         """--fstar-k 2 judges A and B only: strict Rec = 1/2."""
