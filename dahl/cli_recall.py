@@ -30,7 +30,7 @@ _OPTIONS = (
     click.option("--coverage", type=click.Choice(COVERAGE_JUDGES), default=None,
                  help="Coverage judge: exact (a fact is covered iff it is one of the answer's supported "
                       "claims), lexical (offline word overlap), openai (an LLM). Default: exact with "
-                      "--checker replay, else openai."),
+                      "--checker replay, openai with --checker openai, else lexical."),
     click.option("--partial", type=click.Choice(get_args(Partial)), default="strict", show_default=True,
                  help="Credit of a partially covered fact: strict 0, half 0.5, lenient 1."),
     click.option("--fstar-k", type=click.IntRange(min=1), default=None,

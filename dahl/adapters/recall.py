@@ -45,8 +45,10 @@ class RecallSettings:
     Attributes:
         refs: the reference fact sets (``refs.jsonl``, :mod:`dahl.formats.refs`).
         coverage: the judge, one of :data:`~dahl.adapters.coverage.COVERAGE_JUDGES`; None
-            picks ``exact`` when the Checker is ``replay`` (labels replayed from the input,
-            a pooled set of supported claims) and ``openai`` otherwise.
+            picks by the Checker: ``exact`` for ``replay`` (labels replayed from the input,
+            for a pooled set of supported claims), ``openai`` for ``openai`` (the judge
+            uses the Checker's endpoint), ``lexical`` for the offline Checkers (an offline
+            run stays offline).
         partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
         fstar_k: F* = the top ``k`` facts by importance; None = all.
         fstar_min_importance: F* = the facts with importance >= this; None = all.
@@ -83,7 +85,7 @@ class RecallSettings:
         """The judge a run with Checker ``checker`` uses (see ``coverage``)."""
         if self.coverage is not None:
             return self.coverage
-        return "exact" if checker == "replay" else "openai"
+        return {"replay": "exact", "openai": "openai"}.get(checker, "lexical")
 
 
 class RecallCoverer:

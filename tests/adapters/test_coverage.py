@@ -241,11 +241,13 @@ class TestRecallCoverer:
 
 class TestRecallSettings:
     def test_default_judge_and_errors(self, tmp_path: Path) -> None:
-        """exact for replay, openai otherwise; both F* cuts, or a missing file, are refused."""
+        """exact for replay, openai for openai, lexical for the offline Checkers; both F* cuts, or a missing file, refused."""
         refs = tmp_path / "refs.jsonl"
         refs.write_text("")
         settings = RecallSettings(refs=refs)
-        assert (settings.judge_name("replay"), settings.judge_name("openai")) == ("exact", "openai")
+        assert [settings.judge_name(c) for c in ("replay", "openai", "evidence", "fake")] == [
+            "exact", "openai", "lexical", "lexical"]
+        assert RecallSettings(refs=refs, coverage="openai").judge_name("replay") == "openai"
         with pytest.raises(ConfigError, match="not both"):
             RecallSettings(refs=refs, fstar_k=3, fstar_min_importance=0.5)
         with pytest.raises(ConfigError, match="reference facts file not found"):
