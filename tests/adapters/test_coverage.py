@@ -143,6 +143,17 @@ class TestOpenAICoverageJudge:
         assert "template=cover/v1" in judge.fingerprint and judge.fingerprint.endswith("|batch=30")
         assert "sk-test" not in judge.fingerprint
 
+    async def test_rejected_response_format_falls_back_to_text(self, server, session, lane, monkeypatch) -> None:
+        """A 400 naming response_format: the same facts are asked again in text mode, and text mode stays."""
+        monkeypatch.setenv(ENV, "sk-test-COVERKEY1234567")
+        cfg = EndpointConfig(base_url=server.base_url, model="judge", api_key_env=ENV, response_format="json_object")
+        server.push(server.error(400, "response_format is not supported"), server.chat('["partial"]'),
+                    server.chat('["covered"]'))
+        judge = OpenAICoverageJudge(cfg, session, lane)
+        assert [j.label for j in await judge.judge(result_of(), ["a"])] == [Coverage.PARTIAL]
+        assert [j.label for j in await judge.judge(result_of(), ["b"])] == [Coverage.COVERED]
+        assert ["response_format" in body for body in server.requests] == [True, False, False]
+
     async def test_http_error_propagates(self, server, session, lane, cfg) -> None:
         """A failed call raises (the Coverer turns it into label error); nothing is invented."""
         server.push(server.error(500, "boom"))
