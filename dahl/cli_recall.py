@@ -91,7 +91,13 @@ def recall_settings(
     if endpoint is None:
         model = values.get("coverage_model")
         merged = {**overrides, **({"model": model} if model else {})}
-        endpoint = endpoint_configs(config_file, merged, stages=("check",))["check"]
+        try:
+            endpoint = endpoint_configs(config_file, merged, stages=("check",))["check"]
+        except ConfigError as exc:
+            if "needs --" not in str(exc):  # a bad value, not a missing one
+                raise
+            # Its message names the Checker; say which option needs the endpoint.
+            raise ConfigError("--coverage openai needs --base-url and --model (or a [check] table in --config)") from None
     endpoint = dataclasses.replace(endpoint, max_tokens=None)
     if values.get("coverage_model"):
         endpoint = dataclasses.replace(endpoint, model=values["coverage_model"])

@@ -189,8 +189,8 @@ async def open_judge(
     if name != "openai":
         raise ConfigError(f"unknown coverage judge {name!r}; choose one of {', '.join(COVERAGE_JUDGES)}")
     if endpoint is None:
-        raise ConfigError("--coverage openai needs an endpoint: --checker openai with --base-url and --model, "
-                          "or --coverage-model (or a [cover] table in --config)")
+        raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
+                          "--checker openai)")
     await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters.coverage_llm"))
     from dahl.adapters.coverage_llm import OpenAICoverageJudge
     from dahl.adapters.http import make_session
