@@ -97,7 +97,8 @@ def recall_settings(
             if "needs --" not in str(exc):  # a bad value, not a missing one
                 raise
             # Its message names the Checker; say which option needs the endpoint.
-            raise ConfigError("--coverage openai needs --base-url and --model (or a [check] table in --config)") from None
+            raise ConfigError(
+                "--coverage openai needs --base-url and --model (or a [check] table in --config)") from None
     endpoint = dataclasses.replace(endpoint, max_tokens=None)
     if values.get("coverage_model"):
         endpoint = dataclasses.replace(endpoint, model=values["coverage_model"])

@@ -131,3 +131,16 @@ class TestRecallSettingsFromOptions:
         replay = recall_settings(values | {"coverage_model": None}, checker="replay", check_endpoint=None,
                                  config_file=None, overrides={})
         assert replay is not None and replay.endpoint is None  # exact judge: no endpoint
+
+
+class TestDryRun:
+    def test_dry_run_counts_one_cover_call_per_answer_and_30_facts(self, inputs: Path, refs: Path,
+                                                                   tmp_path: Path) -> None:
+        """Answer a has a set of 4 facts (1 call), b abstains (0), c has no set (0): 1 cover request."""
+        result = CliRunner().invoke(main, ["score", str(inputs), "--splitter", "given", "--checker", "replay",
+                                           "-o", str(tmp_path / "out"), "--refs", str(refs), "--coverage", "openai",
+                                           "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", "",
+                                           "--dry-run"])
+        assert result.exit_code == 0, result.output
+        assert "cover: 1 requests to http://127.0.0.1:9/v1 m" in result.output
+        assert not (tmp_path / "out" / "answers.jsonl").exists()

@@ -261,7 +261,8 @@ class OpenAICoverageJudge:
                 log.debug("coverage reply not parsed (%s); re-asking per fact", exc)
                 labels = []
             if len(labels) == len(batch):
-                out.extend(Judgement(label=label) for label in labels)  # raw kept on errors only: one reply holds 30 labels
+                # raw is kept on errors only: one reply holds up to 30 labels
+                out.extend(Judgement(label=label) for label in labels)
                 continue
             # A count mismatch cannot be aligned to the facts: ask each fact alone, never pad.
             for fact in batch:

@@ -254,7 +254,8 @@ async def run_pipeline(
     # Interim cover stage (part S's stage-based pipeline replaces it): results -> cover
     # workers -> covered -> writer.
     cover_workers = options.cover_concurrency if coverer is not None else 0
-    covered: Channel[AnswerResult | EncodedResult | FoundLine] = Channel(options.queue_size) if cover_workers else results
+    covered: Channel[AnswerResult | EncodedResult | FoundLine] = (
+        Channel(options.queue_size) if cover_workers else results)
     for _ in range(cover_workers):
         covered.open_sender()
 
