@@ -78,14 +78,22 @@ class Oracle:
         conflicts: (question, claim) pairs seen with more than one distinct label.
         claim_conflicts: claim texts (ignoring the question) seen with more than one label.
         answers: number of distinct responses with a claim list.
+
+    Coverage (:meth:`supported`): the claims labelled supported of each response, so a
+    reference fact is covered by an answer iff it is one of them (normalized text).
     """
 
     def __init__(self, facts: Iterable[tuple[str, list[_Fact]]] = ()) -> None:
         by_pair: dict[tuple[str, str], list[str]] = {}
         by_claim: dict[str, list[str]] = {}
         self._splits: dict[str, list[str]] = {}
+        self._supported: dict[str, frozenset[str]] = {}
         for response, claims in facts:
             self._splits.setdefault(normalize_text(response), [text for _, text, _ in claims])
+            self._supported.setdefault(
+                normalize_text(response),
+                frozenset(normalize_text(text) for _, text, label in claims if label == "supported"),
+            )
             for question, text, label in claims:
                 if label is None:
                     continue
@@ -142,6 +150,10 @@ class Oracle:
         """Claim texts recorded for ``response`` (normalized match), or None when unknown."""
         found = self._splits.get(normalize_text(response))
         return None if found is None else list(found)
+
+    def supported(self, response: str) -> frozenset[str] | None:
+        """Normalized texts of the claims labelled supported for ``response``, None when unknown."""
+        return self._supported.get(normalize_text(response))
 
     def __len__(self) -> int:
         return len(self._by_pair)

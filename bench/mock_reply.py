@@ -4,7 +4,8 @@ The dahl prompts delimit data with tags: a check user message holds
 ``<question>\\n...\\n</question>`` and ``<claim>\\n...\\n</claim>``; a split user message
 holds ``<question>`` and ``<answer>\\n...\\n</answer>``. A check against evidence
 passages (template ``check-evidence/v1``) adds one ``<evidence>`` block per passage,
-headed ``[n] source: <passage id> | title: ...``.
+headed ``[n] source: <passage id> | title: ...``; a coverage user message holds
+``<question>``, ``<response>`` and ``<facts>`` (see :mod:`bench.mock_coverage`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import mock_refs
+from bench.mock_coverage import cover_content, numbered_facts
 from bench.mock_oracle import Oracle
 from dahl.records import normalize_text
 
@@ -47,15 +49,16 @@ class Prompt:
     """What one chat-completions request asks for.
 
     Attributes:
-        kind: ``"check"``, ``"split"`` or ``"other"``.
+        kind: ``"check"``, ``"split"``, ``"cover"`` or ``"other"``.
         question: text of the last ``<question>`` block, or None.
-        data: the claim (check) or the answer (split) text; ``""`` for other.
+        data: the claim (check), the answer (split) or the response (cover) text; ``""`` for other.
         json_mode: True when the body has ``response_format`` of type json_schema/json_object.
         prompt_tokens: ``ceil(chars / 4)`` over every message's text content.
         max_tokens: ``max_tokens`` or ``max_completion_tokens`` of the body, 16 when absent.
         model: the requested model name (``"mock"`` when absent).
         passages: source ids of the check's ``<evidence>`` blocks, in order (empty
             without evidence).
+        facts: cover: the numbered facts of the ``<facts>`` block, in order.
     """
 
     kind: str
@@ -66,6 +69,7 @@ class Prompt:
     max_tokens: int
     model: str
     passages: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
 
 
 def estimate_tokens(text_chars: int) -> int:
@@ -132,9 +136,16 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
     texts = [(str(m.get("role", "")), _text_of(m.get("content"))) for m in messages if isinstance(m, Mapping)]
     kind, question, data = "other", None, ""
     passages: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
     for role, text in reversed(texts):
         if role != "user":
             continue
+        fact_block = last_block("facts", text)
+        response = last_block("response", text)
+        if fact_block is not None and response is not None:  # coverage; a rating prompt has no response
+            kind, data, facts = "cover", response, numbered_facts(fact_block)
+            question = last_block("question", text)
+            break
         refs = mock_refs.classify(text)  # dahl refs build: extraction and rating prompts
         if refs is not None:
             kind, question, data = refs
@@ -167,6 +178,7 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
         max_tokens=max_tokens,
         model=str(body.get("model") or "mock"),
         passages=passages,
+        facts=facts,
     )
 
 
@@ -237,6 +249,8 @@ def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
             found = oracle.label(prompt.question, prompt.data)
             label, reason = (found, "Oracle label.") if found else ("unknown", "Claim not in the oracle.")
         return _label_content(label, reason, prompt.json_mode)
+    if prompt.kind == "cover":
+        return cover_content(prompt.data, prompt.facts, oracle, json_mode=prompt.json_mode)
     if prompt.kind == "split":
         claims = oracle.claims(prompt.data) if oracle is not None else None
         if claims is None:

@@ -13,7 +13,7 @@ class MockStats:
 
     Attributes:
         requests: chat-completions requests received (any outcome).
-        kinds: requests per kind: ``check``, ``split``, ``other``.
+        kinds: requests per kind: ``check``, ``split``, ``cover``, ``other``.
         status: replies per HTTP status (aborted and never-answered requests have none).
         rate_limited: 429 replies per reason: ``requests``, ``tokens``, ``quota``.
         faults: injected faults per kind (see ``bench.mock_config.FAULT_KINDS``).
@@ -58,6 +58,7 @@ class MockStats:
             "requests": self.requests,
             "split": self.kinds["split"],
             "check": self.kinds["check"],
+            "cover": self.kinds["cover"],
             "other": self.kinds["other"],
             "kinds": dict(sorted(self.kinds.items())),
             "status": dict(sorted(self.status.items())),

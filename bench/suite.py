@@ -59,6 +59,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("b5", "b5_crash", "crash/resume: kill -9 N times + Ctrl-C, output equal to an uninterrupted run", 17, 90),
     ScenarioSpec("b6", "b6_rescore", "re-score: 1M cached claims, 1 % edited; lookup claims/s; cache on vs off", 19, 540),
     ScenarioSpec("b7", "b7_soak", "soak: 5M claims through the fake Checker; RSS flat, loop lag p99", 24, 560),
+    ScenarioSpec("b8", "b8_recall", "recall: N answers x 20 facts, LLM coverage judge at 1 s, C=200; 1 % re-score", 20, 70),
     ScenarioSpec("peers", "peers", "bare aiohttp, openai gather, sequential, LiteLLM, curator on B1-B3", 300, 900),
 )
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dahl._version import __version__
     from dahl.adapters.factory import AdapterSettings
+    from dahl.adapters.recall import RecallSettings
     from dahl.config import EndpointConfig
     from dahl.engine.counters import RunCounters
     from dahl.engine.pipeline import PipelineOptions
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 _SOURCES: dict[str, tuple[str, ...]] = {
     "dahl._version": ("__version__",),
     "dahl.adapters.factory": ("AdapterSettings",),
+    "dahl.adapters.recall": ("RecallSettings",),
     "dahl.config": ("EndpointConfig",),
     "dahl.engine.counters": ("RunCounters",),
     "dahl.engine.pipeline": ("PipelineOptions",),
@@ -103,6 +105,7 @@ __all__ = [
     "PipelineOptions",
     "QuotaExhausted",
     "RateLimited",
+    "RecallSettings",
     "Records",
     "RunCounters",
     "ScoreConfig",

@@ -21,6 +21,7 @@ from rich.markup import escape
 from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
+from dahl.cli_recall import recall_options, recall_settings
 from dahl.cli_progress import ProgressMode, count, run_with_progress
 from dahl.cli_summary import print_summary, result_table
 from dahl.cli_types import FINITE
@@ -162,6 +163,7 @@ def main(verbose: int) -> None:
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between two progress lines when stderr is not a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the expected calls, tokens and time bound; call nothing.")
+@recall_options
 def score(
     inputs: tuple[Path, ...],
     out_dir: Path,
@@ -190,6 +192,7 @@ def score(
     temperature: float | None,
     max_tokens: int | None,
     timeout_s: float | None,
+    **recall_values: object,  # the options of dahl.cli_recall.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
     try:
@@ -224,6 +227,9 @@ def score(
             seed=seed,
             cache_dir=cache_dir,
             use_cache=not no_cache,
+            recall=recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
+                                   config_file=config_file,
+                                   overrides={k: v for k, v in overrides.items() if v is not None}),
         )
         if dry_run:
             _print_dry_run(estimate(config))

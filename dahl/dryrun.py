@@ -12,6 +12,7 @@ endpoint sharing one lane; with no limits the run is latency-bound instead.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from dahl.config import EndpointConfig
 from dahl.errors import InputError
 from dahl.formats import read_answers
 from dahl.preprocess import preprocess
+from dahl.records import content_id
 from dahl.run import ScoreConfig
 
 __all__ = ["SAMPLE", "DryRunReport", "StageEstimate", "dry_run"]
@@ -105,12 +107,50 @@ def dry_run(config: ScoreConfig) -> DryRunReport:
                 )
     claims = known_claims if given else round(sample_claims / max(sampled, 1) * answers)
     stages: list[tuple[StageEstimate, EndpointConfig]] = []
+    cover = _cover_stage(config)
     if settings.splitter == "openai" and settings.split_endpoint is not None:
         stages.append((_estimate("split", settings.split_endpoint, answers, split_tokens), settings.split_endpoint))
     if settings.checker == "openai" and settings.check_endpoint is not None:
         stages.append((_estimate("check", settings.check_endpoint, claims, check_tokens), settings.check_endpoint))
+    if cover is not None:
+        stages.append(cover)
     bound, bound_by = _time_bound(stages)
     return DryRunReport(answers, claims, given, tuple(s for s, _ in stages), bound, bound_by)
+
+
+def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | None:
+    """The ``openai`` coverage judge's calls: per answer with a reference set and not marked
+    abstained, one per 30 facts of F* (answers the preprocessor finds abstained are counted)."""
+    recall = config.recall
+    if recall is None or recall.judge_name(config.adapters.checker) != "openai":
+        return None
+    from dahl.adapters.coverage_llm import MAX_FACTS, cover_request_body
+    from dahl.adapters.openai import estimate_tokens
+    from dahl.formats.refs import RefIndex, read_refs
+    from dahl.metrics import fstar
+
+    cfg = recall.endpoint or config.adapters.check_endpoint
+    if cfg is None:
+        return None
+    cfg = dataclasses.replace(cfg, max_tokens=None) if recall.endpoint is None else cfg
+    index = RefIndex(read_refs(recall.refs))
+    calls = 0
+    tokens: list[int] = []
+    for path in config.inputs:
+        for answer in read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                                   on_error=_skip, needs=config.adapters.input_needs):
+            ref_set = index.find(content_id(answer.question), answer.question)
+            if ref_set is None or answer.abstained:
+                continue
+            ranked = fstar(ref_set.facts, k=recall.fstar_k, min_importance=recall.fstar_min_importance,
+                           alpha=recall.alpha, beta=recall.beta)
+            facts = [f.text for f, _ in ranked]
+            calls += math.ceil(len(facts) / MAX_FACTS)
+            if facts and len(tokens) < SAMPLE:
+                body = cover_request_body(cfg, answer.question, answer.response, facts[:MAX_FACTS],
+                                          fmt=cfg.effective_format())
+                tokens.append(estimate_tokens(body))
+    return _estimate("cover", cfg, calls, tokens), cfg
 
 
 def _skip(_: InputError) -> None:

@@ -1,7 +1,7 @@
 """Recall columns of the summary: per-answer recall metrics kept compactly, aggregated per group.
 
 :class:`RecallColumns` holds, per answer, the seven recall metrics and |F*| as float64
-(NaN where a metric is None) and a one-byte reason code; :class:`RecallSettings` is the
+(NaN where a metric is None) and a one-byte reason code; :class:`RecordedRecallSettings` is the
 ``recall_settings`` object at the top of ``summary.json``. The per-answer formulas are in
 :mod:`dahl.metrics.recall` ("Beyond Precision"); this module only averages them.
 """
@@ -18,7 +18,7 @@ from dahl.errors import InputError
 from dahl.metrics import bootstrap_ci
 from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
 
-__all__ = ["NULL_REASONS", "RecallColumns", "RecallSettings"]
+__all__ = ["NULL_REASONS", "RecallColumns", "RecordedRecallSettings"]
 
 #: Why an answer's recall (or Rec^w alone, for ``zero_weight``) is None, in
 #: ``null_by_reason`` order. ``no_refs``: the answer's question has no reference set.
@@ -32,7 +32,7 @@ _WIDTH = len(_METRICS) + 1
 _NO_ROW = [float("nan")] * _WIDTH
 
 
-class RecallSettings(msgspec.Struct, frozen=True, kw_only=True):
+class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
     """How a run's recall was computed: ``summary.json``'s ``recall_settings``.
 
     Attributes:

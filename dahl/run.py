@@ -22,6 +22,7 @@ import orjson
 from dahl import manifest
 from dahl._version import __version__
 from dahl.adapters.factory import AdapterSettings, open_adapters
+from dahl.adapters.recall import RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CacheUnusable, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
@@ -39,6 +40,7 @@ from dahl.formats.inline import Input, as_inputs
 from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
 from dahl.locking import FolderLock
 from dahl.records import AnswerResult, ResultDigest
+from dahl.run_recall import open_recall
 from dahl.run_report import ScoreReport, run_status, single_error
 from dahl.summary import SummaryBuilder
 from dahl.verdicts import VerdictWriter
@@ -83,6 +85,9 @@ class ScoreConfig:
             whole (:mod:`dahl.cache.whole_input`); None: when the inputs total at least
             :data:`INPUT_PROCESS_AFTER_BYTES` and the run allows one (a whole-answer
             cache, a Splitter that is not cached). True still needs what the run allows.
+        recall: reference facts and recall settings (``--refs``); None = precision only.
+            With recall the whole-answer cache and the input process are off: every
+            answer is assembled from its cached claims and verdicts and then covered.
     """
 
     inputs: tuple[Input, ...]
@@ -99,6 +104,7 @@ class ScoreConfig:
     cache_dir: Path | None = None
     use_cache: bool = True
     input_process: bool | None = None
+    recall: RecallSettings | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", as_inputs(self.inputs))  # frozen: normalised once, here
@@ -118,12 +124,19 @@ class ScoreConfig:
             raise ConfigError("--k must be >= 1")
 
 
-def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str) -> bytes:
-    """Bytes of everything that changes a result besides the answer itself."""
-    return orjson.dumps(
-        {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma, "k": config.k},
-        option=orjson.OPT_SORT_KEYS,
-    )
+def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, recall_fp: str | None = None) -> bytes:
+    """Bytes of everything that changes a result besides the answer itself.
+
+    ``recall_fp`` (the Coverer's fingerprint: judge, refs hash, every recall setting)
+    is included only when recall is on, so precision-only runs keep their old keys.
+    """
+    material: dict[str, object] = {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma,
+                                   "k": config.k}
+    if recall_fp is not None:
+        material["recall"] = recall_fp
+    return orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
+
+
 
 
 async def score_async(
@@ -185,7 +198,7 @@ async def _score_locked(
     order: dict[int, int] = {}
     resumed = [0]
     async with AsyncExitStack() as stack:
-        child = await anyio.to_thread.run_sync(_spawn_input_process, config)
+        child = None if config.recall is not None else await anyio.to_thread.run_sync(_spawn_input_process, config)
         if child is not None:
             stack.push_async_callback(_close_input_process, child)
         adapters = config.adapters
@@ -211,10 +224,18 @@ async def _score_locked(
         if config.pipeline is not None:
             options = config.pipeline
         options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
-        run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint)
+        recall = await open_recall(config.recall, config.adapters, stack, lanes, cache) if config.recall else None
+        coverer = recall.coverer if recall is not None else None
+        if recall is not None:
+            if len(lanes):
+                counters.lane_statistics = lanes.statistics
+            if recall.endpoint is not None and config.pipeline is None:  # an LLM judge: as many covers as requests
+                options = PipelineOptions(**{**options.__dict__, "cover_concurrency": recall.endpoint.max_in_flight})
+        run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
+                                  coverer.fingerprint if coverer is not None else None)
         if cache is not None:
             await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
-        whole = AnswerCache.for_run(
+        whole = None if coverer is not None else AnswerCache.for_run(
             cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
         )
         # From here answers.jsonl changes: the folder is stale until the run completes
@@ -240,6 +261,7 @@ async def _score_locked(
                 counters=counters,
                 on_result=on_result,
                 whole=whole,
+                coverer=coverer,
             )
             stopped = False
         finally:
@@ -250,7 +272,9 @@ async def _score_locked(
     counters.input_errors = errors.count
     errors.log_suppressed()
 
-    builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot)
+    recall_settings = recall.settings(config.recall) if recall is not None and config.recall is not None else None
+    builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot,
+                             recall_settings=recall_settings)
     store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
     questions = manifest.QuestionSet()
 

@@ -29,7 +29,7 @@ from dahl.metrics import (
     factscore_values,
     precision,
 )
-from dahl.recall_summary import RecallColumns, RecallSettings
+from dahl.recall_summary import RecallColumns, RecordedRecallSettings
 from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, UnsupportedReason
 
 __all__ = ["SummaryBuilder", "group_seed"]
@@ -80,7 +80,7 @@ class SummaryBuilder:
         n_boot: int = 1000,
         level: float = 0.95,
         *,
-        recall_settings: RecallSettings | Mapping[str, Any] | None = None,
+        recall_settings: RecordedRecallSettings | Mapping[str, Any] | None = None,
     ) -> None:
         if gamma < 0:
             raise ConfigError(f"gamma must be >= 0, got {gamma}")
@@ -106,7 +106,7 @@ class SummaryBuilder:
         self._categories: dict[str, int] = {}
         self._pending: list[list[int]] = []
         self.recall_settings: dict[str, Any] | None = None
-        if isinstance(recall_settings, RecallSettings):
+        if isinstance(recall_settings, RecordedRecallSettings):
             self.recall_settings = msgspec.to_builtins(recall_settings)
         elif recall_settings is not None:
             self.recall_settings = dict(recall_settings)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dahl.errors import ConfigError, InputError
 from dahl.metrics import REASONS, answer_metrics, answer_recall, bootstrap_ci
-from dahl.recall_summary import RecallSettings
+from dahl.recall_summary import RecordedRecallSettings
 from dahl.records import (
     LABELS,
     AnswerRecall,
@@ -279,7 +279,7 @@ class TestSummaryOnFactscoreHumanLabels:
 
 # --- recall (summary.json "recall" blocks and "recall_settings") -------------------------
 
-SETTINGS = RecallSettings(refs="refs.jsonl", refs_sha256="ab" * 32, coverage="exact/1")
+SETTINGS = RecordedRecallSettings(refs="refs.jsonl", refs_sha256="ab" * 32, coverage="exact/1")
 RECALL_KEYS = [
     "n", "n_abstained", "null_by_reason", "recall", "recall_ci", "recall_w", "recall_w_ci", "f1", "f1_ci",
     "f1_w", "f1_w_ci", "recall_at_5", "recall_at_10", "recall_at_20", "rho", "facts",

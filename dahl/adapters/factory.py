@@ -22,8 +22,9 @@ if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
     import aiohttp
 
     from dahl.adapters.corpus import Corpus
+    from dahl.adapters.coverage import CoverageJudge
 
-__all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters"]
+__all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters", "open_judge"]
 
 SPLITTERS = ("rules", "given", "openai")
 CHECKERS = ("evidence", "replay", "fake", "openai")
@@ -187,3 +188,40 @@ async def _corpus(settings: AdapterSettings) -> Corpus:
     assert settings.evidence is not None
     path, index_dir = settings.evidence, settings.index_dir
     return await anyio.to_thread.run_sync(lambda: load_corpus(path, index_dir=index_dir))
+
+
+async def open_judge(
+    name: str, endpoint: EndpointConfig | None, stack: AsyncExitStack, pool: LanePool
+) -> CoverageJudge:
+    """Construct the coverage judge ``name`` (:data:`dahl.adapters.coverage.COVERAGE_JUDGES`).
+
+    The ``openai`` judge gets the lane of its endpoint from ``pool`` (so it shares the
+    Checker's limits on the same endpoint) and its own HTTP session, closed with ``stack``.
+
+    Raises:
+        ConfigError: unknown name; ``openai`` without an endpoint; an unset API key variable.
+    """
+    from dahl.adapters.coverage import COVERAGE_JUDGES, ExactJudge, LexicalJudge
+
+    if name == "exact":
+        return ExactJudge()
+    if name == "lexical":
+        return LexicalJudge()
+    if name != "openai":
+        raise ConfigError(f"unknown coverage judge {name!r}; choose one of {', '.join(COVERAGE_JUDGES)}")
+    if endpoint is None:
+        raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
+                          "--checker openai)")
+    await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters.coverage_llm"))
+    from dahl.adapters.coverage_llm import OpenAICoverageJudge
+    from dahl.adapters.http import make_session
+
+    lane = pool.get(
+        endpoint.base_url,
+        api_key_id(resolve_api_key(endpoint)),
+        endpoint.model,
+        LaneLimits(rpm=endpoint.rpm, tpm=endpoint.tpm, max_in_flight=endpoint.max_in_flight),
+        breaker=BreakerSettings(max_outage_s=endpoint.max_outage_s),
+    )
+    session = await stack.enter_async_context(make_session(endpoint.max_in_flight, endpoint.timeout_s))
+    return OpenAICoverageJudge(endpoint, session, lane)

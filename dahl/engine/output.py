@@ -55,15 +55,22 @@ def writing(path: Path) -> Iterator[None]:
         ) from exc
 
 
+class _RecallKey(msgspec.Struct):
+    reason: str | None = None
+
+
 class _KeyOnly(msgspec.Struct):
     id: str
     input_hash: str
     status: str = ""
     counts: dict[str, int] = {}
+    recall: _RecallKey | None = None
 
     def failed(self) -> bool:
-        """Whether the line records a failure to score again: a split error or an errored claim."""
-        return self.status == "error" or self.counts.get("error", 0) > 0
+        """Whether the line records a failure to score again: a split error, an errored claim,
+        or a reference fact whose coverage judge failed (recall reason ``coverage_error``)."""
+        return (self.status == "error" or self.counts.get("error", 0) > 0
+                or (self.recall is not None and self.recall.reason == "coverage_error"))
 
 
 _KEY_DECODER = msgspec.json.Decoder(_KeyOnly)
@@ -116,8 +123,9 @@ class AnswerLog:
     def finished_keys(self) -> set[int]:
         """Keys of the answers already finished in the file (blocking; call from a thread).
 
-        A line that records an error (status ``error``: the split failed; or a claim
-        labelled ``error``: its check failed after retries) is not finished: errors
+        A line that records an error (status ``error``: the split failed; a claim
+        labelled ``error``: its check failed after retries; or recall reason
+        ``coverage_error``: a fact's coverage judge failed) is not finished: errors
         are never kept as results, so the answer is scored again. Such lines are
         removed first (the file is rewritten through a temporary file and an atomic
         rename), so the new result replaces them; so are lines that do not decode

@@ -37,7 +37,7 @@ from typing import Protocol
 import anyio
 import anyio.lowlevel
 
-from dahl.adapters.base import Checker, Splitter
+from dahl.adapters.base import Checker, Coverer, Splitter
 from dahl.engine.channel import Channel, EndOfChannel
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog
@@ -70,6 +70,8 @@ class PipelineOptions:
         max_response_chars: longer responses are not split (status ``error``): rule-based
             sentence segmentation is quadratic in text length (~3 s at 50,000 characters),
             and no long-form answer worth scoring is that long.
+        cover_concurrency: cover workers (answers whose coverage is being judged at once),
+            used with a ``coverer`` only.
     """
 
     split_concurrency: int = 2
@@ -83,10 +85,11 @@ class PipelineOptions:
     gamma: float = 10.0
     k: int = 64
     max_response_chars: int = 50_000
+    cover_concurrency: int = 64
 
     def __post_init__(self) -> None:
         for name in ("split_concurrency", "check_concurrency", "lookup_concurrency", "queue_size", "read_batch",
-                     "flush_items"):
+                     "flush_items", "cover_concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.flush_interval_s <= 0:
@@ -190,6 +193,7 @@ async def run_pipeline(
     counters: RunCounters,
     on_result: Callable[[AnswerResult], None] | None = None,
     whole: WholeAnswers | None = None,
+    coverer: Coverer | None = None,
 ) -> None:
     """Stream every answer of ``source`` through split and check into ``log_file``.
 
@@ -206,12 +210,17 @@ async def run_pipeline(
         whole: the whole-answer cache: answers found there skip splitting and checking
             (counted in ``answers_cached`` and ``claims_cached``), and answers finished
             here without an error are stored in it.
+        coverer: adds recall: every finished result goes through ``coverer.cover`` in
+            ``options.cover_concurrency`` cover workers before the writer. Not with ``whole``.
 
     Raises:
+        ValueError: both ``whole`` and ``coverer`` given (a whole answer has no recall).
         QuotaExhausted: the API quota ran out; results finished before are written.
         FatalAPIError: the endpoint cannot work (bad key, unreachable, breaker tripped);
             results finished before are written, and a re-run continues.
     """
+    if coverer is not None and whole is not None:
+        raise ValueError("the whole-answer cache cannot be used with a coverer")
     look_up = getattr(checker, "look_up", None) if getattr(checker, "can_look_up", False) else None
     check_missed = getattr(checker, "check_missed", None)
     lookup_workers = options.lookup_concurrency if look_up is not None else 0
@@ -242,6 +251,13 @@ async def run_pipeline(
         results.open_sender()
     for _ in range(options.check_concurrency):
         results.open_sender()
+    # Interim cover stage (part S's stage-based pipeline replaces it): results -> cover
+    # workers -> covered -> writer.
+    cover_workers = options.cover_concurrency if coverer is not None else 0
+    covered: Channel[AnswerResult | EncodedResult | FoundLine] = (
+        Channel(options.queue_size) if cover_workers else results)
+    for _ in range(cover_workers):
+        covered.open_sender()
 
     async def read() -> None:
         try:
@@ -401,6 +417,20 @@ async def run_pipeline(
         finally:
             results.close_sender()
 
+    async def cover_worker() -> None:
+        assert coverer is not None
+        try:
+            async for item in results:
+                if isinstance(item, AnswerResult):
+                    try:
+                        item = await coverer.cover(item)
+                    except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished results are kept
+                        stop(exc)
+                        return
+                await covered.send(item)
+        finally:
+            covered.close_sender()
+
     async def write() -> None:
         batch: list[AnswerResult | EncodedResult | FoundLine] = []
 
@@ -424,7 +454,7 @@ async def run_pipeline(
                 with anyio.move_on_after(options.flush_interval_s):
                     while len(batch) < options.flush_items:
                         try:
-                            batch.append(await results.receive())
+                            batch.append(await covered.receive())
                         except EndOfChannel:
                             if batch:
                                 await flush()
@@ -448,7 +478,8 @@ async def run_pipeline(
     try:
         async with anyio.create_task_group() as tg:
             workers = [read, *[whole_worker] * whole_workers, *[split_worker] * options.split_concurrency,
-                       *[lookup_worker] * lookup_workers, *[check_worker] * options.check_concurrency, write]
+                       *[lookup_worker] * lookup_workers, *[check_worker] * options.check_concurrency,
+                       *[cover_worker] * cover_workers, write]
             for n, worker in enumerate(workers, 1):
                 tg.start_soon(worker)
                 if n % 32 == 0:  # starting ~200 tasks takes ~20 ms: let the loop run between chunks
