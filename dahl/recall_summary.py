@@ -42,7 +42,7 @@ class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
         partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
         fstar_k: F* cut to the top k facts by importance, None for no cut.
         fstar_min_importance: F* cut to facts with importance >= this, None for no cut.
-        alpha, beta: importance weights of relevance and salience ("Beyond Precision" §3).
+        alpha, beta: importance weights of relevance and salience ("Beyond Precision").
     """
 
     refs: str

@@ -48,7 +48,7 @@ RECALL_AT: tuple[int, ...] = (5, 10, 20)
 
 
 def importance(relevance: float, salience: float, *, alpha: float = 0.5, beta: float = 0.5) -> float:
-    """imp = α·(r − 1)/4 + β·(s − 1)/4 for 1–5 ratings r, s ("Beyond Precision" §3).
+    """imp = α·(r − 1)/4 + β·(s − 1)/4 for 1–5 ratings r, s ("Beyond Precision").
 
     Raises:
         ConfigError: a rating outside [1, 5], or α, β negative or not finite.

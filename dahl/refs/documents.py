@@ -1,6 +1,6 @@
 """``dahl refs build`` from documents: the paper's method, as stages of the engine.
 
-Per question ("Beyond Precision" §3): documents (given inline, named by ``doc_ids``,
+Per question ("Beyond Precision"): documents (given inline, named by ``doc_ids``,
 or the top ``docs_per_question`` retrieved from the corpus by BM25) → chunks → atomic
 facts (:mod:`dahl.refs.extract`; cached per chunk, so a document shared by many
 questions is extracted once) → duplicates removed (:mod:`dahl.refs.distinct`) →
