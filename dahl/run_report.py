@@ -45,7 +45,8 @@ def run_status(summary: dict[str, Any], input_errors: int) -> ExitStatus:
     """The exit status of a finished run from its ``summary.json`` content.
 
     Args:
-        summary: the summary (its ``models`` blocks count answers, reasons and labels).
+        summary: the summary (its ``models`` blocks count answers, reasons, labels and,
+            with recall, answers whose coverage judgement failed).
         input_errors: input records skipped by this run.
 
     Returns:
@@ -57,7 +58,9 @@ def run_status(summary: dict[str, Any], input_errors: int) -> ExitStatus:
     if answers == split_errors:  # nothing in the output, or only failures
         return ExitStatus.NOTHING_SCORED
     claim_errors = sum(m["labels"].get("error", 0) for m in models)
-    if input_errors or split_errors or claim_errors:
+    # A failed coverage judgement leaves the answer's recall null; a re-run retries it.
+    coverage_errors = sum(m.get("recall", {}).get("null_by_reason", {}).get("coverage_error", 0) for m in models)
+    if input_errors or split_errors or claim_errors or coverage_errors:
         return ExitStatus.PARTIAL
     return ExitStatus.OK
 
