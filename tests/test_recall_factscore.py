@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from dahl.cli import main
-from dahl.records import normalize_text
 
 MODELS = ("InstructGPT", "ChatGPT", "PerplexityAI")
 #: (recall %, answers with recall, abstained among them), verified by the lead with an independent script.
@@ -19,27 +18,20 @@ EXPECTED = {"InstructGPT": (23.2, 120, 1), "ChatGPT": (35.0, 120, 12), "Perplexi
 
 
 def pool_refs(runs: list[Path], out: Path) -> Path:
-    """refs.jsonl: per question_id the union of the runs' supported claims (normalized, first-seen order).
-
-    Questions whose union is empty get no set. A small stand-in for part R's pooled builder.
-    """
-    facts: dict[str, dict[str, None]] = {}
-    questions: dict[str, str] = {}
+    """refs.jsonl pooled from ``runs`` by ``dahl refs build --pool`` (the feature under test)."""
+    args = ["refs", "build", "-o", str(out)]
     for run in runs:
-        with (run / "answers.jsonl").open() as handle:
-            for line in handle:
-                row = json.loads(line)
-                questions[row["question_id"]] = row["question"]
-                union = facts.setdefault(row["question_id"], {})
-                for claim in row["claims"]:
-                    if claim["label"] == "supported":
-                        union.setdefault(normalize_text(claim["text"]), None)
-    with out.open("w") as handle:
-        for qid, union in facts.items():
-            if union:
-                handle.write(json.dumps({"question_id": qid, "question": questions[qid],
-                                         "facts": [{"id": str(i), "text": t} for i, t in enumerate(union, 1)]}) + "\n")
+        args += ["--pool", str(run)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "128 reference sets pooled from 3 runs" in result.output
     return out
+
+
+def summary_recall(run: Path, model: str) -> tuple[float, int, int, int]:
+    """(100 × Rec, n, abstained, empty F*) of ``model`` in the run's summary.json."""
+    block = json.loads((run / "summary.json").read_text())["models"][model]["recall"]
+    return round(100 * block["recall"], 1), block["n"], block["n_abstained"], block["null_by_reason"]["empty_fstar"]
 
 
 def mean_recall(run: Path) -> tuple[float, int, int]:
@@ -82,6 +74,7 @@ class TestPooledHumanRecall:
             _score(path, tmp_path / model, "--no-cache", "--refs", str(refs), "--coverage", "exact")
             recall, n, abstained = mean_recall(tmp_path / model)
             assert (round(recall, 1), n, abstained) == EXPECTED[model]
+            assert summary_recall(tmp_path / model, model) == (*EXPECTED[model], 8)
 
     def test_wire_llm_judge_against_the_oracle_mock(
         self, pooled: tuple[dict[str, Path], Path], tmp_path: Path, mocks: Any
@@ -89,13 +82,14 @@ class TestPooledHumanRecall:
         """--coverage openai against the oracle mock: the same figures, one request per answer and 30 facts."""
         files, refs = pooled
         url = mocks.start("--oracle", *map(str, files.values()))
-        sizes = {row["question_id"]: len(row["facts"]) for row in _rows(refs)}
+        sizes = {row["question_id"]: len(row["facts"]) for row in _rows(refs) if row["facts"]}
         expected_calls = 0
         for model, path in files.items():
             _score(path, tmp_path / model, "--refs", str(refs), "--coverage", "openai", "--base-url", url,
                    "--model", "mock", "--api-key-env", "")
             recall, n, abstained = mean_recall(tmp_path / model)
             assert (round(recall, 1), n, abstained) == EXPECTED[model]
+            assert summary_recall(tmp_path / model, model) == (*EXPECTED[model], 8)
             rows = _rows(tmp_path / model / "answers.jsonl")
             expected_calls += sum(math.ceil(sizes[r["question_id"]] / 30) for r in rows
                                   if r["question_id"] in sizes and r["status"] != "abstained")
