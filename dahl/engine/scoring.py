@@ -207,7 +207,15 @@ class Scoring:
                 verdict = await self.checker.check(claim, pending.item.answer)
         finally:
             counters.checks_in_flight -= 1
-        await self._decided(pending, i, verdict)
+        # _decided, inlined: one call less per claim on the hottest path.
+        if verdict.label is Label.ERROR:
+            counters.claims_failed += 1
+            counters.errors[(verdict.error or "error").split(":", 1)[0]] += 1
+        counters.claims_done += 1
+        pending.verdicts[i] = verdict
+        pending.remaining -= 1
+        if pending.remaining == 0:
+            await self.emit(self._finished(pending))
 
     async def _check_failed(self, job: tuple[Pending, int], exc: AdapterError) -> None:
         pending, i = job
