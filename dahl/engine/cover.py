@@ -20,7 +20,7 @@ from dahl.engine.channel import Channel
 from dahl.engine.counters import RunCounters
 from dahl.engine.results import EncodedResult, FoundLine
 from dahl.engine.stage import Stage
-from dahl.errors import AdapterError
+from dahl.errors import AdapterError, ConfigError
 from dahl.records import AnswerRecall, AnswerResult, Coverage
 
 __all__ = ["Covering"]
@@ -67,10 +67,11 @@ class Covering:
         """Send a finished answer to the cover stage.
 
         Raises:
-            ValueError: ``result`` is a line found whole (it carries no recall to add to).
+            ConfigError: ``result`` is a line found whole (it carries no recall to add to);
+                a ValueError, and the DahlError the run stops with.
         """
         if not isinstance(result, AnswerResult):
-            raise ValueError("an answer found whole cannot be covered: turn the whole-answer cache and the "
+            raise ConfigError("an answer found whole cannot be covered: turn the whole-answer cache and the "
                              "input process off when the run has a Coverer")
         self._counters.answers_covering += 1
         await self._results.send(result)

@@ -75,6 +75,7 @@ class Reader:
             batches.open_sender()
 
     async def __call__(self) -> None:
+        """Read until ``source`` is exhausted, then close this reader's senders."""
         counters, answers, batches = self._counters, self._answers, self._batches
         try:
             while True:
@@ -145,6 +146,7 @@ class Writer:
                 on_result(r if isinstance(r, AnswerResult) else r.decoded())
 
     async def __call__(self) -> None:
+        """Write until ``inbox`` ends (or the run is cancelled: what is held is still written)."""
         batch: list[Line] = []
         inbox, append = self._inbox, self._log_file.append
 

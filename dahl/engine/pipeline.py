@@ -46,6 +46,7 @@ from dahl.engine.queued import QueuedAnswer, WholeAnswers
 from dahl.engine.results import FoundLine
 from dahl.engine.scoring import WHOLE_WORKERS, Scoring
 from dahl.engine.stage import Stage, run_stages
+from dahl.errors import ConfigError
 from dahl.records import AnswerResult
 
 __all__ = ["PipelineOptions", "QueuedAnswer", "WholeAnswers", "run_pipeline"]
@@ -84,14 +85,15 @@ async def run_pipeline(
             once) before it is written; see :mod:`dahl.engine.cover`.
 
     Raises:
-        ValueError: ``coverer`` is given with ``whole`` (lines found whole carry no
-            recall), or ``source`` yields a :class:`FoundLine` in a run with a coverer.
+        ConfigError: (a ValueError) ``coverer`` is given with ``whole`` (lines found whole
+            carry no recall), or ``source`` yields a :class:`FoundLine` in a run with a
+            coverer (lines before it may be written).
         QuotaExhausted: the API quota ran out; results finished before are written.
         FatalAPIError: the endpoint cannot work (bad key, unreachable, breaker tripped);
             results finished before are written, and a re-run continues.
     """
     if coverer is not None and whole is not None:
-        raise ValueError("a run with a Coverer cannot use the whole-answer cache: its lines carry no recall")
+        raise ConfigError("a run with a Coverer cannot use the whole-answer cache: its lines carry no recall")
     answers: Channel[QueuedAnswer] = Channel(options.queue_size)
     results: Channel[Any] = Channel(options.queue_size)
     batches: Channel[list[QueuedAnswer]] | None = Channel(WHOLE_WORKERS) if whole is not None else None

@@ -23,7 +23,8 @@ from dahl.engine.channel import Channel
 from dahl.engine.counters import RunCounters
 from dahl.engine.options import PipelineOptions
 from dahl.engine.queued import ClaimJob, Pending, QueuedAnswer, WholeAnswers
-from dahl.engine.results import EncodedResult, FoundLine, build_result, result_of_found
+from dahl.engine.ends import Line
+from dahl.engine.results import build_result, result_of_found
 from dahl.engine.stage import Stage, Unbatched
 from dahl.errors import AdapterError
 from dahl.preprocess import preprocess
@@ -31,8 +32,6 @@ from dahl.records import Answer, AnswerResult, Label, Verdict
 
 __all__ = ["Scoring", "error_text"]
 
-#: What the scoring stages send on: a result, or a finished line from the whole-answer cache.
-Finished = AnswerResult | EncodedResult | FoundLine
 
 
 def error_text(exc: BaseException) -> str:
@@ -90,8 +89,8 @@ class Scoring:
         counters: RunCounters,
         answers: Channel[QueuedAnswer],
         batches: Channel[list[QueuedAnswer]] | None,
-        results: Channel[Finished],
-        emit: Callable[[Finished], Awaitable[None]],
+        results: Channel[Line],
+        emit: Callable[[Line], Awaitable[None]],
     ) -> None:
         self.splitter = splitter
         self.checker = checker
