@@ -151,6 +151,8 @@ class Snapshot:
         errors: errors so far (:meth:`RunCounters.error_count`).
         elapsed_s: seconds since the run started.
         http: with HTTP lanes, ``(requests per second, 429 replies, retries, tokens)``.
+        cover: with a cover stage (recall), ``(answers covering, facts judged)``:
+            answers queued for or in the cover stage, and reference facts judged so far.
     """
 
     done: int
@@ -162,6 +164,7 @@ class Snapshot:
     errors: int
     elapsed_s: float
     http: tuple[float, int, int, int] | None = None
+    cover: tuple[int, int] | None = None
 
     @property
     def fraction(self) -> float | None:
@@ -183,6 +186,10 @@ class Snapshot:
         out.append((1, f"{self.in_flight:,} in flight"))
         if self.queued:
             out.append((4, f"{self.queued:,} queued"))
+        if self.cover is not None:
+            covering, judged = self.cover
+            out.append((2, f"{covering:,} covering"))
+            out.append((4, count(judged, "fact") + " judged"))
         out.append((1, count(self.errors, "error")))
         if self.http is not None:
             req_s, rate_limited, retries, tokens = self.http
@@ -257,6 +264,7 @@ class Meter:
             errors=c.error_count(),
             elapsed_s=elapsed,
             http=http,
+            cover=(c.answers_covering, c.facts_judged) if c.covering else None,
         )
 
 

@@ -37,7 +37,16 @@ class RunCounters:
         checks_in_flight: Checker calls running now, including those still queued in a
             lane for a slot or the rate limit (see :meth:`requests_in_flight` for requests).
         errors: claim and split errors by exception class name (``claims_failed`` plus
-            answers whose split failed or whose response was too long).
+            answers whose split failed or whose response was too long; with a Coverer,
+            also facts labelled ``error`` and failed ``cover`` calls).
+        covering: the run has a cover stage (a Coverer); the cover counters below are
+            shown and reported only then.
+        answers_covering: answers finished by the scoring stages and not yet passed on
+            to the writer by the cover stage (queued for it or being covered).
+        answers_covered: answers the cover stage passed on (failed covers included).
+        covers_in_flight: ``Coverer.cover`` calls running now.
+        facts_judged: reference facts in the recall of covered answers.
+        facts_failed: facts of ``facts_judged`` labelled ``error`` (never not covered).
         started_at: ``time.monotonic()`` at start, seconds.
         lane_statistics: set by the run when HTTP adapters are used: returns each
             lane's :class:`~dahl.engine.lane.LaneStatistics` (requests, 429s,
@@ -58,6 +67,12 @@ class RunCounters:
     claims_failed: int = 0
     checks_in_flight: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    covering: bool = False
+    answers_covering: int = 0
+    answers_covered: int = 0
+    covers_in_flight: int = 0
+    facts_judged: int = 0
+    facts_failed: int = 0
     started_at: float = field(default_factory=time.monotonic)
     lane_statistics: Callable[[], Mapping[str, Any]] | None = None
 
@@ -103,7 +118,16 @@ class RunCounters:
         return time.monotonic() - self.started_at
 
     def as_dict(self) -> dict[str, object]:
-        """Plain-JSON view for summary.json and the bench."""
+        """Plain-JSON view for summary.json and the bench.
+
+        With a cover stage (``covering``), ``answers_covered``, ``facts_judged`` and
+        ``facts_failed`` are added after ``claims_failed``; without one the keys are
+        those of a run before recall.
+        """
+        cover: dict[str, object] = {}
+        if self.covering:
+            cover = {"answers_covered": self.answers_covered, "facts_judged": self.facts_judged,
+                     "facts_failed": self.facts_failed}
         return {
             "answers_read": self.answers_read,
             "answers_resumed": self.answers_resumed,
@@ -116,6 +140,7 @@ class RunCounters:
             "claims_cached": self.claims_cached,
             "claims_deduped": self.claims_deduped,
             "claims_failed": self.claims_failed,
+            **cover,
             "errors": dict(self.errors),
             "elapsed_s": round(self.elapsed_s(), 3),
             "lanes": {

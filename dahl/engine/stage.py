@@ -14,20 +14,21 @@ import collections
 import dataclasses
 import logging
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
 
-from dahl.engine.channel import Channel
+from dahl.engine.channel import Channel, EndOfChannel
 from dahl.errors import AdapterError, DahlError, FatalAPIError, QuotaExhausted
 
-__all__ = ["Stage", "StageCounters", "run_stages"]
+__all__ = ["Inbox", "Stage", "StageCounters", "Unbatched", "run_stages"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+B = TypeVar("B")
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -36,6 +37,46 @@ class Inbox(Protocol[T_co]):
     the same way (``async for`` until the last sender closed)."""
 
     def __aiter__(self) -> AsyncIterator[T_co]: ...
+
+
+class Unbatched(Generic[B, T]):
+    """An inbox that takes batches from a channel and hands their items out one at a time.
+
+    Producers send a batch as one channel item (e.g. all claims of an answer): with
+    many producers on a full channel, one send per item made every item a blocked,
+    woken and often re-blocked sender. Every worker of the stage shares this one
+    inbox, so the items of a batch go to different workers.
+
+    Args:
+        channel: the batches.
+        items: the items of one batch, in order (called once per batch).
+    """
+
+    __slots__ = ("_channel", "_items", "_ready")
+
+    def __init__(self, channel: Channel[B], items: Callable[[B], Iterable[T]]) -> None:
+        self._channel = channel
+        self._items = items
+        self._ready: collections.deque[T] = collections.deque()
+
+    def __aiter__(self) -> Unbatched[B, T]:
+        return self
+
+    async def __anext__(self) -> T:
+        ready = self._ready
+        while not ready:
+            try:
+                batch = await self._channel.receive()
+            except EndOfChannel:
+                if ready:  # another worker's batch arrived while this one waited
+                    break
+                raise StopAsyncIteration from None
+            ready.extend(self._items(batch))
+        return ready.popleft()
+
+    def __len__(self) -> int:
+        """Items taken from the channel and not handed out yet."""
+        return len(self._ready)
 
 
 @dataclasses.dataclass

@@ -1,0 +1,177 @@
+"""The two ends of a pipeline: the reader feeding answers in, the writer appending results.
+
+Both are plain tasks of :func:`~dahl.engine.stage.run_stages`, not stages: the reader
+takes batches of a blocking iterator in a thread, the writer appends batches to the
+answer log in a thread (DESIGN.md §1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+
+import anyio
+
+from dahl.engine.channel import Channel, EndOfChannel
+from dahl.engine.counters import RunCounters
+from dahl.engine.output import AnswerLog
+from dahl.engine.queued import QueuedAnswer
+from dahl.engine.results import EncodedResult, FoundLine
+from dahl.records import AnswerResult
+
+__all__ = ["Reader", "Writer"]
+
+#: A line the writer appends.
+Line = AnswerResult | EncodedResult | FoundLine
+
+
+def _next_batch(source: Iterator[QueuedAnswer | FoundLine], size: int) -> list[QueuedAnswer | FoundLine]:
+    batch: list[QueuedAnswer | FoundLine] = []
+    for item in source:
+        batch.append(item)
+        if len(batch) >= size:
+            break
+    return batch
+
+
+class Reader:
+    """Reads ``source`` in batches of ``read_batch`` (in a thread) and routes each item.
+
+    A :class:`FoundLine` (found whole by the source) goes to ``emit``; an answer still
+    to look up whole goes to ``batches`` with the others of its batch; every other
+    answer goes to ``answers``. Built before the run starts, it counts itself as a
+    sender of ``answers``, ``batches`` and ``results``.
+
+    Args:
+        source: answers and found lines; a blocking iterator.
+        read_batch: items taken per thread hop.
+        counters: ``answers_read`` and, for found lines, the cached counts are updated.
+        answers: answers to split.
+        batches: batches of answers to look up whole, or None without a whole-answer cache.
+        results: the channel ``emit`` sends to.
+        emit: sends a found line on to ``results``.
+    """
+
+    def __init__(
+        self,
+        source: Iterator[QueuedAnswer | FoundLine],
+        *,
+        read_batch: int,
+        counters: RunCounters,
+        answers: Channel[QueuedAnswer],
+        batches: Channel[list[QueuedAnswer]] | None,
+        results: Channel[Line],
+        emit: Callable[[FoundLine], Awaitable[None]],
+    ) -> None:
+        self._source = source
+        self._read_batch = read_batch
+        self._counters = counters
+        self._answers = answers
+        self._batches = batches
+        self._results = results
+        self._emit = emit
+        answers.open_sender()
+        results.open_sender()
+        if batches is not None:
+            batches.open_sender()
+
+    async def __call__(self) -> None:
+        """Read until ``source`` is exhausted, then close this reader's senders."""
+        counters, answers, batches = self._counters, self._answers, self._batches
+        try:
+            while True:
+                batch = await anyio.to_thread.run_sync(_next_batch, self._source, self._read_batch)
+                if not batch:
+                    return
+                counters.answers_read += len(batch)
+                to_look_up: list[QueuedAnswer] = []
+                for item in batch:
+                    if isinstance(item, FoundLine):  # found whole by the source
+                        counters.answers_cached += 1
+                        counters.claims_cached += item.claims
+                        counters.claims_done += item.claims
+                        await self._emit(item)
+                    elif batches is not None and item.whole_key is None:
+                        to_look_up.append(item)
+                    else:  # no whole-answer cache, or the source looked it up already
+                        await answers.send(item)
+                if to_look_up:
+                    assert batches is not None
+                    await batches.send(to_look_up)
+        finally:
+            answers.close_sender()
+            self._results.close_sender()
+            if batches is not None:
+                batches.close_sender()
+
+
+class Writer:
+    """Appends the lines of ``inbox`` to ``log_file`` in batches, in a thread.
+
+    A batch is written when it holds ``flush_items`` lines or its first line waited
+    ``flush_interval_s`` seconds; cancelled (Ctrl-C, quota), the writer still writes
+    what it holds (shielded), so no finished answer is lost.
+
+    Args:
+        inbox: the finished lines.
+        log_file: an open :class:`AnswerLog`.
+        counters: ``answers_done`` and ``status`` are counted as lines are written.
+        on_result: called on the event loop for every written result, or None.
+        flush_items: lines per write batch.
+        flush_interval_s: longest a line waits before being written, seconds.
+    """
+
+    def __init__(
+        self,
+        inbox: Channel[Line],
+        log_file: AnswerLog,
+        *,
+        counters: RunCounters,
+        on_result: Callable[[AnswerResult], None] | None,
+        flush_items: int,
+        flush_interval_s: float,
+    ) -> None:
+        self._inbox = inbox
+        self._log_file = log_file
+        self._counters = counters
+        self._on_result = on_result
+        self._flush_items = flush_items
+        self._flush_interval_s = flush_interval_s
+
+    def _record(self, batch: list[Line]) -> None:
+        counters, on_result = self._counters, self._on_result
+        for r in batch:
+            counters.answers_done += 1
+            counters.status[str(r.status)] += 1
+            if on_result is not None:
+                on_result(r if isinstance(r, AnswerResult) else r.decoded())
+
+    async def __call__(self) -> None:
+        """Write until ``inbox`` ends (or the run is cancelled: what is held is still written)."""
+        batch: list[Line] = []
+        inbox, append = self._inbox, self._log_file.append
+
+        async def flush() -> None:
+            # Cancelled before the thread starts, the batch is still held and the finally
+            # below writes it; once written it is let go before _record(), which may raise.
+            nonlocal batch
+            await anyio.to_thread.run_sync(append, batch)
+            out, batch = batch, []
+            self._record(out)
+
+        try:
+            while True:
+                with anyio.move_on_after(self._flush_interval_s):
+                    while len(batch) < self._flush_items:
+                        try:
+                            batch.append(await inbox.receive())
+                        except EndOfChannel:
+                            if batch:
+                                await flush()
+                            return
+                if batch:
+                    await flush()
+        finally:
+            if batch:  # cancelled (Ctrl-C, quota): keep what was finished
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(append, batch)
+                    self._record(batch)

@@ -1,0 +1,60 @@
+"""Sizes and scoring parameters of one pipeline run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PipelineOptions"]
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """Sizes and scoring parameters of one pipeline run.
+
+    Attributes:
+        split_concurrency: split workers (answers being split at once).
+        check_concurrency: check workers (claims being checked at once).
+        lookup_concurrency: lookup workers (answers whose claims are being looked up in
+            the cache at once; their reads share reader-thread calls).
+        cover_concurrency: cover workers (answers whose coverage of their reference
+            facts is being judged at once), used when the run has a Coverer; None (the
+            default) is ``check_concurrency``, enough for an LLM coverage judge.
+        queue_size: items buffered between two stages.
+        read_batch: answers the reader thread takes per hop.
+        flush_items: results per write batch.
+        flush_interval_s: longest a finished result waits before being written, seconds.
+        preprocess: apply DAHL step 0 before splitting (off for pre-split input).
+        gamma: FActScore length-penalty γ (0 disables).
+        k: K of F1@K.
+        max_response_chars: longer responses are not split (status ``error``): rule-based
+            sentence segmentation is quadratic in text length (~3 s at 50,000 characters),
+            and no long-form answer worth scoring is that long.
+    """
+
+    split_concurrency: int = 2
+    check_concurrency: int = 8
+    lookup_concurrency: int = 128
+    cover_concurrency: int | None = None
+    queue_size: int = 256
+    read_batch: int = 256
+    flush_items: int = 500
+    flush_interval_s: float = 0.25
+    preprocess: bool = True
+    gamma: float = 10.0
+    k: int = 64
+    max_response_chars: int = 50_000
+
+    def __post_init__(self) -> None:
+        for name in ("split_concurrency", "check_concurrency", "lookup_concurrency", "queue_size", "read_batch",
+                     "flush_items"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.cover_concurrency is not None and self.cover_concurrency < 1:
+            raise ValueError("cover_concurrency must be >= 1")
+        if self.flush_interval_s <= 0:
+            raise ValueError("flush_interval_s must be > 0 seconds")
+
+    @property
+    def cover_workers(self) -> int:
+        """Cover workers of a run with a Coverer: ``cover_concurrency``, else ``check_concurrency``."""
+        return self.check_concurrency if self.cover_concurrency is None else self.cover_concurrency

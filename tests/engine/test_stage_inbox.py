@@ -1,0 +1,59 @@
+"""Unbatched: a stage's workers share batches taken from one channel, one item each at a time."""
+
+from __future__ import annotations
+
+import anyio
+
+from dahl.engine.channel import Channel
+from dahl.engine.stage import Stage, Unbatched, run_stages
+
+
+class TestUnbatched:
+    async def test_items_of_a_batch_go_to_different_workers_in_order(self) -> None:
+        """Batches [0..3] and [4..5], 3 workers that each hold their item: every item once, taken in order, spread."""
+        batches: Channel[list[int]] = Channel(2)
+        batches.open_sender()
+        taken: list[int] = []
+        holders: dict[int, str] = {}
+        release = anyio.Event()
+
+        async def work(item: int) -> None:
+            taken.append(item)
+            holders[item] = str(id(anyio.get_current_task()))
+            await release.wait()
+
+        stage: Stage[int] = Stage("t", Unbatched(batches, lambda b: b), work, workers=3)
+
+        async def feed() -> None:
+            await batches.send([0, 1, 2, 3])
+            await batches.send([4, 5])
+            batches.close_sender()
+            while len(taken) < 3:
+                await anyio.sleep(0)
+            assert taken == [0, 1, 2]  # three workers each hold one item of the first batch
+            assert len(set(holders.values())) == 3
+            release.set()
+
+        await run_stages([stage], [feed])
+        assert taken == [0, 1, 2, 3, 4, 5]
+        assert (stage.counters.done, stage.counters.in_flight) == (6, 0)
+
+    async def test_an_empty_batch_is_skipped_and_the_end_ends_every_worker(self) -> None:
+        """An empty batch hands nothing out; after the last sender closes, all 4 workers return."""
+        batches: Channel[list[str]] = Channel(4)
+        batches.open_sender()
+        taken: list[str] = []
+
+        async def work(item: str) -> None:
+            taken.append(item)
+
+        stage: Stage[str] = Stage("t", Unbatched(batches, lambda b: b), work, workers=4)
+
+        async def feed() -> None:
+            for batch in ([], ["a"], [], ["b", "c"]):
+                await batches.send(batch)
+            batches.close_sender()
+
+        with anyio.fail_after(5):
+            await run_stages([stage], [feed])
+        assert taken == ["a", "b", "c"]
