@@ -168,7 +168,7 @@ def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
     console.print(f"claims: {run['claims_checked']:,} checked now, {run['claims_cached']:,} from the cache{whole}, "
                   f"{run['claims_deduped']:,} shared with an identical claim")
     if "facts_judged" in run:  # the run had a cover stage (recall)
-        console.print(f"recall: {count(run['answers_covered'], 'answer')} covered, "
+        console.print(f"coverage: {count(run['answers_covered'], 'answer')} covered now, "
                       f"{count(run['facts_judged'], 'reference fact')} judged, {run['facts_failed']:,} in error")
     if run["lanes"]:
         t = report.counters.lane_totals()

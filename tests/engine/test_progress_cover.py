@@ -53,7 +53,7 @@ class TestCoverReport:
         counters = RunCounters(covering=True, answers_covered=120, facts_judged=2_400, facts_failed=3)
         counters.errors["RateLimited"] += 3
         text = self.report(counters, tmp_path)
-        assert "recall: 120 answers covered, 2,400 reference facts judged, 3 in error\n" in text
+        assert "coverage: 120 answers covered now, 2,400 reference facts judged, 3 in error\n" in text
         assert "3 errors by class: RateLimited 3\n" in text
 
     def test_a_run_without_recall_reports_no_recall_line(self, tmp_path: Path) -> None:
