@@ -261,7 +261,20 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
     """Present a run that stopped early as one line and exit with its status (:class:`ExitStatus`)."""
-    again = f"Finished answers are in {out_dir}; re-run the same command to continue."
+    nothing = None if (out_dir / "answers.jsonl").exists() else \
+        "[yellow]interrupted[/] before any answer was written; nothing to resume."
+    exit_stopped(exc, f"Finished answers are in {out_dir}; re-run the same command to continue.", nothing)
+
+
+def exit_stopped(exc: BaseException, again: str, interrupted: str | None = None) -> NoReturn:
+    """Print why a command stopped early in one line and exit with its :class:`ExitStatus`.
+
+    Args:
+        exc: what stopped it: QuotaExhausted (3), FatalAPIError (4), OutputWriteError (8),
+            KeyboardInterrupt (130), any other DahlError (2).
+        again: the sentence telling how to continue (where finished work is).
+        interrupted: the line for an interrupt instead of ``interrupted. {again}``.
+    """
     if isinstance(exc, QuotaExhausted):
         console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
         sys.exit(ExitStatus.QUOTA)
@@ -272,10 +285,7 @@ def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(ExitStatus.WRITE_FAILED)
     if isinstance(exc, KeyboardInterrupt):
-        if (out_dir / "answers.jsonl").exists():
-            console.print(f"[yellow]interrupted.[/] {again}")
-        else:
-            console.print("[yellow]interrupted[/] before any answer was written; nothing to resume.")
+        console.print(interrupted or f"[yellow]interrupted.[/] {again}")
         sys.exit(ExitStatus.INTERRUPTED)
     console.print(f"[red]error:[/] {escape(str(exc))}")
     sys.exit(ExitStatus.USAGE)

@@ -20,7 +20,7 @@ from rich.markup import escape
 from dahl.cli_progress import count, duration
 from dahl.cli_types import FINITE
 from dahl.config import EndpointConfig
-from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.errors import DahlError, OutputWriteError
 from dahl.exit_status import ExitStatus
 from dahl.refs.dedupe import NEAR_THRESHOLD
 from dahl.refs.settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
@@ -93,23 +93,9 @@ def _convert(pool: tuple[Path, ...], given: Path | None, near: float | None, out
 
 def _stop(exc: BaseException, out: Path) -> NoReturn:
     """Present a build that stopped early as one line and exit with its status."""
-    from dahl.cli import console
+    from dahl.cli import exit_stopped
 
-    again = f"Finished sets are in {out}; re-run the same command to continue."
-    if isinstance(exc, QuotaExhausted):
-        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
-        sys.exit(ExitStatus.QUOTA)
-    if isinstance(exc, FatalAPIError):
-        console.print(f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}")
-        sys.exit(ExitStatus.FATAL_API)
-    if isinstance(exc, OutputWriteError):
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(ExitStatus.WRITE_FAILED)
-    if isinstance(exc, KeyboardInterrupt):
-        console.print(f"[yellow]interrupted.[/] {again}")
-        sys.exit(ExitStatus.INTERRUPTED)
-    console.print(f"[red]error:[/] {escape(str(exc))}")
-    sys.exit(ExitStatus.USAGE)
+    exit_stopped(exc, f"Finished sets are in {out}; re-run the same command to continue.")
 
 
 @click.group()
