@@ -1,8 +1,8 @@
-"""The documents of ``dahl refs build``: a JSONL corpus held whole, and retrieval over it.
+"""The documents of ``dahl refs build``: a corpus held whole, and retrieval over it.
 
-The corpus file is the evidence Checker's (``{"id", "title"?, "text"}`` per line,
-:func:`dahl.adapters.corpus.load_corpus`). Extraction needs whole documents, while the
-BM25 index holds passages, so the library keeps both: the documents by id, and the
+The corpus is the ``--evidence`` Checkers' (a JSONL file of ``{"id", "title"?, "text"}``
+or a folder of .txt/.md files, :mod:`dahl.adapters.documents`). Extraction needs whole
+documents, while the BM25 index holds passages, so the library keeps both: the documents by id, and the
 :class:`~dahl.adapters.corpus.Corpus` index. A question's documents are the top ``n``
 distinct documents of its best passages (BM25 over passages; a document ranks by its
 best passage), as "Beyond Precision" retrieves documents per question.
@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import msgspec
-
-from dahl.adapters.corpus import Corpus, analyze, load_corpus
+from dahl.adapters.corpus import Corpus, analyze
+from dahl.adapters.documents import open_corpus, read_documents
 from dahl.errors import InputError
 from dahl.refs.questions import Document, RefQuestion
 
@@ -23,12 +22,6 @@ __all__ = ["DocumentLibrary"]
 
 #: Passages looked at per wanted document: enough that n distinct documents are found.
 _PASSAGES_PER_DOCUMENT = 20
-
-
-class _DocIn(msgspec.Struct, frozen=True):
-    id: str | int
-    text: str
-    title: str | None = None
 
 
 class DocumentLibrary:
@@ -54,20 +47,18 @@ class DocumentLibrary:
 
     @classmethod
     def load(cls, path: str | Path) -> DocumentLibrary:
-        """Read and index the JSONL corpus ``path`` (blocking).
+        """Read and index the corpus ``path``: a JSONL file or a folder of .txt/.md files,
+        read as the ``--evidence`` Checkers read it (:mod:`dahl.adapters.documents`). Blocking.
 
         Raises:
-            ConfigError: the file does not exist or cannot be read.
+            ConfigError: the path does not exist or cannot be read.
             InputError: a line is not a document (file, line and field named).
         """
-        corpus = load_corpus(path)  # validates every line, with file/line/field errors
-        decoder = msgspec.json.Decoder(_DocIn)
+        corpus = open_corpus(path)
+        docs, _content = read_documents(path)
         documents: dict[str, Document] = {}
-        with Path(path).open("rb") as handle:
-            for line in handle:
-                if line.strip():
-                    doc = decoder.decode(line)
-                    documents.setdefault(str(doc.id), Document(id=str(doc.id), text=doc.text, title=doc.title or ""))
+        for doc in docs:
+            documents.setdefault(str(doc.id), Document(id=str(doc.id), text=doc.text, title=doc.title or ""))
         return cls(corpus, documents)
 
     def given(self, question: RefQuestion, path: str) -> list[Document]:

@@ -87,8 +87,8 @@ class BuildSettings:
         if not 0.0 <= self.near <= 100.0:
             raise ConfigError(f"--near-threshold must be in [0, 100], got {self.near}")
         importance(1, 1, alpha=self.alpha, beta=self.beta)  # ConfigError on a bad α or β
-        if self.evidence is not None and not self.evidence.is_file():
-            raise ConfigError(f"evidence file not found: {self.evidence}")
+        if self.evidence is not None and not self.evidence.exists():
+            raise ConfigError(f"evidence corpus not found: {self.evidence} (a JSONL file or a folder of .txt/.md)")
 
 
 @dataclasses.dataclass

@@ -88,6 +88,22 @@ class TestInputs:
         (ref_set,) = read_refs(out)
         assert ref_set.question_id == "ok" and [f.text for f in ref_set.facts] == ["Insulin is made in the pancreas."]
 
+    def test_a_folder_corpus_is_read_as_the_checkers_read_it(self, tmp_path: Path) -> None:
+        """--evidence FOLDER of .txt/.md: documents are the files (id = relative path), retrieved per question."""
+        docs = tmp_path / "docs"
+        (docs / "endocrine").mkdir(parents=True)
+        (docs / "endocrine" / "insulin.md").write_text("# Insulin\n\nInsulin is made in the pancreas.\n")
+        (docs / "warfarin.txt").write_text("Warfarin is an anticoagulant.")
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text(json.dumps({"question_id": "q", "question": "Where is insulin made?"}) + "\n")
+        out = tmp_path / "refs.jsonl"
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--evidence", str(docs),
+                                           "--docs-per-question", "1", "--no-progress"], catch_exceptions=False)
+        assert result.exit_code == ExitStatus.OK, result.output
+        (ref_set,) = read_refs(out)
+        assert [(f.text, f.source.doc_id if f.source else None) for f in ref_set.facts] == [
+            ("Insulin is made in the pancreas.", "endocrine/insulin.md")]
+
     def test_no_input_mode_is_a_usage_error(self, tmp_path: Path) -> None:
         """Without QUESTIONS (the only input mode here) the command exits 2 and names the modes."""
         result = CliRunner().invoke(main, ["refs", "build", "-o", str(tmp_path / "r.jsonl")])
