@@ -145,22 +145,24 @@ class Stage(Generic[T]):
 
     async def serve(self, stop: Callable[[BaseException], None]) -> None:
         """One worker: work on items until the inbox ends; ``stop`` ends the run on a fatal error."""
-        counters = self.counters
+        counters, work = self.counters, self._work  # locals: this loop runs once per item
         try:
             async for item in self.inbox:
                 counters.in_flight += 1
                 try:
-                    await self._work(item)
+                    await work(item)
                 except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished work is kept
+                    counters.in_flight -= 1
                     stop(exc)
                     return
                 except AdapterError as exc:
+                    counters.in_flight -= 1
                     counters.failed += 1
                     counters.errors[type(exc).__name__] += 1
                     if self._on_error is None:
                         raise
                     await self._on_error(item, exc)
-                finally:
+                else:
                     counters.in_flight -= 1
                 counters.done += 1
         finally:
