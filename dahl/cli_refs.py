@@ -53,13 +53,18 @@ async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float 
             await anyio.sleep(every_s)
             console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
 
+    failure: Exception | None = None
     async with anyio.create_task_group() as tg:
         if every_s is not None:
             tg.start_soon(ticker)
         try:
             report = await build_refs(settings, counters)
+        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
+            failure = exc
         finally:
             tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
     if every_s is not None:
         console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
     return report

@@ -93,3 +93,14 @@ class TestInputs:
         result = CliRunner().invoke(main, ["refs", "build", "-o", str(tmp_path / "r.jsonl")])
         assert result.exit_code == ExitStatus.USAGE
         assert "give exactly one input: QUESTIONS" in result.output
+
+
+class TestBuildErrors:
+    def test_an_output_that_is_not_refs_is_a_usage_error(self, tmp_path: Path) -> None:
+        """-o naming a file of other JSON lines exits 2 with its file and line, not a traceback (exit 1)."""
+        questions, out = tmp_path / "q.jsonl", tmp_path / "other.jsonl"
+        questions.write_text(json.dumps({"question": "Why?", "documents": [{"id": "d", "text": "Because."}]}) + "\n")
+        out.write_text('{"x": 1}\n')
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--no-progress"])
+        assert result.exit_code == ExitStatus.USAGE, result.output
+        assert f"{out}:1: not a reference set line" in result.output
