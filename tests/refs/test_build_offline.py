@@ -104,3 +104,25 @@ class TestBuildErrors:
         result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--no-progress"])
         assert result.exit_code == ExitStatus.USAGE, result.output
         assert f"{out}:1: not a reference set line" in result.output
+
+
+class TestResumeSettings:
+    def test_rerun_with_other_settings_refuses_to_mix_sets(self, tmp_path: Path) -> None:
+        """A re-run into a refs.jsonl begun with other settings exits 2 naming it and the setting; nothing is added."""
+        docs = {"q1": "Aspirin inhibits COX-1. Aspirin reduces fever.", "q2": "Insulin lowers blood glucose."}
+        rows = [{"question_id": q, "question": f"What about {q}?", "documents": [{"id": q, "text": t}]}
+                for q, t in docs.items()]
+        first, both = tmp_path / "first.jsonl", tmp_path / "both.jsonl"
+        first.write_text(json.dumps(rows[0]) + "\n")
+        both.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        out = tmp_path / "refs.jsonl"
+        runner = CliRunner()
+        done = runner.invoke(main, ["refs", "build", str(first), "-o", str(out), "--no-progress"])
+        assert done.exit_code == ExitStatus.OK, done.output
+        before = out.read_bytes()
+        again = runner.invoke(main, ["refs", "build", str(both), "-o", str(out), "--no-progress", "--near-threshold", "100"])
+        assert again.exit_code == ExitStatus.USAGE, again.output
+        assert str(out) in again.output and "near_duplicate_threshold" in again.output
+        assert out.read_bytes() == before
+        same = runner.invoke(main, ["refs", "build", str(both), "-o", str(out), "--no-progress"])
+        assert same.exit_code == ExitStatus.OK and "1 already there" in same.output, same.output
