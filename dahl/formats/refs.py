@@ -219,13 +219,21 @@ class RefIndex:
     by :func:`~dahl.records.content_id` of its question text.
 
     Args:
-        sets: the reference sets; a later set for the same question replaces an earlier one.
+        sets: the reference sets, one per question.
+        file: the file they come from, named in errors.
+
+    Raises:
+        InputError: two sets for one question id (which would silently replace the other).
     """
 
-    def __init__(self, sets: Iterable[RefSet]) -> None:
+    def __init__(self, sets: Iterable[RefSet], file: str | None = None) -> None:
         self._by_id: dict[str, RefSet] = {}
         self._by_text: dict[str, RefSet] = {}
-        for ref_set in sets:
+        first: dict[str, int] = {}
+        for n, ref_set in enumerate(sets, 1):
+            if first.setdefault(ref_set.question_id, n) != n:
+                raise InputError(f"sets {first[ref_set.question_id]} and {n} are both for question "
+                                 f"{ref_set.question_id!r}", file=file, field="question_id")
             self._by_id[ref_set.question_id] = ref_set
             if normalize_text(ref_set.question):
                 self._by_text[content_id(ref_set.question)] = ref_set
