@@ -117,7 +117,8 @@ def recall_lines(summary: dict[str, Any]) -> list[str]:
     """The summary lines of recall and of unsupported claims by reason, over every model.
 
     ``recall: N answers with recall (A abstained, counted 0); null: n empty F*, ...`` when a
-    model block has ``recall``; ``unsupported claims by reason: n contradicted, n no
+    model block has ``recall``, and a warning when no answer found a reference set;
+    ``unsupported claims by reason: n contradicted, n no
     evidence, n unstated`` when one has ``unsupported_by_reason``. Empty otherwise.
 
     Args:
@@ -135,6 +136,11 @@ def recall_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"recall: {count(sum(int(b.get('n') or 0) for b in blocks), 'answer')} with recall "
                      f"({sum(int(b.get('n_abstained') or 0) for b in blocks):,} abstained, counted 0)"
                      + (f"; null: {', '.join(shown)}" if shown else ""))
+        if nulls.get("no_refs") and not any(n for r, n in nulls.items() if r != "no_refs") \
+                and not any(b.get("n") for b in blocks):
+            lines.append("warning: no answer's question matches a set of the reference facts (a set is found by "
+                         "question_id, the hash of the question text, or by that text): check the refs file's "
+                         "question field")
     reasons: dict[str, int] = {}
     for m in models:
         for reason, n in (m.get("unsupported_by_reason") or {}).items():

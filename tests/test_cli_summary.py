@@ -85,6 +85,16 @@ class TestRecallLines:
             "unsupported claims by reason: 4 contradicted, 1,200 no evidence, 0 unstated",
         ]
 
+    def test_refs_matching_no_answer_are_named(self) -> None:
+        """When no answer found a reference set, a line says so and how sets are matched."""
+        summary = with_recall()
+        for block in summary["models"].values():
+            block["recall"].update(n=0, n_abstained=0)
+            block["recall"]["null_by_reason"]["no_refs"] = 5
+        lines = recall_lines(summary)
+        assert lines[0] == "recall: 0 answers with recall (0 abstained, counted 0); null: 10 no reference set"
+        assert lines[1].startswith("warning: no answer's question matches a set of the reference facts")
+
     def test_no_lines_without_recall(self) -> None:
         """A summary without recall or reasons adds no line."""
         assert recall_lines(wide_summary()) == []
