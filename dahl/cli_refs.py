@@ -75,13 +75,14 @@ def _convert(pool: tuple[Path, ...], given: Path | None, near: float | None, out
     from dahl.cli import out as stdout
     from dahl.formats.refs import write_refs
     from dahl.refs.given import convert_given
-    from dahl.refs.pool import pool_runs
+    from dahl.refs.pool import check_output, pool_runs
 
     try:
         if given is not None:
             n = convert_given(given, out)
             stdout.print(f"{count(n, 'reference set')} converted from {given} to {out}", highlight=False)
             return
+        check_output(out, pool)
         sets = pool_runs(pool, near=near)
         n = write_refs(out, sets)
     except (DahlError, KeyboardInterrupt) as exc:
