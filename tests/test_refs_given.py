@@ -65,8 +65,11 @@ class TestDahlLayout:
              "facts[0].importance"),
             ({"question_id": "q", "facts": [{"id": "1", "text": "x"}, {"id": 1, "text": "y"}]}, "duplicate fact id",
              "facts[1].id"),
+            ({"question_id": "q", "facts": [{"text": "x", "relevance": 1}]}, "relevance without salience",
+             "facts[0].salience"),
         ],
-        ids=["empty-text", "rating-range", "wrong-type", "no-question", "negative-importance", "duplicate-id"],
+        ids=["empty-text", "rating-range", "wrong-type", "no-question", "negative-importance", "duplicate-id",
+             "one-rating"],
     )
     def test_errors_name_file_line_field(self, tmp_path: Path, row: dict[str, Any], message: str, field: str) -> None:
         """A bad set on line 2 is an InputError naming the file, line 2 and the field."""

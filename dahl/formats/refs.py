@@ -62,6 +62,11 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
         if value is not None and not 1 <= value <= 5:
             raise InputError(f"{name} must be a 1-5 rating, got {value}", file=str(path), line=line,
                              field=f"{where}.{name}")
+    if (raw.relevance is None) != (raw.salience is None) and raw.importance is None:
+        given, missing = ("relevance", "salience") if raw.salience is None else ("salience", "relevance")
+        # Its weight would fall back to 1 (an unrated fact's), whatever the one rating says.
+        raise InputError(f"{given} without {missing}: give both ratings, or an importance", file=str(path),
+                         line=line, field=f"{where}.{missing}")
     if raw.importance is not None and not (math.isfinite(raw.importance) and raw.importance >= 0):
         raise InputError(f"importance must be a finite weight >= 0, got {raw.importance}", file=str(path), line=line,
                          field=f"{where}.importance")
