@@ -97,7 +97,9 @@ class TestScoreRefs:
         (["--refs", "missing.jsonl"], "reference facts file not found"),
         (["--refs", "REFS", "--fstar-k", "2", "--fstar-min-importance", "0.5"], "not both"),
         (["--refs", "REFS", "--coverage", "openai"], "needs --base-url"),
-    ], ids=["no-refs", "missing-file", "both-cuts", "openai-without-endpoint"])
+        (["--partial", "half"], "need --refs"),
+        (["--alpha", "1"], "need --refs"),
+    ], ids=["no-refs", "missing-file", "both-cuts", "openai-without-endpoint", "partial-no-refs", "alpha-no-refs"])
     def test_refused(self, inputs: Path, refs: Path, tmp_path: Path, args: list[str], message: str) -> None:
         """Bad option mixes exit 2 with one line naming the problem, before any answer is written."""
         args = [str(refs) if a == "REFS" else str(tmp_path / a) if a.endswith(".jsonl") else a for a in args]
