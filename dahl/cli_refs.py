@@ -135,8 +135,9 @@ def refs() -> None:
               help="With --pool: also merge near-duplicate facts at this rapidfuzz ratio (off by default).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="QUESTIONS format: auto, questions, or an answers format of dahl score.")
-@click.option("--evidence", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="JSONL corpus {id, title?, text} to retrieve documents from (and look doc_ids up in).")
+@click.option("--evidence", type=click.Path(path_type=Path), default=None,
+              help="Corpus to retrieve documents from (and look doc_ids up in): JSONL {id, title?, text} "
+                   "or a folder of .txt/.md files.")
 @click.option("--docs-per-question", default=3, show_default=True, type=click.IntRange(min=1),
               help="Documents retrieved per question (BM25 over their passages).")
 @click.option("--extractor", default="rules", show_default=True, type=click.Choice(EXTRACTORS),

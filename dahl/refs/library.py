@@ -1,7 +1,7 @@
 """The documents of ``dahl refs build``: a JSONL corpus held whole, and retrieval over it.
 
-The corpus file is the evidence Checker's (``{"id", "title"?, "text"}`` per line,
-:func:`dahl.adapters.corpus.load_corpus`). Extraction needs whole documents, while the
+The corpus is the evidence Checker's (``{"id", "title"?, "text"}`` per line, or a folder
+of .txt/.md files: :func:`dahl.adapters.corpus.load_corpus`). Extraction needs whole documents, while the
 BM25 index holds passages, so the library keeps both: the documents by id, and the
 :class:`~dahl.adapters.corpus.Corpus` index. A question's documents are the top ``n``
 distinct documents of its best passages (BM25 over passages; a document ranks by its
@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import msgspec
-
 from dahl.adapters.corpus import Corpus, analyze, load_corpus
+from dahl.adapters.documents import read_documents
 from dahl.errors import InputError
 from dahl.refs.questions import Document, RefQuestion
 
@@ -23,12 +22,6 @@ __all__ = ["DocumentLibrary"]
 
 #: Passages looked at per wanted document: enough that n distinct documents are found.
 _PASSAGES_PER_DOCUMENT = 20
-
-
-class _DocIn(msgspec.Struct, frozen=True):
-    id: str | int
-    text: str
-    title: str | None = None
 
 
 class DocumentLibrary:
@@ -54,20 +47,16 @@ class DocumentLibrary:
 
     @classmethod
     def load(cls, path: str | Path) -> DocumentLibrary:
-        """Read and index the JSONL corpus ``path`` (blocking).
+        """Read and index the corpus ``path``, a JSONL file or a folder of .txt/.md files (blocking).
 
         Raises:
             ConfigError: the file does not exist or cannot be read.
             InputError: a line is not a document (file, line and field named).
         """
         corpus = load_corpus(path)  # validates every line, with file/line/field errors
-        decoder = msgspec.json.Decoder(_DocIn)
         documents: dict[str, Document] = {}
-        with Path(path).open("rb") as handle:
-            for line in handle:
-                if line.strip():
-                    doc = decoder.decode(line)
-                    documents.setdefault(str(doc.id), Document(id=str(doc.id), text=doc.text, title=doc.title or ""))
+        for doc in read_documents(path)[0]:
+            documents.setdefault(str(doc.id), Document(id=str(doc.id), text=doc.text, title=doc.title or ""))
         return cls(corpus, documents)
 
     def given(self, question: RefQuestion, path: str) -> list[Document]:

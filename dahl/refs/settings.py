@@ -33,7 +33,8 @@ class BuildSettings:
     Attributes:
         questions: the questions input (:func:`dahl.refs.questions.read_questions`).
         out: the ``refs.jsonl`` to write (appended to, resumed).
-        evidence: the JSONL corpus to retrieve documents from (and look ``doc_ids`` up in).
+        evidence: the corpus (JSONL file or folder of .txt/.md files) to retrieve documents
+            from (and look ``doc_ids`` up in).
         fmt: the questions input format (``"auto"``, ``"questions"`` or an answers format).
         docs_per_question: documents retrieved per question (>= 1).
         extractor: ``"rules"`` (offline) or ``"openai"``.
@@ -87,7 +88,7 @@ class BuildSettings:
         if not 0.0 <= self.near <= 100.0:
             raise ConfigError(f"--near-threshold must be in [0, 100], got {self.near}")
         importance(1, 1, alpha=self.alpha, beta=self.beta)  # ConfigError on a bad α or β
-        if self.evidence is not None and not self.evidence.is_file():
+        if self.evidence is not None and not self.evidence.exists():
             raise ConfigError(f"evidence file not found: {self.evidence}")
 
 

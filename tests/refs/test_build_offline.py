@@ -126,3 +126,22 @@ class TestResumeSettings:
         assert out.read_bytes() == before
         same = runner.invoke(main, ["refs", "build", str(both), "-o", str(out), "--no-progress"])
         assert same.exit_code == ExitStatus.OK and "1 already there" in same.output, same.output
+
+
+class TestFolderCorpus:
+    def test_a_folder_of_text_files_is_a_corpus(self, tmp_path: Path) -> None:
+        """--evidence takes a folder of .txt/.md files, as dahl score does: doc_ids are relative paths."""
+        docs = tmp_path / "docs"
+        (docs / "sub").mkdir(parents=True)
+        (docs / "a.md").write_text("# Aspirin\n\nAspirin inhibits COX-1. Aspirin reduces fever.\n", encoding="utf-8")
+        (docs / "sub" / "b.txt").write_text("Insulin lowers blood glucose.", encoding="utf-8")
+        questions = tmp_path / "q.jsonl"
+        questions.write_text(json.dumps({"question_id": "q1", "question": "What does aspirin do?", "doc_ids": ["a.md"]})
+                             + "\n" + json.dumps({"question_id": "q2", "question": "What does insulin do?"}) + "\n")
+        out = tmp_path / "refs.jsonl"
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "--evidence", str(docs), "-o", str(out),
+                                           "--docs-per-question", "1", "--no-progress"])
+        assert result.exit_code == ExitStatus.OK, result.output
+        sets = {s.question_id: s for s in read_refs(out)}
+        assert {f.source.doc_id for f in sets["q1"].facts if f.source} == {"a.md"}
+        assert {f.source.doc_id for f in sets["q2"].facts if f.source} == {"sub/b.txt"}
