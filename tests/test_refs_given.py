@@ -78,6 +78,14 @@ class TestDahlLayout:
             list(read_refs(path))
         assert (info.value.file, info.value.line, info.value.field) == (str(path), 2, field)
 
+    def test_utf8_bom_and_crlf_are_read(self, tmp_path: Path) -> None:
+        """A file saved with a UTF-8 byte-order mark and CRLF line ends reads like the plain one, as answers do."""
+        rows = [{"question_id": "q", "facts": [{"text": "A."}]}, {"question_id": "r", "facts": [{"text": "B."}]}]
+        plain = write_lines(tmp_path / "plain.jsonl", rows)
+        marked = tmp_path / "bom.jsonl"
+        marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes().replace(b"\n", b"\r\n"))
+        assert list(read_refs(marked)) == list(read_refs(plain))
+
     def test_round_trip_and_sha256(self, tmp_path: Path) -> None:
         """write_refs then read_refs gives the same sets; refs_sha256 is the file's SHA-256."""
         sets = [RefSet(question_id="q", question="Q?", facts=(RefFact(id="1", text="A.", support=3),)),

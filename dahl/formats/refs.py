@@ -113,6 +113,8 @@ def read_refs(path: str | Path) -> Iterator[RefSet]:
     factrbench: bool | None = None  # decided by the first line
     with handle:
         for line_no, line in enumerate(handle, 1):
+            if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]  # a UTF-8 byte-order mark (an editor's), as the answers readers allow
             if not line.strip():
                 continue
             if factrbench is None:
