@@ -164,7 +164,8 @@ def _read_bytes(p: Path) -> bytes:
 def _parse_jsonl(p: Path, data: bytes) -> list[Document]:
     decoder = msgspec.json.Decoder(Document)
     documents: list[Document] = []
-    for number, line in enumerate(data.splitlines(), start=1):
+    # A UTF-8 byte-order mark (an editor's) is skipped, as the answers readers do.
+    for number, line in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
         if not line.strip():
             continue
         try:

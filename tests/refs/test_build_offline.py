@@ -145,3 +145,24 @@ class TestFolderCorpus:
         sets = {s.question_id: s for s in read_refs(out)}
         assert {f.source.doc_id for f in sets["q1"].facts if f.source} == {"a.md"}
         assert {f.source.doc_id for f in sets["q2"].facts if f.source} == {"sub/b.txt"}
+
+
+class TestByteOrderMark:
+    def test_questions_and_corpus_with_a_utf8_bom(self, tmp_path: Path) -> None:
+        """Questions (JSONL, CSV) and a JSONL corpus saved with a UTF-8 byte-order mark build as without it."""
+        bom = b"\xef\xbb\xbf"
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_bytes(bom + json.dumps({"id": "d1", "text": "Aspirin inhibits COX-1. It reduces fever."}).encode()
+                           + b"\n")
+        jsonl = tmp_path / "q.jsonl"
+        jsonl.write_bytes(bom + json.dumps({"question_id": "q1", "question": "What does aspirin do?",
+                                            "doc_ids": ["d1"]}).encode() + b"\n")
+        table = tmp_path / "q.csv"
+        table.write_bytes(bom + b"question_id,question,doc_ids\nq1,What does aspirin do?,d1\n")
+        for questions in (jsonl, table):
+            out = tmp_path / f"refs-{questions.suffix[1:]}.jsonl"
+            result = CliRunner().invoke(main, ["refs", "build", str(questions), "--evidence", str(corpus), "-o",
+                                               str(out), "--no-progress"])
+            assert result.exit_code == ExitStatus.OK, result.output
+            [ref_set] = list(read_refs(out))
+            assert ref_set.question_id == "q1" and len(ref_set.facts) == 2
