@@ -22,8 +22,8 @@ from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
 from dahl.cli_recall import recall_options, recall_settings
-from dahl.cli_progress import ProgressMode, count, run_with_progress
-from dahl.cli_summary import print_summary, result_table
+from dahl.cli_progress import ProgressMode, run_with_progress
+from dahl.cli_summary import partial_message, print_summary, result_table
 from dahl.cli_types import FINITE
 from dahl.config import endpoint_configs, load_fields
 from dahl.dryrun import DryRunReport
@@ -297,13 +297,7 @@ def _finish(report: ScoreReport) -> None:
     if status == ExitStatus.NOTHING_SCORED:
         console.print("[red]nothing scored:[/] no input record could be scored (exit status 5)")
     elif status == ExitStatus.PARTIAL:
-        claims = sum(m["labels"].get("error", 0) for m in report.summary["models"].values())
-        skipped = report.counters.input_errors
-        what = [f"{count(skipped, 'input record')} skipped"] if skipped else []
-        what += [f"{count(claims, 'claim')} ended in error"] if claims else []
-        retry = "; re-running retries the errors" if claims or not skipped else ""
-        console.print(f"[yellow]partly scored:[/] {', '.join(what) or 'some answers failed to split'} "
-                      f"(exit status 6{retry})")
+        console.print(f"[yellow]partly scored:[/] {partial_message(report.summary, report.counters.input_errors)}")
     if status != ExitStatus.OK:
         sys.exit(status)
 

@@ -68,13 +68,15 @@ def recall_settings(
     ``--coverage-model`` replaces its model.
 
     Raises:
-        ConfigError: recall options without ``--refs``; an openai judge without an endpoint.
+        ConfigError: recall options without ``--refs`` (``--partial``, ``--alpha``, ``--beta``
+            when not their defaults); an openai judge without an endpoint.
     """
     refs = values.get("refs")
     if refs is None:
         if values.get("coverage") or values.get("coverage_model") or values.get("fstar_k") \
-                or values.get("fstar_min_importance") is not None:
-            raise ConfigError("--coverage, --coverage-model and --fstar-* need --refs")
+                or values.get("fstar_min_importance") is not None or values.get("partial", "strict") != "strict" \
+                or values.get("alpha", 0.5) != 0.5 or values.get("beta", 0.5) != 0.5:
+            raise ConfigError("--coverage, --coverage-model, --fstar-*, --partial, --alpha and --beta need --refs")
         return None
     settings = RecallSettings(
         refs=refs,

@@ -53,13 +53,18 @@ async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float 
             await anyio.sleep(every_s)
             console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
 
+    failure: Exception | None = None
     async with anyio.create_task_group() as tg:
         if every_s is not None:
             tg.start_soon(ticker)
         try:
             report = await build_refs(settings, counters)
+        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
+            failure = exc
         finally:
             tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
     if every_s is not None:
         console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
     return report
@@ -70,13 +75,14 @@ def _convert(pool: tuple[Path, ...], given: Path | None, near: float | None, out
     from dahl.cli import out as stdout
     from dahl.formats.refs import write_refs
     from dahl.refs.given import convert_given
-    from dahl.refs.pool import pool_runs
+    from dahl.refs.pool import check_output, pool_runs
 
     try:
         if given is not None:
             n = convert_given(given, out)
             stdout.print(f"{count(n, 'reference set')} converted from {given} to {out}", highlight=False)
             return
+        check_output(out, pool)
         sets = pool_runs(pool, near=near)
         n = write_refs(out, sets)
     except (DahlError, KeyboardInterrupt) as exc:

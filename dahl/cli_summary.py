@@ -20,7 +20,7 @@ from rich.table import Table
 from dahl.cli_progress import count
 from dahl.run import ScoreReport
 
-__all__ = ["DROP_ORDER", "RECALL_COLUMNS", "print_summary", "recall_lines", "result_table"]
+__all__ = ["DROP_ORDER", "RECALL_COLUMNS", "partial_message", "print_summary", "recall_lines", "result_table"]
 
 #: Result-table columns in the order they are dropped when the console is too narrow
 #: (summary.json holds them all). ``F1@K`` stands for the run's K; the recall columns
@@ -117,7 +117,8 @@ def recall_lines(summary: dict[str, Any]) -> list[str]:
     """The summary lines of recall and of unsupported claims by reason, over every model.
 
     ``recall: N answers with recall (A abstained, counted 0); null: n empty F*, ...`` when a
-    model block has ``recall``; ``unsupported claims by reason: n contradicted, n no
+    model block has ``recall``, and a warning when no answer found a reference set;
+    ``unsupported claims by reason: n contradicted, n no
     evidence, n unstated`` when one has ``unsupported_by_reason``. Empty otherwise.
 
     Args:
@@ -135,6 +136,11 @@ def recall_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"recall: {count(sum(int(b.get('n') or 0) for b in blocks), 'answer')} with recall "
                      f"({sum(int(b.get('n_abstained') or 0) for b in blocks):,} abstained, counted 0)"
                      + (f"; null: {', '.join(shown)}" if shown else ""))
+        if nulls.get("no_refs") and not any(n for r, n in nulls.items() if r != "no_refs") \
+                and not any(b.get("n") for b in blocks):
+            lines.append("warning: no answer's question matches a set of the reference facts (a set is found by "
+                         "question_id, the hash of the question text, or by that text): check the refs file's "
+                         "question field")
     reasons: dict[str, int] = {}
     for m in models:
         for reason, n in (m.get("unsupported_by_reason") or {}).items():
@@ -143,6 +149,24 @@ def recall_lines(summary: dict[str, Any]) -> list[str]:
         lines.append("unsupported claims by reason: "
                      + ", ".join(f"{n:,} {r.replace('_', ' ')}" for r, n in reasons.items()))
     return lines
+
+
+def partial_message(summary: dict[str, Any], skipped: int) -> str:
+    """Why a finished run is partial (exit status 6): skipped records, claims in error,
+    failed coverage judgements, else answers that failed to split.
+
+    Args:
+        summary: the content of ``summary.json``.
+        skipped: input records skipped as bad.
+    """
+    models = summary.get("models", {}).values()
+    claims = sum(int((m.get("labels") or {}).get("error", 0)) for m in models)
+    covers = sum(int(((m.get("recall") or {}).get("null_by_reason") or {}).get("coverage_error", 0)) for m in models)
+    what = [f"{count(skipped, 'input record')} skipped"] if skipped else []
+    what += [f"{count(claims, 'claim')} ended in error"] if claims else []
+    what += [f"coverage failed for {count(covers, 'answer')}"] if covers else []
+    retry = "; re-running retries the errors" if claims or covers or not skipped else ""
+    return f"{', '.join(what) or 'some answers failed to split'} (exit status 6{retry})"
 
 
 def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:

@@ -133,7 +133,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     if cfg is None:
         return None
     cfg = dataclasses.replace(cfg, max_tokens=None) if recall.endpoint is None else cfg
-    index = RefIndex(read_refs(recall.refs))
+    index = RefIndex(read_refs(recall.refs), file=str(recall.refs))
     calls = 0
     tokens: list[int] = []
     for path in config.inputs:

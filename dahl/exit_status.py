@@ -10,8 +10,8 @@ code   meaning
 4      stopped: a fatal API error (bad key, endpoint unreachable, every call
        refused, breaker tripped); re-run to continue once fixed
 5      nothing scored: no input record could be scored (all skipped, or none)
-6      finished, but some input records were skipped or some claims ended in
-       ``error`` (re-running retries the errors)
+6      finished, but some input records were skipped, some claims ended in
+       ``error``, or a coverage judgement failed (re-running retries the errors)
 8      an output file could not be written (disk full, read-only); nothing
        finished is lost
 130    interrupted (Ctrl-C or SIGTERM); re-run to continue

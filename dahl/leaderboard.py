@@ -263,7 +263,8 @@ def build_leaderboard(
     shown = [m for m in BOARD_METRICS if has_recall or m not in RECALL_BOARD_METRICS]
     if metric in RECALL_BOARD_METRICS:
         store.scores(metric)  # a ConfigError naming the run without recall, before any work
-    values = {name: store.scores(BOARD_METRICS[name], gamma=g, k=kk) for name in shown}
+    # Runs without recall leave their rows' recall cells empty unless recall ranks the board.
+    values = {name: store.scores(BOARD_METRICS[name], gamma=g, k=kk, partial_recall=True) for name in shown}
     claims, responded = store.scores("n_claims")
     status = np.asarray(store.status)
     codes = exclusion_codes(

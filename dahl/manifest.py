@@ -145,18 +145,23 @@ def write_atomic(path: Path, data: bytes) -> None:
             raise
 
 
-def mark_started(out_dir: Path, previous: dict[str, Any] | None, started_at: str) -> None:
+def mark_started(out_dir: Path, previous: dict[str, Any] | None, started_at: str,
+                 config_hash: str | None = None) -> None:
     """Record in the manifest that a run started: until it completes, the folder is stale.
 
     Args:
         out_dir: the run folder.
         previous: the manifest found there (its fields are kept), or None.
         started_at: :func:`now_utc` at the start.
+        config_hash: the run's configuration hash, recorded now so that a re-run after
+            a stop compares its own with the one the stopped run's answers were made with.
 
     Raises:
         OutputWriteError: the manifest cannot be written.
     """
     manifest = {**(previous or {}), "state": IN_PROGRESS, "started_at": started_at, "dahl_version": __version__}
+    if config_hash is not None:
+        manifest["config_hash"] = config_hash
     manifest.pop("finished_at", None)
     write_atomic(out_dir / MANIFEST_NAME, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
 

@@ -240,7 +240,8 @@ async def _score_locked(
         )
         # From here answers.jsonl changes: the folder is stale until the run completes
         # (not before: a run refused for its settings leaves the last summary valid).
-        await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at)
+        await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at,
+                                       hashlib.blake2b(run_fp, digest_size=16).hexdigest())
         finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
         await anyio.to_thread.run_sync(answer_log.open)
         if child is not None:  # a pipe write, or a wait for the child to end: off the loop

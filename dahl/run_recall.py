@@ -48,9 +48,9 @@ def load_refs(path: Path) -> tuple[RefIndex, str]:
     """Read ``path`` (refs.jsonl) into an index, with the file's sha256 (hex). Blocking: run in a thread.
 
     Raises:
-        InputError: a malformed line (file, line and field named).
+        InputError: a malformed line (file, line and field named), two sets for one question.
     """
-    return RefIndex(read_refs(path)), refs_sha256(path)
+    return RefIndex(read_refs(path), file=str(path)), refs_sha256(path)
 
 
 async def open_recall(

@@ -159,7 +159,7 @@ class Verdicts:
         return ~np.isin(self.status, bad)
 
     def scores(
-        self, metric: str, *, gamma: float | None = None, k: int | None = None
+        self, metric: str, *, gamma: float | None = None, k: int | None = None, partial_recall: bool = False
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         """Per-answer values of ``metric`` and the mask of answers that enter its mean.
 
@@ -173,6 +173,9 @@ class Verdicts:
             metric: one of :data:`METRICS` or an alias.
             gamma: FActScore length penalty γ in claims; None uses the run's (else 10).
             k: F1@K's K in supported claims; None uses the run's (else 64).
+            partial_recall: a recall metric of a merged store some of whose runs have no
+                recall is masked out for their answers instead of refused (the board's
+                columns when it ranks by another metric).
 
         Returns:
             ``(values, mask)``: float64 (n_answers,) with 0.0 outside the mask, bool (n_answers,).
@@ -184,7 +187,7 @@ class Verdicts:
         """
         name = canonical_metric(metric)
         if name in RECALL_METRICS:
-            raw = self._recall_column(name)
+            raw = self._recall_column(name, partial=partial_recall)
             mask = np.isfinite(raw)
             return np.where(mask, raw, 0.0), mask
         g = gamma if gamma is not None else (self.gamma if self.gamma is not None else 10.0)
@@ -205,9 +208,10 @@ class Verdicts:
             raw = factscore_values(counts, g if name == "factscore" else 0.0)
         return np.where(mask, raw, 0.0), mask
 
-    def _recall_column(self, name: str) -> npt.NDArray[np.float64]:
-        """The ``recall.npy`` column of metric ``name``; ConfigError naming the runs without one."""
-        if self.recall is None or self.without_recall:
+    def _recall_column(self, name: str, *, partial: bool = False) -> npt.NDArray[np.float64]:
+        """The ``recall.npy`` column of metric ``name`` (NaN for runs without recall when
+        ``partial``); ConfigError naming the runs without one."""
+        if self.recall is None or (self.without_recall and not partial):
             missing = self.without_recall or self.roots[:1]
             where = ", ".join(str(p) for p in missing) or "this verdict store"
             raise ConfigError(

@@ -97,7 +97,9 @@ class TestScoreRefs:
         (["--refs", "missing.jsonl"], "reference facts file not found"),
         (["--refs", "REFS", "--fstar-k", "2", "--fstar-min-importance", "0.5"], "not both"),
         (["--refs", "REFS", "--coverage", "openai"], "needs --base-url"),
-    ], ids=["no-refs", "missing-file", "both-cuts", "openai-without-endpoint"])
+        (["--partial", "half"], "need --refs"),
+        (["--alpha", "1"], "need --refs"),
+    ], ids=["no-refs", "missing-file", "both-cuts", "openai-without-endpoint", "partial-no-refs", "alpha-no-refs"])
     def test_refused(self, inputs: Path, refs: Path, tmp_path: Path, args: list[str], message: str) -> None:
         """Bad option mixes exit 2 with one line naming the problem, before any answer is written."""
         args = [str(refs) if a == "REFS" else str(tmp_path / a) if a.endswith(".jsonl") else a for a in args]
@@ -144,3 +146,13 @@ class TestDryRun:
         assert result.exit_code == 0, result.output
         assert "cover: 1 requests to http://127.0.0.1:9/v1 m" in result.output
         assert not (tmp_path / "out" / "answers.jsonl").exists()
+
+
+class TestRefsFileErrors:
+    def test_two_sets_for_one_question_are_refused(self, inputs: Path, refs: Path, tmp_path: Path) -> None:
+        """A refs file with two sets for one question exits 2 naming the file and both sets; none is dropped silently."""
+        line = refs.read_text()
+        refs.write_text(line + line.replace("Marie Curie was a physicist.", "Curie was French."))
+        code, output, rows = _score(inputs, tmp_path / "out", "--refs", str(refs))
+        assert code == 2, output
+        assert str(refs) in output and "sets 1 and 2 are both for question" in output and not rows

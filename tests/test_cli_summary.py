@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from dahl.adapters.factory import AdapterSettings
-from dahl.cli_summary import print_summary, recall_lines, result_table
+from dahl.cli_summary import partial_message, print_summary, recall_lines, result_table
 from dahl.run import ScoreConfig, ScoreReport, score
 from tests.recall_runs import TWO_MODELS, answer_lines
 from tests.test_cli_progress import render, wide_summary
@@ -85,6 +85,16 @@ class TestRecallLines:
             "unsupported claims by reason: 4 contradicted, 1,200 no evidence, 0 unstated",
         ]
 
+    def test_refs_matching_no_answer_are_named(self) -> None:
+        """When no answer found a reference set, a line says so and how sets are matched."""
+        summary = with_recall()
+        for block in summary["models"].values():
+            block["recall"].update(n=0, n_abstained=0)
+            block["recall"]["null_by_reason"]["no_refs"] = 5
+        lines = recall_lines(summary)
+        assert lines[0] == "recall: 0 answers with recall (0 abstained, counted 0); null: 10 no reference set"
+        assert lines[1].startswith("warning: no answer's question matches a set of the reference facts")
+
     def test_no_lines_without_recall(self) -> None:
         """A summary without recall or reasons adds no line."""
         assert recall_lines(wide_summary()) == []
@@ -124,3 +134,19 @@ class TestPrintSummary:
         assert "recall: 4 answers with recall (1 abstained, counted 0); null: 2 empty F*" in text
         table = render(result_table(with_blocks.summary, 64, 120), 120)
         assert "│ 66.7 │  75.0 │ 72.2 │" in table and "│ 50.0 │  50.0 │ 33.3 │" in table
+
+
+class TestPartialMessage:
+    def test_coverage_errors_are_named_not_split_failures(self) -> None:
+        """A run partial only because coverage judgements failed says so, not 'failed to split'."""
+        summary = with_recall()
+        summary["models"]["gpt-4o-mini"]["recall"]["null_by_reason"]["coverage_error"] = 6
+        text = partial_message(summary, skipped=0)
+        assert text == "coverage failed for 6 answers (exit status 6; re-running retries the errors)"
+
+    def test_skipped_records_and_claim_errors(self) -> None:
+        """Skipped records and claims in error are counted; only errors are retried."""
+        summary = wide_summary()
+        assert partial_message(summary, skipped=2) == "2 input records skipped (exit status 6)"
+        summary["models"]["gpt-4o-mini"]["labels"] = {"error": 3}
+        assert partial_message(summary, skipped=0) == "3 claims ended in error (exit status 6; re-running retries the errors)"

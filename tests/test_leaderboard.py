@@ -256,6 +256,16 @@ class TestRecallBoard:
         assert not {"recall", "recall_w", "f1", "f1_w", "rho"} & set(to_json(build_leaderboard(small))["models"][0])
         assert "Rec" not in to_markdown(build_leaderboard(small)) and "recall" not in to_csv(build_leaderboard(small))
 
+    def test_runs_with_and_without_recall_rank_by_dahl_score(self, tmp_path: Path) -> None:
+        """The default board mixes a run with recall and one without: the latter's recall cells are empty."""
+        plain = recall_run(tmp_path / "plain-run", [("C1", "C", "q1", "SS", False, [])], with_recall=False)
+        store = load_runs([recall_run(tmp_path / "run"), plain])
+        rows = {r.model: r for r in build_leaderboard(store).models}
+        assert rows["A"].recall == pytest.approx(2 / 3) and rows["A"].recall_w == pytest.approx(3 / 4)
+        assert (rows["C"].recall, rows["C"].f1_w, rows["C"].n_recall, rows["C"].dahl_score) == (None, None, 0, 1.0)
+        with pytest.raises(ConfigError, match=r"recall_w needs recall, and .*plain-run has none"):
+            build_leaderboard(store, metric="recall_w")
+
     def test_recall_metric_on_a_run_without_recall_names_it(self, tmp_path: Path) -> None:
         """Ranking by f1_w a run scored without refs is a ConfigError naming its folder."""
         store = load_runs([recall_run(tmp_path / "plain-run", with_recall=False)])

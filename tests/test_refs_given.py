@@ -65,8 +65,11 @@ class TestDahlLayout:
              "facts[0].importance"),
             ({"question_id": "q", "facts": [{"id": "1", "text": "x"}, {"id": 1, "text": "y"}]}, "duplicate fact id",
              "facts[1].id"),
+            ({"question_id": "q", "facts": [{"text": "x", "relevance": 1}]}, "relevance without salience",
+             "facts[0].salience"),
         ],
-        ids=["empty-text", "rating-range", "wrong-type", "no-question", "negative-importance", "duplicate-id"],
+        ids=["empty-text", "rating-range", "wrong-type", "no-question", "negative-importance", "duplicate-id",
+             "one-rating"],
     )
     def test_errors_name_file_line_field(self, tmp_path: Path, row: dict[str, Any], message: str, field: str) -> None:
         """A bad set on line 2 is an InputError naming the file, line 2 and the field."""
@@ -74,6 +77,14 @@ class TestDahlLayout:
         with pytest.raises(InputError, match=message) as info:
             list(read_refs(path))
         assert (info.value.file, info.value.line, info.value.field) == (str(path), 2, field)
+
+    def test_utf8_bom_and_crlf_are_read(self, tmp_path: Path) -> None:
+        """A file saved with a UTF-8 byte-order mark and CRLF line ends reads like the plain one, as answers do."""
+        rows = [{"question_id": "q", "facts": [{"text": "A."}]}, {"question_id": "r", "facts": [{"text": "B."}]}]
+        plain = write_lines(tmp_path / "plain.jsonl", rows)
+        marked = tmp_path / "bom.jsonl"
+        marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes().replace(b"\n", b"\r\n"))
+        assert list(read_refs(marked)) == list(read_refs(plain))
 
     def test_round_trip_and_sha256(self, tmp_path: Path) -> None:
         """write_refs then read_refs gives the same sets; refs_sha256 is the file's SHA-256."""

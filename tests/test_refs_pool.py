@@ -133,6 +133,23 @@ class TestPool:
             pool_runs([tmp_path / "empty"], require_complete=False)
 
 
+class TestPoolRefusals:
+    def test_a_run_given_twice_is_refused(self, two_runs: list[Path]) -> None:
+        """The same run twice (folder or its answers file) would count every fact's support twice."""
+        with pytest.raises(InputError, match="given twice"):
+            pool_runs([two_runs[0], two_runs[1], two_runs[0] / "answers.jsonl"])
+
+    @pytest.mark.parametrize("name", ["answers.jsonl", "summary.json", "manifest.json"])
+    def test_output_over_a_pooled_runs_file_is_refused(self, two_runs: list[Path], name: str) -> None:
+        """-o naming a file of a pooled run exits 2 and leaves the run as it was."""
+        target = two_runs[1] / name
+        target.write_text(before := target.read_text() if target.exists() else "{}\n")
+        result = CliRunner().invoke(main, ["refs", "build", "--pool", str(two_runs[0]), "--pool", str(two_runs[1]),
+                                           "-o", str(target)])
+        assert result.exit_code == 2, result.output
+        assert "would overwrite" in result.output and target.read_text() == before
+
+
 class TestDedupe:
     @pytest.mark.parametrize(
         ("text", "fold", "key"),

@@ -314,3 +314,24 @@ class TestLookupProcess:
             assert (tmp_path / f"v{version}" / "answers.jsonl").read_bytes() == (
                 tmp_path / "first" / "answers.jsonl"
             ).read_bytes()
+
+
+class TestResumeAfterAStoppedFirstRun:
+    def test_same_command_again_is_the_same_configuration(self, tmp_path: Path) -> None:
+        """A first run stopped midway, then the same command: summary.json says config_changed false."""
+        answers = tmp_path / "answers.jsonl"
+        with answers.open("w") as f:
+            for i in range(4):
+                f.write(json.dumps({"id": f"a{i}", "question": f"Q{i}?", "response": f"R{i}.",
+                                    "claims": [{"text": f"R{i}.", "label": "S"}]}) + "\n")
+        config = ScoreConfig(inputs=(answers,), out_dir=tmp_path / "out", use_cache=False,
+                             adapters=AdapterSettings(splitter="given", checker="replay"))
+
+        def stop(result: AnswerResult) -> None:
+            raise RuntimeError("stopped")
+
+        with pytest.raises(RuntimeError, match="stopped"):
+            anyio.run(functools.partial(score_async, config, on_result=stop))
+        report = anyio.run(score_async, config)
+        changes = report.summary["changes"]
+        assert changes["previous_run"] and not changes["config_changed"], changes

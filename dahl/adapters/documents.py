@@ -113,7 +113,8 @@ def open_corpus(
         and the window settings.
 
     Raises:
-        ConfigError: the path does not exist or cannot be read; bad window/stride.
+        ConfigError: the path does not exist or cannot be read, or holds no document;
+            bad window/stride.
         InputError: a malformed document (file, line and field named).
     """
     check_window(window, stride)
@@ -142,6 +143,9 @@ def open_corpus(
             logger.warning("%s: duplicate document id %r", p, doc_id)
         seen.add(doc_id)
         passages.extend(cut_passages(doc_id, doc.title or "", doc.text, window, stride, doc.url))
+    if not seen:  # a wrong path, not evidence: every claim would be judged without a passage
+        raise ConfigError(f"the corpus {p} has no documents (a JSONL file of {{id, text}} lines, or a folder "
+                          "of .txt/.md files)")
     corpus = Corpus(passages, content_hash=fingerprint, n_documents=len(seen))
     if folder is not None:
         _save(corpus, folder)
@@ -160,7 +164,8 @@ def _read_bytes(p: Path) -> bytes:
 def _parse_jsonl(p: Path, data: bytes) -> list[Document]:
     decoder = msgspec.json.Decoder(Document)
     documents: list[Document] = []
-    for number, line in enumerate(data.splitlines(), start=1):
+    # A UTF-8 byte-order mark (an editor's) is skipped, as the answers readers do.
+    for number, line in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
         if not line.strip():
             continue
         try:

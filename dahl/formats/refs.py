@@ -62,6 +62,11 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
         if value is not None and not 1 <= value <= 5:
             raise InputError(f"{name} must be a 1-5 rating, got {value}", file=str(path), line=line,
                              field=f"{where}.{name}")
+    if (raw.relevance is None) != (raw.salience is None) and raw.importance is None:
+        given, missing = ("relevance", "salience") if raw.salience is None else ("salience", "relevance")
+        # Its weight would fall back to 1 (an unrated fact's), whatever the one rating says.
+        raise InputError(f"{given} without {missing}: give both ratings, or an importance", file=str(path),
+                         line=line, field=f"{where}.{missing}")
     if raw.importance is not None and not (math.isfinite(raw.importance) and raw.importance >= 0):
         raise InputError(f"importance must be a finite weight >= 0, got {raw.importance}", file=str(path), line=line,
                          field=f"{where}.importance")
@@ -108,6 +113,8 @@ def read_refs(path: str | Path) -> Iterator[RefSet]:
     factrbench: bool | None = None  # decided by the first line
     with handle:
         for line_no, line in enumerate(handle, 1):
+            if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]  # a UTF-8 byte-order mark (an editor's), as the answers readers allow
             if not line.strip():
                 continue
             if factrbench is None:
@@ -219,13 +226,21 @@ class RefIndex:
     by :func:`~dahl.records.content_id` of its question text.
 
     Args:
-        sets: the reference sets; a later set for the same question replaces an earlier one.
+        sets: the reference sets, one per question.
+        file: the file they come from, named in errors.
+
+    Raises:
+        InputError: two sets for one question id (which would silently replace the other).
     """
 
-    def __init__(self, sets: Iterable[RefSet]) -> None:
+    def __init__(self, sets: Iterable[RefSet], file: str | None = None) -> None:
         self._by_id: dict[str, RefSet] = {}
         self._by_text: dict[str, RefSet] = {}
-        for ref_set in sets:
+        first: dict[str, int] = {}
+        for n, ref_set in enumerate(sets, 1):
+            if first.setdefault(ref_set.question_id, n) != n:
+                raise InputError(f"sets {first[ref_set.question_id]} and {n} are both for question "
+                                 f"{ref_set.question_id!r}", file=file, field="question_id")
             self._by_id[ref_set.question_id] = ref_set
             if normalize_text(ref_set.question):
                 self._by_text[content_id(ref_set.question)] = ref_set

@@ -39,7 +39,7 @@ from dahl.records import FactSource, RefFact, RefSet
 from dahl.refs.dedupe import distinct
 from dahl.refs.extract import CachedExtractor, ExtractedFact, Extractor, RuleExtractor, chunks
 from dahl.refs.library import DocumentLibrary
-from dahl.refs.output import RefsLog, finished_questions
+from dahl.refs.output import RefsLog, check_settings, finished_questions
 from dahl.refs.questions import Document, RefQuestion, read_questions
 from dahl.refs.rate import CachedRater, Rater, Rating
 from dahl.refs.settings import BuildCounters, BuildReport, BuildSettings
@@ -218,7 +218,7 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
     Raises:
         ConfigError: an unreadable corpus, an unset API key variable.
         InputError: a bad questions record or corpus line (file, line, field named); an
-            output file that is not a ``refs.jsonl``.
+            output file that is not a ``refs.jsonl``, or one begun with other settings.
         OutputWriteError: the output cannot be written (sets already written are kept).
         QuotaExhausted, FatalAPIError: the API stopped the build (finished sets are kept).
     """
@@ -241,6 +241,7 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
         rate_cache = BlobCache(store, "rate/1")
         extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache))
         builder = _Builder(settings, counters, library, extractor, rater, rate_cache)
+        await anyio.to_thread.run_sync(check_settings, settings.out, builder.meta)
         output = await anyio.to_thread.run_sync(RefsLog, settings.out)
         stack.callback(output.close)
         await _run(builder, output, done)

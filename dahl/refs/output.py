@@ -18,7 +18,7 @@ import msgspec
 from dahl.errors import InputError, OutputWriteError
 from dahl.records import RefSet
 
-__all__ = ["RefsLog", "finished_questions"]
+__all__ = ["RefsLog", "check_settings", "finished_questions"]
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,12 @@ class _Id(msgspec.Struct):
     question_id: str
 
 
+class _Meta(msgspec.Struct):
+    meta: dict[str, object] = {}
+
+
 _ID = msgspec.json.Decoder(_Id)
+_META = msgspec.json.Decoder(_Meta)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -59,6 +64,32 @@ def finished_questions(path: Path) -> set[str]:
         with path.open("r+b") as handle:
             handle.truncate(good)
     return done
+
+
+def check_settings(path: Path, meta: dict[str, object]) -> None:
+    """Refuse to continue ``path`` when its first set was built with other settings (blocking).
+
+    A set's ``meta`` (method, extractor, rater, granularity, α, β, near-duplicate
+    threshold, corpus) records how it was built; a re-run that differs would mix two
+    kinds of sets in one file. ``documents`` differs per question and is not compared.
+
+    Raises:
+        InputError: the settings differ (the file and the settings are named).
+    """
+    if not path.exists():
+        return
+    with path.open("rb") as handle:
+        line = next((raw for raw in handle if raw.strip()), None)
+    if line is None:
+        return
+    try:
+        old = _META.decode(line).meta
+    except msgspec.DecodeError:
+        return  # a torn line: finished_questions deals with it
+    differ = sorted(k for k in {*old, *meta} - {"documents"} if old.get(k) != meta.get(k))
+    if differ:
+        raise InputError(f"its sets were built with other settings ({', '.join(differ)}); re-run with the same "
+                         "options, or choose another -o", file=str(path))
 
 
 class RefsLog:

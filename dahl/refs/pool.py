@@ -27,7 +27,7 @@ from dahl.errors import InputError
 from dahl.records import FactSource, Label, RefFact, RefSet, Status, content_id
 from dahl.refs.dedupe import fact_key, near_groups
 
-__all__ = ["ANSWERS_NAME", "pool_runs"]
+__all__ = ["ANSWERS_NAME", "check_output", "pool_runs"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,29 @@ def answers_path(run: str | Path) -> Path:
     return run / ANSWERS_NAME if run.is_dir() else run
 
 
+#: The files of a run folder that an output must not replace.
+_RUN_FILES = (ANSWERS_NAME, "summary.json", "manifest.json")
+
+
+def check_output(out: str | Path, runs: Sequence[str | Path]) -> None:
+    """Refuse an output path that is one of the pooled runs' own files.
+
+    Raises:
+        InputError: ``out`` is a run's answers file, ``summary.json``, ``manifest.json``
+            or inside its ``verdicts/`` folder.
+    """
+    target = Path(out).resolve()
+    for run in runs:
+        run = Path(run)
+        own = [answers_path(run).resolve()]
+        if run.is_dir():
+            own += [(run / name).resolve() for name in _RUN_FILES]
+            if (run / "verdicts").resolve() in target.parents:
+                own.append(target)
+        if target in own:
+            raise InputError(f"the output would overwrite a file of the pooled run {run}", file=str(out))
+
+
 def pool_runs(
     runs: Sequence[str | Path],
     *,
@@ -105,11 +128,17 @@ def pool_runs(
         ``source``; ``meta`` = ``{"pooled_answers": answers read for the question}``.
 
     Raises:
-        InputError: no runs, a run without answers, an unfinished run, or a line that
+        InputError: no runs, a run given twice, a run without answers, an unfinished run, or a line that
             is not an answer result (names file, line and field).
     """
     if not runs:
         raise InputError("pooling needs at least one run")
+    seen: set[Path] = set()
+    for run in runs:
+        path = answers_path(run).resolve()
+        if path in seen:  # its answers would count twice in every fact's support
+            raise InputError("this run is given twice", file=str(run))
+        seen.add(path)
     questions: dict[str, _Question] = {}
     for n, run in enumerate(runs):
         _read_run(Path(run), n, questions, require_complete=require_complete)

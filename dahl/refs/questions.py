@@ -78,6 +78,9 @@ class _QuestionIn(msgspec.Struct, kw_only=True):
 _PROBE = msgspec.json.Decoder(dict[str, object])
 _DECODER = msgspec.json.Decoder(_QuestionIn)
 
+#: A UTF-8 byte-order mark, as an editor may start a file with (skipped, as the answers readers do).
+_BOM = b"\xef\xbb\xbf"
+
 
 def _question(raw: _QuestionIn, path: Path, line: int) -> RefQuestion:
     text = normalize_text(raw.question)
@@ -104,7 +107,7 @@ def _first_object(path: Path) -> dict[str, object] | None:
         for line in handle:
             if line.strip():
                 try:
-                    return _PROBE.decode(line)
+                    return _PROBE.decode(line.removeprefix(_BOM))
                 except msgspec.DecodeError:
                     return None
     return None
@@ -113,6 +116,8 @@ def _first_object(path: Path) -> dict[str, object] | None:
 def _jsonl(path: Path) -> Iterator[RefQuestion]:
     with path.open("rb") as handle:
         for n, line in enumerate(handle, 1):
+            if n == 1:
+                line = line.removeprefix(_BOM)
             if not line.strip():
                 continue
             try:
@@ -126,7 +131,7 @@ def _jsonl(path: Path) -> Iterator[RefQuestion]:
 
 
 def _csv(path: Path) -> Iterator[RefQuestion]:
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         for n, row in enumerate(csv.DictReader(handle), 2):
             ids = (row.get("doc_ids") or "").strip()
             raw = _QuestionIn(
@@ -138,7 +143,7 @@ def _csv(path: Path) -> Iterator[RefQuestion]:
 
 
 def _csv_header(path: Path) -> list[str]:
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         return next(csv.reader(handle), [])
 
 

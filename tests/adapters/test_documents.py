@@ -10,7 +10,7 @@ import pytest
 
 from dahl.adapters.corpus import analyze, load_corpus, sentence_spans
 from dahl.adapters.documents import open_corpus, read_documents
-from dahl.errors import InputError
+from dahl.errors import ConfigError, InputError
 
 TEXT = "Metformin lowers glucose.  It was approved in 1994.\nAspirin thins blood."
 
@@ -69,6 +69,22 @@ class TestFolderCorpus:
         with pytest.raises(InputError, match="not UTF-8") as info:
             load_corpus(root)
         assert info.value.file == str(root / "bad.txt")
+
+
+class TestEmptyCorpus:
+    @pytest.mark.parametrize("kind", ["folder without .txt/.md", "empty JSONL"])
+    def test_a_corpus_without_documents_is_refused(self, tmp_path: Path, kind: str) -> None:
+        """No document at all is a ConfigError naming the corpus (a Checker would call every claim unsupported)."""
+        if kind == "empty JSONL":
+            path = tmp_path / "corpus.jsonl"
+            path.write_text("\n")
+        else:
+            path = tmp_path / "docs"
+            path.mkdir()
+            (path / "notes.pdf").write_bytes(b"%PDF")
+        with pytest.raises(ConfigError, match="no documents") as info:
+            load_corpus(path)
+        assert str(path) in str(info.value)
 
 
 class TestSavedIndex:

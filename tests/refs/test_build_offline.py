@@ -88,24 +88,81 @@ class TestInputs:
         (ref_set,) = read_refs(out)
         assert ref_set.question_id == "ok" and [f.text for f in ref_set.facts] == ["Insulin is made in the pancreas."]
 
-    def test_a_folder_corpus_is_read_as_the_checkers_read_it(self, tmp_path: Path) -> None:
-        """--evidence FOLDER of .txt/.md: documents are the files (id = relative path), retrieved per question."""
-        docs = tmp_path / "docs"
-        (docs / "endocrine").mkdir(parents=True)
-        (docs / "endocrine" / "insulin.md").write_text("# Insulin\n\nInsulin is made in the pancreas.\n")
-        (docs / "warfarin.txt").write_text("Warfarin is an anticoagulant.")
-        questions = tmp_path / "questions.jsonl"
-        questions.write_text(json.dumps({"question_id": "q", "question": "Where is insulin made?"}) + "\n")
-        out = tmp_path / "refs.jsonl"
-        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--evidence", str(docs),
-                                           "--docs-per-question", "1", "--no-progress"], catch_exceptions=False)
-        assert result.exit_code == ExitStatus.OK, result.output
-        (ref_set,) = read_refs(out)
-        assert [(f.text, f.source.doc_id if f.source else None) for f in ref_set.facts] == [
-            ("Insulin is made in the pancreas.", "endocrine/insulin.md")]
-
     def test_no_input_mode_is_a_usage_error(self, tmp_path: Path) -> None:
         """Without QUESTIONS (the only input mode here) the command exits 2 and names the modes."""
         result = CliRunner().invoke(main, ["refs", "build", "-o", str(tmp_path / "r.jsonl")])
         assert result.exit_code == ExitStatus.USAGE
         assert "give exactly one input: QUESTIONS" in result.output
+
+
+class TestBuildErrors:
+    def test_an_output_that_is_not_refs_is_a_usage_error(self, tmp_path: Path) -> None:
+        """-o naming a file of other JSON lines exits 2 with its file and line, not a traceback (exit 1)."""
+        questions, out = tmp_path / "q.jsonl", tmp_path / "other.jsonl"
+        questions.write_text(json.dumps({"question": "Why?", "documents": [{"id": "d", "text": "Because."}]}) + "\n")
+        out.write_text('{"x": 1}\n')
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--no-progress"])
+        assert result.exit_code == ExitStatus.USAGE, result.output
+        assert f"{out}:1: not a reference set line" in result.output
+
+
+class TestResumeSettings:
+    def test_rerun_with_other_settings_refuses_to_mix_sets(self, tmp_path: Path) -> None:
+        """A re-run into a refs.jsonl begun with other settings exits 2 naming it and the setting; nothing is added."""
+        docs = {"q1": "Aspirin inhibits COX-1. Aspirin reduces fever.", "q2": "Insulin lowers blood glucose."}
+        rows = [{"question_id": q, "question": f"What about {q}?", "documents": [{"id": q, "text": t}]}
+                for q, t in docs.items()]
+        first, both = tmp_path / "first.jsonl", tmp_path / "both.jsonl"
+        first.write_text(json.dumps(rows[0]) + "\n")
+        both.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        out = tmp_path / "refs.jsonl"
+        runner = CliRunner()
+        done = runner.invoke(main, ["refs", "build", str(first), "-o", str(out), "--no-progress"])
+        assert done.exit_code == ExitStatus.OK, done.output
+        before = out.read_bytes()
+        again = runner.invoke(main, ["refs", "build", str(both), "-o", str(out), "--no-progress", "--near-threshold", "100"])
+        assert again.exit_code == ExitStatus.USAGE, again.output
+        assert str(out) in again.output and "near_duplicate_threshold" in again.output
+        assert out.read_bytes() == before
+        same = runner.invoke(main, ["refs", "build", str(both), "-o", str(out), "--no-progress"])
+        assert same.exit_code == ExitStatus.OK and "1 already there" in same.output, same.output
+
+
+class TestFolderCorpus:
+    def test_a_folder_of_text_files_is_a_corpus(self, tmp_path: Path) -> None:
+        """--evidence takes a folder of .txt/.md files, as dahl score does: doc_ids are relative paths."""
+        docs = tmp_path / "docs"
+        (docs / "sub").mkdir(parents=True)
+        (docs / "a.md").write_text("# Aspirin\n\nAspirin inhibits COX-1. Aspirin reduces fever.\n", encoding="utf-8")
+        (docs / "sub" / "b.txt").write_text("Insulin lowers blood glucose.", encoding="utf-8")
+        questions = tmp_path / "q.jsonl"
+        questions.write_text(json.dumps({"question_id": "q1", "question": "What does aspirin do?", "doc_ids": ["a.md"]})
+                             + "\n" + json.dumps({"question_id": "q2", "question": "What does insulin do?"}) + "\n")
+        out = tmp_path / "refs.jsonl"
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "--evidence", str(docs), "-o", str(out),
+                                           "--docs-per-question", "1", "--no-progress"])
+        assert result.exit_code == ExitStatus.OK, result.output
+        sets = {s.question_id: s for s in read_refs(out)}
+        assert {f.source.doc_id for f in sets["q1"].facts if f.source} == {"a.md"}
+        assert {f.source.doc_id for f in sets["q2"].facts if f.source} == {"sub/b.txt"}
+
+
+class TestByteOrderMark:
+    def test_questions_and_corpus_with_a_utf8_bom(self, tmp_path: Path) -> None:
+        """Questions (JSONL, CSV) and a JSONL corpus saved with a UTF-8 byte-order mark build as without it."""
+        bom = b"\xef\xbb\xbf"
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_bytes(bom + json.dumps({"id": "d1", "text": "Aspirin inhibits COX-1. It reduces fever."}).encode()
+                           + b"\n")
+        jsonl = tmp_path / "q.jsonl"
+        jsonl.write_bytes(bom + json.dumps({"question_id": "q1", "question": "What does aspirin do?",
+                                            "doc_ids": ["d1"]}).encode() + b"\n")
+        table = tmp_path / "q.csv"
+        table.write_bytes(bom + b"question_id,question,doc_ids\nq1,What does aspirin do?,d1\n")
+        for questions in (jsonl, table):
+            out = tmp_path / f"refs-{questions.suffix[1:]}.jsonl"
+            result = CliRunner().invoke(main, ["refs", "build", str(questions), "--evidence", str(corpus), "-o",
+                                               str(out), "--no-progress"])
+            assert result.exit_code == ExitStatus.OK, result.output
+            [ref_set] = list(read_refs(out))
+            assert ref_set.question_id == "q1" and len(ref_set.facts) == 2
