@@ -165,7 +165,7 @@ class TestInterrupt:
         import sys
         import time
 
-        from conftest import REPO
+        from tests.conftest import REPO
 
         url = mocks.start("--latency-ms", "100")
         questions = tmp_path / "questions.jsonl"
