@@ -152,17 +152,15 @@ class Stage(Generic[T]):
                 try:
                     await work(item)
                 except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished work is kept
-                    counters.in_flight -= 1
                     stop(exc)
                     return
                 except AdapterError as exc:
-                    counters.in_flight -= 1
                     counters.failed += 1
                     counters.errors[type(exc).__name__] += 1
                     if self._on_error is None:
                         raise
                     await self._on_error(item, exc)
-                else:
+                finally:
                     counters.in_flight -= 1
                 counters.done += 1
         finally:
