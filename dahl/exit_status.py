@@ -11,7 +11,8 @@ code   meaning
        refused, breaker tripped); re-run to continue once fixed
 5      nothing scored: no input record could be scored (all skipped, or none)
 6      finished, but some input records were skipped, some claims ended in
-       ``error``, or a coverage judgement failed (re-running retries the errors)
+       ``error``, or a coverage judgement failed (re-running retries the errors);
+       ``dahl questions lint``: some rows would be dropped (duplicates, context)
 8      an output file could not be written (disk full, read-only); nothing
        finished is lost
 130    interrupted (Ctrl-C or SIGTERM); re-run to continue

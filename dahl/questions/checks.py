@@ -85,9 +85,10 @@ _SOURCE_NOUNS = (r"(?:study|studies|analysis|analyses|paper|article|research|cas
                  r"findings|results|text|passage|cohort|patients?\s+described)")
 # (name, pattern); the names are the flags written to a question's output row.
 _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    # (1) the/this/that + study/analysis/paper…; "the study of X" is a field, not an article.
+    # (1) the/this/that + study/analysis/paper…; "the study of X" is a field, not an article,
+    # and in "this results in" the noun is a verb.
     ("context_reference", re.compile(
-        rf"\b(?:the|this|that|these|those)\s+(?:present\s+|current\s+|above\s+|given\s+|described\s+)?"
+        rf"\b(?!this\s+results\s+in\b)(?:the|this|that|these|those)\s+(?:present\s+|current\s+|above\s+|given\s+|described\s+)?"
         rf"{_SOURCE_NOUNS}\b(?!\s+of\b)", re.IGNORECASE)),
     # (2) mentioned/inferred/addressed…
     ("context_verb", re.compile(
@@ -148,7 +149,8 @@ def duplicate_clusters(questions: Sequence[str], *, near: float = NEAR_THRESHOLD
     Greedy in file order: a question joins the cluster whose first question's key has the
     highest ``fuzz.ratio`` with its own key, when that is at least ``near`` (the earliest
     cluster on ties); otherwise it starts a cluster. Exact duplicates (ratio 100) always
-    join. Pass the questions of one article for "within", of all articles for "across".
+    join. Over the questions of all articles it finds both kinds: a cluster is "within" an
+    article when all its members share the article, "across" otherwise.
     CPU: O(n · clusters) comparisons in rapidfuzz's C code (about 10 s for the 8,573 DAHL
     questions); call it in a worker thread from async code.
 

@@ -28,8 +28,9 @@ class TestContextFlags:
          ["context_reference", "context_finding", "context_basis"]),
         ("What is the mechanism of action of metformin?", []),
         ("Discuss the study of epigenetics in cancer.", []),  # "the study of X" names a field
+        ("Why does removing the constant term shorten the dead zone? This results in two pulses.", []),
     ], ids=["case-report", "this-study", "mentioned", "were-identified", "according-to", "three-families",
-            "clean", "study-of-a-field"])
+            "clean", "study-of-a-field", "results-in-is-a-verb"])
     def test_families(self, question: str, flags: list[str]) -> None:
         """Each DAHL §3.2.2 family (and dahl's basis family) flags its phrase, in family order."""
         assert context_flags(question) == flags
