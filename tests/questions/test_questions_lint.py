@@ -134,3 +134,13 @@ class TestSmallFiles:
         """A file that does not exist: exit 2 naming it."""
         status, output = _lint(str(tmp_path / "none.csv"))
         assert status == 2 and "none.csv: cannot read" in output
+
+    def test_near_duplicates_and_threshold(self, tmp_path: Path) -> None:
+        """A near duplicate (ratio 98.5) counts at the default 95 and not with --near 100."""
+        path = _write(tmp_path, "question,category\n"
+                                "What are the risk factors for developing a neonatal liver abscess?,pediatrics\n"
+                                "What are the risk factors for developing neonatal liver abscess?,pediatrics\n")
+        status, output = _lint(str(path), "--json")
+        assert (status, json.loads(output)["near_duplicate_rows"], json.loads(output)["dropping"]) == (6, 1, 1)
+        status, output = _lint(str(path), "--json", "--near", "100")
+        assert (status, json.loads(output)["near_duplicate_rows"], json.loads(output)["dropping"]) == (0, 0, 0)
