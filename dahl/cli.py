@@ -400,6 +400,8 @@ from dahl import cli_reports  # noqa: E402  (leaderboard, pairs, agree, sample)
 for _report in (cli_reports.leaderboard, cli_reports.pairs, cli_reports.agree, cli_reports.sample): main.add_command(_report)
 from dahl.cli_refs import refs as _refs  # noqa: E402
 main.add_command(_refs)
+from dahl.cli_questions import questions as _questions  # noqa: E402
+main.add_command(_questions)
 for _command in main.commands.values():
     _with_verbose(_command)
 

@@ -1,0 +1,1 @@
+"""Exam questions from articles (``dahl questions build``) and their checks (``dahl questions lint``)."""
