@@ -42,7 +42,7 @@ async def _run(settings: Any, counters: Any, every_s: float | None) -> Any:
         assert every_s is not None
         while True:
             await anyio.sleep(every_s)
-            console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
+            console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False, soft_wrap=True)
 
     failure: Exception | None = None
     async with anyio.create_task_group() as tg:
@@ -130,9 +130,9 @@ def build(articles: Path, out: Path, per_article: int, near: float, keep_flagged
     t = report.table
     stdout.print(f"{count(t.written, 'question')} written to {out} from {count(c.articles, 'article')} "
                  f"({t.questions:,} generated, {t.dropped:,} flagged and dropped"
-                 + (f"; {c.resumed:,} articles already done" if c.resumed else "") + ")", highlight=False)
-    stdout.print(f"calls: generate {c.generate_calls:,}, judge {c.judge_calls:,}", highlight=False)
+                 + (f"; {c.resumed:,} articles already done" if c.resumed else "") + ")", highlight=False, soft_wrap=True)
+    stdout.print(f"calls: generate {c.generate_calls:,}, judge {c.judge_calls:,}", highlight=False, soft_wrap=True)
     for flag, n in sorted(t.flags.items()):
-        stdout.print(f"  {flag}: {n:,}", highlight=False)
+        stdout.print(f"  {flag}: {n:,}", highlight=False, soft_wrap=True)
     if t.written == 0:
         sys.exit(ExitStatus.NOTHING_SCORED)

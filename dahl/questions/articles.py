@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +42,17 @@ class _ArticleIn(msgspec.Struct, kw_only=True):
 
 
 _DECODER = msgspec.json.Decoder(_ArticleIn)
+_AT = re.compile(r"at `(\$[^`]*)`")
+_MISSING = re.compile(r"missing required field `(\w+)`")
+
+
+def _field(message: str) -> str | None:
+    """The JSON path a msgspec validation message names (``$.text``), or None."""
+    if found := _AT.search(message):
+        return found.group(1)
+    if found := _MISSING.search(message):
+        return f"$.{found.group(1)}"
+    return None
 
 
 def read_articles(path: Path) -> Iterator[Article]:
@@ -62,7 +74,7 @@ def read_articles(path: Path) -> Iterator[Article]:
             try:
                 item = _DECODER.decode(raw)
             except msgspec.ValidationError as exc:
-                field = str(exc).rsplit("at `", 1)[-1].rstrip("`") if "at `" in str(exc) else None
+                field = _field(str(exc))
                 raise InputError(f"not an article: {exc}", file=str(path), line=n, field=field) from None
             except msgspec.DecodeError as exc:
                 raise InputError(f"not JSON: {exc}", file=str(path), line=n) from None

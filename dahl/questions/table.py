@@ -7,6 +7,8 @@ question_id``. Flags (``;``-separated, in this order): the context regex familie
 question cannot be answered without its article), ``ambiguous`` / ``uncategorized``
 (no single canonical category), ``duplicate`` (an exact or near duplicate of an earlier
 question, within or across articles; ``duplicate_cluster`` is the first one's id).
+``question_id`` is :func:`~dahl.records.content_id` of the text, the id dahl gives an
+answer's question, so exact duplicates share it.
 Flagged rows are dropped unless ``keep_flagged``; every flag is counted either way.
 """
 
