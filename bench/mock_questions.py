@@ -85,3 +85,39 @@ def reply_content(kind: str, question: str | None, data: str) -> str:
         count, _, text = data.partition("\n")
         return json.dumps({"questions": questions(question or "", text, max(int(count), 1))}, ensure_ascii=False)
     return json.dumps(judgement(data))
+
+
+#: Sentences of the mock's articles; article n uses FACTS[n % 4] and FACTS[(n + 1) % 4].
+FACTS = (
+    "Aspirin irreversibly inhibits platelet cyclooxygenase.",
+    "Metformin lowers hepatic glucose production.",
+    "Vitamin B12 deficiency causes megaloblastic anaemia.",
+    "Beta blockers reduce myocardial oxygen demand.",
+)
+
+
+def efetch_xml(raw_id: str) -> bytes:
+    """The mock ``efetch`` reply (JATS) for PMC id ``raw_id`` (digits, ``PMC`` optional).
+
+    Rule: id 0 (or not digits): an empty ``<pmc-articleset>`` (not found); an odd id:
+    front matter only, no ``<body>`` (outside the Open Access subset, HTTP 200 as NCBI
+    answers); an even id: title ``Mock article PMC<n>``, abstract FACTS[n % 4], body
+    FACTS[(n + 1) % 4], licence ``CC BY 4.0`` (xlink:href
+    ``https://creativecommons.org/licenses/by/4.0/``).
+    """
+    digits = raw_id.removeprefix("PMC")
+    n = int(digits) if digits.isdigit() else 0
+    if n == 0:
+        return b'<?xml version="1.0"?>\n<pmc-articleset></pmc-articleset>\n'
+    front = (f"<front><article-meta><article-id pub-id-type=\"pmc\">{n}</article-id>"
+             f"<title-group><article-title>Mock article PMC{n}</article-title></title-group>"
+             "<permissions><license xmlns:xlink=\"http://www.w3.org/1999/xlink\" "
+             "xlink:href=\"https://creativecommons.org/licenses/by/4.0/\"><license-p>CC BY 4.0</license-p>"
+             f"</license></permissions><abstract><p>{FACTS[n % 4]}</p></abstract></article-meta></front>")
+    if n % 2:
+        body = ("<!--The publisher of this article does not allow downloading of the full text in XML form.-->")
+    else:
+        body = (f"<body><sec><title>Introduction</title><p>{FACTS[(n + 1) % 4]}</p>"
+                "<table-wrap><table><tr><td><p>table cell</p></td></tr></table></table-wrap></sec></body>")
+    return (f'<?xml version="1.0"?>\n<pmc-articleset><article article-type="research-article">{front}{body}'
+            "</article></pmc-articleset>\n").encode()

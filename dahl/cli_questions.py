@@ -7,6 +7,8 @@ an LLM, judges and flags each (:mod:`dahl.questions.build`) and writes DAHL's
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -65,6 +67,30 @@ def _stop(exc: BaseException, out: Path) -> NoReturn:
     exit_stopped(exc, f"Finished articles are in {out.name}.journal.jsonl; re-run the same command to continue.")
 
 
+def _fetch(ids: Path, out: Path, eutils_url: str | None, key_env: str) -> Path:
+    """Fetch the PMC ids of ``ids`` into ``OUT.articles.jsonl``; report metadata-only ones."""
+    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
+    from dahl.questions.fetch import EUTILS_URL, FetchSettings, fetch_articles
+
+    target = out.with_name(out.name + ".articles.jsonl")
+    settings = FetchSettings(ids=ids, out=target, base_url=eutils_url or EUTILS_URL,
+                             api_key=os.environ.get(key_env, "") if key_env else "")
+    with _sigterm_as_ctrl_c():
+        c = anyio.run(fetch_articles, settings)
+    stdout.print(f"fetched: {count(c.ok, 'article')} of {count(c.ids, 'id')} ({c.requests:,} requests"
+                 + (f", {c.resumed:,} already fetched" if c.resumed else "") + f") into {target}",
+                 highlight=False, soft_wrap=True)
+    if c.metadata_only:
+        console.print(f"[yellow]metadata only[/] (outside the PMC Open Access subset, not used): "
+                      f"{c.metadata_only:,}: {', '.join(c.metadata_only_ids)}", highlight=False, soft_wrap=True)
+    if c.not_found:
+        console.print(f"[yellow]not found:[/] {c.not_found:,}", highlight=False, soft_wrap=True)
+    if c.failed:
+        console.print(f"[yellow]partly fetched:[/] {c.failed:,} ids failed; re-run to retry them", soft_wrap=True)
+        sys.exit(ExitStatus.PARTIAL)
+    return target
+
+
 @click.group()
 def questions() -> None:
     """Exam questions of a benchmark (DAHL's questions.csv)."""
@@ -74,6 +100,11 @@ def questions() -> None:
 @click.argument("articles", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="The questions CSV to write (its journal beside it lets a re-run continue).")
+@click.option("--pmc-ids", is_flag=True,
+              help="ARTICLES is a file of PMC ids (one a line): fetch them with NCBI E-utilities first.")
+@click.option("--eutils-url", default=None, help="E-utilities root (default NCBI's).")
+@click.option("--ncbi-api-key-env", default="NCBI_API_KEY", show_default=True,
+              help="Environment variable holding an NCBI API key (10 requests/s instead of 3).")
 @click.option("--per-article", default=5, show_default=True, type=click.IntRange(min=1),
               help="Questions generated per article.")
 @click.option("--near-threshold", "near", default=95.0, show_default=True, type=click.FloatRange(0, 100),
@@ -95,7 +126,8 @@ def questions() -> None:
 @click.option("--no-progress", is_flag=True, help="Do not show progress.")
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
               type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
-def build(articles: Path, out: Path, per_article: int, near: float, keep_flagged: bool, base_url: str, model: str,
+def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi_api_key_env: str,
+          per_article: int, near: float, keep_flagged: bool, base_url: str, model: str,
           api_key_env: str | None, rpm: float | None, tpm: float | None, max_in_flight: int | None,
           temperature: float | None, seed: int | None, max_tokens: int | None, timeout_s: float | None,
           cache_dir: Path | None, no_cache: bool, no_progress: bool, progress_every_s: float) -> None:
@@ -105,6 +137,10 @@ def build(articles: Path, out: Path, per_article: int, near: float, keep_flagged
     the article? which of the 28 fields?) and flagged (context regexes, needs_article,
     ambiguous, duplicate). Flagged questions are dropped unless --keep-flagged; every
     flag is counted in the report.
+
+    With --pmc-ids, ARTICLES lists PMC ids: they are fetched (JATS, 3 requests/s, 10
+    with an NCBI API key) into OUT.articles.jsonl; articles outside the Open Access
+    subset (metadata only) are reported and left out.
     """
     from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
     from dahl.questions.build import QuestionsCounters, QuestionsSettings  # aiohttp: before the loop runs
@@ -118,6 +154,9 @@ def build(articles: Path, out: Path, per_article: int, near: float, keep_flagged
                                      near=None if near >= 100 else near, keep_flagged=keep_flagged,
                                      cache_dir=cache_dir, use_cache=not no_cache)
         counters = QuestionsCounters()
+        if pmc_ids:
+            articles = _fetch(articles, out, eutils_url, ncbi_api_key_env)
+            settings = dataclasses.replace(settings, articles=articles)
         with _sigterm_as_ctrl_c():
             report = anyio.run(_run, settings, counters, None if no_progress else progress_every_s)
     except (DahlError, KeyboardInterrupt) as exc:
