@@ -33,7 +33,7 @@ from dahl.errors import AdapterError, OutputParseError
 from dahl.questions import prompts
 from dahl.questions.articles import Article, read_articles
 from dahl.questions.checks import canonical_category
-from dahl.questions.journal import ArticleQuestions, Journal, Judged, journal_path, read_journal
+from dahl.questions.journal import ArticleQuestions, Journal, Judged, check_journal, journal_path, read_journal
 from dahl.questions.table import TableCounts, write_table
 from dahl.refs.endpoint import RefsEndpoint, parse_json_object
 from dahl.refs.prompts import EXTRACT_TEMPLATE_VERSION
@@ -192,7 +192,7 @@ class _Asker:
             judged.append(Judged(question=text, **verdict))
         return ArticleQuestions(article_id=article.id, title=article.title, license=article.license,
                                 model=self.generate_endpoint.cfg.model,
-                                generator=self.generate_endpoint.fingerprint, questions=tuple(judged))
+                                generator=self.generate_endpoint.fingerprint, per_article=self.per_article, questions=tuple(judged))
 
 
 async def build_questions(settings: QuestionsSettings, counters: QuestionsCounters | None = None) -> QuestionsReport:
@@ -229,6 +229,8 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
         session = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
         asker = _Asker(_Endpoint(cfg, session, lane, "generate"), _Endpoint(cfg, session, lane, "judge"),
                        BlobCache(store, "questions/1"), counters, settings.per_article)
+        await anyio.to_thread.run_sync(check_journal, path, done, asker.generate_endpoint.fingerprint,
+                                       settings.per_article)
         journal = await anyio.to_thread.run_sync(Journal, path)
         stack.callback(journal.close)
         order = await _run(settings, asker, journal, done)

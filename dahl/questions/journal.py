@@ -17,7 +17,7 @@ import msgspec
 
 from dahl.errors import InputError, OutputWriteError
 
-__all__ = ["ArticleQuestions", "Judged", "Journal", "journal_path", "read_journal"]
+__all__ = ["ArticleQuestions", "Journal", "Judged", "check_journal", "journal_path", "read_journal"]
 
 
 class Judged(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +43,7 @@ class ArticleQuestions(msgspec.Struct, frozen=True, kw_only=True):
         article_id, title, license: the article's.
         model: the generating model's name.
         generator: fingerprint of the generating endpoint (model, template, sampling).
+        per_article: questions asked for.
         questions: in generation order.
     """
 
@@ -51,6 +52,7 @@ class ArticleQuestions(msgspec.Struct, frozen=True, kw_only=True):
     license: str
     model: str
     generator: str
+    per_article: int
     questions: tuple[Judged, ...]
 
 
@@ -88,6 +90,19 @@ def read_journal(path: Path) -> dict[str, ArticleQuestions]:
         with path.open("r+b") as handle:
             handle.truncate(good)
     return done
+
+
+def check_journal(path: Path, done: dict[str, ArticleQuestions], generator: str, per_article: int) -> None:
+    """Refuse to continue a journal begun with another generator or question count.
+
+    Raises:
+        InputError: an article of ``done`` was built otherwise (file and setting named).
+    """
+    for item in done.values():
+        if item.generator != generator or item.per_article != per_article:
+            which = "the generating model, template or sampling" if item.generator != generator else "--per-article"
+            raise InputError(f"its articles were built with other settings ({which}); re-run with the same "
+                             "options, or choose another -o", file=str(path))
 
 
 class Journal:

@@ -103,6 +103,19 @@ class TestBuildWire:
         assert out.read_bytes() == first
 
 
+    def test_other_settings_refused(self, mocks: Any, tmp_path: Path) -> None:
+        """Continuing a build with another --per-article is refused (exit 2), naming the journal."""
+        url = mocks.start()
+        out = tmp_path / "questions.csv"
+        articles = _articles(tmp_path)
+        _build(url, articles, out)
+        args = ["questions", "build", str(articles), "-o", str(out), "--per-article", "2", "--base-url", url,
+                "--model", "mock", "--api-key-env", "", "--no-progress"]
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == ExitStatus.USAGE
+        assert "other settings (--per-article)" in result.output and "questions.csv.journal.jsonl" in result.output
+
+
 class TestTable:
     def test_judge_flags(self, tmp_path: Path) -> None:
         """needs_article, ambiguous and uncategorized are flags; only the unflagged row is kept."""
@@ -112,7 +125,8 @@ class TestTable:
             Judged(question="Why do cells age?", answerable=True, category="ambiguous", confidence=0.2),
             Judged(question="What is a prion?", answerable=True, category="", confidence=0.1),
         )
-        item = ArticleQuestions(article_id="x", title="", license="", model="m", generator="g", questions=judged)
+        item = ArticleQuestions(article_id="x", title="", license="", model="m", generator="g", per_article=4,
+                                questions=judged)
         out = tmp_path / "q.csv"
         counts = write_table(out, [item], near=95.0, keep_flagged=False)
         assert (counts.questions, counts.written, counts.dropped) == (4, 1, 3)
