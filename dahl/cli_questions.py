@@ -169,7 +169,8 @@ def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi
     t = report.table
     stdout.print(f"{count(t.written, 'question')} written to {out} from {count(c.articles, 'article')} "
                  f"({t.questions:,} generated, {t.dropped:,} flagged and dropped"
-                 + (f"; {c.resumed:,} articles already done" if c.resumed else "") + ")", highlight=False, soft_wrap=True)
+                 + (f"; {c.resumed:,} articles already done" if c.resumed else "") + ")",
+                 highlight=False, soft_wrap=True)
     stdout.print(f"calls: generate {c.generate_calls:,}, judge {c.judge_calls:,}", highlight=False, soft_wrap=True)
     for flag, n in sorted(t.flags.items()):
         stdout.print(f"  {flag}: {n:,}", highlight=False, soft_wrap=True)

@@ -192,7 +192,8 @@ class _Asker:
             judged.append(Judged(question=text, **verdict))
         return ArticleQuestions(article_id=article.id, title=article.title, license=article.license,
                                 model=self.generate_endpoint.cfg.model,
-                                generator=self.generate_endpoint.fingerprint, per_article=self.per_article, questions=tuple(judged))
+                                generator=self.generate_endpoint.fingerprint, per_article=self.per_article,
+                                questions=tuple(judged))
 
 
 async def build_questions(settings: QuestionsSettings, counters: QuestionsCounters | None = None) -> QuestionsReport:
