@@ -168,7 +168,8 @@ def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi
         sys.exit(ExitStatus.PARTIAL)
     t = report.table
     stdout.print(f"{count(t.written, 'question')} written to {out} from {count(c.articles, 'article')} "
-                 f"({t.questions:,} generated, {t.dropped:,} flagged and dropped"
+                 f"({t.questions:,} generated, {t.flagged:,} flagged, "
+                 f"{'kept' if keep_flagged else 'dropped'}"
                  + (f"; {c.resumed:,} articles already done" if c.resumed else "") + ")",
                  highlight=False, soft_wrap=True)
     stdout.print(f"calls: generate {c.generate_calls:,}, judge {c.judge_calls:,}", highlight=False, soft_wrap=True)

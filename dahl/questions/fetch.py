@@ -12,6 +12,7 @@ then the articles JSONL is written from the log in the ids' order (``ok`` ones o
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Awaitable
 from pathlib import Path
@@ -27,6 +28,8 @@ from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError, OutputWriteError
 from dahl.questions.articles import Article
 from dahl.questions.jats import parse_jats
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EUTILS_URL", "FetchCounters", "FetchSettings", "fetch_articles", "ncbi_limits", "read_ids"]
 
@@ -148,12 +151,12 @@ def _append(path: Path, item: _Logged) -> None:
         raise OutputWriteError(f"cannot write {path}: {exc.strerror}", path=str(path)) from exc
 
 
-def _write_articles(out: Path, ids: list[str], log: dict[str, _Logged]) -> None:
+def _write_articles(out: Path, ids: list[str], found: dict[str, _Logged]) -> None:
     tmp = out.with_name(out.name + ".tmp")
     try:
         with tmp.open("wb") as handle:
             for pmc_id in ids:
-                item = log.get(pmc_id)
+                item = found.get(pmc_id)
                 if item is not None and item.article is not None:
                     handle.write(_ENCODER.encode(item.article) + b"\n")
         os.replace(tmp, out)
@@ -169,13 +172,13 @@ async def fetch_articles(settings: FetchSettings, counters: FetchCounters | None
 
     Raises:
         InputError: a bad ids line, a reply that is not XML, a fetch log of another command.
-        OutputWriteError: the log or the articles file cannot be written.
+        OutputWriteError: the fetch log or the articles file cannot be written.
         QuotaExhausted, FatalAPIError: NCBI stopped the fetch (logged ids are kept).
     """
     counters = counters if counters is not None else FetchCounters()
     ids = await anyio.to_thread.run_sync(read_ids, settings.ids)
     log_path = _log_path(settings.out)
-    log = await anyio.to_thread.run_sync(_read_log, log_path)
+    logged = await anyio.to_thread.run_sync(_read_log, log_path)
     limits = ncbi_limits(settings.api_key)
     lane = LanePool().get(settings.base_url, "ncbi-key" if settings.api_key else "", "efetch", limits)
     url = settings.base_url.rstrip("/") + "/efetch.fcgi"
@@ -189,7 +192,7 @@ async def fetch_articles(settings: FetchSettings, counters: FetchCounters | None
         async def read() -> None:
             try:
                 for pmc_id in ids:
-                    if pmc_id in log:
+                    if pmc_id in logged:
                         counters.resumed += 1
                     else:
                         await todo.send(pmc_id)
@@ -213,17 +216,18 @@ async def fetch_articles(settings: FetchSettings, counters: FetchCounters | None
 
         async def failed(pmc_id: str, exc: AdapterError) -> None:
             counters.failed += 1
+            log.warning("%s not fetched: %s: %s", pmc_id, type(exc).__name__, exc)
 
         async def write() -> None:
             async for item in done:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(_append, log_path, item)
-                log[item.id] = item
+                logged[item.id] = item
 
         stage = Stage("fetch", todo, fetch, workers=limits.max_in_flight, outputs=[done], on_error=failed)
         await run_stages([stage], [read, write])
     for pmc_id in ids:
-        item = log.get(pmc_id)
+        item = logged.get(pmc_id)
         if item is None:
             continue
         if item.status == "ok":
@@ -234,5 +238,5 @@ async def fetch_articles(settings: FetchSettings, counters: FetchCounters | None
         else:
             counters.not_found += 1
     if not counters.failed:
-        await anyio.to_thread.run_sync(_write_articles, settings.out, ids, log)
+        await anyio.to_thread.run_sync(_write_articles, settings.out, ids, logged)
     return counters

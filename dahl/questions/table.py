@@ -41,6 +41,7 @@ class TableCounts:
     Attributes:
         questions: questions generated (all articles).
         written: rows written.
+        flagged: questions with at least one flag (kept or dropped).
         dropped: flagged rows left out.
         flags: questions per flag (a question with two flags counts in both).
     """
@@ -48,6 +49,7 @@ class TableCounts:
     def __init__(self) -> None:
         self.questions = 0
         self.written = 0
+        self.flagged = 0
         self.dropped = 0
         self.flags: collections.Counter[str] = collections.Counter()
 
@@ -91,6 +93,7 @@ def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float 
                 counts.questions += 1
                 flags = _flags(judged.question, judged.answerable, judged.category, cluster != n)
                 counts.flags.update(flags)
+                counts.flagged += bool(flags)
                 if flags and not keep_flagged:
                     counts.dropped += 1
                     continue

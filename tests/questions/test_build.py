@@ -72,7 +72,7 @@ class TestBuildWire:
         assert rows[0]["category_confidence"] == "0.710" and rows[0]["flags"] == ""
         assert rows[0]["prompt_version"] == "questions-generate/v1+questions-judge/v1"
         assert mocks.stats(url)["kinds"] == {"generate": 3, "judge": 7}
-        assert "5 questions written" in text and "9 generated, 4 flagged and dropped" in text
+        assert "5 questions written" in text and "9 generated, 4 flagged, dropped" in text
         assert "  context:study: 3\n" in text and "  duplicate: 3\n" in text
 
     def test_keep_flagged_records_flags_and_clusters(self, mocks: Any, tmp_path: Path) -> None:
@@ -81,6 +81,7 @@ class TestBuildWire:
         out = tmp_path / "questions.csv"
         code, text = _build(url, _articles(tmp_path), out, "--keep-flagged")
         assert code == ExitStatus.OK, text
+        assert "9 questions written" in text and "(9 generated, 4 flagged, kept)" in text
         rows = _rows(out)
         assert [r["flags"] for r in rows] == ["", "context:study", "", "", "context:study;duplicate", "",
                                               "duplicate", "context:study;duplicate", ""]
@@ -129,7 +130,7 @@ class TestTable:
                                 questions=judged)
         out = tmp_path / "q.csv"
         counts = write_table(out, [item], near=95.0, keep_flagged=False)
-        assert (counts.questions, counts.written, counts.dropped) == (4, 1, 3)
+        assert (counts.questions, counts.written, counts.flagged, counts.dropped) == (4, 1, 3, 3)
         assert dict(counts.flags) == {"needs_article": 1, "ambiguous": 1, "uncategorized": 1}
         assert [r["question"] for r in _rows(out)] == ["What causes gout?"]
 
