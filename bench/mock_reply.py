@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bench import mock_refs
+from bench import mock_questions, mock_refs
 from bench.mock_coverage import cover_content, numbered_facts
 from bench.mock_oracle import Oracle
 from dahl.records import normalize_text
@@ -146,7 +146,7 @@ def parse_prompt(body: Mapping[str, Any]) -> Prompt:
             kind, data, facts = "cover", response, numbered_facts(fact_block)
             question = last_block("question", text)
             break
-        refs = mock_refs.classify(text)  # dahl refs build: extraction and rating prompts
+        refs = mock_refs.classify(text) or mock_questions.classify(text)  # dahl refs / questions build
         if refs is not None:
             kind, question, data = refs
             break
@@ -240,6 +240,8 @@ def reply_content(prompt: Prompt, oracle: Oracle | None) -> str:
     """
     if prompt.kind in mock_refs.KINDS:
         return mock_refs.reply_content(prompt.kind, prompt.question, prompt.data)
+    if prompt.kind in mock_questions.KINDS:
+        return mock_questions.reply_content(prompt.kind, prompt.question, prompt.data)
     if prompt.kind == "check" and prompt.passages:
         return _evidence_reply(prompt, oracle)
     if prompt.kind == "check":

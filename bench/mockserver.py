@@ -7,7 +7,8 @@ Command line::
         [--fault KIND=RATE ...] [--seed N] [--echo-auth]
 
 prints ``ready http://127.0.0.1:PORT`` (flushed) once listening, serves
-``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /stats`` and
+``POST /v1/chat/completions`` (and ``/chat/completions``), NCBI's
+``GET /entrez/eutils/efetch.fcgi`` (:func:`bench.mock_questions.efetch_xml`), ``GET /stats`` and
 ``POST /stats/reset``, and prints the final stats as one JSON line on SIGINT/SIGTERM.
 
 In-process use (tests)::
@@ -38,6 +39,7 @@ from aiohttp import web
 
 from bench.mock_config import FAULT_KINDS, Latency, MockConfig, parse_fault, parse_latency
 from bench.mock_oracle import Oracle
+from bench.mock_questions import efetch_xml
 from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
 from bench.mock_stats import MockStats
 from bench.mock_window import RateWindow, format_seconds
@@ -192,6 +194,12 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
     return web.Response(body=raw, content_type="application/json", headers=headers)
 
 
+async def _efetch(request: web.Request) -> web.Response:
+    """NCBI E-utilities ``efetch`` for ``db=pmc`` (bench.mock_questions.efetch_xml's rule)."""
+    request.app[STATE].stats.kinds["efetch"] += 1
+    return web.Response(body=efetch_xml(request.query.get("id", "")), content_type="text/xml")
+
+
 async def _get_stats(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATE].stats.as_dict())
 
@@ -234,6 +242,7 @@ def create_app(
     )
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/chat/completions", _chat)
+    app.router.add_get("/entrez/eutils/efetch.fcgi", _efetch)
     app.router.add_get("/stats", _get_stats)
     app.router.add_post("/stats/reset", _reset_stats)
     return app

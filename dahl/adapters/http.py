@@ -51,8 +51,10 @@ from dahl.errors import (
 from dahl.records import Usage
 
 __all__ = [
+    "BytesReply",
     "ChatReply",
     "encode_body",
+    "get_bytes",
     "make_session",
     "parse_duration_s",
     "post_chat",
@@ -341,3 +343,49 @@ async def post_chat(
         raise TransientAPIError(f"malformed JSON body in 200 reply ({len(payload)} bytes)") from exc
     return _reply(data, reply_headers)
 
+
+
+@dataclass(frozen=True)
+class BytesReply:
+    """A 2xx reply of a GET: its body and headers (for the lane; no token usage).
+
+    Attributes:
+        body: the response body, bytes.
+        headers: response headers with lowercase names.
+        usage_tokens: always None (not a model call).
+    """
+
+    body: bytes
+    headers: Mapping[str, str]
+    usage_tokens: int | None = None
+
+
+async def get_bytes(session: aiohttp.ClientSession, url: str, params: Mapping[str, str], *,
+                    secret: str = "") -> BytesReply:
+    """Send ONE GET (e.g. NCBI E-utilities ``efetch``) and return its body; no retry here.
+
+    Errors map as for :func:`post_chat` (429 → ``RateLimited``, 5xx/reset/timeout →
+    ``TransientAPIError``, refused → ``ConnectError``, other 4xx → ``PermanentAPIError``).
+
+    Args:
+        session: from :func:`make_session`.
+        url: the route.
+        params: query parameters (may hold an API key: it is never logged or in a message).
+        secret: that key, redacted from error messages.
+    """
+    try:
+        async with session.get(url, params=dict(params)) as response:
+            payload = await response.read()
+            status = response.status
+            reply_headers = {k.lower(): v for k, v in response.headers.items()}
+    except TimeoutError as exc:
+        raise TransientAPIError(f"request timed out after {session.timeout.total} s") from exc
+    except aiohttp.InvalidURL as exc:
+        raise PermanentAPIError(f"invalid URL {url!r}") from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise ConnectError(f"cannot connect to {url}: {exc.os_error.__class__.__name__}: {exc.os_error}") from exc
+    except aiohttp.ClientError as exc:
+        raise TransientAPIError(f"HTTP client error: {type(exc).__name__}") from exc
+    if not 200 <= status < 300:
+        raise _status_error(status, reply_headers, payload, secret, url)
+    return BytesReply(payload, reply_headers)
