@@ -400,6 +400,8 @@ from dahl import cli_reports  # noqa: E402  (leaderboard, pairs, agree, sample)
 for _report in (cli_reports.leaderboard, cli_reports.pairs, cli_reports.agree, cli_reports.sample): main.add_command(_report)
 from dahl.cli_refs import refs as _refs  # noqa: E402
 main.add_command(_refs)
+from dahl import cli_generate  # noqa: E402
+for _command in (cli_generate.generate, cli_generate.templates): main.add_command(_command)
 for _command in main.commands.values():
     _with_verbose(_command)
 
