@@ -22,16 +22,20 @@ from dahl.generate.templates import load_template, shipped_templates
 __all__ = ["generate", "templates"]
 
 
-def _line(c: GenerateCounters, elapsed_s: float) -> str:
-    """One progress line of a run."""
+def _done(c: GenerateCounters) -> str:
+    """What a run did: ``"N answers written of M (... resumed, ... from cache, ...)"``."""
     more = [f"{c.resumed:,} resumed"] if c.resumed else []
     more += [f"{c.cached:,} from cache"] if c.cached else []
     more += [f"{c.truncated:,} cut at max tokens"] if c.truncated else []
     more += [f"{c.duplicates:,} duplicate"] if c.duplicates else []
     more += [f"{c.failed:,} failed"] if c.failed else []
     extra = f" ({', '.join(more)})" if more else ""
-    return (f"generate: {c.questions:,} questions read · {count(c.written, 'answer')} written of "
-            f"{c.answers:,}{extra} · {duration(elapsed_s)}")
+    return f"{count(c.written, 'answer')} written of {c.answers:,}{extra}"
+
+
+def _line(c: GenerateCounters, elapsed_s: float) -> str:
+    """One progress line of a run."""
+    return f"generate: {c.questions:,} questions read · {_done(c)} · {duration(elapsed_s)}"
 
 
 async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: float | None) -> GenerateReport:
@@ -127,7 +131,7 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
     except (DahlError, KeyboardInterrupt) as exc:
         exit_stopped(exc, f"Finished answers are in {out}; re-run the same command to continue.")
     c = report.counters
-    stdout.print(escape(_line(c, 0.0).split(" · ", 1)[1].rsplit(" · ", 1)[0]) + f" to {out}", highlight=False)
+    stdout.print(escape(f"{_done(c)} to {out}"), highlight=False)
     status = report.exit_status
     if status == ExitStatus.NOTHING_SCORED:
         console.print("[red]nothing generated:[/] no answer was written (exit status 5)")

@@ -173,3 +173,44 @@ class TestErrors:
         result = _generate(_questions(tmp_path), "http://127.0.0.1:9/v1", tmp_path / "a.jsonl", "--model", "m",
                            "--timeout", "2")
         assert result.exit_code == 4, result.output
+
+
+class TestKilled:
+    def test_sigkill_then_rerun_finishes_without_resending_written_answers(
+        self, mocks: MockServers, tmp_path: Path
+    ) -> None:
+        """A run killed mid-way: the re-run resumes the written answers and sends only the rest."""
+        import os
+        import signal
+        import subprocess
+        import sys
+        import time
+
+        from tests.conftest import REPO
+
+        url = mocks.start("--latency-ms", "40")
+        questions = tmp_path / "q.jsonl"
+        questions.write_text("".join(json.dumps({"question": f"What is finding number {n}?"}) + "\n"
+                                     for n in range(60)))
+        out = tmp_path / "answers.jsonl"
+        args = [sys.executable, "-m", "dahl", "generate", str(questions), "--model", "m", "--base-url", url,
+                "-o", str(out), "--api-key-env", "", "--no-progress", "--max-in-flight", "1"]
+        proc = subprocess.Popen(args, cwd=REPO, env={**os.environ}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(600):  # poll the output, not the clock: kill once a few answers are written
+                if out.exists() and out.read_bytes().count(b"\n") >= 5:
+                    break
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.wait(timeout=30)
+        written = out.read_bytes().count(b"\n")
+        assert 5 <= written < 60
+        sent_before = mocks.stats(url)["requests"]
+        again = _generate(questions, url, out, "--model", "m")
+        assert again.exit_code == 0, again.output
+        assert f"({written} resumed" in again.output
+        ids = [line["id"] for line in _lines(out)]
+        assert len(ids) == len(set(ids)) == 60
+        assert mocks.stats(url)["requests"] - sent_before <= 60 - written
