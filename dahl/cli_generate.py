@@ -38,6 +38,11 @@ def _line(c: GenerateCounters, elapsed_s: float) -> str:
     return f"generate: {c.questions:,} questions read · {_done(c)} · {duration(elapsed_s)}"
 
 
+def _unescape(text: str) -> str:
+    """A stop sequence as typed in a shell: ``\\n`` and ``\\t`` stand for a newline and a tab."""
+    return text.replace("\\n", "\n").replace("\\t", "\t")
+
+
 async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: float | None) -> GenerateReport:
     from dahl.cli import console
     from dahl.generate.answers import generate_answers
@@ -80,6 +85,8 @@ async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: 
               help="Completion budget per answer, tokens (the DAHL paper's 256).")
 @click.option("--top-p", default=None, type=FINITE, help="Nucleus sampling mass in (0, 1]; omitted by default.")
 @click.option("--seed", default=None, type=int, help="Sampling seed (sample i sends seed + i); omitted by default.")
+@click.option("--stop", "stop", multiple=True,
+              help='Stop sequence (repeatable), e.g. "\\nQuestion:" for a base model; none by default.')
 @click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1),
               help="Answers per question and model.")
 @click.option("--template", "template_file", default=None, type=click.Path(path_type=Path, dir_okay=False),
@@ -97,7 +104,8 @@ async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: 
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
               type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
 def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path, mode: str, temperature: float,
-             max_tokens: int, top_p: float | None, seed: int | None, samples: int, template_file: Path | None,
+             max_tokens: int, top_p: float | None, seed: int | None, stop: tuple[str, ...], samples: int,
+             template_file: Path | None,
              api_key_env: str | None, rpm: float | None, tpm: float | None, max_in_flight: int | None,
              timeout_s: float | None, cache_dir: Path | None, no_cache: bool, no_progress: bool,
              progress_every_s: float) -> None:
@@ -120,7 +128,7 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
         settings = GenerateSettings(
             questions=questions, out=out, endpoints=endpoints,
             mode=mode,  # type: ignore[arg-type]  # click.Choice checked it
-            top_p=top_p, samples=samples,
+            top_p=top_p, stop=tuple(_unescape(s) for s in stop), samples=samples,
             template=load_template(template_file) if template_file is not None else None,
             cache_dir=cache_dir, use_cache=not no_cache,
         )

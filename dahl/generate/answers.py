@@ -160,7 +160,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
             if session_key not in sessions:
                 sessions[session_key] = await stack.enter_async_context(make_session(*session_key))
             endpoints.append(GenerateEndpoint(cfg, sessions[session_key], lane, settings.mode, template,
-                                              settings.top_p))
+                                              settings.top_p, settings.stop))
         output = await anyio.to_thread.run_sync(AnswerLog, settings.out)
         stack.callback(output.close)
         await _run(settings, endpoints, cache, output, done, counters)

@@ -51,6 +51,8 @@ class GenerateEndpoint:
         mode: ``"completion"`` or ``"chat"``.
         template: the generation template.
         top_p: nucleus sampling mass, or None to omit it.
+        stop: stop sequences (e.g. ``"\nQuestion:"``, so a base model does not go on
+            to a next question), or ``()`` to send none.
 
     Raises:
         ConfigError: (on construction) the API key variable is unset.
@@ -64,11 +66,13 @@ class GenerateEndpoint:
         mode: Mode,
         template: Template,
         top_p: float | None,
+        stop: tuple[str, ...] = (),
     ) -> None:
         self.cfg = cfg
         self.mode: Mode = mode
         self.template = template
         self.top_p = top_p
+        self.stop = stop
         self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else PAPER_MAX_TOKENS
         self.url = cfg.chat_url if mode == "chat" else f"{cfg.base_url}/completions"
         self._session = session
@@ -77,10 +81,11 @@ class GenerateEndpoint:
         self._headers = request_headers(self._api_key)
 
     def sampling(self, sample: int) -> dict[str, Any]:
-        """The sampling settings of sample ``sample`` (0-based): mode, temperature, max_tokens, top_p, seed."""
+        """The sampling settings of sample ``sample`` (0-based): mode, temperature, max_tokens,
+        top_p, seed, stop (None when unset)."""
         seed = None if self.cfg.seed is None else self.cfg.seed + sample
         return {"mode": self.mode, "temperature": self.cfg.temperature, "max_tokens": self.max_tokens,
-                "top_p": self.top_p, "seed": seed}
+                "top_p": self.top_p, "seed": seed, "stop": list(self.stop) or None}
 
     def body(self, question: str, sample: int) -> dict[str, Any]:
         """The exact JSON body sent for ``question``'s sample ``sample`` (pure; never the API key)."""
@@ -97,6 +102,8 @@ class GenerateEndpoint:
             body["top_p"] = self.top_p
         if sampling["seed"] is not None:
             body["seed"] = sampling["seed"]
+        if self.stop:
+            body["stop"] = list(self.stop)
         body.update(self.cfg.extra_body)
         return body
 

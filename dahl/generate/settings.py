@@ -29,6 +29,7 @@ class GenerateSettings:
         mode: ``"completion"`` (``/completions``, a plain prompt: pretrained base models,
             as the DAHL paper) or ``"chat"`` (``/chat/completions``: instruct models).
         top_p: nucleus sampling mass in (0, 1], or None to omit it.
+        stop: stop sequences sent with every request (OpenAI allows up to 4), or ``()``.
         samples: answers per (question, model), >= 1; sample ``i`` sends ``seed + i``
             when a seed is set.
         template: the generation template; None = the shipped one of ``mode``.
@@ -36,8 +37,8 @@ class GenerateSettings:
         use_cache: read and write the cache.
 
     Raises:
-        ConfigError: no endpoint, two endpoints for one model, ``samples < 1``, or
-            ``top_p`` outside (0, 1].
+        ConfigError: no endpoint, two endpoints for one model, ``samples < 1``,
+            ``top_p`` outside (0, 1], or an empty stop sequence.
     """
 
     questions: Path
@@ -45,6 +46,7 @@ class GenerateSettings:
     endpoints: tuple[EndpointConfig, ...]
     mode: Mode = "completion"
     top_p: float | None = None
+    stop: tuple[str, ...] = ()
     samples: int = 1
     template: Template | None = None
     cache_dir: Path | None = None
@@ -60,6 +62,8 @@ class GenerateSettings:
             raise ConfigError(f"samples must be >= 1, got {self.samples}")
         if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if any(not s for s in self.stop):
+            raise ConfigError("a stop sequence must not be empty")
         if self.mode not in GENERATE_TEMPLATES:
             raise ConfigError(f"mode must be chat or completion, got {self.mode!r}")
 

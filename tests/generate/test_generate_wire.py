@@ -41,7 +41,7 @@ class TestModes:
         url = mocks.start()
         out = tmp_path / "answers.jsonl"
         result = _generate(_questions(tmp_path), url, out, "--model", "base-a", "--model", "base-b",
-                           "--samples", "2", "--seed", "7")
+                           "--samples", "2", "--seed", "7", "--stop", "\\nQuestion:")
         assert result.exit_code == 0, result.output
         assert "12 answers written of 12" in result.output
         stats = mocks.stats(url)
@@ -59,6 +59,7 @@ class TestModes:
         assert seeds == [("base-a", 0, 7), ("base-a", 1, 8), ("base-b", 0, 7), ("base-b", 1, 8)]
         assert {line["meta"]["sampling"]["temperature"] for line in lines} == {0.6}
         assert {line["meta"]["sampling"]["max_tokens"] for line in lines} == {256}
+        assert lines[0]["meta"]["sampling"]["stop"] == ["\nQuestion:"]
 
     def test_chat_mode_posts_chat_requests(self, mocks: MockServers, tmp_path: Path) -> None:
         """Chat mode: /chat/completions requests (untagged: the mock's 'other' kind), chat template."""
@@ -72,7 +73,7 @@ class TestModes:
         meta = _lines(out)[0]["meta"]  # the same for every line
         assert meta["template"] == "generate-chat/v1"
         assert meta["sampling"] == {"mode": "chat", "temperature": 0.1, "max_tokens": 256, "top_p": 0.9,
-                                    "seed": None}
+                                    "seed": None, "stop": None}
 
 
 class TestResume:
