@@ -54,6 +54,20 @@ class TestTemplates:
         ]
 
 
+    def test_templates_command_prints_the_list(self) -> None:
+        """dahl templates prints one line per shipped template, stage first."""
+        from click.testing import CliRunner
+
+        from dahl.cli import main
+
+        result = CliRunner().invoke(main, ["templates"])
+        assert result.exit_code == 0
+        lines = result.output.splitlines()
+        assert len(lines) == 8
+        assert lines[0].split()[:2] == ["generate", "generate-completion/v1"]
+        assert lines[5].split()[:2] == ["cover", "cover/v1"]
+
+
 class TestQuestions:
     def test_csv_with_category(self, tmp_path: Path) -> None:
         """A DAHL-style CSV gives question and category, rows numbered as the file's lines."""
