@@ -120,6 +120,9 @@ class MockConfig:
         timeout_fault_s: how long a ``timeout`` fault holds the request, seconds.
         echo_auth: append the request's ``Authorization`` header to every reply's content
             (on a line of its own), as a server that echoes the key would.
+        oracle_answers: JSONL ``{question, response}`` answering generation requests
+            (:mod:`bench.mock_generate`), or None.
+        finish_length: cut every generated reply in its last sentence, ``finish_reason: "length"``.
 
     Raises:
         ConfigError: a limit that admits less than one request/token per window, a
@@ -136,6 +139,8 @@ class MockConfig:
     seed: int = 0
     timeout_fault_s: float = 3600.0
     echo_auth: bool = False
+    oracle_answers: Path | None = None
+    finish_length: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

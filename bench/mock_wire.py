@@ -66,6 +66,7 @@ def completion_bytes(
     content: str,
     prompt_tokens: int,
     completion_tokens: int,
+    finish_reason: str = "stop",
 ) -> bytes:
     """A ``chat.completion`` reply body, as ``json.dumps(..., ensure_ascii=False).encode()`` writes it.
 
@@ -80,6 +81,7 @@ def completion_bytes(
         content: the assistant message text.
         prompt_tokens: estimated prompt tokens.
         completion_tokens: estimated completion tokens.
+        finish_reason: ``"stop"``, or ``"length"`` for a reply cut at the token limit.
 
     Returns:
         UTF-8 bytes.
@@ -91,7 +93,7 @@ def completion_bytes(
     text = (
         f'{{"id": {json_string(reply_id)}, "object": "chat.completion", "created": {created}, '
         f'"model": {json_string(model)}, "choices": [{{"index": 0, "message": {{"role": "assistant", '
-        f'"content": {json_string(content)}}}, "finish_reason": "stop"}}], "usage": {{"prompt_tokens": '
+        f'"content": {json_string(content)}}}, "finish_reason": {json_string(finish_reason)}}}], "usage": {{"prompt_tokens": '
         f'{prompt_tokens}, "completion_tokens": {completion_tokens}, "total_tokens": '
         f"{prompt_tokens + completion_tokens}}}}}"
     )

@@ -4,11 +4,12 @@ Command line::
 
     python -m bench.mockserver --port PORT [--oracle INPUT_FILE ...] [--latency-ms MS]
         [--latency lognormal:MEDIAN_MS[:SIGMA]] [--rpm N] [--tpm N] [--window-s S]
-        [--fault KIND=RATE ...] [--seed N] [--echo-auth]
+        [--fault KIND=RATE ...] [--seed N] [--echo-auth] [--oracle-answers FILE] [--finish-length]
 
 prints ``ready http://127.0.0.1:PORT`` (flushed) once listening, serves
-``POST /v1/chat/completions`` (and ``/chat/completions``), NCBI's
-``GET /entrez/eutils/efetch.fcgi`` (:func:`bench.mock_questions.efetch_xml`), ``GET /stats`` and
+``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/completions``
+(generation, :mod:`bench.mock_generate`), NCBI's ``GET /entrez/eutils/efetch.fcgi``
+(:func:`bench.mock_questions.efetch_xml`), ``GET /stats`` and
 ``POST /stats/reset``, and prints the final stats as one JSON line on SIGINT/SIGTERM.
 
 In-process use (tests)::
@@ -38,6 +39,7 @@ from typing import Any
 from aiohttp import web
 
 from bench.mock_config import FAULT_KINDS, Latency, MockConfig, parse_fault, parse_latency
+from bench import mock_generate
 from bench.mock_oracle import Oracle
 from bench.mock_questions import efetch_xml
 from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
@@ -67,6 +69,7 @@ class _State:
     ids: itertools.count[int] = field(default_factory=itertools.count)
     #: ``config.fault_rates()`` computed once (the config is frozen), read per request.
     fault_rates: dict[str, float] = field(default_factory=dict)
+    answers: mock_generate.AnswerOracle | None = None
 
 
 STATE = web.AppKey("dahl_mock_state", _State)
@@ -130,7 +133,8 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
     if not isinstance(body, dict):
         stats.kinds["other"] += 1
         return _error(400, "The request body must be a JSON object.", "invalid_request_error", None)
-    prompt = parse_prompt(body)
+    completion = request.path.endswith("/completions") and not request.path.endswith("chat/completions")
+    prompt = mock_generate.completion_prompt(body) if completion else parse_prompt(body)
     stats.kinds[prompt.kind] += 1
     headers: dict[str, str] = {}
     if state.window is not None:
@@ -175,18 +179,31 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
         return _error(401, message, "invalid_request_error", "invalid_api_key", headers)
     if fault == "400":
         return _error(400, "Mock fault 400: unsupported parameter.", "invalid_request_error", None, headers)
-    content = OFFFORMAT_TEXT if fault == "offformat" else reply_content(prompt, state.oracle)
+    finish = "stop"
+    if fault == "offformat":
+        content = OFFFORMAT_TEXT
+    elif prompt.kind == "generate" or (prompt.kind == "other" and not prompt.json_mode):
+        question = prompt.question if prompt.question is not None else mock_generate.chat_question(body)
+        text = mock_generate.generated_text(question, prompt.model, state.answers)
+        content, finish = mock_generate.truncate(text, prompt.max_tokens, state.config.finish_length)
+    else:
+        content = reply_content(prompt, state.oracle)
     if state.config.echo_auth:
         content = f"{content}\nAuthorization: {request.headers.get('Authorization', '')}"
     completion_tokens = estimate_tokens(len(content))
-    raw = completion_bytes(
-        f"chatcmpl-mock-{next(state.ids)}",
-        int(time.time()),
-        prompt.model,
-        content,
-        prompt.prompt_tokens,
-        completion_tokens,
-    )
+    if completion:
+        raw = mock_generate.completion_text_bytes(f"cmpl-mock-{next(state.ids)}", int(time.time()), prompt.model,
+                                                  content, finish, prompt.prompt_tokens, completion_tokens)
+    else:
+        raw = completion_bytes(
+            f"chatcmpl-mock-{next(state.ids)}",
+            int(time.time()),
+            prompt.model,
+            content,
+            prompt.prompt_tokens,
+            completion_tokens,
+            finish,
+        )
     stats.prompt_tokens += prompt.prompt_tokens
     stats.completion_tokens += completion_tokens
     if fault == "malformed":
@@ -239,10 +256,13 @@ def create_app(
         latency_rng=random.Random(f"{config.seed}:latency"),
         fault_rng=random.Random(f"{config.seed}:faults"),
         fault_rates=config.fault_rates(),
+        answers=mock_generate.AnswerOracle.load(config.oracle_answers) if config.oracle_answers else None,
     )
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/chat/completions", _chat)
     app.router.add_get("/entrez/eutils/efetch.fcgi", _efetch)
+    app.router.add_post("/v1/completions", _chat)
+    app.router.add_post("/completions", _chat)
     app.router.add_get("/stats", _get_stats)
     app.router.add_post("/stats/reset", _reset_stats)
     return app
@@ -335,6 +355,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault", nargs="+", action="extend", default=[], metavar="KIND=RATE")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--echo-auth", action="store_true", help="append the Authorization header to replies")
+    parser.add_argument("--oracle-answers", type=Path, default=None, metavar="FILE",
+                        help="JSONL {question, response}: answers to generation requests")
+    parser.add_argument("--finish-length", action="store_true",
+                        help='cut generated replies in their last sentence, finish_reason "length"')
     return parser
 
 
@@ -361,6 +385,8 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         faults=tuple(parse_fault(spec) for spec in args.fault),
         seed=args.seed,
         echo_auth=args.echo_auth,
+        oracle_answers=args.oracle_answers,
+        finish_length=args.finish_length,
     )
 
 

@@ -96,7 +96,9 @@ def dry_run(config: ScoreConfig) -> DryRunReport:
             if sampled >= SAMPLE:
                 continue
             sampled += 1
-            text = answer.response if given else preprocess(answer.question, answer.response).text
+            reason = answer.meta.get("finish_reason")  # as scoring reads it (dahl generate's answers)
+            text = answer.response if given else preprocess(
+                answer.question, answer.response, finish_reason=reason if isinstance(reason, str) else None).text
             texts = [c.text for c in answer.claims or ()] if given else [c[0] for c in split_claims(text)]
             sample_claims += len(texts)
             if settings.split_endpoint is not None and not given:

@@ -24,7 +24,10 @@ The rules, in the order they run:
    it counts as cut off only when it ends with a dangling mark or a function
    word ("and", "of", "the", ...). The only sentence of an answer is never
    removed: a one-line answer without a period is far more often terse than
-   truncated.
+   truncated. When the generator reported why the reply ended (``finish_reason``,
+   e.g. ``meta.finish_reason`` of ``dahl generate`` answers), that is decisive:
+   ``"length"`` (cut at the token limit) removes a last sentence that does not end
+   with a terminal mark, list item or not; any other reason (``"stop"``) removes none.
 4. **Abstained.** A sentence is noncommittal when it opens (after an optional
    "Sorry," / "Unfortunately," / "As an AI language model,") with one of
    :data:`NONCOMMITTAL_PATTERNS` and does not go on with ", but" / "however" /
@@ -193,6 +196,14 @@ def _is_truncated(sentence: str) -> bool:
     return body[-1] not in _TERMINAL
 
 
+def _cut_off(sentence: str, finish_reason: str | None) -> bool:
+    """Rule 3 for the last of several sentences: the generator's ``finish_reason`` decides when given."""
+    if finish_reason is None:
+        return _is_truncated(sentence)
+    body = sentence.rstrip()
+    return finish_reason == "length" and bool(body) and body[-1] not in _TERMINAL
+
+
 def _is_abstained(sentences: list[str]) -> bool:
     """Rule 4: a noncommittal sentence and under half of the words in content sentences."""
     noncommittal = False
@@ -209,12 +220,14 @@ def _is_abstained(sentences: list[str]) -> bool:
     return noncommittal and content_words * 2 < content_words + other_words
 
 
-def preprocess(question: str, response: str) -> Preprocessed:
+def preprocess(question: str, response: str, *, finish_reason: str | None = None) -> Preprocessed:
     """Apply DAHL step 0 to one response (pure, no I/O).
 
     Args:
         question: the prompt the model answered (may be empty: no echo removal).
         response: the model's raw answer.
+        finish_reason: why generation ended, when known (``"length"``: cut at the token
+            limit); None judges truncation from the text alone (rule 3).
 
     Returns:
         The cleaned text, the abstention flag and every removal with its span
@@ -243,7 +256,7 @@ def preprocess(question: str, response: str) -> Preprocessed:
         seen.add(key)
         kept.append((a, b))
 
-    if len(kept) >= 2 and _is_truncated(response[kept[-1][0] : kept[-1][1]]):
+    if len(kept) >= 2 and _cut_off(response[kept[-1][0] : kept[-1][1]], finish_reason):
         a, b = kept.pop()
         removed.append(Removal(kind="truncated", text=response[a:b], span=(a, b)))
 

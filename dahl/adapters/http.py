@@ -74,7 +74,7 @@ _TOO_LARGE_WORDS = ("request too large",)
 
 @dataclass(frozen=True)
 class ChatReply:
-    """A parsed 200 reply of ``/chat/completions``.
+    """A parsed 200 reply of ``/chat/completions`` (or of ``/completions``: ``choices[0].text``).
 
     Attributes:
         content: text of ``choices[0].message.content`` (``""`` when the server sent null).
@@ -231,8 +231,10 @@ def _reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     """Build a ChatReply from a decoded 200 body; TransientAPIError when its shape is wrong."""
     try:
         choice = data["choices"][0]
-        message = choice["message"]
-        content = message.get("content") or ""
+        if "message" not in choice and isinstance(choice.get("text"), str):  # /completions (text_completion)
+            content = choice["text"]
+        else:
+            content = choice["message"].get("content") or ""
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise TransientAPIError(f"malformed reply: no choices[0].message ({exc!r})") from exc
     if not isinstance(content, str):

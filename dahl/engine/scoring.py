@@ -41,7 +41,8 @@ def error_text(exc: BaseException) -> str:
 
 def _prepare(answer: Answer) -> tuple[Answer, bool]:
     """Preprocess (DAHL step 0) and return the cleaned answer and its abstained flag."""
-    pre = preprocess(answer.question, answer.response)
+    reason = answer.meta.get("finish_reason")  # dahl generate's: decides whether the tail was cut
+    pre = preprocess(answer.question, answer.response, finish_reason=reason if isinstance(reason, str) else None)
     if pre.text == answer.response:
         return answer, pre.abstained
     cleaned = Answer(

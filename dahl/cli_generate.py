@@ -1,0 +1,158 @@
+"""``dahl generate``: answers from models to questions (dahl JSONL for ``dahl score``);
+``dahl templates``: the shipped prompt templates of every stage."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from rich.markup import escape
+
+from dahl.cli_progress import count, duration
+from dahl.cli_types import FINITE
+from dahl.config import EndpointConfig
+from dahl.errors import DahlError
+from dahl.exit_status import ExitStatus
+from dahl.generate.settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE, GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate.templates import load_template, shipped_templates
+
+__all__ = ["generate", "templates"]
+
+
+def _done(c: GenerateCounters) -> str:
+    """What a run did: ``"N answers written of M (... resumed, ... from cache, ...)"``."""
+    more = [f"{c.resumed:,} resumed"] if c.resumed else []
+    more += [f"{c.cached:,} from cache"] if c.cached else []
+    more += [f"{c.truncated:,} cut at max tokens"] if c.truncated else []
+    more += [f"{c.duplicates:,} duplicate"] if c.duplicates else []
+    more += [f"{c.failed:,} failed"] if c.failed else []
+    extra = f" ({', '.join(more)})" if more else ""
+    return f"{count(c.written, 'answer')} written of {c.answers:,}{extra}"
+
+
+def _line(c: GenerateCounters, elapsed_s: float) -> str:
+    """One progress line of a run."""
+    return f"generate: {c.questions:,} questions read · {_done(c)} · {duration(elapsed_s)}"
+
+
+def _unescape(text: str) -> str:
+    """A stop sequence as typed in a shell: ``\\n`` and ``\\t`` stand for a newline and a tab."""
+    return text.replace("\\n", "\n").replace("\\t", "\t")
+
+
+async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: float | None) -> GenerateReport:
+    from dahl.cli import console
+    from dahl.generate.answers import generate_answers
+
+    start = anyio.current_time()
+
+    async def ticker() -> None:
+        assert every_s is not None
+        while True:
+            await anyio.sleep(every_s)
+            console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
+
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        if every_s is not None:
+            tg.start_soon(ticker)
+        try:
+            report = await generate_answers(settings, counters)
+        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return report
+
+
+@click.command()
+@click.argument("questions", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--model", "models", multiple=True, required=True, help="Model to answer with (repeatable).")
+@click.option("--base-url", required=True, help="OpenAI-compatible API root, e.g. http://localhost:8000/v1.")
+@click.option("-o", "--out", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="The answers JSONL to write (a re-run continues it).")
+@click.option("--mode", default="completion", show_default=True, type=click.Choice(("completion", "chat")),
+              help="completion: /completions with a plain prompt (pretrained base models, as the DAHL paper); "
+                   "chat: /chat/completions (instruct models).")
+@click.option("--temperature", default=PAPER_TEMPERATURE, show_default=True, type=FINITE,
+              help="Sampling temperature (the DAHL paper's 0.6).")
+@click.option("--max-tokens", default=PAPER_MAX_TOKENS, show_default=True, type=click.IntRange(min=1),
+              help="Completion budget per answer, tokens (the DAHL paper's 256).")
+@click.option("--top-p", default=None, type=FINITE, help="Nucleus sampling mass in (0, 1]; omitted by default.")
+@click.option("--seed", default=None, type=int, help="Sampling seed (sample i sends seed + i); omitted by default.")
+@click.option("--stop", "stop", multiple=True,
+              help='Stop sequence (repeatable), e.g. "\\nQuestion:" for a base model; none by default.')
+@click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Answers per question and model.")
+@click.option("--template", "template_file", default=None, type=click.Path(path_type=Path, dir_okay=False),
+              help="Your generation template file (holding {question}); its content hash versions the answers.")
+@click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
+@click.option("--rpm", type=FINITE, default=None, help="Request budget per model, requests per minute.")
+@click.option("--tpm", type=FINITE, default=None, help="Token budget per model, tokens per minute.")
+@click.option("--max-in-flight", type=click.IntRange(min=1), default=None,
+              help="Concurrent requests per model (default 64).")
+@click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Cache folder (default $DAHL_CACHE_DIR or the user cache dir).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option("--no-progress", is_flag=True, help="Do not show progress.")
+@click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
+              type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
+def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path, mode: str, temperature: float,
+             max_tokens: int, top_p: float | None, seed: int | None, stop: tuple[str, ...], samples: int,
+             template_file: Path | None,
+             api_key_env: str | None, rpm: float | None, tpm: float | None, max_in_flight: int | None,
+             timeout_s: float | None, cache_dir: Path | None, no_cache: bool, no_progress: bool,
+             progress_every_s: float) -> None:
+    """Answer every question of QUESTIONS with each --model into OUT (dahl JSONL for dahl score).
+
+    QUESTIONS: CSV/TSV or JSONL with question (or LongFact's prompt), optional
+    category and question_id. Each answer records its model, template version,
+    sampling settings, sample index, usage and finish_reason ("length": cut at
+    --max-tokens, so scoring drops its cut-off last sentence).
+    """
+    from dahl.cli import _sigterm_as_ctrl_c, console, exit_stopped, out as stdout
+    from dahl.generate import answers  # noqa: F401  (aiohttp: imported here, not on the event loop)
+
+    try:
+        fields: dict[str, Any] = {"api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,
+                                  "max_in_flight": max_in_flight, "timeout_s": timeout_s}
+        extra = {k: v for k, v in fields.items() if v is not None}
+        endpoints = tuple(EndpointConfig(base_url=base_url, model=m, temperature=temperature, seed=seed,
+                                         max_tokens=max_tokens, **extra) for m in models)
+        settings = GenerateSettings(
+            questions=questions, out=out, endpoints=endpoints,
+            mode=mode,  # type: ignore[arg-type]  # click.Choice checked it
+            top_p=top_p, stop=tuple(_unescape(s) for s in stop), samples=samples,
+            template=load_template(template_file) if template_file is not None else None,
+            cache_dir=cache_dir, use_cache=not no_cache,
+        )
+        every = None if no_progress else progress_every_s
+        counters = GenerateCounters()
+        with _sigterm_as_ctrl_c():  # kill / a job scheduler stops the run as Ctrl-C does
+            report = anyio.run(_run, settings, counters, every)
+    except (DahlError, KeyboardInterrupt) as exc:
+        exit_stopped(exc, f"Finished answers are in {out}; re-run the same command to continue.")
+    c = report.counters
+    stdout.print(escape(f"{_done(c)} to {out}"), highlight=False)
+    status = report.exit_status
+    if status == ExitStatus.NOTHING_SCORED:
+        console.print("[red]nothing generated:[/] no answer was written (exit status 5)")
+    elif status == ExitStatus.PARTIAL:
+        console.print(f"[yellow]partly generated:[/] {c.failed:,} failed (exit status 6; re-running retries them)")
+    if status != ExitStatus.OK:
+        sys.exit(status)
+
+
+@click.command()
+def templates() -> None:
+    """List the shipped prompt template of every stage, with its version."""
+    from dahl.cli import out as stdout
+
+    for stage, version, what in shipped_templates():
+        stdout.print(f"{stage:<9} {version:<24} {what}", highlight=False)

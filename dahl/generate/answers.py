@@ -1,0 +1,238 @@
+"""``dahl generate`` as a stage of the engine: questions x models x samples -> answers JSONL.
+
+A reader task turns each question into one job per (model, sample) and skips the jobs
+whose answer id is already in the output; a ``generate`` :class:`~dahl.engine.stage.Stage`
+(``max_in_flight`` workers) asks the model through its lane, or takes the reply from the
+cache; a writer task appends each answer (flushed, fsynced) as it arrives.
+
+The answer id is the blake2b-128 hash of (question, model, template version, sampling
+settings, sample index): a re-run of the same command resumes, and any changed setting
+(or an edited template file) makes new answers. The cache key adds the base URL and the
+exact request body, so a reply is reused only for the identical request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import msgspec
+
+from dahl.cache.refs import BlobCache
+from dahl.cache.schema import CacheUnusable
+from dahl.cache.store import CacheStore, default_cache_dir
+from dahl.config import api_key_id, resolve_api_key
+from dahl.engine.breaker import BreakerSettings
+from dahl.engine.channel import Channel
+from dahl.engine.lane import LaneLimits, LanePool
+from dahl.engine.stage import Stage, run_stages
+from dahl.errors import AdapterError
+from dahl.generate.endpoint import GenerateEndpoint, Generated
+from dahl.generate.output import AnswerLog, finished_ids
+from dahl.generate.questions import GenQuestion, read_questions
+from dahl.generate.settings import GenerateCounters, GenerateReport, GenerateSettings
+
+__all__ = ["answer_id", "cache_key", "generate_answers"]
+
+log = logging.getLogger(__name__)
+
+#: Bumped when the material of :func:`answer_id` or :func:`cache_key` changes.
+GENERATE_KEY_VERSION = 1
+
+_ENCODER = msgspec.msgpack.Encoder(order="deterministic")
+_GENERATED = msgspec.msgpack.Decoder(Generated)
+_READ_BATCH = 64
+
+
+def answer_id(question: str, model: str, template: str, sampling: dict[str, Any], sample: int) -> str:
+    """The answer's id: blake2b-128 hex (32 digits) of its question (verbatim), model,
+    template version, sampling settings and 0-based sample index."""
+    material = [GENERATE_KEY_VERSION, "answer", question, model, template, sampling, sample]
+    return hashlib.blake2b(_ENCODER.encode(material), digest_size=16).hexdigest()
+
+
+def cache_key(url: str, template: str, body: dict[str, Any], sample: int) -> str:
+    """The reply's cache key: blake2b-128 hex of the route URL, template version, exact
+    request body (never the key) and sample index (samples without a seed send equal bodies)."""
+    material = [GENERATE_KEY_VERSION, "generate", url, template, body, sample]
+    return hashlib.blake2b(_ENCODER.encode(material), digest_size=16).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    question: GenQuestion
+    endpoint: GenerateEndpoint
+    sample: int
+    id: str
+
+
+def _batch(source: Iterator[GenQuestion]) -> list[GenQuestion]:
+    batch: list[GenQuestion] = []
+    for question in source:
+        batch.append(question)
+        if len(batch) == _READ_BATCH:
+            break
+    return batch
+
+
+def _record(job: _Job, reply: Generated) -> dict[str, Any]:
+    """The dahl JSONL line of one answer (``dahl score`` reads it as it is)."""
+    endpoint = job.endpoint
+    usage = None
+    if reply.prompt_tokens is not None:
+        usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+    record: dict[str, Any] = {
+        "id": job.id,
+        "question": job.question.question,
+        "response": reply.text,
+        "model": endpoint.cfg.model,
+        "category": job.question.category,
+    }
+    if not reply.text.strip():  # an empty reply: the model said nothing, reported as abstained
+        record["abstained"] = True
+    record["meta"] = {
+        "question_id": job.question.question_id,
+        "template": endpoint.template.version,
+        "sampling": endpoint.sampling(job.sample),
+        "sample": job.sample,
+        "usage": usage,
+        "finish_reason": reply.finish_reason,
+    }
+    return record
+
+
+async def _close_store(store: CacheStore) -> None:
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(store.close)
+
+
+async def generate_answers(settings: GenerateSettings, counters: GenerateCounters | None = None) -> GenerateReport:
+    """Generate every (question, model, sample) answer of ``settings`` into ``settings.out``.
+
+    Resumes: answers whose id is already in the output are skipped; finished calls come
+    from the cache. Each answer is appended as it finishes.
+
+    Args:
+        settings: what to generate.
+        counters: live counters to update (for a progress display); new ones by default.
+
+    Returns:
+        The report (its ``exit_status``: 0, 5 or 6).
+
+    Raises:
+        ConfigError: an unset API key variable.
+        InputError: a bad questions record (file, line, field named), or an output that
+            is not an answers file.
+        OutputWriteError: the output cannot be written (answers already written are kept).
+        QuotaExhausted, FatalAPIError: the API stopped the run (finished answers are kept).
+    """
+    from dahl.adapters.http import make_session  # imports aiohttp: only here, not at CLI start
+
+    counters = counters if counters is not None else GenerateCounters()
+    done = await anyio.to_thread.run_sync(finished_ids, settings.out)
+    template = settings.effective_template
+    async with AsyncExitStack() as stack:
+        store: CacheStore | None = None
+        if settings.use_cache:
+            directory = settings.cache_dir if settings.cache_dir is not None else default_cache_dir()
+            try:
+                store = await anyio.to_thread.run_sync(CacheStore, directory)
+            except CacheUnusable as exc:
+                log.warning("%s; running without the cache", exc)
+            else:
+                stack.push_async_callback(_close_store, store)
+        cache = BlobCache(store, "generate/1")
+        pool = LanePool()
+        endpoints: list[GenerateEndpoint] = []
+        sessions: dict[tuple[int, float], Any] = {}
+        for cfg in settings.endpoints:
+            lane = pool.get(
+                cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
+                LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
+                breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
+            )
+            session_key = (cfg.max_in_flight, cfg.timeout_s)
+            if session_key not in sessions:
+                sessions[session_key] = await stack.enter_async_context(make_session(*session_key))
+            endpoints.append(GenerateEndpoint(cfg, sessions[session_key], lane, settings.mode, template,
+                                              settings.top_p, settings.stop))
+        output = await anyio.to_thread.run_sync(AnswerLog, settings.out)
+        stack.callback(output.close)
+        await _run(settings, endpoints, cache, output, done, counters)
+    return GenerateReport(settings.out, counters)
+
+
+async def _run(
+    settings: GenerateSettings,
+    endpoints: list[GenerateEndpoint],
+    cache: BlobCache,
+    output: AnswerLog,
+    done: set[str],
+    counters: GenerateCounters,
+) -> None:
+    workers = max(cfg.max_in_flight for cfg in settings.endpoints) * len(endpoints)
+    jobs: Channel[_Job] = Channel(2 * workers)
+    finished: Channel[dict[str, Any]] = Channel(64)
+    jobs.open_sender()
+    asked: set[str] = set()
+
+    async def read() -> None:
+        try:
+            source = iter(read_questions(settings.questions))
+            while batch := await anyio.to_thread.run_sync(_batch, source):
+                for question in batch:
+                    counters.questions += 1
+                    for endpoint in endpoints:
+                        for sample in range(settings.samples):
+                            counters.answers += 1
+                            job_id = answer_id(question.question, endpoint.cfg.model, endpoint.template.version,
+                                               endpoint.sampling(sample), sample)
+                            if job_id in done:
+                                counters.resumed += 1
+                                continue
+                            if job_id in asked:  # a question given twice is answered once
+                                counters.duplicates += 1
+                                continue
+                            asked.add(job_id)
+                            await jobs.send(_Job(question, endpoint, sample, job_id))
+        finally:
+            jobs.close_sender()
+
+    async def generate(job: _Job) -> None:
+        endpoint = job.endpoint
+        body = endpoint.body(job.question.question, job.sample)
+        called = False
+
+        async def compute() -> tuple[bytes, str | None]:
+            nonlocal called
+            called = True
+            reply = await endpoint.generate(body)
+            return _ENCODER.encode(reply), None
+
+        blob = await cache.get_or_compute(cache_key(endpoint.url, endpoint.template.version, body, job.sample),
+                                          compute)
+        reply = _GENERATED.decode(blob)
+        if not called:
+            counters.cached += 1
+        if reply.finish_reason == "length":
+            counters.truncated += 1
+        await finished.send(_record(job, reply))
+
+    async def failed(job: _Job, exc: AdapterError) -> None:
+        counters.failed += 1
+        log.warning("answer %s (%s, sample %d) failed: %s: %s", job.id, job.endpoint.cfg.model, job.sample,
+                    type(exc).__name__, exc)
+
+    async def write() -> None:
+        async for record in finished:
+            with anyio.CancelScope(shield=True):  # a finished answer is written whole, even when stopping
+                await anyio.to_thread.run_sync(output.write, record)
+            counters.written += 1
+
+    stage = Stage("generate", jobs, generate, workers=workers, outputs=[finished], on_error=failed)
+    await run_stages([stage], [read, write])

@@ -1,0 +1,131 @@
+"""One model's generation requests: the request body, one call through the engine's lane.
+
+The call is the Checker's (:mod:`dahl.adapters.http`): a pure body, ONE HTTP attempt
+handed to the lane (rate limits, in-flight cap, retries, breaker). Completion mode
+posts ``{"model", "prompt", ...}`` to ``/completions``, chat mode
+``{"model", "messages": [user], ...}`` to ``/chat/completions``. The reply is taken
+as text: nothing to parse, so nothing is re-asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from dahl.adapters.endpoint import CallLane
+from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
+from dahl.config import EndpointConfig, resolve_api_key
+from dahl.generate.settings import PAPER_MAX_TOKENS
+from dahl.generate.templates import Mode, Template
+
+__all__ = ["GenerateEndpoint", "Generated"]
+
+
+class Generated(msgspec.Struct, frozen=True, array_like=True):
+    """One reply, as cached and written.
+
+    Attributes:
+        text: the generated text.
+        finish_reason: the server's ``finish_reason`` (``"length"``: cut at ``max_tokens``), or None.
+        prompt_tokens: reported prompt tokens, or None when the server reported no usage.
+        completion_tokens: reported completion tokens, or None.
+    """
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+class GenerateEndpoint:
+    """Generation requests of one model to one OpenAI-compatible endpoint.
+
+    Args:
+        cfg: the endpoint (its ``temperature``, ``max_tokens`` (None: 256, the DAHL
+            paper's) and ``seed`` are the sampling settings).
+        session: shared session from :func:`dahl.adapters.http.make_session`.
+        lane: the endpoint's lane (``dahl.engine.lane.Lane``).
+        mode: ``"completion"`` or ``"chat"``.
+        template: the generation template.
+        top_p: nucleus sampling mass, or None to omit it.
+        stop: stop sequences (e.g. ``"\nQuestion:"``, so a base model does not go on
+            to a next question), or ``()`` to send none.
+
+    Raises:
+        ConfigError: (on construction) the API key variable is unset.
+    """
+
+    def __init__(
+        self,
+        cfg: EndpointConfig,
+        session: aiohttp.ClientSession,
+        lane: CallLane,
+        mode: Mode,
+        template: Template,
+        top_p: float | None,
+        stop: tuple[str, ...] = (),
+    ) -> None:
+        self.cfg = cfg
+        self.mode: Mode = mode
+        self.template = template
+        self.top_p = top_p
+        self.stop = stop
+        self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else PAPER_MAX_TOKENS
+        self.url = cfg.chat_url if mode == "chat" else f"{cfg.base_url}/completions"
+        self._session = session
+        self._lane = lane
+        self._api_key = resolve_api_key(cfg)
+        self._headers = request_headers(self._api_key)
+
+    def sampling(self, sample: int) -> dict[str, Any]:
+        """The sampling settings of sample ``sample`` (0-based): mode, temperature, max_tokens,
+        top_p, seed, stop (None when unset)."""
+        seed = None if self.cfg.seed is None else self.cfg.seed + sample
+        return {"mode": self.mode, "temperature": self.cfg.temperature, "max_tokens": self.max_tokens,
+                "top_p": self.top_p, "seed": seed, "stop": list(self.stop) or None}
+
+    def body(self, question: str, sample: int) -> dict[str, Any]:
+        """The exact JSON body sent for ``question``'s sample ``sample`` (pure; never the API key)."""
+        prompt = self.template.render(question)
+        body: dict[str, Any] = {"model": self.cfg.model}
+        if self.mode == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        sampling = self.sampling(sample)
+        body["temperature"] = sampling["temperature"]
+        body["max_tokens"] = self.max_tokens
+        if self.top_p is not None:
+            body["top_p"] = self.top_p
+        if sampling["seed"] is not None:
+            body["seed"] = sampling["seed"]
+        if self.stop:
+            body["stop"] = list(self.stop)
+        body.update(self.cfg.extra_body)
+        return body
+
+    async def generate(self, body: dict[str, Any]) -> Generated:
+        """Send ``body`` through the lane and return the reply.
+
+        Raises:
+            AdapterError: the HTTP call failed after the lane's retries (quota and fatal
+                errors stop the run).
+        """
+        data = encode_body(body)
+        session, url, key, headers = self._session, self.url, self._api_key, self._headers
+
+        def attempt() -> Awaitable[ChatReply]:
+            return post_chat(session, url, key, data, headers=headers)
+
+        text = body.get("prompt") or "".join(m["content"] for m in body.get("messages", ()))
+        reply = await self._lane.call(attempt, estimated_tokens=-(-len(text) // 4) + self.max_tokens)
+        usage = reply.usage
+        return Generated(
+            text=reply.content,
+            finish_reason=reply.finish_reason,
+            prompt_tokens=usage.prompt_tokens if usage is not None else None,
+            completion_tokens=usage.completion_tokens if usage is not None else None,
+        )

@@ -1,0 +1,83 @@
+"""The answers file of ``dahl generate``: append-only dahl JSONL, one answer a line.
+
+Each line is written whole, flushed and fsynced before it counts, so a killed run
+loses at most the line being written; on re-open that unfinished last line (no
+newline) is cut off and its answer generated again (or taken from the cache).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dahl.errors import InputError, OutputWriteError
+
+__all__ = ["AnswerLog", "finished_ids"]
+
+
+def finished_ids(path: Path) -> set[str]:
+    """Ids of the answers already in ``path`` (empty when it does not exist); blocking.
+
+    An unfinished last line (no newline: the run was killed while writing it) is ignored.
+
+    Raises:
+        InputError: a complete line is not a JSON object with a string ``id`` (file, line named).
+    """
+    if not path.exists():
+        return set()
+    ids: set[str] = set()
+    with path.open("rb") as handle:
+        for n, line in enumerate(handle, 1):
+            if not line.endswith(b"\n") or not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise InputError("not a dahl generate answers file (line is not JSON)", file=str(path),
+                                 line=n) from None
+            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+                raise InputError("not a dahl generate answers file", file=str(path), line=n, field="id")
+            ids.add(record["id"])
+    return ids
+
+
+class AnswerLog:
+    """Appends answers to ``path`` (blocking methods: call them in a thread).
+
+    Raises:
+        OutputWriteError: (on construction and write) the file cannot be opened or written.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._handle = path.open("ab+")
+            size = self._handle.seek(0, os.SEEK_END)
+            if size:
+                self._handle.seek(max(0, size - 65536))
+                tail = self._handle.read()
+                if not tail.endswith(b"\n"):  # a line cut by a kill: its answer is generated again
+                    start, cut = size - len(tail), tail.rfind(b"\n")
+                    self._handle.truncate(start + cut + 1 if cut >= 0 else start)
+        except OSError as exc:
+            raise OutputWriteError(f"cannot write {path}: {exc.strerror}", path=str(path)) from None
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append ``record`` as one line, flushed and fsynced.
+
+        Raises:
+            OutputWriteError: the disk is full or the file read-only (earlier lines are kept).
+        """
+        try:
+            self._handle.write(orjson.dumps(record) + b"\n")
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as exc:
+            raise OutputWriteError(f"cannot write {self.path}: {exc.strerror}", path=str(self.path)) from None
+
+    def close(self) -> None:
+        """Close the file."""
+        self._handle.close()
