@@ -26,7 +26,7 @@ from dahl.records import normalize_text
 __all__ = ["KINDS", "classify", "judgement", "questions", "reply_content"]
 
 #: Request kinds this module answers.
-KINDS = ("generate", "judge")
+KINDS = ("questions", "judge")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+")
@@ -48,7 +48,7 @@ def classify(text: str) -> tuple[str, str | None, str] | None:
     """
     article = _block("article_text", text)
     if article is not None:
-        return "generate", _block("article_title", text) or "", f"{(_block('count', text) or '1').strip()}\n{article}"
+        return "questions", _block("article_title", text) or "", f"{(_block('count', text) or '1').strip()}\n{article}"
     question = _block("exam_question", text)
     if question is not None:
         return "judge", question, question
@@ -80,8 +80,8 @@ def judgement(question: str) -> dict[str, object]:
 
 
 def reply_content(kind: str, question: str | None, data: str) -> str:
-    """The JSON reply to a ``generate`` or ``judge`` request."""
-    if kind == "generate":
+    """The JSON reply to a ``questions`` (question generation) or ``judge`` request."""
+    if kind == "questions":
         count, _, text = data.partition("\n")
         return json.dumps({"questions": questions(question or "", text, max(int(count), 1))}, ensure_ascii=False)
     return json.dumps(judgement(data))

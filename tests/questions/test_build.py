@@ -71,7 +71,7 @@ class TestBuildWire:
         assert rows[0]["license"] == "CC BY 4.0" and rows[0]["generator"] == "mock"
         assert rows[0]["category_confidence"] == "0.710" and rows[0]["flags"] == ""
         assert rows[0]["prompt_version"] == "questions-generate/v1+questions-judge/v1"
-        assert mocks.stats(url)["kinds"] == {"generate": 3, "judge": 7}
+        assert mocks.stats(url)["kinds"] == {"questions": 3, "judge": 7}
         assert "5 questions written" in text and "9 generated, 4 flagged, dropped" in text
         assert "  context_reference: 3\n" in text and "  duplicate: 3\n" in text
 

@@ -45,7 +45,7 @@ class TestFetch:
         # title, abstract FACTS[2], body FACTS[3]; the table cell is left out
         assert articles[0]["text"] == ("Mock article PMC2\n\nVitamin B12 deficiency causes megaloblastic anaemia.\n\n"
                                        "Beta blockers reduce myocardial oxygen demand.")
-        assert mocks.stats(url)["kinds"] == {"efetch": 4, "generate": 2, "judge": 2}
+        assert mocks.stats(url)["kinds"] == {"efetch": 4, "questions": 2, "judge": 2}
         code, text = _build(url, ids, out)
         assert code == ExitStatus.OK, text
         assert "(0 requests, 4 already fetched)" in text

@@ -64,7 +64,7 @@ class TestPubMedQA:
         _reset(url)
         result = CliRunner().invoke(main, _args(url, articles, out, "--no-cache"), catch_exceptions=False)
         assert result.exit_code == ExitStatus.OK, result.output
-        assert mocks.stats(url)["kinds"]["generate"] == 1000 - done  # no finished article sent again
+        assert mocks.stats(url)["kinds"]["questions"] == 1000 - done  # no finished article sent again
         assert f"{done:,} articles already done" in result.output
 
         _reset(url)
@@ -72,7 +72,7 @@ class TestPubMedQA:
         result = CliRunner().invoke(main, _args(url, articles, again), catch_exceptions=False)
         assert result.exit_code == ExitStatus.OK, result.output
         assert again.read_bytes() == out.read_bytes()  # deterministic, whatever order calls finished in
-        assert mocks.stats(url)["kinds"]["generate"] == 1000
+        assert mocks.stats(url)["kinds"]["questions"] == 1000
 
         _reset(url)
         kept = tmp_path / "kept.csv"
