@@ -23,10 +23,11 @@ from dahl import manifest
 from dahl._version import __version__
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.adapters.recall import RecallSettings
-from dahl.cache import AnswerCache, CacheStore, CacheUnusable, CachingChecker, CachingSplitter, default_cache_dir
+from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
 from dahl.cache.database import DB_NAME
+from dahl.cache.opening import open_store
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Start
 from dahl.engine.counters import RunCounters
@@ -210,15 +211,10 @@ async def _score_locked(
             counters.lane_statistics = lanes.statistics
         cache: CacheStore | None = None
         cache_state = "on" if config.use_cache else "off"
-        if config.use_cache:
-            directory = config.cache_dir if config.cache_dir is not None else default_cache_dir()
-            try:
-                cache = await anyio.to_thread.run_sync(CacheStore, directory)
-            except CacheUnusable as exc:  # another run holding it is a CacheError: that one stops the run
-                log.warning("%s; running without the cache", exc)
-                cache_state = f"disabled ({exc})"
-            else:
-                stack.push_async_callback(_close_store, cache)
+        if config.use_cache:  # another run holding the cache is a CacheError: that one stops the run
+            cache, unusable = await open_store(stack, config.cache_dir)
+            if unusable is not None:
+                cache_state = f"disabled ({unusable})"
         splitter = CachingSplitter(inner_splitter, cache, counters)
         checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
         if config.pipeline is not None:
@@ -403,11 +399,6 @@ async def _close_input_process(child: WholeInputProcess) -> None:
     with anyio.CancelScope(shield=True):
         await anyio.to_thread.run_sync(child.close)
 
-
-async def _close_store(store: CacheStore) -> None:
-    """Commit queued cache writes and unlock the folder, even when the run is cancelled."""
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(store.close)
 
 
 def _close_log(answer_log: AnswerLog, stopped: bool) -> None:

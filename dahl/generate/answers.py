@@ -24,8 +24,7 @@ import anyio
 import msgspec
 
 from dahl.cache.refs import BlobCache
-from dahl.cache.schema import CacheUnusable
-from dahl.cache.store import CacheStore, default_cache_dir
+from dahl.cache.opening import open_store
 from dahl.config import api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
@@ -106,10 +105,6 @@ def _record(job: _Job, reply: Generated) -> dict[str, Any]:
     return record
 
 
-async def _close_store(store: CacheStore) -> None:
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(store.close)
-
 
 async def generate_answers(settings: GenerateSettings, counters: GenerateCounters | None = None) -> GenerateReport:
     """Generate every (question, model, sample) answer of ``settings`` into ``settings.out``.
@@ -137,15 +132,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
     done = await anyio.to_thread.run_sync(finished_ids, settings.out)
     template = settings.effective_template
     async with AsyncExitStack() as stack:
-        store: CacheStore | None = None
-        if settings.use_cache:
-            directory = settings.cache_dir if settings.cache_dir is not None else default_cache_dir()
-            try:
-                store = await anyio.to_thread.run_sync(CacheStore, directory)
-            except CacheUnusable as exc:
-                log.warning("%s; running without the cache", exc)
-            else:
-                stack.push_async_callback(_close_store, store)
+        store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
         cache = BlobCache(store, "generate/1")
         pool = LanePool()
         endpoints: list[GenerateEndpoint] = []

@@ -22,8 +22,7 @@ import anyio
 import msgspec
 
 from dahl.cache.refs import BlobCache
-from dahl.cache.schema import CacheUnusable
-from dahl.cache.store import CacheStore, default_cache_dir
+from dahl.cache.opening import open_store
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
@@ -215,15 +214,7 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
     done = await anyio.to_thread.run_sync(read_journal, path)
     cfg = settings.endpoint
     async with AsyncExitStack() as stack:
-        store: CacheStore | None = None
-        if settings.use_cache:
-            directory = settings.cache_dir if settings.cache_dir is not None else default_cache_dir()
-            try:
-                store = await anyio.to_thread.run_sync(CacheStore, directory)
-            except CacheUnusable as exc:
-                log.warning("%s; running without the cache", exc)
-            else:
-                stack.push_async_callback(_close_store, store)
+        store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
         lane = LanePool().get(cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
                               LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
                               breaker=BreakerSettings(max_outage_s=cfg.max_outage_s))
@@ -243,10 +234,6 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
                             keep_flagged=settings.keep_flagged))
     return QuestionsReport(settings.out, counters, table)
 
-
-async def _close_store(store: CacheStore) -> None:
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(store.close)
 
 
 async def _run(settings: QuestionsSettings, asker: _Asker, journal: Journal,

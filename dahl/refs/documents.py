@@ -26,8 +26,7 @@ from typing import Any, Literal
 import anyio
 
 from dahl.cache.refs import BlobCache
-from dahl.cache.schema import CacheUnusable
-from dahl.cache.store import CacheStore, default_cache_dir
+from dahl.cache.opening import open_store
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
@@ -228,15 +227,9 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
     if settings.evidence is not None:
         library = await anyio.to_thread.run_sync(DocumentLibrary.load, settings.evidence)
     async with AsyncExitStack() as stack:
-        store: CacheStore | None = None
+        store = None
         if settings.use_cache and (settings.extractor != "rules" or settings.rater != "none"):
-            directory = settings.cache_dir if settings.cache_dir is not None else default_cache_dir()
-            try:
-                store = await anyio.to_thread.run_sync(CacheStore, directory)
-            except CacheUnusable as exc:
-                log.warning("%s; running without the cache", exc)
-            else:
-                stack.push_async_callback(_close_store, store)
+            store = (await open_store(stack, settings.cache_dir))[0]
         extract_cache = BlobCache(store, "extract/1") if store is not None else None
         rate_cache = BlobCache(store, "rate/1")
         extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache))
@@ -247,10 +240,6 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
         await _run(builder, output, done)
     return BuildReport(settings.out, counters)
 
-
-async def _close_store(store: CacheStore) -> None:
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(store.close)
 
 
 def _workers(cfg: EndpointConfig | None, offline: int) -> int:
