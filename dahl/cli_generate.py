@@ -11,7 +11,7 @@ import anyio
 import click
 from rich.markup import escape
 
-from dahl.cli_progress import count, duration
+from dahl.cli_progress import count, duration, run_ticking
 from dahl.cli_types import FINITE
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError
@@ -47,27 +47,7 @@ async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: 
     from dahl.cli import console
     from dahl.generate.answers import generate_answers
 
-    start = anyio.current_time()
-
-    async def ticker() -> None:
-        assert every_s is not None
-        while True:
-            await anyio.sleep(every_s)
-            console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
-
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        if every_s is not None:
-            tg.start_soon(ticker)
-        try:
-            report = await generate_answers(settings, counters)
-        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    return report
+    return await run_ticking(lambda: generate_answers(settings, counters), lambda elapsed_s: _line(counters, elapsed_s), console, every_s)
 
 
 @click.command()

@@ -17,16 +17,17 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import anyio
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.cells import cell_len
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 from dahl.engine.counters import RunCounters
@@ -387,3 +388,57 @@ async def run_with_progress(
         raise failure
     assert report is not None
     return report
+
+
+_T = TypeVar("_T")
+
+
+async def run_ticking(
+    work: Callable[[], Awaitable[_T]],
+    line: Callable[[float], str],
+    console: Console,
+    every_s: float | None,
+    *,
+    last: bool = False,
+) -> _T:
+    """Await ``work()`` while printing ``line(elapsed seconds)`` every ``every_s`` seconds.
+
+    The progress of the commands that are not ``dahl score`` (refs, questions, generate):
+    one plain line per tick, for a terminal and a log alike.
+
+    Args:
+        work: the command's coroutine function.
+        line: the progress line after ``elapsed`` seconds.
+        console: where lines go (stderr).
+        every_s: seconds between lines; None prints none.
+        last: also print the line once ``work`` is done.
+
+    Raises:
+        Whatever ``work`` raises, itself (not wrapped in an exception group).
+    """
+    start = anyio.current_time()
+
+    def show() -> None:
+        console.print(escape(line(anyio.current_time() - start)), highlight=False, soft_wrap=True)
+
+    async def ticker() -> None:
+        assert every_s is not None
+        while True:
+            await anyio.sleep(every_s)
+            show()
+
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        if every_s is not None:
+            tg.start_soon(ticker)
+        try:
+            result = await work()
+        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    if last and every_s is not None:
+        show()
+    return result

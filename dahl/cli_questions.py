@@ -20,7 +20,7 @@ import click
 import msgspec
 from rich.markup import escape
 
-from dahl.cli_progress import count, duration
+from dahl.cli_progress import count, duration, run_ticking
 from dahl.cli_types import FINITE
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError
@@ -43,27 +43,7 @@ async def _run(settings: Any, counters: Any, every_s: float | None) -> Any:
     from dahl.cli import console
     from dahl.questions.build import build_questions
 
-    start = anyio.current_time()
-
-    async def ticker() -> None:
-        assert every_s is not None
-        while True:
-            await anyio.sleep(every_s)
-            console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False, soft_wrap=True)
-
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        if every_s is not None:
-            tg.start_soon(ticker)
-        try:
-            report = await build_questions(settings, counters)
-        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    return report
+    return await run_ticking(lambda: build_questions(settings, counters), lambda elapsed_s: _line(counters, elapsed_s), console, every_s)
 
 
 def _stop(exc: BaseException, out: Path) -> NoReturn:

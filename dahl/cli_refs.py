@@ -15,9 +15,8 @@ from typing import Any, NoReturn
 
 import anyio
 import click
-from rich.markup import escape
 
-from dahl.cli_progress import count, duration
+from dahl.cli_progress import count, duration, run_ticking
 from dahl.cli_types import FINITE
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError, OutputWriteError
@@ -45,29 +44,7 @@ async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float 
     from dahl.cli import console
     from dahl.refs.documents import build_refs  # imported by build() before the loop runs
 
-    start = anyio.current_time()
-
-    async def ticker() -> None:
-        assert every_s is not None
-        while True:
-            await anyio.sleep(every_s)
-            console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
-
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        if every_s is not None:
-            tg.start_soon(ticker)
-        try:
-            report = await build_refs(settings, counters)
-        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    if every_s is not None:
-        console.print(escape(_line(counters, anyio.current_time() - start)), highlight=False)
-    return report
+    return await run_ticking(lambda: build_refs(settings, counters), lambda elapsed_s: _line(counters, elapsed_s), console, every_s, last=True)
 
 
 def _convert(pool: tuple[Path, ...], given: Path | None, near: float | None, out: Path) -> None:
