@@ -7,13 +7,13 @@ newline) is cut off and its answer generated again (or taken from the cache).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from dahl.errors import InputError, OutputWriteError
+from dahl.errors import InputError
+from dahl.formats.appendlog import LineAppender
 
 __all__ = ["AnswerLog", "finished_ids"]
 
@@ -44,7 +44,7 @@ def finished_ids(path: Path) -> set[str]:
     return ids
 
 
-class AnswerLog:
+class AnswerLog(LineAppender):
     """Appends answers to ``path`` (blocking methods: call them in a thread).
 
     Raises:
@@ -52,32 +52,12 @@ class AnswerLog:
     """
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self._handle = path.open("ab+")
-            size = self._handle.seek(0, os.SEEK_END)
-            if size:
-                self._handle.seek(max(0, size - 65536))
-                tail = self._handle.read()
-                if not tail.endswith(b"\n"):  # a line cut by a kill: its answer is generated again
-                    start, cut = size - len(tail), tail.rfind(b"\n")
-                    self._handle.truncate(start + cut + 1 if cut >= 0 else start)
-        except OSError as exc:
-            raise OutputWriteError(f"cannot write {path}: {exc.strerror}", path=str(path)) from None
+        super().__init__(path, trim_torn=True)
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append ``record`` as one line, flushed and fsynced.
+        """Append one line, flushed and fsynced.
 
         Raises:
             OutputWriteError: the disk is full or the file read-only (earlier lines are kept).
         """
-        try:
-            self._handle.write(orjson.dumps(record) + b"\n")
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-        except OSError as exc:
-            raise OutputWriteError(f"cannot write {self.path}: {exc.strerror}", path=str(self.path)) from None
-
-    def close(self) -> None:
-        """Close the file."""
-        self._handle.close()
+        self.append(orjson.dumps(record))

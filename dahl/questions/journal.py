@@ -9,13 +9,12 @@ order in which concurrent calls finished.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 
-from dahl.errors import InputError, OutputWriteError
+from dahl.errors import InputError
+from dahl.formats.appendlog import LineAppender
 
 __all__ = ["ArticleQuestions", "Journal", "Judged", "check_journal", "journal_path", "read_journal"]
 
@@ -105,34 +104,17 @@ def check_journal(path: Path, done: dict[str, ArticleQuestions], generator: str,
                              "options, or choose another -o", file=str(path))
 
 
-class Journal:
+class Journal(LineAppender):
     """The journal opened for appending (blocking methods: call them in a worker thread).
 
     Raises:
         OutputWriteError: (on open) the file cannot be opened for writing.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle: BinaryIO = path.open("ab")
-        except OSError as exc:
-            raise OutputWriteError(f"cannot write {path}: {exc.strerror}", path=str(path)) from exc
-
     def write(self, item: ArticleQuestions) -> None:
-        """Append ``item`` as one line, flushed and fsynced.
+        """Append one line, flushed and fsynced.
 
         Raises:
-            OutputWriteError: the write failed.
+            OutputWriteError: the disk is full or the file read-only (earlier lines are kept).
         """
-        try:
-            self._handle.write(_ENCODER.encode(item) + b"\n")
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-        except OSError as exc:
-            raise OutputWriteError(f"cannot write {self.path}: {exc.strerror}", path=str(self.path)) from exc
-
-    def close(self) -> None:
-        """Close the file."""
-        self._handle.close()
+        self.append(_ENCODER.encode(item))

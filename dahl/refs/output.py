@@ -9,13 +9,12 @@ kill (no newline, not JSON) is truncated away, since its question is built again
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 
-from dahl.errors import InputError, OutputWriteError
+from dahl.errors import InputError
+from dahl.formats.appendlog import LineAppender
 from dahl.records import RefSet
 
 __all__ = ["RefsLog", "check_settings", "finished_questions"]
@@ -92,7 +91,7 @@ def check_settings(path: Path, meta: dict[str, object]) -> None:
                          "options, or choose another -o", file=str(path))
 
 
-class RefsLog:
+class RefsLog(LineAppender):
     """The output file, opened for appending (blocking methods: call them in a worker thread).
 
     Args:
@@ -103,28 +102,14 @@ class RefsLog:
     """
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle: BinaryIO = path.open("ab")
-        except OSError as exc:
-            raise OutputWriteError(f"cannot write {path}: {exc.strerror}", path=str(path)) from exc
+        super().__init__(path)
         self.written = 0
 
     def write(self, ref_set: RefSet) -> None:
-        """Append ``ref_set`` as one line, flushed and fsynced.
+        """Append one line, flushed and fsynced.
 
         Raises:
-            OutputWriteError: the write failed (disk full, read-only).
+            OutputWriteError: the disk is full or the file read-only (earlier lines are kept).
         """
-        try:
-            self._handle.write(_ENCODER.encode(ref_set) + b"\n")
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-        except OSError as exc:
-            raise OutputWriteError(f"cannot write {self.path}: {exc.strerror}", path=str(self.path)) from exc
+        self.append(_ENCODER.encode(ref_set))
         self.written += 1
-
-    def close(self) -> None:
-        """Close the file."""
-        self._handle.close()
