@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 from dahl.cli_progress import count, duration, run_ticking
-from dahl.cli_types import FINITE
+from dahl.cli_types import FINITE, cache_and_progress_options
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError
 from dahl.exit_status import ExitStatus
@@ -77,12 +77,7 @@ async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: 
 @click.option("--max-in-flight", type=click.IntRange(min=1), default=None,
               help="Concurrent requests per model (default 64).")
 @click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Cache folder (default $DAHL_CACHE_DIR or the user cache dir).")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
-@click.option("--no-progress", is_flag=True, help="Do not show progress.")
-@click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
-              type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
+@cache_and_progress_options
 def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path, mode: str, temperature: float,
              max_tokens: int, top_p: float | None, seed: int | None, stop: tuple[str, ...], samples: int,
              template_file: Path | None,

@@ -21,7 +21,7 @@ import msgspec
 from rich.markup import escape
 
 from dahl.cli_progress import count, duration, run_ticking
-from dahl.cli_types import FINITE
+from dahl.cli_types import FINITE, cache_and_progress_options
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError
 from dahl.exit_status import ExitStatus
@@ -105,12 +105,7 @@ def questions() -> None:
 @click.option("--seed", type=int, default=None, help="Sampling seed sent to the server.")
 @click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens (default 1024).")
 @click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Cache folder (default $DAHL_CACHE_DIR or the user cache dir).")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
-@click.option("--no-progress", is_flag=True, help="Do not show progress.")
-@click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
-              type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
+@cache_and_progress_options
 def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi_api_key_env: str,
           per_article: int, near: float, keep_flagged: bool, base_url: str, model: str,
           api_key_env: str | None, rpm: float | None, tpm: float | None, max_in_flight: int | None,

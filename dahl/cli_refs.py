@@ -17,7 +17,7 @@ import anyio
 import click
 
 from dahl.cli_progress import count, duration, run_ticking
-from dahl.cli_types import FINITE
+from dahl.cli_types import FINITE, cache_and_progress_options
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError, OutputWriteError
 from dahl.exit_status import ExitStatus
@@ -124,12 +124,7 @@ def refs() -> None:
 @click.option("--temperature", type=FINITE, default=None, help="Sampling temperature (default 0).")
 @click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens (default 1024).")
 @click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Cache folder (default $DAHL_CACHE_DIR or the user cache dir).")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
-@click.option("--no-progress", is_flag=True, help="Do not show progress.")
-@click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
-              type=click.FloatRange(min=0.1), help="Seconds between two progress lines.")
+@cache_and_progress_options
 def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path | None, pool_near: float | None,
           fmt: str, evidence: Path | None, docs_per_question: int,
           extractor: str, granularity: str, rater: str, rate_batch: int, alpha: float, beta: float, near: float,

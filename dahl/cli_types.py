@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-__all__ = ["FINITE", "FiniteFloat"]
+__all__ = ["FINITE", "FiniteFloat", "cache_and_progress_options"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class FiniteFloat(click.ParamType[float]):
@@ -31,3 +35,19 @@ class FiniteFloat(click.ParamType[float]):
 
 
 FINITE = FiniteFloat()
+
+
+def cache_and_progress_options(command: _F) -> _F:
+    """``--cache-dir``, ``--no-cache``, ``--no-progress``, ``--progress-every`` (seconds),
+    as every command that calls a model through the engine takes them besides ``dahl score``."""
+    options = [
+        click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                     help="Cache folder (default $DAHL_CACHE_DIR or the user cache dir)."),
+        click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
+        click.option("--no-progress", is_flag=True, help="Do not show progress."),
+        click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
+                     type=click.FloatRange(min=0.1), help="Seconds between two progress lines."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
