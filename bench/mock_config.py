@@ -122,6 +122,8 @@ class MockConfig:
             (on a line of its own), as a server that echoes the key would.
         oracle_answers: JSONL ``{question, response}`` answering generation requests
             (:mod:`bench.mock_generate`), or None.
+        model_answers: ``(model, file)`` pairs: files as ``oracle_answers`` answering the
+            generation requests of that model only (tried first).
         finish_length: cut every generated reply in its last sentence, ``finish_reason: "length"``.
 
     Raises:
@@ -140,6 +142,7 @@ class MockConfig:
     timeout_fault_s: float = 3600.0
     echo_auth: bool = False
     oracle_answers: Path | None = None
+    model_answers: tuple[tuple[str, Path], ...] = ()
     finish_length: bool = False
 
     def __post_init__(self) -> None:

@@ -6,7 +6,9 @@ is unwrapped). The answer is, in order of precedence:
 
 * the oracle answer for that question (``--oracle-answers FILE``: JSONL lines with
   ``question`` and ``response``, e.g. PubMedQA LONG_ANSWER or MedHallu's hallucinated
-  answers), so a "model" can answer with real text;
+  answers), so a "model" can answer with real text; ``--oracle-answers MODEL=FILE``
+  (repeatable) answers the requests naming that model from FILE first, so two mock
+  "models" on one server answer one question differently;
 * otherwise three sentences chosen by a hash of (model, question): deterministic.
 
 A reply longer than ``max_tokens`` (``ceil(chars / 4)`` tokens) is cut to
@@ -22,7 +24,7 @@ import json
 import re
 from pathlib import Path
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -64,17 +66,32 @@ _ENDINGS = (
 
 
 class AnswerOracle:
-    """Given answer texts by normalized question.
+    """Given answer texts by normalized question, for every model or for one.
 
     Args:
-        answers: normalized question -> answer text.
+        answers: normalized question -> answer text, for any model.
+        by_model: model -> (normalized question -> answer text); tried before ``answers``.
     """
 
-    def __init__(self, answers: dict[str, str]) -> None:
+    def __init__(self, answers: dict[str, str], by_model: Mapping[str, dict[str, str]] | None = None) -> None:
         self._answers = answers
+        self._by_model = dict(by_model or {})
 
     def __len__(self) -> int:
-        return len(self._answers)
+        return len(self._answers) + sum(len(a) for a in self._by_model.values())
+
+    @classmethod
+    def load_all(cls, path: Path | None, by_model: Sequence[tuple[str, Path]] = ()) -> AnswerOracle:
+        """Read the file for every model (``path``, or None) and each ``(model, file)``.
+
+        Raises:
+            ConfigError: as :meth:`load`, or a model given twice.
+        """
+        models = [model for model, _ in by_model]
+        if len(set(models)) != len(models):
+            raise ConfigError(f"--oracle-answers: a model is given twice: {', '.join(models)}")
+        general = cls.load(path)._answers if path is not None else {}
+        return cls(general, {model: cls.load(file)._answers for model, file in by_model})
 
     @classmethod
     def load(cls, path: Path) -> AnswerOracle:
@@ -101,9 +118,11 @@ class AnswerOracle:
             answers[normalize_text(record["question"])] = record["response"]
         return cls(answers)
 
-    def answer(self, question: str) -> str | None:
-        """The given answer of ``question`` (compared normalized), or None."""
-        return self._answers.get(normalize_text(question))
+    def answer(self, question: str, model: str | None = None) -> str | None:
+        """The given answer of ``question`` (compared normalized) for ``model``, or None."""
+        key = normalize_text(question)
+        own = self._by_model.get(model, {}) if model is not None else {}
+        return own.get(key, self._answers.get(key))
 
 
 def question_of(prompt: str) -> str:
@@ -135,7 +154,7 @@ def chat_question(body: Mapping[str, Any]) -> str:
 def generated_text(question: str, model: str, oracle: AnswerOracle | None) -> str:
     """The full answer text to ``question`` (see the module docstring)."""
     if oracle is not None:
-        found = oracle.answer(question)
+        found = oracle.answer(question, model)
         if found is not None:
             return found
     digest = hashlib.blake2b(f"{model}\n{normalize_text(question)}".encode(), digest_size=8).digest()

@@ -4,7 +4,7 @@ Command line::
 
     python -m bench.mockserver --port PORT [--oracle INPUT_FILE ...] [--latency-ms MS]
         [--latency lognormal:MEDIAN_MS[:SIGMA]] [--rpm N] [--tpm N] [--window-s S]
-        [--fault KIND=RATE ...] [--seed N] [--echo-auth] [--oracle-answers FILE] [--finish-length]
+        [--fault KIND=RATE ...] [--seed N] [--echo-auth] [--oracle-answers [MODEL=]FILE ...] [--finish-length]
 
 prints ``ready http://127.0.0.1:PORT`` (flushed) once listening, serves
 ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/completions``
@@ -256,7 +256,8 @@ def create_app(
         latency_rng=random.Random(f"{config.seed}:latency"),
         fault_rng=random.Random(f"{config.seed}:faults"),
         fault_rates=config.fault_rates(),
-        answers=mock_generate.AnswerOracle.load(config.oracle_answers) if config.oracle_answers else None,
+        answers=mock_generate.AnswerOracle.load_all(config.oracle_answers, config.model_answers)
+        if config.oracle_answers or config.model_answers else None,
     )
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/chat/completions", _chat)
@@ -355,11 +356,33 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault", nargs="+", action="extend", default=[], metavar="KIND=RATE")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--echo-auth", action="store_true", help="append the Authorization header to replies")
-    parser.add_argument("--oracle-answers", type=Path, default=None, metavar="FILE",
-                        help="JSONL {question, response}: answers to generation requests")
+    parser.add_argument("--oracle-answers", action="append", default=[], metavar="[MODEL=]FILE",
+                        help="JSONL {question, response}: answers to generation requests; MODEL=FILE "
+                             "(repeatable) answers that model's requests only")
     parser.add_argument("--finish-length", action="store_true",
                         help='cut generated replies in their last sentence, finish_reason "length"')
     return parser
+
+
+def _oracle_answers(values: Sequence[str]) -> tuple[Path | None, list[tuple[str, Path]]]:
+    """Split ``--oracle-answers`` values into the file for every model and ``(model, file)`` pairs.
+
+    ``MODEL=FILE`` names a model unless the whole value is an existing file (a path may hold ``=``).
+
+    Raises:
+        ConfigError: two files for every model.
+    """
+    general: Path | None = None
+    by_model: list[tuple[str, Path]] = []
+    for value in values:
+        model, sep, file = value.partition("=")
+        if sep and model and file and not Path(value).is_file():
+            by_model.append((model, Path(file)))
+        elif general is not None:
+            raise ConfigError("--oracle-answers: one FILE for every model (name others MODEL=FILE)")
+        else:
+            general = Path(value)
+    return general, by_model
 
 
 def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
@@ -375,6 +398,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         latency = Latency(median_ms=args.latency_ms)
     else:
         latency = Latency()
+    general, by_model = _oracle_answers(args.oracle_answers)
     return MockConfig(
         port=args.port,
         oracle_files=tuple(args.oracle),
@@ -385,7 +409,8 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         faults=tuple(parse_fault(spec) for spec in args.fault),
         seed=args.seed,
         echo_auth=args.echo_auth,
-        oracle_answers=args.oracle_answers,
+        oracle_answers=general,
+        model_answers=tuple(by_model),
         finish_length=args.finish_length,
     )
 
