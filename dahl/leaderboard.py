@@ -388,8 +388,11 @@ def _compare(
         vb, hb = question_means(b)
         shared[:, j] = ha & hb
         diffs[:, j] = va - vb
+    # Questions in key order, not input order, so the resamples (and p) do not depend on
+    # the order answers were written in (as bootstrap_ci sorts its values).
+    by_key = np.argsort(np.asarray(store.question_ids, dtype=str), kind="stable")
     results = joint_paired_bootstrap(
-        diffs, shared, rng=np.random.default_rng(_seed(seed, "comparisons")), n_boot=n_boot, level=level
+        diffs[by_key], shared[by_key], rng=np.random.default_rng(_seed(seed, "comparisons")), n_boot=n_boot, level=level
     )
     out = []
     for j, ((a, b), res) in enumerate(zip(pairs, results)):

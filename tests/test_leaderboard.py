@@ -112,6 +112,18 @@ class TestBuildLeaderboard:
         assert cmp.mean_diff == pytest.approx(7 / 12)
         assert cmp.p_value is not None and 0 < cmp.p_value <= 1
 
+    def test_comparison_does_not_depend_on_answer_order(self, tmp_path: Path) -> None:
+        """The same answers written in another order (concurrent generation) give the same paired CI and p."""
+        answers = [result(f"{m}{q}", m, labels, question_id=f"q{q}")
+                   for q, (la, lb) in enumerate([([S], [U]), ([S, U], [S]), ([S, S, U], [U, U]), ([S], [S, U])])
+                   for m, labels in (("A", la), ("B", lb))]
+        write(tmp_path / "one", answers)
+        write(tmp_path / "two", answers[::-1])
+        (one,) = build_leaderboard(load_verdicts(tmp_path / "one")).comparisons
+        (two,) = build_leaderboard(load_verdicts(tmp_path / "two")).comparisons
+        assert (one.n_pairs, one.ci, one.p_value) == (two.n_pairs, two.ci, two.p_value)
+        assert one.mean_diff == pytest.approx(two.mean_diff) == pytest.approx((1 + 0.5 + 2 / 3 - 0.5) / 4)
+
     def test_category_table(self, small: Verdicts) -> None:
         """Category x: A 5/6, B (1/2 + 0)/2 = 1/4; category y: A has none scored, B 1."""
         cats = build_leaderboard(small, by_category=True).categories
