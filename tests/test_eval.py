@@ -1,0 +1,226 @@
+"""``dahl eval CONFIG.toml``: the whole benchmark in one command, against the loopback mock."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from dahl.cli import main
+from dahl.errors import ConfigError
+from dahl.eval_config import load_eval_config
+from dahl.exit_status import ExitStatus
+from tests.conftest import REPO, MockServers, require_data
+from tests.eval_data import HALLUCINATING, TRUTHFUL, oracle_args, write_benchmark, write_config
+
+EXAMPLE = REPO / "examples" / "eval"
+
+
+def _eval(*args: str) -> Result:
+    return CliRunner().invoke(main, ["eval", *args, "--no-progress"], catch_exceptions=False)
+
+
+def _precision_by_answer(score_answers: Path) -> dict[str, dict[str, float]]:
+    """Independently of dahl's metrics: model -> question id -> S / (S + U) of each answer
+    whose claims are all supported, unsupported or irrelevant, with S + U > 0 (DAHL §3.3)."""
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for line in score_answers.read_text(encoding="utf-8").split("\n"):
+        if not line:
+            continue
+        answer = json.loads(line)
+        labels = [claim["label"] for claim in answer.get("claims") or []]
+        s, u = labels.count("supported"), labels.count("unsupported")
+        if answer.get("abstained") or s + u == 0 or any(lbl in ("unknown", "error") for lbl in labels):
+            continue
+        out[answer["model"]][answer["question_id"]] = s / (s + u)
+    return out
+
+
+@pytest.fixture
+def example(tmp_path: Path, mocks: MockServers) -> tuple[Path, str]:
+    """The example config (examples/eval) copied to ``tmp_path``, both models on one fresh mock."""
+    folder = tmp_path / "eval"
+    shutil.copytree(EXAMPLE, folder)
+    shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
+    url = mocks.start(*(arg for m in ("model-a", "model-b") for arg in
+                        ("--oracle-answers", f"{m}={folder / m}.answers.jsonl")))
+    config = folder / "eval.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace("http://127.0.0.1:8765/v1", url), encoding="utf-8")
+    return config, url
+
+
+class TestEvalPubMedQA:
+    """The acceptance run: PubMedQA questions, a truthful and a hallucinating mock model."""
+
+    def test_one_command_ranks_truthful_above_hallucinating(self, tmp_path: Path, mocks: MockServers) -> None:
+        """One dahl eval writes the leaderboard and plot; DAHL Scores match an independent count; a re-run sends 0 requests."""
+        pubmedqa = require_data("pubmedqa/ori_pqal.json")
+        medhallu = require_data("medhallu/medhallu_pqa_labeled.jsonl")
+        assert write_benchmark(tmp_path, pubmedqa, medhallu, limit=150) == 150
+        url = mocks.start(*oracle_args(tmp_path))
+        config = write_config(tmp_path, url)
+        result = _eval(str(config))
+        assert result.exit_code == ExitStatus.OK, result.output
+        out = tmp_path / "out"
+        board_dir = out / "leaderboard"
+        assert sorted(p.name for p in board_dir.iterdir()) == ["board.csv", "board.json", "board.md", "board.png",
+                                                               "stamp.json"]
+        assert board_dir.joinpath("board.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert mocks.stats(url)["requests"] == 300  # 150 questions x 2 models, nothing else (offline scoring)
+
+        board = json.loads((board_dir / "board.json").read_text(encoding="utf-8"))
+        rows = {row["model"]: row for row in board["models"]}
+        independent = _precision_by_answer(out / "score" / "answers.jsonl")
+        for model in (TRUTHFUL, HALLUCINATING):
+            values = independent[model].values()
+            assert rows[model]["n_scored"] == len(values)
+            assert rows[model]["dahl_score"] == pytest.approx(sum(values) / len(values), abs=1e-12)
+        assert [row["model"] for row in board["models"]] == [TRUTHFUL, HALLUCINATING]
+        assert (rows[TRUTHFUL]["n_scored"], rows[HALLUCINATING]["n_scored"]) == (PINNED["n_scored"])
+        assert rows[TRUTHFUL]["dahl_score"] == pytest.approx(PINNED["truthful"], abs=5e-5)
+        assert rows[HALLUCINATING]["dahl_score"] == pytest.approx(PINNED["hallucinating"], abs=5e-5)
+        assert rows[TRUTHFUL]["dahl_score"] > rows[HALLUCINATING]["dahl_score"]
+
+        (pair,) = board["comparisons"]
+        both = sorted(set(independent[TRUTHFUL]) & set(independent[HALLUCINATING]))
+        diffs = [independent[TRUTHFUL][q] - independent[HALLUCINATING][q] for q in both]
+        assert (pair["a"], pair["b"], pair["n_pairs"]) == (TRUTHFUL, HALLUCINATING, len(both))
+        assert pair["mean_diff"] == pytest.approx(sum(diffs) / len(diffs), abs=1e-12)
+        assert (pair["n_pairs"], round(pair["p_value"], 4)) == PINNED["pair"]
+        assert "| truthful | hallucinating |" in (board_dir / "board.md").read_text(encoding="utf-8")
+
+        again = _eval(str(config))
+        assert again.exit_code == ExitStatus.OK, again.output
+        assert mocks.stats(url)["requests"] == 300  # the re-run sent 0 requests
+        assert "0 answers written of 150 (150 resumed)" in again.output
+        assert "0 answers scored now, 300 resumed" in again.output
+        assert "leaderboard up to date" in again.output
+
+
+#: Measured on the first 150 PubMedQA pmids (sorted); checked above by the independent count.
+PINNED: dict[str, Any] = {"n_scored": (33, 29), "truthful": 0.853680, "hallucinating": 0.799138, "pair": (10, 0.6374)}
+
+
+class TestEvalResume:
+    """Each step resumes; a changed setting redoes only the steps it affects."""
+
+    def test_rerun_of_a_finished_eval_sends_nothing(self, example: tuple[Path, str], mocks: MockServers) -> None:
+        """A finished eval run again: 0 requests, 0 answers scored, the leaderboard kept as it was."""
+        config, url = example
+        first = _eval(str(config), "-o", str(config.parent / "out"))
+        assert first.exit_code == ExitStatus.OK, first.output
+        assert mocks.stats(url)["requests"] == 8
+        board = config.parent / "out" / "leaderboard" / "board.json"
+        written = board.stat().st_mtime_ns
+        second = _eval(str(config), "-o", str(config.parent / "out"))
+        assert second.exit_code == ExitStatus.OK, second.output
+        assert mocks.stats(url)["requests"] == 8
+        assert "0 answers scored now, 8 resumed" in second.output
+        assert board.stat().st_mtime_ns == written
+        assert second.output.count("| model-a |") == first.output.count("| model-a |") == 2
+
+    def test_lost_score_step_is_redone_without_generating(self, example: tuple[Path, str], mocks: MockServers) -> None:
+        """Stopped after generating (no score/ folder): the re-run scores every answer and asks the model nothing."""
+        config, url = example
+        assert _eval(str(config)).exit_code == ExitStatus.OK
+        shutil.rmtree(config.parent / "eval-out" / "score")
+        shutil.rmtree(config.parent / "eval-out" / "leaderboard")
+        result = _eval(str(config))
+        assert result.exit_code == ExitStatus.OK, result.output
+        assert mocks.stats(url)["requests"] == 8
+        assert "8 answers scored now, 0 resumed" in result.output
+        assert (config.parent / "eval-out" / "leaderboard" / "board.png").is_file()
+
+    def test_changed_temperature_regenerates_that_model_only(self, example: tuple[Path, str],
+                                                             mocks: MockServers) -> None:
+        """One model's temperature changed: 4 new requests, its 4 answers scored anew, the other's resumed."""
+        config, url = example
+        assert _eval(str(config)).exit_code == ExitStatus.OK
+        text = config.read_text(encoding="utf-8")
+        config.write_text(text.replace('name = "model-b"\n', 'name = "model-b"\ntemperature = 0.9\n'), encoding="utf-8")
+        result = _eval(str(config))
+        assert result.exit_code == ExitStatus.OK, result.output
+        assert mocks.stats(url)["requests"] == 12
+        assert "4 answers scored now, 4 resumed" in result.output
+        answers = sorted(p.name.split(".")[0] for p in (config.parent / "eval-out" / "answers").iterdir())
+        assert answers == ["model-a", "model-b", "model-b"]  # the superseded file is kept
+        summary = json.loads((config.parent / "eval-out" / "score" / "summary.json").read_text(encoding="utf-8"))
+        assert summary["changes"]["answers_dropped"] == 4
+        assert {m: b["n_answers"] for m, b in summary["models"].items()} == {"model-a": 4, "model-b": 4}
+
+    def test_changed_leaderboard_setting_recomputes_only_the_board(self, example: tuple[Path, str],
+                                                                   mocks: MockServers) -> None:
+        """Another n_boot: no request, nothing re-scored, the leaderboard written again."""
+        config, url = example
+        assert _eval(str(config)).exit_code == ExitStatus.OK
+        config.write_text(config.read_text(encoding="utf-8") + "n_boot = 200\n", encoding="utf-8")
+        result = _eval(str(config))
+        assert result.exit_code == ExitStatus.OK, result.output
+        assert mocks.stats(url)["requests"] == 8
+        assert "0 answers scored now, 8 resumed" in result.output
+        assert "leaderboard written" in result.output
+        board = json.loads((config.parent / "eval-out" / "leaderboard" / "board.json").read_text(encoding="utf-8"))
+        assert board["settings"]["n_boot"] == 200
+
+
+class TestEvalConfig:
+    """The config file: relative paths, defaults, and errors naming the file and key."""
+
+    def test_paths_are_relative_to_the_config_folder(self) -> None:
+        """questions, evidence and output resolve beside the config; the DAHL paper's sampling is the default."""
+        config = load_eval_config(EXAMPLE / "eval.toml")
+        assert config.questions.file == EXAMPLE / "questions.csv"
+        assert config.adapters.evidence == REPO / "examples" / "corpus.jsonl"
+        assert config.out_dir == EXAMPLE / "eval-out"
+        assert [(m.name, m.mode, m.endpoint.temperature, m.endpoint.max_tokens, m.endpoint.api_key_env)
+                for m in config.models] == [("model-a", "chat", 0.6, 256, ""), ("model-b", "chat", 0.6, 256, "")]
+        assert (config.leaderboard.metric, config.leaderboard.compare) == ("dahl_score", "all")
+
+    @pytest.mark.parametrize(
+        ("edit", "message"),
+        [
+            pytest.param(lambda t: t + "\n[score]\nlambda = 1\n", "[score]: unknown key 'lambda' (known: gamma, k)",
+                         id="unknown-key"),
+            pytest.param(lambda t: "colour = 1\n" + t, "unknown key or table 'colour'", id="unknown-table"),
+            pytest.param(lambda t: t.replace('file = "questions.csv"', 'file = "nope.csv"'),
+                         "[questions]: file: ", id="missing-file"),
+            pytest.param(lambda t: t.replace("temperature = 0.6", 'temperature = "hot"'),
+                         "[generate]: temperature must be a number, got 'hot'", id="wrong-type"),
+            pytest.param(lambda t: t.replace('name = "model-b"', 'name = "model-a"'),
+                         "[[models]] name given twice: model-a", id="duplicate-model"),
+            pytest.param(lambda t: t.replace('mode = "chat"', 'mode = "base"'),
+                         "[[models]] 'model-a': mode must be one of completion, chat, got 'base'", id="bad-mode"),
+            pytest.param(lambda t: t.replace('kind = "evidence"', 'kind = "replay"'),
+                         "[check]: kind must be one of evidence, openai, fake, got 'replay'", id="bad-checker"),
+            pytest.param(lambda t: t.replace('metric = "dahl_score"', 'metric = "accuracy"'),
+                         "[leaderboard]: metric must be one of dahl_score", id="bad-metric"),
+            pytest.param(lambda t: t.replace("[questions]", "[questions]\nfraction = 1.5"),
+                         "[questions]: fraction must be in (0, 1], got 1.5", id="bad-fraction"),
+            pytest.param(lambda t: t.replace('kind = "rules"', 'kind = "rules"\nmodel = "gpt"'),
+                         '[split]: model: endpoint keys need kind = "openai"', id="endpoint-without-openai"),
+        ],
+    )
+    def test_bad_config_names_file_and_key(self, tmp_path: Path, edit: Any, message: str) -> None:
+        """Each mistake is one ConfigError naming the config file and the key."""
+        folder = tmp_path / "eval"
+        shutil.copytree(EXAMPLE, folder)
+        shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
+        path = folder / "eval.toml"
+        path.write_text(edit(path.read_text(encoding="utf-8")), encoding="utf-8")
+        with pytest.raises(ConfigError) as info:
+            load_eval_config(path)
+        assert str(info.value).startswith(f"{path}: ")
+        assert message in str(info.value)
+
+    def test_cli_bad_config_exits_2_with_one_line(self, tmp_path: Path) -> None:
+        """dahl eval on a config without [[models]]: exit status 2 and the reason."""
+        path = tmp_path / "eval.toml"
+        path.write_text('[questions]\nfile = "q.csv"\n', encoding="utf-8")
+        result = _eval(str(path))
+        assert result.exit_code == ExitStatus.USAGE
+        assert f"error: {path}: needs at least one [[models]] table (name, base_url)" in result.output
