@@ -124,6 +124,47 @@ class TestEvalResume:
         assert board.stat().st_mtime_ns == written
         assert second.output.count("| model-a |") == first.output.count("| model-a |") == 2
 
+    def test_sigkill_mid_eval_then_rerun_resends_nothing_written(self, tmp_path: Path, mocks: MockServers) -> None:
+        """Killed while the second model generates: the re-run asks only the answers not yet written."""
+        import os
+        import signal
+        import subprocess
+        import sys
+        import time
+
+        url = mocks.start("--latency-ms", "40")
+        n = 30
+        (tmp_path / "q.jsonl").write_text("".join(json.dumps({"question": f"What is finding number {i}?"}) + "\n"
+                                                  for i in range(n)), encoding="utf-8")
+        shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
+        config = tmp_path / "eval.toml"
+        config.write_text(
+            '[questions]\nfile = "q.jsonl"\n[generate]\nmode = "chat"\napi_key_env = ""\nmax_in_flight = 1\n'
+            f'[[models]]\nname = "a"\nbase_url = "{url}"\n[[models]]\nname = "b"\nbase_url = "{url}"\n'
+            '[check]\nevidence = "corpus.jsonl"\n', encoding="utf-8")
+        answers = tmp_path / "eval-out" / "answers"
+        proc = subprocess.Popen([sys.executable, "-m", "dahl", "eval", str(config), "--no-progress"], cwd=REPO,
+                                env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(1500):  # poll the output, not the clock: kill once b has a few answers
+                b = list(answers.glob("b.*.jsonl")) if answers.is_dir() else []
+                if b and b[0].read_bytes().count(b"\n") >= 3:
+                    break
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.wait(timeout=30)
+        written = sum(p.read_bytes().count(b"\n") for p in answers.glob("*.jsonl"))
+        assert n + 3 <= written < 2 * n
+        assert not (tmp_path / "eval-out" / "leaderboard").exists()
+        sent_before = mocks.stats(url)["requests"]
+        result = _eval(str(config))
+        assert result.exit_code == ExitStatus.OK, result.output
+        assert f"0 answers written of {n} ({n} resumed)" in result.output  # model a: nothing asked again
+        assert mocks.stats(url)["requests"] - sent_before <= 2 * n - written
+        assert f"{2 * n} answers scored now" in result.output
+        assert (tmp_path / "eval-out" / "leaderboard" / "board.md").is_file()
+
     def test_lost_score_step_is_redone_without_generating(self, example: tuple[Path, str], mocks: MockServers) -> None:
         """Stopped after generating (no score/ folder): the re-run scores every answer and asks the model nothing."""
         config, url = example
