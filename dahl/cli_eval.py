@@ -37,7 +37,7 @@ def eval_command(config_file: Path, out_dir: Path | None, cache_dir: Path | None
     """
     from dahl.cli import _sigterm_as_ctrl_c, console, exit_stopped, out as stdout
     from dahl.cli_generate import _done, _run as generate_ticking
-    from dahl.cli_progress import ProgressMode, run_with_progress
+    from dahl.cli_progress import ProgressMode, count, run_with_progress
     from dahl.cli_summary import partial_message, print_summary
     from dahl.eval_config import load_eval_config
     from dahl.run_eval import run_eval  # imports aiohttp here, not on the event loop
@@ -77,7 +77,7 @@ def eval_command(config_file: Path, out_dir: Path | None, cache_dir: Path | None
         console.print("[red]nothing scored:[/] no answer could be scored (exit status 5)")
     elif status == ExitStatus.PARTIAL:
         failed = sum(r.counters.failed for r in report.generated.values())
-        why = f"{failed:,} answers failed to generate" if failed else \
+        why = f"{count(failed, 'answer')} failed to generate" if failed else \
             partial_message(report.score.summary, report.score.counters.input_errors)
         console.print(f"[yellow]partly done:[/] {escape(why)} (exit status 6; re-running retries them)")
     if status != ExitStatus.OK:

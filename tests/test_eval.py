@@ -106,6 +106,25 @@ class TestEvalPubMedQA:
 PINNED: dict[str, Any] = {"n_scored": (33, 29), "truthful": 0.853680, "hallucinating": 0.799138, "pair": (10, 0.6374)}
 
 
+class TestEvalExitStatus:
+    """The exit status is dahl score's: a failed answer makes the eval partial."""
+
+    def test_failed_generation_is_partial_and_the_rest_is_ranked(self, tmp_path: Path, mocks: MockServers) -> None:
+        """A 400 for one of 8 requests (seeded fault draws): exit 6, the other 7 answers scored and ranked."""
+        folder = tmp_path / "eval"
+        shutil.copytree(EXAMPLE, folder)
+        shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
+        url = mocks.start("--fault", "400=0.3", "--seed", "3")
+        config = folder / "eval.toml"
+        config.write_text(config.read_text(encoding="utf-8").replace("http://127.0.0.1:8765/v1", url), encoding="utf-8")
+        result = _eval(str(config))
+        assert result.exit_code == ExitStatus.PARTIAL, result.output
+        assert "partly done: 1 answer failed to generate (exit status 6; re-running retries them)" in result.output
+        summary = json.loads((folder / "eval-out" / "score" / "summary.json").read_text(encoding="utf-8"))
+        assert sum(b["n_answers"] for b in summary["models"].values()) == 7
+        assert (folder / "eval-out" / "leaderboard" / "board.md").is_file()
+
+
 class TestEvalResume:
     """Each step resumes; a changed setting redoes only the steps it affects."""
 
