@@ -96,22 +96,29 @@ class EvalReport:
         return self.score.exit_status
 
 
-def _template(model: ModelSpec) -> Template | None:
-    return load_template(model.template) if model.template is not None else None
+def _model_files(out_dir: Path, model: ModelSpec, questions_sha256: str) -> tuple[Path, Template | None]:
+    """The model's answers file (its folder created) and template (blocking).
+
+    Raises:
+        ConfigError: the model's template file cannot be read.
+    """
+    template = load_template(model.template) if model.template is not None else None
+    path = answers_file(out_dir, model, questions_sha256, template)
+    with writing(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return path, template
 
 
-def answers_file(out_dir: Path, model: ModelSpec, questions_sha256: str) -> Path:
+def answers_file(out_dir: Path, model: ModelSpec, questions_sha256: str, template: Template | None = None) -> Path:
     """The answers file of ``model`` in ``out_dir/answers`` (``NAME.DIGEST.jsonl``, see the module docstring).
 
     Args:
         out_dir: OUT.
         model: the model and its generation settings.
         questions_sha256: hex SHA-256 of the questions file's bytes.
-
-    Raises:
-        ConfigError: the model's template file cannot be read.
+        template: the model's template, read from ``model.template``; None: the shipped one of its mode.
     """
-    template = _template(model) or GENERATE_TEMPLATES[model.mode]
+    template = template or GENERATE_TEMPLATES[model.mode]
     cfg = model.endpoint
     material = [EVAL_KEY_VERSION, questions_sha256, cfg.model, model.mode, template.version, cfg.temperature,
                 cfg.max_tokens, cfg.seed, model.top_p, list(model.stop), model.samples]
@@ -240,11 +247,10 @@ async def run_eval(
     generated: dict[str, GenerateReport] = {}
     answers: dict[str, Path] = {}
     for model in config.models:
-        path = await anyio.to_thread.run_sync(answers_file, config.out_dir, model, questions_sha)
-        await anyio.to_thread.run_sync(lambda: path.parent.mkdir(parents=True, exist_ok=True))
+        path, template = await anyio.to_thread.run_sync(_model_files, config.out_dir, model, questions_sha)
         settings = GenerateSettings(
             questions=questions, out=path, endpoints=(model.endpoint,), mode=model.mode, top_p=model.top_p,
-            stop=model.stop, samples=model.samples, template=_template(model), cache_dir=config.cache_dir,
+            stop=model.stop, samples=model.samples, template=template, cache_dir=config.cache_dir,
             use_cache=config.use_cache,
         )
         log.info("eval: generating with %s into %s", model.name, path)
