@@ -259,11 +259,11 @@ async def run_eval(
     inputs = [p for p in answers.values() if await anyio.to_thread.run_sync(_has_answers, p)]
     if not inputs:
         return EvalReport(config, questions, generated, answers, None, [], "", False, [])
-    score_config = ScoreConfig(
+    score_config = await anyio.to_thread.run_sync(lambda: ScoreConfig(  # checks the input files: off the loop
         inputs=tuple(inputs), out_dir=config.out_dir / "score", fmt="jsonl", adapters=config.adapters,
         gamma=config.gamma, k=config.k, seed=config.leaderboard.seed, n_boot=config.leaderboard.n_boot,
         cache_dir=config.cache_dir, use_cache=config.use_cache, recall=config.recall,
-    )
+    ))
     score = await score_runner(score_config, RunCounters())
     files, markdown, reused, warnings = await anyio.to_thread.run_sync(_leaderboard_step, config)
     return EvalReport(config, questions, generated, answers, score, files, markdown, reused, warnings)

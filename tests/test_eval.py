@@ -228,6 +228,45 @@ class TestEvalResume:
         assert board["settings"]["n_boot"] == 200
 
 
+class TestEvalSteps:
+    """The questions sample and the answers files of the steps."""
+
+    def test_sampled_questions_are_answered_and_kept(self, example: tuple[Path, str], mocks: MockServers) -> None:
+        """fraction = 0.5 of 4 questions in 3 categories: OUT/questions/questions.csv holds the sample,
+        each model answers only it, and a re-run leaves the file as it was."""
+        config, url = example
+        text = config.read_text(encoding="utf-8")
+        config.write_text(text.replace('file = "questions.csv"', 'file = "questions.csv"\nfraction = 0.5'),
+                          encoding="utf-8")
+        assert _eval(str(config)).exit_code == ExitStatus.OK
+        sample = config.parent / "eval-out" / "questions" / "questions.csv"
+        rows = sample.read_text(encoding="utf-8").splitlines()
+        assert rows[0] == "question,category" and len(rows) - 1 == 2
+        assert mocks.stats(url)["requests"] == 2 * 2
+        written = sample.stat().st_mtime_ns
+        assert _eval(str(config)).exit_code == ExitStatus.OK
+        assert sample.stat().st_mtime_ns == written and mocks.stats(url)["requests"] == 4
+
+    def test_answers_file_follows_the_answer_ids_not_the_server(self, tmp_path: Path) -> None:
+        """Another server keeps a model's answers file; another template or max_tokens starts a new one."""
+        import dataclasses
+
+        from dahl.generate.templates import load_template
+        from dahl.run_eval import answers_file
+
+        (model, _) = load_eval_config(EXAMPLE / "eval.toml").models
+        path = answers_file(tmp_path, model, "ab" * 32)
+        assert path.parent == tmp_path / "answers" and path.name.startswith("model-a.")
+        moved = dataclasses.replace(model, endpoint=dataclasses.replace(model.endpoint, base_url="http://x:1/v1"))
+        assert answers_file(tmp_path, moved, "ab" * 32) == path
+        longer = dataclasses.replace(model, endpoint=dataclasses.replace(model.endpoint, max_tokens=512))
+        template = tmp_path / "t.txt"
+        template.write_text("Answer briefly: {question}", encoding="utf-8")
+        others = {answers_file(tmp_path, longer, "ab" * 32), answers_file(tmp_path, model, "cd" * 32),
+                  answers_file(tmp_path, model, "ab" * 32, load_template(template))}
+        assert len(others) == 3 and path not in others
+
+
 class TestEvalConfig:
     """The config file: relative paths, defaults, and errors naming the file and key."""
 
