@@ -28,7 +28,6 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import orjson
@@ -45,7 +44,7 @@ from dahl.generate.templates import GENERATE_TEMPLATES, Template, load_template
 from dahl.run import ScoreConfig, score_async
 from dahl.run_report import ScoreReport
 
-__all__ = ["EvalReport", "GenerateRunner", "ScoreRunner", "answers_file", "board_summary", "run_eval"]
+__all__ = ["EvalReport", "GenerateRunner", "ScoreRunner", "answers_file", "run_eval"]
 
 log = logging.getLogger(__name__)
 
@@ -268,11 +267,3 @@ async def run_eval(
     files, markdown, reused, warnings = await anyio.to_thread.run_sync(_leaderboard_step, config)
     return EvalReport(config, questions, generated, answers, score, files, markdown, reused, warnings)
 
-
-def board_summary(report: EvalReport) -> dict[str, Any]:
-    """The leaderboard's JSON (``board.json``) of a finished eval, or ``{}`` without one (blocking)."""
-    for path in report.board_files:
-        if path.suffix == ".json":
-            data: dict[str, Any] = orjson.loads(path.read_bytes())
-            return data
-    return {}
