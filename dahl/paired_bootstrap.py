@@ -27,7 +27,7 @@ def joint_paired_bootstrap(
     rng: np.random.Generator,
     n_boot: int = 1000,
     level: float = 0.95,
-) -> list[tuple[float, tuple[float, float], float] | None]:
+) -> list[tuple[float, tuple[float, float], float | None] | None]:
     """Paired bootstrap of several comparisons at once, resampling questions jointly.
 
     Each resample draws n_q questions with replacement (n_q = rows of ``diffs``);
@@ -51,7 +51,8 @@ def joint_paired_bootstrap(
         level: CI coverage.
 
     Returns:
-        Per comparison ``(mean, (lo, hi), p_value)``, or None when it shares no question.
+        Per comparison ``(mean, (lo, hi), p_value)``, or None when it shares no question;
+        ``p_value`` is None when it shares a single question (no null distribution).
 
     Raises:
         ConfigError: shapes differ, n_boot < 1 or level outside (0, 1).
@@ -66,7 +67,7 @@ def joint_paired_bootstrap(
     used = s.any(axis=1)
     d, s = d[used], s[used]
     n_q, n_c = d.shape
-    out: list[tuple[float, tuple[float, float], float] | None] = [None] * n_c
+    out: list[tuple[float, tuple[float, float], float | None] | None] = [None] * n_c
     if n_q == 0:
         return out
     n_shared = s.sum(axis=0)
@@ -93,13 +94,16 @@ def joint_paired_bootstrap(
         lo, hi = np.quantile(m, [tail, 1.0 - tail])
         # Tolerance: resample means equal to the observed mean up to rounding count as extreme.
         extreme = int((np.abs(m - mean) >= abs(mean) - 1e-12).sum())
-        out[j] = (mean, (float(lo), float(hi)), min(1.0, (1.0 + extreme) / (m.size + 1.0)))
+        # One shared question: every resample equals the observed mean, so the test has no
+        # null distribution and its p would read 1/(B+1) whatever the data; leave it undefined.
+        p = min(1.0, (1.0 + extreme) / (m.size + 1.0)) if n_shared[j] >= 2 else None
+        out[j] = (mean, (float(lo), float(hi)), p)
     return out
 
 
 def paired_bootstrap(
     diffs: npt.ArrayLike, *, rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95
-) -> tuple[float, tuple[float, float], float] | None:
+) -> tuple[float, tuple[float, float], float | None] | None:
     """Paired bootstrap of the mean of per-pair differences A − B (one comparison).
 
     Args:

@@ -75,6 +75,11 @@ class TestPairedBootstrap:
         assert res[0] == 1.0 and res[1] == (0.0, 2.0)
         assert res[2] == pytest.approx(0.5, abs=0.02)
 
+    def test_one_shared_question_has_no_p(self) -> None:
+        """One question: the resamples cannot vary, so p is undefined (not 1/(B+1)); the mean stays."""
+        res = paired_bootstrap([0.25], rng=np.random.default_rng(0), n_boot=999)
+        assert res == (0.25, (0.25, 0.25), None)
+
     def test_no_pairs(self) -> None:
         """Without pairs the result is None."""
         assert paired_bootstrap([], rng=np.random.default_rng(0)) is None
