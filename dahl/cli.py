@@ -404,6 +404,8 @@ from dahl.cli_questions import questions as _questions  # noqa: E402
 main.add_command(_questions)
 from dahl import cli_generate  # noqa: E402
 for _command in (cli_generate.generate, cli_generate.templates): main.add_command(_command)
+from dahl.cli_batch import batch as _batch  # noqa: E402
+main.add_command(_batch)
 for _command in main.commands.values():
     _with_verbose(_command)
 
