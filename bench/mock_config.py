@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.mock_batches import BatchMockConfig
 from dahl.errors import ConfigError
 
 __all__ = ["FAULT_KINDS", "Latency", "MockConfig", "parse_fault", "parse_latency"]
@@ -122,6 +123,7 @@ class MockConfig:
             (on a line of its own), as a server that echoes the key would.
         oracle_answers: JSONL ``{question, response}`` answering generation requests
             (:mod:`bench.mock_generate`), or None.
+        batches: the batch routes' completion time, expiry and errors (:mod:`bench.mock_batches`).
         finish_length: cut every generated reply in its last sentence, ``finish_reason: "length"``.
 
     Raises:
@@ -141,6 +143,7 @@ class MockConfig:
     echo_auth: bool = False
     oracle_answers: Path | None = None
     finish_length: bool = False
+    batches: BatchMockConfig = field(default_factory=BatchMockConfig)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

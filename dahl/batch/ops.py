@@ -25,6 +25,7 @@ from dahl.batch.plan import StageMeta, plan_wave
 from dahl.batch.providers import BatchClient, BatchState, Outcome, client_for, parse_openai_line
 from dahl.batch.shards import LIMITS, Limits, Provider, write_lines, write_shards
 from dahl.cache.opening import open_store
+from dahl.cache.store import default_cache_dir
 from dahl.config import resolve_api_key, EndpointConfig
 from dahl.errors import ConfigError
 from dahl.run import ScoreConfig
@@ -79,9 +80,9 @@ async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits:
                 files = await anyio.to_thread.run_sync(write_shards, folder / f"wave-{number:02d}", stage, provider,
                                                        chosen, limits or LIMITS[provider])
                 written.extend((str(p.relative_to(folder)), stage, n) for p, n in files)
-        cache_dir = config.cache_dir
+        cache_dir = config.cache_dir if config.cache_dir is not None else default_cache_dir()
         event = {"event": "wave", "wave": number, "provider": provider, "resubmit_of": None, "only": None,
-                 "cache_dir": str(cache_dir) if cache_dir is not None else None,
+                 "cache_dir": str(cache_dir),
                  "stages": {k: dataclasses.asdict(v) for k, v in wave.stages.items()},
                  "shards": [{"path": p, "stage": s, "requests": n} for p, s, n in written]}
         await anyio.to_thread.run_sync(ledger.append, event)
