@@ -19,12 +19,13 @@ canceled, and requests answered per kind (split / check).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import math
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,18 +52,22 @@ class BatchMockConfig:
         expire_fraction: if set, batches expire with this fraction (0..1) of requests done.
         error_rate: probability (0..1) that a request gets an HTTP 500 error line.
         seed: seed of the error draws.
+        call_delay_s: seconds every batch API call (upload, create, ...) takes before its reply.
     """
 
     complete_s: float = 0.0
     expire_fraction: float | None = None
     error_rate: float = 0.0
     seed: int = 0
+    call_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.complete_s) and self.complete_s >= 0):
             raise ConfigError("complete_s must be a finite number of seconds >= 0")
         if self.expire_fraction is not None and not 0 <= self.expire_fraction <= 1:
             raise ConfigError("expire_fraction must be within 0..1")
+        if not (math.isfinite(self.call_delay_s) and self.call_delay_s >= 0):
+            raise ConfigError("call_delay_s must be a finite number of seconds >= 0")
         if not 0 <= self.error_rate <= 1:
             raise ConfigError("error_rate must be within 0..1")
 
@@ -339,18 +344,30 @@ def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | Non
         clock: monotonic seconds (completion time).
     """
     app[BATCHES] = _Batches(config, oracle, clock)
-    add = app.router
-    add.add_post("/v1/files", _upload)
-    add.add_get("/v1/files/{file_id}/content", _file_content)
-    add.add_post("/v1/batches", _openai_create)
-    add.add_get("/v1/batches", _openai_list)
-    add.add_get("/v1/batches/{batch_id}", _openai_retrieve)
-    add.add_post("/v1/batches/{batch_id}/cancel", _openai_cancel)
-    add.add_post("/v1/messages/batches", _anthropic_create)
-    add.add_get("/v1/messages/batches/{batch_id}", _anthropic_retrieve)
-    add.add_get("/v1/messages/batches/{batch_id}/results", _anthropic_results)
-    add.add_post("/v1/messages/batches/{batch_id}/cancel", _anthropic_cancel)
-    add.add_get("/stats/batches", _stats)
+    routes = (("POST", "/v1/files", _upload), ("GET", "/v1/files/{file_id}/content", _file_content),
+              ("POST", "/v1/batches", _openai_create), ("GET", "/v1/batches", _openai_list),
+              ("GET", "/v1/batches/{batch_id}", _openai_retrieve),
+              ("POST", "/v1/batches/{batch_id}/cancel", _openai_cancel),
+              ("POST", "/v1/messages/batches", _anthropic_create),
+              ("GET", "/v1/messages/batches/{batch_id}", _anthropic_retrieve),
+              ("GET", "/v1/messages/batches/{batch_id}/results", _anthropic_results),
+              ("POST", "/v1/messages/batches/{batch_id}/cancel", _anthropic_cancel))
+    for method, path, handler in routes:
+        app.router.add_route(method, path, _delayed(handler, config.call_delay_s))
+    app.router.add_get("/stats/batches", _stats)
+
+
+def _delayed(handler: Callable[[web.Request], Awaitable[web.Response]],
+             delay_s: float) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``handler`` replying after ``delay_s`` seconds (a slow provider API)."""
+    if delay_s <= 0:
+        return handler
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(delay_s)
+        return await handler(request)
+
+    return slow
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -361,6 +378,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="batches expire with this fraction of their requests done")
     parser.add_argument("--batch-error-rate", type=float, default=0.0, metavar="RATE",
                         help="share of batch requests answered with an HTTP 500 error line")
+    parser.add_argument("--batch-call-delay-s", type=float, default=0.0, metavar="S",
+                        help="seconds every batch API call takes")
 
 
 def config_from(args: argparse.Namespace) -> BatchMockConfig:
@@ -369,4 +388,5 @@ def config_from(args: argparse.Namespace) -> BatchMockConfig:
     Raises:
         ConfigError: a value out of range.
     """
-    return BatchMockConfig(args.batch_complete_s, args.batch_expire_fraction, args.batch_error_rate, args.seed)
+    return BatchMockConfig(args.batch_complete_s, args.batch_expire_fraction, args.batch_error_rate, args.seed,
+                           args.batch_call_delay_s)

@@ -167,7 +167,15 @@ class OpenAIBatches(_Client):
         return str(orjson.loads(await self._call("POST", "/files", data=form))["id"])
 
     async def create(self, path: Path, file_id: str | None) -> str:
-        """``POST /batches`` of the uploaded file; the batch id."""
+        """``POST /batches`` of the uploaded file; the batch id.
+
+        A batch of that file already listed (``GET /batches``: a create whose reply a
+        killed process never recorded) is adopted, not created twice.
+        """
+        listed = orjson.loads(await self._call("GET", "/batches", params={"limit": "100"}))
+        for batch in listed.get("data") or ():
+            if batch.get("input_file_id") == file_id:
+                return str(batch["id"])
         body = {"input_file_id": file_id, "endpoint": CHAT_URL, "completion_window": "24h",
                 "metadata": {"dahl_shard": path.name}}
         return str(orjson.loads(await self._call("POST", "/batches", json=body))["id"])
