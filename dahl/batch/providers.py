@@ -7,6 +7,7 @@ platform.openai.com/docs/api-reference/batch, docs.anthropic.com/en/api/creating
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -163,7 +164,8 @@ class OpenAIBatches(_Client):
         data = await anyio.to_thread.run_sync(path.read_bytes)
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
-        form.add_field("file", data, filename=path.name, content_type="application/jsonl")
+        # A file object, not bytes: aiohttp streams it instead of one blocking write.
+        form.add_field("file", io.BytesIO(data), filename=path.name, content_type="application/jsonl")
         return str(orjson.loads(await self._call("POST", "/files", data=form))["id"])
 
     async def create(self, path: Path, file_id: str | None) -> str:
@@ -226,7 +228,7 @@ class AnthropicBatches(_Client):
         """``POST /messages/batches`` with the shard's requests; the batch id."""
         data = await anyio.to_thread.run_sync(path.read_bytes)
         body = b'{"requests":[' + b",".join(line for line in data.splitlines() if line.strip()) + b"]}"
-        reply = await self._call("POST", "/messages/batches", data=body, headers={**self._headers,
+        reply = await self._call("POST", "/messages/batches", data=io.BytesIO(body), headers={**self._headers,
                                                                                   "content-type": "application/json"})
         return str(orjson.loads(reply)["id"])
 

@@ -32,6 +32,8 @@ def write_answers(path: Path, n_answers: int, sentences: int) -> Path:
 def dahl(*args: str) -> tuple[int, str]:
     """Run ``dahl ARGS`` in process; (exit status, output)."""
     result = CliRunner().invoke(main, list(args))
+    if result.exit_code == 1 and result.exception is not None:  # a crash, not an exit status
+        raise result.exception
     return result.exit_code, result.output
 
 
