@@ -18,7 +18,7 @@ import orjson
 
 from dahl.adapters.anthropic_wire import chat_reply
 from dahl.batch.shards import CHAT_URL
-from dahl.errors import AdapterError, PermanentAPIError, TransientAPIError
+from dahl.errors import ConfigError, PermanentAPIError, TransientAPIError
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicBatches", "BatchClient", "BatchState", "OpenAIBatches", "Outcome",
            "parse_openai_line"]
@@ -267,11 +267,11 @@ def client_for(provider: str, session: aiohttp.ClientSession, base_url: str, api
     """The client of ``provider`` (``openai`` or ``anthropic``).
 
     Raises:
-        AdapterError: ``file`` or an unknown provider (it has no API).
+        ConfigError: ``file`` or an unknown provider (it has no API).
     """
     if provider == "openai":
         return OpenAIBatches(session, base_url, api_key)
     if provider == "anthropic":
         return AnthropicBatches(session, base_url, api_key)
-    raise AdapterError(f"provider {provider!r} has no batch API: run the shards with `vllm run-batch` and "
+    raise ConfigError(f"provider {provider!r} has no batch API: run the shards with `vllm run-batch` and "
                        "`dahl batch collect --from-file OUT.jsonl`")

@@ -161,3 +161,35 @@ class TestRunningBatches:
         assert "batches canceled: 1" in text
         code, text = dahl("batch", "collect", str(folder))
         assert code == 0 and "0 results stored, 100 unfinished" in text, text
+
+
+class TestFileProvider:
+    def test_vllm_run_batch_output_is_collected_from_a_file(self, tmp_path: Path, mocks: Any) -> None:
+        """--provider file writes OpenAI batch lines; their output file (as vllm run-batch writes it) is collected."""
+        from urllib.request import Request, urlopen
+
+        url = mocks.start()
+        source = str(write_answers(tmp_path / "answers.jsonl", 3, 10))
+        folder = tmp_path / "batch"
+        code, text = dahl("batch", "prepare", source, "-o", str(folder), "--provider", "file", "--checker", "openai",
+                          *endpoint(url))
+        assert code == 0 and "30 check requests" in text, text
+        code, text = dahl("batch", "submit", str(folder))
+        assert code == 2 and "vllm run-batch" in text, text
+        output = tmp_path / "out.jsonl"
+        with output.open("w") as handle:  # what `vllm run-batch -i FILE -o out.jsonl` does, line by line
+            for line in (folder / "wave-01" / "check-0001.jsonl").read_text().splitlines():
+                request = json.loads(line)
+                post = Request(url + "/chat/completions", data=json.dumps(request["body"]).encode(),
+                               headers={"Content-Type": "application/json"})
+                with urlopen(post) as reply:
+                    body = json.loads(reply.read())
+                handle.write(json.dumps({"id": "vllm-1", "custom_id": request["custom_id"],
+                                         "response": {"status_code": 200, "body": body}, "error": None}) + "\n")
+        code, text = dahl("batch", "collect", str(folder), "--from-file", str(output))
+        assert code == 0 and "collected 1 batches: 30 results stored" in text, text
+        before = mocks.stats(url)["requests"]
+        code, text = dahl("score", source, "-o", str(tmp_path / "scored"), "--no-progress", "--checker", "openai",
+                          *endpoint(url))
+        assert code == 0, text
+        assert mocks.stats(url)["requests"] == before == 30
