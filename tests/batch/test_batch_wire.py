@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from tests.batch.batch_runs import batch_stats, dahl, endpoint, ledger_events, shard_ids, write_answers
 from tests.conftest import REPO
