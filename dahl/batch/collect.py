@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -28,7 +28,7 @@ from dahl.cache.store import CacheStore
 from dahl.errors import AdapterError
 from dahl.records import Claim, Verdict
 
-__all__ = ["Collected", "read_results", "store_outcomes", "write_results"]
+__all__ = ["Collected", "Put", "parse_outcomes", "read_results", "store_puts", "write_results"]
 
 
 @dataclass
@@ -60,19 +60,31 @@ class Collected:
         self.classes.update(other.classes)
 
 
-def store_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str], stages: dict[str, StageMeta],
-                   store: CacheStore) -> Collected:
-    """Parse every succeeded outcome and put it in ``store``; count the rest by class.
+class Put(NamedTuple):
+    """One cache entry to store: ``CacheStore.put(key, value, raw, parser_version=version)``."""
+
+    key: str
+    value: Verdict | list[Claim]
+    raw: str
+    version: str
+
+
+def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str],
+                   stages: dict[str, StageMeta]) -> tuple[list[Put], Collected]:
+    """Parse every succeeded outcome into the entry the online adapter stores; count the rest by class.
+
+    Pure CPU work (call it in a worker thread); put the entries with :func:`store_puts`.
 
     Args:
         outcomes: results; an id not in ``stage_of`` is counted as ``unknown_custom_id``.
         stage_of: custom_id -> ``"split"`` / ``"check"`` (from the shards).
         stages: stage settings recorded at prepare.
-        store: the cache (``put`` only enqueues; call on the event loop thread).
 
     Returns:
-        The counts; usage counts every succeeded reply, parsed or not (it was paid for).
+        The entries, and the counts; usage counts every succeeded reply, parsed or
+        not (it was paid for).
     """
+    puts: list[Put] = []
     got = Collected()
     for outcome in outcomes:
         key = outcome.custom_id
@@ -101,19 +113,25 @@ def store_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str], stages
         try:
             if stage == "split":
                 claims = [Claim(text=text, index=i) for i, text in enumerate(parse_claims(reply.content))]
-                store.put(key, claims, reply.content, parser_version=meta.parser_version)
+                puts.append(Put(key, claims, reply.content, meta.parser_version))
             else:
                 label, reason = parse_verdict(reply.content, with_evidence=False)
                 verdict = Verdict(label=label, checker=meta.fingerprint, raw=reply.content,
                                   evidence=citation_evidence(reply), usage=reply.usage, reason=reason)
-                store.put(key, verdict, verdict.raw, parser_version=meta.parser_version)
+                puts.append(Put(key, verdict, reply.content, meta.parser_version))
         except AdapterError as exc:  # OutputParseError: not stored, asked again later
             got.errors[type(exc).__name__] += 1
             got.classes[key] = type(exc).__name__
             continue
         got.stored += 1
         got.classes[key] = None
-    return got
+    return puts, got
+
+
+def store_puts(store: CacheStore, puts: Iterable[Put]) -> None:
+    """Put ``puts`` in ``store`` (only enqueues; call on the event loop thread)."""
+    for put in puts:
+        store.put(put.key, put.value, put.raw, parser_version=put.version)
 
 
 def write_results(path: Path, classes: dict[str, str | None]) -> None:

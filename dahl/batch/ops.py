@@ -19,7 +19,7 @@ import aiohttp
 import anyio
 import orjson
 
-from dahl.batch.collect import Collected, read_results, store_outcomes, write_results
+from dahl.batch.collect import Collected, parse_outcomes, read_results, store_puts, write_results
 from dahl.batch.ledger import Ledger, Shard
 from dahl.batch.plan import StageMeta, plan_wave
 from dahl.batch.providers import BatchClient, BatchState, Outcome, client_for, parse_openai_line
@@ -244,7 +244,8 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             seen = {o.custom_id for o in outcomes}
             outcomes += [Outcome(i, None, "expired") for i in ids if i not in seen]
             stage_of = dict.fromkeys(ids, shard.stage)
-            got = store_outcomes(outcomes, stage_of, _stages(shard.wave), store)
+            puts, got = await anyio.to_thread.run_sync(parse_outcomes, outcomes, stage_of, _stages(shard.wave))
+            store_puts(store, puts)
             results = f"results/{Path(path).stem}-{shard.batch_id or 'file'}.jsonl"
             await anyio.to_thread.run_sync(write_results, folder / results, got.classes)
             await anyio.to_thread.run_sync(ledger.append, {

@@ -10,17 +10,21 @@ that key becomes the provider's ``custom_id``; equal keys are one request.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 
+from dahl.adapters.base import Checker, Splitter
 from dahl.adapters.bodies import check_request_body, split_request_body
 from dahl.adapters.factory import open_adapters
 from dahl.cache.keys import check_keys, split_key
 from dahl.cache.opening import open_store
 from dahl.cache.store import CacheStore
+from dahl.config import EndpointConfig
 from dahl.engine.scoring import _prepare as preprocess_answer  # the pipeline's own step 0
 from dahl.errors import ConfigError, DahlError, InputError
 from dahl.formats import read_answers
@@ -127,52 +131,85 @@ async def plan_wave(config: ScoreConfig) -> Wave:
         if cached_split and split_cfg is not None:
             wave.stages["split"] = StageMeta(splitter.fingerprint, split_version, split_cfg.base_url, split_cfg.model,
                                              split_cfg.api_key_env or "")
-        seen: set[str] = set()
-        for answer in await anyio.to_thread.run_sync(_answers, config):
-            wave.answers += 1
-            if len(answer.response) > options.max_response_chars:
-                continue  # scored as ResponseTooLong, never sent
-            abstained = answer.abstained
-            if options.preprocess and not abstained:
-                answer, abstained = preprocess_answer(answer)
-            if abstained:
-                continue
-            if not cached_split:
-                claims = list(await splitter.split(answer))
-            else:
-                assert split_cfg is not None
-                key = split_key(splitter, answer)
-                found = await _cached_split(store, key, split_version, splitter, answer)
-                if found is None:
-                    wave.waiting += 1
-                    if key not in seen:
-                        seen.add(key)
-                        body = split_request_body(split_cfg, answer.question, answer.response)
-                        wave.requests.append(BatchRequest(key, "split", body))
-                    continue
-                wave.splits_cached += 1
-                claims = found
-            if not claims:
-                continue
-            keys = check_keys(checker, claims, answer)
-            entries = await store.get_many(keys, parser_version=check_version)
-            question = normalize_text(answer.question)
-            for claim, key, entry in zip(claims, keys, entries, strict=True):
-                if entry is not None and (isinstance(entry.value, Verdict) or _reparses(checker, entry.raw)):
-                    wave.checks_cached += 1
-                elif key not in seen:
-                    seen.add(key)
-                    body = check_request_body(check_cfg, question, normalize_text(claim.text))
-                    wave.requests.append(BatchRequest(key, "check", body))
+        planner = _Planner(wave, store, splitter, checker, split_cfg if cached_split else None, check_cfg)
+        stream = _answers(config)
+        while chunk := await anyio.to_thread.run_sync(_prepared, stream, options.preprocess,
+                                                      options.max_response_chars):
+            for answer, skip in chunk:
+                wave.answers += 1
+                if not skip:  # too long (scored as ResponseTooLong, never sent) or abstained
+                    await planner.add(answer)
     return wave
 
 
-def _answers(config: ScoreConfig) -> list[Answer]:
-    """Every answer of the inputs, bad records skipped as a run skips them (blocking)."""
-    out: list[Answer] = []
+class _Planner:
+    """Adds each answer's missed requests to a wave (split, or the checks of known claims)."""
+
+    def __init__(self, wave: Wave, store: CacheStore, splitter: Splitter, checker: Checker,
+                 split_cfg: EndpointConfig | None, check_cfg: EndpointConfig) -> None:
+        self.wave, self.store, self.splitter, self.checker = wave, store, splitter, checker
+        self.split_cfg, self.check_cfg = split_cfg, check_cfg
+        self.split_version = str(getattr(splitter, "parser_version", "1"))
+        self.check_version = str(getattr(checker, "parser_version", "1"))
+        self.seen: set[str] = set()
+
+    async def add(self, answer: Answer) -> None:
+        """Plan ``answer`` (preprocessed): its split request if not cached, else its missed checks."""
+        wave = self.wave
+        if self.split_cfg is None:  # rules or given: claims known now
+            claims = list(await self.splitter.split(answer))
+        else:
+            key = split_key(self.splitter, answer)
+            found = await _cached_split(self.store, key, self.split_version, self.splitter, answer)
+            if found is None:
+                wave.waiting += 1
+                if key not in self.seen:
+                    self.seen.add(key)
+                    body = split_request_body(self.split_cfg, answer.question, answer.response)
+                    wave.requests.append(BatchRequest(key, "split", body))
+                return
+            wave.splits_cached += 1
+            claims = found
+        if not claims:
+            return
+        keys = check_keys(self.checker, claims, answer)
+        entries = await self.store.get_many(keys, parser_version=self.check_version)
+        question = normalize_text(answer.question)
+        for claim, key, entry in zip(claims, keys, entries, strict=True):
+            if entry is not None and (isinstance(entry.value, Verdict) or _reparses(self.checker, entry.raw)):
+                wave.checks_cached += 1
+            elif key not in self.seen:
+                self.seen.add(key)
+                body = check_request_body(self.check_cfg, question, normalize_text(claim.text))
+                wave.requests.append(BatchRequest(key, "check", body))
+
+
+#: Answers read and preprocessed per worker-thread hop.
+CHUNK = 512
+
+
+def _answers(config: ScoreConfig) -> Iterator[Answer]:
+    """Every answer of the inputs, bad records skipped as a run skips them (lazy; blocking reads)."""
     for path in config.inputs:
-        out.extend(read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
-                                on_error=_skip, needs=config.adapters.input_needs))
+        yield from read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                                on_error=_skip, needs=config.adapters.input_needs)
+
+
+def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> list[tuple[Answer, bool]]:
+    """The next :data:`CHUNK` answers, preprocessed as the pipeline does, each with "skip it" (blocking).
+
+    Skipped: a response over ``max_chars`` (the run scores it ResponseTooLong) or an
+    abstention (no claims).
+    """
+    out: list[tuple[Answer, bool]] = []
+    for answer in itertools.islice(stream, CHUNK):
+        if len(answer.response) > max_chars:
+            out.append((answer, True))
+            continue
+        abstained = answer.abstained
+        if preprocess and not abstained:
+            answer, abstained = preprocess_answer(answer)
+        out.append((answer, abstained))
     return out
 
 
