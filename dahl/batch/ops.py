@@ -246,6 +246,7 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             stage_of = dict.fromkeys(ids, shard.stage)
             puts, got = await anyio.to_thread.run_sync(parse_outcomes, outcomes, stage_of, _stages(shard.wave))
             store_puts(store, puts)
+            await store.flush()  # on disk before the ledger says collected: a kill now loses nothing
             results = f"results/{Path(path).stem}-{shard.batch_id or 'file'}.jsonl"
             await anyio.to_thread.run_sync(write_results, folder / results, got.classes)
             await anyio.to_thread.run_sync(ledger.append, {
