@@ -192,3 +192,35 @@ class TestFileProvider:
                           *endpoint(url))
         assert code == 0, text
         assert mocks.stats(url)["requests"] == before == 30
+
+
+class TestLostCreateReply:
+    def test_a_batch_created_but_not_recorded_is_adopted_not_created_again(
+        self, tmp_path: Path, mocks: Any
+    ) -> None:
+        """Killed between the create call and its ledger line: the restart finds the file's batch and records it."""
+        import asyncio
+
+        import aiohttp
+
+        from dahl.batch.ledger import Ledger
+        from dahl.batch.providers import OpenAIBatches
+
+        url = mocks.start()
+        source = str(write_answers(tmp_path / "answers.jsonl", 1, 10))
+        folder = tmp_path / "batch"
+        code, text = dahl("batch", "prepare", source, "-o", str(folder), "--checker", "openai", *endpoint(url))
+        assert code == 0, text
+        shard = folder / "wave-01" / "check-0001.jsonl"
+        async def upload_and_create() -> tuple[str | None, str]:
+            async with aiohttp.ClientSession() as session:
+                client = OpenAIBatches(session, url, "")
+                file_id = await client.upload(shard)
+                return file_id, await client.create(shard, file_id)  # its reply "lost": only the upload recorded
+
+        file_id, created = asyncio.run(upload_and_create())
+        Ledger.read(folder).append({"event": "uploaded", "shard": "wave-01/check-0001.jsonl", "file_id": file_id})
+        code, text = dahl("batch", "submit", str(folder))
+        assert code == 0 and f"submitted wave-01/check-0001.jsonl: {created}" in text, text
+        assert batch_stats(url)["batches_created"] == 1
+        assert batch_stats(url)["files_uploaded"] == 1
