@@ -105,13 +105,18 @@ def _ids_of(path: Path) -> list[str]:
 
 async def _open_client(stack: AsyncExitStack, ledger: Ledger, base_url: str | None,
                        api_key_env: str | None) -> BatchClient:
-    """The provider's client: base URL and key variable as given, else as prepared (the check endpoint's)."""
+    """The provider's client: base URL and key variable as given, else as prepared (the check endpoint's).
+
+    For Anthropic the default key variable is ``ANTHROPIC_API_KEY`` unless prepare named one.
+    """
     if not ledger.waves:
         raise ConfigError(f"{ledger.folder} has no prepared batches (run `dahl batch prepare` first)")
     first = ledger.waves[0]
     stage = first["stages"].get("check") or next(iter(first["stages"].values()))
     url = base_url or stage["base_url"]
     env = stage["api_key_env"] if api_key_env is None else api_key_env
+    if first["provider"] == "anthropic" and api_key_env is None and env == "OPENAI_API_KEY":
+        env = "ANTHROPIC_API_KEY"  # the default for an OpenAI-style URL is not Anthropic's key
     key = resolve_api_key(EndpointConfig(base_url=url, model=stage["model"], api_key_env=env))
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S))
     stack.push_async_callback(session.close)
