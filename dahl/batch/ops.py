@@ -30,7 +30,7 @@ from dahl.config import resolve_api_key, EndpointConfig
 from dahl.errors import ConfigError
 from dahl.run import ScoreConfig
 
-__all__ = ["Prepared", "ShardStatus", "cancel", "collect", "prepare", "resubmit", "status", "submit"]
+__all__ = ["CollectReport", "Prepared", "ShardStatus", "cancel", "collect", "prepare", "resubmit", "status", "submit"]
 
 log = logging.getLogger(__name__)
 

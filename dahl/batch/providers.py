@@ -21,7 +21,7 @@ from dahl.batch.shards import CHAT_URL
 from dahl.errors import ConfigError, PermanentAPIError, TransientAPIError
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicBatches", "BatchClient", "BatchState", "OpenAIBatches", "Outcome",
-           "parse_openai_line"]
+           "client_for", "parse_openai_line"]
 
 #: The ``anthropic-version`` header sent.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -38,6 +38,7 @@ class BatchState:
         ended: True when no request will finish any more (results can be collected).
         done: requests finished (succeeded or errored).
         total: requests in the batch.
+        raw: the provider's whole batch object (its file ids, results URL).
     """
 
     batch_id: str
