@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.mock_batches import BatchMockConfig
 from dahl.errors import ConfigError
 
 __all__ = ["FAULT_KINDS", "Latency", "MockConfig", "parse_fault", "parse_latency"]
@@ -124,6 +125,7 @@ class MockConfig:
             (:mod:`bench.mock_generate`), or None.
         model_answers: ``(model, file)`` pairs: files as ``oracle_answers`` answering the
             generation requests of that model only (tried first).
+        batches: the batch routes' completion time, expiry and errors (:mod:`bench.mock_batches`).
         finish_length: cut every generated reply in its last sentence, ``finish_reason: "length"``.
 
     Raises:
@@ -144,6 +146,7 @@ class MockConfig:
     oracle_answers: Path | None = None
     model_answers: tuple[tuple[str, Path], ...] = ()
     finish_length: bool = False
+    batches: BatchMockConfig = field(default_factory=BatchMockConfig)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

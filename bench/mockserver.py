@@ -39,7 +39,7 @@ from typing import Any
 from aiohttp import web
 
 from bench.mock_config import FAULT_KINDS, Latency, MockConfig, parse_fault, parse_latency
-from bench import mock_generate
+from bench import mock_batches, mock_generate
 from bench.mock_oracle import Oracle
 from bench.mock_questions import efetch_xml
 from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
@@ -244,7 +244,7 @@ def create_app(
     Returns:
         The application; its state is ``app[STATE]``.
     """
-    app = web.Application()
+    app = web.Application(client_max_size=mock_batches.MAX_BODY_BYTES)  # batch files: up to 256 MB
     window = None
     if config.rpm is not None or config.tpm is not None:
         window = RateWindow(config.requests_per_window, config.tokens_per_window, config.window_s, clock)
@@ -266,6 +266,7 @@ def create_app(
     app.router.add_post("/completions", _chat)
     app.router.add_get("/stats", _get_stats)
     app.router.add_post("/stats/reset", _reset_stats)
+    mock_batches.register(app, config.batches, oracle, clock)
     return app
 
 
@@ -361,6 +362,7 @@ def _parser() -> argparse.ArgumentParser:
                              "(repeatable) answers that model's requests only")
     parser.add_argument("--finish-length", action="store_true",
                         help='cut generated replies in their last sentence, finish_reason "length"')
+    mock_batches.add_arguments(parser)
     return parser
 
 
@@ -412,6 +414,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         oracle_answers=general,
         model_answers=tuple(by_model),
         finish_length=args.finish_length,
+        batches=mock_batches.config_from(args),
     )
 
 

@@ -406,6 +406,8 @@ from dahl import cli_generate  # noqa: E402
 for _command in (cli_generate.generate, cli_generate.templates): main.add_command(_command)
 from dahl.cli_eval import eval_command as _eval  # noqa: E402
 main.add_command(_eval)
+from dahl.cli_batch import batch as _batch  # noqa: E402
+main.add_command(_batch)
 for _command in main.commands.values():
     _with_verbose(_command)
 

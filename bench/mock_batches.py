@@ -1,0 +1,392 @@
+"""Batch routes of the mock server: OpenAI ``/v1/files`` + ``/v1/batches``, Anthropic ``/v1/messages/batches``.
+
+Registered on the app by :func:`register` (``bench.mockserver``). Each request of a
+batch is answered by the online route's reply logic (:func:`bench.mock_reply.parse_prompt`,
+:func:`bench.mock_reply.reply_content`, the oracle when given), so a batch and an
+online run get the same replies. Behaviour (:class:`BatchMockConfig`):
+
+- ``complete_s``: seconds after creation when a batch has ended (0: at once);
+- ``expire_fraction``: the batch expires with only the first ``floor(f * n)`` requests
+  done (OpenAI: the rest in the error file with code ``batch_expired``; Anthropic:
+  result type ``expired``);
+- ``error_rate``: share of requests answered with an HTTP 500 error line (drawn per
+  custom_id from ``seed``, so a retry of the same id may succeed: it draws again).
+
+``GET /stats/batches`` gives the counters: files uploaded, batches created and
+canceled, and requests answered per kind (split / check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import BodyPartReader, web
+
+from bench.mock_oracle import Oracle
+from bench.mock_reply import estimate_tokens, parse_prompt, reply_content
+from dahl.errors import ConfigError
+
+__all__ = ["BATCHES", "MAX_BODY_BYTES", "BatchMockConfig", "add_arguments", "config_from", "register"]
+
+
+#: Largest request body the mock accepts, bytes (Anthropic's 256 MB batch limit plus room).
+MAX_BODY_BYTES = 300 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BatchMockConfig:
+    """How the mock's batches behave.
+
+    Attributes:
+        complete_s: seconds from creation until a batch has ended (>= 0).
+        expire_fraction: if set, batches expire with this fraction (0..1) of requests done.
+        error_rate: probability (0..1) that a request gets an HTTP 500 error line.
+        seed: seed of the error draws.
+        call_delay_s: seconds every batch API call (upload, create, ...) takes before its reply.
+    """
+
+    complete_s: float = 0.0
+    expire_fraction: float | None = None
+    error_rate: float = 0.0
+    seed: int = 0
+    call_delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.complete_s) and self.complete_s >= 0):
+            raise ConfigError("complete_s must be a finite number of seconds >= 0")
+        if self.expire_fraction is not None and not 0 <= self.expire_fraction <= 1:
+            raise ConfigError("expire_fraction must be within 0..1")
+        if not (math.isfinite(self.call_delay_s) and self.call_delay_s >= 0):
+            raise ConfigError("call_delay_s must be a finite number of seconds >= 0")
+        if not 0 <= self.error_rate <= 1:
+            raise ConfigError("error_rate must be within 0..1")
+
+
+@dataclass
+class _Batch:
+    id: str
+    kind: str  # "openai" or "anthropic"
+    requests: list[dict[str, Any]]
+    created: float
+    created_unix: int
+    input_file_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    results: list[dict[str, Any]] | None = None  # per request: {custom_id, reply | error}
+    status: str = "in_progress"
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+
+
+@dataclass
+class _Batches:
+    config: BatchMockConfig
+    oracle: Oracle | None
+    clock: Callable[[], float]
+    files: dict[str, bytes] = field(default_factory=dict)
+    batches: dict[str, _Batch] = field(default_factory=dict)
+    ids: itertools.count[int] = field(default_factory=itertools.count)
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+BATCHES = web.AppKey("dahl_mock_batches", _Batches)
+
+
+def _chat_reply(state: _Batches, body: dict[str, Any]) -> tuple[str, int, int, str]:
+    """(content, prompt tokens, completion tokens, kind) as the online route answers ``body``."""
+    prompt = parse_prompt(body)
+    state.counts[f"requests_{prompt.kind}"] += 1
+    content = reply_content(prompt, state.oracle)
+    return content, prompt.prompt_tokens, estimate_tokens(len(content)), prompt.kind
+
+
+def _failed(state: _Batches, custom_id: str, attempt: int) -> bool:
+    rate = state.config.error_rate
+    return rate > 0 and random.Random(f"{state.config.seed}:{custom_id}:{attempt}").random() < rate
+
+
+def _finish(state: _Batches, batch: _Batch, cancel: bool = False) -> None:
+    """Answer the batch's requests (the done part), once."""
+    if batch.results is not None:
+        return
+    n = len(batch.requests)
+    fraction = 0.0 if cancel else state.config.expire_fraction
+    done = n if fraction is None else math.floor(fraction * n)
+    results: list[dict[str, Any]] = []
+    for i, request in enumerate(batch.requests):
+        custom_id = str(request.get("custom_id"))
+        attempt = state.counts[f"attempt:{custom_id}"]
+        state.counts[f"attempt:{custom_id}"] += 1
+        if i >= done:
+            results.append({"custom_id": custom_id, "unfinished": "canceled" if cancel else "expired"})
+        elif _failed(state, custom_id, attempt):
+            results.append({"custom_id": custom_id, "error": 500})
+        else:
+            body = request.get("body") if batch.kind == "openai" else _chat_body(request.get("params") or {})
+            results.append({"custom_id": custom_id, "reply": _chat_reply(state, body or {}),
+                            "model": str((body or {}).get("model") or "mock")})
+    batch.results = results
+    batch.status = ("cancelled" if cancel else "expired" if fraction is not None else "completed") \
+        if batch.kind == "openai" else "ended"
+    if batch.kind == "openai":
+        out, err = _openai_files(batch)
+        if out:
+            batch.output_file_id = _store_file(state, out)
+        if err:
+            batch.error_file_id = _store_file(state, err)
+
+
+def _chat_body(params: dict[str, Any]) -> dict[str, Any]:
+    """An Anthropic Messages body as the chat body the reply logic reads."""
+    messages = [{"role": "system", "content": params["system"]}] if params.get("system") else []
+    messages += list(params.get("messages") or ())
+    return {"model": params.get("model"), "messages": messages, "max_tokens": params.get("max_tokens")}
+
+
+def _store_file(state: _Batches, data: bytes) -> str:
+    file_id = f"file-mock-{next(state.ids)}"
+    state.files[file_id] = data
+    return file_id
+
+
+def _openai_files(batch: _Batch) -> tuple[bytes, bytes]:
+    out, err = [], []
+    assert batch.results is not None
+    for i, row in enumerate(batch.results):
+        cid = row["custom_id"]
+        if "reply" in row:
+            content, p, c, _ = row["reply"]
+            body = {"id": f"chatcmpl-batch-{batch.id}-{i}", "object": "chat.completion", "created": batch.created_unix,
+                    "model": row["model"], "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                                        "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}}
+            out.append({"id": f"batch_req_{i}", "custom_id": cid,
+                        "response": {"status_code": 200, "request_id": f"req_{i}", "body": body}, "error": None})
+        elif "error" in row:
+            err.append({"id": f"batch_req_{i}", "custom_id": cid, "response": {"status_code": 500, "request_id": f"req_{i}",
+                        "body": {"error": {"message": "Mock fault 500.", "type": "server_error"}}}, "error": None})
+        else:
+            code = "batch_expired" if row["unfinished"] == "expired" else "batch_cancelled"
+            err.append({"id": f"batch_req_{i}", "custom_id": cid, "response": None,
+                        "error": {"code": code, "message": f"This request could not be executed ({code})."}})
+    return (b"".join(orjson.dumps(r) + b"\n" for r in out), b"".join(orjson.dumps(r) + b"\n" for r in err))
+
+
+def _poll(state: _Batches, batch: _Batch) -> None:
+    if batch.results is None and state.clock() - batch.created >= state.config.complete_s:
+        _finish(state, batch)
+
+
+def _openai_object(batch: _Batch) -> dict[str, Any]:
+    results = batch.results or []
+    failed = sum(1 for r in results if "reply" not in r)
+    return {"id": batch.id, "object": "batch", "endpoint": "/v1/chat/completions", "input_file_id": batch.input_file_id,
+            "completion_window": "24h", "status": batch.status, "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id, "created_at": batch.created_unix, "metadata": batch.metadata,
+            "request_counts": {"total": len(batch.requests), "completed": len(results) - failed, "failed": failed}}
+
+
+def _anthropic_object(batch: _Batch, root: str) -> dict[str, Any]:
+    results = batch.results
+    counts = Counter("succeeded" if "reply" in r else "errored" if "error" in r else r["unfinished"]
+                     for r in results or ())
+    return {"id": batch.id, "type": "message_batch", "processing_status": batch.status,
+            "request_counts": {"processing": len(batch.requests) if results is None else 0,
+                               **{k: counts.get(k, 0) for k in ("succeeded", "errored", "canceled", "expired")}},
+            "results_url": f"{root}/v1/messages/batches/{batch.id}/results" if results is not None else None,
+            "created_at": batch.created_unix}
+
+
+def _batch(request: web.Request, kind: str) -> tuple[_Batches, _Batch]:
+    state = request.app[BATCHES]
+    batch = state.batches.get(request.match_info["batch_id"])
+    if batch is None or batch.kind != kind:
+        raise web.HTTPNotFound(text='{"error": {"message": "No such batch", "type": "not_found_error"}}',
+                               content_type="application/json")
+    _poll(state, batch)
+    return state, batch
+
+
+async def _upload(request: web.Request) -> web.Response:
+    state = request.app[BATCHES]
+    purpose, data, filename = None, None, None
+    reader = await request.multipart()  # streamed: batch files exceed aiohttp's 1 MB body limit
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            continue
+        if part.name == "purpose":
+            purpose = (await part.read()).decode()
+        elif part.name == "file":
+            filename, data = part.filename, bytes(await part.read())
+    if data is None or purpose != "batch":
+        return web.json_response({"error": {"message": "need purpose=batch and a file", "type": "invalid_request_error"}},
+                                 status=400)
+    file_id = _store_file(state, data)
+    state.counts["files_uploaded"] += 1
+    return web.json_response({"id": file_id, "object": "file", "bytes": len(data), "filename": filename,
+                              "purpose": "batch"})
+
+
+async def _file_content(request: web.Request) -> web.Response:
+    data = request.app[BATCHES].files.get(request.match_info["file_id"])
+    if data is None:
+        raise web.HTTPNotFound()
+    return web.Response(body=data, content_type="application/jsonl")
+
+
+async def _openai_create(request: web.Request) -> web.Response:
+    state = request.app[BATCHES]
+    body = orjson.loads(await request.content.read())  # no 1 MB limit: batches are large
+    data = state.files.get(str(body.get("input_file_id")))
+    if data is None:
+        return web.json_response({"error": {"message": "input file not found", "type": "invalid_request_error"}},
+                                 status=400)
+    batch = _Batch(f"batch_mock_{next(state.ids)}", "openai", [orjson.loads(x) for x in data.splitlines() if x.strip()],
+                   state.clock(), int(time.time()), input_file_id=str(body["input_file_id"]),
+                   metadata=body.get("metadata"))
+    state.batches[batch.id] = batch
+    state.counts["batches_created"] += 1
+    _poll(state, batch)
+    return web.json_response(_openai_object(batch))
+
+
+async def _openai_list(request: web.Request) -> web.Response:
+    state = request.app[BATCHES]
+    data = [_openai_object(b) for b in state.batches.values() if b.kind == "openai"]
+    return web.json_response({"object": "list", "data": data[::-1], "has_more": False})
+
+
+async def _openai_retrieve(request: web.Request) -> web.Response:
+    return web.json_response(_openai_object(_batch(request, "openai")[1]))
+
+
+async def _openai_cancel(request: web.Request) -> web.Response:
+    state, batch = _batch(request, "openai")
+    state.counts["batches_canceled"] += 1
+    _finish(state, batch, cancel=True)
+    return web.json_response(_openai_object(batch))
+
+
+def _root(request: web.Request) -> str:
+    return f"{request.scheme}://{request.host}"
+
+
+async def _anthropic_create(request: web.Request) -> web.Response:
+    state = request.app[BATCHES]
+    body = orjson.loads(await request.content.read())  # no 1 MB limit: batches are large
+    requests = body.get("requests")
+    if not isinstance(requests, list) or not requests:
+        return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
+                                                             "message": "requests: a non-empty list"}}, status=400)
+    batch = _Batch(f"msgbatch_mock_{next(state.ids)}", "anthropic", requests, state.clock(), int(time.time()),
+                   status="in_progress")
+    state.batches[batch.id] = batch
+    state.counts["batches_created"] += 1
+    _poll(state, batch)
+    return web.json_response(_anthropic_object(batch, _root(request)))
+
+
+async def _anthropic_retrieve(request: web.Request) -> web.Response:
+    return web.json_response(_anthropic_object(_batch(request, "anthropic")[1], _root(request)))
+
+
+async def _anthropic_cancel(request: web.Request) -> web.Response:
+    state, batch = _batch(request, "anthropic")
+    state.counts["batches_canceled"] += 1
+    _finish(state, batch, cancel=True)
+    return web.json_response(_anthropic_object(batch, _root(request)))
+
+
+async def _anthropic_results(request: web.Request) -> web.Response:
+    _, batch = _batch(request, "anthropic")
+    if batch.results is None:
+        return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
+                                                             "message": "batch has not ended"}}, status=400)
+    lines = []
+    for i, row in enumerate(batch.results):
+        if "reply" in row:
+            content, p, c, _ = row["reply"]
+            message = {"id": f"msg_mock_{batch.id}_{i}", "type": "message", "role": "assistant", "model": row["model"],
+                       "content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
+                       "usage": {"input_tokens": p, "output_tokens": c}}
+            result: dict[str, Any] = {"type": "succeeded", "message": message}
+        elif "error" in row:
+            result = {"type": "errored", "error": {"type": "error", "error": {"type": "api_error",
+                                                                              "message": "Mock fault 500."}}}
+        else:
+            result = {"type": row["unfinished"]}
+        lines.append(orjson.dumps({"custom_id": row["custom_id"], "result": result}) + b"\n")
+    return web.Response(body=b"".join(lines), content_type="application/binary")
+
+
+async def _stats(request: web.Request) -> web.Response:
+    counts = request.app[BATCHES].counts
+    return web.json_response({k: v for k, v in counts.items() if not k.startswith("attempt:")})
+
+
+def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | None,
+             clock: Callable[[], float] = time.monotonic) -> None:
+    """Add the batch routes to ``app`` (state in ``app[BATCHES]``).
+
+    Args:
+        app: the mock's application.
+        config: completion time, expiry and error rate.
+        oracle: the online routes' oracle (same replies), or None.
+        clock: monotonic seconds (completion time).
+    """
+    app[BATCHES] = _Batches(config, oracle, clock)
+    routes = (("POST", "/v1/files", _upload), ("GET", "/v1/files/{file_id}/content", _file_content),
+              ("POST", "/v1/batches", _openai_create), ("GET", "/v1/batches", _openai_list),
+              ("GET", "/v1/batches/{batch_id}", _openai_retrieve),
+              ("POST", "/v1/batches/{batch_id}/cancel", _openai_cancel),
+              ("POST", "/v1/messages/batches", _anthropic_create),
+              ("GET", "/v1/messages/batches/{batch_id}", _anthropic_retrieve),
+              ("GET", "/v1/messages/batches/{batch_id}/results", _anthropic_results),
+              ("POST", "/v1/messages/batches/{batch_id}/cancel", _anthropic_cancel))
+    for method, path, handler in routes:
+        app.router.add_route(method, path, _delayed(handler, config.call_delay_s))
+    app.router.add_get("/stats/batches", _stats)
+
+
+def _delayed(handler: Callable[[web.Request], Awaitable[web.Response]],
+             delay_s: float) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``handler`` replying after ``delay_s`` seconds (a slow provider API)."""
+    if delay_s <= 0:
+        return handler
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(delay_s)
+        return await handler(request)
+
+    return slow
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command-line flags of :class:`BatchMockConfig`."""
+    parser.add_argument("--batch-complete-s", type=float, default=0.0,
+                        help="seconds from creation until a batch has ended (default at once)")
+    parser.add_argument("--batch-expire-fraction", type=float, default=None, metavar="F",
+                        help="batches expire with this fraction of their requests done")
+    parser.add_argument("--batch-error-rate", type=float, default=0.0, metavar="RATE",
+                        help="share of batch requests answered with an HTTP 500 error line")
+    parser.add_argument("--batch-call-delay-s", type=float, default=0.0, metavar="S",
+                        help="seconds every batch API call takes")
+
+
+def config_from(args: argparse.Namespace) -> BatchMockConfig:
+    """The :class:`BatchMockConfig` of parsed flags (:func:`add_arguments`).
+
+    Raises:
+        ConfigError: a value out of range.
+    """
+    return BatchMockConfig(args.batch_complete_s, args.batch_expire_fraction, args.batch_error_rate, args.seed,
+                           args.batch_call_delay_s)

@@ -1,0 +1,45 @@
+"""Result lines into cache entries: what is stored, and how failures are counted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dahl.batch.collect import parse_outcomes
+from dahl.batch.plan import StageMeta
+from dahl.batch.providers import parse_openai_line
+from dahl.records import Claim, Label, Usage, Verdict
+
+META = {"check": StageMeta("fp-check", "3", "http://x/v1", "m", ""), "split": StageMeta("fp-split", "1", "u", "m", "")}
+
+
+def _ok(custom_id: str, content: str) -> dict[str, Any]:
+    body = {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}}
+    return {"custom_id": custom_id, "response": {"status_code": 200, "body": body}, "error": None}
+
+
+class TestParseOutcomes:
+    def test_check_reply_becomes_the_online_verdict(self) -> None:
+        """A 200 check reply is stored as the Verdict the online Checker builds: label, raw, usage."""
+        puts, got = parse_outcomes([parse_openai_line(_ok("k1", "Supported\nIt is."))], {"k1": "check"}, META)
+        assert [(p.key, p.raw, p.version) for p in puts] == [("k1", "Supported\nIt is.", "3")]
+        assert puts[0].value == Verdict(label=Label.SUPPORTED, checker="fp-check", raw="Supported\nIt is.",
+                                        usage=Usage(prompt_tokens=40, completion_tokens=3))
+        assert (got.stored, got.prompt_tokens, got.completion_tokens) == (1, 40, 3)
+
+    def test_split_reply_becomes_claims(self) -> None:
+        """A 200 split reply in text form is stored as its claims, in order, with the raw reply."""
+        puts, _ = parse_outcomes([parse_openai_line(_ok("k2", "- A is B.\n- C is D."))], {"k2": "split"}, META)
+        assert puts[0].value == [Claim(text="A is B.", index=0), Claim(text="C is D.", index=1)]
+
+    def test_failures_are_counted_by_class_and_never_stored(self) -> None:
+        """Off-format reply, HTTP 500 line and expired line: 0 entries, one count each, tokens still counted."""
+        lines = [_ok("k1", "I would rather chat about the weather."),
+                 {"custom_id": "k2", "response": {"status_code": 500, "body": {"error": {"type": "server_error"}}},
+                  "error": None},
+                 {"custom_id": "k3", "response": None, "error": {"code": "batch_expired", "message": "expired"}}]
+        puts, got = parse_outcomes(map(parse_openai_line, lines), dict.fromkeys(("k1", "k2", "k3"), "check"), META)
+        assert puts == []
+        assert dict(got.errors) == {"OutputParseError": 1, "http_500:server_error": 1}
+        assert (got.unfinished, got.prompt_tokens) == (1, 40)
+        assert got.classes == {"k1": "OutputParseError", "k2": "http_500:server_error", "k3": "expired"}
