@@ -22,7 +22,7 @@ from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
 from dahl.cli_recall import recall_options, recall_settings
-from dahl.cli_progress import ProgressMode, run_with_progress
+from dahl.cli_progress import ProgressMode, run_with_progress, usd
 from dahl.cli_summary import partial_message, print_summary, result_table
 from dahl.cli_types import FINITE
 from dahl.config import endpoint_configs, load_fields
@@ -330,15 +330,23 @@ def _finish(report: ScoreReport) -> None:
 
 
 def _print_dry_run(report: DryRunReport) -> None:
-    kind = "" if report.claims_exact else " (estimated from the rule Splitter on a sample)"
+    estimated = "" if report.claims_exact else " (some estimated with the rule Splitter: their split is not cached)"
     out.print(f"answers: {report.answers:,}")
-    out.print(f"claims: {report.claims:,}{kind}")
+    out.print(f"claims: {report.claims:,}{estimated}")
     if not report.stages:
         out.print("no API calls: the Splitter and Checker run offline")
         return
+    out.print(f"cache: {report.cache}")
     for st in report.stages:
-        out.print(f"{st.stage}: {st.calls:,} requests to {st.endpoint}, ~{st.tokens_per_call:,.0f} tokens each "
-                  f"(prompt estimate + max_tokens), ~{st.tokens:,} tokens in all")
+        known = f", {st.estimated_calls:,} of them for estimated claims" if st.estimated_calls else ""
+        out.print(f"{st.stage}: {st.calls:,} requests to {st.endpoint} ({st.cached:,} answered by the cache{known})")
+        out.print(f"  tokens ~{st.tokens:,} ({st.prompt_tokens:,} prompt + ~{st.completion_per_call:,.0f} completion "
+                  f"per call, {st.completion_from}), at most {st.tokens_upper:,} with max_tokens {st.max_tokens:,}; "
+                  f"money ~{usd(st.usd)}, at most {usd(st.usd_upper)}")
+    unpriced = sorted({st.model for st in report.stages if st.price is None and st.calls})
+    note = f"; no price for {', '.join(unpriced)} (give one with --price MODEL=IN,OUT)" if unpriced else ""
+    out.print(f"calls: {report.calls:,}; money: ~{usd(report.usd)} estimated, at most {usd(report.usd_upper)} "
+              f"(prices of {report.price_table_date}{note})")
     if report.time_bound_s is None:
         out.print("time bound: none from limits (set --rpm/--tpm); the run is bound by latency and --max-in-flight")
     else:

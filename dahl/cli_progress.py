@@ -217,9 +217,11 @@ class Snapshot:
 
 
 def usd(amount: float | None) -> str:
-    """Money as shown to the user: ``$0.0123`` (4 decimals under $1, else 2), ``$?`` when unknown."""
+    """Money as shown to the user: ``$0.0123`` (4 decimals under $1, else 2), ``$0``, ``$?`` when unknown."""
     if amount is None:
         return "$?"
+    if amount == 0:
+        return "$0"
     return f"${amount:,.4f}" if amount < 1 else f"${amount:,.2f}"
 
 

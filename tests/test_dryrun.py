@@ -35,7 +35,7 @@ class TestDryRun:
         assert (report.answers, report.claims, report.claims_exact) == (2, 3, True)
         (stage,) = report.stages
         assert (stage.stage, stage.calls) == ("check", 3)
-        assert stage.tokens == pytest.approx(expected_tokens, abs=1)
+        assert stage.tokens_upper == pytest.approx(expected_tokens, abs=1)
         assert report.time_bound_s == pytest.approx(90.0)
         assert not (tmp_path / "o").exists()
 
