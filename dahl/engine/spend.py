@@ -8,8 +8,9 @@ The cap: before a call is sent, its upper-bound price (prompt estimate at the in
 price + ``max_tokens`` at the output price, :func:`dahl.pricing.upper_bound_usd`) is
 reserved. A call that does not fit beside the money spent and the calls in flight
 waits for them to settle (they usually cost less than their bound); one that does
-not fit with nothing in flight raises :class:`~dahl.errors.CostCapReached`, which
-stops the run as an exhausted quota does (finished work kept, resumable). So the
+not fit with nothing in flight raises :class:`~dahl.errors.CostCapReached`, and so
+does every call after it (a smaller one that would still fit included): the run
+stops as for an exhausted quota (finished work kept, resumable). So the
 money spent never passes the cap (while replies cost no more than their bound), and
 a stop comes less than one request's upper-bound price below it.
 """
@@ -106,6 +107,7 @@ class Spend:
         self._reserved = 0.0
         self._in_flight = 0
         self._settled = asyncio.Event()  # set (and replaced) whenever a call settles
+        self._stop: tuple[float, float] | None = None  # (spent, refused bound) of the first refusal
 
     def lane(self, inner: InnerLane, stage: str, model: str, max_tokens: int) -> MeteredLane:
         """Wrap ``inner`` (a lane) so that the ``stage`` calls through it are metered and capped.
@@ -150,12 +152,16 @@ class Spend:
         """Reserve ``upper_usd`` for a call about to be sent (see the module docstring).
 
         Raises:
-            CostCapReached: the call does not fit under the cap with nothing else in flight.
+            CostCapReached: the call does not fit under the cap with nothing else in flight,
+                or an earlier call was refused (every later one is: the run stops).
         """
         cap = self.max_cost_usd
-        while cap is not None and self._charged + self._reserved + upper_usd > cap:
+        while cap is not None and (self._stop is not None or self._charged + self._reserved + upper_usd > cap):
+            if self._stop is not None:  # the run is stopping: no call leaves after the first refusal
+                raise CostCapReached(cap_usd=cap, spent_usd=self._stop[0], next_usd=self._stop[1])
             if self._in_flight == 0:
-                raise CostCapReached(cap_usd=cap, spent_usd=self._charged, next_usd=upper_usd)
+                self._stop = (self._charged, upper_usd)
+                continue
             await self._settled.wait()
         self._reserved += upper_usd
         self._in_flight += 1

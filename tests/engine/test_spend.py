@@ -168,3 +168,20 @@ class TestCap:
 
         run_in_virtual_time(main)
         assert (spend.stages["check"].calls, spend.stages["check"].calls_without_usage) == (1, 1)
+
+    def test_after_a_refusal_every_call_is_refused(self) -> None:
+        """Once a call is refused the run is stopping: a smaller call that would fit is refused too."""
+        spend = Spend(PRICES, max_cost_usd=0.002)
+
+        async def main() -> list[str]:
+            lane = spend.lane(real_lane(), "check", "m", 100)
+            await lane.call(replying(200, 100), estimated_tokens=600)  # $0.0012 spent
+            refused = []
+            for tokens in (600, 1):  # bound $0.0015 does not fit; then $0.00001 would
+                with pytest.raises(CostCapReached) as info:
+                    await lane.call(replying(1, 0), estimated_tokens=tokens)
+                refused.append(f"{info.value.spent_usd:.4f}+{info.value.next_usd:.4f}")
+            return refused
+
+        assert run_in_virtual_time(main) == ["0.0012+0.0015", "0.0012+0.0015"]
+        assert spend.stages["check"].calls == 1
