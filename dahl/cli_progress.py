@@ -217,12 +217,13 @@ class Snapshot:
 
 
 def usd(amount: float | None) -> str:
-    """Money as shown to the user: ``$0.0123`` (4 decimals under $1, else 2), ``$0``, ``$?`` when unknown."""
+    """Money as shown to the user: ``$12.34``, ``$0.1234`` under $1, ``$0.001234`` under a cent,
+    ``$0``, and ``$?`` when unknown."""
     if amount is None:
         return "$?"
     if amount == 0:
         return "$0"
-    return f"${amount:,.4f}" if amount < 1 else f"${amount:,.2f}"
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}" if amount >= 0.01 else f"${amount:.6f}"
 
 
 def _clock(seconds: float) -> str:

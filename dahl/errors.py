@@ -150,8 +150,8 @@ class CostCapReached(QuotaExhausted):
         self.spent_usd = spent_usd
         self.next_usd = next_usd
         super().__init__(
-            f"--max-cost ${cap_usd:.4f} reached: this run spent ${spent_usd:.4f}, and its next request "
-            f"could cost up to ${next_usd:.4f}"
+            f"--max-cost ${cap_usd:g} reached: this run spent ${spent_usd:.6f}, and its next request "
+            f"could cost up to ${next_usd:.6f}"
         )
 
 

@@ -67,8 +67,8 @@ class TestMoneyInSummary:
             assert lane["price"]["source"] == "https://openai.com/api/pricing/"
         assert cost["usd"] == pytest.approx(money(stats["tokens"]), rel=1e-12)
         assert (cost["price_table_date"], cost["max_cost_usd"], cost["batch"]) == ("2025-05-01", None, False)
-        assert f"money: ${cost['usd']:,.4f} (split ${split['usd']:,.4f}, check ${check['usd']:,.4f}; prices of " \
-               "2025-05-01)" in text
+        assert f"money: ${cost['usd']:.6f} (split ${split['usd']:.6f}, check ${check['usd']:.6f}; prices of " \
+               "2025-05-01)" in text  # amounts under a cent: 6 decimals
 
     def test_price_option_prices_an_unlisted_model(self, tmp_path: Path, mocks: Any) -> None:
         """--price mock=2,8: the money is the mock's tokens x $2 / $8 per M; without it, null."""
@@ -135,8 +135,8 @@ class TestMaxCost:
         write_answers(tmp_path / "a.jsonl", 30)
         code, text = run(str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "out"), *http(url), "--max-cost", "0.002")
         assert code == ExitStatus.QUOTA, text
-        assert re.search(r"stopped: --max-cost \$0\.0020 reached: this run spent \$0\.00\d\d, and its next request "
-                         r"could cost up to \$0\.\d{4}\. Finished answers are in .*; re-run the same command to "
+        assert re.search(r"stopped: --max-cost \$0\.002 reached: this run spent \$0\.00\d{4}, and its next request "
+                         r"could cost up to \$0\.\d{6}\. Finished answers are in .*; re-run the same command to "
                          r"continue\.", text.replace("\n", ""))
         assert "Traceback" not in text
 
@@ -168,8 +168,37 @@ class TestDryRun:
         prompt = int(re.search(r"tokens ~[\d,]+ \(([\d,]+) prompt", text).group(1).replace(",", ""))  # type: ignore[union-attr]
         estimate = (prompt * IN + 25 * 40 * OUT) / 1e6  # 40 = the default completion of a check
         upper = (prompt * IN + 25 * 128 * OUT) / 1e6
-        assert f"calls: 25; money: ~${estimate:,.4f} estimated, at most ${upper:,.4f}" in text
+        assert f"calls: 25; money: ~${estimate:.6f} estimated, at most ${upper:.6f}" in text
         code, text = run(str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "out"), *http(url, splitter="rules"))
         assert code == 0, text
         stats = mocks.stats(url)
         assert (stats["requests"], stats["check"], stats["tokens"]["prompt"]) == (25, 25, prompt)
+
+
+class TestGenerateMaxCost:
+    def test_generate_stops_at_the_cap_and_resumes(self, tmp_path: Path, mocks: Any) -> None:
+        """dahl generate --max-cost $0.0002, one request at a time: each answer is bounded by ~$0.000156
+        (256 max_tokens x $0.60 per M) and costs ~$0.000028, so the third does not fit: exit 3 after two
+        answers; a re-run with a higher cap sends only the third."""
+        url = mocks.start()
+        questions = tmp_path / "q.csv"
+        questions.write_text("question,category\nWhat causes iron deficiency anaemia?,h\n"
+                             "How is asthma treated in children?,p\n"
+                             "What is the first-line treatment of type 2 diabetes?,m\n")
+        out = tmp_path / "gen.jsonl"
+
+        def generate(cap: str) -> tuple[int, str]:
+            result = CliRunner().invoke(main, ["generate", str(questions), "--base-url", url, "-o", str(out),
+                                               "--api-key-env", "", "--no-progress", "--model", "gpt-4o-mini",
+                                               "--max-in-flight", "1", "--max-cost", cap])
+            return result.exit_code, result.output
+
+        code, text = generate("0.0002")
+        assert code == ExitStatus.QUOTA, text
+        assert "stopped: --max-cost $0.0002 reached" in text
+        assert len(out.read_text().splitlines()) == mocks.stats(url)["requests"] == 2
+        code, text = generate("1")
+        assert code == 0, text
+        assert mocks.stats(url)["requests"] == 3 and len(out.read_text().splitlines()) == 3
+        assert "1 answer written of 3 (2 resumed) to" in text
+        assert re.search(r"^money: \$0\.0000\d\d \(prices of 2025-05-01\)$", text, re.M)
