@@ -202,3 +202,33 @@ class TestGenerateMaxCost:
         assert mocks.stats(url)["requests"] == 3 and len(out.read_text().splitlines()) == 3
         assert "1 answer written of 3 (2 resumed) to" in text
         assert re.search(r"^money: \$0\.0000\d\d \(prices of 2025-05-01\)$", text, re.M)
+
+
+class TestRefsBuildCost:
+    def test_money_line_and_a_zero_cap(self, tmp_path: Path, mocks: Any) -> None:
+        """dahl refs build --max-cost 0: exit 3 before any request; with a cap it fits, it builds and prints
+        the money of the mock's tokens at --price mock=1,2 ($1 / $2 per M)."""
+        url = mocks.start()
+        corpus, questions = tmp_path / "corpus.jsonl", tmp_path / "questions.jsonl"
+        corpus.write_text(json.dumps({"id": "curie", "title": "Marie Curie", "text": "Marie Curie was a physicist. "
+                                      "She won the Nobel Prize in Physics in 1903."}) + "\n")
+        questions.write_text(json.dumps({"question_id": "q1", "question": "Who was Marie Curie?"}) + "\n")
+
+        def build(cap: str) -> tuple[int, str]:
+            result = CliRunner().invoke(main, [
+                "refs", "build", str(questions), "-o", str(tmp_path / "refs.jsonl"), "--evidence", str(corpus),
+                "--docs-per-question", "1", "--extractor", "openai", "--rater", "openai", "--base-url", url,
+                "--model", "mock", "--api-key-env", "", "--no-progress", "--price", "mock=1,2", "--max-cost", cap])
+            return result.exit_code, result.output
+
+        code, text = build("0")
+        assert code == ExitStatus.QUOTA, text
+        assert "stopped: --max-cost $0 reached: this run spent $0.000000" in text
+        assert mocks.stats(url)["requests"] == 0
+        code, text = build("1")
+        assert code == 0, text
+        stats = mocks.stats(url)
+        assert stats["requests"] == 2  # one extraction, one rating
+        expected = money(stats["tokens"], 1.0, 2.0)
+        assert re.search(rf"^money: \${expected:.6f} \(extract \$0\.\d{{6}}, rate \$0\.\d{{6}}; prices of 2025-05-01\)$",
+                         text, re.M), text
