@@ -6,11 +6,16 @@ looks it up, read-only (nothing is created, locked or written):
 
 - split: the split key of every answer (``openai`` Splitter). A cached split gives
   the answer's claims; a miss is one split call, and its claims are *estimated*
-  with the rule Splitter (their check keys cannot be known before the split).
+  with the rule Splitter (their check keys cannot be known before the split): the
+  first :data:`SAMPLE` such answers are rule-split, the rest scaled from them.
 - check: the check keys of the claims known (given, rule-split, or from a cached
   split); each key not found, counted once (identical claims share one call), is
   a call. Claims of answers whose split is not cached are counted as calls.
 - cover (recall): one call per 30 facts of F* per answer, the cache not consulted.
+
+With no cache (``--no-cache``, or none yet) every call is a miss, and only the
+first :data:`SAMPLE` answers are preprocessed and split; the rest are scaled from
+them (as fast as reading the input).
 
 Prompt tokens come from the exact request bodies (characters / 4, the lane's
 estimate). Completion tokens are estimated as the mean seen in the cache's hits for
@@ -41,128 +46,24 @@ from dahl.cache.database import DB_NAME
 from dahl.cache.reader import BatchReader, CachedEntry
 from dahl.cache.store import default_cache_dir
 from dahl.config import EndpointConfig
+from dahl.dryrun_report import DryRunReport, StageEstimate
 from dahl.errors import DahlError, InputError
 from dahl.formats import read_answers
 from dahl.preprocess import preprocess
-from dahl.pricing import PER_TOKENS, Price, PriceTable
+from dahl.pricing import PriceTable
 from dahl.records import Answer, Claim, Verdict, content_id
 from dahl.run import ScoreConfig
 
-__all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "DryRunReport", "StageEstimate", "dry_run", "dry_run_async"]
+__all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "SAMPLE", "DryRunReport", "StageEstimate", "dry_run", "dry_run_async"]
 
 #: Answers read and prepared per worker-thread call.
 CHUNK = 256
+#: Answers rule-split to estimate the claims of splits not cached (the rest is scaled).
+SAMPLE = 200
 #: Completion tokens per call when the cache holds no reply of the stage: a split lists
 #: ~20 claims of ~15 tokens; a check is a label and a one-sentence reason; a cover
 #: labels up to 30 facts.
 DEFAULT_COMPLETION_TOKENS = {"split": 300, "check": 40, "cover": 200}
-
-
-@dataclass(frozen=True)
-class StageEstimate:
-    """Expected HTTP work and money of one stage.
-
-    Attributes:
-        stage: ``"split"``, ``"check"`` or ``"cover"``.
-        endpoint: ``base_url model`` of the stage.
-        model: the model called.
-        calls: requests the cache cannot answer (first attempts; retries come on top).
-        cached: requests the cache answers (not sent).
-        estimated_calls: of ``calls``, those for claims estimated by the rule Splitter
-            (their answers' split is not cached); 0 when every claim is known.
-        prompt_tokens: prompt tokens of the ``calls``, from the request bodies (chars / 4).
-        completion_per_call: completion tokens expected per call.
-        completion_from: where ``completion_per_call`` comes from: ``"mean of N cached
-            replies"`` or ``"default: no cached reply"`` (:data:`DEFAULT_COMPLETION_TOKENS`).
-        max_tokens: completion cap per call, tokens.
-        price: the model's price, None when unknown.
-    """
-
-    stage: str
-    endpoint: str
-    model: str
-    calls: int
-    cached: int
-    estimated_calls: int
-    prompt_tokens: int
-    completion_per_call: float
-    completion_from: str
-    max_tokens: int
-    price: Price | None
-
-    @property
-    def tokens(self) -> int:
-        """Estimated tokens of the calls: prompts + expected completions."""
-        return self.prompt_tokens + math.ceil(self.completion_per_call * self.calls)
-
-    @property
-    def tokens_upper(self) -> int:
-        """Upper bound: prompts + ``max_tokens`` per call (what the lane reserves)."""
-        return self.prompt_tokens + self.max_tokens * self.calls
-
-    @property
-    def tokens_per_call(self) -> float:
-        """Mean upper-bound tokens per call (prompt estimate + max_tokens)."""
-        return self.tokens_upper / self.calls if self.calls else 0.0
-
-    @property
-    def usd(self) -> float | None:
-        """Estimated money of the calls, USD; None when the price is unknown."""
-        return self._usd(self.completion_per_call * self.calls)
-
-    @property
-    def usd_upper(self) -> float | None:
-        """Upper bound of the money, USD (completions at ``max_tokens``); None when the price is unknown."""
-        return self._usd(float(self.max_tokens * self.calls))
-
-    def _usd(self, completion: float) -> float | None:
-        p = self.price
-        return None if p is None else (self.prompt_tokens * p.input_usd + completion * p.output_usd) / PER_TOKENS
-
-
-@dataclass(frozen=True)
-class DryRunReport:
-    """What a run would do.
-
-    Attributes:
-        answers: answers in the input (bad records excluded).
-        claims: claims to check (known, plus estimated for answers whose split is a miss).
-        claims_exact: True when every claim is known (given, rule-split or cached splits).
-        stages: per-stage HTTP estimates (empty for offline adapters).
-        time_bound_s: lower bound on wall time from RPM/TPM limits, seconds; None
-            when no stage has a limit.
-        bound_by: what sets the bound, e.g. ``"check: 600 requests/min"``.
-        cache: ``"on"``, ``"off"`` (``--no-cache``) or why it was not consulted.
-        price_table_date: date of the shipped price table.
-    """
-
-    answers: int
-    claims: int
-    claims_exact: bool
-    stages: tuple[StageEstimate, ...]
-    time_bound_s: float | None
-    bound_by: str | None
-    cache: str = "off"
-    price_table_date: str = ""
-
-    @property
-    def calls(self) -> int:
-        """Requests of every stage the cache cannot answer."""
-        return sum(s.calls for s in self.stages)
-
-    @property
-    def usd(self) -> float | None:
-        """Estimated money of the run, USD; None when a stage that calls has no price."""
-        return _total([s.usd for s in self.stages if s.calls])
-
-    @property
-    def usd_upper(self) -> float | None:
-        """Upper bound of the money, USD; None when a stage that calls has no price."""
-        return _total([s.usd_upper for s in self.stages if s.calls])
-
-
-def _total(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
 @dataclass
@@ -197,6 +98,10 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
     answers = claims = estimated_claims = 0
     missing_checks: set[str] = set()  # keys of checks counted as calls (identical claims share one)
     missing_splits: set[str] = set()
+    sample = _Tally()  # split misses rule-split for the estimate: answers, claims, their check prompt tokens
+    unsampled = 0  # split misses past the sample
+    rules_sample = _Tally()  # rule-split answers prepared (cached = answers): claims, check calls, prompt tokens
+    unsampled_rules = 0  # rule-split answers past the sample (no cache: counted, not split)
     cache = "off"
     async with AsyncExitStack() as stack:
         splitter, checker, options, _ = await open_adapters(settings, stack)  # builds, sends nothing
@@ -207,7 +112,9 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                 stack.callback(reader.close)
         split_version = str(getattr(splitter, "parser_version", "1"))
         check_version = str(getattr(checker, "parser_version", "1"))
-        chunks = _chunks(config, settings, options.preprocess, options.max_response_chars)
+        # Without a cache every call is a miss: past the sample, answers are counted, not prepared.
+        chunks = _chunks(config, settings, options.preprocess, options.max_response_chars, exact=reader is not None)
+        rules = settings.splitter == "rules"
         while chunk := await anyio.to_thread.run_sync(next, chunks, None):
             answers += chunk.read
             known: list[tuple[Answer, list[Claim]]] = []
@@ -224,24 +131,54 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                         split.seen_completions.append(_split_completion(parts))
                         known.append((answer, parts))
                         continue
-                    estimated_claims += len(rule_claims)
                     if key in missing_splits:  # an identical answer: one split, its checks shared
                         split.cached += 1
+                        estimated_claims += len(rule_claims) if rule_claims is not None else 0
                         continue
                     missing_splits.add(key)
                     split.calls += 1
                     body = split_request_body(split_cfg, answer.question, answer.response)
                     split.prompt_tokens += estimate_tokens(body) - max_tokens(split_cfg, "split")
+                    if rule_claims is None:  # past the sample: scaled from it below
+                        unsampled += 1
+                        continue
+                    estimated_claims += len(rule_claims)
+                    sample.calls += 1
+                    sample.estimated += len(rule_claims)
                     if check_cfg is not None:
+                        before = check.prompt_tokens
                         _count_unknown(check, check_cfg, answer, rule_claims)
+                        sample.prompt_tokens += check.prompt_tokens - before
             else:
-                for answer, _ in chunk.answers:
+                for answer, prepared in chunk.answers:
+                    if prepared is None and rules:  # past the sample: scaled from it below
+                        unsampled_rules += 1
+                        continue
                     known.append((answer, list(await splitter.split(answer))))
             for answer, parts in known:
                 claims += len(parts)
+                calls_before, prompt_before = check.calls, check.prompt_tokens
                 if check_cfg is not None and parts:
                     await _count_checks(check, check_cfg, checker, reader, check_version, answer, parts,
                                         missing_checks)
+                if rules:
+                    rules_sample.cached += 1  # answers
+                    rules_sample.estimated += len(parts)
+                    rules_sample.calls += check.calls - calls_before
+                    rules_sample.prompt_tokens += check.prompt_tokens - prompt_before
+    if unsampled and sample.calls:  # misses past the sample: its claims per answer and tokens per claim
+        extra = round(unsampled * sample.estimated / sample.calls)
+        estimated_claims += extra
+        if check_cfg is not None:
+            check.calls += extra
+            check.estimated += extra
+            check.prompt_tokens += round(extra * sample.prompt_tokens / max(sample.estimated, 1))
+    if unsampled_rules and rules_sample.cached:  # rule-split answers past the sample, scaled per answer
+        per = unsampled_rules / rules_sample.cached
+        estimated_claims += round(per * rules_sample.estimated)
+        check.calls += round(per * rules_sample.calls)
+        check.estimated += round(per * rules_sample.calls)
+        check.prompt_tokens += round(per * rules_sample.prompt_tokens)
     stages: list[tuple[StageEstimate, EndpointConfig]] = []
     if split_cfg is not None:
         stages.append((_estimate("split", split_cfg, split, max_tokens_of(split_cfg, "split")), split_cfg))
@@ -369,29 +306,35 @@ class _Chunk:
     """Answers read in one thread call: how many, and those that need a split (with rule claims)."""
 
     read: int
-    answers: list[tuple[Answer, list[Claim]]]
+    answers: list[tuple[Answer, list[Claim] | None]]
 
 
-def _chunks(config: ScoreConfig, settings: AdapterSettings, clean: bool, limit: int) -> Iterator[_Chunk]:
+def _chunks(config: ScoreConfig, settings: AdapterSettings, clean: bool, limit: int, *,
+            exact: bool) -> Iterator[_Chunk]:
     """Chunks of prepared answers (blocking: run each ``next`` in a worker thread).
 
     An answer over ``limit`` characters, or abstained, needs no call and is left out
-    (counted in ``read``). With the ``openai`` Splitter each answer comes with its
-    rule-split claims, the estimate used when its split is not cached.
+    (counted in ``read``). Each answer comes with what the estimate needs: with the
+    ``openai`` Splitter its rule-split claims (the estimate when its split is not
+    cached), for the first :data:`SAMPLE` answers; otherwise ``[]``. Past the sample
+    the claims are None; without ``exact`` (no cache to look keys up in) those answers
+    are neither preprocessed nor split: the run's figures are scaled from the sample.
     """
     from dahl.adapters.rules import split_claims
 
-    rules = settings.splitter == "openai"
+    llm_split = settings.splitter == "openai"
+    sampled = 0
     stream = (a for path in config.inputs
               for a in read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
                                     on_error=_skip, needs=settings.input_needs))
     while batch := list(islice(stream, CHUNK)):
-        kept: list[tuple[Answer, list[Claim]]] = []
+        kept: list[tuple[Answer, list[Claim] | None]] = []
         for answer in batch:
             if len(answer.response) > limit:
                 continue
+            in_sample = sampled < SAMPLE
             abstained = answer.abstained
-            if clean and not abstained:  # as the split stage prepares it (dahl.engine.scoring)
+            if clean and not abstained and (exact or in_sample):  # as the split stage prepares it
                 reason = answer.meta.get("finish_reason")
                 pre = preprocess(answer.question, answer.response,
                                  finish_reason=reason if isinstance(reason, str) else None)
@@ -400,7 +343,11 @@ def _chunks(config: ScoreConfig, settings: AdapterSettings, clean: bool, limit: 
                     answer = msgspec.structs.replace(answer, response=pre.text)
             if abstained:
                 continue
-            parts = [Claim(text=t, index=i) for i, (t, _, _) in enumerate(split_claims(answer.response))] if rules else []
+            sampled += 1
+            parts: list[Claim] | None = None
+            if in_sample:
+                parts = [Claim(text=t, index=i) for i, (t, _, _) in enumerate(split_claims(answer.response))] \
+                    if llm_split else []
             kept.append((answer, parts))
         yield _Chunk(len(batch), kept)
 
