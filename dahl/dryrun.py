@@ -109,7 +109,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
         if config.use_cache and (split_cfg is not None or check_cfg is not None):
             reader, cache = await anyio.to_thread.run_sync(_open_reader, config.cache_dir)
             if reader is not None:
-                stack.callback(reader.close)
+                stack.push_async_callback(anyio.to_thread.run_sync, reader.close)  # joins its thread
         split_version = str(getattr(splitter, "parser_version", "1"))
         check_version = str(getattr(checker, "parser_version", "1"))
         # Without a cache every call is a miss: past the sample, answers are counted, not prepared.
