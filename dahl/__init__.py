@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         AdapterError,
         CacheError,
         ConfigError,
+        CostCapReached,
         DahlError,
         FatalAPIError,
         InputError,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     )
     from dahl.exit_status import ExitStatus
     from dahl.formats.inline import Records
+    from dahl.pricing import Price, PriceTable
     from dahl.records import (
         Answer,
         AnswerMetrics,
@@ -67,12 +69,13 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "dahl.engine.counters": ("RunCounters",),
     "dahl.engine.pipeline": ("PipelineOptions",),
     "dahl.errors": (
-        "AdapterError", "CacheError", "ConfigError", "DahlError", "FatalAPIError", "InputError",
+        "AdapterError", "CacheError", "ConfigError", "CostCapReached", "DahlError", "FatalAPIError", "InputError",
         "OutputParseError", "OutputWriteError", "PermanentAPIError", "QuotaExhausted", "RateLimited",
         "TransientAPIError",
     ),
     "dahl.exit_status": ("ExitStatus",),
     "dahl.formats.inline": ("Records",),
+    "dahl.pricing": ("Price", "PriceTable"),
     "dahl.records": (
         "Answer", "AnswerMetrics", "AnswerResult", "Claim", "ClaimResult", "Evidence", "GivenClaim", "Label",
         "Status", "Usage", "Verdict",
@@ -91,6 +94,7 @@ __all__ = [
     "Claim",
     "ClaimResult",
     "ConfigError",
+    "CostCapReached",
     "DahlError",
     "EndpointConfig",
     "Evidence",
@@ -103,6 +107,8 @@ __all__ = [
     "OutputWriteError",
     "PermanentAPIError",
     "PipelineOptions",
+    "Price",
+    "PriceTable",
     "QuotaExhausted",
     "RateLimited",
     "RecallSettings",

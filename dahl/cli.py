@@ -22,17 +22,18 @@ from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
 from dahl.cli_recall import recall_options, recall_settings
-from dahl.cli_progress import ProgressMode, run_with_progress
+from dahl.cli_progress import ProgressMode, run_with_progress, usd
 from dahl.cli_summary import partial_message, print_summary, result_table
 from dahl.cli_types import FINITE
 from dahl.config import endpoint_configs, load_fields
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
-from dahl.errors import DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.errors import CostCapReached, DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
 from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, describe_input
 from dahl.formats.fields import parse_field_options
+from dahl.pricing import Price, load_price_overrides, parse_price_option
 from dahl.run import ScoreConfig, ScoreReport
 
 # Piped output gets a wide fixed width so tables are not cut to 80 columns.
@@ -162,7 +163,13 @@ def main(verbose: int) -> None:
 @click.option("--no-progress", is_flag=True, help="Do not show progress.")
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between two progress lines when stderr is not a terminal.")
-@click.option("--dry-run", is_flag=True, help="Print the expected calls, tokens and time bound; call nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the calls the cache cannot answer, their tokens, money and time bound; call nothing.")
+@click.option("--max-cost", "max_cost_usd", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Stop cleanly (exit 3, resumable) before this run's calls could cost more than USD.")
+@click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
+              help="Price of MODEL in USD per million input and output tokens (repeatable); "
+                   "over the shipped table and [prices] in --config.")
 @recall_options
 def score(
     inputs: tuple[Path, ...],
@@ -192,6 +199,8 @@ def score(
     temperature: float | None,
     max_tokens: int | None,
     timeout_s: float | None,
+    max_cost_usd: float | None,
+    price_options: tuple[str, ...],
     **recall_values: object,  # the options of dahl.cli_recall.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
@@ -230,6 +239,8 @@ def score(
             recall=recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
                                    config_file=config_file,
                                    overrides={k: v for k, v in overrides.items() if v is not None}),
+            prices=price_overrides(config_file, price_options),
+            max_cost_usd=max_cost_usd,
         )
         if dry_run:
             _print_dry_run(estimate(config))
@@ -266,15 +277,31 @@ def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
     exit_stopped(exc, f"Finished answers are in {out_dir}; re-run the same command to continue.", nothing)
 
 
+def price_overrides(config_file: Path | None, options: tuple[str, ...]) -> dict[str, Price]:
+    """Prices of ``[prices."MODEL"]`` in ``config_file``, then of ``--price`` options (which win).
+
+    Raises:
+        ConfigError: a malformed table or option.
+    """
+    prices = load_price_overrides(config_file) if config_file is not None else {}
+    for text in options:
+        price = parse_price_option(text)
+        prices[price.model] = price
+    return prices
+
+
 def exit_stopped(exc: BaseException, again: str, interrupted: str | None = None) -> NoReturn:
     """Print why a command stopped early in one line and exit with its :class:`ExitStatus`.
 
     Args:
-        exc: what stopped it: QuotaExhausted (3), FatalAPIError (4), OutputWriteError (8),
+        exc: what stopped it: QuotaExhausted or CostCapReached (3), FatalAPIError (4), OutputWriteError (8),
             KeyboardInterrupt (130), any other DahlError (2).
         again: the sentence telling how to continue (where finished work is).
         interrupted: the line for an interrupt instead of ``interrupted. {again}``.
     """
+    if isinstance(exc, CostCapReached):
+        console.print(f"[red]stopped:[/] {escape(str(exc))}. {again}")
+        sys.exit(ExitStatus.QUOTA)
     if isinstance(exc, QuotaExhausted):
         console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
         sys.exit(ExitStatus.QUOTA)
@@ -303,15 +330,23 @@ def _finish(report: ScoreReport) -> None:
 
 
 def _print_dry_run(report: DryRunReport) -> None:
-    kind = "" if report.claims_exact else " (estimated from the rule Splitter on a sample)"
+    estimated = "" if report.claims_exact else " (some estimated with the rule Splitter: their split is not cached)"
     out.print(f"answers: {report.answers:,}")
-    out.print(f"claims: {report.claims:,}{kind}")
+    out.print(f"claims: {report.claims:,}{estimated}")
     if not report.stages:
         out.print("no API calls: the Splitter and Checker run offline")
         return
+    out.print(f"cache: {report.cache}")
     for st in report.stages:
-        out.print(f"{st.stage}: {st.calls:,} requests to {st.endpoint}, ~{st.tokens_per_call:,.0f} tokens each "
-                  f"(prompt estimate + max_tokens), ~{st.tokens:,} tokens in all")
+        known = f", {st.estimated_calls:,} of them for estimated claims" if st.estimated_calls else ""
+        out.print(f"{st.stage}: {st.calls:,} requests to {st.endpoint} ({st.cached:,} answered by the cache{known})")
+        out.print(f"  tokens ~{st.tokens:,} ({st.prompt_tokens:,} prompt + ~{st.completion_per_call:,.0f} completion "
+                  f"per call, {st.completion_from}), at most {st.tokens_upper:,} with max_tokens {st.max_tokens:,}; "
+                  f"money ~{usd(st.usd)}, at most {usd(st.usd_upper)}")
+    unpriced = sorted({st.model for st in report.stages if st.price is None and st.calls})
+    note = f"; no price for {', '.join(unpriced)} (give one with --price MODEL=IN,OUT)" if unpriced else ""
+    out.print(f"calls: {report.calls:,}; money: ~{usd(report.usd)} estimated, at most {usd(report.usd_upper)} "
+              f"(prices of {report.price_table_date}{note})")
     if report.time_bound_s is None:
         out.print("time bound: none from limits (set --rpm/--tpm); the run is bound by latency and --max-in-flight")
     else:

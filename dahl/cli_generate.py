@@ -11,7 +11,7 @@ import anyio
 import click
 from rich.markup import escape
 
-from dahl.cli_progress import count, duration, run_ticking
+from dahl.cli_progress import count, duration, run_ticking, usd
 from dahl.cli_types import FINITE, cache_and_progress_options
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError
@@ -77,13 +77,17 @@ async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: 
 @click.option("--max-in-flight", type=click.IntRange(min=1), default=None,
               help="Concurrent requests per model (default 64).")
 @click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@click.option("--max-cost", "max_cost_usd", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Stop cleanly (exit 3, resumable) before this run's calls could cost more than USD.")
+@click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
+              help="Price of MODEL in USD per million input and output tokens (repeatable).")
 @cache_and_progress_options
 def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path, mode: str, temperature: float,
              max_tokens: int, top_p: float | None, seed: int | None, stop: tuple[str, ...], samples: int,
              template_file: Path | None,
              api_key_env: str | None, rpm: float | None, tpm: float | None, max_in_flight: int | None,
              timeout_s: float | None, cache_dir: Path | None, no_cache: bool, no_progress: bool,
-             progress_every_s: float) -> None:
+             progress_every_s: float, max_cost_usd: float | None, price_options: tuple[str, ...]) -> None:
     """Answer every question of QUESTIONS with each --model into OUT (dahl JSONL for dahl score).
 
     QUESTIONS: CSV/TSV or JSONL with question (or LongFact's prompt), optional
@@ -91,7 +95,7 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
     sampling settings, sample index, usage and finish_reason ("length": cut at
     --max-tokens, so scoring drops its cut-off last sentence).
     """
-    from dahl.cli import _sigterm_as_ctrl_c, console, exit_stopped, out as stdout
+    from dahl.cli import _sigterm_as_ctrl_c, console, exit_stopped, out as stdout, price_overrides
     from dahl.generate import answers  # noqa: F401  (aiohttp: imported here, not on the event loop)
 
     try:
@@ -106,6 +110,7 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
             top_p=top_p, stop=tuple(_unescape(s) for s in stop), samples=samples,
             template=load_template(template_file) if template_file is not None else None,
             cache_dir=cache_dir, use_cache=not no_cache,
+            prices=price_overrides(None, price_options), max_cost_usd=max_cost_usd,
         )
         every = None if no_progress else progress_every_s
         counters = GenerateCounters()
@@ -115,6 +120,8 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
         exit_stopped(exc, f"Finished answers are in {out}; re-run the same command to continue.")
     c = report.counters
     stdout.print(escape(f"{_done(c)} to {out}"), highlight=False)
+    if c.spend is not None and any(m.calls for m in c.spend.stages.values()):
+        console.print(f"money: {usd(c.spend.spent_usd())} (prices of {c.spend.table.date})", highlight=False)
     status = report.exit_status
     if status == ExitStatus.NOTHING_SCORED:
         console.print("[red]nothing generated:[/] no answer was written (exit status 5)")

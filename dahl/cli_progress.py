@@ -36,7 +36,9 @@ from dahl.formats import Records, detect_format
 from dahl.formats.lines import is_stream, numbered_lines
 from dahl.run import ScoreConfig, ScoreReport, score_async
 
-__all__ = ["Meter", "ProgressLine", "ProgressMode", "Snapshot", "count", "count_records", "duration", "run_with_progress"]
+__all__ = [
+    "Meter", "ProgressLine", "ProgressMode", "Snapshot", "count", "count_records", "duration", "run_with_progress", "usd",
+]
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +156,8 @@ class Snapshot:
         http: with HTTP lanes, ``(requests per second, 429 replies, retries, tokens)``.
         cover: with a cover stage (recall), ``(answers covering, facts judged)``:
             answers queued for or in the cover stage, and reference facts judged so far.
+        money: with metered HTTP stages, ``(USD spent so far or None when a price is
+            unknown, ((stage, USD or None), ...))`` from the reported usage.
     """
 
     done: int
@@ -166,6 +170,7 @@ class Snapshot:
     elapsed_s: float
     http: tuple[float, int, int, int] | None = None
     cover: tuple[int, int] | None = None
+    money: tuple[float | None, tuple[tuple[str, float | None], ...]] | None = None
 
     @property
     def fraction(self) -> float | None:
@@ -198,12 +203,27 @@ class Snapshot:
             out.append((3, f"{rate_limited:,} × 429"))
             out.append((6, count(retries, "retry", "retries")))
             out.append((6, count(tokens, "token")))
+        if self.money is not None:
+            total, stages = self.money
+            out.append((2, usd(total)))
+            if len(stages) > 1:
+                out.append((7, " ".join(f"{name} {usd(value)}" for name, value in stages)))
         out.append((3, _clock(self.elapsed_s)))
         return out
 
     def plain(self) -> str:
         """The log line: ``progress: 45% · 12,345/27,000 answers · ... · 2 errors · 0:01:23``."""
         return "progress: " + " · ".join(text for _, text in self.fields())
+
+
+def usd(amount: float | None) -> str:
+    """Money as shown to the user: ``$12.34``, ``$0.1234`` under $1, ``$0.001234`` under a cent,
+    ``$0``, and ``$?`` when unknown."""
+    if amount is None:
+        return "$?"
+    if amount == 0:
+        return "$0"
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}" if amount >= 0.01 else f"${amount:.6f}"
 
 
 def _clock(seconds: float) -> str:
@@ -266,7 +286,16 @@ class Meter:
             elapsed_s=elapsed,
             http=http,
             cover=(c.answers_covering, c.facts_judged) if c.covering else None,
+            money=_money(c),
         )
+
+
+def _money(c: RunCounters) -> tuple[float | None, tuple[tuple[str, float | None], ...]] | None:
+    """The run's spend for the display, None when no stage calls a priced HTTP endpoint."""
+    spend = c.spend
+    if spend is None or not spend.stages:
+        return None
+    return spend.spent_usd(), tuple((name, meter.usd) for name, meter in spend.stages.items())
 
 
 class ProgressLine:

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import anyio
 import click
 
-from dahl.cli_progress import count, duration, run_ticking
+from dahl.cli_progress import count, duration, run_ticking, usd
 from dahl.cli_types import FINITE, cache_and_progress_options
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError, OutputWriteError
@@ -124,13 +124,18 @@ def refs() -> None:
 @click.option("--temperature", type=FINITE, default=None, help="Sampling temperature (default 0).")
 @click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens (default 1024).")
 @click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@click.option("--max-cost", "max_cost_usd", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Stop cleanly (exit 3, resumable) before this build's calls could cost more than USD.")
+@click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
+              help="Price of MODEL in USD per million input and output tokens (repeatable).")
 @cache_and_progress_options
 def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path | None, pool_near: float | None,
           fmt: str, evidence: Path | None, docs_per_question: int,
           extractor: str, granularity: str, rater: str, rate_batch: int, alpha: float, beta: float, near: float,
           base_url: str | None, model: str | None, api_key_env: str | None, rpm: float | None, tpm: float | None,
           max_in_flight: int | None, temperature: float | None, max_tokens: int | None, timeout_s: float | None,
-          cache_dir: Path | None, no_cache: bool, no_progress: bool, progress_every_s: float) -> None:
+          cache_dir: Path | None, no_cache: bool, no_progress: bool, progress_every_s: float,
+          max_cost_usd: float | None, price_options: tuple[str, ...]) -> None:
     """Build one reference fact set per question into OUT (refs.jsonl).
 
     From documents (QUESTIONS): per question, documents given in QUESTIONS or retrieved
@@ -142,7 +147,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
 
     Given (--given FILE): a dahl refs.jsonl or FactRBench file, checked and converted.
     """
-    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
+    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout, price_overrides
     from dahl.refs import documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
 
     modes = {"QUESTIONS": questions is not None, "--pool RUN_DIR...": bool(pool), "--given FILE": given is not None}
@@ -172,6 +177,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
             extract_endpoint=endpoint if extractor == "openai" else None,
             rate_endpoint=endpoint if rater == "openai" else None,
             rate_batch=rate_batch, alpha=alpha, beta=beta, near=near, cache_dir=cache_dir, use_cache=not no_cache,
+            prices=price_overrides(None, price_options), max_cost_usd=max_cost_usd,
         )
         every = None if no_progress else progress_every_s
         with _sigterm_as_ctrl_c():  # kill / a job scheduler stops the build as Ctrl-C does
@@ -181,6 +187,9 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
     c = report.counters
     stdout.print(f"{count(c.written, 'reference set')} written to {out} ({c.facts:,} facts)"
                  + (f"; {c.resumed:,} already there" if c.resumed else ""), highlight=False)
+    if c.spend is not None and any(m.calls for m in c.spend.stages.values()):
+        stages = ", ".join(f"{name} {usd(m.usd)}" for name, m in c.spend.stages.items())
+        console.print(f"money: {usd(c.spend.spent_usd())} ({stages}; prices of {c.spend.table.date})", highlight=False)
     status = report.exit_status
     if status == ExitStatus.NOTHING_SCORED:
         console.print("[red]nothing built:[/] no question got a reference set (exit status 5)")

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dahl.cli_progress import count
+from dahl.cli_progress import count, usd
 from dahl.run import ScoreReport
 
 __all__ = ["DROP_ORDER", "RECALL_COLUMNS", "partial_message", "print_summary", "recall_lines", "result_table"]
@@ -198,6 +198,10 @@ def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
         t = report.counters.lane_totals()
         console.print(f"HTTP: {count(t['requests'], 'request')}, {t['rate_limited']:,} answered 429, "
                       f"{count(t['retries'], 'retry', 'retries')}, {count(t['tokens_used'], 'token')}")
+    cost = report.summary.get("cost")
+    if isinstance(cost, dict) and cost.get("lanes"):
+        stages = ", ".join(f"{name} {usd(lane['usd'])}" for name, lane in cost["lanes"].items())
+        console.print(f"money: {usd(cost['usd'])} ({stages}; prices of {cost['price_table_date']})")
     errors = report.counters.error_count()
     if errors:  # the total the progress display showed; rejected records are InputErrors
         by_class = {**run["errors"], **({"InputError": run["input_errors"]} if run["input_errors"] else {})}

@@ -21,7 +21,8 @@ TOML layout (a run may split with one endpoint and check with another)::
 
 A top-level ``fields = {question = "prompt"}`` (before the first table) or a
 ``[fields]`` table maps dahl's input fields to the file's, as ``--field`` does
-(:func:`load_fields`).
+(:func:`load_fields`). ``[prices."MODEL"]`` tables override the shipped price
+table (read by :func:`dahl.pricing.load_price_overrides`).
 """
 
 from __future__ import annotations
@@ -308,8 +309,8 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     path = Path(path)
     data = _read_toml(path)
     for section in data:
-        if section not in ("default", "fields", *_STAGES):
-            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, split, check)")
+        if section not in ("default", "fields", "prices", *_STAGES):  # prices: dahl.pricing reads them
+            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, prices, split, check)")
     default = _check_table(path, "default", data.get("default", {}))
     result: dict[str, EndpointConfig] = {}
     for stage in _STAGES:

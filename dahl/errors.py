@@ -12,6 +12,7 @@ Every error dahl raises on purpose derives from one root, so callers can catch
     │   │   └── ConnectError          refused, unresolvable host: fatal once retries run out
     │   ├── PermanentAPIError         other 4xx, oversized request: never retried
     │   ├── QuotaExhausted            quota or billing exhausted: the run stops cleanly
+    │   │   └── CostCapReached        the next call could pass --max-cost: stops likewise
     │   ├── FatalAPIError             the endpoint cannot work (bad key, unreachable,
     │   │                             every call refused): the run stops cleanly
     │   └── OutputParseError          the model's reply could not be parsed
@@ -29,6 +30,7 @@ __all__ = [
     "CacheError",
     "ConfigError",
     "ConnectError",
+    "CostCapReached",
     "DahlError",
     "FatalAPIError",
     "InputError",
@@ -131,6 +133,26 @@ class PermanentAPIError(AdapterError):
 
 class QuotaExhausted(AdapterError):
     """The account's quota or billing limit is exhausted; the run stops cleanly."""
+
+
+class CostCapReached(QuotaExhausted):
+    """The next call could take the money spent past ``--max-cost``; the run stops cleanly
+    (before sending it) and can be resumed, as for an exhausted quota.
+
+    Args:
+        cap_usd: the cap, USD.
+        spent_usd: money spent by this run's calls so far, USD.
+        next_usd: the most the refused call could have cost, USD.
+    """
+
+    def __init__(self, *, cap_usd: float, spent_usd: float, next_usd: float) -> None:
+        self.cap_usd = cap_usd
+        self.spent_usd = spent_usd
+        self.next_usd = next_usd
+        super().__init__(
+            f"--max-cost ${cap_usd:g} reached: this run spent ${spent_usd:.6f}, and its next request "
+            f"could cost up to ${next_usd:.6f}"
+        )
 
 
 class FatalAPIError(AdapterError):

@@ -6,7 +6,8 @@ code   meaning
 0      finished: every answer read was scored (or resumed, or found whole)
 1      an unexpected internal error (a bug: please report the traceback)
 2      usage or configuration error, or an input that cannot be read at all
-3      stopped: the API quota or billing limit is exhausted (re-run to continue)
+3      stopped: the API quota or billing limit is exhausted, or the next call
+       could pass ``--max-cost`` (re-run to continue)
 4      stopped: a fatal API error (bad key, endpoint unreachable, every call
        refused, breaker tripped); re-run to continue once fixed
 5      nothing scored: no input record could be scored (all skipped, or none)

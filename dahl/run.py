@@ -10,7 +10,7 @@ import gc
 import hashlib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -33,6 +33,7 @@ from dahl.cache.whole_input_child import Start
 from dahl.engine.counters import RunCounters
 from dahl.engine.output import AnswerLog, writing
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
+from dahl.engine.spend import Spend
 from dahl.source import InputErrors, answer_source
 from dahl.errors import ConfigError, OutputWriteError
 from dahl.formats import FORMATS, read_answers
@@ -40,6 +41,7 @@ from dahl.formats.arrow import is_saved_dataset
 from dahl.formats.inline import Input, as_inputs
 from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
 from dahl.locking import FolderLock
+from dahl.pricing import Price, PriceTable
 from dahl.records import AnswerResult, ResultDigest
 from dahl.run_recall import open_recall
 from dahl.run_report import ScoreReport, run_status, single_error
@@ -89,6 +91,12 @@ class ScoreConfig:
         recall: reference facts and recall settings (``--refs``); None = precision only.
             With recall the whole-answer cache and the input process are off: every
             answer is assembled from its cached claims and verdicts and then covered.
+        prices: price overrides by model (``[prices."MODEL"]`` in --config, ``--price``)
+            over the shipped table (:mod:`dahl.pricing`); summary.json's ``cost`` block
+            prices the run's reported tokens with them.
+        max_cost_usd: stop before this run's calls could cost more than this, USD
+            (:class:`~dahl.errors.CostCapReached`, resumable); None = no cap. Needs a
+            known price for every model the run calls.
     """
 
     inputs: tuple[Input, ...]
@@ -106,6 +114,8 @@ class ScoreConfig:
     use_cache: bool = True
     input_process: bool | None = None
     recall: RecallSettings | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", as_inputs(self.inputs))  # frozen: normalised once, here
@@ -123,6 +133,8 @@ class ScoreConfig:
             raise ConfigError(f"gamma must be a finite number >= 0 (0 disables the length penalty), got {self.gamma}")
         if self.k < 1:
             raise ConfigError("--k must be >= 1")
+        if self.max_cost_usd is not None and not (math.isfinite(self.max_cost_usd) and self.max_cost_usd >= 0):
+            raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {self.max_cost_usd}")
 
 
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, recall_fp: str | None = None) -> bytes:
@@ -161,7 +173,8 @@ async def score_async(
         InputError: only from adapters' own inputs (bad corpus line); bad answer
             records are skipped and reported in ``ScoreReport.input_errors``.
         QuotaExhausted: the API quota ran out; finished results are on disk and
-            re-running the same command continues.
+            re-running the same command continues. Its subclass CostCapReached: the
+            next call could pass ``config.max_cost_usd`` (nothing more was sent).
         FatalAPIError: an endpoint cannot work (bad key, unreachable, breaker
             tripped); finished results are on disk, as for QuotaExhausted.
         OutputWriteError: an output file cannot be written (disk full, read-only);
@@ -206,7 +219,10 @@ async def _score_locked(
         if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
             cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
             adapters = replace(adapters, index_dir=cache_root / "corpus-index")
-        inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack)
+        table = await anyio.to_thread.run_sync(PriceTable.shipped)  # reads the package's file once
+        spend = Spend(table.with_overrides(config.prices), max_cost_usd=config.max_cost_usd)
+        counters.spend = spend
+        inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend)
         if len(lanes):
             counters.lane_statistics = lanes.statistics
         cache: CacheStore | None = None
@@ -304,6 +320,7 @@ async def _score_locked(
     summary["question_set"] = questions.as_dict()
     summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
     summary["cache"] = cache_state
+    summary["cost"] = spend.as_dict()
     summary["changes"] = {
         "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,

@@ -35,7 +35,7 @@ class TestDryRun:
         assert (report.answers, report.claims, report.claims_exact) == (2, 3, True)
         (stage,) = report.stages
         assert (stage.stage, stage.calls) == ("check", 3)
-        assert stage.tokens == pytest.approx(expected_tokens, abs=1)
+        assert stage.tokens_upper == pytest.approx(expected_tokens, abs=1)
         assert report.time_bound_s == pytest.approx(90.0)
         assert not (tmp_path / "o").exists()
 
@@ -45,3 +45,26 @@ class TestDryRun:
         report = dry_run(ScoreConfig(inputs=(tmp_path / "a.jsonl",), out_dir=tmp_path / "o",
                                      adapters=AdapterSettings(splitter="given", checker="fake")))
         assert (report.stages, report.time_bound_s) == ((), None)
+
+
+class TestDryRunScale:
+    def test_past_the_sample_without_a_cache_the_count_is_scaled(self, tmp_path: Path) -> None:
+        """250 answers of 3 distinct rule claims, no cache: 200 are split (600 checks), the other 50
+        scaled from them (150 more, marked estimated); 750 in all, as a real run would send."""
+        from dahl.dryrun import SAMPLE
+
+        assert SAMPLE == 200
+        rows = [{"id": f"a{i}", "question": f"What does drug {i} do?",
+                 "response": f"Drug {i} lowers blood pressure. It was approved in {1900 + i}. It costs {i} dollars."}
+                for i in range(250)]
+        (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        cfg = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="gpt-4o-mini", api_key_env="DAHL_UNSET_KEY")
+        report = dry_run(ScoreConfig(
+            inputs=(tmp_path / "a.jsonl",), out_dir=tmp_path / "o", use_cache=False,
+            adapters=AdapterSettings(splitter="rules", checker="openai", check_endpoint=cfg),
+        ))
+        (stage,) = report.stages
+        assert (report.answers, report.claims, report.claims_exact) == (250, 750, False)
+        assert (stage.calls, stage.estimated_calls, stage.cached, report.cache) == (750, 150, 0, "off")
+        assert stage.usd == pytest.approx((stage.prompt_tokens * 0.15 + 750 * 40 * 0.60) / 1e6)
+        assert stage.usd_upper == pytest.approx((stage.prompt_tokens * 0.15 + 750 * 128 * 0.60) / 1e6)

@@ -21,6 +21,10 @@ from dahl.formats.needs import Needs
 if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
     import aiohttp
 
+    from dahl.adapters.bodies import Kind
+    from dahl.adapters.endpoint import CallLane
+    from dahl.engine.spend import Spend
+
     from dahl.adapters.corpus import Corpus
     from dahl.adapters.coverage import CoverageJudge
 
@@ -82,7 +86,7 @@ class AdapterSettings:
 
 
 async def open_adapters(
-    settings: AdapterSettings, stack: AsyncExitStack
+    settings: AdapterSettings, stack: AsyncExitStack, *, spend: Spend | None = None
 ) -> tuple[Splitter, Checker, PipelineOptions, LanePool]:
     """Construct the Splitter and Checker, pipeline options that suit them, and the run's lanes.
 
@@ -99,6 +103,9 @@ async def open_adapters(
     With ``settings.evidence``, the ``openai`` Checker retrieves the top
     ``settings.top_k`` passages per claim from the corpus (loaded once, its index
     saved under ``settings.index_dir``).
+
+    With ``spend``, each stage's calls are metered (money per stage) and capped by it
+    (:class:`dahl.engine.spend.MeteredLane`); the pool keeps it for the cover stage.
     """
     # Adapter modules pull in aiohttp, pysbd or bm25s (~0.1-0.2 s each): import them in a
     # worker thread so the event loop is never held by an import.
@@ -110,10 +117,11 @@ async def open_adapters(
     await anyio.to_thread.run_sync(
         lambda: [importlib.import_module(f"dahl.adapters.{m}") for m in sorted(modules)]
     )
-    pool = LanePool()
+    pool = LanePool(spend=spend)
     sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
 
-    async def endpoint(cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:
+    async def endpoint(cfg: EndpointConfig, kind: Kind) -> tuple[aiohttp.ClientSession, CallLane]:
+        from dahl.adapters.bodies import max_tokens
         from dahl.adapters.http import make_session
 
         key = resolve_api_key(cfg)
@@ -127,7 +135,7 @@ async def open_adapters(
         session_key = (cfg.max_in_flight, cfg.timeout_s)
         if session_key not in sessions:
             sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        return sessions[session_key], lane
+        return sessions[session_key], metered(pool, lane, kind, cfg.model, max_tokens(cfg, kind))
 
     splitter: Splitter
     split_concurrency = 2
@@ -135,7 +143,7 @@ async def open_adapters(
         from dahl.adapters.openai import OpenAISplitter
 
         assert settings.split_endpoint is not None  # checked in __post_init__
-        session, lane = await endpoint(settings.split_endpoint)
+        session, lane = await endpoint(settings.split_endpoint, "split")
         splitter = OpenAISplitter(settings.split_endpoint, session, lane)
         split_concurrency = settings.split_endpoint.max_in_flight
     elif settings.splitter == "given":
@@ -153,7 +161,7 @@ async def open_adapters(
         from dahl.adapters.openai import OpenAIChecker
 
         assert settings.check_endpoint is not None  # checked in __post_init__
-        session, lane = await endpoint(settings.check_endpoint)
+        session, lane = await endpoint(settings.check_endpoint, "check")
         corpus = await _corpus(settings) if settings.evidence is not None else None
         checker = OpenAIChecker(settings.check_endpoint, session, lane, corpus=corpus, top_k=settings.top_k)
         check_concurrency = settings.check_endpoint.max_in_flight
@@ -213,7 +221,7 @@ async def open_judge(
         raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
                           "--checker openai)")
     await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters.coverage_llm"))
-    from dahl.adapters.coverage_llm import OpenAICoverageJudge
+    from dahl.adapters.coverage_llm import COVER_MAX_TOKENS, OpenAICoverageJudge
     from dahl.adapters.http import make_session
 
     lane = pool.get(
@@ -224,4 +232,14 @@ async def open_judge(
         breaker=BreakerSettings(max_outage_s=endpoint.max_outage_s),
     )
     session = await stack.enter_async_context(make_session(endpoint.max_in_flight, endpoint.timeout_s))
-    return OpenAICoverageJudge(endpoint, session, lane)
+    limit = endpoint.max_tokens if endpoint.max_tokens is not None else COVER_MAX_TOKENS
+    return OpenAICoverageJudge(endpoint, session, metered(pool, lane, "cover", endpoint.model, limit))
+
+
+def metered(pool: LanePool, lane: Lane, stage: str, model: str, max_tokens: int) -> CallLane:
+    """``lane`` as the ``stage`` calls see it: metered by ``pool.spend`` when the run has one.
+
+    Raises:
+        ConfigError: a ``--max-cost`` cap with no price for ``model``.
+    """
+    return lane if pool.spend is None else pool.spend.lane(lane, stage, model, max_tokens)

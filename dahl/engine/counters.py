@@ -6,9 +6,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:
+    from dahl.engine.spend import Spend
 
 __all__ = ["RunCounters"]
 
@@ -51,6 +54,7 @@ class RunCounters:
         lane_statistics: set by the run when HTTP adapters are used: returns each
             lane's :class:`~dahl.engine.lane.LaneStatistics` (requests, 429s,
             retries, tokens) keyed by lane key (never an API key).
+        spend: set by the run: money spent so far per stage (:class:`~dahl.engine.spend.Spend`).
     """
 
     answers_read: int = 0
@@ -75,6 +79,7 @@ class RunCounters:
     facts_failed: int = 0
     started_at: float = field(default_factory=time.monotonic)
     lane_statistics: Callable[[], Mapping[str, Any]] | None = None
+    spend: Spend | None = None
 
     def lane_totals(self) -> dict[str, int]:
         """Requests, 429s, retries, tokens, in flight and waiting summed over every lane.

@@ -40,7 +40,7 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import msgspec
 
@@ -50,7 +50,10 @@ from dahl.engine.limits import LaneLimits, PauseGate, RateBucket
 from dahl.engine.ramp import StartRamp
 from dahl.engine.retry import RetryPolicy, classify, parse_duration_s
 from dahl.config import normalize_base_url
-from dahl.errors import ConfigError, ConnectError, FatalAPIError, PermanentAPIError
+from dahl.errors import ConnectError, FatalAPIError, PermanentAPIError
+
+if TYPE_CHECKING:
+    from dahl.engine.spend import Spend
 
 __all__ = [
     "Lane",
@@ -510,6 +513,8 @@ class LanePool:
         policy: retry policy for every lane; ``RetryPolicy()`` by default.
         clock: time source; :class:`SystemClock` by default.
         rng: random source shared by the lanes.
+        spend: the run's money meter and cap (:mod:`dahl.engine.spend`); the adapters'
+            factories wrap each stage's lane with it. None = not metered.
     """
 
     def __init__(
@@ -518,7 +523,9 @@ class LanePool:
         policy: RetryPolicy | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        spend: Spend | None = None,
     ) -> None:
+        self.spend = spend
         self._policy = policy
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()

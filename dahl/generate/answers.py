@@ -29,12 +29,14 @@ from dahl.config import api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
 from dahl.engine.lane import LaneLimits, LanePool
+from dahl.engine.spend import Spend
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError
 from dahl.generate.endpoint import GenerateEndpoint, Generated
 from dahl.generate.output import AnswerLog, finished_ids
 from dahl.generate.questions import GenQuestion, read_questions
-from dahl.generate.settings import GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate.settings import PAPER_MAX_TOKENS, GenerateCounters, GenerateReport, GenerateSettings
+from dahl.pricing import PriceTable
 
 __all__ = ["answer_id", "cache_key", "generate_answers"]
 
@@ -124,7 +126,9 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         InputError: a bad questions record (file, line, field named), or an output that
             is not an answers file.
         OutputWriteError: the output cannot be written (answers already written are kept).
-        QuotaExhausted, FatalAPIError: the API stopped the run (finished answers are kept).
+        QuotaExhausted, FatalAPIError: the API stopped the run (finished answers are kept);
+            CostCapReached (a QuotaExhausted): the next call could pass ``settings.max_cost_usd``.
+        ConfigError: also ``max_cost_usd`` with a model whose price is unknown.
     """
     from dahl.adapters.http import make_session  # imports aiohttp: only here, not at CLI start
 
@@ -135,14 +139,16 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
         cache = BlobCache(store, "generate/1")
         pool = LanePool()
+        table = await anyio.to_thread.run_sync(PriceTable.shipped)
+        spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
         endpoints: list[GenerateEndpoint] = []
         sessions: dict[tuple[int, float], Any] = {}
         for cfg in settings.endpoints:
-            lane = pool.get(
+            lane = spend.lane(pool.get(
                 cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
                 LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
                 breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
-            )
+            ), cfg.model, cfg.model, cfg.max_tokens if cfg.max_tokens is not None else PAPER_MAX_TOKENS)
             session_key = (cfg.max_in_flight, cfg.timeout_s)
             if session_key not in sessions:
                 sessions[session_key] = await stack.enter_async_context(make_session(*session_key))

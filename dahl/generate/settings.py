@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
 from dahl.generate.templates import GENERATE_TEMPLATES, Mode, Template
+from dahl.pricing import Price
+
+if TYPE_CHECKING:
+    from dahl.engine.spend import Spend
 
 __all__ = ["GenerateCounters", "GenerateReport", "GenerateSettings"]
 
@@ -35,6 +41,9 @@ class GenerateSettings:
         template: the generation template; None = the shipped one of ``mode``.
         cache_dir: cache folder; None = the default.
         use_cache: read and write the cache.
+        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
+        max_cost_usd: stop before this run's calls could cost more than this, USD
+            (``CostCapReached``, resumable); None = no cap. Needs every model's price.
 
     Raises:
         ConfigError: no endpoint, two endpoints for one model, ``samples < 1``,
@@ -51,6 +60,8 @@ class GenerateSettings:
     template: Template | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
+    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
+    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -86,6 +97,7 @@ class GenerateCounters:
         truncated: written answers whose reply ended at the token limit (``finish_reason`` length).
         failed: answers whose request failed after the lane's retries (not written).
         duplicates: answers asked for twice (a question repeated in the file): answered once.
+        spend: money of this run's calls per model (set by the run).
     """
 
     questions: int = 0
@@ -96,6 +108,7 @@ class GenerateCounters:
     truncated: int = 0
     failed: int = 0
     duplicates: int = 0
+    spend: Spend | None = None
 
 
 @dataclasses.dataclass(frozen=True)

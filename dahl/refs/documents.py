@@ -31,6 +31,8 @@ from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
 from dahl.engine.lane import LaneLimits, LanePool
+from dahl.engine.spend import Spend
+from dahl.pricing import PriceTable
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError
 from dahl.metrics import importance
@@ -163,11 +165,12 @@ class _Builder:
 
 
 async def _open_endpoints(
-    settings: BuildSettings, stack: AsyncExitStack, caches: tuple[BlobCache | None, BlobCache | None]
+    settings: BuildSettings, stack: AsyncExitStack, caches: tuple[BlobCache | None, BlobCache | None],
+    spend: Spend,
 ) -> tuple[CachedExtractor, CachedRater | None]:
-    """The extractor and rater, with their lanes and sessions (closed with ``stack``)."""
+    """The extractor and rater, with their lanes (metered by ``spend``) and sessions (closed with ``stack``)."""
     from dahl.adapters.http import make_session  # imports aiohttp: only when an LLM is used
-    from dahl.refs.endpoint import RefsEndpoint
+    from dahl.refs.endpoint import DEFAULT_MAX_TOKENS, RefsEndpoint
 
     pool = LanePool()
     sessions: dict[tuple[int, float], object] = {}
@@ -181,7 +184,9 @@ async def _open_endpoints(
         session_key = (cfg.max_in_flight, cfg.timeout_s)
         if session_key not in sessions:
             sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        return RefsEndpoint(cfg, sessions[session_key], lane, kind)  # type: ignore[arg-type]
+        cap = cfg.max_tokens if cfg.max_tokens is not None else DEFAULT_MAX_TOKENS[kind]
+        return RefsEndpoint(cfg, sessions[session_key], spend.lane(lane, kind, cfg.model, cap),  # type: ignore[arg-type]
+                            kind)
 
     extract_cache, rate_cache = caches
     inner: Extractor = RuleExtractor()
@@ -219,7 +224,9 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
         InputError: a bad questions record or corpus line (file, line, field named); an
             output file that is not a ``refs.jsonl``, or one begun with other settings.
         OutputWriteError: the output cannot be written (sets already written are kept).
-        QuotaExhausted, FatalAPIError: the API stopped the build (finished sets are kept).
+        QuotaExhausted, FatalAPIError: the API stopped the build (finished sets are kept);
+            CostCapReached (a QuotaExhausted): the next call could pass ``settings.max_cost_usd``.
+        ConfigError: also ``max_cost_usd`` with a model whose price is unknown.
     """
     counters = counters if counters is not None else BuildCounters()
     done = await anyio.to_thread.run_sync(finished_questions, settings.out)
@@ -232,7 +239,9 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
             store = (await open_store(stack, settings.cache_dir))[0]
         extract_cache = BlobCache(store, "extract/1") if store is not None else None
         rate_cache = BlobCache(store, "rate/1")
-        extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache))
+        table = await anyio.to_thread.run_sync(PriceTable.shipped)
+        spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
+        extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache), spend)
         builder = _Builder(settings, counters, library, extractor, rater, rate_cache)
         await anyio.to_thread.run_sync(check_settings, settings.out, builder.meta)
         output = await anyio.to_thread.run_sync(RefsLog, settings.out)

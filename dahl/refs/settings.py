@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -10,9 +11,11 @@ from dahl.config import EndpointConfig
 from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
 from dahl.metrics import importance
+from dahl.pricing import Price
 from dahl.refs.dedupe import NEAR_THRESHOLD
 
 if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
+    from dahl.engine.spend import Spend
     from dahl.refs.extract import Granularity
 
 __all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings"]
@@ -47,6 +50,9 @@ class BuildSettings:
         near: near-duplicate threshold, rapidfuzz ``fuzz.ratio`` 0-100 (100: exact only).
         cache_dir: the cache folder; None = :func:`dahl.cache.default_cache_dir`.
         use_cache: read and write the cache.
+        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
+        max_cost_usd: stop before this build's calls could cost more than this, USD
+            (``CostCapReached``, resumable); None = no cap. Needs the model's price.
 
     Raises:
         ConfigError: an unknown extractor or rater, a missing endpoint, a value out of range.
@@ -68,6 +74,8 @@ class BuildSettings:
     near: float = NEAR_THRESHOLD
     cache_dir: Path | None = None
     use_cache: bool = True
+    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
+    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.extractor not in EXTRACTORS:
@@ -106,6 +114,7 @@ class BuildCounters:
         extract_calls: chunks sent to the extractor (cache misses).
         rated: facts sent to the rater (cache misses).
         rating_hits: fact ratings found in the cache.
+        spend: money of this build's calls per stage (extract, rate), set by the build.
     """
 
     questions: int = 0
@@ -118,6 +127,7 @@ class BuildCounters:
     extract_calls: int = 0
     rated: int = 0
     rating_hits: int = 0
+    spend: Spend | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,228 @@
+"""Prices of judge models and the money a call costs.
+
+A small table ships with the package (``dahl/prices.toml``: USD per million input and
+output tokens, a batch discount, the source page of each price and the table's date).
+A run may override it per model, from the ``--config`` TOML::
+
+    [prices."gpt-4o-mini"]
+    input = 0.15          # USD per million prompt tokens
+    output = 0.60         # USD per million completion tokens
+    batch_discount = 0.5  # optional: batch price = online price x 0.5
+
+or from ``--price MODEL=IN,OUT`` (:func:`parse_price_option`). A model in neither has an
+unknown price: :func:`PriceTable.price_for` returns ``None`` and :func:`cost_usd` ``None``,
+never 0 (the CLI shows ``?``, summary.json ``null``).
+
+Money of one call (provider price pages, per-token billing)::
+
+    USD = (prompt_tokens x input + completion_tokens x output) / 1,000,000
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from dahl.errors import ConfigError
+from dahl.records import Usage
+
+__all__ = [
+    "Price",
+    "PriceTable",
+    "cost_usd",
+    "load_price_overrides",
+    "parse_price_option",
+    "price_for",
+    "upper_bound_usd",
+]
+
+#: Tokens per price unit: prices are USD per million tokens.
+PER_TOKENS = 1_000_000
+# A dated snapshot or alias of a listed model: gpt-4o-mini-2024-07-18, claude-3-5-haiku-20241022, -latest.
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+
+
+class Price(msgspec.Struct, frozen=True, kw_only=True):
+    """What one model costs.
+
+    Attributes:
+        model: the model name the price is for.
+        input_usd: USD per million prompt (input) tokens.
+        output_usd: USD per million completion (output) tokens.
+        batch_discount: factor of both prices on a provider batch API (0.5 = half price);
+            ``None`` when the provider has no batch API.
+        source: where the price comes from (a price page URL, ``config FILE`` or ``--price``).
+        batch: True when ``input_usd``/``output_usd`` already are the batch prices.
+    """
+
+    model: str
+    input_usd: float
+    output_usd: float
+    batch_discount: float | None = None
+    source: str = ""
+    batch: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("input_usd", "output_usd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"price of {self.model!r}: {name} must be a finite number >= 0, got {value!r}")
+        d = self.batch_discount
+        if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 < d <= 1):
+            raise ConfigError(f"price of {self.model!r}: batch_discount must be in (0, 1], got {d!r}")
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain JSON: ``{"model", "input_usd_per_mtok", "output_usd_per_mtok", "batch", "source"}``."""
+        return {"model": self.model, "input_usd_per_mtok": self.input_usd, "output_usd_per_mtok": self.output_usd,
+                "batch": self.batch, "source": self.source}
+
+
+class PriceTable:
+    """Prices by model name, with the date of the table they came from.
+
+    Args:
+        prices: ``{model: Price}``.
+        date: the day the prices were read from the providers' pages (``YYYY-MM-DD``).
+    """
+
+    def __init__(self, prices: Mapping[str, Price], date: str) -> None:
+        self._prices = dict(prices)
+        self.date = date
+
+    @classmethod
+    def shipped(cls) -> PriceTable:
+        """The table shipped in ``dahl/prices.toml`` (read once; blocking file I/O the first time)."""
+        return _shipped()
+
+    def with_overrides(self, overrides: Mapping[str, Price]) -> PriceTable:
+        """This table with ``overrides`` replacing (or adding) the prices of their models."""
+        return PriceTable({**self._prices, **overrides}, self.date)
+
+    def price_for(self, model: str, *, batch: bool = False) -> Price | None:
+        """The price of ``model``, online or on a provider batch API.
+
+        Found by exact name, else (for a dated snapshot or ``-latest`` alias) by the
+        name without that suffix.
+
+        Args:
+            model: model name as sent in requests, e.g. ``"gpt-4o-mini-2024-07-18"``.
+            batch: the batch price: both prices times ``batch_discount``.
+
+        Returns:
+            The price, or ``None`` when unknown (also a batch price of a model without
+            a batch discount). Never a zero price made up for an unknown model.
+        """
+        price = self._prices.get(model)
+        if price is None:
+            price = self._prices.get(_SNAPSHOT.sub("", model))
+        if price is None or not batch:
+            return price
+        if price.batch_discount is None:
+            return None
+        d = price.batch_discount
+        return msgspec.structs.replace(price, input_usd=price.input_usd * d, output_usd=price.output_usd * d,
+                                       batch=True)
+
+
+def price_for(model: str, *, batch: bool = False, table: PriceTable | None = None) -> Price | None:
+    """The price of ``model`` in ``table`` (default: the shipped table); see :meth:`PriceTable.price_for`."""
+    return (table if table is not None else PriceTable.shipped()).price_for(model, batch=batch)
+
+
+def cost_usd(usage: Usage | None, price: Price | None) -> float | None:
+    """USD of ``usage`` at ``price``: ``(prompt x input + completion x output) / 1e6``.
+
+    Returns:
+        The cost, or ``None`` when the price or the usage is unknown.
+    """
+    if usage is None or price is None:
+        return None
+    return (usage.prompt_tokens * price.input_usd + usage.completion_tokens * price.output_usd) / PER_TOKENS
+
+
+def upper_bound_usd(estimated_tokens: int, max_tokens: int, price: Price) -> float:
+    """The most one request may cost: its prompt estimate at the input price and
+    ``max_tokens`` at the output price.
+
+    Args:
+        estimated_tokens: the lane's reservation, prompt estimate + ``max_tokens``, tokens.
+        max_tokens: the request's completion cap, tokens (at most ``estimated_tokens`` counts).
+    """
+    completion = min(max(max_tokens, 0), estimated_tokens)
+    return ((estimated_tokens - completion) * price.input_usd + completion * price.output_usd) / PER_TOKENS
+
+
+def parse_price_option(text: str) -> Price:
+    """Parse ``--price MODEL=IN,OUT[,BATCH_DISCOUNT]`` (USD per million tokens).
+
+    Raises:
+        ConfigError: not of that form, or a price that is not a number >= 0.
+    """
+    model, sep, rest = text.partition("=")
+    parts = rest.split(",")
+    if not sep or not model.strip() or len(parts) not in (2, 3):
+        raise ConfigError(f"--price must be MODEL=INPUT,OUTPUT[,BATCH_DISCOUNT] in USD per million tokens, "
+                          f"e.g. gpt-4o-mini=0.15,0.60; got {text!r}")
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"--price {text!r}: prices must be numbers (USD per million tokens)") from None
+    return Price(model=model.strip(), input_usd=numbers[0], output_usd=numbers[1],
+                 batch_discount=numbers[2] if len(numbers) == 3 else None, source="--price")
+
+
+def load_price_overrides(path: str | Path) -> dict[str, Price]:
+    """Read the ``[prices."MODEL"]`` tables of a ``--config`` TOML file.
+
+    Returns:
+        ``{model: Price}``; empty when the file has no ``prices`` table.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, a table without ``input``/``output``, an
+            unknown key, or a bad number (file and model named).
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    tables = data.get("prices", {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{path}: prices must be tables, e.g. [prices.\"gpt-4o-mini\"] input = 0.15, output = 0.6")
+    return {model: _price(model, table, f"config {path}", f"{path}: [prices.{model!r}]")
+            for model, table in tables.items()}
+
+
+def _price(model: str, table: Any, source: str, where: str) -> Price:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table with input and output (USD per million tokens)")
+    unknown = set(table) - {"input", "output", "batch_discount", "source"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (known: batch_discount, input, output, source)")
+    for key in ("input", "output"):
+        if key not in table:
+            raise ConfigError(f"{where} needs {key!r} (USD per million tokens)")
+    try:
+        return Price(model=model, input_usd=table["input"], output_usd=table["output"],
+                     batch_discount=table.get("batch_discount"), source=str(table.get("source", source)))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+@functools.cache
+def _shipped() -> PriceTable:
+    text = resources.files("dahl").joinpath("prices.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    prices = {model: _price(model, table, "", f"dahl/prices.toml: [models.{model!r}]")
+              for model, table in data["models"].items()}
+    return PriceTable(prices, str(data["date"]))
