@@ -146,9 +146,10 @@ def _money(rows: list[ops.ShardStatus], prompt: int, completion: int) -> str:
     """The collected tokens' cost (:func:`dahl.batch.costs.batch_cost`), ``unknown`` without a price."""
     if not rows:
         return "unknown"
-    stage = rows[0].shard.wave["stages"].get("check") or {}
-    usd = batch_cost(str(stage.get("base_url")), str(stage.get("model")), prompt, completion)
-    return "unknown" if usd is None else f"${usd:,.4f}"
+    stages = rows[0].shard.wave["stages"]
+    stage = stages.get("check") or stages.get("split") or {}
+    usd = batch_cost(str(stage.get("model")), prompt, completion)
+    return "unknown" if usd is None else f"${usd:,.6f}"
 
 
 @batch.command("collect")
