@@ -1,4 +1,7 @@
-"""One HTTP request to an OpenAI-compatible ``/chat/completions`` route, with error mapping.
+"""One HTTP request to an LLM route, with error mapping.
+
+OpenAI-compatible ``/chat/completions`` here (:func:`post_chat`); Anthropic ``/messages``
+sends through :func:`post_bytes` and :func:`decode_json` too (:mod:`dahl.adapters.anthropic`).
 
 This is the only module that imports aiohttp's exceptions (STYLE.md 4): every
 transport, status and body failure leaves it as a :mod:`dahl.errors` type, which
@@ -11,7 +14,7 @@ reply or failure                                       raised
 402 (Payment Required)                                 ``QuotaExhausted``
 401; other 403 (bad key, no access to the model)       ``FatalAPIError(status)``
 429 "Request too large" (tokens per min)               ``PermanentAPIError(429)``
-other 429                                              ``RateLimited(retry_after_s)``
+other 429; 529 (Anthropic overloaded)                  ``RateLimited(retry_after_s)``
 408, 409, 5xx                                          ``TransientAPIError``
 other 4xx (incl. 413 request too large)                ``PermanentAPIError(status)``
 refused, host not resolved                             ``ConnectError``
@@ -51,12 +54,16 @@ from dahl.errors import (
 from dahl.records import Usage
 
 __all__ = [
+    "AUTH_HEADERS",
     "BytesReply",
     "ChatReply",
+    "decode_json",
     "encode_body",
     "get_bytes",
     "make_session",
     "parse_duration_s",
+    "parse_reply",
+    "post_bytes",
     "post_chat",
     "request_headers",
     "retry_after_s",
@@ -204,8 +211,8 @@ def _status_error(
         )
     if status == 429 and any(w in lowered for w in _TOO_LARGE_WORDS):
         return PermanentAPIError(text, status=429)
-    if status == 429:
-        return RateLimited(text, retry_after_s=retry_after_s(headers), status=429)
+    if status in (429, 529):  # 529: Anthropic's "overloaded", back-pressure like a rate limit
+        return RateLimited(text, retry_after_s=retry_after_s(headers), status=status)
     if status in (408, 409) or status >= 500:
         return TransientAPIError(text, status=status)
     return PermanentAPIError(text, status=status)
@@ -258,15 +265,37 @@ def _reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     )
 
 
-def request_headers(api_key: str) -> CIMultiDictProxy[str]:
+#: Auth schemes: the header each one sends the key in (``none`` sends no key).
+AUTH_HEADERS = {"bearer": "Authorization", "api-key": "api-key", "x-api-key": "x-api-key", "none": ""}
+
+
+def request_headers(
+    api_key: str, *, auth: str = "bearer", extra: Mapping[str, str] | None = None
+) -> CIMultiDictProxy[str]:
     """The request headers for ``api_key`` (read-only: aiohttp copies them).
 
     Build them once per endpoint and pass them to :func:`post_chat`: they are the same
     for every request. Nothing keeps them beyond the caller (the key is never cached).
+
+    Args:
+        api_key: the key; ``""`` sends none.
+        auth: ``bearer`` (``Authorization: Bearer KEY``, OpenAI and most servers),
+            ``api-key`` (``api-key: KEY``, Azure OpenAI), ``x-api-key`` (``x-api-key: KEY``,
+            Anthropic) or ``none`` (no key header).
+        extra: further headers (an endpoint's ``headers``, resolved), set last: they
+            replace a default of the same name.
+
+    Raises:
+        ValueError: an unknown ``auth``.
     """
+    if auth not in AUTH_HEADERS:
+        raise ValueError(f"unknown auth scheme {auth!r}; choose one of {', '.join(AUTH_HEADERS)}")
     headers = CIMultiDict({"Content-Type": "application/json", "Accept": "application/json"})
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    name = AUTH_HEADERS[auth]
+    if api_key and name:
+        headers[name] = f"Bearer {api_key}" if auth == "bearer" else api_key
+    for key, value in (extra or {}).items():
+        headers[key] = value
     return CIMultiDictProxy(headers)
 
 
@@ -279,6 +308,72 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
         TypeError: ``body`` holds a value JSON cannot represent.
     """
     return orjson.dumps(body)
+
+
+async def post_bytes(
+    session: aiohttp.ClientSession, url: str, data: bytes, headers: CIMultiDictProxy[str]
+) -> tuple[int, dict[str, str], bytes]:
+    """Send ONE POST of ``data``; return (status, headers with lowercase names, body). No retry.
+
+    Transport failures are mapped as in the module table; the status is not judged here
+    (see :func:`decode_json`).
+
+    Raises:
+        ConnectError: the connection was refused or the host did not resolve.
+        TransientAPIError: reset, disconnect, truncated payload, timeout.
+        PermanentAPIError: an invalid URL.
+    """
+    try:
+        async with session.post(url, data=data, headers=headers) as response:
+            payload = await response.read()
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, payload
+    except TimeoutError as exc:  # asyncio.TimeoutError is TimeoutError on Python >= 3.11
+        raise TransientAPIError(f"request timed out after {session.timeout.total} s") from exc
+    except aiohttp.InvalidURL as exc:
+        raise PermanentAPIError(f"invalid URL {url!r}") from exc
+    except aiohttp.ServerDisconnectedError as exc:
+        raise TransientAPIError("server disconnected") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise TransientAPIError(f"truncated reply payload: {type(exc).__name__}") from exc
+    except aiohttp.ClientConnectorError as exc:  # refused, DNS failure (before ClientOSError: a subclass)
+        raise ConnectError(f"cannot connect to {url}: {exc.os_error.__class__.__name__}: {exc.os_error}") from exc
+    except aiohttp.ClientOSError as exc:
+        raise TransientAPIError(f"connection error: {type(exc).__name__}: {exc}") from exc
+    except aiohttp.ClientError as exc:
+        raise TransientAPIError(f"HTTP client error: {type(exc).__name__}") from exc
+
+
+def decode_json(status: int, headers: Mapping[str, str], payload: bytes, api_key: str, url: str) -> Any:
+    """The decoded JSON of a 2xx reply; the dahl error of any other (see the module table).
+
+    A key of :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the body becomes ``***``
+    before decoding.
+
+    Raises:
+        AdapterError: the status's error (:func:`post_chat` lists them), or
+            ``TransientAPIError`` for a 2xx body that is not JSON.
+    """
+    if not 200 <= status < 300:
+        error = _status_error(status, headers, payload, api_key, url)
+        log.debug("POST %s -> %s", url, error)
+        raise error
+    if api_key and len(api_key) >= MIN_REDACTED_KEY_CHARS:
+        secret = api_key.encode()
+        if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
+            payload = payload.replace(secret, b"***")
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise TransientAPIError(f"malformed JSON body in 200 reply ({len(payload)} bytes)") from exc
+
+
+def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
+    """Build a :class:`ChatReply` from a decoded chat-completion body.
+
+    Raises:
+        TransientAPIError: the body has no ``choices[0].message`` (or ``.text``) string.
+    """
+    return _reply(data, headers)
 
 
 async def post_chat(
@@ -294,7 +389,8 @@ async def post_chat(
     Args:
         session: from :func:`make_session`.
         url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
-        api_key: bearer token; ``""`` sends no Authorization header.
+        api_key: the key, redacted from messages and replies; with ``headers=None`` it is
+            sent as a bearer token (``""``: no Authorization header).
         body: JSON request body, or its bytes from :func:`encode_body` (sent as they are).
         headers: :func:`request_headers` of ``api_key``, built once by the caller; None
             builds them here.
@@ -303,7 +399,8 @@ async def post_chat(
         QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
         FatalAPIError: 401, or another 403 (the key is wrong or lacks access); the message
             names ``url``, never the key.
-        RateLimited: other 429; ``retry_after_s`` from the headers (see :func:`retry_after_s`).
+        RateLimited: other 429, or 529 (overloaded); ``retry_after_s`` from the headers
+            (see :func:`retry_after_s`).
         ConnectError: the connection was refused or the host did not resolve.
         TransientAPIError: 408, 409, 5xx, connection reset, disconnect, truncated
             payload, timeout, or a 200 whose body is not the expected JSON.
@@ -311,40 +408,9 @@ async def post_chat(
             or an invalid URL.
     """
     data = body if isinstance(body, bytes) else orjson.dumps(body)
-    try:
-        sent_headers = headers if headers is not None else request_headers(api_key)
-        async with session.post(url, data=data, headers=sent_headers) as response:
-            payload = await response.read()
-            status = response.status
-            reply_headers = {k.lower(): v for k, v in response.headers.items()}
-    except TimeoutError as exc:  # asyncio.TimeoutError is TimeoutError on Python >= 3.11
-        raise TransientAPIError(f"request timed out after {session.timeout.total} s") from exc
-    except aiohttp.InvalidURL as exc:
-        raise PermanentAPIError(f"invalid URL {url!r}") from exc
-    except aiohttp.ServerDisconnectedError as exc:
-        raise TransientAPIError("server disconnected") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise TransientAPIError(f"truncated reply payload: {type(exc).__name__}") from exc
-    except aiohttp.ClientConnectorError as exc:  # refused, DNS failure (before ClientOSError: a subclass)
-        raise ConnectError(f"cannot connect to {url}: {exc.os_error.__class__.__name__}: {exc.os_error}") from exc
-    except aiohttp.ClientOSError as exc:
-        raise TransientAPIError(f"connection error: {type(exc).__name__}: {exc}") from exc
-    except aiohttp.ClientError as exc:
-        raise TransientAPIError(f"HTTP client error: {type(exc).__name__}") from exc
-    if not 200 <= status < 300:
-        error = _status_error(status, reply_headers, payload, api_key, url)
-        log.debug("POST %s -> %s", url, error)
-        raise error
-    if api_key and len(api_key) >= MIN_REDACTED_KEY_CHARS:
-        secret = api_key.encode()
-        if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
-            payload = payload.replace(secret, b"***")
-    try:
-        data = orjson.loads(payload)
-    except orjson.JSONDecodeError as exc:
-        raise TransientAPIError(f"malformed JSON body in 200 reply ({len(payload)} bytes)") from exc
-    return _reply(data, reply_headers)
-
+    sent_headers = headers if headers is not None else request_headers(api_key)
+    status, reply_headers, payload = await post_bytes(session, url, data, sent_headers)
+    return _reply(decode_json(status, reply_headers, payload, api_key, url), reply_headers)
 
 
 @dataclass(frozen=True)
