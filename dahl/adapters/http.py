@@ -11,7 +11,7 @@ the engine's lane turns into a retry decision:
 reply or failure                                       raised
 =====================================================  =========================
 429, 402 or 403 with ``insufficient_quota``/billing    ``QuotaExhausted``
-402 (Payment Required)                                 ``QuotaExhausted``
+402; 400 "credit balance is too low" (Anthropic)      ``QuotaExhausted``
 401; other 403 (bad key, no access to the model)       ``FatalAPIError(status)``
 429 "Request too large" (tokens per min)               ``PermanentAPIError(429)``
 other 429; 529 (Anthropic overloaded)                  ``RateLimited(retry_after_s)``
@@ -75,6 +75,8 @@ _MAX_MESSAGE_CHARS = 300
 # Key-shaped tokens (OpenAI sk-..., Perplexity pplx-..., generic Bearer values) a server may echo.
 _KEYLIKE = re.compile(r"\b(?:sk|pplx|gsk|xai|tgp)-[A-Za-z0-9_\-*.]{4,}|Bearer\s+\S+")
 _QUOTA_WORDS = ("insufficient_quota", "billing", "exceeded your current quota", "quota exceeded")
+# Anthropic answers an exhausted prepaid balance with a 400.
+_CREDIT_WORDS = ("credit balance is too low",)
 # OpenAI answers a request above the whole per-minute token budget with a 429 that no wait can fix.
 _TOO_LARGE_WORDS = ("request too large",)
 
@@ -173,9 +175,10 @@ def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> fl
     return max(given) if given else None
 
 
-def _redact(text: str, api_key: str) -> str:
-    if api_key:
-        text = text.replace(api_key, "***")
+def _redact(text: str, api_key: str, secrets: tuple[str, ...] = ()) -> str:
+    for secret in (api_key, *secrets):
+        if secret:
+            text = text.replace(secret, "***")
     return _KEYLIKE.sub("***", text)
 
 
@@ -194,14 +197,15 @@ def _error_fields(body: bytes) -> tuple[str, str]:
 
 
 def _status_error(
-    status: int, headers: Mapping[str, str], body: bytes, api_key: str, url: str
+    status: int, headers: Mapping[str, str], body: bytes, api_key: str, url: str, secrets: tuple[str, ...] = ()
 ) -> AdapterError:
     """Map a non-200 reply to the dahl error tree (see the module table)."""
     kinds, message = _error_fields(body)
-    message = " ".join(_redact(message, api_key).split())[:_MAX_MESSAGE_CHARS]
+    message = " ".join(_redact(message, api_key, secrets).split())[:_MAX_MESSAGE_CHARS]
     text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
     lowered = f"{kinds} {message}".lower()
-    if status == 402 or (status in (403, 429) and any(w in lowered for w in _QUOTA_WORDS)):
+    if (status == 402 or (status in (403, 429) and any(w in lowered for w in _QUOTA_WORDS))
+            or (status == 400 and any(w in lowered for w in _CREDIT_WORDS))):
         return QuotaExhausted(text, status=status)
     if status in (401, 403):
         said = f": {message}" if message else "."
@@ -343,24 +347,29 @@ async def post_bytes(
         raise TransientAPIError(f"HTTP client error: {type(exc).__name__}") from exc
 
 
-def decode_json(status: int, headers: Mapping[str, str], payload: bytes, api_key: str, url: str) -> Any:
+def decode_json(
+    status: int, headers: Mapping[str, str], payload: bytes, api_key: str, url: str, *,
+    secrets: tuple[str, ...] = (),
+) -> Any:
     """The decoded JSON of a 2xx reply; the dahl error of any other (see the module table).
 
-    A key of :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the body becomes ``***``
-    before decoding.
+    The key, and each of ``secrets`` (e.g. header values read from the environment), of
+    :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the body becomes ``***`` before
+    decoding; error messages are redacted of them whatever their length.
 
     Raises:
         AdapterError: the status's error (:func:`post_chat` lists them), or
             ``TransientAPIError`` for a 2xx body that is not JSON.
     """
     if not 200 <= status < 300:
-        error = _status_error(status, headers, payload, api_key, url)
+        error = _status_error(status, headers, payload, api_key, url, secrets)
         log.debug("POST %s -> %s", url, error)
         raise error
-    if api_key and len(api_key) >= MIN_REDACTED_KEY_CHARS:
-        secret = api_key.encode()
-        if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
-            payload = payload.replace(secret, b"***")
+    for text in (api_key, *secrets):
+        if len(text) >= MIN_REDACTED_KEY_CHARS:
+            secret = text.encode()
+            if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
+                payload = payload.replace(secret, b"***")
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
@@ -383,6 +392,7 @@ async def post_chat(
     body: Mapping[str, Any] | bytes,
     *,
     headers: CIMultiDictProxy[str] | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> ChatReply:
     """Send ONE chat-completions request and return the parsed reply (no retry here).
 
@@ -394,6 +404,7 @@ async def post_chat(
         body: JSON request body, or its bytes from :func:`encode_body` (sent as they are).
         headers: :func:`request_headers` of ``api_key``, built once by the caller; None
             builds them here.
+        secrets: further values to redact as the key is (header values from the environment).
 
     Raises:
         QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
@@ -410,7 +421,7 @@ async def post_chat(
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     sent_headers = headers if headers is not None else request_headers(api_key)
     status, reply_headers, payload = await post_bytes(session, url, data, sent_headers)
-    return _reply(decode_json(status, reply_headers, payload, api_key, url), reply_headers)
+    return _reply(decode_json(status, reply_headers, payload, api_key, url, secrets=secrets), reply_headers)
 
 
 @dataclass(frozen=True)

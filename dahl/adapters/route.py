@@ -36,6 +36,8 @@ class ChatRoute:
         api_key: the key (redacted from replies and messages; never logged or cached).
         headers: the request headers: ``cfg.auth``'s key header, ``anthropic-version``
             for anthropic, then ``cfg.headers`` resolved.
+        secrets: the resolved values of ``cfg.headers`` that name an environment variable,
+            redacted from replies and error messages as the key is.
 
     Raises:
         ConfigError: the key variable or a variable a header names is unset.
@@ -46,6 +48,8 @@ class ChatRoute:
         self.url = cfg.request_url
         self.api_key = resolve_api_key(cfg)
         extra = resolve_headers(cfg)
+        # Values read from the environment may be tokens: redacted from replies like the key.
+        self.secrets = tuple(extra[name] for name, text in cfg.headers.items() if "${" in text)
         if self.anthropic:
             extra = {"anthropic-version": ANTHROPIC_VERSION, **extra}
         self.headers = request_headers(self.api_key, auth=cfg.auth or "bearer", extra=extra)
@@ -69,10 +73,10 @@ class ChatRoute:
                 ``TransientAPIError`` for an anthropic 200 that is not a Message.
         """
         if not self.anthropic:
-            return await post_chat(session, self.url, self.api_key, data, headers=self.headers)
+            return await post_chat(session, self.url, self.api_key, data, headers=self.headers, secrets=self.secrets)
         status, raw_headers, payload = await post_bytes(session, self.url, data, self.headers)
         headers = ratelimit_headers(raw_headers)
-        message = decode_json(status, headers, payload, self.api_key, self.url)
+        message = decode_json(status, headers, payload, self.api_key, self.url, secrets=self.secrets)
         try:
             chat = chat_reply(message) if isinstance(message, dict) else chat_reply({})
         except ValueError as exc:
