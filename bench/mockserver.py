@@ -373,7 +373,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--window-s", type=float, default=60.0, help="rate-limit window, seconds")
     parser.add_argument("--fault", nargs="+", action="extend", default=[], metavar="KIND=RATE")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--echo-auth", action="store_true", help="append the auth headers (Authorization, api-key, x-*) to replies")
+    parser.add_argument("--echo-auth", action="store_true",
+                        help="append the auth headers (Authorization, api-key, x-*) to replies")
     parser.add_argument("--oracle-answers", type=Path, default=None, metavar="FILE",
                         help="JSONL {question, response}: answers to generation requests")
     parser.add_argument("--finish-length", action="store_true",
