@@ -11,14 +11,15 @@ import pytest
 
 from bench import mockserver
 from bench.mock_reply import default_label
+from dahl.adapters.anthropic_wire import ratelimit_headers
 from dahl.adapters.bodies import check_request_body
-from dahl.adapters.http import make_session
+from dahl.adapters.http import decode_json, make_session
 from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
 from dahl.adapters.route import ChatRoute
 from dahl.config import EndpointConfig
 from dahl.engine.lane import Lane, LaneLimits
 from dahl.engine.retry import RetryPolicy
-from dahl.errors import FatalAPIError, QuotaExhausted
+from dahl.errors import FatalAPIError, QuotaExhausted, RateLimited
 from dahl.records import Answer, Claim, Label
 
 KEY = "sk-ant-TESTKEY-0123456789abcdef"
@@ -158,3 +159,22 @@ class TestBackPressure:
                 checker = OpenAIChecker(claude(server.url), session, fast_lane())
                 with pytest.raises(QuotaExhausted, match="credit balance is too low"):
                     await checker.check(Claim(text="C.", index=0), ANSWER)
+
+
+class TestStatusMapping:
+    def test_529_honours_retry_after(self) -> None:
+        """A 529 overloaded_error with retry-after 2 is RateLimited(status 529, retry_after_s 2.0)."""
+        body = b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+        with pytest.raises(RateLimited) as info:
+            decode_json(529, {"retry-after": "2"}, body, "", "http://x/v1/messages")
+        assert (info.value.status, info.value.retry_after_s, str(info.value)) == (529, 2.0, "HTTP 529: Overloaded")
+
+    def test_429_without_retry_after_waits_for_the_anthropic_reset(self) -> None:
+        """A 429 with only anthropic-ratelimit-* headers waits until the exhausted budget's reset (3.25 s)."""
+        headers = ratelimit_headers({"anthropic-ratelimit-requests-remaining": "0",
+                                     "anthropic-ratelimit-requests-reset": "2026-01-01T00:00:03.25Z"},
+                                    now=1767225600.0)
+        body = b'{"type": "error", "error": {"type": "rate_limit_error", "message": "Too many."}}'
+        with pytest.raises(RateLimited) as info:
+            decode_json(429, headers, body, "", "http://x/v1/messages")
+        assert info.value.retry_after_s == 3.25
