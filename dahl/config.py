@@ -150,8 +150,8 @@ class EndpointConfig:
         base_url: API root, e.g. ``https://api.openai.com/v1`` (normalized on construction).
         model: model name sent in the request body.
         api_key_env: environment variable holding the key; default per provider
-            (:func:`default_api_key_env`). Empty string: the server needs no key (local
-            vLLM/Ollama); ``auth = "none"`` sets it so.
+            (``ANTHROPIC_API_KEY`` for anthropic, else :func:`default_api_key_env`). Empty
+            string: the server needs no key (local vLLM/Ollama); ``auth = "none"`` sets it so.
         temperature: sampling temperature (0.0 = as deterministic as the server allows).
         seed: sampling seed sent to the server, or None to omit it.
         max_tokens: completion budget in tokens; None = the stage default
@@ -211,7 +211,8 @@ class EndpointConfig:
         if self.auth == "none":
             object.__setattr__(self, "api_key_env", "")
         elif self.api_key_env is None:
-            object.__setattr__(self, "api_key_env", default_api_key_env(self.base_url))
+            default = "ANTHROPIC_API_KEY" if self.provider == "anthropic" else default_api_key_env(self.base_url)
+            object.__setattr__(self, "api_key_env", default)
         object.__setattr__(self, "headers", dict(self.headers))
         for name, value in self.headers.items():
             if not isinstance(name, str) or not name or not isinstance(value, str):

@@ -23,6 +23,12 @@ class TestProvider:
         assert (cfg.provider, cfg.auth, cfg.api_key_env, cfg.request_url, cfg.effective_format()) == (
             "anthropic", "x-api-key", "ANTHROPIC_API_KEY", "https://api.anthropic.com/v1/messages", "json_schema")
 
+    def test_explicit_anthropic_on_another_host_reads_anthropic_api_key(self) -> None:
+        """provider anthropic on a proxy or mock host: key from ANTHROPIC_API_KEY, in x-api-key, POST /messages."""
+        cfg = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", provider="anthropic")
+        assert (cfg.auth, cfg.api_key_env, cfg.request_url) == ("x-api-key", "ANTHROPIC_API_KEY",
+                                                                "http://127.0.0.1:9/v1/messages")
+
     def test_other_hosts_stay_openai(self) -> None:
         """Any other host: provider openai, bearer auth, POST /chat/completions."""
         cfg = EndpointConfig(base_url="http://localhost:8000/v1", model="m")
