@@ -249,15 +249,20 @@ class EndpointConfig:
         if reserved:
             raise ConfigError(f"extra_body may not set {', '.join(reserved)}")
 
+    def _route(self, path: str) -> str:
+        """``base_url`` with ``path`` appended before its query (Azure's ``?api-version=``)."""
+        parts = urlsplit(self.base_url)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path + path, parts.query, ""))
+
     @property
     def chat_url(self) -> str:
-        """Full URL of the chat-completions route."""
-        return f"{self.base_url}/chat/completions"
+        """Full URL of the chat-completions route (a query of ``base_url`` kept at the end)."""
+        return self._route("/chat/completions")
 
     @property
     def request_url(self) -> str:
         """Full URL the Splitter, Checker and coverage judge POST to: ``/messages`` for anthropic."""
-        return f"{self.base_url}/messages" if self.provider == "anthropic" else self.chat_url
+        return self._route("/messages") if self.provider == "anthropic" else self.chat_url
 
     def effective_format(self) -> Literal["json_schema", "json_object", "text"]:
         """The reply format actually requested: ``auto`` resolved by host (see class doc).

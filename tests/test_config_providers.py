@@ -51,6 +51,14 @@ class TestProvider:
         assert endpoint_fingerprint(claude, "check") == endpoint_fingerprint(plain, "check") + "|provider=anthropic"
 
 
+class TestRouteUrl:
+    def test_query_stays_at_the_end(self) -> None:
+        """An Azure deployment URL with ?api-version=: the route path goes before the query."""
+        cfg = EndpointConfig(base_url="https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
+                             model="gpt-4o-mini", auth="api-key")
+        assert cfg.chat_url == "https://r.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"
+
+
 class TestAuthAndKeys:
     def test_auth_none_reads_no_key(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """auth none overrides api_key_env: no variable read, key ''."""
