@@ -9,7 +9,8 @@ JSON reply when the request forces a tool (``tool_choice {"type": "tool"}``), el
 has ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`` headers (reset an
 RFC 3339 time) and an exhausted window answers 429 ``rate_limit_error`` with
 ``retry-after``. Faults (``--fault``) take Anthropic's shapes: ``529`` is
-``overloaded_error``; ``quota`` is the 400 "credit balance is too low".
+``overloaded_error``; ``quota`` is the 400 "credit balance is too low"; ``400`` is a
+400 refusing ``tool_choice`` (the adapters then ask in text mode).
 
 With ``--echo-auth`` the reply carries the request's ``x-api-key``, ``anthropic-version``,
 ``authorization``, ``api-key`` and ``x-*`` headers: an ``"echo"`` object in the tool
@@ -199,7 +200,7 @@ async def serve_messages(
     if fault == "401":
         return _error(401, "authentication_error", "invalid x-api-key", headers)
     if fault == "400":
-        return _error(400, "invalid_request_error", "Mock fault 400: unsupported parameter.", headers)
+        return _error(400, "invalid_request_error", "Mock fault 400: tool_choice is not supported.", headers)
     content = OFFFORMAT_TEXT if fault == "offformat" else reply_content(prompt, state.oracle)
     echo = None
     if state.config.echo_auth:

@@ -234,7 +234,7 @@ class OpenAICoverageJudge:
         try:
             reply = await self._send(cover_request_body(self._cfg, question, response, facts, fmt=self._fmt))
         except PermanentAPIError as exc:
-            if self._fmt == "text" or exc.status not in (400, 422) or "response_format" not in str(exc):
+            if self._fmt == "text" or exc.status not in (400, 422) or not self._route.rejects_format(str(exc)):
                 raise
             log.warning("%s rejected response_format=%s (%s); asking coverage in text mode from now on",
                         self._cfg.base_url, self._fmt, exc)

@@ -87,7 +87,7 @@ class Endpoint:
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 
     def _rejects_format(self, exc: PermanentAPIError) -> bool:
-        return self._fmt != "text" and exc.status in (400, 422) and "response_format" in str(exc)
+        return self._fmt != "text" and exc.status in (400, 422) and self._route.rejects_format(str(exc))
 
     async def ask(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any]]:
         """Send the body ``build(format)``; on a response_format rejection switch to text once."""

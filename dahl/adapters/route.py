@@ -57,6 +57,15 @@ class ChatRoute:
     def __repr__(self) -> str:  # never the key or header values
         return f"<ChatRoute {self.url} {'anthropic' if self.anthropic else 'openai'}>"
 
+    def rejects_format(self, message: str) -> bool:
+        """Whether an HTTP 400/422 ``message`` rejects the structured reply format.
+
+        It names ``response_format`` (chat completions) or, for anthropic, the forced tool
+        (``tools`` / ``tool_choice``): the adapters then ask in text mode.
+        """
+        words = ("response_format", "tool_choice", "tools") if self.anthropic else ("response_format",)
+        return any(word in message for word in words)
+
     def encode(self, body: Mapping[str, Any]) -> bytes:
         """The bytes to send for the chat-completions ``body`` (converted for anthropic); encode once per call.
 

@@ -19,7 +19,7 @@ from dahl.adapters.route import ChatRoute
 from dahl.config import EndpointConfig
 from dahl.engine.lane import Lane, LaneLimits
 from dahl.engine.retry import RetryPolicy
-from dahl.errors import FatalAPIError, QuotaExhausted, RateLimited
+from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted, RateLimited
 from dahl.records import Answer, Claim, Label
 
 KEY = "sk-ant-TESTKEY-0123456789abcdef"
@@ -125,6 +125,16 @@ class TestAdaptersOverMessages:
                 verdict = await OpenAIChecker(claude(server.url), session, fast_lane()).check(
                     Claim(text="C.", index=0), ANSWER)
             assert verdict.label == Label.ERROR and server.stats()["check"] == 2
+
+
+    async def test_tool_rejection_falls_back_to_text_once(self) -> None:
+        """A 400 naming tool_choice: asked once more in text mode (2 requests), then the 400 stands."""
+        async for server in started(faults=(("400", 1.0),)):
+            async with make_session(4, 5.0) as session:
+                checker = OpenAIChecker(claude(server.url), session, fast_lane())
+                with pytest.raises(PermanentAPIError, match="tool_choice is not supported"):
+                    await checker.check(Claim(text="C.", index=0), ANSWER)
+            assert (server.stats()["check"], checker._endpoint.reply_format) == (2, "text")
 
 
 class TestBackPressure:
