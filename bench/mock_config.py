@@ -19,8 +19,10 @@ __all__ = ["FAULT_KINDS", "Latency", "MockConfig", "parse_fault", "parse_latency
 #: connection is aborted; ``timeout``: no reply for ``MockConfig.timeout_fault_s``;
 #: ``malformed``: 200 with a truncated JSON body; ``offformat``: 200 with chatty content
 #: that is neither a label nor a claim list; ``quota``: 429 ``insufficient_quota``;
-#: ``401``: OpenAI's ``invalid_api_key`` reply; ``400``: an ``invalid_request_error``.
-FAULT_KINDS: tuple[str, ...] = ("500", "503", "reset", "timeout", "malformed", "offformat", "quota", "401", "400")
+#: ``401``: OpenAI's ``invalid_api_key`` reply; ``400``: an ``invalid_request_error``;
+#: ``529``: Anthropic's ``overloaded_error`` (:mod:`bench.mock_anthropic`).
+FAULT_KINDS: tuple[str, ...] = (
+    "500", "503", "reset", "timeout", "malformed", "offformat", "quota", "401", "400", "529")
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ class MockConfig:
         seed: seeds the latency and fault draws, so runs are reproducible.
         timeout_fault_s: how long a ``timeout`` fault holds the request, seconds.
         echo_auth: append the request's ``Authorization`` header to every reply's content
-            (on a line of its own), as a server that echoes the key would.
+            (on a line of its own), then ``api-key`` and ``x-*`` headers when sent, as a
+            server that echoes the key would (``/v1/messages``: see :mod:`bench.mock_anthropic`).
         oracle_answers: JSONL ``{question, response}`` answering generation requests
             (:mod:`bench.mock_generate`), or None.
         model_answers: ``(model, file)`` pairs: files as ``oracle_answers`` answering the

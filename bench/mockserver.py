@@ -7,7 +7,8 @@ Command line::
         [--fault KIND=RATE ...] [--seed N] [--echo-auth] [--oracle-answers [MODEL=]FILE ...] [--finish-length]
 
 prints ``ready http://127.0.0.1:PORT`` (flushed) once listening, serves
-``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/completions``
+``POST /v1/chat/completions`` (and ``/chat/completions``), Anthropic's ``POST /v1/messages``
+(:mod:`bench.mock_anthropic`), ``POST /v1/completions``
 (generation, :mod:`bench.mock_generate`), NCBI's ``GET /entrez/eutils/efetch.fcgi``
 (:func:`bench.mock_questions.efetch_xml`), ``GET /stats`` and
 ``POST /stats/reset``, and prints the final stats as one JSON line on SIGINT/SIGTERM.
@@ -40,6 +41,7 @@ from aiohttp import web
 
 from bench.mock_config import FAULT_KINDS, Latency, MockConfig, parse_fault, parse_latency
 from bench import mock_batches, mock_generate
+from bench.mock_anthropic import serve_messages
 from bench.mock_oracle import Oracle
 from bench.mock_questions import efetch_xml
 from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
@@ -171,7 +173,7 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
         if request.transport is not None:
             request.transport.abort()
         return None
-    if fault in ("500", "503"):
+    if fault in ("500", "503", "529"):
         status = int(fault)
         return _error(status, f"Mock fault {status}.", "server_error", None, headers)
     if fault == "401":
@@ -190,6 +192,8 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
         content = reply_content(prompt, state.oracle)
     if state.config.echo_auth:
         content = f"{content}\nAuthorization: {request.headers.get('Authorization', '')}"
+        content += "".join(f"\n{k.lower()}: {v}" for k, v in request.headers.items()
+                           if k.lower() == "api-key" or k.lower().startswith("x-"))
     completion_tokens = estimate_tokens(len(content))
     if completion:
         raw = mock_generate.completion_text_bytes(f"cmpl-mock-{next(state.ids)}", int(time.time()), prompt.model,
@@ -209,6 +213,20 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
     if fault == "malformed":
         raw = raw[: len(raw) // 2]
     return web.Response(body=raw, content_type="application/json", headers=headers)
+
+
+async def _messages(request: web.Request) -> web.StreamResponse:
+    """Anthropic ``POST /v1/messages`` (:func:`bench.mock_anthropic.serve_messages`)."""
+    state = request.app[STATE]
+    state.stats.enter()
+    try:
+        response = await serve_messages(request, state, pause=_pause, draw_fault=_draw_fault)
+        if response is None:
+            raise asyncio.CancelledError  # connection reset fault
+        state.stats.status[str(response.status)] += 1
+        return response
+    finally:
+        state.stats.leave()
 
 
 async def _efetch(request: web.Request) -> web.Response:
@@ -261,6 +279,7 @@ def create_app(
     )
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/chat/completions", _chat)
+    app.router.add_post("/v1/messages", _messages)
     app.router.add_get("/entrez/eutils/efetch.fcgi", _efetch)
     app.router.add_post("/v1/completions", _chat)
     app.router.add_post("/completions", _chat)
@@ -356,7 +375,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--window-s", type=float, default=60.0, help="rate-limit window, seconds")
     parser.add_argument("--fault", nargs="+", action="extend", default=[], metavar="KIND=RATE")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--echo-auth", action="store_true", help="append the Authorization header to replies")
+    parser.add_argument("--echo-auth", action="store_true",
+                        help="append the auth headers (Authorization, api-key, x-*) to replies")
     parser.add_argument("--oracle-answers", action="append", default=[], metavar="[MODEL=]FILE",
                         help="JSONL {question, response}: answers to generation requests; MODEL=FILE "
                              "(repeatable) answers that model's requests only")

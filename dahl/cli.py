@@ -24,8 +24,8 @@ from dahl.cache.database import DB_NAME
 from dahl.cli_recall import recall_options, recall_settings
 from dahl.cli_progress import ProgressMode, run_with_progress, usd
 from dahl.cli_summary import partial_message, print_summary, result_table
-from dahl.cli_types import FINITE
-from dahl.config import endpoint_configs, load_fields
+from dahl.cli_types import FINITE, HEADER
+from dahl.config import AUTH_SCHEMES, PROVIDERS, endpoint_configs, load_fields
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
@@ -147,6 +147,14 @@ def main(verbose: int) -> None:
 @click.option("--api-key-env", default=None,
               help="Environment variable holding the key (default OPENAI_API_KEY, or PERPLEXITY_API_KEY "
                    "for perplexity.ai; '' for keyless local servers).")
+@click.option("--provider", type=click.Choice(PROVIDERS), default=None,
+              help="Wire protocol: openai (chat completions) or anthropic (Messages API); default from the "
+                   "host (anthropic for api.anthropic.com).")
+@click.option("--auth", type=click.Choice(AUTH_SCHEMES), default=None,
+              help="Header carrying the key: bearer, api-key (Azure OpenAI), x-api-key (Anthropic's default) "
+                   "or none (keyless local servers).")
+@click.option("--header", "header_options", multiple=True, type=HEADER,
+              help="Extra request header NAME=VALUE (repeatable); ${VAR} in VALUE reads the environment.")
 @click.option("--rpm", type=FINITE, default=None, help="Request budget, requests per minute.")
 @click.option("--tpm", type=FINITE, default=None, help="Token budget, tokens per minute.")
 @click.option("--max-in-flight", type=int, default=None, help="Concurrent requests per endpoint (default 64).")
@@ -201,6 +209,9 @@ def score(
     timeout_s: float | None,
     max_cost_usd: float | None,
     price_options: tuple[str, ...],
+    provider: str | None,
+    auth: str | None,
+    header_options: tuple[tuple[str, str], ...],
     **recall_values: object,  # the options of dahl.cli_recall.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
@@ -208,7 +219,8 @@ def score(
         overrides = {
             "base_url": base_url, "model": model, "api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,
             "max_in_flight": max_in_flight, "temperature": temperature, "max_tokens": max_tokens,
-            "timeout_s": timeout_s,
+            "timeout_s": timeout_s, "provider": provider, "auth": auth,
+            "headers": dict(header_options) or None,
         }
         endpoints = endpoint_configs(
             config_file,

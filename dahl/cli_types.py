@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["FINITE", "FiniteFloat", "cache_and_progress_options"]
+__all__ = ["FINITE", "HEADER", "FiniteFloat", "HeaderOption", "cache_and_progress_options"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -35,6 +35,28 @@ class FiniteFloat(click.ParamType[float]):
 
 
 FINITE = FiniteFloat()
+
+
+class HeaderOption(click.ParamType[tuple[str, str]]):
+    """A ``NAME=VALUE`` request header option (``--header 'X-Proxy-Token=${PROXY_TOKEN}'``)."""
+
+    name = "NAME=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, str]:
+        """The option's ``(name, value)``.
+
+        Raises:
+            click.BadParameter: no ``=``, or an empty name (a usage error, exit 2).
+        """
+        if isinstance(value, tuple):
+            return value  # already converted (a default)
+        name, sep, text = str(value).partition("=")
+        if not sep or not name.strip():
+            self.fail(f"{value!r} is not NAME=VALUE", param, ctx)
+        return name.strip(), text
+
+
+HEADER = HeaderOption()
 
 
 def cache_and_progress_options(command: _F) -> _F:

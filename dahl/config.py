@@ -1,8 +1,20 @@
-"""Endpoint settings for OpenAI-compatible chat-completions servers, and their TOML loader.
+"""Endpoint settings for LLM servers (OpenAI-compatible or Anthropic), and their TOML loader.
 
 An :class:`EndpointConfig` is immutable and built at the edge (CLI or a TOML
 file); adapters receive it and never read the environment themselves. The API
-key is read from the environment in exactly one place, :func:`resolve_api_key`.
+key is read from the environment in exactly one place, :func:`resolve_api_key`,
+and header values that name variables in :func:`resolve_headers`.
+
+Providers and auth: ``provider = "openai"`` (any chat-completions server; the default)
+POSTs ``{base_url}/chat/completions``; ``provider = "anthropic"`` (inferred for
+``api.anthropic.com``) POSTs ``{base_url}/messages`` with ``anthropic-version``, key in
+``x-api-key``, JSON replies through a forced tool (:mod:`dahl.adapters.anthropic_wire`).
+``auth`` says which header carries the key: ``bearer`` (``Authorization: Bearer``,
+default for openai), ``api-key`` (Azure OpenAI), ``x-api-key`` (default for anthropic)
+or ``none`` (keyless local servers: vLLM, Ollama; same as ``api_key_env = ""``).
+``headers = {...}`` adds headers to every request; a value may name environment
+variables as ``${NAME}`` (a proxy's token), read when the adapter is built. Headers
+and keys never enter cache keys, fingerprints, manifests or logs.
 
 TOML layout (a run may split with one endpoint and check with another)::
 
@@ -19,6 +31,19 @@ TOML layout (a run may split with one endpoint and check with another)::
     model = "sonar"
     extra_body = { search_context_size = "low" }
 
+Azure OpenAI behind a proxy, and Anthropic::
+
+    [check]                         # Azure: key in the api-key header
+    base_url = "https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT"
+    model = "gpt-4o-mini"
+    auth = "api-key"
+    api_key_env = "AZURE_OPENAI_API_KEY"
+    headers = { "X-Proxy-Token" = "${PROXY_TOKEN}" }
+
+    [split]                         # provider inferred from the host; key in ANTHROPIC_API_KEY
+    base_url = "https://api.anthropic.com/v1"
+    model = "claude-3-5-haiku-latest"
+
 A top-level ``fields = {question = "prompt"}`` (before the first table) or a
 ``[fields]`` table maps dahl's input fields to the file's, as ``--field`` does
 (:func:`load_fields`). ``[prices."MODEL"]`` tables override the shipped price
@@ -31,6 +56,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,9 +67,13 @@ from dahl.errors import ConfigError
 from dahl.formats.fields import check_fields
 
 __all__ = [
+    "AUTH_SCHEMES",
     "CHECK_MAX_TOKENS",
+    "PROVIDERS",
     "SPLIT_MAX_TOKENS",
+    "Auth",
     "EndpointConfig",
+    "Provider",
     "ResponseFormat",
     "api_key_id",
     "default_api_key_env",
@@ -52,6 +82,7 @@ __all__ = [
     "load_fields",
     "normalize_base_url",
     "resolve_api_key",
+    "resolve_headers",
 ]
 
 #: How the reply format is requested. ``auto`` resolves per host, see :meth:`EndpointConfig.effective_format`.
@@ -68,6 +99,13 @@ _RESERVED_BODY_KEYS = frozenset(
     {"model", "messages", "temperature", "seed", "max_tokens", "response_format", "stream"}
 )
 _FORMATS: tuple[str, ...] = get_args(ResponseFormat)
+#: Wire protocol of an endpoint: OpenAI chat-completions or Anthropic Messages.
+Provider = Literal["openai", "anthropic"]
+PROVIDERS: tuple[str, ...] = get_args(Provider)
+#: Which header carries the API key (see the module docstring).
+Auth = Literal["bearer", "api-key", "x-api-key", "none"]
+AUTH_SCHEMES: tuple[str, ...] = get_args(Auth)
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STAGES = ("split", "check")
 
 
@@ -91,21 +129,30 @@ def normalize_base_url(url: str) -> str:
 def default_api_key_env(base_url: str) -> str:
     """Name of the environment variable holding the key for ``base_url``.
 
-    ``PERPLEXITY_API_KEY`` when the host contains ``perplexity``, else ``OPENAI_API_KEY``.
+    ``PERPLEXITY_API_KEY`` when the host contains ``perplexity``, ``ANTHROPIC_API_KEY``
+    when it contains ``anthropic``, else ``OPENAI_API_KEY``.
     """
     host = urlsplit(base_url).netloc.lower()
-    return "PERPLEXITY_API_KEY" if "perplexity" in host else "OPENAI_API_KEY"
+    if "perplexity" in host:
+        return "PERPLEXITY_API_KEY"
+    return "ANTHROPIC_API_KEY" if "anthropic" in host else "OPENAI_API_KEY"
+
+
+def _default_provider(base_url: str) -> Provider:
+    """``anthropic`` for ``api.anthropic.com``, else ``openai``."""
+    return "anthropic" if urlsplit(base_url).hostname == "api.anthropic.com" else "openai"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EndpointConfig:
-    """Settings of one OpenAI-compatible ``/chat/completions`` endpoint for one stage.
+    """Settings of one LLM endpoint (chat-completions or Anthropic Messages) for one stage.
 
     Attributes:
         base_url: API root, e.g. ``https://api.openai.com/v1`` (normalized on construction).
         model: model name sent in the request body.
         api_key_env: environment variable holding the key; default per provider
-            (:func:`default_api_key_env`). Empty string: the server needs no key (local vLLM/Ollama).
+            (``ANTHROPIC_API_KEY`` for anthropic, else :func:`default_api_key_env`). Empty
+            string: the server needs no key (local vLLM/Ollama); ``auth = "none"`` sets it so.
         temperature: sampling temperature (0.0 = as deterministic as the server allows).
         seed: sampling seed sent to the server, or None to omit it.
         max_tokens: completion budget in tokens; None = the stage default
@@ -122,9 +169,16 @@ class EndpointConfig:
             ``search_domain_filter``); may not override model, messages or sampling keys.
         max_outage_s: seconds without a successful reply (5xx, timeouts) after which the
             run stops with ``FatalAPIError`` (the lane's breaker, :mod:`dahl.engine.breaker`).
+        provider: ``openai`` or ``anthropic``; None = inferred from the host
+            (``anthropic`` for ``api.anthropic.com``).
+        auth: header carrying the key (``bearer``, ``api-key``, ``x-api-key``, ``none``);
+            None = ``x-api-key`` for anthropic, ``bearer`` otherwise.
+        headers: extra request headers ``{name: value}``; ``${NAME}`` in a value is the
+            environment variable NAME (:func:`resolve_headers`). Never in a fingerprint.
 
     Raises:
-        ConfigError: a value is out of range or an ``extra_body`` key is reserved.
+        ConfigError: a value is out of range, an ``extra_body`` key is reserved, or a
+            header is not a string (or has an unclosed ``${``).
     """
 
     base_url: str
@@ -140,12 +194,32 @@ class EndpointConfig:
     response_format: ResponseFormat = "auto"
     extra_body: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     max_outage_s: float = 120.0
+    provider: Provider | None = None
+    auth: Auth | None = None
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Frozen dataclass: normalized values are written once, here.
         object.__setattr__(self, "base_url", normalize_base_url(self.base_url))
-        if self.api_key_env is None:
-            object.__setattr__(self, "api_key_env", default_api_key_env(self.base_url))
+        if self.provider is None:
+            object.__setattr__(self, "provider", _default_provider(self.base_url))
+        if self.provider not in PROVIDERS:
+            raise ConfigError(f"provider must be one of {', '.join(PROVIDERS)}, got {self.provider!r}")
+        if self.auth is None:
+            object.__setattr__(self, "auth", "x-api-key" if self.provider == "anthropic" else "bearer")
+        if self.auth not in AUTH_SCHEMES:
+            raise ConfigError(f"auth must be one of {', '.join(AUTH_SCHEMES)}, got {self.auth!r}")
+        if self.auth == "none":
+            object.__setattr__(self, "api_key_env", "")
+        elif self.api_key_env is None:
+            default = "ANTHROPIC_API_KEY" if self.provider == "anthropic" else default_api_key_env(self.base_url)
+            object.__setattr__(self, "api_key_env", default)
+        object.__setattr__(self, "headers", dict(self.headers))
+        for name, value in self.headers.items():
+            if not isinstance(name, str) or not name or not isinstance(value, str):
+                raise ConfigError(f"headers must map names to strings; {name!r} does not")
+            if "${" in _ENV_REFERENCE.sub("", value):
+                raise ConfigError(f"header {name}: write an environment variable as ${{NAME}}")
         object.__setattr__(self, "extra_body", dict(self.extra_body))
         # TOML gives 0 for 0.0; coerce so bodies and fingerprints do not depend on spelling.
         for name in ("temperature", "timeout_s", "rpm", "tpm", "max_outage_s"):
@@ -176,17 +250,30 @@ class EndpointConfig:
         if reserved:
             raise ConfigError(f"extra_body may not set {', '.join(reserved)}")
 
+    def _route(self, path: str) -> str:
+        """``base_url`` with ``path`` appended before its query (Azure's ``?api-version=``)."""
+        parts = urlsplit(self.base_url)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path + path, parts.query, ""))
+
     @property
     def chat_url(self) -> str:
-        """Full URL of the chat-completions route."""
-        return f"{self.base_url}/chat/completions"
+        """Full URL of the chat-completions route (a query of ``base_url`` kept at the end)."""
+        return self._route("/chat/completions")
+
+    @property
+    def request_url(self) -> str:
+        """Full URL the Splitter, Checker and coverage judge POST to: ``/messages`` for anthropic."""
+        return self._route("/messages") if self.provider == "anthropic" else self.chat_url
 
     def effective_format(self) -> Literal["json_schema", "json_object", "text"]:
-        """The reply format actually requested: ``auto`` resolved by host (see class doc)."""
+        """The reply format actually requested: ``auto`` resolved by host (see class doc).
+
+        An ``anthropic`` endpoint resolves ``auto`` to ``json_schema`` (a forced tool).
+        """
         if self.response_format != "auto":
             return self.response_format
         host = urlsplit(self.base_url).hostname or ""
-        return "json_schema" if host == "api.openai.com" else "text"
+        return "json_schema" if host == "api.openai.com" or self.provider == "anthropic" else "text"
 
 
 def resolve_api_key(cfg: EndpointConfig) -> str:
@@ -204,9 +291,31 @@ def resolve_api_key(cfg: EndpointConfig) -> str:
     if not key:
         raise ConfigError(
             f"environment variable {cfg.api_key_env} is not set or empty; it must hold the API key "
-            f"for {cfg.base_url}"
+            f"for {cfg.base_url} (a keyless local server such as vLLM or Ollama: pass --api-key-env '' "
+            f'or set auth = "none" in the --config table)'
         )
     return key
+
+
+def resolve_headers(cfg: EndpointConfig) -> dict[str, str]:
+    """``cfg.headers`` with every ``${NAME}`` replaced by the environment variable NAME.
+
+    The values may be secrets: callers send them and keep them nowhere else.
+
+    Raises:
+        ConfigError: a named variable is unset; the message names the header and the
+            variable, never a value.
+    """
+    def value(name: str, text: str) -> str:
+        def lookup(match: re.Match[str]) -> str:
+            found = os.environ.get(match.group(1))
+            if found is None:
+                raise ConfigError(f"header {name} of {cfg.base_url} needs environment variable "
+                                  f"{match.group(1)}, which is not set")
+            return found
+        return _ENV_REFERENCE.sub(lookup, text)
+
+    return {name: value(name, text) for name, text in cfg.headers.items()}
 
 
 def api_key_id(key: str) -> str:
@@ -236,6 +345,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "response_format": (str,),
     "extra_body": (dict,),
     "max_outage_s": _NUMBER,
+    "provider": (str,),
+    "auth": (str,),
+    "headers": (dict,),
 }
 
 
@@ -292,7 +404,7 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     """Read endpoint settings for the ``split`` and ``check`` stages from a TOML file.
 
     ``[default]`` is merged under both ``[split]`` and ``[check]`` (stage keys win;
-    ``extra_body`` tables are merged key by key). A stage whose table is absent gets the
+    ``extra_body`` and ``headers`` tables are merged key by key). A stage whose table is absent gets the
     defaults alone; a stage with neither is left out of the result. ``max_tokens``
     falls back to the stage default (1024 split, 128 check).
 
@@ -318,9 +430,10 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
             continue
         own = _check_table(path, stage, data.get(stage, {}))
         merged = {**default, **own}
-        extra = {**default.get("extra_body", {}), **own.get("extra_body", {})}
-        if extra:
-            merged["extra_body"] = extra
+        for table in ("extra_body", "headers"):  # merged key by key
+            both = {**default.get(table, {}), **own.get(table, {})}
+            if both:
+                merged[table] = both
         for key in ("base_url", "model"):
             if key not in merged:
                 raise ConfigError(f"{path}: [{stage}] needs {key!r} (or set it in [default])")
@@ -356,6 +469,8 @@ def endpoint_configs(
         if stage in from_file:
             base = {f: getattr(from_file[stage], f) for f in _FIELDS}
         merged = {**base, **overrides}
+        if "headers" in base and "headers" in overrides:  # --header adds to the file's headers
+            merged["headers"] = {**base["headers"], **overrides["headers"]}
         for key in ("base_url", "model"):
             if not merged.get(key):
                 flag = "--" + key.replace("_", "-")

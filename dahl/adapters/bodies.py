@@ -116,8 +116,9 @@ def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool
 
     Includes the normalized base URL, model, template version (``check-evidence/v1``
     for a check against evidence passages), temperature, seed, max_tokens, reply
-    format and extra_body (canonical JSON, sorted keys); never the API key, timeouts
-    or concurrency limits.
+    format, extra_body (canonical JSON, sorted keys) and a provider other than
+    ``openai`` (``|provider=anthropic``: the same body asks differently there); never the
+    API key, auth, headers, timeouts or concurrency limits.
     """
     if kind == "split":
         version = prompts.SPLIT_TEMPLATE_VERSION
@@ -128,4 +129,5 @@ def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool
         f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={version}"
         f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={max_tokens(cfg, kind)}"
         f"|format={cfg.effective_format()}|extra={extra}"
+        + ("" if cfg.provider == "openai" else f"|provider={cfg.provider}")
     )

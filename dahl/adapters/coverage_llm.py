@@ -26,9 +26,10 @@ import orjson
 
 from dahl.adapters.bodies import Format, estimate_tokens
 from dahl.adapters.coverage import Judgement
-from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
+from dahl.adapters.http import ChatReply
+from dahl.adapters.route import ChatRoute
 from dahl.adapters.openai import CallLane
-from dahl.config import EndpointConfig, resolve_api_key
+from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError, PermanentAPIError
 from dahl.records import AnswerResult, Coverage, normalize_text
 
@@ -205,8 +206,7 @@ class OpenAICoverageJudge:
         self._cfg = cfg
         self._session = session
         self._lane = lane
-        self._api_key = resolve_api_key(cfg)
-        self._headers = request_headers(self._api_key)
+        self._route = ChatRoute(cfg)
         self._fmt: Format = cfg.effective_format()
         self._max_facts = max_facts
         self.calls = 0
@@ -216,14 +216,15 @@ class OpenAICoverageJudge:
             f"openai:cover|{cfg.base_url}|model={cfg.model}|template={COVER_TEMPLATE_VERSION}"
             f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={limit}"
             f"|format={self._fmt}|extra={extra}|batch={max_facts}"
+            + ("" if cfg.provider == "openai" else f"|provider={cfg.provider}")
         )
 
     async def _send(self, body: dict[str, Any]) -> ChatReply:
-        data = encode_body(body)
-        session, url, key, headers = self._session, self._cfg.chat_url, self._api_key, self._headers
+        route, session = self._route, self._session
+        data = route.encode(body)
 
         def attempt() -> Awaitable[ChatReply]:
-            return post_chat(session, url, key, data, headers=headers)
+            return route.post(session, data)
 
         self.calls += 1
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
@@ -233,7 +234,7 @@ class OpenAICoverageJudge:
         try:
             reply = await self._send(cover_request_body(self._cfg, question, response, facts, fmt=self._fmt))
         except PermanentAPIError as exc:
-            if self._fmt == "text" or exc.status not in (400, 422) or "response_format" not in str(exc):
+            if self._fmt == "text" or exc.status not in (400, 422) or not self._route.rejects_format(str(exc)):
                 raise
             log.warning("%s rejected response_format=%s (%s); asking coverage in text mode from now on",
                         self._cfg.base_url, self._fmt, exc)

@@ -1,4 +1,4 @@
-"""One OpenAI-compatible endpoint as the adapters use it: settings, session, lane, key, reply format.
+"""One LLM endpoint as the adapters use it: settings, session, lane, route (key, provider), reply format.
 
 Shared by the Splitter (:mod:`dahl.adapters.openai`) and the Checker
 (:mod:`dahl.adapters.openai_check`): it sends a body through the engine's lane
@@ -17,8 +17,9 @@ import aiohttp
 
 from dahl.adapters import prompts
 from dahl.adapters.bodies import Format, Kind, endpoint_fingerprint, estimate_tokens
-from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
-from dahl.config import EndpointConfig, resolve_api_key
+from dahl.adapters.http import ChatReply
+from dahl.adapters.route import ChatRoute
+from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError, PermanentAPIError
 from dahl.records import Usage
 
@@ -62,8 +63,7 @@ class Endpoint:
         self.kind: Kind = kind
         self._session = session
         self._lane = lane
-        self._api_key = resolve_api_key(cfg)
-        self._headers = request_headers(self._api_key)  # the same for every request
+        self._route = ChatRoute(cfg)  # key and headers: the same for every request
         self._fmt: Format = cfg.effective_format()
         self.fingerprint = endpoint_fingerprint(cfg, kind)
         self.system_digests: dict[str, str] = {}
@@ -78,16 +78,16 @@ class Endpoint:
 
         The body is encoded once here; every attempt (retry) sends the same bytes.
         """
-        data = encode_body(body)
-        session, url, api_key, headers = self._session, self.cfg.chat_url, self._api_key, self._headers
+        route, session = self._route, self._session
+        data = route.encode(body)
 
         def attempt() -> Awaitable[ChatReply]:
-            return post_chat(session, url, api_key, data, headers=headers)
+            return route.post(session, data)
 
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 
     def _rejects_format(self, exc: PermanentAPIError) -> bool:
-        return self._fmt != "text" and exc.status in (400, 422) and "response_format" in str(exc)
+        return self._fmt != "text" and exc.status in (400, 422) and self._route.rejects_format(str(exc))
 
     async def ask(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any]]:
         """Send the body ``build(format)``; on a response_format rejection switch to text once."""

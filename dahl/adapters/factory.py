@@ -111,7 +111,7 @@ async def open_adapters(
     # worker thread so the event loop is never held by an import.
     modules = {settings.splitter, settings.checker}  # adapter names are their module names
     if "openai" in modules:
-        modules.add("http")
+        modules.update(("http", "route"))
     if "evidence" in modules or (settings.checker == "openai" and settings.evidence is not None):
         modules.update(("corpus", "documents"))
     await anyio.to_thread.run_sync(

@@ -1,4 +1,7 @@
-"""One HTTP request to an OpenAI-compatible ``/chat/completions`` route, with error mapping.
+"""One HTTP request to an LLM route, with error mapping.
+
+OpenAI-compatible ``/chat/completions`` here (:func:`post_chat`); Anthropic ``/messages``
+sends through :func:`post_bytes` and :func:`decode_json` too (:mod:`dahl.adapters.anthropic`).
 
 This is the only module that imports aiohttp's exceptions (STYLE.md 4): every
 transport, status and body failure leaves it as a :mod:`dahl.errors` type, which
@@ -8,10 +11,10 @@ the engine's lane turns into a retry decision:
 reply or failure                                       raised
 =====================================================  =========================
 429, 402 or 403 with ``insufficient_quota``/billing    ``QuotaExhausted``
-402 (Payment Required)                                 ``QuotaExhausted``
+402; 400 "credit balance is too low" (Anthropic)      ``QuotaExhausted``
 401; other 403 (bad key, no access to the model)       ``FatalAPIError(status)``
 429 "Request too large" (tokens per min)               ``PermanentAPIError(429)``
-other 429                                              ``RateLimited(retry_after_s)``
+other 429; 529 (Anthropic overloaded)                  ``RateLimited(retry_after_s)``
 408, 409, 5xx                                          ``TransientAPIError``
 other 4xx (incl. 413 request too large)                ``PermanentAPIError(status)``
 refused, host not resolved                             ``ConnectError``
@@ -51,12 +54,16 @@ from dahl.errors import (
 from dahl.records import Usage
 
 __all__ = [
+    "AUTH_HEADERS",
     "BytesReply",
     "ChatReply",
+    "decode_json",
     "encode_body",
     "get_bytes",
     "make_session",
     "parse_duration_s",
+    "parse_reply",
+    "post_bytes",
     "post_chat",
     "request_headers",
     "retry_after_s",
@@ -68,6 +75,8 @@ _MAX_MESSAGE_CHARS = 300
 # Key-shaped tokens (OpenAI sk-..., Perplexity pplx-..., generic Bearer values) a server may echo.
 _KEYLIKE = re.compile(r"\b(?:sk|pplx|gsk|xai|tgp)-[A-Za-z0-9_\-*.]{4,}|Bearer\s+\S+")
 _QUOTA_WORDS = ("insufficient_quota", "billing", "exceeded your current quota", "quota exceeded")
+# Anthropic answers an exhausted prepaid balance with a 400.
+_CREDIT_WORDS = ("credit balance is too low",)
 # OpenAI answers a request above the whole per-minute token budget with a 429 that no wait can fix.
 _TOO_LARGE_WORDS = ("request too large",)
 
@@ -166,9 +175,10 @@ def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> fl
     return max(given) if given else None
 
 
-def _redact(text: str, api_key: str) -> str:
-    if api_key:
-        text = text.replace(api_key, "***")
+def _redact(text: str, api_key: str, secrets: tuple[str, ...] = ()) -> str:
+    for secret in (api_key, *secrets):
+        if secret:
+            text = text.replace(secret, "***")
     return _KEYLIKE.sub("***", text)
 
 
@@ -187,14 +197,15 @@ def _error_fields(body: bytes) -> tuple[str, str]:
 
 
 def _status_error(
-    status: int, headers: Mapping[str, str], body: bytes, api_key: str, url: str
+    status: int, headers: Mapping[str, str], body: bytes, api_key: str, url: str, secrets: tuple[str, ...] = ()
 ) -> AdapterError:
     """Map a non-200 reply to the dahl error tree (see the module table)."""
     kinds, message = _error_fields(body)
-    message = " ".join(_redact(message, api_key).split())[:_MAX_MESSAGE_CHARS]
+    message = " ".join(_redact(message, api_key, secrets).split())[:_MAX_MESSAGE_CHARS]
     text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
     lowered = f"{kinds} {message}".lower()
-    if status == 402 or (status in (403, 429) and any(w in lowered for w in _QUOTA_WORDS)):
+    if (status == 402 or (status in (403, 429) and any(w in lowered for w in _QUOTA_WORDS))
+            or (status == 400 and any(w in lowered for w in _CREDIT_WORDS))):
         return QuotaExhausted(text, status=status)
     if status in (401, 403):
         said = f": {message}" if message else "."
@@ -204,8 +215,8 @@ def _status_error(
         )
     if status == 429 and any(w in lowered for w in _TOO_LARGE_WORDS):
         return PermanentAPIError(text, status=429)
-    if status == 429:
-        return RateLimited(text, retry_after_s=retry_after_s(headers), status=429)
+    if status in (429, 529):  # 529: Anthropic's "overloaded", back-pressure like a rate limit
+        return RateLimited(text, retry_after_s=retry_after_s(headers), status=status)
     if status in (408, 409) or status >= 500:
         return TransientAPIError(text, status=status)
     return PermanentAPIError(text, status=status)
@@ -258,15 +269,37 @@ def _reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     )
 
 
-def request_headers(api_key: str) -> CIMultiDictProxy[str]:
+#: Auth schemes: the header each one sends the key in (``none`` sends no key).
+AUTH_HEADERS = {"bearer": "Authorization", "api-key": "api-key", "x-api-key": "x-api-key", "none": ""}
+
+
+def request_headers(
+    api_key: str, *, auth: str = "bearer", extra: Mapping[str, str] | None = None
+) -> CIMultiDictProxy[str]:
     """The request headers for ``api_key`` (read-only: aiohttp copies them).
 
     Build them once per endpoint and pass them to :func:`post_chat`: they are the same
     for every request. Nothing keeps them beyond the caller (the key is never cached).
+
+    Args:
+        api_key: the key; ``""`` sends none.
+        auth: ``bearer`` (``Authorization: Bearer KEY``, OpenAI and most servers),
+            ``api-key`` (``api-key: KEY``, Azure OpenAI), ``x-api-key`` (``x-api-key: KEY``,
+            Anthropic) or ``none`` (no key header).
+        extra: further headers (an endpoint's ``headers``, resolved), set last: they
+            replace a default of the same name.
+
+    Raises:
+        ValueError: an unknown ``auth``.
     """
+    if auth not in AUTH_HEADERS:
+        raise ValueError(f"unknown auth scheme {auth!r}; choose one of {', '.join(AUTH_HEADERS)}")
     headers = CIMultiDict({"Content-Type": "application/json", "Accept": "application/json"})
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    name = AUTH_HEADERS[auth]
+    if api_key and name:
+        headers[name] = f"Bearer {api_key}" if auth == "bearer" else api_key
+    for key, value in (extra or {}).items():
+        headers[key] = value
     return CIMultiDictProxy(headers)
 
 
@@ -281,42 +314,23 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
     return orjson.dumps(body)
 
 
-async def post_chat(
-    session: aiohttp.ClientSession,
-    url: str,
-    api_key: str,
-    body: Mapping[str, Any] | bytes,
-    *,
-    headers: CIMultiDictProxy[str] | None = None,
-) -> ChatReply:
-    """Send ONE chat-completions request and return the parsed reply (no retry here).
+async def post_bytes(
+    session: aiohttp.ClientSession, url: str, data: bytes, headers: CIMultiDictProxy[str]
+) -> tuple[int, dict[str, str], bytes]:
+    """Send ONE POST of ``data``; return (status, headers with lowercase names, body). No retry.
 
-    Args:
-        session: from :func:`make_session`.
-        url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
-        api_key: bearer token; ``""`` sends no Authorization header.
-        body: JSON request body, or its bytes from :func:`encode_body` (sent as they are).
-        headers: :func:`request_headers` of ``api_key``, built once by the caller; None
-            builds them here.
+    Transport failures are mapped as in the module table; the status is not judged here
+    (see :func:`decode_json`).
 
     Raises:
-        QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
-        FatalAPIError: 401, or another 403 (the key is wrong or lacks access); the message
-            names ``url``, never the key.
-        RateLimited: other 429; ``retry_after_s`` from the headers (see :func:`retry_after_s`).
         ConnectError: the connection was refused or the host did not resolve.
-        TransientAPIError: 408, 409, 5xx, connection reset, disconnect, truncated
-            payload, timeout, or a 200 whose body is not the expected JSON.
-        PermanentAPIError: any other 4xx (``status`` set), a 429 "Request too large",
-            or an invalid URL.
+        TransientAPIError: reset, disconnect, truncated payload, timeout.
+        PermanentAPIError: an invalid URL.
     """
-    data = body if isinstance(body, bytes) else orjson.dumps(body)
     try:
-        sent_headers = headers if headers is not None else request_headers(api_key)
-        async with session.post(url, data=data, headers=sent_headers) as response:
+        async with session.post(url, data=data, headers=headers) as response:
             payload = await response.read()
-            status = response.status
-            reply_headers = {k.lower(): v for k, v in response.headers.items()}
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, payload
     except TimeoutError as exc:  # asyncio.TimeoutError is TimeoutError on Python >= 3.11
         raise TransientAPIError(f"request timed out after {session.timeout.total} s") from exc
     except aiohttp.InvalidURL as exc:
@@ -331,20 +345,83 @@ async def post_chat(
         raise TransientAPIError(f"connection error: {type(exc).__name__}: {exc}") from exc
     except aiohttp.ClientError as exc:
         raise TransientAPIError(f"HTTP client error: {type(exc).__name__}") from exc
+
+
+def decode_json(
+    status: int, headers: Mapping[str, str], payload: bytes, api_key: str, url: str, *,
+    secrets: tuple[str, ...] = (),
+) -> Any:
+    """The decoded JSON of a 2xx reply; the dahl error of any other (see the module table).
+
+    The key, and each of ``secrets`` (e.g. header values read from the environment), of
+    :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the body becomes ``***`` before
+    decoding; error messages are redacted of them whatever their length.
+
+    Raises:
+        AdapterError: the status's error (:func:`post_chat` lists them), or
+            ``TransientAPIError`` for a 2xx body that is not JSON.
+    """
     if not 200 <= status < 300:
-        error = _status_error(status, reply_headers, payload, api_key, url)
+        error = _status_error(status, headers, payload, api_key, url, secrets)
         log.debug("POST %s -> %s", url, error)
         raise error
-    if api_key and len(api_key) >= MIN_REDACTED_KEY_CHARS:
-        secret = api_key.encode()
-        if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
-            payload = payload.replace(secret, b"***")
+    for text in (api_key, *secrets):
+        if len(text) >= MIN_REDACTED_KEY_CHARS:
+            secret = text.encode()
+            if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
+                payload = payload.replace(secret, b"***")
     try:
-        data = orjson.loads(payload)
+        return orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
         raise TransientAPIError(f"malformed JSON body in 200 reply ({len(payload)} bytes)") from exc
-    return _reply(data, reply_headers)
 
+
+def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
+    """Build a :class:`ChatReply` from a decoded chat-completion body.
+
+    Raises:
+        TransientAPIError: the body has no ``choices[0].message`` (or ``.text``) string.
+    """
+    return _reply(data, headers)
+
+
+async def post_chat(
+    session: aiohttp.ClientSession,
+    url: str,
+    api_key: str,
+    body: Mapping[str, Any] | bytes,
+    *,
+    headers: CIMultiDictProxy[str] | None = None,
+    secrets: tuple[str, ...] = (),
+) -> ChatReply:
+    """Send ONE chat-completions request and return the parsed reply (no retry here).
+
+    Args:
+        session: from :func:`make_session`.
+        url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
+        api_key: the key, redacted from messages and replies; with ``headers=None`` it is
+            sent as a bearer token (``""``: no Authorization header).
+        body: JSON request body, or its bytes from :func:`encode_body` (sent as they are).
+        headers: :func:`request_headers` of ``api_key``, built once by the caller; None
+            builds them here.
+        secrets: further values to redact as the key is (header values from the environment).
+
+    Raises:
+        QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
+        FatalAPIError: 401, or another 403 (the key is wrong or lacks access); the message
+            names ``url``, never the key.
+        RateLimited: other 429, or 529 (overloaded); ``retry_after_s`` from the headers
+            (see :func:`retry_after_s`).
+        ConnectError: the connection was refused or the host did not resolve.
+        TransientAPIError: 408, 409, 5xx, connection reset, disconnect, truncated
+            payload, timeout, or a 200 whose body is not the expected JSON.
+        PermanentAPIError: any other 4xx (``status`` set), a 429 "Request too large",
+            or an invalid URL.
+    """
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    sent_headers = headers if headers is not None else request_headers(api_key)
+    status, reply_headers, payload = await post_bytes(session, url, data, sent_headers)
+    return _reply(decode_json(status, reply_headers, payload, api_key, url, secrets=secrets), reply_headers)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 The call is the Checker's (:mod:`dahl.adapters.http`): a pure body, ONE HTTP attempt
 handed to the lane (rate limits, in-flight cap, retries, breaker). Completion mode
 posts ``{"model", "prompt", ...}`` to ``/completions``, chat mode
-``{"model", "messages": [user], ...}`` to ``/chat/completions``. The reply is taken
-as text: nothing to parse, so nothing is re-asked.
+``{"model", "messages": [user], ...}`` to ``/chat/completions`` (an ``anthropic``
+endpoint: converted, to ``/messages``; :class:`dahl.adapters.route.ChatRoute`). The
+reply is taken as text: nothing to parse, so nothing is re-asked.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import aiohttp
 import msgspec
 
 from dahl.adapters.endpoint import CallLane
-from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
-from dahl.config import EndpointConfig, resolve_api_key
+from dahl.adapters.http import ChatReply, encode_body, post_chat
+from dahl.adapters.route import ChatRoute
+from dahl.config import EndpointConfig
+from dahl.errors import ConfigError
 from dahl.generate.settings import PAPER_MAX_TOKENS
 from dahl.generate.templates import Mode, Template
 
@@ -55,7 +58,8 @@ class GenerateEndpoint:
             to a next question), or ``()`` to send none.
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset.
+        ConfigError: (on construction) the API key variable (or one a header names) is
+            unset, or completion mode on an ``anthropic`` endpoint (it has no ``/completions``).
     """
 
     def __init__(
@@ -74,11 +78,12 @@ class GenerateEndpoint:
         self.top_p = top_p
         self.stop = stop
         self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else PAPER_MAX_TOKENS
-        self.url = cfg.chat_url if mode == "chat" else f"{cfg.base_url}/completions"
+        if mode == "completion" and cfg.provider == "anthropic":
+            raise ConfigError(f"{cfg.base_url} is an anthropic endpoint: it has no /completions; use chat mode")
+        self._route = ChatRoute(cfg)
+        self.url = self._route.url if mode == "chat" else f"{cfg.base_url}/completions"
         self._session = session
         self._lane = lane
-        self._api_key = resolve_api_key(cfg)
-        self._headers = request_headers(self._api_key)
 
     def sampling(self, sample: int) -> dict[str, Any]:
         """The sampling settings of sample ``sample`` (0-based): mode, temperature, max_tokens,
@@ -114,11 +119,18 @@ class GenerateEndpoint:
             AdapterError: the HTTP call failed after the lane's retries (quota and fatal
                 errors stop the run).
         """
-        data = encode_body(body)
-        session, url, key, headers = self._session, self.url, self._api_key, self._headers
+        session, route = self._session, self._route
+        if self.mode == "chat":
+            data = route.encode(body)
 
-        def attempt() -> Awaitable[ChatReply]:
-            return post_chat(session, url, key, data, headers=headers)
+            def attempt() -> Awaitable[ChatReply]:
+                return route.post(session, data)
+        else:
+            data = encode_body(body)
+            url, key, headers, secrets = self.url, route.api_key, route.headers, route.secrets
+
+            def attempt() -> Awaitable[ChatReply]:
+                return post_chat(session, url, key, data, headers=headers, secrets=secrets)
 
         text = body.get("prompt") or "".join(m["content"] for m in body.get("messages", ()))
         reply = await self._lane.call(attempt, estimated_tokens=-(-len(text) // 4) + self.max_tokens)

@@ -19,9 +19,10 @@ import aiohttp
 import orjson
 
 from dahl.adapters.bodies import Format, estimate_tokens
-from dahl.adapters.http import ChatReply, encode_body, post_chat, request_headers
+from dahl.adapters.http import ChatReply
 from dahl.adapters.openai import CallLane
-from dahl.config import EndpointConfig, resolve_api_key
+from dahl.adapters.route import ChatRoute
+from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError, PermanentAPIError
 from dahl.refs import prompts
 
@@ -83,8 +84,7 @@ class RefsEndpoint:
         self.kind: RefsKind = kind
         self._session = session
         self._lane = lane
-        self._api_key = resolve_api_key(cfg)
-        self._headers = request_headers(self._api_key)
+        self._route = ChatRoute(cfg)  # provider, key and headers (Anthropic: /messages)
         self._fmt: Format = cfg.effective_format()
         self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else DEFAULT_MAX_TOKENS[kind]
         template = prompts.EXTRACT_TEMPLATE_VERSION if kind == "extract" else prompts.RATE_TEMPLATE_VERSION
@@ -93,6 +93,7 @@ class RefsEndpoint:
             f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={template}"
             f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={self.max_tokens}"
             f"|format={self._fmt}|extra={extra}"
+            + ("" if cfg.provider == "openai" else f"|provider={cfg.provider}")
         )
 
     def body(self, messages: list[dict[str, str]], fmt: Format | None = None) -> dict[str, Any]:
@@ -114,11 +115,11 @@ class RefsEndpoint:
         return body
 
     async def _send(self, body: dict[str, Any]) -> ChatReply:
-        data = encode_body(body)
-        session, url, api_key, headers = self._session, self.cfg.chat_url, self._api_key, self._headers
+        route, session = self._route, self._session
+        data = route.encode(body)
 
         def attempt() -> Awaitable[ChatReply]:
-            return post_chat(session, url, api_key, data, headers=headers)
+            return route.post(session, data)
 
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 
