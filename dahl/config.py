@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from dahl.errors import ConfigError
 from dahl.formats.fields import check_fields
+from dahl.templates import STAGES, PromptTemplate, load_prompt_template
 
 __all__ = [
     "CHECK_MAX_TOKENS",
@@ -49,6 +50,7 @@ __all__ = [
     "endpoint_configs",
     "load_config",
     "load_fields",
+    "load_templates",
     "normalize_base_url",
     "resolve_api_key",
 ]
@@ -121,9 +123,12 @@ class EndpointConfig:
             ``search_domain_filter``); may not override model, messages or sampling keys.
         max_outage_s: seconds without a successful reply (5xx, timeouts) after which the
             run stops with ``FatalAPIError`` (the lane's breaker, :mod:`dahl.engine.breaker`).
+        templates: the user's prompt templates by stage (``{"split": PromptTemplate}``);
+            a stage not in it uses its shipped template (:meth:`template`).
 
     Raises:
-        ConfigError: a value is out of range or an ``extra_body`` key is reserved.
+        ConfigError: a value is out of range, an ``extra_body`` key is reserved, or a
+            template is filed under another stage than its own.
     """
 
     base_url: str
@@ -139,6 +144,7 @@ class EndpointConfig:
     response_format: ResponseFormat = "auto"
     extra_body: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     max_outage_s: float = 120.0
+    templates: Mapping[str, PromptTemplate] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Frozen dataclass: normalized values are written once, here.
@@ -146,6 +152,10 @@ class EndpointConfig:
         if self.api_key_env is None:
             object.__setattr__(self, "api_key_env", default_api_key_env(self.base_url))
         object.__setattr__(self, "extra_body", dict(self.extra_body))
+        object.__setattr__(self, "templates", dict(self.templates))
+        for stage, template in self.templates.items():
+            if stage not in STAGES or template.stage != stage:
+                raise ConfigError(f"templates[{stage!r}] holds a {template.stage!r} template")
         # TOML gives 0 for 0.0; coerce so bodies and fingerprints do not depend on spelling.
         for name in ("temperature", "timeout_s", "rpm", "tpm", "max_outage_s"):
             value = getattr(self, name)
@@ -174,6 +184,10 @@ class EndpointConfig:
         reserved = sorted(_RESERVED_BODY_KEYS & set(self.extra_body))
         if reserved:
             raise ConfigError(f"extra_body may not set {', '.join(reserved)}")
+
+    def template(self, shipped: PromptTemplate) -> PromptTemplate:
+        """The template of ``shipped.stage`` this endpoint uses: the user's, else ``shipped``."""
+        return self.templates.get(shipped.stage, shipped)
 
     @property
     def chat_url(self) -> str:
@@ -242,9 +256,9 @@ def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{section}] must be a table")
     for key in table:
-        if key not in _FIELDS:
+        if key not in _TYPES:
             raise ConfigError(
-                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(_FIELDS))})"
+                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(_TYPES))})"
             )
         value = table[key]
         if isinstance(value, bool) or not isinstance(value, _TYPES[key]):
@@ -287,6 +301,27 @@ def load_fields(path: str | Path) -> dict[str, str]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def load_templates(path: str | Path) -> dict[str, PromptTemplate]:
+    """Read the prompt templates a TOML file's ``[templates]`` table names, e.g. ``split = "split.toml"``.
+
+    Paths are relative to the TOML file's folder; each file is loaded and validated
+    (:func:`dahl.templates.load_prompt_template`).
+
+    Returns:
+        ``{stage: PromptTemplate}``; empty when the file has no ``[templates]``.
+
+    Raises:
+        ConfigError: ``templates`` not a table of strings, an unknown stage, or a bad
+            template file (the file and placeholder named).
+    """
+    path = Path(path)
+    table = _read_toml(path).get("templates", {})
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise ConfigError(f"{path}: [templates] must map stages to file paths, e.g. split = \"split.toml\"")
+    return {stage: load_prompt_template(stage, path.parent / file, flag=f"{path}: [templates]")
+            for stage, file in table.items()}
+
+
 def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     """Read endpoint settings for the ``split`` and ``check`` stages from a TOML file.
 
@@ -308,8 +343,8 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     path = Path(path)
     data = _read_toml(path)
     for section in data:
-        if section not in ("default", "fields", *_STAGES):
-            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, split, check)")
+        if section not in ("default", "fields", "templates", *_STAGES):
+            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, templates, split, check)")
     default = _check_table(path, "default", data.get("default", {}))
     result: dict[str, EndpointConfig] = {}
     for stage in _STAGES:
