@@ -24,8 +24,9 @@ from dahl.cache.database import DB_NAME
 from dahl.cli_recall import recall_options, recall_settings
 from dahl.cli_progress import ProgressMode, run_with_progress
 from dahl.cli_summary import partial_message, print_summary, result_table
-from dahl.cli_types import FINITE
-from dahl.config import endpoint_configs, load_fields
+from dahl.cli_templates import SCORE_STAGES, apply_score_templates
+from dahl.cli_types import FINITE, parse_template_options, template_option
+from dahl.config import endpoint_configs, load_fields, load_templates
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
@@ -163,6 +164,7 @@ def main(verbose: int) -> None:
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between two progress lines when stderr is not a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the expected calls, tokens and time bound; call nothing.")
+@template_option(SCORE_STAGES)
 @recall_options
 def score(
     inputs: tuple[Path, ...],
@@ -192,6 +194,7 @@ def score(
     temperature: float | None,
     max_tokens: int | None,
     timeout_s: float | None,
+    template_options: tuple[str, ...],
     **recall_values: object,  # the options of dahl.cli_recall.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
@@ -208,6 +211,13 @@ def score(
         )
         fields = {**(load_fields(config_file) if config_file is not None else {}),
                   **parse_field_options(field_options)}
+        recall = recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
+                                 config_file=config_file,
+                                 overrides={k: v for k, v in overrides.items() if v is not None})
+        templates = {**(load_templates(config_file) if config_file is not None else {}),
+                     **parse_template_options(template_options, SCORE_STAGES)}
+        endpoints, recall = apply_score_templates(templates, endpoints, recall, splitter=splitter,
+                                                  checker=checker, evidence=evidence)
         config = ScoreConfig(
             inputs=inputs,
             out_dir=out_dir,
@@ -227,9 +237,7 @@ def score(
             seed=seed,
             cache_dir=cache_dir,
             use_cache=not no_cache,
-            recall=recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
-                                   config_file=config_file,
-                                   overrides={k: v for k, v in overrides.items() if v is not None}),
+            recall=recall,
         )
         if dry_run:
             _print_dry_run(estimate(config))

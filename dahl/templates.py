@@ -30,7 +30,7 @@ from typing import Literal
 
 from dahl.errors import ConfigError
 
-__all__ = ["STAGES", "PromptTemplate", "StageSpec", "load_prompt_template", "to_toml"]
+__all__ = ["STAGES", "PromptTemplate", "StageSpec", "fill", "load_prompt_template", "to_toml"]
 
 Source = Literal["shipped", "file"]
 
@@ -82,11 +82,16 @@ STAGES: dict[str, StageSpec] = {
 
 @functools.lru_cache(maxsize=256)
 def _fill_cached(text: str, values: tuple[tuple[str, str], ...]) -> str:
-    return _fill(text, dict(values))
+    return fill(text, dict(values))
 
 
-def _fill(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with each ``{name}`` replaced by ``values[name]`` in one pass (values are not re-read)."""
+def fill(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each ``{name}`` replaced by ``values[name]`` and each ``{{name}}`` by ``{name}``,
+    in one pass (a value holding ``{x}`` is not read again).
+
+    Raises:
+        KeyError: a ``{name}`` of ``text`` has no value.
+    """
     def replace(match: re.Match[str]) -> str:
         if match.group(1) is not None:
             return "{" + match.group(1) + "}"
@@ -129,7 +134,7 @@ class PromptTemplate:
                 validated on load).
         """
         helpers = helpers or {}
-        user = _fill(self.user, {**helpers, **data})
+        user = fill(self.user, {**helpers, **data})
         if not self.system:
             return [{"role": "user", "content": user}]
         # The system part holds helpers only: rendered once per distinct helper values.
@@ -138,7 +143,7 @@ class PromptTemplate:
 
     def text(self, data: Mapping[str, str]) -> str:
         """The user part alone with ``data`` filled in (a completion-mode prompt)."""
-        return _fill(self.user, data)
+        return fill(self.user, data)
 
 
 def _validate(where: str, stage: str, system: str | None, user: str) -> None:
