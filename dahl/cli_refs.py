@@ -17,9 +17,9 @@ import anyio
 import click
 
 from dahl.cli_progress import count, duration, run_ticking
-from dahl.cli_types import FINITE, cache_and_progress_options
+from dahl.cli_types import FINITE, cache_and_progress_options, parse_template_options, template_option
 from dahl.config import EndpointConfig
-from dahl.errors import DahlError, OutputWriteError
+from dahl.errors import ConfigError, DahlError, OutputWriteError
 from dahl.exit_status import ExitStatus
 from dahl.refs.dedupe import NEAR_THRESHOLD
 from dahl.refs.settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
@@ -124,12 +124,14 @@ def refs() -> None:
 @click.option("--temperature", type=FINITE, default=None, help="Sampling temperature (default 0).")
 @click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens (default 1024).")
 @click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@template_option(("extract", "rate"))
 @cache_and_progress_options
 def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path | None, pool_near: float | None,
           fmt: str, evidence: Path | None, docs_per_question: int,
           extractor: str, granularity: str, rater: str, rate_batch: int, alpha: float, beta: float, near: float,
           base_url: str | None, model: str | None, api_key_env: str | None, rpm: float | None, tpm: float | None,
           max_in_flight: int | None, temperature: float | None, max_tokens: int | None, timeout_s: float | None,
+          template_options: tuple[str, ...],
           cache_dir: Path | None, no_cache: bool, no_progress: bool, progress_every_s: float) -> None:
     """Build one reference fact set per question into OUT (refs.jsonl).
 
@@ -152,6 +154,10 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
         _convert(pool, given, pool_near, out)
         return
     try:
+        templates = parse_template_options(template_options, ("extract", "rate"))
+        for stage, role, name in (("extract", "extractor", extractor), ("rate", "rater", rater)):
+            if stage in templates and name != "openai":
+                raise ConfigError(f"the {name} {role} uses no prompt (--template {stage} applies to --{role} openai)")
         endpoint = None
         if "openai" in (extractor, rater):
             fields: dict[str, Any] = {
@@ -162,7 +168,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
             if not base_url or not model:
                 raise click.UsageError(f"--{'extractor' if extractor == 'openai' else 'rater'} openai needs "
                                        "--base-url and --model")
-            endpoint = EndpointConfig(**{k: v for k, v in fields.items() if v is not None})
+            endpoint = EndpointConfig(**{k: v for k, v in fields.items() if v is not None}, templates=templates)
         assert questions is not None
         settings = BuildSettings(
             questions=questions, out=out, evidence=evidence, fmt=fmt, docs_per_question=docs_per_question,
