@@ -21,7 +21,13 @@ TOML layout (a run may split with one endpoint and check with another)::
 
 A top-level ``fields = {question = "prompt"}`` (before the first table) or a
 ``[fields]`` table maps dahl's input fields to the file's, as ``--field`` does
-(:func:`load_fields`).
+(:func:`load_fields`). A ``[templates]`` table names the user's prompt template file of
+a stage, relative to the config file, as ``--template STAGE=FILE`` does
+(:func:`load_templates`)::
+
+    [templates]
+    split = "prompts/split.toml"
+    check = "prompts/check.toml"
 """
 
 from __future__ import annotations
