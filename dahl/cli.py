@@ -24,8 +24,9 @@ from dahl.cache.database import DB_NAME
 from dahl.cli_recall import recall_options, recall_settings
 from dahl.cli_progress import ProgressMode, run_with_progress, usd
 from dahl.cli_summary import partial_message, print_summary, result_table
-from dahl.cli_types import FINITE, HEADER
-from dahl.config import AUTH_SCHEMES, PROVIDERS, endpoint_configs, load_fields
+from dahl.cli_templates import SCORE_STAGES, apply_score_templates
+from dahl.cli_types import FINITE, HEADER, parse_template_options, template_option
+from dahl.config import AUTH_SCHEMES, PROVIDERS, endpoint_configs, load_fields, load_templates
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
@@ -178,6 +179,7 @@ def main(verbose: int) -> None:
 @click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
               help="Price of MODEL in USD per million input and output tokens (repeatable); "
                    "over the shipped table and [prices] in --config.")
+@template_option(SCORE_STAGES)
 @recall_options
 def score(
     inputs: tuple[Path, ...],
@@ -212,6 +214,7 @@ def score(
     provider: str | None,
     auth: str | None,
     header_options: tuple[tuple[str, str], ...],
+    template_options: tuple[str, ...],
     **recall_values: object,  # the options of dahl.cli_recall.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
@@ -229,6 +232,13 @@ def score(
         )
         fields = {**(load_fields(config_file) if config_file is not None else {}),
                   **parse_field_options(field_options)}
+        recall = recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
+                                 config_file=config_file,
+                                 overrides={k: v for k, v in overrides.items() if v is not None})
+        templates = {**(load_templates(config_file) if config_file is not None else {}),
+                     **parse_template_options(template_options, SCORE_STAGES)}
+        endpoints, recall = apply_score_templates(templates, endpoints, recall, splitter=splitter,
+                                                  checker=checker, evidence=evidence)
         config = ScoreConfig(
             inputs=inputs,
             out_dir=out_dir,
@@ -248,9 +258,7 @@ def score(
             seed=seed,
             cache_dir=cache_dir,
             use_cache=not no_cache,
-            recall=recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
-                                   config_file=config_file,
-                                   overrides={k: v for k, v in overrides.items() if v is not None}),
+            recall=recall,
             prices=price_overrides(config_file, price_options),
             max_cost_usd=max_cost_usd,
         )

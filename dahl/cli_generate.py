@@ -13,11 +13,12 @@ from rich.markup import escape
 
 from dahl.cli_progress import count, duration, run_ticking, usd
 from dahl.cli_types import FINITE, cache_and_progress_options
+from dahl.cli_types import parse_template_options
 from dahl.config import EndpointConfig
-from dahl.errors import DahlError
+from dahl.errors import ConfigError, DahlError
 from dahl.exit_status import ExitStatus
 from dahl.generate.settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE, GenerateCounters, GenerateReport, GenerateSettings
-from dahl.generate.templates import load_template, shipped_templates
+from dahl.generate.templates import load_template, shipped_prompt_templates, shipped_templates
 
 __all__ = ["generate", "templates"]
 
@@ -132,9 +133,33 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
 
 
 @click.command()
-def templates() -> None:
+@click.option("--show", "show", default=None, metavar="STAGE",
+              help="Print the shipped template of STAGE (or of a version, e.g. generate-chat/v1) as a "
+                   "TOML template file to copy and edit.")
+@click.option("--check", "check", default=None, metavar="STAGE=FILE",
+              help="Validate your template FILE for STAGE and print its version.")
+def templates(show: str | None, check: str | None) -> None:
     """List the shipped prompt template of every stage, with its version."""
+    from dahl.cli import exit_stopped
     from dahl.cli import out as stdout
+    from dahl.templates import STAGES, to_toml
 
+    if show is not None and check is not None:
+        exit_stopped(ConfigError("give --show or --check, not both"), "")
+    if check is not None:
+        try:
+            template = parse_template_options((check,), tuple(STAGES))[check.partition("=")[0].strip()]
+        except DahlError as exc:
+            exit_stopped(exc, "")
+        parts = "system and user parts" if template.system else "a user part, no system message"
+        stdout.print(escape(f"ok: {check.partition('=')[2]} is a {template.stage} template, version "
+                            f"{template.version}, with {parts}"), highlight=False)
+        return
+    if show is not None:
+        found = [t for t in shipped_prompt_templates() if show in (t.stage, t.version)]
+        if not found:
+            exit_stopped(ConfigError(f"--show {show}: no such stage or version (stages: {', '.join(STAGES)})"), "")
+        stdout.print(escape(to_toml(found[0])), end="", highlight=False, soft_wrap=True)
+        return
     for stage, version, what in shipped_templates():
-        stdout.print(f"{stage:<9} {version:<24} {what}", highlight=False)
+        stdout.print(f"{stage:<14} {version:<22} {what}", highlight=False)

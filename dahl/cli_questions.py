@@ -21,7 +21,7 @@ import msgspec
 from rich.markup import escape
 
 from dahl.cli_progress import count, duration, run_ticking
-from dahl.cli_types import FINITE, cache_and_progress_options
+from dahl.cli_types import FINITE, cache_and_progress_options, parse_template_options, template_option
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError
 from dahl.exit_status import ExitStatus
@@ -105,11 +105,13 @@ def questions() -> None:
 @click.option("--seed", type=int, default=None, help="Sampling seed sent to the server.")
 @click.option("--max-tokens", type=int, default=None, help="Completion budget per call, tokens (default 1024).")
 @click.option("--timeout", "timeout_s", type=FINITE, default=None, help="Timeout of one request, seconds.")
+@template_option(("questions", "judge"))
 @cache_and_progress_options
 def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi_api_key_env: str,
           per_article: int, near: float, keep_flagged: bool, base_url: str, model: str,
           api_key_env: str | None, rpm: float | None, tpm: float | None, max_in_flight: int | None,
           temperature: float | None, seed: int | None, max_tokens: int | None, timeout_s: float | None,
+          template_options: tuple[str, ...],
           cache_dir: Path | None, no_cache: bool, no_progress: bool, progress_every_s: float) -> None:
     """Generate exam questions from ARTICLES (JSONL {id, title, text, license?, url?}) into OUT.
 
@@ -129,7 +131,8 @@ def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi
                               "tpm": tpm, "max_in_flight": max_in_flight, "temperature": temperature,
                               "seed": seed, "max_tokens": max_tokens, "timeout_s": timeout_s}
     try:
-        endpoint = EndpointConfig(**{k: v for k, v in fields.items() if v is not None})
+        templates = parse_template_options(template_options, ("questions", "judge"))
+        endpoint = EndpointConfig(**{k: v for k, v in fields.items() if v is not None}, templates=templates)
         settings = QuestionsSettings(articles=articles, out=out, endpoint=endpoint, per_article=per_article,
                                      near=None if near >= 100 else near, keep_flagged=keep_flagged,
                                      cache_dir=cache_dir, use_cache=not no_cache)

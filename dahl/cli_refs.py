@@ -17,9 +17,9 @@ import anyio
 import click
 
 from dahl.cli_progress import count, duration, run_ticking, usd
-from dahl.cli_types import FINITE, cache_and_progress_options
+from dahl.cli_types import FINITE, cache_and_progress_options, parse_template_options, template_option
 from dahl.config import EndpointConfig
-from dahl.errors import DahlError, OutputWriteError
+from dahl.errors import ConfigError, DahlError, OutputWriteError
 from dahl.exit_status import ExitStatus
 from dahl.refs.dedupe import NEAR_THRESHOLD
 from dahl.refs.settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
@@ -128,12 +128,14 @@ def refs() -> None:
               help="Stop cleanly (exit 3, resumable) before this build's calls could cost more than USD.")
 @click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
               help="Price of MODEL in USD per million input and output tokens (repeatable).")
+@template_option(("extract", "rate"))
 @cache_and_progress_options
 def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path | None, pool_near: float | None,
           fmt: str, evidence: Path | None, docs_per_question: int,
           extractor: str, granularity: str, rater: str, rate_batch: int, alpha: float, beta: float, near: float,
           base_url: str | None, model: str | None, api_key_env: str | None, rpm: float | None, tpm: float | None,
           max_in_flight: int | None, temperature: float | None, max_tokens: int | None, timeout_s: float | None,
+          template_options: tuple[str, ...],
           cache_dir: Path | None, no_cache: bool, no_progress: bool, progress_every_s: float,
           max_cost_usd: float | None, price_options: tuple[str, ...]) -> None:
     """Build one reference fact set per question into OUT (refs.jsonl).
@@ -157,6 +159,10 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
         _convert(pool, given, pool_near, out)
         return
     try:
+        templates = parse_template_options(template_options, ("extract", "rate"))
+        for stage, role, name in (("extract", "extractor", extractor), ("rate", "rater", rater)):
+            if stage in templates and name != "openai":
+                raise ConfigError(f"the {name} {role} uses no prompt (--template {stage} applies to --{role} openai)")
         endpoint = None
         if "openai" in (extractor, rater):
             fields: dict[str, Any] = {
@@ -167,7 +173,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
             if not base_url or not model:
                 raise click.UsageError(f"--{'extractor' if extractor == 'openai' else 'rater'} openai needs "
                                        "--base-url and --model")
-            endpoint = EndpointConfig(**{k: v for k, v in fields.items() if v is not None})
+            endpoint = EndpointConfig(**{k: v for k, v in fields.items() if v is not None}, templates=templates)
         assert questions is not None
         settings = BuildSettings(
             questions=questions, out=out, evidence=evidence, fmt=fmt, docs_per_question=docs_per_question,

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["FINITE", "HEADER", "FiniteFloat", "HeaderOption", "cache_and_progress_options"]
+from dahl.errors import ConfigError
+from dahl.templates import PromptTemplate, load_prompt_template
+
+__all__ = ["FINITE", "HEADER", "FiniteFloat", "HeaderOption", "cache_and_progress_options",
+           "parse_template_options", "template_option"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -73,3 +77,41 @@ def cache_and_progress_options(command: _F) -> _F:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def template_option(stages: Collection[str]) -> Callable[[_F], _F]:
+    """``--template STAGE=FILE`` (repeatable) for a command whose prompts are ``stages``."""
+    return click.option(
+        "--template", "template_options", multiple=True, metavar="STAGE=FILE",
+        help=f"Your prompt template file for STAGE ({', '.join(stages)}), repeatable; its content hash "
+             "versions the cache keys. See dahl templates --show STAGE.")
+
+
+def parse_template_options(values: Collection[str], stages: Collection[str]) -> dict[str, PromptTemplate]:
+    """Load and validate each ``STAGE=FILE`` of ``--template`` (up front, before any call).
+
+    Args:
+        values: the option's values, e.g. ``("split=my-split.toml",)``.
+        stages: the stages the command has prompts for.
+
+    Returns:
+        ``{stage: PromptTemplate}``.
+
+    Raises:
+        ConfigError: not ``STAGE=FILE``, a stage the command has no prompt for, a stage given
+            twice, or a bad file (file and placeholder named; see
+            :func:`dahl.templates.load_prompt_template`).
+    """
+    out: dict[str, PromptTemplate] = {}
+    for value in values:
+        stage, sep, file = value.partition("=")
+        stage = stage.strip()
+        if not sep or not stage or not file:
+            raise ConfigError(f"--template {value!r}: expected STAGE=FILE, e.g. split=my-split.toml")
+        if stage not in stages:
+            raise ConfigError(f"--template {value}: this command has no {stage!r} prompt "
+                              f"(its stages: {', '.join(stages)})")
+        if stage in out:
+            raise ConfigError(f"--template {stage}= is given twice")
+        out[stage] = load_prompt_template(stage, Path(file))
+    return out

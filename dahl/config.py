@@ -47,7 +47,13 @@ Azure OpenAI behind a proxy, and Anthropic::
 A top-level ``fields = {question = "prompt"}`` (before the first table) or a
 ``[fields]`` table maps dahl's input fields to the file's, as ``--field`` does
 (:func:`load_fields`). ``[prices."MODEL"]`` tables override the shipped price
-table (read by :func:`dahl.pricing.load_price_overrides`).
+table (read by :func:`dahl.pricing.load_price_overrides`). A ``[templates]`` table names
+the user's prompt template file of a stage, relative to the config file, as
+``--template STAGE=FILE`` does (:func:`load_templates`)::
+
+    [templates]
+    split = "prompts/split.toml"
+    check = "prompts/check.toml"
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from dahl.errors import ConfigError
 from dahl.formats.fields import check_fields
+from dahl.templates import STAGES, PromptTemplate, load_prompt_template
 
 __all__ = [
     "AUTH_SCHEMES",
@@ -80,6 +87,7 @@ __all__ = [
     "endpoint_configs",
     "load_config",
     "load_fields",
+    "load_templates",
     "normalize_base_url",
     "resolve_api_key",
     "resolve_headers",
@@ -175,10 +183,13 @@ class EndpointConfig:
             None = ``x-api-key`` for anthropic, ``bearer`` otherwise.
         headers: extra request headers ``{name: value}``; ``${NAME}`` in a value is the
             environment variable NAME (:func:`resolve_headers`). Never in a fingerprint.
+        templates: the user's prompt templates by stage (``{"split": PromptTemplate}``);
+            a stage not in it uses its shipped template (:meth:`template`).
 
     Raises:
-        ConfigError: a value is out of range, an ``extra_body`` key is reserved, or a
-            header is not a string (or has an unclosed ``${``).
+        ConfigError: a value is out of range, an ``extra_body`` key is reserved, a
+            header is not a string (or has an unclosed ``${``), or a template is
+            filed under another stage than its own.
     """
 
     base_url: str
@@ -197,6 +208,7 @@ class EndpointConfig:
     provider: Provider | None = None
     auth: Auth | None = None
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    templates: Mapping[str, PromptTemplate] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Frozen dataclass: normalized values are written once, here.
@@ -221,6 +233,10 @@ class EndpointConfig:
             if "${" in _ENV_REFERENCE.sub("", value):
                 raise ConfigError(f"header {name}: write an environment variable as ${{NAME}}")
         object.__setattr__(self, "extra_body", dict(self.extra_body))
+        object.__setattr__(self, "templates", dict(self.templates))
+        for stage, template in self.templates.items():
+            if stage not in STAGES or template.stage != stage:
+                raise ConfigError(f"templates[{stage!r}] holds a {template.stage!r} template")
         # TOML gives 0 for 0.0; coerce so bodies and fingerprints do not depend on spelling.
         for name in ("temperature", "timeout_s", "rpm", "tpm", "max_outage_s"):
             value = getattr(self, name)
@@ -254,6 +270,10 @@ class EndpointConfig:
         """``base_url`` with ``path`` appended before its query (Azure's ``?api-version=``)."""
         parts = urlsplit(self.base_url)
         return urlunsplit((parts.scheme, parts.netloc, parts.path + path, parts.query, ""))
+
+    def template(self, shipped: PromptTemplate) -> PromptTemplate:
+        """The template of ``shipped.stage`` this endpoint uses: the user's, else ``shipped``."""
+        return self.templates.get(shipped.stage, shipped)
 
     @property
     def chat_url(self) -> str:
@@ -355,9 +375,9 @@ def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{section}] must be a table")
     for key in table:
-        if key not in _FIELDS:
+        if key not in _TYPES:
             raise ConfigError(
-                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(_FIELDS))})"
+                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(_TYPES))})"
             )
         value = table[key]
         if isinstance(value, bool) or not isinstance(value, _TYPES[key]):
@@ -400,6 +420,27 @@ def load_fields(path: str | Path) -> dict[str, str]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def load_templates(path: str | Path) -> dict[str, PromptTemplate]:
+    """Read the prompt templates a TOML file's ``[templates]`` table names, e.g. ``split = "split.toml"``.
+
+    Paths are relative to the TOML file's folder; each file is loaded and validated
+    (:func:`dahl.templates.load_prompt_template`).
+
+    Returns:
+        ``{stage: PromptTemplate}``; empty when the file has no ``[templates]``.
+
+    Raises:
+        ConfigError: ``templates`` not a table of strings, an unknown stage, or a bad
+            template file (the file and placeholder named).
+    """
+    path = Path(path)
+    table = _read_toml(path).get("templates", {})
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise ConfigError(f"{path}: [templates] must map stages to file paths, e.g. split = \"split.toml\"")
+    return {stage: load_prompt_template(stage, path.parent / file, flag=f"{path}: [templates]")
+            for stage, file in table.items()}
+
+
 def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     """Read endpoint settings for the ``split`` and ``check`` stages from a TOML file.
 
@@ -423,6 +464,8 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     for section in data:
         if section not in ("default", "fields", "prices", *_STAGES):  # prices: dahl.pricing reads them
             raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, prices, split, check)")
+        if section not in ("default", "fields", "templates", *_STAGES):
+            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, templates, split, check)")
     default = _check_table(path, "default", data.get("default", {}))
     result: dict[str, EndpointConfig] = {}
     for stage in _STAGES:

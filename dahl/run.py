@@ -21,7 +21,7 @@ import orjson
 
 from dahl import manifest
 from dahl._version import __version__
-from dahl.adapters.factory import AdapterSettings, open_adapters
+from dahl.adapters.factory import AdapterSettings, open_adapters, used_templates
 from dahl.adapters.recall import RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
@@ -315,6 +315,7 @@ async def _score_locked(
         "gamma": config.gamma,
         "k": config.k,
         "seed": config.seed,
+        "templates": used_templates(config.adapters, recall.endpoint if recall is not None else None),
     }
     summary["inputs"] = await anyio.to_thread.run_sync(input_files.result)
     summary["question_set"] = questions.as_dict()

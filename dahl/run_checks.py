@@ -32,18 +32,31 @@ class RunInfo:
         path: the run folder.
         checker, splitter: the fingerprints of its Checker and Splitter.
         question_set: blake2b of its sorted question ids (:class:`dahl.manifest.QuestionSet`).
+        coverage: the fingerprint of its recall coverage judge (None: no recall).
     """
 
     path: Path
     checker: str | None
     splitter: str | None
     question_set: str | None
+    coverage: str | None = None
 
     @property
     def templates(self) -> str | None:
         """The prompt template versions named in its fingerprints (``split/v2, check/v3``), or None."""
-        found = [m for fp in (self.splitter, self.checker) if fp for m in _TEMPLATE.findall(fp)]
+        found = list(self.prompts.values())
         return ", ".join(found) if found else None
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The prompt template version of each prompted role, from its fingerprints:
+        ``{"split": "split/v1", "check": "file:<hex>", "cover": "cover/v1"}`` (roles without a prompt left out)."""
+        found = {}
+        for role, fingerprint in (("split", self.splitter), ("check", self.checker), ("cover", self.coverage)):
+            template = _TEMPLATE.search(fingerprint) if fingerprint else None
+            if template:
+                found[role] = template.group(1)
+        return found
 
 
 def _run_folder(path: Path) -> Path:
@@ -63,8 +76,11 @@ def run_info(run_dir: Path) -> RunInfo:
     data = data if isinstance(data, dict) else {}
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     questions = data.get("question_set") if isinstance(data.get("question_set"), dict) else {}
-    assert isinstance(config, dict) and isinstance(questions, dict)
-    return RunInfo(folder, config.get("checker"), config.get("splitter"), questions.get("blake2b"))
+    recall = data.get("recall_settings") if isinstance(data.get("recall_settings"), dict) else {}
+    assert isinstance(config, dict) and isinstance(questions, dict) and isinstance(recall, dict)
+    coverage = recall.get("coverage")
+    return RunInfo(folder, config.get("checker"), config.get("splitter"), questions.get("blake2b"),
+                   coverage if isinstance(coverage, str) else None)
 
 
 def checker_label(fingerprint: str | None) -> str:
@@ -79,15 +95,17 @@ def checker_label(fingerprint: str | None) -> str:
 
 
 def differences(infos: Sequence[RunInfo]) -> list[str]:
-    """One line per way the runs differ (Checker, Splitter, prompt versions, question set); empty if none.
+    """One line per way the runs differ (Checker, Splitter, prompt template of each role, question
+    set); empty if none.
 
-    A run that did not record a value (an older run) is left out of that comparison.
+    A run that did not record a value (an older run), or has no prompt in that role (an
+    offline Splitter, no recall), is left out of that comparison.
     """
     out = []
     aspects: dict[str, list[str | None]] = {
         "Checker": [i.checker for i in infos],
         "Splitter": [i.splitter for i in infos],
-        "prompt versions": [i.templates for i in infos],
+        **{f"{role} prompt template": [i.prompts.get(role) for i in infos] for role in ("split", "check", "cover")},
         "question set": [i.question_set for i in infos],
     }
     for name, values in aspects.items():

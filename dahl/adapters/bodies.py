@@ -23,6 +23,7 @@ __all__ = [
     "estimate_tokens",
     "max_tokens",
     "split_request_body",
+    "template_version",
 ]
 
 Format = Literal["json_schema", "json_object", "text"]
@@ -71,7 +72,9 @@ def split_request_body(
         **cfg.extra_body}``; never the API key.
     """
     fmt = fmt or cfg.effective_format()
-    messages = prompts.split_messages(question, answer_text, json_reply=fmt != "text")
+    messages = prompts.split_messages(
+        question, answer_text, json_reply=fmt != "text", template=cfg.templates.get("split")
+    )
     return _body(cfg, "split", messages, fmt)
 
 
@@ -97,7 +100,10 @@ def check_request_body(
         As :func:`split_request_body`, with the check messages and schema.
     """
     fmt = fmt or cfg.effective_format()
-    messages = prompts.check_messages(question, claim, evidence, json_reply=fmt != "text")
+    messages = prompts.check_messages(
+        question, claim, evidence, json_reply=fmt != "text",
+        template=cfg.templates.get("check"), evidence_template=cfg.templates.get("check-evidence"),
+    )
     return _body(cfg, "check", messages, fmt, with_evidence=bool(evidence))
 
 
@@ -111,19 +117,25 @@ def estimate_tokens(body: dict[str, Any]) -> int:
     return -(-chars // 4) + int(body.get("max_tokens") or 0)
 
 
+def template_version(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> str:
+    """The version of the template a ``kind`` request of ``cfg`` uses: the user's file
+    (``file:<blake2b-64 hex>``) or the shipped one (``split/v1``, ``check/v1``, ``check-evidence/v1``)."""
+    if kind == "split":
+        return cfg.template(prompts.SPLIT_TEMPLATE).version
+    return cfg.template(prompts.CHECK_EVIDENCE_TEMPLATE if with_evidence else prompts.CHECK_TEMPLATE).version
+
+
 def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> str:
     """Stable string of every setting that changes a ``kind`` reply of ``cfg``.
 
     Includes the normalized base URL, model, template version (``check-evidence/v1``
-    for a check against evidence passages), temperature, seed, max_tokens, reply
+    for a check against evidence passages; ``file:<hash>`` for a user's template, see
+    :func:`template_version`), temperature, seed, max_tokens, reply
     format, extra_body (canonical JSON, sorted keys) and a provider other than
     ``openai`` (``|provider=anthropic``: the same body asks differently there); never the
     API key, auth, headers, timeouts or concurrency limits.
     """
-    if kind == "split":
-        version = prompts.SPLIT_TEMPLATE_VERSION
-    else:
-        version = prompts.CHECK_EVIDENCE_TEMPLATE_VERSION if with_evidence else prompts.CHECK_TEMPLATE_VERSION
+    version = template_version(cfg, kind, with_evidence=with_evidence)
     extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
     return (
         f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={version}"

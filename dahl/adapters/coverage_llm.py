@@ -32,9 +32,11 @@ from dahl.adapters.openai import CallLane
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError, PermanentAPIError
 from dahl.records import AnswerResult, Coverage, normalize_text
+from dahl.templates import PromptTemplate
 
 __all__ = [
     "COVER_MAX_TOKENS",
+    "COVER_TEMPLATE",
     "COVER_TEMPLATE_VERSION",
     "MAX_FACTS",
     "OpenAICoverageJudge",
@@ -85,6 +87,12 @@ _OUTPUT_JSON = (
     'each exactly "covered", "partial" or "not_covered".'
 )
 
+#: The shipped coverage template (:mod:`dahl.templates`); ``--template cover=FILE`` replaces it.
+COVER_TEMPLATE = PromptTemplate(
+    "cover", COVER_TEMPLATE_VERSION,
+    "<question>\n{question}\n</question>\n\n<response>\n{response}\n</response>\n\n<facts>\n{facts}\n</facts>",
+    _SYSTEM)
+
 _SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -99,21 +107,23 @@ def _neutralize(text: str) -> str:
     return _TAG.sub("\u2039", text) if "<" in text else text
 
 
-def _block(tag: str, text: str) -> str:
-    return f"<{tag}>\n{_neutralize(text)}\n</{tag}>"
-
-
-def cover_messages(question: str, response: str, facts: Sequence[str], *, json_reply: bool) -> list[dict[str, str]]:
+def cover_messages(
+    question: str, response: str, facts: Sequence[str], *, json_reply: bool, template: PromptTemplate | None = None
+) -> list[dict[str, str]]:
     """Chat messages asking for the coverage of ``facts`` by ``response`` (template ``cover/v1``).
 
+    Args:
+        template: a user's ``cover`` template; None = :data:`COVER_TEMPLATE`. ``{facts}``
+            gets one ``N. fact`` line per fact, ``{output}`` the reply-format sentence.
+
     Returns:
-        ``[system, user]``; the user message is ``<question>``, ``<response>``, then
-        ``<facts>`` with one ``N. fact`` line per fact (1-based).
+        ``[system, user]`` (``[user]`` for a template without a system part); the shipped
+        user message is ``<question>``, ``<response>``, then ``<facts>`` with one
+        ``N. fact`` line per fact (1-based).
     """
     numbered = "\n".join(f"{i}. {fact}" for i, fact in enumerate(facts, start=1))
-    user = "\n\n".join((_block("question", question), _block("response", response), _block("facts", numbered)))
-    system = _SYSTEM.format(output=_OUTPUT_JSON if json_reply else _OUTPUT_TEXT)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    data = {"question": _neutralize(question), "response": _neutralize(response), "facts": _neutralize(numbered)}
+    return (template or COVER_TEMPLATE).messages(data, {"output": _OUTPUT_JSON if json_reply else _OUTPUT_TEXT})
 
 
 def cover_request_body(
@@ -127,7 +137,8 @@ def cover_request_body(
     """
     body: dict[str, Any] = {
         "model": cfg.model,
-        "messages": cover_messages(question, response, facts, json_reply=fmt != "text"),
+        "messages": cover_messages(question, response, facts, json_reply=fmt != "text",
+                                   template=cfg.templates.get("cover")),
         "temperature": cfg.temperature,
         "max_tokens": cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS,
     }
@@ -213,7 +224,7 @@ class OpenAICoverageJudge:
         extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
         limit = cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS
         self.fingerprint = (
-            f"openai:cover|{cfg.base_url}|model={cfg.model}|template={COVER_TEMPLATE_VERSION}"
+            f"openai:cover|{cfg.base_url}|model={cfg.model}|template={cfg.template(COVER_TEMPLATE).version}"
             f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={limit}"
             f"|format={self._fmt}|extra={extra}|batch={max_facts}"
             + ("" if cfg.provider == "openai" else f"|provider={cfg.provider}")

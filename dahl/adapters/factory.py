@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
     from dahl.adapters.corpus import Corpus
     from dahl.adapters.coverage import CoverageJudge
 
-__all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters", "open_judge"]
+__all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters", "open_judge", "used_templates"]
 
 SPLITTERS = ("rules", "given", "openai")
 CHECKERS = ("evidence", "replay", "fake", "openai")
@@ -243,3 +243,30 @@ def metered(pool: LanePool, lane: Lane, stage: str, model: str, max_tokens: int)
         ConfigError: a ``--max-cost`` cap with no price for ``model``.
     """
     return lane if pool.spend is None else pool.spend.lane(lane, stage, model, max_tokens)
+
+
+def used_templates(adapters: AdapterSettings, cover: EndpointConfig | None = None) -> list[dict[str, str]]:
+    """The prompt template of each prompted stage of a run, for its summary and manifest.
+
+    Args:
+        adapters: the run's Splitter and Checker settings.
+        cover: the ``openai`` coverage judge's endpoint, None without one.
+
+    Returns:
+        ``[{"stage", "version", "source"}]`` in pipeline order (split, check or
+        check-evidence, cover); ``source`` is ``"shipped"`` or ``"file"``; empty for an
+        offline run.
+    """
+    from dahl.adapters import prompts
+
+    found = []
+    if adapters.splitter == "openai" and adapters.split_endpoint is not None:
+        found.append(adapters.split_endpoint.template(prompts.SPLIT_TEMPLATE))
+    if adapters.checker == "openai" and adapters.check_endpoint is not None:
+        shipped = prompts.CHECK_EVIDENCE_TEMPLATE if adapters.evidence is not None else prompts.CHECK_TEMPLATE
+        found.append(adapters.check_endpoint.template(shipped))
+    if cover is not None:
+        from dahl.adapters.coverage_llm import COVER_TEMPLATE
+
+        found.append(cover.template(COVER_TEMPLATE))
+    return [{"stage": t.stage, "version": t.version, "source": t.source} for t in found]

@@ -22,13 +22,13 @@ from typing import Any
 
 import aiohttp
 
-from dahl.adapters import prompts
 from dahl.adapters.bodies import (
     Format,
     check_request_body,
     endpoint_fingerprint,
     estimate_tokens,
     split_request_body,
+    template_version,
 )
 from dahl.adapters.endpoint import CallLane, Endpoint
 from dahl.adapters.keybody import digest_system
@@ -92,7 +92,7 @@ class OpenAISplitter:
         return {
             "base_url": cfg.base_url,
             "model": cfg.model,
-            "template": prompts.SPLIT_TEMPLATE_VERSION,
+            "template": template_version(cfg, "split"),
             "body": digest_system(body, endpoint.system_digests),
         }
 

@@ -21,7 +21,7 @@ import aiohttp
 import anyio.to_thread
 
 from dahl.adapters import prompts
-from dahl.adapters.bodies import Format, check_request_body, endpoint_fingerprint
+from dahl.adapters.bodies import Format, check_request_body, endpoint_fingerprint, template_version
 from dahl.adapters.endpoint import CallLane, Endpoint, total_usage
 from dahl.adapters.http import ChatReply
 from dahl.adapters.keybody import CheckKeyTemplate, digest_system
@@ -174,7 +174,7 @@ class OpenAIChecker:
             return {
                 "base_url": cfg.base_url,
                 "model": cfg.model,
-                "template": prompts.CHECK_EVIDENCE_TEMPLATE_VERSION,
+                "template": template_version(cfg, "check", with_evidence=True),
                 "body": digest_system(body, self._endpoint.system_digests),
                 "passages": [h.passage.digest for h in hits],
             }
@@ -184,7 +184,7 @@ class OpenAIChecker:
         return {
             "base_url": cfg.base_url,
             "model": cfg.model,
-            "template": prompts.CHECK_TEMPLATE_VERSION,
+            "template": template_version(cfg, "check"),
             "body": self._key_template().exact(self._question(answer), normalize_text(claim.text)),
         }
 
@@ -206,7 +206,7 @@ class OpenAIChecker:
         frame = {
             "base_url": cfg.base_url,
             "model": cfg.model,
-            "template": prompts.CHECK_TEMPLATE_VERSION,
+            "template": template_version(cfg, "check"),
             "frame": template.frame,
         }
         # Hand out one object while it is unchanged: check_keys then skips re-encoding it.

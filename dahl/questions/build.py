@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import re
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,6 @@ from dahl.questions.checks import canonical_category
 from dahl.questions.journal import ArticleQuestions, Journal, Judged, check_journal, journal_path, read_journal
 from dahl.questions.table import TableCounts, write_table
 from dahl.refs.endpoint import RefsEndpoint, parse_json_object
-from dahl.refs.prompts import EXTRACT_TEMPLATE_VERSION
 
 __all__ = ["QuestionsCounters", "QuestionsReport", "QuestionsSettings", "build_questions"]
 
@@ -117,10 +117,10 @@ class _Endpoint(RefsEndpoint):
     def __init__(self, cfg: EndpointConfig, session: Any, lane: Any, task: str) -> None:
         super().__init__(cfg, session, lane, "extract")  # "extract": the 1024-token default budget
         self.task = task
-        template = prompts.GENERATE_TEMPLATE_VERSION if task == "generate" else prompts.JUDGE_TEMPLATE_VERSION
+        self.template = cfg.template(prompts.GENERATE_TEMPLATE if task == "generate" else prompts.JUDGE_TEMPLATE)
         # the same settings as the refs fingerprint, under this task's name and template
-        self.fingerprint = self.fingerprint.replace("openai:extract|", f"openai:questions-{task}|").replace(
-            f"template={EXTRACT_TEMPLATE_VERSION}", f"template={template}")
+        self.fingerprint = re.sub(r"\|template=[^|]*", f"|template={self.template.version}",
+                                  self.fingerprint.replace("openai:extract|", f"openai:questions-{task}|"), count=1)
 
     def body(self, messages: list[dict[str, str]], fmt: Any = None) -> dict[str, Any]:
         """The request body, with this task's JSON schema in ``json_schema`` mode."""
@@ -183,11 +183,12 @@ class _Asker:
         Raises:
             AdapterError: a call failed after retries, or its reply could not be parsed.
         """
-        messages = prompts.generate_messages(article.title, article.text, self.per_article)
+        messages = prompts.generate_messages(article.title, article.text, self.per_article,
+                                             template=self.generate_endpoint.template)
         texts: list[str] = await self._cached(self.generate_endpoint, messages, _parse_questions(self.per_article))
         judged = []
         for text in texts:
-            verdict = await self._cached(self.judge_endpoint, prompts.judge_messages(text), _parse_judgement)
+            verdict = await self._cached(self.judge_endpoint, prompts.judge_messages(text, template=self.judge_endpoint.template), _parse_judgement)
             judged.append(Judged(question=text, **verdict))
         return ArticleQuestions(article_id=article.id, title=article.title, license=article.license,
                                 model=self.generate_endpoint.cfg.model,
@@ -231,7 +232,9 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
     finished = await anyio.to_thread.run_sync(read_journal, path)
     table = await anyio.to_thread.run_sync(
         lambda: write_table(settings.out, [finished[a] for a in order if a in finished], near=settings.near,
-                            keep_flagged=settings.keep_flagged))
+                            keep_flagged=settings.keep_flagged,
+                            prompt_version=f"{asker.generate_endpoint.template.version}+"
+                                           f"{asker.judge_endpoint.template.version}"))
     return QuestionsReport(settings.out, counters, table)
 
 

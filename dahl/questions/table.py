@@ -68,7 +68,7 @@ def _flags(question: str, answerable: bool, category: str, duplicate: bool) -> l
 
 
 def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float | None,
-                keep_flagged: bool) -> TableCounts:
+                keep_flagged: bool, prompt_version: str = PROMPT_VERSION) -> TableCounts:
     """Write the CSV of ``articles`` (in the given order) to ``out``, atomically (blocking).
 
     Args:
@@ -76,6 +76,7 @@ def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float 
         articles: finished articles, in article-file order.
         near: near-duplicate threshold, rapidfuzz ratio 0-100; None: exact duplicates only.
         keep_flagged: write flagged rows too.
+        prompt_version: the prompt version column (``generate+judge`` template versions).
 
     Raises:
         OutputWriteError: the file cannot be written.
@@ -98,7 +99,7 @@ def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float 
                     counts.dropped += 1
                     continue
                 writer.writerow([judged.question, judged.category, article.article_id, article.title,
-                                 article.license, article.model, PROMPT_VERSION, ";".join(flags),
+                                 article.license, article.model, prompt_version, ";".join(flags),
                                  f"{judged.confidence:.3f}", ids[cluster], ids[n]])
                 counts.written += 1
         os.replace(tmp, out)

@@ -87,7 +87,7 @@ class RefsEndpoint:
         self._route = ChatRoute(cfg)  # provider, key and headers (Anthropic: /messages)
         self._fmt: Format = cfg.effective_format()
         self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else DEFAULT_MAX_TOKENS[kind]
-        template = prompts.EXTRACT_TEMPLATE_VERSION if kind == "extract" else prompts.RATE_TEMPLATE_VERSION
+        template = cfg.template(prompts.EXTRACT_TEMPLATE if kind == "extract" else prompts.RATE_TEMPLATE).version
         extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
         self.fingerprint = (
             f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={template}"

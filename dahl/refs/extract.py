@@ -177,7 +177,8 @@ class OpenAIExtractor:
             OutputParseError: the reply and the one re-ask could not be parsed.
             AdapterError: the HTTP call failed after the lane's retries.
         """
-        texts, raw = await self._endpoint.ask(prompts.extract_messages(chunk.title, chunk.text), parse_facts)
+        texts, raw = await self._endpoint.ask(prompts.extract_messages(
+            chunk.title, chunk.text, template=self._endpoint.cfg.templates.get("extract")), parse_facts)
         return [ExtractedFact(text, chunk.span) for text in texts], raw
 
 

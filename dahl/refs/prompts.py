@@ -23,8 +23,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from dahl.templates import PromptTemplate
+
 __all__ = [
+    "EXTRACT_TEMPLATE",
     "EXTRACT_TEMPLATE_VERSION",
+    "RATE_TEMPLATE",
     "RATE_TEMPLATE_VERSION",
     "extract_messages",
     "extract_schema",
@@ -63,32 +67,41 @@ Reply with a JSON object {"ratings": [{"id": 1, "relevance": 4, "salience": 3}, 
 exactly one entry per numbered fact, ids as numbered, and nothing else."""
 
 
+#: The shipped templates (:mod:`dahl.templates`); ``--template extract=FILE`` / ``rate=FILE`` replace them.
+EXTRACT_TEMPLATE = PromptTemplate(
+    "extract", EXTRACT_TEMPLATE_VERSION,
+    "<title>\n{title}\n</title>\n\n<source_text>\n{text}\n</source_text>", _EXTRACT_SYSTEM)
+RATE_TEMPLATE = PromptTemplate(
+    "rate", RATE_TEMPLATE_VERSION, "<question>\n{question}\n</question>\n\n<facts>\n{facts}\n</facts>", _RATE_SYSTEM)
+
+
 def neutralize(text: str) -> str:
     """``text`` with every tag-like ``<`` of the block names replaced by ``‹`` (cannot close a block)."""
     return _TAG.sub("‹", text)
 
 
-def extract_messages(title: str, text: str) -> list[Message]:
+def extract_messages(title: str, text: str, *, template: PromptTemplate | None = None) -> list[Message]:
     """The ``[system, user]`` messages asking for the atomic facts of one chunk.
 
     Args:
         title: the document's title ("" when it has none).
         text: the chunk's text (a few sentences, or one sentence).
+        template: a user's ``extract`` template ({title}, {text}); None = :data:`EXTRACT_TEMPLATE`.
     """
-    user = f"<title>\n{neutralize(title)}\n</title>\n\n<source_text>\n{neutralize(text)}\n</source_text>"
-    return [{"role": "system", "content": _EXTRACT_SYSTEM}, {"role": "user", "content": user}]
+    return (template or EXTRACT_TEMPLATE).messages({"title": neutralize(title), "text": neutralize(text)})
 
 
-def rate_messages(question: str, facts: Sequence[str]) -> list[Message]:
+def rate_messages(question: str, facts: Sequence[str], *, template: PromptTemplate | None = None) -> list[Message]:
     """The ``[system, user]`` messages asking for the ratings of ``facts`` (numbered from 1).
 
     Args:
         question: the question the reference set is for.
         facts: fact texts, one per line in the prompt.
+        template: a user's ``rate`` template ({question}, {facts}: the numbered lines);
+            None = :data:`RATE_TEMPLATE`.
     """
     lines = "\n".join(f"{n}. {neutralize(fact)}" for n, fact in enumerate(facts, 1))
-    user = f"<question>\n{neutralize(question)}\n</question>\n\n<facts>\n{lines}\n</facts>"
-    return [{"role": "system", "content": _RATE_SYSTEM}, {"role": "user", "content": user}]
+    return (template or RATE_TEMPLATE).messages({"question": neutralize(question), "facts": lines})
 
 
 def reask_messages(messages: list[Message], reply: str, error: str) -> list[Message]:

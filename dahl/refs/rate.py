@@ -111,9 +111,8 @@ class OpenAIRater:
         self.fingerprint = endpoint.fingerprint
 
     async def _ask(self, question: str, facts: Sequence[str]) -> list[Rating]:
-        ratings, _ = await self._endpoint.ask(
-            prompts.rate_messages(question, facts), lambda raw: parse_ratings(raw, len(facts))
-        )
+        messages = prompts.rate_messages(question, facts, template=self._endpoint.cfg.templates.get("rate"))
+        ratings, _ = await self._endpoint.ask(messages, lambda raw: parse_ratings(raw, len(facts)))
         result: list[Rating] = ratings
         return result
 

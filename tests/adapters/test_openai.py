@@ -114,7 +114,7 @@ class TestFingerprint:
     def test_template_version(self, monkeypatch) -> None:
         """Bumping the check template version changes the check fingerprint."""
         before = endpoint_fingerprint(self.BASE, "check")
-        monkeypatch.setattr(prompts, "CHECK_TEMPLATE_VERSION", "check/v2")
+        monkeypatch.setattr(prompts, "CHECK_TEMPLATE", dataclasses.replace(prompts.CHECK_TEMPLATE, version="check/v2"))
         assert endpoint_fingerprint(self.BASE, "check") != before
 
     def test_stage_and_default_tokens(self) -> None:

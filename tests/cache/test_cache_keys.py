@@ -100,7 +100,7 @@ class TestCheckKeyOpenAI:
         from dahl.adapters import prompts
 
         first = check_key(_checker(_cfg()), CLAIM, ANSWER)
-        monkeypatch.setattr(prompts, "CHECK_TEMPLATE_VERSION", "check/v2")
+        monkeypatch.setattr(prompts, "CHECK_TEMPLATE", dataclasses.replace(prompts.CHECK_TEMPLATE, version="check/v2"))
         assert check_key(_checker(_cfg()), CLAIM, ANSWER) != first
 
     def test_claim_and_question_change_key(self) -> None:

@@ -41,16 +41,17 @@ class TestTemplates:
         """A template file with no {question} is a ConfigError naming the file."""
         path = tmp_path / "t.txt"
         path.write_text("Answer this:", encoding="utf-8")
-        with pytest.raises(ConfigError, match=r"t\.txt: holds no \{question\} placeholder"):
+        with pytest.raises(ConfigError, match=r"t\.txt: missing placeholder \{question\}"):
             load_template(path)
 
     def test_shipped_list_names_every_stage(self) -> None:
-        """dahl templates lists generate, split, check, cover and refs with their versions."""
+        """dahl templates lists every prompted stage (generate, split, check, cover, refs, questions) with its version."""
         listed = [(stage, version) for stage, version, _ in shipped_templates()]
         assert listed == [
             ("generate", "generate-completion/v1"), ("generate", "generate-chat/v1"), ("split", "split/v1"),
-            ("check", "check/v1"), ("check", "check-evidence/v1"), ("cover", "cover/v1"),
-            ("refs", "refs-extract/v1"), ("refs", "refs-rate/v1"),
+            ("check", "check/v1"), ("check-evidence", "check-evidence/v1"), ("cover", "cover/v1"),
+            ("extract", "refs-extract/v1"), ("rate", "refs-rate/v1"),
+            ("questions", "questions-generate/v1"), ("judge", "questions-judge/v1"),
         ]
 
 
@@ -63,7 +64,7 @@ class TestTemplates:
         result = CliRunner().invoke(main, ["templates"])
         assert result.exit_code == 0
         lines = result.output.splitlines()
-        assert len(lines) == 8
+        assert len(lines) == 10
         assert lines[0].split()[:2] == ["generate", "generate-completion/v1"]
         assert lines[5].split()[:2] == ["cover", "cover/v1"]
 
