@@ -404,6 +404,7 @@ from dahl.cli_questions import questions as _questions  # noqa: E402
 main.add_command(_questions)
 from dahl import cli_generate  # noqa: E402
 for _command in (cli_generate.generate, cli_generate.templates): main.add_command(_command)
+from dahl.cli_study import study as _study; main.add_command(_study)  # noqa: E402,E702
 for _command in main.commands.values():
     _with_verbose(_command)
 
