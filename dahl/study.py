@@ -46,6 +46,7 @@ __all__ = [
     "TemperatureStudy",
     "TemperatureTest",
     "cells_csv",
+    "read_temperatures",
     "temperature_study",
     "tests_csv",
     "to_json",

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from dahl.cli import main
 from dahl.cli_generate import parse_temperatures
-from dahl.errors import ConfigError
-from dahl.study import temperature_study, to_markdown
+from dahl.errors import ConfigError, InputError
+from dahl.study import read_temperatures, temperature_study, to_markdown
 
 S, U, N = "supported", "unsupported", "unknown"
 
@@ -107,6 +107,23 @@ class TestTemperatureStudy:
                                          "-o", str(run), "--no-progress"]).exit_code == 0
         with pytest.raises(ConfigError, match="dahl generate --temperatures"):
             temperature_study(run)
+
+
+class TestReadTemperatures:
+    def test_bad_temperature_names_file_line_and_field(self, tmp_path: Path) -> None:
+        """A temperature that is not a number: InputError with the file, the line and the JSON path."""
+        path = tmp_path / "answers.jsonl"
+        path.write_text('{"id": "a", "meta": {"sampling": {"temperature": 0.2}}}\n{"id": "b", "meta": {}}\n'
+                        '{"id": "c", "meta": {"sampling": {"temperature": "hot"}}}\n')
+        with pytest.raises(InputError) as info:
+            read_temperatures(path)
+        assert (info.value.file, info.value.line, info.value.field) == (str(path), 3, "$.meta.sampling.temperature")
+
+    def test_answers_without_temperature_are_left_out(self, tmp_path: Path) -> None:
+        """Only answers recording meta.sampling.temperature are mapped."""
+        path = tmp_path / "answers.jsonl"
+        path.write_text('{"id": "a", "meta": {"sampling": {"temperature": 0.2}}}\n\n{"id": "b"}\n')
+        assert read_temperatures(path) == {"a": 0.2}
 
 
 class TestStudyCommand:
