@@ -9,7 +9,13 @@ is unwrapped). The answer is, in order of precedence:
   answers), so a "model" can answer with real text; ``--oracle-answers MODEL=FILE``
   (repeatable) answers the requests naming that model from FILE first, so two mock
   "models" on one server answer one question differently;
-* otherwise three sentences chosen by a hash of (model, question): deterministic.
+* otherwise three sentences from a pool of medical facts (:data:`FACTS`), chosen by a hash
+  of (model, question); each is said falsely (a changed number) with a probability rising
+  with the request's temperature (:func:`false_probability`), drawn from a hash of (model,
+  question, temperature, seed, sentence): deterministic, and a temperature study
+  (``dahl study temperature``) sees the DAHL Score fall as the temperature rises when
+  the evidence Checker runs over :func:`fact_corpus` (``python -m bench.mock_generate
+  corpus FILE`` writes it).
 
 A reply longer than ``max_tokens`` (``ceil(chars / 4)`` tokens) is cut to
 ``4 * max_tokens`` characters with ``finish_reason: "length"``, as a real server cuts
@@ -35,34 +41,46 @@ from dahl.errors import ConfigError
 from dahl.records import normalize_text
 
 __all__ = [
+    "FACTS",
     "AnswerOracle",
     "chat_question",
     "completion_prompt",
     "completion_text_bytes",
+    "fact_corpus",
+    "false_probability",
     "generated_text",
     "question_of",
+    "sampling_of",
     "truncate",
 ]
 
 _WRAPPED = re.compile(r"^\s*Question:\s*(.*?)\s*Answer:\s*$", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
-_OPENINGS = (
-    "This question concerns a well studied topic.",
-    "The short answer is that several factors are involved.",
-    "Clinical and experimental studies have addressed this topic.",
+# The pool of the generated answers: (true sentence, false twin). Each false twin changes
+# the one number, so the evidence Checker over :func:`fact_corpus` tells them apart
+# (a number the claim adds must appear in the passage).
+FACTS = (
+    ("An adult human skeleton has 206 bones.", "An adult human skeleton has 412 bones."),
+    ("Normal human body temperature is about 37 degrees Celsius.",
+     "Normal human body temperature is about 42 degrees Celsius."),
+    ("The lifespan of a human red blood cell is about 120 days.",
+     "The lifespan of a human red blood cell is about 12 days."),
+    ("A full-term human pregnancy lasts about 40 weeks.", "A full-term human pregnancy lasts about 25 weeks."),
+    ("The human heart has 4 chambers.", "The human heart has 6 chambers."),
+    ("Human somatic cells carry 46 chromosomes.", "Human somatic cells carry 64 chromosomes."),
+    ("An adult has 32 permanent teeth.", "An adult has 44 permanent teeth."),
+    ("The human vertebral column has 33 vertebrae.", "The human vertebral column has 21 vertebrae."),
+    ("An adult body holds about 5 litres of blood.", "An adult body holds about 11 litres of blood."),
+    ("The kidneys filter about 180 litres of plasma each day.",
+     "The kidneys filter about 18 litres of plasma each day."),
+    ("An adult human brain weighs about 1.4 kilograms.", "An adult human brain weighs about 4.1 kilograms."),
+    ("The adult small intestine is about 6 metres long.", "The adult small intestine is about 16 metres long."),
 )
-_MIDDLES = (
-    "The main mechanism involves changes in cell signalling.",
-    "Most guidelines recommend an individual assessment of each patient.",
-    "The evidence comes mainly from observational cohorts.",
-    "Outcomes depend on age, comorbidity and treatment timing.",
-)
-_ENDINGS = (
-    "Further research is needed to confirm these findings.",
-    "A specialist should interpret the results in context.",
-    "These points summarise the current consensus.",
-)
+#: Sentences per generated answer.
+SENTENCES = 3
+# p(false sentence) = _BASE + _SLOPE * temperature (+ up to 0.08 by model), clipped to [0, 1].
+_BASE, _SLOPE = 0.05, 0.45
 
 
 class AnswerOracle:
@@ -151,15 +169,62 @@ def chat_question(body: Mapping[str, Any]) -> str:
     return ""
 
 
-def generated_text(question: str, model: str, oracle: AnswerOracle | None) -> str:
-    """The full answer text to ``question`` (see the module docstring)."""
+def _unit(*parts: object) -> float:
+    """A stable float in [0, 1) from ``parts`` (blake2b-64)."""
+    digest = hashlib.blake2b("\x00".join(str(p) for p in parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def false_probability(temperature: float, model: str) -> float:
+    """The chance that one generated sentence is a false twin: 0.05 + 0.45 × temperature plus a
+    model offset in {0, 0.02, ..., 0.08} (hash of the name), clipped to [0, 1]."""
+    offset = 0.02 * int(_unit("offset", model) * 5)
+    return min(1.0, max(0.0, _BASE + _SLOPE * temperature + offset))
+
+
+def generated_text(question: str, model: str, oracle: AnswerOracle | None, *,
+                   temperature: float | None = None, seed: int | None = None) -> str:
+    """The full answer text to ``question`` (see the module docstring).
+
+    Without an oracle answer: :data:`SENTENCES` distinct facts of :data:`FACTS` chosen by a
+    hash of (model, question); each is said falsely with :func:`false_probability`, drawn
+    from a hash of (model, question, temperature, seed, sentence index). So the same
+    request gives the same text, samples differ by their seed, and a higher temperature
+    gives more false sentences.
+
+    Args:
+        question: the question (compared normalized).
+        model: the requested model.
+        oracle: given answers, or None.
+        temperature: the request's temperature; None is OpenAI's default, 1.
+        seed: the request's seed, or None.
+    """
     if oracle is not None:
         found = oracle.answer(question, model)
         if found is not None:
             return found
-    digest = hashlib.blake2b(f"{model}\n{normalize_text(question)}".encode(), digest_size=8).digest()
-    a, b, c = digest[0] % len(_OPENINGS), digest[1] % len(_MIDDLES), digest[2] % len(_ENDINGS)
-    return f"{_OPENINGS[a]} {_MIDDLES[b]} {_ENDINGS[c]}"
+    key = normalize_text(question)
+    order = sorted(range(len(FACTS)), key=lambda i: _unit("fact", model, key, i))[:SENTENCES]
+    t = 1.0 if temperature is None else temperature
+    p = false_probability(t, model)
+    said = [FACTS[i][1] if _unit("false", model, key, repr(float(t)), seed, n) < p else FACTS[i][0]
+            for n, i in enumerate(order)]
+    return " ".join(said)
+
+
+def sampling_of(body: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """A generation request's ``(temperature, seed)``, each None when absent or not a number."""
+    temperature, seed = body.get("temperature"), body.get("seed")
+    t = float(temperature) if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) else None
+    s = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+    return t, s
+
+
+def fact_corpus() -> list[dict[str, str]]:
+    """The evidence corpus of the true sentences (``{id, text}``, one document a fact),
+    for ``dahl score --checker evidence --evidence``."""
+    return [{"id": f"fact-{i:02d}", "text": true}
+            for i, (true, _false) in enumerate(FACTS)]
 
 
 def truncate(text: str, max_tokens: int, cut_last: bool) -> tuple[str, str]:
@@ -191,3 +256,18 @@ def completion_text_bytes(
         f'"model": {json_string(model)}, "choices": [{{"index": 0, "text": {json_string(text)}, '
         f'"logprobs": null, "finish_reason": {json_string(finish_reason)}}}], "usage": {usage}}}'
     ).encode("utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.mock_generate corpus FILE``: write :func:`fact_corpus` as JSONL."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.mock_generate")
+    parser.add_argument("what", choices=["corpus"])
+    parser.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+    args.file.write_bytes(b"".join(orjson.dumps(doc) + b"\n" for doc in fact_corpus()))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -186,7 +186,8 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
         content = OFFFORMAT_TEXT
     elif prompt.kind == "generate" or (prompt.kind == "other" and not prompt.json_mode):
         question = prompt.question if prompt.question is not None else mock_generate.chat_question(body)
-        text = mock_generate.generated_text(question, prompt.model, state.answers)
+        temperature, seed = mock_generate.sampling_of(body)
+        text = mock_generate.generated_text(question, prompt.model, state.answers, temperature=temperature, seed=seed)
         content, finish = mock_generate.truncate(text, prompt.max_tokens, state.config.finish_length)
     else:
         content = reply_content(prompt, state.oracle)

@@ -463,6 +463,8 @@ from dahl.cli_eval import eval_command as _eval  # noqa: E402
 main.add_command(_eval)
 from dahl.cli_batch import batch as _batch  # noqa: E402
 main.add_command(_batch)
+from dahl.cli_study import study as _study  # noqa: E402
+main.add_command(_study)
 for _command in main.commands.values():
     _with_verbose(_command)
 

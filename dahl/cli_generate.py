@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from dahl.exit_status import ExitStatus
 from dahl.generate.settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE, GenerateCounters, GenerateReport, GenerateSettings
 from dahl.generate.templates import load_template, shipped_prompt_templates, shipped_templates
 
-__all__ = ["generate", "templates"]
+__all__ = ["generate", "parse_temperatures", "templates"]
 
 
 def _done(c: GenerateCounters) -> str:
@@ -37,6 +38,26 @@ def _done(c: GenerateCounters) -> str:
 def _line(c: GenerateCounters, elapsed_s: float) -> str:
     """One progress line of a run."""
     return f"generate: {c.questions:,} questions read · {_done(c)} · {duration(elapsed_s)}"
+
+
+def parse_temperatures(text: str) -> tuple[float, ...]:
+    """The temperatures of ``--temperatures 0.1,0.2,...``, in the order given.
+
+    Raises:
+        ConfigError: an item is not a finite number, or one is given twice.
+    """
+    values: list[float] = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            raise ConfigError(f"--temperatures: {item.strip()!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"--temperatures: {item.strip()!r} is not a finite number")
+        if value in values:
+            raise ConfigError(f"--temperatures: {value:g} is given twice")
+        values.append(value)
+    return tuple(values)
 
 
 def _unescape(text: str) -> str:
@@ -62,6 +83,9 @@ async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: 
                    "chat: /chat/completions (instruct models).")
 @click.option("--temperature", default=PAPER_TEMPERATURE, show_default=True, type=FINITE,
               help="Sampling temperature (the DAHL paper's 0.6).")
+@click.option("--temperatures", "temperatures_text", default=None, metavar="T1,T2,...",
+              help="Comma list of temperatures, e.g. 0.1,0.2,...,1.0 (the DAHL paper's study, §5.2): every "
+                   "question x model x temperature x sample; instead of --temperature.")
 @click.option("--max-tokens", default=PAPER_MAX_TOKENS, show_default=True, type=click.IntRange(min=1),
               help="Completion budget per answer, tokens (the DAHL paper's 256).")
 @click.option("--top-p", default=None, type=FINITE, help="Nucleus sampling mass in (0, 1]; omitted by default.")
@@ -83,8 +107,9 @@ async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: 
 @click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
               help="Price of MODEL in USD per million input and output tokens (repeatable).")
 @cache_and_progress_options
-def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path, mode: str, temperature: float,
-             max_tokens: int, top_p: float | None, seed: int | None, stop: tuple[str, ...], samples: int,
+@click.pass_context
+def generate(ctx: click.Context, questions: Path, models: tuple[str, ...], base_url: str, out: Path, mode: str,
+             temperature: float, temperatures_text: str | None, max_tokens: int, top_p: float | None, seed: int | None, stop: tuple[str, ...], samples: int,
              template_file: Path | None,
              api_key_env: str | None, rpm: float | None, tpm: float | None, max_in_flight: int | None,
              timeout_s: float | None, cache_dir: Path | None, no_cache: bool, no_progress: bool,
@@ -94,7 +119,9 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
     QUESTIONS: CSV/TSV or JSONL with question (or LongFact's prompt), optional
     category and question_id. Each answer records its model, template version,
     sampling settings, sample index, usage and finish_reason ("length": cut at
-    --max-tokens, so scoring drops its cut-off last sentence).
+    --max-tokens, so scoring drops its cut-off last sentence). With --temperatures
+    each model is asked at every temperature; meta.sampling.temperature tells the
+    answers apart (dahl study temperature groups by it).
     """
     from dahl.cli import _sigterm_as_ctrl_c, console, exit_stopped, out as stdout, price_overrides
     from dahl.generate import answers  # noqa: F401  (aiohttp: imported here, not on the event loop)
@@ -103,8 +130,12 @@ def generate(questions: Path, models: tuple[str, ...], base_url: str, out: Path,
         fields: dict[str, Any] = {"api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,
                                   "max_in_flight": max_in_flight, "timeout_s": timeout_s}
         extra = {k: v for k, v in fields.items() if v is not None}
-        endpoints = tuple(EndpointConfig(base_url=base_url, model=m, temperature=temperature, seed=seed,
-                                         max_tokens=max_tokens, **extra) for m in models)
+        if temperatures_text is not None and \
+                ctx.get_parameter_source("temperature") != click.core.ParameterSource.DEFAULT:
+            raise click.UsageError("give --temperature or --temperatures, not both")
+        grid = (temperature,) if temperatures_text is None else parse_temperatures(temperatures_text)
+        endpoints = tuple(EndpointConfig(base_url=base_url, model=m, temperature=t, seed=seed,
+                                         max_tokens=max_tokens, **extra) for m in models for t in grid)
         settings = GenerateSettings(
             questions=questions, out=out, endpoints=endpoints,
             mode=mode,  # type: ignore[arg-type]  # click.Choice checked it

@@ -11,6 +11,8 @@ inside a stratum are drawn without replacement with a seeded
 samples of a run's answers, compute each sample's per-answer scores, and run an
 F-test of equal variances and a Student t-test (equal variances) between every
 pair of samples; the smallest p-values show whether any two samples differ.
+:func:`pair_test` is that pair of tests on two arrays (also the temperature study's,
+:mod:`dahl.study`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import orjson
 from dahl.errors import ConfigError, InputError
 from dahl.verdicts import Verdicts
 
-__all__ = ["RepeatCheck", "SampleTest", "allocate", "repeat_check", "sample_file", "stratified_sample"]
+__all__ = ["RepeatCheck", "SampleTest", "allocate", "pair_test", "repeat_check", "sample_file", "stratified_sample"]
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +156,11 @@ def sample_file(input_path: Path, out_path: Path | None, *, fraction: float, str
 
 @dataclass(frozen=True)
 class SampleTest:
-    """F-test and Student t-test between samples ``i`` and ``j`` (two-sided)."""
+    """F-test and t-test between samples ``i`` and ``j`` (two-sided).
+
+    Attributes:
+        equal_var: the t-test is Student's (pooled variance); False: Welch's.
+    """
 
     i: int
     j: int
@@ -162,6 +168,40 @@ class SampleTest:
     f_p: float | None
     t_stat: float | None
     t_p: float | None
+    equal_var: bool = True
+
+
+def pair_test(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], i: int = 0, j: int = 1, *,
+              alpha: float | None = None) -> SampleTest:
+    """The DAHL paper's F-test of equal variances, then a t-test of equal means (§5.2).
+
+    F = s²_a / s²_b with (n_a − 1, n_b − 1) degrees of freedom, p = 2·min(cdf, sf)
+    (capped at 1). The t-test is Student's (pooled variance; scipy.stats.ttest_ind,
+    equal_var=True), as the paper after "confirming equal variances"; with ``alpha``
+    set, Welch's (equal_var=False) when the F-test rejects (f_p < alpha). Both are
+    None when a sample has fewer than 2 values or zero variance.
+
+    Args:
+        a, b: per-answer scores, float arrays (n_a,), (n_b,).
+        i, j: the labels the result carries.
+        alpha: F-test level that switches to Welch's t-test; None: always Student's.
+
+    Returns:
+        The test (``equal_var`` tells which t-test ran).
+    """
+    from scipy import stats  # type: ignore[import-untyped]  # lazy: ~1 s to import
+
+    if a.size < 2 or b.size < 2:
+        return SampleTest(i, j, None, None, None, None)
+    va, vb = float(a.var(ddof=1)), float(b.var(ddof=1))
+    if va <= 0 or vb <= 0:
+        return SampleTest(i, j, None, None, None, None)
+    f_stat = va / vb
+    dfa, dfb = a.size - 1, b.size - 1
+    f_p = float(min(1.0, 2.0 * min(stats.f.cdf(f_stat, dfa, dfb), stats.f.sf(f_stat, dfa, dfb))))
+    equal_var = alpha is None or f_p >= alpha
+    res = stats.ttest_ind(a, b, equal_var=equal_var)
+    return SampleTest(i, j, f_stat, f_p, float(res.statistic), float(res.pvalue), equal_var)
 
 
 @dataclass(frozen=True)
@@ -214,8 +254,6 @@ def repeat_check(
     Raises:
         ConfigError: repeats < 2, bad fraction, or model missing/ambiguous.
     """
-    from scipy import stats  # type: ignore[import-untyped]  # lazy: ~1 s to import
-
     if repeats < 2:
         raise ConfigError(f"--repeats must be >= 2, got {repeats}")
     present = sorted({store.models[c] for c in np.unique(np.asarray(store.model)).tolist()})
@@ -233,19 +271,7 @@ def repeat_check(
     for _ in range(repeats):
         picked = rows[stratified_sample(strata, fraction, rng)]
         samples.append(values[picked][mask[picked]])
-    tests = []
-    for i, j in itertools.combinations(range(repeats), 2):
-        a, b = samples[i], samples[j]
-        f_stat = f_p = t_stat = t_p = None
-        if a.size >= 2 and b.size >= 2:
-            va, vb = float(a.var(ddof=1)), float(b.var(ddof=1))
-            if va > 0 and vb > 0:
-                f_stat = va / vb
-                dfa, dfb = a.size - 1, b.size - 1
-                f_p = float(min(1.0, 2.0 * min(stats.f.cdf(f_stat, dfa, dfb), stats.f.sf(f_stat, dfa, dfb))))
-                res = stats.ttest_ind(a, b, equal_var=True)
-                t_stat, t_p = float(res.statistic), float(res.pvalue)
-        tests.append(SampleTest(i, j, f_stat, f_p, t_stat, t_p))
+    tests = [pair_test(samples[i], samples[j], i, j) for i, j in itertools.combinations(range(repeats), 2)]
     f_ps = [t.f_p for t in tests if t.f_p is not None]
     t_ps = [t.t_p for t in tests if t.t_p is not None]
     return RepeatCheck(

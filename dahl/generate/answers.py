@@ -1,6 +1,6 @@
-"""``dahl generate`` as a stage of the engine: questions x models x samples -> answers JSONL.
+"""``dahl generate`` as a stage of the engine: questions x models (x temperatures) x samples -> answers JSONL.
 
-A reader task turns each question into one job per (model, sample) and skips the jobs
+A reader task turns each question into one job per (endpoint, sample) and skips the jobs
 whose answer id is already in the output; a ``generate`` :class:`~dahl.engine.stage.Stage`
 (``max_in_flight`` workers) asks the model through its lane, or takes the reply from the
 cache; a writer task appends each answer (flushed, fsynced) as it arrives.
@@ -168,7 +168,8 @@ async def _run(
     done: set[str],
     counters: GenerateCounters,
 ) -> None:
-    workers = max(cfg.max_in_flight for cfg in settings.endpoints) * len(endpoints)
+    # The lane caps each model's requests; a model asked at several temperatures has one lane.
+    workers = max(cfg.max_in_flight for cfg in settings.endpoints) * len({cfg.model for cfg in settings.endpoints})
     jobs: Channel[_Job] = Channel(2 * workers)
     finished: Channel[dict[str, Any]] = Channel(64)
     jobs.open_sender()

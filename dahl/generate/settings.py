@@ -30,8 +30,9 @@ class GenerateSettings:
     Attributes:
         questions: the questions file (:func:`dahl.generate.questions.read_questions`).
         out: the answers JSONL to write; a re-run continues it.
-        endpoints: one endpoint per model (base URL, model, key variable, limits,
-            ``temperature``, ``max_tokens``, ``seed``); the models are answered in this order.
+        endpoints: one endpoint per model, or per (model, temperature) for a temperature
+            study (base URL, model, key variable, limits, ``temperature``, ``max_tokens``,
+            ``seed``); answered in this order. Endpoints of one model share its lane.
         mode: ``"completion"`` (``/completions``, a plain prompt: pretrained base models,
             as the DAHL paper) or ``"chat"`` (``/chat/completions``: instruct models).
         top_p: nucleus sampling mass in (0, 1], or None to omit it.
@@ -46,7 +47,7 @@ class GenerateSettings:
             (``CostCapReached``, resumable); None = no cap. Needs every model's price.
 
     Raises:
-        ConfigError: no endpoint, two endpoints for one model, ``samples < 1``,
+        ConfigError: no endpoint, two endpoints for one (model, temperature), ``samples < 1``,
             ``top_p`` outside (0, 1], or an empty stop sequence.
     """
 
@@ -66,9 +67,9 @@ class GenerateSettings:
     def __post_init__(self) -> None:
         if not self.endpoints:
             raise ConfigError("give at least one --model")
-        models = [cfg.model for cfg in self.endpoints]
-        if len(set(models)) != len(models):
-            raise ConfigError(f"a model is given twice: {', '.join(models)}")
+        keys = [(cfg.model, cfg.temperature) for cfg in self.endpoints]
+        if len(set(keys)) != len(keys):
+            raise ConfigError(f"a model is given twice: {', '.join(cfg.model for cfg in self.endpoints)}")
         if self.samples < 1:
             raise ConfigError(f"samples must be >= 1, got {self.samples}")
         if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
@@ -90,7 +91,7 @@ class GenerateCounters:
 
     Attributes:
         questions: questions read.
-        answers: answers asked for (questions x models x samples).
+        answers: answers asked for (questions x models x temperatures x samples).
         resumed: answers already in the output (not asked again).
         written: answers written by this run.
         cached: of those, answers taken from the cache (no request).
