@@ -198,7 +198,7 @@ def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
         t = report.counters.lane_totals()
         console.print(f"HTTP: {count(t['requests'], 'request')}, {t['rate_limited']:,} answered 429, "
                       f"{count(t['retries'], 'retry', 'retries')}, {count(t['tokens_used'], 'token')}")
-    cost = report.summary.get("cost")
+    cost = run.get("cost")
     if isinstance(cost, dict) and cost.get("lanes"):
         stages = ", ".join(f"{name} {usd(lane['usd'])}" for name, lane in cost["lanes"].items())
         console.print(f"money: {usd(cost['usd'])} ({stages}; prices of {cost['price_table_date']})")

@@ -462,10 +462,10 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     path = Path(path)
     data = _read_toml(path)
     for section in data:
-        if section not in ("default", "fields", "prices", *_STAGES):  # prices: dahl.pricing reads them
-            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, prices, split, check)")
-        if section not in ("default", "fields", "templates", *_STAGES):
-            raise ConfigError(f"{path}: unknown table [{section}] (known: default, fields, templates, split, check)")
+        # prices: read by dahl.pricing; templates: by load_templates
+        if section not in ("default", "fields", "prices", "templates", *_STAGES):
+            raise ConfigError(f"{path}: unknown table [{section}] "
+                              "(known: default, fields, prices, templates, split, check)")
     default = _check_table(path, "default", data.get("default", {}))
     result: dict[str, EndpointConfig] = {}
     for stage in _STAGES:

@@ -321,7 +321,7 @@ async def _score_locked(
     summary["question_set"] = questions.as_dict()
     summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
     summary["cache"] = cache_state
-    summary["cost"] = spend.as_dict()
+    summary["run"]["cost"] = spend.as_dict()  # this invocation's spend, like the other run counters
     summary["changes"] = {
         "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
         "config_changed": previous is not None and previous.get("config_hash") != config_hash,

@@ -56,7 +56,7 @@ class TestMoneyInSummary:
         code, text = run(str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "out"), *http(url))
         assert code == 0, text
         stats = mocks.stats(url)
-        cost = json.loads((tmp_path / "out" / "summary.json").read_text())["cost"]
+        cost = json.loads((tmp_path / "out" / "summary.json").read_text())["run"]["cost"]
         split, check = cost["lanes"]["split"], cost["lanes"]["check"]
         assert (split["calls"], check["calls"]) == (stats["split"], stats["check"]) == (12, 6 + 24)
         assert split["input_tokens"] + check["input_tokens"] == stats["tokens"]["prompt"]
@@ -77,11 +77,11 @@ class TestMoneyInSummary:
         code, text = run(str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "out"), *http(url, model="mock"),
                          "--price", "mock=2,8")
         assert code == 0, text
-        cost = json.loads((tmp_path / "out" / "summary.json").read_text())["cost"]
+        cost = json.loads((tmp_path / "out" / "summary.json").read_text())["run"]["cost"]
         assert cost["usd"] == pytest.approx(money(mocks.stats(url)["tokens"], 2.0, 8.0), rel=1e-12)
         code, text = run(str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "out2"), *http(url, model="mock"),
                          "--no-cache")
-        cost = json.loads((tmp_path / "out2" / "summary.json").read_text())["cost"]
+        cost = json.loads((tmp_path / "out2" / "summary.json").read_text())["run"]["cost"]
         assert code == 0 and cost["usd"] is None and cost["lanes"]["check"]["usd"] is None
         assert cost["lanes"]["check"]["input_tokens"] > 0 and "money: $? (split $?, check $?" in text
 
@@ -177,8 +177,9 @@ class TestDryRun:
 
 class TestGenerateMaxCost:
     def test_generate_stops_at_the_cap_and_resumes(self, tmp_path: Path, mocks: Any) -> None:
-        """dahl generate --max-cost $0.0002, one request at a time: each answer is bounded by ~$0.000156
-        (256 max_tokens x $0.60 per M) and costs ~$0.000028, so the third does not fit: exit 3 after two
+        """dahl generate --max-cost $0.00019, one request at a time: each answer is bounded by ~$0.000156
+        (256 max_tokens x $0.60 per M) and costs ~$0.000022 (the mock's ~15 + ~33 tokens), so after
+        two answers ($0.000044 + $0.000156 > $0.00019) the third does not fit: exit 3 after two
         answers; a re-run with a higher cap sends only the third."""
         url = mocks.start()
         questions = tmp_path / "q.csv"
@@ -193,9 +194,9 @@ class TestGenerateMaxCost:
                                                "--max-in-flight", "1", "--max-cost", cap])
             return result.exit_code, result.output
 
-        code, text = generate("0.0002")
+        code, text = generate("0.00019")
         assert code == ExitStatus.QUOTA, text
-        assert "stopped: --max-cost $0.0002 reached" in text
+        assert "stopped: --max-cost $0.00019 reached" in text
         assert len(out.read_text().splitlines()) == mocks.stats(url)["requests"] == 2
         code, text = generate("1")
         assert code == 0, text

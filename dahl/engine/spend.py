@@ -180,7 +180,7 @@ class Spend:
         self._charged += upper_usd
 
     def as_dict(self) -> dict[str, object]:
-        """summary.json's ``cost`` block: per-stage tokens and USD, the total, the cap, the table date."""
+        """summary.json's ``run.cost`` block (this invocation): tokens and USD per stage, total, cap, table date."""
         return {
             "usd": self.spent_usd(),
             "max_cost_usd": self.max_cost_usd,
