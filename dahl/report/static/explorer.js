@@ -63,7 +63,7 @@
       for (var l = 0; l < idx.labels.length; l++) claims += c["n_" + idx.labels[l]][i];
     }
     shown = out.subarray(0, k);
-    $("count").textContent = k + " answers · " + claims + " claims";
+    $("count").textContent = k + (k === 1 ? " answer · " : " answers · ") + claims + (claims === 1 ? " claim" : " claims");
     $("spacer").style.height = (k * ROW) + "px";
     cursor = -1;
     $("list").scrollTop = 0;
@@ -89,9 +89,11 @@
       var meta = el("span", "m");
       meta.appendChild(el("span", "model", idx.models[c.m[i]]));
       meta.appendChild(el("span", null, " · " + idx.categories[c.c[i]] + " · " + idx.statuses[c.s[i]] + " · "));
-      meta.appendChild(el("span", "lab supported", c.n_supported[i]));
-      meta.appendChild(el("span", "lab unsupported", c.n_unsupported[i]));
-      meta.appendChild(el("span", "lab irrelevant", c.n_irrelevant[i]));
+      ["supported", "unsupported", "irrelevant"].forEach(function (lab) {
+        var badge = el("span", "lab " + lab, c["n_" + lab][i]);
+        badge.title = c["n_" + lab][i] + " " + lab + " claims";
+        meta.appendChild(badge);
+      });
       if (c.p[i] !== null) meta.appendChild(el("span", "prec", pct(c.p[i]) + "%"));
       row.appendChild(meta);
       spacer.appendChild(row);
@@ -135,6 +137,7 @@
       box.appendChild(ol);
     } else box.appendChild(el("p", "hint", "No evidence kept in this verdict."));
     box.hidden = false;
+    if (box.scrollIntoView) box.scrollIntoView({ block: "nearest" });
   }
   function response(a, pick) {
     var div = el("div", "response");
@@ -173,6 +176,7 @@
       claimDetail(box, a.claims[n], n);
     }
     sec.appendChild(response(a, pick));
+    sec.appendChild(box);
     if (a.claims.length) {
       sec.appendChild(el("h4", null, a.claims.length + " claims"));
       var ol = el("ol", "claims");
@@ -190,7 +194,6 @@
       });
       sec.appendChild(ol);
     }
-    sec.appendChild(box);
     if (a.recall) {
       sec.appendChild(el("h4", null, "Reference facts · recall " + pct(a.recall.recall) + "% · weighted " + pct(a.recall.recall_w) + "%"));
       var t = el("table", "facts");
