@@ -8,6 +8,7 @@ networking, updates and sync off: the report must work with no network.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -30,9 +31,7 @@ def _paths() -> tuple[str | None, str | None]:
 
 def missing() -> str | None:
     """Why headless Chromium cannot run here (None when it can): selenium, chromium or chromedriver absent."""
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("selenium") is None:
         return "selenium is not installed (pip install -e '.[test]')"
     browser, driver = _paths()
     if browser is None:

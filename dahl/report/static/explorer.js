@@ -16,7 +16,7 @@
   }
   function pct(x) { return x === null || x === undefined ? "—" : (100 * x).toFixed(1); }
 
-  // ---- data files: <script> tags, since fetch() of file:// is blocked
+  // ---- data files: <script> tags, since browsers block fetching file:// URLs
   D.chunk = function (k, rows) {
     chunks[k] = rows;
     (waiting[k] || []).forEach(function (f) { f(rows); });
