@@ -131,6 +131,7 @@ class TestExplorer:
         claim = "Doug Sheehan is best known for his role as Ben Galvin."
         button = wait_for(browser, lambda d: d.find_element(By.XPATH, f'//button[@class="claim lab unsupported" and text()="{claim}"]'))
         assert browser.find_element(By.CSS_SELECTOR, ".answer h3").text == "InstructGPT"
+        assert browser.find_element(By.CSS_SELECTOR, ".nospan").text.startswith("These claims were given without")
         button.click()
         detail = browser.find_element(By.CSS_SELECTOR, ".claim-detail")
         assert detail.find_element(By.TAG_NAME, "h4").text == "Claim 3"
@@ -197,3 +198,70 @@ class TestExplorerSpans:
         heads = [h.text for h in detail.find_elements(By.CLASS_NAME, "ev-head")]
         assert heads and heads[0].startswith("hpylori")
         browser.save_screenshot(str(shots / "explorer-evidence.png"))
+
+
+def contrast(fg: str, bg: str) -> float:
+    """WCAG 2.1 contrast ratio of two computed CSS colours ``rgb(r, g, b)`` (§1.4.3, relative luminance)."""
+    def lum(css: str) -> float:
+        r, g, b = (int(x) / 255 for x in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.data
+class TestAccessibleAndPrintable:
+    @pytest.mark.parametrize("theme", ["light", "dark"])
+    def test_text_and_verdict_colours_have_contrast(self, browser: Any, factscore: Path, theme: str) -> None:
+        """Body text and the five verdict badges reach WCAG AA (≥ 4.5:1) in both themes."""
+        open_page(browser, factscore, "explorer.html")
+        browser.execute_script("document.documentElement.dataset.theme = arguments[0]", theme)
+        pairs = browser.execute_script(
+            "return [document.body, ...document.querySelectorAll('#legend .lab')].map(e => "
+            "[e.textContent, getComputedStyle(e).color, getComputedStyle(e).backgroundColor])")
+        body_bg = pairs[0][2]
+        ratios = {name[:12]: round(contrast(fg, body_bg if bg == "rgba(0, 0, 0, 0)" else bg), 1) for name, fg, bg in pairs}
+        assert len(ratios) == 6 and min(ratios.values()) >= 4.5, ratios
+
+    def test_every_control_has_a_label(self, browser: Any, factscore: Path) -> None:
+        """The six filter controls sit inside their <label>; the list and the theme button are named."""
+        open_page(browser, factscore, "explorer.html")
+        unlabelled = browser.execute_script(
+            "return [...document.querySelectorAll('select, input')].filter(e => !e.closest('label')).map(e => e.id)")
+        assert unlabelled == []
+        assert browser.find_element(By.ID, "list").get_attribute("aria-label").startswith("Answers")
+        assert browser.find_element(By.ID, "theme").get_attribute("aria-label") == "Switch light or dark theme"
+
+    def test_print_hides_the_controls(self, browser: Any, factscore: Path) -> None:
+        """In print media the filters and the list are hidden and the open answer is shown in full."""
+        open_page(browser, factscore, "explorer.html")
+        browser.find_element(By.CSS_SELECTOR, "#list .row").click()
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "button.claim"))
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+        try:
+            assert not browser.find_element(By.ID, "filters").is_displayed()
+            assert not browser.find_element(By.ID, "list").is_displayed()
+            assert browser.execute_script("return getComputedStyle(document.getElementById('detail')).overflowY") == "visible"
+            assert browser.find_element(By.CSS_SELECTOR, ".answer h3").is_displayed()
+            assert len(browser.print_page().encode()) > 10_000  # the PDF Chromium prints
+        finally:
+            browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+
+
+class TestReferenceFacts:
+    def test_facts_with_their_coverage(self, browser: Any, tmp_path: Path) -> None:
+        """TWO_MODELS A1: recall 33.3%, weighted 50.0%; facts a covered, b and c not covered (weights 1, .5, .5)."""
+        from dahl.report import build_report
+        from tests.recall_runs import recall_run
+
+        site = build_report([recall_run(tmp_path / "run")], tmp_path / "site", n_boot=20).out_dir
+        open_page(browser, site, "explorer.html")
+        set_filters(browser, model="A")
+        wait_for(browser, lambda d: count(d).startswith("3 answers"))
+        browser.find_element(By.CSS_SELECTOR, "#list .row").click()
+        table = wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, "table.facts"))
+        head = table.find_element(By.XPATH, "preceding-sibling::h4[1]").text
+        assert head == "Reference facts · recall 33.3% · weighted 50.0%"
+        cells = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in table.find_elements(By.TAG_NAME, "tr")[1:]]
+        assert [c[1:] for c in cells] == [["1.00", "covered"], ["0.50", "not_covered"], ["0.50", "not_covered"]]

@@ -141,3 +141,23 @@ class TestReportCommand:
         """A folder that is not a scored run exits 2 with the verdict store's hint."""
         res = CliRunner().invoke(main, ["report", str(tmp_path), "-o", str(tmp_path / "site")])
         assert res.exit_code == 2 and "run dahl score again" in res.output
+
+
+class TestRecallColumns:
+    def test_recall_columns_when_the_run_has_reference_facts(self, tmp_path: Path) -> None:
+        """TWO_MODELS: Recall A (1/3 + 1)/2 = 66.7, B (1 + 0)/2 = 50.0; weighted A 75.0, B 50.0; a menu entry each."""
+        from tests.recall_runs import recall_run
+
+        site = build_report([recall_run(tmp_path / "run")], tmp_path / "site", n_boot=50)
+        html = (site.out_dir / "index.html").read_text()
+        names = re.findall(r'<th scope="row" class="model">(\w+)</th>', html)
+        recall = dict(zip(names, re.findall(r'<td class="num recall">([\d.—]+)</td>', html)))
+        weighted = dict(zip(names, re.findall(r'<td class="num recall_w">([\d.—]+)</td>', html)))
+        assert (recall, weighted) == ({"A": "66.7", "B": "50.0"}, {"A": "75.0", "B": "50.0"})
+        assert '<option value="recall_w">Recall (w)</option>' in html
+
+    def test_no_recall_columns_without_reference_facts(self, tmp_path: Path) -> None:
+        """A run without recall has no Recall column or menu entry."""
+        run = run_dir(tmp_path / "run", [answer("a1", "A", [S, U]), answer("b1", "B", [S])])
+        html = (build_report([run], tmp_path / "site", n_boot=10).out_dir / "index.html").read_text()
+        assert "Recall" not in html and 'class="num recall' not in html

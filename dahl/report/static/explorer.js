@@ -176,6 +176,8 @@
       claimDetail(box, a.claims[n], n);
     }
     sec.appendChild(response(a, pick));
+    if (a.claims.length && !a.claims.some(function (c) { return c.sp; }))
+      sec.appendChild(el("p", "hint nospan", "These claims were given without their place in the response (no spans): their verdicts are in the list below."));
     sec.appendChild(box);
     if (a.claims.length) {
       sec.appendChild(el("h4", null, a.claims.length + " claims"));
