@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["CHROME_FLAGS", "chromium", "missing"]
+__all__ = ["CHROME_FLAGS", "chromium", "missing", "requested_urls"]
 
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -61,9 +61,23 @@ def chromium() -> Iterator[Any]:
     for flag in CHROME_FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
+    # DevTools events (driver.get_log("performance")): tests read every request the page makes.
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=str(driver_path)), options=options)
     try:
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def requested_urls(driver: Any) -> list[str]:
+    """URLs the browser requested since the last call (DevTools ``Network.requestWillBeSent`` events)."""
+    import json
+
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(str(message["params"]["request"]["url"]))
+    return urls

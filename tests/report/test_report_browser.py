@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.chromium import chromium, missing
+from bench.chromium import chromium, missing, requested_urls
 from tests.report.sites import choose, examples_site, factscore_site, open_page, shots_dir, wait_for
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=f"headless Chromium unavailable: {missing()}")
@@ -168,6 +168,19 @@ class TestExplorer:
         wait_for(browser, lambda d: d.find_element(By.ID, "list").get_attribute("aria-activedescendant") == "row-0")
         assert 0 < len(browser.find_elements(By.CSS_SELECTOR, "#list .row")) <= 30
 
+    def test_every_request_is_a_file_of_the_site(self, browser: Any, factscore: Path) -> None:
+        """Opening an answer requests the page, 4 scripts and the CSS, all files of the site folder (no network)."""
+        requested_urls(browser)  # drop earlier pages' requests
+        open_page(browser, factscore, "explorer.html")
+        browser.find_element(By.CSS_SELECTOR, "#list .row").click()
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "button.claim"))
+        urls = requested_urls(browser)
+        root = factscore.resolve().as_uri() + "/"
+        assert sorted(u[len(root):] for u in urls if u.startswith(root)) == [
+            "data/answers-000.js", "data/index.js", "explorer.html", "static/explorer.js", "static/report.css",
+            "static/theme.js"]
+        assert [u for u in urls if not u.startswith((root, "chrome://"))] == []  # chrome://: the browser's own UI
+
     def test_dark_theme(self, browser: Any, factscore: Path, shots: Path) -> None:
         """The theme button switches to dark (page background #0d1117) and back."""
         open_page(browser, factscore, "explorer.html")
@@ -210,8 +223,28 @@ def contrast(fg: str, bg: str) -> float:
     return (hi + 0.05) / (lo + 0.05)
 
 
+def over(css: str, base: str) -> str:
+    """The opaque colour of CSS colour ``css`` (maybe ``rgba(...)``) painted over opaque ``base``."""
+    parts = [float(x) for x in css[css.index("(") + 1:css.index(")")].split(",")]
+    alpha = parts[3] if len(parts) == 4 else 1.0
+    below = [float(x) for x in base[base.index("(") + 1:base.index(")")].split(",")[:3]]
+    mixed = [round(alpha * c + (1 - alpha) * b) for c, b in zip(parts[:3], below)]
+    return f"rgb({mixed[0]}, {mixed[1]}, {mixed[2]})"
+
+
 @pytest.mark.data
 class TestAccessibleAndPrintable:
+    @pytest.mark.parametrize("theme", ["light", "dark"])
+    def test_heatmap_cells_keep_text_readable(self, browser: Any, factscore: Path, theme: str) -> None:
+        """All 15 heatmap cells: text on its shade over the page background is ≥ 4.5:1."""
+        open_page(browser, factscore, "index.html")
+        browser.execute_script("document.documentElement.dataset.theme = arguments[0]", theme)
+        body = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+        cells = browser.execute_script("return [...document.querySelectorAll('#heatmap td.heat')].map(e => "
+                                       "[getComputedStyle(e).color, getComputedStyle(e).backgroundColor])")
+        ratios = [contrast(fg, over(bg, body)) for fg, bg in cells]
+        assert len(ratios) == 15 and min(ratios) >= 4.5, ratios
+
     @pytest.mark.parametrize("theme", ["light", "dark"])
     def test_text_and_verdict_colours_have_contrast(self, browser: Any, factscore: Path, theme: str) -> None:
         """Body text and the five verdict badges reach WCAG AA (≥ 4.5:1) in both themes."""
