@@ -56,7 +56,9 @@ def wait_for(driver: Any, condition: Any) -> Any:
 
 def open_page(driver: Any, site: Path, page: str) -> None:
     """Load ``site/page`` from disk and wait until its scripts ran (the explorer: the first rows drawn)."""
+    driver.get("about:blank")  # a real navigation even when the page is already open
     driver.get((site / page).resolve().as_uri())
+    wait_for(driver, lambda d: d.execute_script("return document.readyState") == "complete")
     if page == "explorer.html":
         wait_for(driver, lambda d: d.execute_script("return window.DAHL && DAHL.firstRowsAt !== undefined"))
 
