@@ -14,7 +14,7 @@
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
   }
-  function pct(x) { return x === null || x === undefined ? "—" : (100 * x).toFixed(1); }
+  function pct(x) { return x === null || x === undefined ? "—" : (100 * x).toFixed(1) + "%"; }
 
   // ---- data files: <script> tags, since browsers block fetching file:// URLs
   D.chunk = function (k, rows) {
@@ -94,7 +94,7 @@
         badge.title = c["n_" + lab][i] + " " + lab + " claims";
         meta.appendChild(badge);
       });
-      if (c.p[i] !== null) meta.appendChild(el("span", "prec", pct(c.p[i]) + "%"));
+      if (c.p[i] !== null) meta.appendChild(el("span", "prec", pct(c.p[i])));
       row.appendChild(meta);
       spacer.appendChild(row);
     }
@@ -167,7 +167,7 @@
     sec.appendChild(h);
     var m = a.metrics || {};
     sec.appendChild(el("p", "a-meta", a.category + " · " + a.status + (a.reason ? " (" + a.reason + ")" : "") +
-      " · DAHL precision " + pct(m.precision) + "% · FActScore " + pct(m.factscore) + "%"));
+      " · DAHL precision " + pct(m.precision) + " · FActScore " + pct(m.factscore)));
     var box = el("div", "claim-detail");
     box.hidden = true;
     var buttons = [];
@@ -197,7 +197,7 @@
       sec.appendChild(ol);
     }
     if (a.recall) {
-      sec.appendChild(el("h4", null, "Reference facts · recall " + pct(a.recall.recall) + "% · weighted " + pct(a.recall.recall_w) + "%"));
+      sec.appendChild(el("h4", null, "Reference facts · recall " + pct(a.recall.recall) + " · weighted " + pct(a.recall.recall_w)));
       var t = el("table", "facts");
       var hr = el("tr");
       ["Fact", "Weight", "Coverage"].forEach(function (x) { var th = el("th", null, x); th.scope = "col"; hr.appendChild(th); });
