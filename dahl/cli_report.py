@@ -47,5 +47,6 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path, metric: str, seed: int, n_
         sys.exit(ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else ExitStatus.USAGE)
     for warning in site.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(f"{site.n_answers:,} answers, {site.n_claims:,} claims in {site.n_chunks} data files, "
+    files = "data file" if site.n_chunks == 1 else "data files"
+    click.echo(f"{site.n_answers:,} answers, {site.n_claims:,} claims in {site.n_chunks} {files}, "
                f"{site.size_bytes / 1e6:.1f} MB -> {site.out_dir / 'index.html'}")

@@ -134,7 +134,7 @@ class TestReportCommand:
         """dahl report RUN -o SITE exits 0 and prints answers, claims, data files and the page."""
         res = CliRunner().invoke(main, ["report", str(run), "-o", str(tmp_path / "site"), "--n-boot", "50"])
         assert res.exit_code == 0, res.output
-        assert res.output.startswith("3 answers, 4 claims in 1 data files, ")
+        assert res.output.startswith("3 answers, 4 claims in 1 data file, 0.0 MB -> ")
         assert res.output.rstrip().endswith(f"-> {tmp_path / 'site' / 'index.html'}")
 
     def test_folder_without_store_is_a_usage_error(self, tmp_path: Path) -> None:
