@@ -453,6 +453,8 @@ def inspect(input_file: Path, fmt: str, response_columns: tuple[str, ...], field
 
 from dahl import cli_reports  # noqa: E402  (leaderboard, pairs, agree, sample)
 for _report in (cli_reports.leaderboard, cli_reports.pairs, cli_reports.agree, cli_reports.sample): main.add_command(_report)
+from dahl.cli_report import report as _report_site  # noqa: E402  (dahl report: the HTML site)
+main.add_command(_report_site)
 from dahl.cli_refs import refs as _refs  # noqa: E402
 main.add_command(_refs)
 from dahl.cli_questions import questions as _questions  # noqa: E402
