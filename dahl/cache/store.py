@@ -414,8 +414,10 @@ class CacheStore:
         try:
             if self._process is not None:
                 self._process.close()
-            self._writer.stop()
+            # The writer's connection closes last: SQLite checkpoints the WAL into the database
+            # only when the last connection to close can write (the reader's is read-only).
             self._reader.close()
             self._scanner.join()
+            self._writer.stop()
         finally:
             self._lock.release()

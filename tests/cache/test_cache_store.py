@@ -94,6 +94,18 @@ class TestRoundTrip:
 
 
 class TestWriter:
+    async def test_close_leaves_every_row_in_the_database_file(self, tmp_path: Path) -> None:
+        """After a read and 5,000 puts, close() checkpoints the WAL: no cache.db-wal is left and the rows are
+        in cache.db itself (the writer's connection closes last; a read-only one cannot checkpoint)."""
+        directory = tmp_path / "c"
+        with CacheStore(directory) as s:
+            assert await s.get(_key(0)) is None  # opens the reader's read-only connection
+            for i in range(5000):
+                s.put(_key(i), VERDICT, None)
+        assert not (directory / "cache.db-wal").exists()
+        with sqlite3.connect(directory / "cache.db") as con:
+            assert con.execute("SELECT count(*) FROM entries").fetchone() == (5000,)
+
     async def test_batches_by_count(self, store: CacheStore, tmp_path: Path) -> None:
         """1,200 puts with flush_items=500 are committed in 3 transactions (500, 500, 200)."""
         s = CacheStore(tmp_path / "batched", flush_items=500, flush_interval_s=60)
