@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from dahl.adapters.http import _reply as chat_reply_of  # the online path's own parse of a 200 body
+from dahl.adapters.http import parse_reply
 from dahl.adapters.openai_check import citation_evidence
 from dahl.adapters.parse import parse_claims, parse_verdict
 from dahl.batch.plan import StageMeta
@@ -101,7 +101,7 @@ def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str],
             got.errors["unknown_custom_id"] += 1
             continue
         try:
-            reply = chat_reply_of(outcome.reply, {})
+            reply = parse_reply(outcome.reply, {})
         except AdapterError as exc:
             got.errors[type(exc).__name__] += 1
             got.classes[key] = type(exc).__name__

@@ -25,7 +25,7 @@ from dahl.cache.keys import check_keys, split_key
 from dahl.cache.opening import open_store
 from dahl.cache.store import CacheStore
 from dahl.config import EndpointConfig
-from dahl.engine.scoring import _prepare as preprocess_answer  # the pipeline's own step 0
+from dahl.engine.scoring import prepare_answer
 from dahl.errors import ConfigError, DahlError, InputError
 from dahl.formats import read_answers
 from dahl.records import Answer, Claim, Verdict, normalize_text
@@ -208,7 +208,7 @@ def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> lis
             continue
         abstained = answer.abstained
         if preprocess and not abstained:
-            answer, abstained = preprocess_answer(answer)
+            answer, abstained = prepare_answer(answer)
         out.append((answer, abstained))
     return out
 
