@@ -74,7 +74,7 @@ def batch() -> None:
 @click.option("--max-requests", type=click.IntRange(min=1), default=None,
               help="Requests per batch file (default the provider's limit: 50,000 openai, 100,000 anthropic).")
 def prepare(inputs: tuple[Path, ...], folder: Path, provider: str, max_requests: int | None, **values: Any) -> None:
-    """Write the current wave's cache misses (split first, then check) as batch files in BATCHDIR."""
+    """Write the current wave's cache misses (split first, then check and cover) as batch files in BATCHDIR."""
     try:
         config = score_config({**values, "inputs": inputs, "out_dir": folder})
     except DahlError as exc:
@@ -85,13 +85,17 @@ def prepare(inputs: tuple[Path, ...], folder: Path, provider: str, max_requests:
     if max_requests is not None:
         limits = Limits(min(max_requests, limits.max_requests), limits.max_bytes)
     done = _run(lambda: ops.prepare(config, folder, provider, limits))  # type: ignore[arg-type]
-    _echo(f"answers: {done.answers:,}; splits cached: {done.splits_cached:,}; checks cached: {done.checks_cached:,}")
+    _echo(f"answers: {done.answers:,}; splits cached: {done.splits_cached:,}; checks cached: {done.checks_cached:,}"
+          + (f"; facts covered in the cache: {done.facts_cached:,}" if config.recall is not None else ""))
+    if done.no_passage:
+        _echo(f"{done.no_passage:,} claims match no corpus passage: dahl score labels them without a call")
     for path, stage, n in done.shards:
         _echo(f"wrote {path}: {n:,} {stage} requests")
     _echo(f"requests written: {done.requests:,}" + (f" ({done.pending:,} already in batches not yet collected)"
                                                       if done.pending else ""))
     if done.waiting:
-        _echo(f"{done.waiting:,} answers wait for their split: after `collect`, run `prepare` again for their checks")
+        _echo(f"{done.waiting:,} answers wait for their split: after `collect`, run `prepare` again for their checks"
+              + (" and covers" if config.recall is not None else ""))
 
 
 @batch.command("submit")

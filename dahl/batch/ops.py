@@ -20,6 +20,7 @@ import anyio
 import orjson
 
 from dahl.batch.collect import Collected, parse_outcomes, read_results, store_puts, write_results
+from dahl.batch.extras import Extra, read_extras, write_extras
 from dahl.batch.ledger import Ledger, Shard
 from dahl.batch.plan import StageMeta, plan_wave
 from dahl.batch.providers import BatchClient, BatchState, Outcome, client_for, parse_openai_line
@@ -46,6 +47,7 @@ class Prepared:
         shards: ``(path relative to BATCHDIR, stage, requests)`` per file written.
         requests: requests written (all shards).
         answers, splits_cached, checks_cached, waiting: as :class:`~dahl.batch.plan.Wave`.
+        no_passage, facts_cached: as :class:`~dahl.batch.plan.Wave`.
         pending: misses left out because a shard not yet collected holds them.
     """
 
@@ -56,6 +58,8 @@ class Prepared:
     checks_cached: int
     waiting: int
     pending: int
+    no_passage: int = 0
+    facts_cached: int = 0
 
 
 async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits: Limits | None = None) -> Prepared:
@@ -74,7 +78,9 @@ async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits:
     written: list[tuple[str, str, int]] = []
     if requests:
         number = ledger.next_wave
-        for stage in ("split", "check"):
+        extras = [Extra(r.custom_id, r.keys, r.evidence) for r in requests if r.keys or r.evidence]
+        await anyio.to_thread.run_sync(write_extras, folder / f"wave-{number:02d}", extras)
+        for stage in ("split", "check", "cover"):
             chosen = [r for r in requests if r.stage == stage]
             if chosen:
                 files = await anyio.to_thread.run_sync(write_shards, folder / f"wave-{number:02d}", stage, provider,
@@ -87,7 +93,7 @@ async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits:
                  "shards": [{"path": p, "stage": s, "requests": n} for p, s, n in written]}
         await anyio.to_thread.run_sync(ledger.append, event)
     return Prepared(tuple(written), len(requests), wave.answers, wave.splits_cached, wave.checks_cached,
-                    wave.waiting, pending)
+                    wave.waiting, pending, wave.no_passage, wave.facts_cached)
 
 
 def _open_ids(ledger: Ledger) -> set[str]:
@@ -249,7 +255,8 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             seen = {o.custom_id for o in outcomes}
             outcomes += [Outcome(i, None, "expired") for i in ids if i not in seen]
             stage_of = dict.fromkeys(ids, shard.stage)
-            puts, got = await anyio.to_thread.run_sync(parse_outcomes, outcomes, stage_of, _stages(shard.wave))
+            extras = await anyio.to_thread.run_sync(read_extras, (folder / path).parent, set(ids))
+            puts, got = await anyio.to_thread.run_sync(parse_outcomes, outcomes, stage_of, _stages(shard.wave), extras)
             store_puts(store, puts)
             await store.flush()  # on disk before the ledger says collected: a kill now loses nothing
             results = f"results/{Path(path).stem}-{shard.batch_id or 'file'}.jsonl"
