@@ -10,10 +10,15 @@ online run get the same replies. Behaviour (:class:`BatchMockConfig`):
   done (OpenAI: the rest in the error file with code ``batch_expired``; Anthropic:
   result type ``expired``);
 - ``error_rate``: share of requests answered with an HTTP 500 error line (drawn per
-  custom_id from ``seed``, so a retry of the same id may succeed: it draws again).
+  custom_id from ``seed``, so a retry of the same id may succeed: it draws again);
+- ``faults``: the first N calls of a batch API operation fail (``--batch-fault
+  OP:KIND[:N]``; OP one of :data:`FAULT_OPS`, KIND one of :data:`BATCH_FAULTS`):
+  ``500`` / ``503`` reply that status without acting, ``reset`` acts and then drops
+  the connection (the reply is lost: a create has created its batch).
 
 ``GET /stats/batches`` gives the counters: files uploaded, batches created and
-canceled, and requests answered per kind (split / check).
+canceled, requests answered per kind (split / check / cover), and ``faults_OP`` per
+operation.
 """
 
 from __future__ import annotations
@@ -36,7 +41,13 @@ from bench.mock_oracle import Oracle
 from bench.mock_reply import estimate_tokens, parse_prompt, reply_content
 from dahl.errors import ConfigError
 
-__all__ = ["BATCHES", "MAX_BODY_BYTES", "BatchMockConfig", "add_arguments", "config_from", "register"]
+__all__ = ["BATCHES", "BATCH_FAULTS", "FAULT_OPS", "MAX_BODY_BYTES", "BatchMockConfig", "add_arguments",
+           "config_from", "parse_batch_fault", "register"]
+
+#: Operations of the batch API a fault can hit.
+FAULT_OPS = ("upload", "create", "list", "retrieve", "results", "cancel")
+#: Faults of a batch API call.
+BATCH_FAULTS = ("500", "503", "reset")
 
 
 #: Largest request body the mock accepts, bytes (Anthropic's 256 MB batch limit plus room).
@@ -53,6 +64,7 @@ class BatchMockConfig:
         error_rate: probability (0..1) that a request gets an HTTP 500 error line.
         seed: seed of the error draws.
         call_delay_s: seconds every batch API call (upload, create, ...) takes before its reply.
+        faults: ``(operation, kind, n)``: the first ``n`` calls of ``operation`` fail with ``kind``.
     """
 
     complete_s: float = 0.0
@@ -60,6 +72,7 @@ class BatchMockConfig:
     error_rate: float = 0.0
     seed: int = 0
     call_delay_s: float = 0.0
+    faults: tuple[tuple[str, str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.complete_s) and self.complete_s >= 0):
@@ -330,7 +343,7 @@ async def _anthropic_results(request: web.Request) -> web.Response:
 
 async def _stats(request: web.Request) -> web.Response:
     counts = request.app[BATCHES].counts
-    return web.json_response({k: v for k, v in counts.items() if not k.startswith("attempt:")})
+    return web.json_response({k: v for k, v in counts.items() if not k.startswith(("attempt:", "calls:"))})
 
 
 def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | None,
@@ -344,16 +357,16 @@ def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | Non
         clock: monotonic seconds (completion time).
     """
     app[BATCHES] = _Batches(config, oracle, clock)
-    routes = (("POST", "/v1/files", _upload), ("GET", "/v1/files/{file_id}/content", _file_content),
-              ("POST", "/v1/batches", _openai_create), ("GET", "/v1/batches", _openai_list),
-              ("GET", "/v1/batches/{batch_id}", _openai_retrieve),
-              ("POST", "/v1/batches/{batch_id}/cancel", _openai_cancel),
-              ("POST", "/v1/messages/batches", _anthropic_create),
-              ("GET", "/v1/messages/batches/{batch_id}", _anthropic_retrieve),
-              ("GET", "/v1/messages/batches/{batch_id}/results", _anthropic_results),
-              ("POST", "/v1/messages/batches/{batch_id}/cancel", _anthropic_cancel))
-    for method, path, handler in routes:
-        app.router.add_route(method, path, _delayed(handler, config.call_delay_s))
+    routes = (("POST", "/v1/files", "upload", _upload), ("GET", "/v1/files/{file_id}/content", "results", _file_content),
+              ("POST", "/v1/batches", "create", _openai_create), ("GET", "/v1/batches", "list", _openai_list),
+              ("GET", "/v1/batches/{batch_id}", "retrieve", _openai_retrieve),
+              ("POST", "/v1/batches/{batch_id}/cancel", "cancel", _openai_cancel),
+              ("POST", "/v1/messages/batches", "create", _anthropic_create),
+              ("GET", "/v1/messages/batches/{batch_id}", "retrieve", _anthropic_retrieve),
+              ("GET", "/v1/messages/batches/{batch_id}/results", "results", _anthropic_results),
+              ("POST", "/v1/messages/batches/{batch_id}/cancel", "cancel", _anthropic_cancel))
+    for method, path, op, handler in routes:
+        app.router.add_route(method, path, _faulty(_delayed(handler, config.call_delay_s), op))
     app.router.add_get("/stats/batches", _stats)
 
 
@@ -370,6 +383,43 @@ def _delayed(handler: Callable[[web.Request], Awaitable[web.Response]],
     return slow
 
 
+def _faulty(handler: Callable[[web.Request], Awaitable[web.Response]],
+            op: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``handler`` failing the first calls of ``op`` as ``BatchMockConfig.faults`` says."""
+
+    async def serve(request: web.Request) -> web.Response:
+        state = request.app[BATCHES]
+        calls = state.counts[f"calls:{op}"]
+        state.counts[f"calls:{op}"] += 1
+        kind = next((k for o, k, n in state.config.faults if o == op and calls < n), None)
+        if kind is None:
+            return await handler(request)
+        state.counts[f"faults_{op}"] += 1
+        if kind != "reset":
+            return web.json_response({"error": {"message": f"Mock batch fault {kind}.", "type": "server_error"}},
+                                     status=int(kind))
+        await handler(request)  # it acts; its reply is lost with the connection
+        if request.transport is not None:
+            request.transport.abort()
+        raise asyncio.CancelledError
+
+    return serve
+
+
+def parse_batch_fault(spec: str) -> tuple[str, str, int]:
+    """Parse one ``OP:KIND[:N]`` flag (N, default 1: the first N calls of OP fail).
+
+    Raises:
+        ConfigError: an unknown operation or kind, or N not an int >= 1.
+    """
+    op, _, rest = spec.partition(":")
+    kind, _, count = rest.partition(":")
+    if op not in FAULT_OPS or kind not in BATCH_FAULTS or not (count or "1").isdigit() or int(count or "1") < 1:
+        raise ConfigError(f"--batch-fault must be OP:KIND[:N] with OP in {', '.join(FAULT_OPS)}, KIND in "
+                          f"{', '.join(BATCH_FAULTS)} and N >= 1; got {spec!r}")
+    return op, kind, int(count or "1")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command-line flags of :class:`BatchMockConfig`."""
     parser.add_argument("--batch-complete-s", type=float, default=0.0,
@@ -380,6 +430,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of batch requests answered with an HTTP 500 error line")
     parser.add_argument("--batch-call-delay-s", type=float, default=0.0, metavar="S",
                         help="seconds every batch API call takes")
+    parser.add_argument("--batch-fault", action="append", default=[], metavar="OP:KIND[:N]",
+                        help=f"the first N (1) calls of OP ({', '.join(FAULT_OPS)}) fail with KIND "
+                             f"({', '.join(BATCH_FAULTS)}; reset: after acting); repeatable")
 
 
 def config_from(args: argparse.Namespace) -> BatchMockConfig:
@@ -389,4 +442,4 @@ def config_from(args: argparse.Namespace) -> BatchMockConfig:
         ConfigError: a value out of range.
     """
     return BatchMockConfig(args.batch_complete_s, args.batch_expire_fraction, args.batch_error_rate, args.seed,
-                           args.batch_call_delay_s)
+                           args.batch_call_delay_s, tuple(parse_batch_fault(f) for f in args.batch_fault))
