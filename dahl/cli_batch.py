@@ -139,7 +139,7 @@ def _money(rows: list[ops.ShardStatus], prompt: int, completion: int) -> str:
     if not rows:
         return "unknown"
     stages = rows[0].shard.wave["stages"]
-    stage = stages.get("check") or stages.get("split") or {}
+    stage = stages.get("check") or stages.get("split") or stages.get("cover") or {}
     usd = batch_cost(str(stage.get("model")), prompt, completion)
     return "unknown" if usd is None else f"${usd:,.6f}"
 

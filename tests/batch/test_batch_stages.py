@@ -39,7 +39,10 @@ class TestEvidenceChecker:
         self, tmp_path: Path, mocks: Any
     ) -> None:
         """--checker openai --evidence: the batch verdicts keep their passages; score sends 0 requests and equals online."""
-        answers, corpus = str(EXAMPLES / "answers.jsonl"), str(EXAMPLES / "corpus.jsonl")
+        unmatched = {"id": "z1", "model": "model-a", "question": "Qwxz?", "response": "Zyxwv plonked the qwerty."}
+        source = tmp_path / "answers.jsonl"  # the examples and one claim no passage matches
+        source.write_text((EXAMPLES / "answers.jsonl").read_text() + json.dumps(unmatched) + "\n")
+        answers, corpus = str(source), str(EXAMPLES / "corpus.jsonl")
         online_url, batch_url = mocks.start(), mocks.start()
         adapters = ["--splitter", "rules", "--checker", "openai", "--evidence", corpus, "--top-k", "2"]
         code, text = dahl("score", answers, "-o", str(tmp_path / "online"), "--no-progress", "--cache-dir",
@@ -48,7 +51,12 @@ class TestEvidenceChecker:
         online_checks = mocks.stats(online_url)["check"]
         folder, cache = tmp_path / "batch", ["--cache-dir", str(tmp_path / "cache-batch")]
         prepare = ("batch", "prepare", answers, "-o", str(folder), *adapters, *endpoint(batch_url), *cache)
-        text = _through_batch(folder, prepare)
+        code, text = dahl(*prepare)
+        assert code == 0, text
+        assert "1 claims match no corpus passage: dahl score labels them without a call" in text
+        for command in ("submit", "collect"):
+            code, text = dahl("batch", command, str(folder))
+            assert code == 0, text
         assert f"collected 1 batches: {online_checks} results stored, 0 unfinished" in text
         assert batch_stats(batch_url)["requests_check"] == online_checks
         first = json.loads((folder / "wave-01" / "check-0001.jsonl").read_text().splitlines()[0])
@@ -60,6 +68,8 @@ class TestEvidenceChecker:
         scored, online = _claims(tmp_path / "scored"), _claims(tmp_path / "online")
         assert scored == online
         assert sum(len(c["evidence"]) == 2 for claims in scored.values() for c in claims) == online_checks
+        assert [(c["label"], c["reason"], c["raw"]) for c in scored["z1"]] == [
+            ("unsupported", "no_evidence", "no passage of the corpus matches the claim")]
         code, text = dahl(*prepare)
         assert "requests written: 0" in text
 
@@ -103,7 +113,8 @@ class TestCoverStage:
         code, text = dahl("batch", "prepare", *files, "-o", str(folder), *options)
         assert "requests written: 0" in text
 
-    def test_cover_requests_wait_for_their_split_wave(self, tmp_path: Path, mocks: Any) -> None:
+    @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+    def test_cover_requests_wait_for_their_split_wave(self, provider: str, tmp_path: Path, mocks: Any) -> None:
         """--splitter openai with --refs: wave 1 splits only; wave 2 holds the checks and the covers."""
         answer = {"id": "a1", "model": "m", "question": "Who was Ada Lovelace?",
                   "response": "Ada Lovelace was a mathematician. She wrote the first published program."}
@@ -115,7 +126,8 @@ class TestCoverStage:
         refs.write_text(json.dumps({"question": answer["question"], "facts": facts}) + "\n")
         url = mocks.start()
         folder = tmp_path / "batch"
-        prepare = ("batch", "prepare", str(source), "-o", str(folder), "--splitter", "openai", "--checker", "openai",
+        prepare = ("batch", "prepare", str(source), "-o", str(folder), "--provider", provider, "--splitter", "openai",
+                   "--checker", "openai",
                    "--refs", str(refs), *endpoint(url), "--cache-dir", str(tmp_path / "cache"))
         text = _through_batch(folder, prepare)
         assert "collected 1 batches: 1 results stored" in text
