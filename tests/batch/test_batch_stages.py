@@ -43,14 +43,15 @@ class TestEvidenceChecker:
         source = tmp_path / "answers.jsonl"  # the examples and one claim no passage matches
         source.write_text((EXAMPLES / "answers.jsonl").read_text() + json.dumps(unmatched) + "\n")
         answers, corpus = str(source), str(EXAMPLES / "corpus.jsonl")
-        online_url, batch_url = mocks.start(), mocks.start()
+        url = mocks.start()  # one mock: the online run's requests, then the batch's
         adapters = ["--splitter", "rules", "--checker", "openai", "--evidence", corpus, "--top-k", "2"]
         code, text = dahl("score", answers, "-o", str(tmp_path / "online"), "--no-progress", "--cache-dir",
-                          str(tmp_path / "cache-online"), *adapters, *endpoint(online_url))
+                          str(tmp_path / "cache-online"), *adapters, *endpoint(url))
         assert code == 0, text
-        online_checks = mocks.stats(online_url)["check"]
+        online_checks = mocks.stats(url)["check"]
+        assert mocks.stats(url)["requests"] == online_checks
         folder, cache = tmp_path / "batch", ["--cache-dir", str(tmp_path / "cache-batch")]
-        prepare = ("batch", "prepare", answers, "-o", str(folder), *adapters, *endpoint(batch_url), *cache)
+        prepare = ("batch", "prepare", answers, "-o", str(folder), *adapters, *endpoint(url), *cache)
         code, text = dahl(*prepare)
         assert code == 0, text
         assert "1 claims match no corpus passage: dahl score labels them without a call" in text
@@ -58,15 +59,15 @@ class TestEvidenceChecker:
             code, text = dahl("batch", command, str(folder))
             assert code == 0, text
         assert f"collected 1 batches: {online_checks} results stored, 0 unfinished" in text
-        assert batch_stats(batch_url)["requests_check"] == online_checks
+        assert batch_stats(url)["requests_check"] == online_checks
         first = json.loads((folder / "wave-01" / "check-0001.jsonl").read_text().splitlines()[0])
         assert "<evidence" in first["body"]["messages"][-1]["content"]  # the passages are in the prompt
         code, text = dahl("score", answers, "-o", str(tmp_path / "scored"), "--no-progress", *cache, *adapters,
-                          *endpoint(batch_url))
+                          *endpoint(url))
         assert code == 0, text
-        assert mocks.stats(batch_url)["requests"] == 0
-        scored, online = _claims(tmp_path / "scored"), _claims(tmp_path / "online")
-        assert scored == online
+        assert mocks.stats(url)["requests"] == online_checks  # score sent none
+        assert _rows(tmp_path / "scored" / "answers.jsonl") == _rows(tmp_path / "online" / "answers.jsonl")
+        scored = _claims(tmp_path / "scored")
         assert sum(len(c["evidence"]) == 2 for claims in scored.values() for c in claims) == online_checks
         assert [(c["label"], c["reason"], c["raw"]) for c in scored["z1"]] == [
             ("unsupported", "no_evidence", "no passage of the corpus matches the claim")]
@@ -138,11 +139,15 @@ class TestCoverStage:
         for command in ("submit", "collect"):
             code, text = dahl("batch", command, str(folder))
             assert code == 0, text
-        code, text = dahl("score", str(source), "-o", str(tmp_path / "out"), "--no-progress", "--splitter", "openai",
-                          "--checker", "openai", "--refs", str(refs), *endpoint(url),
-                          "--cache-dir", str(tmp_path / "cache"))
+        score = ("score", str(source), "--no-progress", "--splitter", "openai", "--checker", "openai",
+                 "--refs", str(refs), *endpoint(url))
+        code, text = dahl(*score, "-o", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"))
         assert code == 0, text
         assert mocks.stats(url)["requests"] == 0
+        code, text = dahl(*score, "-o", str(tmp_path / "online"), "--cache-dir", str(tmp_path / "cache-online"))
+        assert code == 0, text
+        assert mocks.stats(url)["requests"] == 1 + 2 + 1  # split, 2 checks, 1 cover, online
+        assert _rows(tmp_path / "out" / "answers.jsonl") == _rows(tmp_path / "online" / "answers.jsonl")
         recall = _rows(tmp_path / "out" / "answers.jsonl")[0]["recall"]
         assert [f["label"] for f in recall["facts"]] == ["covered", "not_covered"]  # the mock: the fact is in the text
         assert recall["recall"] == 0.5
