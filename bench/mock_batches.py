@@ -37,17 +37,12 @@ from typing import Any
 import orjson
 from aiohttp import BodyPartReader, web
 
+from bench.mock_batch_faults import BATCH_FAULTS, FAULT_OPS, faulty, parse_batch_fault
 from bench.mock_oracle import Oracle
 from bench.mock_reply import estimate_tokens, parse_prompt, reply_content
 from dahl.errors import ConfigError
 
-__all__ = ["BATCHES", "BATCH_FAULTS", "FAULT_OPS", "MAX_BODY_BYTES", "BatchMockConfig", "add_arguments",
-           "config_from", "parse_batch_fault", "register"]
-
-#: Operations of the batch API a fault can hit.
-FAULT_OPS = ("upload", "create", "list", "retrieve", "results", "cancel")
-#: Faults of a batch API call.
-BATCH_FAULTS = ("500", "503", "reset")
+__all__ = ["BATCHES", "MAX_BODY_BYTES", "BatchMockConfig", "add_arguments", "config_from", "register"]
 
 
 #: Largest request body the mock accepts, bytes (Anthropic's 256 MB batch limit plus room).
@@ -366,7 +361,8 @@ def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | Non
               ("GET", "/v1/messages/batches/{batch_id}/results", "results", _anthropic_results),
               ("POST", "/v1/messages/batches/{batch_id}/cancel", "cancel", _anthropic_cancel))
     for method, path, op, handler in routes:
-        app.router.add_route(method, path, _faulty(_delayed(handler, config.call_delay_s), op))
+        app.router.add_route(method, path, faulty(_delayed(handler, config.call_delay_s), op, config.faults,
+                                                  app[BATCHES].counts))
     app.router.add_get("/stats/batches", _stats)
 
 
@@ -381,43 +377,6 @@ def _delayed(handler: Callable[[web.Request], Awaitable[web.Response]],
         return await handler(request)
 
     return slow
-
-
-def _faulty(handler: Callable[[web.Request], Awaitable[web.Response]],
-            op: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """``handler`` failing the first calls of ``op`` as ``BatchMockConfig.faults`` says."""
-
-    async def serve(request: web.Request) -> web.Response:
-        state = request.app[BATCHES]
-        calls = state.counts[f"calls:{op}"]
-        state.counts[f"calls:{op}"] += 1
-        kind = next((k for o, k, n in state.config.faults if o == op and calls < n), None)
-        if kind is None:
-            return await handler(request)
-        state.counts[f"faults_{op}"] += 1
-        if kind != "reset":
-            return web.json_response({"error": {"message": f"Mock batch fault {kind}.", "type": "server_error"}},
-                                     status=int(kind))
-        await handler(request)  # it acts; its reply is lost with the connection
-        if request.transport is not None:
-            request.transport.abort()
-        raise asyncio.CancelledError
-
-    return serve
-
-
-def parse_batch_fault(spec: str) -> tuple[str, str, int]:
-    """Parse one ``OP:KIND[:N]`` flag (N, default 1: the first N calls of OP fail).
-
-    Raises:
-        ConfigError: an unknown operation or kind, or N not an int >= 1.
-    """
-    op, _, rest = spec.partition(":")
-    kind, _, count = rest.partition(":")
-    if op not in FAULT_OPS or kind not in BATCH_FAULTS or not (count or "1").isdigit() or int(count or "1") < 1:
-        raise ConfigError(f"--batch-fault must be OP:KIND[:N] with OP in {', '.join(FAULT_OPS)}, KIND in "
-                          f"{', '.join(BATCH_FAULTS)} and N >= 1; got {spec!r}")
-    return op, kind, int(count or "1")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """``dahl batch``: a run's cache misses through provider batch APIs (a thin layer over :mod:`dahl.batch.ops`).
 
-    dahl batch prepare INPUT... -o BATCHDIR [--provider openai|anthropic|file] [score's Splitter/Checker options]
+    dahl batch prepare INPUT... -o BATCHDIR [--provider openai|anthropic|file] [score's Splitter, Checker and recall options]
     dahl batch submit | status | collect | resubmit --only failed|expired | cancel BATCHDIR
 
 Exit status: 0 done; 2 bad usage or settings; 4 a provider call failed (run the same

@@ -228,6 +228,7 @@ class _Planner:
             elif key not in self.seen:
                 made = request_of(claim, answer)
                 if made is None:
+                    self.seen.add(key)
                     wave.no_passage += 1
                     continue
                 body, evidence = made

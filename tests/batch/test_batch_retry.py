@@ -104,3 +104,15 @@ class TestRetriedCalls:
         assert code == 0 and "batches submitted: 1" in text, text
         assert batch_stats(url)["batches_created"] == 1
         assert batch_stats(url)["faults_create"] == 1
+
+
+class TestFaultFlag:
+    def test_fault_specs_parse_and_a_bad_one_is_refused(self) -> None:
+        """create:reset is 1 call; retrieve:503:2 two; a 404 is no batch fault and is refused by name."""
+        from bench.mock_batch_faults import parse_batch_fault
+        from dahl.errors import ConfigError
+
+        assert parse_batch_fault("create:reset") == ("create", "reset", 1)
+        assert parse_batch_fault("retrieve:503:2") == ("retrieve", "503", 2)
+        with pytest.raises(ConfigError, match="--batch-fault must be OP:KIND\\[:N\\].*got 'upload:404'"):
+            parse_batch_fault("upload:404")
