@@ -10,10 +10,15 @@ online run get the same replies. Behaviour (:class:`BatchMockConfig`):
   done (OpenAI: the rest in the error file with code ``batch_expired``; Anthropic:
   result type ``expired``);
 - ``error_rate``: share of requests answered with an HTTP 500 error line (drawn per
-  custom_id from ``seed``, so a retry of the same id may succeed: it draws again).
+  custom_id from ``seed``, so a retry of the same id may succeed: it draws again);
+- ``faults``: the first N calls of a batch API operation fail (``--batch-fault
+  OP:KIND[:N]``; OP one of :data:`FAULT_OPS`, KIND one of :data:`BATCH_FAULTS`):
+  ``500`` / ``503`` reply that status without acting, ``reset`` acts and then drops
+  the connection (the reply is lost: a create has created its batch).
 
 ``GET /stats/batches`` gives the counters: files uploaded, batches created and
-canceled, and requests answered per kind (split / check).
+canceled, requests answered per kind (split / check / cover), and ``faults_OP`` per
+operation.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 import orjson
 from aiohttp import BodyPartReader, web
 
+from bench.mock_batch_faults import BATCH_FAULTS, FAULT_OPS, faulty, parse_batch_fault
 from bench.mock_oracle import Oracle
 from bench.mock_reply import estimate_tokens, parse_prompt, reply_content
 from dahl.errors import ConfigError
@@ -53,6 +59,7 @@ class BatchMockConfig:
         error_rate: probability (0..1) that a request gets an HTTP 500 error line.
         seed: seed of the error draws.
         call_delay_s: seconds every batch API call (upload, create, ...) takes before its reply.
+        faults: ``(operation, kind, n)``: the first ``n`` calls of ``operation`` fail with ``kind``.
     """
 
     complete_s: float = 0.0
@@ -60,6 +67,7 @@ class BatchMockConfig:
     error_rate: float = 0.0
     seed: int = 0
     call_delay_s: float = 0.0
+    faults: tuple[tuple[str, str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.complete_s) and self.complete_s >= 0):
@@ -330,7 +338,7 @@ async def _anthropic_results(request: web.Request) -> web.Response:
 
 async def _stats(request: web.Request) -> web.Response:
     counts = request.app[BATCHES].counts
-    return web.json_response({k: v for k, v in counts.items() if not k.startswith("attempt:")})
+    return web.json_response({k: v for k, v in counts.items() if not k.startswith(("attempt:", "calls:"))})
 
 
 def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | None,
@@ -344,16 +352,17 @@ def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | Non
         clock: monotonic seconds (completion time).
     """
     app[BATCHES] = _Batches(config, oracle, clock)
-    routes = (("POST", "/v1/files", _upload), ("GET", "/v1/files/{file_id}/content", _file_content),
-              ("POST", "/v1/batches", _openai_create), ("GET", "/v1/batches", _openai_list),
-              ("GET", "/v1/batches/{batch_id}", _openai_retrieve),
-              ("POST", "/v1/batches/{batch_id}/cancel", _openai_cancel),
-              ("POST", "/v1/messages/batches", _anthropic_create),
-              ("GET", "/v1/messages/batches/{batch_id}", _anthropic_retrieve),
-              ("GET", "/v1/messages/batches/{batch_id}/results", _anthropic_results),
-              ("POST", "/v1/messages/batches/{batch_id}/cancel", _anthropic_cancel))
-    for method, path, handler in routes:
-        app.router.add_route(method, path, _delayed(handler, config.call_delay_s))
+    routes = (("POST", "/v1/files", "upload", _upload), ("GET", "/v1/files/{file_id}/content", "results", _file_content),
+              ("POST", "/v1/batches", "create", _openai_create), ("GET", "/v1/batches", "list", _openai_list),
+              ("GET", "/v1/batches/{batch_id}", "retrieve", _openai_retrieve),
+              ("POST", "/v1/batches/{batch_id}/cancel", "cancel", _openai_cancel),
+              ("POST", "/v1/messages/batches", "create", _anthropic_create),
+              ("GET", "/v1/messages/batches/{batch_id}", "retrieve", _anthropic_retrieve),
+              ("GET", "/v1/messages/batches/{batch_id}/results", "results", _anthropic_results),
+              ("POST", "/v1/messages/batches/{batch_id}/cancel", "cancel", _anthropic_cancel))
+    for method, path, op, handler in routes:
+        app.router.add_route(method, path, faulty(_delayed(handler, config.call_delay_s), op, config.faults,
+                                                  app[BATCHES].counts))
     app.router.add_get("/stats/batches", _stats)
 
 
@@ -380,6 +389,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of batch requests answered with an HTTP 500 error line")
     parser.add_argument("--batch-call-delay-s", type=float, default=0.0, metavar="S",
                         help="seconds every batch API call takes")
+    parser.add_argument("--batch-fault", action="append", default=[], metavar="OP:KIND[:N]",
+                        help=f"the first N (1) calls of OP ({', '.join(FAULT_OPS)}) fail with KIND "
+                             f"({', '.join(BATCH_FAULTS)}; reset: after acting); repeatable")
 
 
 def config_from(args: argparse.Namespace) -> BatchMockConfig:
@@ -389,4 +401,4 @@ def config_from(args: argparse.Namespace) -> BatchMockConfig:
         ConfigError: a value out of range.
     """
     return BatchMockConfig(args.batch_complete_s, args.batch_expire_fraction, args.batch_error_rate, args.seed,
-                           args.batch_call_delay_s)
+                           args.batch_call_delay_s, tuple(parse_batch_fault(f) for f in args.batch_fault))

@@ -18,15 +18,16 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from dahl.adapters.factory import CHECKERS, SPLITTERS, AdapterSettings
+from dahl.adapters.factory import CHECKERS, SPLITTERS
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache.database import DB_NAME
-from dahl.cli_recall import recall_options, recall_settings
+from dahl.cli_recall import recall_options
 from dahl.cli_progress import ProgressMode, run_with_progress, usd
+from dahl.cli_score_config import score_config
 from dahl.cli_summary import partial_message, print_summary, result_table
-from dahl.cli_templates import SCORE_STAGES, apply_score_templates
-from dahl.cli_types import FINITE, HEADER, parse_template_options, template_option
-from dahl.config import AUTH_SCHEMES, PROVIDERS, endpoint_configs, load_fields, load_templates
+from dahl.cli_templates import SCORE_STAGES
+from dahl.cli_types import FINITE, HEADER, template_option
+from dahl.config import AUTH_SCHEMES, PROVIDERS
 from dahl.dryrun import DryRunReport
 from dahl.dryrun import dry_run as estimate
 from dahl.engine.counters import RunCounters
@@ -35,7 +36,7 @@ from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS, describe_input
 from dahl.formats.fields import parse_field_options
 from dahl.pricing import Price, load_price_overrides, parse_price_option
-from dahl.run import ScoreConfig, ScoreReport
+from dahl.run import ScoreReport
 
 # Piped output gets a wide fixed width so tables are not cut to 80 columns.
 class _Console(Console):
@@ -219,49 +220,7 @@ def score(
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
     try:
-        overrides = {
-            "base_url": base_url, "model": model, "api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,
-            "max_in_flight": max_in_flight, "temperature": temperature, "max_tokens": max_tokens,
-            "timeout_s": timeout_s, "provider": provider, "auth": auth,
-            "headers": dict(header_options) or None,
-        }
-        endpoints = endpoint_configs(
-            config_file,
-            {k: v for k, v in overrides.items() if v is not None},
-            stages=tuple(stage for stage, name in (("split", splitter), ("check", checker)) if name == "openai"),
-        )
-        fields = {**(load_fields(config_file) if config_file is not None else {}),
-                  **parse_field_options(field_options)}
-        recall = recall_settings(recall_values, checker=checker, check_endpoint=endpoints.get("check"),
-                                 config_file=config_file,
-                                 overrides={k: v for k, v in overrides.items() if v is not None})
-        templates = {**(load_templates(config_file) if config_file is not None else {}),
-                     **parse_template_options(template_options, SCORE_STAGES)}
-        endpoints, recall = apply_score_templates(templates, endpoints, recall, splitter=splitter,
-                                                  checker=checker, evidence=evidence)
-        config = ScoreConfig(
-            inputs=inputs,
-            out_dir=out_dir,
-            fmt=fmt,
-            response_column=response_columns or None,
-            fields=fields,
-            adapters=AdapterSettings(
-                splitter=splitter,
-                checker=checker,
-                evidence=evidence,
-                split_endpoint=endpoints.get("split"),
-                check_endpoint=endpoints.get("check"),
-                top_k=top_k,
-            ),
-            gamma=gamma,
-            k=k,
-            seed=seed,
-            cache_dir=cache_dir,
-            use_cache=not no_cache,
-            recall=recall,
-            prices=price_overrides(config_file, price_options),
-            max_cost_usd=max_cost_usd,
-        )
+        config = score_config(click.get_current_context().params)
         if dry_run:
             _print_dry_run(estimate(config))
             return

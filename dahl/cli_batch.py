@@ -1,6 +1,6 @@
 """``dahl batch``: a run's cache misses through provider batch APIs (a thin layer over :mod:`dahl.batch.ops`).
 
-    dahl batch prepare INPUT... -o BATCHDIR [--provider openai|anthropic|file] [score's Splitter/Checker options]
+    dahl batch prepare INPUT... -o BATCHDIR [--provider openai|anthropic|file] [score's Splitter, Checker and recall options]
     dahl batch submit | status | collect | resubmit --only failed|expired | cancel BATCHDIR
 
 Exit status: 0 done; 2 bad usage or settings; 4 a provider call failed (run the same
@@ -18,24 +18,24 @@ from typing import Any, TypeVar
 import anyio
 import click
 
-from dahl.adapters.factory import AdapterSettings
 from dahl.batch import ops
 from dahl.batch.costs import batch_cost
 from dahl.batch.shards import LIMITS, Limits
-from dahl.config import endpoint_configs, load_fields
+from dahl.cli_recall import RECALL_OPTION_NAMES
+from dahl.cli_score_config import score_config
 from dahl.errors import AdapterError, DahlError, FatalAPIError
 from dahl.exit_status import ExitStatus
-from dahl.formats.fields import parse_field_options
-from dahl.run import ScoreConfig
 
 __all__ = ["batch"]
 
 T = TypeVar("T")
 
-#: ``dahl score`` options that change the requests; prepare takes them as they are.
+#: ``dahl score`` options that change the requests; prepare takes them as they are (not score's
+#: ``--provider``, the wire protocol: prepare's ``--provider`` names the batch API, and bodies are chat bodies).
 SCORE_OPTIONS = ("fmt", "response_columns", "field_options", "splitter", "checker", "evidence", "top_k",
-                 "config_file", "base_url", "model", "api_key_env", "rpm", "tpm", "max_in_flight", "temperature",
-                 "max_tokens", "timeout_s", "cache_dir")
+                 "config_file", "base_url", "model", "api_key_env", "auth", "header_options", "rpm", "tpm",
+                 "max_in_flight", "temperature", "max_tokens", "timeout_s", "cache_dir", "template_options",
+                 *RECALL_OPTION_NAMES)
 _FOLDER = click.Path(path_type=Path, file_okay=False)
 _AGAIN = "Run the same command again: the ledger in BATCHDIR keeps what was done."
 
@@ -66,23 +66,6 @@ def batch() -> None:
     """Score through provider batch APIs (half price): prepare, submit, status, collect, resubmit, cancel."""
 
 
-def _config(inputs: tuple[Path, ...], folder: Path, values: dict[str, Any]) -> ScoreConfig:
-    """The ScoreConfig ``dahl score`` builds from the same options."""
-    overrides = {k: values[k] for k in ("base_url", "model", "api_key_env", "rpm", "tpm", "max_in_flight",
-                                        "temperature", "max_tokens", "timeout_s") if values[k] is not None}
-    stages = tuple(s for s, name in (("split", values["splitter"]), ("check", values["checker"])) if name == "openai")
-    endpoints = endpoint_configs(values["config_file"], overrides, stages=stages)
-    fields = {**(load_fields(values["config_file"]) if values["config_file"] is not None else {}),
-              **parse_field_options(values["field_options"])}
-    return ScoreConfig(
-        inputs=inputs, out_dir=folder, fmt=values["fmt"], response_column=values["response_columns"] or None,
-        fields=fields, cache_dir=values["cache_dir"],
-        adapters=AdapterSettings(splitter=values["splitter"], checker=values["checker"], evidence=values["evidence"],
-                                 split_endpoint=endpoints.get("split"), check_endpoint=endpoints.get("check"),
-                                 top_k=values["top_k"]),
-    )
-
-
 @batch.command("prepare")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--out", "folder", required=True, type=_FOLDER, help="The batch folder (BATCHDIR).")
@@ -91,19 +74,28 @@ def _config(inputs: tuple[Path, ...], folder: Path, values: dict[str, Any]) -> S
 @click.option("--max-requests", type=click.IntRange(min=1), default=None,
               help="Requests per batch file (default the provider's limit: 50,000 openai, 100,000 anthropic).")
 def prepare(inputs: tuple[Path, ...], folder: Path, provider: str, max_requests: int | None, **values: Any) -> None:
-    """Write the current wave's cache misses (split first, then check) as batch files in BATCHDIR."""
-    config = _config(inputs, folder, values)
+    """Write the current wave's cache misses (split first, then check and cover) as batch files in BATCHDIR."""
+    try:
+        config = score_config({**values, "inputs": inputs, "out_dir": folder})
+    except DahlError as exc:
+        from dahl.cli import exit_stopped
+
+        exit_stopped(exc, _AGAIN)
     limits = LIMITS[provider]
     if max_requests is not None:
         limits = Limits(min(max_requests, limits.max_requests), limits.max_bytes)
     done = _run(lambda: ops.prepare(config, folder, provider, limits))  # type: ignore[arg-type]
-    _echo(f"answers: {done.answers:,}; splits cached: {done.splits_cached:,}; checks cached: {done.checks_cached:,}")
+    _echo(f"answers: {done.answers:,}; splits cached: {done.splits_cached:,}; checks cached: {done.checks_cached:,}"
+          + (f"; facts covered in the cache: {done.facts_cached:,}" if config.recall is not None else ""))
+    if done.no_passage:
+        _echo(f"{done.no_passage:,} claims match no corpus passage: dahl score labels them without a call")
     for path, stage, n in done.shards:
         _echo(f"wrote {path}: {n:,} {stage} requests")
     _echo(f"requests written: {done.requests:,}" + (f" ({done.pending:,} already in batches not yet collected)"
                                                       if done.pending else ""))
     if done.waiting:
-        _echo(f"{done.waiting:,} answers wait for their split: after `collect`, run `prepare` again for their checks")
+        _echo(f"{done.waiting:,} answers wait for their split: after `collect`, run `prepare` again for their checks"
+              + (" and covers" if config.recall is not None else ""))
 
 
 @batch.command("submit")
@@ -147,7 +139,7 @@ def _money(rows: list[ops.ShardStatus], prompt: int, completion: int) -> str:
     if not rows:
         return "unknown"
     stages = rows[0].shard.wave["stages"]
-    stage = stages.get("check") or stages.get("split") or {}
+    stage = stages.get("check") or stages.get("split") or stages.get("cover") or {}
     usd = batch_cost(str(stage.get("model")), prompt, completion)
     return "unknown" if usd is None else f"${usd:,.6f}"
 

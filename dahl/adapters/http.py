@@ -238,37 +238,6 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
-    """Build a ChatReply from a decoded 200 body; TransientAPIError when its shape is wrong."""
-    try:
-        choice = data["choices"][0]
-        if "message" not in choice and isinstance(choice.get("text"), str):  # /completions (text_completion)
-            content = choice["text"]
-        else:
-            content = choice["message"].get("content") or ""
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise TransientAPIError(f"malformed reply: no choices[0].message ({exc!r})") from exc
-    if not isinstance(content, str):
-        raise TransientAPIError("malformed reply: message content is not a string")
-    usage: Usage | None = None
-    total: int | None = None
-    raw_usage = data.get("usage")
-    if isinstance(raw_usage, dict):
-        prompt = _count(raw_usage.get("prompt_tokens"))
-        completion = _count(raw_usage.get("completion_tokens"))
-        usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
-        total = _count(raw_usage.get("total_tokens")) or prompt + completion
-    return ChatReply(
-        content=content,
-        usage=usage,
-        usage_tokens=total,
-        headers=headers,
-        raw=data,
-        citations=_citations(data),
-        finish_reason=choice.get("finish_reason"),
-    )
-
-
 #: Auth schemes: the header each one sends the key in (``none`` sends no key).
 AUTH_HEADERS = {"bearer": "Authorization", "api-key": "api-key", "x-api-key": "x-api-key", "none": ""}
 
@@ -377,12 +346,38 @@ def decode_json(
 
 
 def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
-    """Build a :class:`ChatReply` from a decoded chat-completion body.
+    """Build a :class:`ChatReply` from a decoded chat-completion body (a 200 reply, or a batch result's body).
 
     Raises:
         TransientAPIError: the body has no ``choices[0].message`` (or ``.text``) string.
     """
-    return _reply(data, headers)
+    try:
+        choice = data["choices"][0]
+        if "message" not in choice and isinstance(choice.get("text"), str):  # /completions (text_completion)
+            content = choice["text"]
+        else:
+            content = choice["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise TransientAPIError(f"malformed reply: no choices[0].message ({exc!r})") from exc
+    if not isinstance(content, str):
+        raise TransientAPIError("malformed reply: message content is not a string")
+    usage: Usage | None = None
+    total: int | None = None
+    raw_usage = data.get("usage")
+    if isinstance(raw_usage, dict):
+        prompt = _count(raw_usage.get("prompt_tokens"))
+        completion = _count(raw_usage.get("completion_tokens"))
+        usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
+        total = _count(raw_usage.get("total_tokens")) or prompt + completion
+    return ChatReply(
+        content=content,
+        usage=usage,
+        usage_tokens=total,
+        headers=headers,
+        raw=data,
+        citations=_citations(data),
+        finish_reason=choice.get("finish_reason"),
+    )
 
 
 async def post_chat(
@@ -421,7 +416,7 @@ async def post_chat(
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     sent_headers = headers if headers is not None else request_headers(api_key)
     status, reply_headers, payload = await post_bytes(session, url, data, sent_headers)
-    return _reply(decode_json(status, reply_headers, payload, api_key, url, secrets=secrets), reply_headers)
+    return parse_reply(decode_json(status, reply_headers, payload, api_key, url, secrets=secrets), reply_headers)
 
 
 @dataclass(frozen=True)

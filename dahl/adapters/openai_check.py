@@ -310,6 +310,32 @@ class OpenAIChecker:
             self._remember(key, hits)
         return hits
 
+    def request_of(self, claim: Claim, answer: Answer) -> tuple[dict[str, Any], tuple[Evidence, ...]] | None:
+        """The body :meth:`check` would send first for ``claim`` now, and the passages its verdict keeps.
+
+        For a batch API (:mod:`dahl.batch.plan`): with a corpus, await
+        :meth:`prepare_keys` first, or the retrieval runs here, on the caller's thread.
+
+        Returns:
+            ``(body, evidence)``: the chat-completions body and, with a corpus, the
+            passages as :class:`Evidence` (``()`` without one); None when no passage
+            matches (:meth:`check` then gives its verdict without a call).
+        """
+        question, text = self._question(answer), normalize_text(claim.text)
+        fmt = self._endpoint.reply_format
+        if self._corpus is None:
+            return check_request_body(self._endpoint.cfg, question, text, fmt=fmt), ()
+        hits = self._hits(question, text, answer)
+        if not hits:
+            return None
+        body = check_request_body(self._endpoint.cfg, question, text, evidence=_prompt_passages(hits), fmt=fmt)
+        return body, _passage_evidence(hits)
+
+    @property
+    def with_evidence(self) -> bool:
+        """Whether claims are judged against corpus passages (template ``check-evidence/v1``)."""
+        return self._corpus is not None
+
     def parse_raw(self, raw: str) -> Verdict:
         """Parse a stored check reply into a verdict, as :meth:`check` does.
 

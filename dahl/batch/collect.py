@@ -3,10 +3,14 @@
 A split reply is parsed with :func:`~dahl.adapters.parse.parse_claims` and stored as
 ``list[Claim]`` with its raw text; a check reply is parsed with
 :func:`~dahl.adapters.parse.parse_verdict` into the :class:`~dahl.records.Verdict`
-:class:`~dahl.adapters.openai_check.OpenAIChecker` builds (raw reply, citations as
-evidence, usage). Errors are never stored; they are counted by class (a reply that
-does not parse is ``OutputParseError``: the online run would re-ask it, here
-``resubmit --only failed`` sends it again or ``dahl score`` asks it online).
+:class:`~dahl.adapters.openai_check.OpenAIChecker` builds (raw reply, the corpus
+passages of :mod:`dahl.batch.extras` and citations as evidence, usage); a cover reply
+is parsed with :func:`~dahl.adapters.coverage_llm.parse_coverage` and each label is
+stored under its fact's key as :class:`~dahl.cache.coverage.CachingJudge` stores it
+(the label's bytes, no raw reply). Errors are never stored; they are counted by class
+(a reply that does not parse, or a cover reply whose count of labels differs from its
+facts', is ``OutputParseError``: the online run would re-ask it, here ``resubmit
+--only failed`` sends it again or ``dahl score`` asks it online).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from dahl.adapters.http import _reply as chat_reply_of  # the online path's own parse of a 200 body
+from dahl.adapters.coverage_llm import parse_coverage
+from dahl.adapters.http import ChatReply, parse_reply
 from dahl.adapters.openai_check import citation_evidence
 from dahl.adapters.parse import parse_claims, parse_verdict
+from dahl.batch.extras import Extra
 from dahl.batch.plan import StageMeta
 from dahl.batch.providers import Outcome
 from dahl.cache.store import CacheStore
-from dahl.errors import AdapterError
+from dahl.errors import AdapterError, OutputParseError
 from dahl.records import Claim, Verdict
 
 __all__ = ["Collected", "Put", "parse_outcomes", "read_results", "store_puts", "write_results"]
@@ -64,21 +70,24 @@ class Put(NamedTuple):
     """One cache entry to store: ``CacheStore.put(key, value, raw, parser_version=version)``."""
 
     key: str
-    value: Verdict | list[Claim]
-    raw: str
+    value: Verdict | list[Claim] | bytes
+    raw: str | None
     version: str
 
 
-def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str],
-                   stages: dict[str, StageMeta]) -> tuple[list[Put], Collected]:
-    """Parse every succeeded outcome into the entry the online adapter stores; count the rest by class.
+def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str], stages: dict[str, StageMeta],
+                   extras: dict[str, Extra] | None = None) -> tuple[list[Put], Collected]:
+    """Parse every succeeded outcome into the entries the online adapter stores; count the rest by class.
 
     Pure CPU work (call it in a worker thread); put the entries with :func:`store_puts`.
 
     Args:
         outcomes: results; an id not in ``stage_of`` is counted as ``unknown_custom_id``.
-        stage_of: custom_id -> ``"split"`` / ``"check"`` (from the shards).
+        stage_of: custom_id -> ``"split"`` / ``"check"`` / ``"cover"`` (from the shards).
         stages: stage settings recorded at prepare.
+        extras: custom_id -> its :class:`~dahl.batch.extras.Extra` (the facts' keys of a
+            cover request, the passages of a check with a corpus); a request that needs
+            one and has none is counted as ``missing_extras``.
 
     Returns:
         The entries, and the counts; usage counts every succeeded reply, parsed or
@@ -101,7 +110,7 @@ def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str],
             got.errors["unknown_custom_id"] += 1
             continue
         try:
-            reply = chat_reply_of(outcome.reply, {})
+            reply = parse_reply(outcome.reply, {})
         except AdapterError as exc:
             got.errors[type(exc).__name__] += 1
             got.classes[key] = type(exc).__name__
@@ -110,15 +119,13 @@ def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str],
             got.prompt_tokens += reply.usage.prompt_tokens
             got.completion_tokens += reply.usage.completion_tokens
         meta = stages[stage]
+        extra = (extras or {}).get(key)
+        if extra is None and (stage == "cover" or (stage == "check" and meta.with_evidence)):
+            got.errors["missing_extras"] += 1
+            got.classes[key] = "missing_extras"
+            continue
         try:
-            if stage == "split":
-                claims = [Claim(text=text, index=i) for i, text in enumerate(parse_claims(reply.content))]
-                puts.append(Put(key, claims, reply.content, meta.parser_version))
-            else:
-                label, reason = parse_verdict(reply.content, with_evidence=False)
-                verdict = Verdict(label=label, checker=meta.fingerprint, raw=reply.content,
-                                  evidence=citation_evidence(reply), usage=reply.usage, reason=reason)
-                puts.append(Put(key, verdict, reply.content, meta.parser_version))
+            puts.extend(_entries(stage, key, reply, meta, extra))
         except AdapterError as exc:  # OutputParseError: not stored, asked again later
             got.errors[type(exc).__name__] += 1
             got.classes[key] = type(exc).__name__
@@ -126,6 +133,29 @@ def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str],
         got.stored += 1
         got.classes[key] = None
     return puts, got
+
+
+def _entries(stage: str, key: str, reply: ChatReply, meta: StageMeta, extra: Extra | None) -> list[Put]:
+    """The cache entries of one succeeded reply, as the online adapter stores them.
+
+    Raises:
+        OutputParseError: the reply does not parse (or labels another count of facts).
+    """
+    content = reply.content
+    if stage == "split":
+        claims = [Claim(text=text, index=i) for i, text in enumerate(parse_claims(content))]
+        return [Put(key, claims, content, meta.parser_version)]
+    if stage == "cover":
+        assert extra is not None
+        labels = parse_coverage(content)
+        if len(labels) != len(extra.keys):
+            raise OutputParseError(f"{len(labels)} labels for {len(extra.keys)} facts", raw=content)
+        return [Put(k, label.value.encode(), None, meta.parser_version) for k, label in zip(extra.keys, labels)]
+    label, reason = parse_verdict(content, with_evidence=meta.with_evidence)
+    passages = extra.evidence if extra is not None else ()
+    verdict = Verdict(label=label, checker=meta.fingerprint, raw=content, evidence=passages + citation_evidence(reply),
+                      usage=reply.usage, reason=reason)
+    return [Put(key, verdict, content, meta.parser_version)]
 
 
 def store_puts(store: CacheStore, puts: Iterable[Put]) -> None:

@@ -35,7 +35,7 @@ class Shard:
 
     Attributes:
         path: relative to BATCHDIR.
-        stage: ``"split"`` or ``"check"``.
+        stage: ``"split"``, ``"check"`` or ``"cover"``.
         provider: ``openai``, ``anthropic`` or ``file``.
         requests: lines in the file.
         wave: the wave event that wrote it.

@@ -20,13 +20,15 @@ import anyio
 import orjson
 
 from dahl.batch.collect import Collected, parse_outcomes, read_results, store_puts, write_results
+from dahl.batch.extras import Extra, read_extras, write_extras
 from dahl.batch.ledger import Ledger, Shard
 from dahl.batch.plan import StageMeta, plan_wave
-from dahl.batch.providers import BatchClient, BatchState, Outcome, client_for, parse_openai_line
+from dahl.batch.providers import BATCH_RETRY, BatchClient, BatchState, Outcome, client_for, parse_openai_line
 from dahl.batch.shards import LIMITS, Limits, Provider, write_lines, write_shards
 from dahl.cache.opening import open_store
 from dahl.cache.store import default_cache_dir
 from dahl.config import resolve_api_key, EndpointConfig
+from dahl.engine.retry import RetryPolicy
 from dahl.errors import ConfigError
 from dahl.run import ScoreConfig
 
@@ -46,6 +48,7 @@ class Prepared:
         shards: ``(path relative to BATCHDIR, stage, requests)`` per file written.
         requests: requests written (all shards).
         answers, splits_cached, checks_cached, waiting: as :class:`~dahl.batch.plan.Wave`.
+        no_passage, facts_cached: as :class:`~dahl.batch.plan.Wave`.
         pending: misses left out because a shard not yet collected holds them.
     """
 
@@ -56,6 +59,8 @@ class Prepared:
     checks_cached: int
     waiting: int
     pending: int
+    no_passage: int = 0
+    facts_cached: int = 0
 
 
 async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits: Limits | None = None) -> Prepared:
@@ -74,7 +79,9 @@ async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits:
     written: list[tuple[str, str, int]] = []
     if requests:
         number = ledger.next_wave
-        for stage in ("split", "check"):
+        extras = [Extra(r.custom_id, r.keys, r.evidence) for r in requests if r.keys or r.evidence]
+        await anyio.to_thread.run_sync(write_extras, folder / f"wave-{number:02d}", extras)
+        for stage in ("split", "check", "cover"):
             chosen = [r for r in requests if r.stage == stage]
             if chosen:
                 files = await anyio.to_thread.run_sync(write_shards, folder / f"wave-{number:02d}", stage, provider,
@@ -87,7 +94,7 @@ async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits:
                  "shards": [{"path": p, "stage": s, "requests": n} for p, s, n in written]}
         await anyio.to_thread.run_sync(ledger.append, event)
     return Prepared(tuple(written), len(requests), wave.answers, wave.splits_cached, wave.checks_cached,
-                    wave.waiting, pending)
+                    wave.waiting, pending, wave.no_passage, wave.facts_cached)
 
 
 def _open_ids(ledger: Ledger) -> set[str]:
@@ -104,7 +111,7 @@ def _ids_of(path: Path) -> list[str]:
 
 
 async def _open_client(stack: AsyncExitStack, ledger: Ledger, base_url: str | None,
-                       api_key_env: str | None) -> BatchClient:
+                       api_key_env: str | None, retry: RetryPolicy) -> BatchClient:
     """The provider's client: base URL and key variable as given, else as prepared (the check endpoint's).
 
     For Anthropic the default key variable is ``ANTHROPIC_API_KEY`` unless prepare named one.
@@ -120,24 +127,28 @@ async def _open_client(stack: AsyncExitStack, ledger: Ledger, base_url: str | No
     key = resolve_api_key(EndpointConfig(base_url=url, model=stage["model"], api_key_env=env))
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S))
     stack.push_async_callback(session.close)
-    return client_for(first["provider"], session, url, key)
+    return client_for(first["provider"], session, url, key, retry=retry)
 
 
 async def submit(folder: Path, *, base_url: str | None = None, api_key_env: str | None = None,
-                 on_submitted: Callable[[Shard], None] | None = None) -> list[Shard]:
+                 on_submitted: Callable[[Shard], None] | None = None,
+                 retry: RetryPolicy = BATCH_RETRY) -> list[Shard]:
     """Upload and start a batch of every shard not yet submitted; each id is in the ledger before the next call.
+
+    Each provider call is retried after a transient error as ``retry`` allows (for every
+    command of this module); a shard the ledger shows submitted is never sent again.
 
     Returns:
         The shards submitted by this call (already submitted ones are skipped).
 
     Raises:
         ConfigError: nothing prepared, the key is unset, or the folder is ``file`` provider's.
-        AdapterError: a provider call failed (what was recorded stays recorded: run it again).
+        AdapterError: a provider call failed after its retries (what was recorded stays recorded: run it again).
     """
     ledger = await anyio.to_thread.run_sync(Ledger.read, folder)
     done: list[Shard] = []
     async with AsyncExitStack() as stack:
-        client = await _open_client(stack, ledger, base_url, api_key_env)
+        client = await _open_client(stack, ledger, base_url, api_key_env, retry)
         for shard in list(ledger.shards.values()):
             if shard.batch_id is not None or shard.canceled:
                 continue
@@ -169,7 +180,8 @@ class ShardStatus:
     state: BatchState | None
 
 
-async def status(folder: Path, *, base_url: str | None = None, api_key_env: str | None = None) -> list[ShardStatus]:
+async def status(folder: Path, *, base_url: str | None = None, api_key_env: str | None = None,
+                 retry: RetryPolicy = BATCH_RETRY) -> list[ShardStatus]:
     """Every shard with its provider state (asked only for submitted shards not yet collected).
 
     Raises:
@@ -179,7 +191,7 @@ async def status(folder: Path, *, base_url: str | None = None, api_key_env: str 
     out: list[ShardStatus] = []
     async with AsyncExitStack() as stack:
         live = [s for s in ledger.shards.values() if s.batch_id is not None and s.collected is None]
-        client = await _open_client(stack, ledger, base_url, api_key_env) if live else None
+        client = await _open_client(stack, ledger, base_url, api_key_env, retry) if live else None
         for shard in ledger.shards.values():
             state = None
             if client is not None and shard in live:
@@ -205,7 +217,8 @@ class CollectReport:
 
 
 async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Path | None = None,
-                  base_url: str | None = None, api_key_env: str | None = None) -> CollectReport:
+                  base_url: str | None = None, api_key_env: str | None = None,
+                  retry: RetryPolicy = BATCH_RETRY) -> CollectReport:
     """Store the results of every ended batch (or of ``from_file``, ``vllm run-batch``'s output) in the cache.
 
     A request of an ended batch with no result line is counted unfinished (expired).
@@ -233,7 +246,7 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             by_shard.pop("", None)
         else:
             live = [s for s in ledger.shards.values() if s.batch_id is not None and s.collected is None]
-            client = await _open_client(stack, ledger, base_url, api_key_env) if live else None
+            client = await _open_client(stack, ledger, base_url, api_key_env, retry) if live else None
             for shard in live:
                 assert client is not None and shard.batch_id is not None
                 state = await client.retrieve(shard.batch_id)
@@ -249,7 +262,8 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             seen = {o.custom_id for o in outcomes}
             outcomes += [Outcome(i, None, "expired") for i in ids if i not in seen]
             stage_of = dict.fromkeys(ids, shard.stage)
-            puts, got = await anyio.to_thread.run_sync(parse_outcomes, outcomes, stage_of, _stages(shard.wave))
+            extras = await anyio.to_thread.run_sync(read_extras, (folder / path).parent, set(ids))
+            puts, got = await anyio.to_thread.run_sync(parse_outcomes, outcomes, stage_of, _stages(shard.wave), extras)
             store_puts(store, puts)
             await store.flush()  # on disk before the ledger says collected: a kill now loses nothing
             results = f"results/{Path(path).stem}-{shard.batch_id or 'file'}.jsonl"
@@ -337,7 +351,8 @@ def _lines_of(path: Path, ids: set[str]) -> list[bytes]:
     return [line for line in path.read_bytes().splitlines() if line.strip() and orjson.loads(line)["custom_id"] in ids]
 
 
-async def cancel(folder: Path, *, base_url: str | None = None, api_key_env: str | None = None) -> list[str]:
+async def cancel(folder: Path, *, base_url: str | None = None, api_key_env: str | None = None,
+                 retry: RetryPolicy = BATCH_RETRY) -> list[str]:
     """Cancel every submitted batch not yet collected; collect then gets their finished part.
 
     Returns:
@@ -347,7 +362,7 @@ async def cancel(folder: Path, *, base_url: str | None = None, api_key_env: str 
     out: list[str] = []
     async with AsyncExitStack() as stack:
         live = [s for s in ledger.shards.values() if s.batch_id and s.collected is None and not s.canceled]
-        client = await _open_client(stack, ledger, base_url, api_key_env) if live else None
+        client = await _open_client(stack, ledger, base_url, api_key_env, retry) if live else None
         for shard in live:
             assert client is not None and shard.batch_id is not None
             await client.cancel(shard.batch_id)

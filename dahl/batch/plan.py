@@ -1,11 +1,15 @@
 """The requests of one batch wave: what ``dahl score`` would send now that the cache cannot answer.
 
 A wave is every request whose inputs are known: the split request of each answer
-whose split is not cached, and the check request of each claim (of an answer whose
-claims are known: cached split, rule or given Splitter) whose verdict is not cached.
-Once a split wave is collected, the next wave holds those answers' checks. Each
-request is keyed exactly as the online run keys it (:mod:`dahl.cache.keys`), and
-that key becomes the provider's ``custom_id``; equal keys are one request.
+whose split is not cached, and, for an answer whose claims are known (cached split,
+rule or given Splitter), the check request of each claim whose verdict is not cached
+and its cover requests (recall's ``openai`` judge, :mod:`dahl.batch.cover_plan`).
+Once a split wave is collected, the next wave holds those answers' checks and covers.
+Each request is keyed exactly as the online run keys it (:mod:`dahl.cache.keys`), and
+that key becomes the provider's ``custom_id``; equal keys are one request. A check
+against corpus passages (``--evidence``) carries the body and passages of
+:meth:`~dahl.adapters.openai_check.OpenAIChecker.request_of`; a claim no passage
+matches needs no call (``dahl score`` gives its verdict offline).
 """
 
 from __future__ import annotations
@@ -13,27 +17,30 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from dahl.adapters.base import Checker, Splitter
-from dahl.adapters.bodies import check_request_body, split_request_body
+from dahl.adapters.bodies import split_request_body
 from dahl.adapters.factory import open_adapters
 from dahl.cache.keys import check_keys, split_key
 from dahl.cache.opening import open_store
-from dahl.cache.store import CacheStore
+from dahl.cache.store import CacheStore, default_cache_dir
 from dahl.config import EndpointConfig
-from dahl.engine.scoring import _prepare as preprocess_answer  # the pipeline's own step 0
+from dahl.engine.scoring import prepare_answer
 from dahl.errors import ConfigError, DahlError, InputError
 from dahl.formats import read_answers
-from dahl.records import Answer, Claim, Verdict, normalize_text
+from dahl.records import Answer, Claim, Evidence, Verdict
 from dahl.run import ScoreConfig
+
+if TYPE_CHECKING:
+    from dahl.batch.cover_plan import CoverPlanner
 
 __all__ = ["BatchRequest", "Stage", "StageMeta", "Wave", "plan_wave"]
 
-Stage = Literal["split", "check"]
+Stage = Literal["split", "check", "cover"]
 
 
 @dataclass(frozen=True)
@@ -41,14 +48,19 @@ class BatchRequest:
     """One request of a wave.
 
     Attributes:
-        custom_id: the result's cache key (32 hex digits, :mod:`dahl.cache.keys`).
-        stage: ``"split"`` or ``"check"``.
+        custom_id: the result's cache key (32 hex digits, :mod:`dahl.cache.keys`); of a
+            cover request, blake2b-128 of its facts' keys.
+        stage: ``"split"``, ``"check"`` or ``"cover"``.
         body: the chat-completions body the online adapter would send.
+        keys: cover: the cache keys of its facts, in the prompt's order.
+        evidence: check with a corpus: the passages the verdict keeps.
     """
 
     custom_id: str
     stage: Stage
     body: dict[str, Any]
+    keys: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,8 @@ class StageMeta:
         base_url: the endpoint's API root.
         model: the endpoint's model.
         api_key_env: the environment variable holding its key (``""``: keyless).
+        with_evidence: check: claims are judged against corpus passages (template
+            ``check-evidence/v1``, whose replies also give a reason).
     """
 
     fingerprint: str
@@ -68,6 +82,7 @@ class StageMeta:
     base_url: str
     model: str
     api_key_env: str
+    with_evidence: bool = False
 
 
 @dataclass
@@ -80,7 +95,9 @@ class Wave:
         answers: answers read (bad records skipped, as ``dahl score`` skips them).
         splits_cached: answers whose split the cache holds.
         checks_cached: claims whose verdict the cache holds.
-        waiting: answers whose checks wait for their split (the next wave).
+        no_passage: claims no corpus passage matches (their verdict needs no call).
+        facts_cached: facts of F* whose coverage the cache holds (recall's cover stage).
+        waiting: answers whose checks (and covers) wait for their split (the next wave).
     """
 
     requests: list[BatchRequest] = field(default_factory=list)
@@ -88,6 +105,8 @@ class Wave:
     answers: int = 0
     splits_cached: int = 0
     checks_cached: int = 0
+    no_passage: int = 0
+    facts_cached: int = 0
     waiting: int = 0
 
 
@@ -97,64 +116,82 @@ async def plan_wave(config: ScoreConfig) -> Wave:
     Reads the cache (never writes it) and calls no endpoint.
 
     Args:
-        config: the run's settings; the Checker must be ``openai`` without ``--evidence``
-            and the Splitter ``rules``, ``given`` or ``openai``.
+        config: the run's settings: the ``openai`` Checker (with or without ``--evidence``)
+            or recall's ``openai`` coverage judge (or both), any Splitter.
 
     Returns:
         The wave.
 
     Raises:
-        ConfigError: settings batch mode does not support (another Checker, a corpus,
-            recall), or the cache is off or unusable.
+        ConfigError: settings with nothing to batch (no ``openai`` Checker or coverage
+            judge), or the cache is off or unusable.
         InputError: an adapter's own input is bad.
     """
+    from dahl.batch.cover_plan import open_cover_planner
+
     settings = config.adapters
-    if settings.checker != "openai" or settings.evidence is not None:
-        raise ConfigError("batch mode needs --checker openai (without --evidence): only its requests go to a batch API")
-    if config.recall is not None:
-        raise ConfigError("batch mode does not batch recall's cover stage yet; score recall online")
+    recall = config.recall
+    judged = recall is not None and recall.judge_name(settings.checker) == "openai"
+    if settings.checker != "openai" and not judged:
+        raise ConfigError("batch mode needs --checker openai or --refs with --coverage openai: only their "
+                          "requests go to a batch API")
     if not config.use_cache:
         raise ConfigError("batch mode needs the cache: collected results are stored there")
+    if settings.evidence is not None and settings.index_dir is None:  # the corpus index dahl score saves
+        root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
+        settings = replace(settings, index_dir=root / "corpus-index")
     wave = Wave()
     async with AsyncExitStack() as stack:
-        splitter, checker, options, _ = await open_adapters(settings, stack)
+        splitter, checker, options, pool = await open_adapters(settings, stack)
         store, unusable = await open_store(stack, config.cache_dir)
         if store is None:
             raise ConfigError(f"batch mode needs the cache, which is unusable: {unusable}")
         split_cfg, check_cfg = settings.split_endpoint, settings.check_endpoint
-        assert check_cfg is not None  # open_adapters requires it for the openai Checker
-        check_version = str(getattr(checker, "parser_version", "1"))
-        split_version = str(getattr(splitter, "parser_version", "1"))
-        wave.stages["check"] = StageMeta(checker.fingerprint, check_version, check_cfg.base_url, check_cfg.model,
-                                         check_cfg.api_key_env or "")
+        if settings.checker == "openai":
+            assert check_cfg is not None  # open_adapters requires it for the openai Checker
+            wave.stages["check"] = StageMeta(checker.fingerprint, str(getattr(checker, "parser_version", "1")),
+                                             check_cfg.base_url, check_cfg.model, check_cfg.api_key_env or "",
+                                             with_evidence=settings.evidence is not None)
         cached_split = getattr(splitter, "cacheable", True)
         if cached_split and split_cfg is not None:
-            wave.stages["split"] = StageMeta(splitter.fingerprint, split_version, split_cfg.base_url, split_cfg.model,
-                                             split_cfg.api_key_env or "")
-        planner = _Planner(wave, store, splitter, checker, split_cfg if cached_split else None, check_cfg)
+            wave.stages["split"] = StageMeta(splitter.fingerprint, str(getattr(splitter, "parser_version", "1")),
+                                             split_cfg.base_url, split_cfg.model, split_cfg.api_key_env or "")
+        cover = None
+        if recall is not None:
+            cover = await open_cover_planner(recall, settings.checker, check_cfg, stack, pool, store)
+            if cover is not None:
+                wave.stages["cover"] = cover.meta
+        planner = _Planner(wave, store, splitter, checker if settings.checker == "openai" else None,
+                           split_cfg if cached_split else None, cover)
         stream = _answers(config)
         while chunk := await anyio.to_thread.run_sync(_prepared, stream, options.preprocess,
                                                       options.max_response_chars):
-            for answer, skip in chunk:
+            for read, answer, skip in chunk:
                 wave.answers += 1
                 if not skip:  # too long (scored as ResponseTooLong, never sent) or abstained
-                    await planner.add(answer)
+                    await planner.add(read, answer)
+        if cover is not None:
+            wave.facts_cached = cover.facts_cached
     return wave
 
 
 class _Planner:
-    """Adds each answer's missed requests to a wave (split, or the checks of known claims)."""
+    """Adds each answer's missed requests to a wave (split, or the checks and covers of known claims).
 
-    def __init__(self, wave: Wave, store: CacheStore, splitter: Splitter, checker: Checker,
-                 split_cfg: EndpointConfig | None, check_cfg: EndpointConfig) -> None:
+    ``checker`` is the openai Checker, None when checks need no call; ``cover`` None
+    when recall needs no call.
+    """
+
+    def __init__(self, wave: Wave, store: CacheStore, splitter: Splitter, checker: Checker | None,
+                 split_cfg: EndpointConfig | None, cover: CoverPlanner | None) -> None:
         self.wave, self.store, self.splitter, self.checker = wave, store, splitter, checker
-        self.split_cfg, self.check_cfg = split_cfg, check_cfg
+        self.split_cfg, self.cover = split_cfg, cover
         self.split_version = str(getattr(splitter, "parser_version", "1"))
         self.check_version = str(getattr(checker, "parser_version", "1"))
         self.seen: set[str] = set()
 
-    async def add(self, answer: Answer) -> None:
-        """Plan ``answer`` (preprocessed): its split request if not cached, else its missed checks."""
+    async def add(self, read: Answer, answer: Answer) -> None:
+        """Plan ``answer`` (``read`` preprocessed): its split request if not cached, else its missed checks and covers."""
         wave = self.wave
         if self.split_cfg is None:  # rules or given: claims known now
             claims = list(await self.splitter.split(answer))
@@ -170,18 +207,37 @@ class _Planner:
                 return
             wave.splits_cached += 1
             claims = found
-        if not claims:
-            return
-        keys = check_keys(self.checker, claims, answer)
+        if self.cover is not None:  # the online run covers the answer as scored: as read when it has no claims
+            for request in await self.cover.requests(answer, answer.response if claims else read.response):
+                self._append(request)
+        if claims and self.checker is not None:
+            await self._checks(claims, answer, self.checker)
+
+    async def _checks(self, claims: list[Claim], answer: Answer, checker: Checker) -> None:
+        """The check requests of ``claims`` whose verdicts the cache does not hold."""
+        wave = self.wave
+        prepare_keys = getattr(checker, "prepare_keys", None)
+        if prepare_keys is not None:
+            await prepare_keys(claims, answer)  # the passages' retrieval, in a worker thread
+        keys = check_keys(checker, claims, answer)
         entries = await self.store.get_many(keys, parser_version=self.check_version)
-        question = normalize_text(answer.question)
+        request_of = getattr(checker, "request_of")
         for claim, key, entry in zip(claims, keys, entries, strict=True):
-            if entry is not None and (isinstance(entry.value, Verdict) or _reparses(self.checker, entry.raw)):
+            if entry is not None and (isinstance(entry.value, Verdict) or _reparses(checker, entry.raw)):
                 wave.checks_cached += 1
             elif key not in self.seen:
-                self.seen.add(key)
-                body = check_request_body(self.check_cfg, question, normalize_text(claim.text))
-                wave.requests.append(BatchRequest(key, "check", body))
+                made = request_of(claim, answer)
+                if made is None:
+                    self.seen.add(key)
+                    wave.no_passage += 1
+                    continue
+                body, evidence = made
+                self._append(BatchRequest(key, "check", body, evidence=evidence))
+
+    def _append(self, request: BatchRequest) -> None:
+        if request.custom_id not in self.seen:
+            self.seen.add(request.custom_id)
+            self.wave.requests.append(request)
 
 
 #: Answers read and preprocessed per worker-thread hop.
@@ -195,21 +251,21 @@ def _answers(config: ScoreConfig) -> Iterator[Answer]:
                                 on_error=_skip, needs=config.adapters.input_needs)
 
 
-def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> list[tuple[Answer, bool]]:
-    """The next :data:`CHUNK` answers, preprocessed as the pipeline does, each with "skip it" (blocking).
+def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> list[tuple[Answer, Answer, bool]]:
+    """The next :data:`CHUNK` answers as read and preprocessed as the pipeline does, with "skip it" (blocking).
 
     Skipped: a response over ``max_chars`` (the run scores it ResponseTooLong) or an
     abstention (no claims).
     """
-    out: list[tuple[Answer, bool]] = []
-    for answer in itertools.islice(stream, CHUNK):
-        if len(answer.response) > max_chars:
-            out.append((answer, True))
+    out: list[tuple[Answer, Answer, bool]] = []
+    for read in itertools.islice(stream, CHUNK):
+        if len(read.response) > max_chars:
+            out.append((read, read, True))
             continue
-        abstained = answer.abstained
+        answer, abstained = read, read.abstained
         if preprocess and not abstained:
-            answer, abstained = preprocess_answer(answer)
-        out.append((answer, abstained))
+            answer, abstained = prepare_answer(read)
+        out.append((read, answer, abstained))
     return out
 
 

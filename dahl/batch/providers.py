@@ -1,16 +1,26 @@
 """Provider batch APIs over HTTP: OpenAI ``/v1/files`` + ``/v1/batches``, Anthropic ``/v1/messages/batches``.
 
 Each client turns the provider's shapes into :class:`BatchState` and
-:class:`Outcome` rows; nothing above this module sees aiohttp. Sources:
-platform.openai.com/docs/api-reference/batch, docs.anthropic.com/en/api/creating-message-batches.
+:class:`Outcome` rows; nothing above this module sees aiohttp. Every call is retried
+on a transient error (5xx, 429, a reset connection, a timeout) with the engine's
+retry policy (:class:`~dahl.engine.retry.RetryPolicy`: full-jitter backoff, attempt
+and wall-time caps); a permanent error (4xx) is raised at once. A create whose reply
+was lost is not created again: OpenAI's create adopts a listed batch of the same file.
+Sources: platform.openai.com/docs/api-reference/batch,
+docs.anthropic.com/en/api/creating-message-batches.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import anyio
@@ -18,13 +28,21 @@ import orjson
 
 from dahl.adapters.anthropic_wire import chat_reply
 from dahl.batch.shards import CHAT_URL
-from dahl.errors import ConfigError, PermanentAPIError, TransientAPIError
+from dahl.engine.retry import RetryPolicy, classify
+from dahl.errors import AdapterError, ConfigError, PermanentAPIError, TransientAPIError
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicBatches", "BatchClient", "BatchState", "OpenAIBatches", "Outcome",
-           "client_for", "parse_openai_line"]
+__all__ = ["ANTHROPIC_VERSION", "BATCH_RETRY", "AnthropicBatches", "BatchClient", "BatchState", "OpenAIBatches",
+           "Outcome", "client_for", "parse_openai_line"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: The ``anthropic-version`` header sent.
 ANTHROPIC_VERSION = "2023-06-01"
+
+#: Retries of one provider call: 5 attempts, backoff 1 s doubling to 30 s, none started after 10 min.
+BATCH_RETRY = RetryPolicy(max_attempts=5, max_wall_s=600.0, base_s=1.0, cap_s=30.0)
 
 
 @dataclass(frozen=True)
@@ -106,12 +124,41 @@ async def _json(response: aiohttp.ClientResponse) -> Any:
 
 
 class _Client:
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, headers: dict[str, str]) -> None:
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, headers: dict[str, str],
+                 retry: RetryPolicy, rng: random.Random | None) -> None:
         self._session = session
         self._base = base_url.rstrip("/")
         self._headers = headers
+        self._retry = retry
+        self._rng = rng or random.Random()
+        #: Attempts retried so far (all calls).
+        self.retries = 0
+
+    async def _retried(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``, again after a transient error, as :attr:`_retry` allows; else its error."""
+        policy, started = self._retry, time.monotonic()
+        for n in itertools.count():
+            try:
+                return await attempt()
+            except AdapterError as exc:
+                decision = classify(exc)
+                if decision.kind == "fatal" or n + 1 >= policy.max_attempts:
+                    raise
+                wait = (policy.rate_limit_pause_s(decision.retry_after_s) if decision.kind == "rate_limit"
+                        else policy.backoff_s(n, self._rng))
+                if time.monotonic() - started + wait > policy.max_wall_s:
+                    raise
+                log.warning("%s failed (%s); retry %d of %d in %.1f s", what, exc, n + 1, policy.max_attempts - 1,
+                            wait)
+                self.retries += 1
+                await anyio.sleep(wait)
+        raise AssertionError("unreachable")  # itertools.count() never ends
 
     async def _call(self, method: str, route: str, **kwargs: Any) -> bytes:
+        """One call, retried; ``kwargs`` go to aiohttp as they are (no body that a first attempt consumes)."""
+        return await self._retried(f"{method} {route}", lambda: self._once(method, route, **kwargs))
+
+    async def _once(self, method: str, route: str, **kwargs: Any) -> bytes:
         headers = kwargs.pop("headers", self._headers)
         try:
             async with self._session.request(method, self._base + route, headers=headers, **kwargs) as response:
@@ -151,10 +198,13 @@ class OpenAIBatches(_Client):
         session: an open aiohttp session.
         base_url: API root ending in ``/v1``.
         api_key: bearer token (``""``: none sent); never logged.
+        retry: retries of each call.
+        rng: the backoff's random source (None: unseeded).
     """
 
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, api_key: str) -> None:
-        super().__init__(session, base_url, {"Authorization": f"Bearer {api_key}"} if api_key else {})
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
+                 retry: RetryPolicy = BATCH_RETRY, rng: random.Random | None = None) -> None:
+        super().__init__(session, base_url, {"Authorization": f"Bearer {api_key}"} if api_key else {}, retry, rng)
 
     async def upload(self, path: Path) -> str | None:
         """``POST /files`` (purpose ``batch``); the file id.
@@ -163,25 +213,34 @@ class OpenAIBatches(_Client):
             AdapterError: the upload failed.
         """
         data = await anyio.to_thread.run_sync(path.read_bytes)
-        form = aiohttp.FormData()
-        form.add_field("purpose", "batch")
-        # A file object, not bytes: aiohttp streams it instead of one blocking write.
-        form.add_field("file", io.BytesIO(data), filename=path.name, content_type="application/jsonl")
-        return str(orjson.loads(await self._call("POST", "/files", data=form))["id"])
+
+        def form() -> aiohttp.FormData:  # a new one per attempt: a sent form is spent
+            made = aiohttp.FormData()
+            made.add_field("purpose", "batch")
+            # A file object, not bytes: aiohttp streams it instead of one blocking write.
+            made.add_field("file", io.BytesIO(data), filename=path.name, content_type="application/jsonl")
+            return made
+
+        reply = await self._retried("POST /files", lambda: self._once("POST", "/files", data=form()))
+        return str(orjson.loads(reply)["id"])
 
     async def create(self, path: Path, file_id: str | None) -> str:
         """``POST /batches`` of the uploaded file; the batch id.
 
         A batch of that file already listed (``GET /batches``: a create whose reply a
-        killed process never recorded) is adopted, not created twice.
+        killed process never recorded, or whose reply was lost before a retry) is
+        adopted, not created twice.
         """
-        listed = orjson.loads(await self._call("GET", "/batches", params={"limit": "100"}))
-        for batch in listed.get("data") or ():
-            if batch.get("input_file_id") == file_id:
-                return str(batch["id"])
-        body = {"input_file_id": file_id, "endpoint": CHAT_URL, "completion_window": "24h",
-                "metadata": {"dahl_shard": path.name}}
-        return str(orjson.loads(await self._call("POST", "/batches", json=body))["id"])
+        async def attempt() -> str:
+            listed = orjson.loads(await self._once("GET", "/batches", params={"limit": "100"}))
+            for batch in listed.get("data") or ():
+                if batch.get("input_file_id") == file_id:
+                    return str(batch["id"])
+            body = {"input_file_id": file_id, "endpoint": CHAT_URL, "completion_window": "24h",
+                    "metadata": {"dahl_shard": path.name}}
+            return str(orjson.loads(await self._once("POST", "/batches", json=body))["id"])
+
+        return await self._retried("POST /batches", attempt)
 
     async def retrieve(self, batch_id: str) -> BatchState:
         """``GET /batches/{id}``."""
@@ -213,13 +272,17 @@ class AnthropicBatches(_Client):
         session: an open aiohttp session.
         base_url: API root ending in ``/v1``.
         api_key: sent as ``x-api-key``; never logged.
+        retry: retries of each call (a create is retried only after a 5xx, 429 or
+            reset: Anthropic lists no shard name to adopt a lost create by).
+        rng: the backoff's random source (None: unseeded).
     """
 
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, api_key: str) -> None:
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
+                 retry: RetryPolicy = BATCH_RETRY, rng: random.Random | None = None) -> None:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        super().__init__(session, base_url, headers)
+        super().__init__(session, base_url, headers, retry, rng)
 
     async def upload(self, path: Path) -> str | None:
         """Nothing to upload: the requests go in the create call."""
@@ -229,8 +292,9 @@ class AnthropicBatches(_Client):
         """``POST /messages/batches`` with the shard's requests; the batch id."""
         data = await anyio.to_thread.run_sync(path.read_bytes)
         body = b'{"requests":[' + b",".join(line for line in data.splitlines() if line.strip()) + b"]}"
-        reply = await self._call("POST", "/messages/batches", data=io.BytesIO(body), headers={**self._headers,
-                                                                                  "content-type": "application/json"})
+        headers = {**self._headers, "content-type": "application/json"}
+        reply = await self._retried("POST /messages/batches", lambda: self._once(
+            "POST", "/messages/batches", data=io.BytesIO(body), headers=headers))
         return str(orjson.loads(reply)["id"])
 
     async def retrieve(self, batch_id: str) -> BatchState:
@@ -264,15 +328,16 @@ class AnthropicBatches(_Client):
         await self._call("POST", f"/messages/batches/{batch_id}/cancel")
 
 
-def client_for(provider: str, session: aiohttp.ClientSession, base_url: str, api_key: str) -> BatchClient:
-    """The client of ``provider`` (``openai`` or ``anthropic``).
+def client_for(provider: str, session: aiohttp.ClientSession, base_url: str, api_key: str, *,
+               retry: RetryPolicy = BATCH_RETRY) -> BatchClient:
+    """The client of ``provider`` (``openai`` or ``anthropic``), retrying each call as ``retry`` allows.
 
     Raises:
         ConfigError: ``file`` or an unknown provider (it has no API).
     """
     if provider == "openai":
-        return OpenAIBatches(session, base_url, api_key)
+        return OpenAIBatches(session, base_url, api_key, retry=retry)
     if provider == "anthropic":
-        return AnthropicBatches(session, base_url, api_key)
+        return AnthropicBatches(session, base_url, api_key, retry=retry)
     raise ConfigError(f"provider {provider!r} has no batch API: run the shards with `vllm run-batch` and "
                        "`dahl batch collect --from-file OUT.jsonl`")

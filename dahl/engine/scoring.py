@@ -30,7 +30,7 @@ from dahl.errors import AdapterError
 from dahl.preprocess import preprocess
 from dahl.records import Answer, AnswerResult, Label, Verdict
 
-__all__ = ["Scoring", "error_text"]
+__all__ = ["Scoring", "error_text", "prepare_answer"]
 
 
 
@@ -39,8 +39,13 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _prepare(answer: Answer) -> tuple[Answer, bool]:
-    """Preprocess (DAHL step 0) and return the cleaned answer and its abstained flag."""
+def prepare_answer(answer: Answer) -> tuple[Answer, bool]:
+    """Preprocess ``answer`` (DAHL step 0, :func:`dahl.preprocess.preprocess`) as the split stage does (CPU work).
+
+    Returns:
+        The cleaned answer (``answer`` itself when preprocessing changed nothing) and
+        whether it abstained (noncommittal: no claims, no calls).
+    """
     reason = answer.meta.get("finish_reason")  # dahl generate's: decides whether the tail was cut
     pre = preprocess(answer.question, answer.response, finish_reason=reason if isinstance(reason, str) else None)
     if pre.text == answer.response:
@@ -156,7 +161,7 @@ class Scoring:
             await self.emit(build_result(answer, item.input_hash, [], [], gamma=gamma, k=k, split_error=too_long))
             return
         if self.options.preprocess and not abstained:
-            answer, abstained = await anyio.to_thread.run_sync(_prepare, answer)
+            answer, abstained = await anyio.to_thread.run_sync(prepare_answer, answer)
         if abstained:
             await self.emit(build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k, abstained=True))
             return

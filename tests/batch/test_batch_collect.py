@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from dahl.batch.collect import parse_outcomes
+from dahl.batch.extras import Extra, read_extras, write_extras
 from dahl.batch.plan import StageMeta
 from dahl.batch.providers import parse_openai_line
-from dahl.records import Claim, Label, Usage, Verdict
+from dahl.records import Claim, Evidence, Label, Usage, Verdict
 
 META = {"check": StageMeta("fp-check", "3", "http://x/v1", "m", ""), "split": StageMeta("fp-split", "1", "u", "m", "")}
 
@@ -43,3 +44,45 @@ class TestParseOutcomes:
         assert dict(got.errors) == {"OutputParseError": 1, "http_500:server_error": 1}
         assert (got.unfinished, got.prompt_tokens) == (1, 40)
         assert got.classes == {"k1": "OutputParseError", "k2": "http_500:server_error", "k3": "expired"}
+
+
+class TestCoverAndEvidenceOutcomes:
+    META = {"cover": StageMeta("fp-cover", "1", "u", "m", ""), "check": StageMeta("fp-ev", "3", "u", "m", "", True)}
+
+    def test_cover_reply_stores_each_label_under_its_facts_key(self) -> None:
+        """A 3-label reply for facts k1..k3 gives 3 entries (label bytes, no raw), one stored request."""
+        extras = {"c1": Extra("c1", keys=("k1", "k2", "k3"))}
+        line = _ok("c1", '{"coverage": ["covered", "not_covered", "partial"]}')
+        puts, got = parse_outcomes([parse_openai_line(line)], {"c1": "cover"}, self.META, extras)
+        assert [(p.key, p.value, p.raw, p.version) for p in puts] == [
+            ("k1", b"covered", None, "1"), ("k2", b"not_covered", None, "1"), ("k3", b"partial", None, "1")]
+        assert got.stored == 1
+
+    def test_cover_reply_with_another_count_of_labels_is_not_stored(self) -> None:
+        """2 labels for 3 facts cannot be aligned: nothing stored, counted OutputParseError; no extras: missing_extras."""
+        extras = {"c1": Extra("c1", keys=("k1", "k2", "k3"))}
+        lines = [_ok("c1", '["covered", "partial"]'), _ok("c2", '["covered"]')]
+        puts, got = parse_outcomes(map(parse_openai_line, lines), {"c1": "cover", "c2": "cover"}, self.META, extras)
+        assert puts == []
+        assert dict(got.errors) == {"OutputParseError": 1, "missing_extras": 1}
+
+    def test_evidence_check_keeps_its_passages_and_reason(self) -> None:
+        """A check against passages stores the passages as evidence and the reason the reply gives."""
+        passage = Evidence(text="Metformin was approved in 1994.", source="metformin", score=1.25,
+                           passage_id="metformin#0-31")
+        extras = {"k1": Extra("k1", evidence=(passage,))}
+        puts, _ = parse_outcomes([parse_openai_line(_ok("k1", "Contradicted\nThe passage says 1994."))],
+                                 {"k1": "check"}, self.META, extras)
+        verdict = puts[0].value
+        assert isinstance(verdict, Verdict)
+        assert (verdict.label, verdict.reason, verdict.evidence) == (Label.UNSUPPORTED, "contradicted", (passage,))
+
+
+class TestExtras:
+    def test_written_extras_read_back_for_the_asked_ids_only(self, tmp_path: Any) -> None:
+        """Two extras written; reading one id gives exactly that one, equal to what was written."""
+        passage = Evidence(text="t", source="d", score=0.5, title="T", passage_id="d#0-1")
+        written = [Extra("a", keys=("k1",)), Extra("b", evidence=(passage,))]
+        assert write_extras(tmp_path, written)
+        assert read_extras(tmp_path, {"b"}) == {"b": written[1]}
+        assert not write_extras(tmp_path / "none", [])
