@@ -25,7 +25,7 @@ _AUX = frozenset(
 )
 _VERBS = frozenset(
     # Irregular pasts and frequent present-tense verbs; regular pasts are caught by "-ed".
-    "became began won wrote made took went left led held gave got grew saw found built taught "
+    "died became began won wrote made took went left led held gave got grew saw found built taught "
     "brought bought spent sold told ran met came fought knew rose fell drew sang lost paid kept "
     "spoke broke chose sent stood remains becomes causes includes contains reduces "
     "increases affects occurs leads plays works lives serves involves requires helps produces "
@@ -146,6 +146,8 @@ def _insert_after_subject(claim: str) -> list[str] | None:
             insert = ", ".join(chunks[1:k])
             rest = ", ".join(chunks[k:])
             lead = words(insert)[:1]
+            if re.match(r"(?:e\.g|i\.e|viz|cf)\.", insert):
+                return None  # "Some NSAIDs, e.g. ibuprofen, reduce ...": examples of the subject, one claim
             if lead and lead[0] in ("who", "which"):
                 side = f"{subject} {insert.split(None, 1)[-1]}"
             elif lead and (lead[0] in ("a", "an", "the") or not has_verb(insert)):

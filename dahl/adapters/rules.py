@@ -105,6 +105,7 @@ _CHATTER = re.compile(
 )
 _CLAUSE_CUT = re.compile(r";\s+|,\s+(?:and|but|while|whereas|so|yet)\s+", re.IGNORECASE)
 _DETERMINERS = frozenset("the a an his her its their this these".split())
+_TRAILING_CONJUNCTION = re.compile(r",?\s+(?:and|but|or|while|whereas|so|yet|who)\Z", re.IGNORECASE)
 _AND_VERB = re.compile(r",?\s+(?:and|but|who)\s+(?=\w)", re.IGNORECASE)
 
 #: (claim text, (start, end) span in the text, sentence index)
@@ -326,6 +327,7 @@ def split_claims(text: str) -> list[ClaimTuple]:
         if not marker:
             intro = ""
         seen: set[str] = set()
+        found: list[tuple[str, int]] = []  # (claim text, where its own words begin)
         for subject, span in _clauses(text, (start, s_end)):
             prefix = " ".join(p for p in (carried, subject) if p)
             listed = _list_items(text, span)
@@ -339,32 +341,75 @@ def split_claims(text: str) -> list[ClaimTuple]:
             for n, (lead, (a, b)) in enumerate(parts):
                 body = text[a:b]
                 lead_word = _words(body)[:1]
+                if n and lead_word == ["etc"]:
+                    continue  # "X, Y, etc.": no item of its own; its words join the item before
                 if n and article and lead_word and lead_word[0] not in _DETERMINERS:
                     body = f"{'an' if body[:1].lower() in 'aeiou' else 'a'} {body}"  # "an actress, a writer"
                 claim = _clean(f"{lead} {body}" if lead else body)
+                previous = ""
+                at = a
                 for refined in _refine(claim) if claim else []:
-                    for masked, own in _phrase_claims(refined):
+                    for masked, _own in _phrase_claims(refined):
                         part = masked.replace(_HIDDEN, ",").replace(_HIDDEN_SEMICOLON, ";")
-                        if _WORD.search(part) and part not in seen:
-                            seen.add(part)
-                            claims.append((part, _own_span(text, (a, b), own), index))
+                        if not _WORD.search(part) or part in seen:
+                            continue
+                        if previous:
+                            located = _locate(text, (at + 1, b), part, previous)
+                            if located is None:
+                                continue  # no words of its own left in the piece: nothing to point at
+                            at = located
+                        seen.add(part)
+                        found.append((part, at))
+                        previous = part
+        ends = [at for _, at in found[1:]] + [s_end]
+        for n, ((part, at), end) in enumerate(zip(found, ends, strict=True)):
+            span = _strip(text, (start if n == 0 else at, end))
+            tail = _TRAILING_CONJUNCTION.search(text, span[0], span[1])
+            claims.append((part, (span[0], tail.start()) if tail else span, index))
     return claims
 
 
-def _own_span(text: str, span: Span, own: str) -> Span:
-    """Span of ``own`` inside ``text[span]``, or ``span`` when it is not found verbatim."""
-    at = text.find(own, span[0], span[1])
-    return (at, at + len(own)) if own and at >= 0 else span
+def _locate(text: str, window: Span, claim: str, previous: str) -> int | None:
+    """Where the words ``claim`` adds to ``previous`` begin in ``text[window]``, or None.
+
+    The added words are ``claim`` after its longest common word prefix with
+    ``previous`` ("X plays B in C" after "X plays A in C" adds "B in C"). The
+    longest word prefix of them found verbatim in the window gives the offset;
+    failing that (a conjugated or restored verb: "X died in 1988" from "X
+    (1907-1988)"), the longest word suffix of ``claim`` found there.
+    """
+    a, b = window
+    if a >= b:
+        return None
+    mine, theirs = claim.split(), previous.split()
+    k = 0
+    while k < min(len(mine), len(theirs)) and mine[k] == theirs[k]:
+        k += 1
+    added = [w.rstrip(".,;") for w in mine[k:]]
+    for n in range(len(added), 0, -1):
+        probe = " ".join(added[:n]).strip()
+        if probe and _WORD.search(probe):
+            hit = text.find(probe, a, b)
+            if hit >= 0:
+                return hit
+    tail = [w.rstrip(".,;") for w in mine]
+    for n in range(1, len(tail)):
+        probe = " ".join(tail[n:]).strip()
+        if probe and _WORD.search(probe):
+            hit = text.find(probe, a, b)
+            if hit >= 0:
+                return hit
+    return None
 
 
 class RuleSplitter:
     """Offline Splitter: :func:`split_claims` run in a worker thread.
 
     Attributes:
-        fingerprint: ``"rules/v5"``; bumped whenever the output for some input changes.
+        fingerprint: ``"rules/v6"``; bumped whenever the output for some input changes.
     """
 
-    fingerprint: str = "rules/v5"
+    fingerprint: str = "rules/v6"
     #: Splitting is cheap and deterministic: the verdict cache does not store it.
     cacheable: bool = False
 
