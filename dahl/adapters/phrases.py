@@ -19,8 +19,12 @@ Miki died"). The claim's text is then divided at the **boundaries**: the cuts
 whose prefix says something on its own (it does not stop on a verb, an
 auxiliary, a participle or a reporting verb: "He was born", "a disease caused",
 "Our results suggest" say nothing). The first segment is a claim as written
-("Takeo Miki died in Tokyo"); every later segment is a claim with the head
-restored before it ("Takeo Miki died" + "at the age of 81"). Segments do not
+("Takeo Miki died in Tokyo"); every later segment that attaches to the verb
+(a time or place: "in 1990", "in Tokyo", "at the age of 81"; a cause or
+concession: "because ...", "due to ...") is a claim with the head restored
+before it ("Takeo Miki died" + "at the age of 81"); any other segment may
+modify the noun before it ("caused by mutations in the CFTR gene"), so its
+claim keeps all the words before it. Segments do not
 share words of the claim: each claim's **own text** is its segment, which
 the Splitter maps to the claim's source span.
 
@@ -55,6 +59,14 @@ MARKERS = (
 # Case-sensitive on purpose: a capitalized marker mid-claim belongs to a name or title.
 _CUT = re.compile(rf"[,;]?\s+(?=(?:{MARKERS})\b)")
 _TRIM = " ,;"
+# A phrase that attaches to the verb, so the head is restored before it: a time or place
+# ("in Tokyo", "in 1990", "on 5 May", "at the age of 81") or a cause / concession clause.
+# Any other phrase may modify the noun before it ("caused by mutations in the CFTR gene",
+# "known for her work in genetics"): its claim keeps the words before it.
+_ADJUNCT = re.compile(
+    r"(?:(?:in|on|at|during|after|before|since|from|until)\s+(?:[A-Z0-9]|the age\b|the (?:early|late|mid)\b)"
+    r"|(?:because|although|though|whereas|while|despite|unless|due to)\b)"
+)
 
 
 def _depth_at(text: str, end: int) -> int:
@@ -112,6 +124,10 @@ def phrase_claims(claim: str) -> list[tuple[str, str]]:
     ends = [a for a, _ in boundaries[1:]] + [len(claim)]
     for (_, seg_start), seg_end in zip(boundaries, ends, strict=True):
         own = claim[seg_start:seg_end].strip(_TRIM)
-        if own:
+        if not own:
+            continue
+        if _ADJUNCT.match(own):
             out.append((f"{head} {own}", own))
+        else:
+            out.append((claim[:seg_end].strip(_TRIM), own))  # modifies the noun before it
     return out
