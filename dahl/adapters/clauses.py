@@ -154,7 +154,7 @@ def _insert_after_subject(claim: str) -> list[str] | None:
                 side = f"{subject} {'was' if _is_past(rest) else 'is'} {insert}"
             else:
                 return None
-            return [f"{subject} {rest}", side]
+            return [side, f"{subject} {rest}"]  # text order: the insert comes first
     return None
 
 
@@ -475,7 +475,7 @@ def _parenthetical(claim: str) -> list[str] | None:
                 found.append(f"{subject} {verb} {prep} {end.strip()}")
     if not found:
         return None
-    return [rest, *found]
+    return [*found, rest]  # text order: the parenthesis comes before the predicate
 
 
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01

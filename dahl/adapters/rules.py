@@ -370,36 +370,43 @@ def split_claims(text: str) -> list[ClaimTuple]:
 
 
 def _locate(text: str, window: Span, claim: str, previous: str) -> int | None:
-    """Where the words ``claim`` adds to ``previous`` begin in ``text[window]``, or None.
+    """Where the words of its own that ``claim`` adds begin in ``text[window]``, or None.
 
-    The added words are ``claim`` after its longest common word prefix with
-    ``previous`` ("X plays B in C" after "X plays A in C" adds "B in C"). The
-    longest word prefix of them found verbatim in the window gives the offset;
-    failing that (a conjugated or restored verb: "X died in 1988" from "X
-    (1907-1988)"), the longest word suffix of ``claim`` found there.
+    When ``claim`` extends ``previous`` ("X is known for her work in genetics"
+    after "X is known for her work"), its own words are the ones after it: the
+    longest word prefix of them found verbatim gives the offset. Otherwise
+    (a restored head: "He was born in 1990" after "He was born in Rome"; a
+    conjugated verb: "X died in 1988" from "X (1907-1988)") it is the
+    longest word suffix of ``claim`` found verbatim.
     """
     a, b = window
     if a >= b:
         return None
-    mine, theirs = claim.split(), previous.split()
-    k = 0
-    while k < min(len(mine), len(theirs)) and mine[k] == theirs[k]:
-        k += 1
-    added = [w.rstrip(".,;") for w in mine[k:]]
-    for n in range(len(added), 0, -1):
-        probe = " ".join(added[:n]).strip()
-        if probe and _WORD.search(probe):
-            hit = text.find(probe, a, b)
-            if hit >= 0:
+    starts = [m.start() for m in re.finditer(r"\S+", claim)]
+    mine, theirs = claim.split(), previous.rstrip(".").split()
+    extends = len(mine) > len(theirs) and [w.rstrip(".") for w in mine[: len(theirs)]] == [
+        w.rstrip(".") for w in theirs
+    ]
+    if extends:
+        added = claim[starts[len(theirs)] :]
+        for end in reversed([m.end() for m in re.finditer(r"\S+", added)]):
+            hit = _find(text, (a, b), added[:end])
+            if hit is not None:
                 return hit
-    tail = [w.rstrip(".,;") for w in mine]
-    for n in range(1, len(tail)):
-        probe = " ".join(tail[n:]).strip()
-        if probe and _WORD.search(probe):
-            hit = text.find(probe, a, b)
-            if hit >= 0:
-                return hit
+    for start in starts[1:]:
+        hit = _find(text, (a, b), claim[start:])
+        if hit is not None:
+            return hit
     return None
+
+
+def _find(text: str, window: Span, probe: str) -> int | None:
+    """Offset of ``probe`` (closing punctuation dropped) in ``text[window]``, when it has a word or number."""
+    probe = probe.rstrip(".,;:")
+    if not re.search(r"\w", probe):
+        return None
+    hit = text.find(probe, window[0], window[1])
+    return hit if hit >= 0 else None
 
 
 class RuleSplitter:
