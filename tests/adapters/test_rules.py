@@ -87,11 +87,11 @@ class TestSplitClaims:
             ("He married Jane, who was an actress.", ["He married Jane", "Jane was an actress."]),
             (
                 "Aspirin, which inhibits COX-1, reduces fever.",
-                ["Aspirin reduces fever.", "Aspirin inhibits COX-1"],
+                ["Aspirin inhibits COX-1", "Aspirin reduces fever."],
             ),
             (
                 "Doug Sheehan, an American actor, was born in Santa Monica.",
-                ["Doug Sheehan was born in Santa Monica.", "Doug Sheehan was an American actor"],
+                ["Doug Sheehan was an American actor", "Doug Sheehan was born in Santa Monica."],
             ),
             (
                 "Metformin lowers blood glucose, reducing the risk of complications.",
@@ -125,13 +125,13 @@ class TestSplitClaims:
         [
             (
                 "Tim Fischer (born 3 May 1946) is an Australian politician.",
-                ["Tim Fischer is an Australian politician.", "Tim Fischer was born 3 May 1946"],
+                ["Tim Fischer was born 3 May 1946", "Tim Fischer is an Australian politician."],
             ),
             (
                 "Takeo Miki (1907-1988) was a Japanese politician.",
                 [
-                    "Takeo Miki was a Japanese politician.", "Takeo Miki was born in 1907",
-                    "Takeo Miki died", "Takeo Miki died in 1988",
+                    "Takeo Miki was born in 1907", "Takeo Miki died in 1988",
+                    "Takeo Miki was a Japanese politician.",
                 ],
             ),
             (
@@ -198,10 +198,10 @@ class TestSplitClaims:
         assert texts(text) == expected
 
     def test_spans_point_into_text(self) -> None:
-        """Each claim's span covers the words it was made from."""
+        """Each claim's span runs from its own first word to the next claim's; the first holds the head."""
         text = "Aspirin causes nausea, headache, and dizziness."
         assert [text[a:b] for _, (a, b), _ in split_claims(text)] == [
-            "nausea",
+            "Aspirin causes nausea",
             "headache",
             "dizziness.",
         ]
@@ -245,7 +245,6 @@ class TestExampleRegressions:
                 "ratio (INR).",
                 [
                     "Warfarin inhibits vitamin K epoxide reductase",
-                    "Warfarin reduces the synthesis of clotting factors II, VII, IX",
                     "Warfarin reduces the synthesis of clotting factors II, VII, IX and X.",
                     "Its effect is monitored with the international normalized ratio (INR).",
                 ],
@@ -255,7 +254,7 @@ class TestExampleRegressions:
              "participle-conjugated-and-roman-numeral-stop"],
     )
     def test_examples(self, text: str, expected: list[str]) -> None:
-        """The README example answers give whole, grammatical claims and their growing prefixes (rules/v5)."""
+        """The README example answers give whole, grammatical claims (rules/v6)."""
         assert texts(text) == expected
 
     @pytest.mark.parametrize(
@@ -295,15 +294,15 @@ class TestRuleSplitter:
         claims = await RuleSplitter().split(answer)
         assert claims == [
             Claim(text="Zinc is a metal.", index=0, span=(0, 16), sentence=0),
-            Claim(text="It is grey", index=1, span=(23, 27), sentence=1),
+            Claim(text="It is grey", index=1, span=(17, 27), sentence=1),
             Claim(text="It is shiny.", index=2, span=(32, 38), sentence=1),
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v5."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v6."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v5"
+        assert splitter.fingerprint == "rules/v6"
 
 
 class TestAgainstFactScoreHumans:
@@ -318,8 +317,9 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v5): r = 0.5481, mean ratio 0.8788 on 352 answers (127 + 110 + 115);
-        # rules/v4 had r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
+        # Measured (rules/v6): r = 0.5485, mean ratio 0.8313 on 352 answers (127 + 110 + 115);
+        # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
+        # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert pooled["rules"]["pearson_r"] >= 0.54
-        assert 0.86 <= pooled["rules"]["mean_ratio"] <= 0.90
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.5485
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.8313
