@@ -37,7 +37,7 @@ _VERBS = frozenset(
     "contain reduce increase affect occur lead involve require produce inhibit prevent treat "
     "regulate block activate develop promote".split()
 )
-_PARTICIPLES = frozenset("born known shown given taken written seen grown drawn".split())
+_PARTICIPLES = frozenset("born known shown given taken written seen grown drawn gone done begun".split())
 _NOT_VERBS = frozenset("red bed need speed seed feed breed hundred bred shed".split())
 LIST_INTROS = frozenset("including like among especially notably".split())
 PREPOSITIONS = frozenset("of in on at for with by from to as into such via than about between".split())
@@ -305,6 +305,8 @@ def _prepositions(claim: str) -> list[str] | None:
 
 
 _AND = re.compile(r"\s+and\s+")
+# Prepositions outside the phrase lists: a conjunct starts after them too ("alongside A and B").
+_OTHER_PREPOSITIONS = frozenset("alongside against under over across behind beside toward towards near".split())
 _CONJUNCT_STOP = frozenset("that which who whom whose where when while".split())
 _NOT_COORDINATED = frozenset("between both".split())
 _DETERMINERS = frozenset("the a an his her its their".split())
@@ -337,7 +339,9 @@ def _coordination(claim: str) -> list[str] | None:
             word = m.group().lower()
             if "," in claim[m.end() : match.start()] or word in _NOT_COORDINATED:
                 break  # a comma list is rule 3's; "between A and B" is one fact
-            if is_verb(word) or word in PREPOSITIONS or word in _PP_SPLIT or word in LIST_INTROS:
+            if is_verb(word) or word in PREPOSITIONS or word in _PP_SPLIT or word in LIST_INTROS or (
+                word in _OTHER_PREPOSITIONS
+            ):
                 start = m.end()
                 if (
                     word == "of" and after[0].group().lower() in _DETERMINERS

@@ -96,8 +96,16 @@ def _cuts(claim: str) -> list[tuple[int, int]]:
         last = claim[: match.start()].rsplit(None, 1)[-1]
         if last in NON_FINAL or last.lower() in NON_FINAL:
             continue
+        if claim.startswith("since", match.end()) and _next_is_verb(claim, match.end() + 5):
+            continue  # "He has since gone on to ...": an adverb here, not a clause
         cuts.append((match.start(), match.end()))
     return cuts
+
+
+def _next_is_verb(claim: str, at: int) -> bool:
+    """True when the word at or after offset ``at`` of ``claim`` is a verb."""
+    word = WORD.search(claim, at)
+    return word is not None and is_verb(word.group().lower())
 
 
 def phrase_claims(claim: str) -> list[tuple[str, str]]:
