@@ -482,8 +482,39 @@ def _parenthetical(claim: str) -> list[str] | None:
     return [*found, rest]  # text order: the parenthesis comes before the predicate
 
 
+# A title (capitalized words, or quoted) followed by its year: "the film Rashomon (1950)".
+_DATED_TITLE = re.compile(
+    r"(?:[\"“]([^\"”]+)[\"”]|([A-Z][\w'’&:-]*(?:\s+(?:(?:of|the|a|an|and|in|on|to|for|with|from|at|&)\s+)*"
+    r"[A-Z0-9][\w'’&:-]*)*))\s*\(((?:1[5-9]|20)\d\d)\)"
+)
+
+
+def _dated_title(claim: str) -> list[str] | None:
+    """"He starred in Rashomon (1950)" -> "He starred in Rashomon", "Rashomon is from 1950".
+
+    A year in parentheses after a title (a film, album, book, series) is a fact of
+    its own: FActScore annotators write it as "Rashomon was released in 1950"; the
+    verb is unknown here, so "is from".
+
+    Only after the first verb (a year right after the subject is a life span, see
+    :func:`_parenthetical`).
+    """
+    for match in _DATED_TITLE.finditer(claim):
+        if not has_verb(claim[: match.start()]):
+            continue
+        title = (match.group(1) or match.group(2)).strip()
+        if not words(title):
+            continue
+        paren = claim.index("(", match.start())
+        main = (claim[:paren].rstrip() + claim[match.end() :]).strip()
+        # Text order: the words up to the title, its year, then the rest (whose first claim
+        # repeats the first one and is dropped as a duplicate).
+        return [claim[:paren].rstrip(" ,"), f"{title} is from {match.group(3)}", main]
+    return None
+
+
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01
-_SPLITS = (_parenthetical, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
+_SPLITS = (_parenthetical, _dated_title, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
 
 
 def refine(claim: str, depth: int = 0) -> list[str]:

@@ -148,7 +148,7 @@ def _strip(text: str, span: Span) -> Span:
     a, b = span
     while a < b and (text[a].isspace() or text[a] in ",;"):
         a += 1
-    while b > a and (text[b - 1].isspace() or text[b - 1] in ",;"):
+    while b > a and (text[b - 1].isspace() or text[b - 1] in ",;("):
         b -= 1
     return a, b
 
@@ -414,8 +414,8 @@ def _locate(text: str, window: Span, claim: str, previous: str) -> int | None:
         return None
     starts = [m.start() for m in re.finditer(r"\S+", claim)]
     mine, theirs = claim.split(), previous.rstrip(".").split()
-    extends = len(mine) > len(theirs) and [w.rstrip(".") for w in mine[: len(theirs)]] == [
-        w.rstrip(".") for w in theirs
+    extends = len(mine) > len(theirs) and [w.rstrip(".,;:") for w in mine[: len(theirs)]] == [
+        w.rstrip(".,;:") for w in theirs
     ]
     if extends:
         added = claim[starts[len(theirs)] :]
