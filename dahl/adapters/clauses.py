@@ -485,7 +485,7 @@ def _parenthetical(claim: str) -> list[str] | None:
 # A title (capitalized words, or quoted) followed by its year: "the film Rashomon (1950)".
 _DATED_TITLE = re.compile(
     r"(?:[\"“]([^\"”]+)[\"”]|([A-Z][\w'’&:-]*(?:\s+(?:(?:of|the|a|an|and|in|on|to|for|with|from|at|&)\s+)*"
-    r"[A-Z0-9][\w'’&:-]*)*))\s*\(((?:1[5-9]|20)\d\d)\)"
+    r"[A-Z0-9][\w'’&:-]*)*))\s*\(((?:1[5-9]|20)\d\d(?:\s*[–-]\s*(?:(?:1[5-9]|20)\d\d|present))?)\)"
 )
 
 
@@ -509,12 +509,38 @@ def _dated_title(claim: str) -> list[str] | None:
         main = (claim[:paren].rstrip() + claim[match.end() :]).strip()
         # Text order: the words up to the title, its year, then the rest (whose first claim
         # repeats the first one and is dropped as a duplicate).
-        return [claim[:paren].rstrip(" ,"), f"{title} is from {match.group(3)}", main]
+        years = re.split(r"\s*[–-]\s*", match.group(3))
+        dated = f"{title} is from {years[0]}" if len(years) == 1 else f"{title} ran from {years[0]} to {years[1]}"
+        return [claim[:paren].rstrip(" ,"), dated, main]
     return None
 
 
+_PLACE_NAME = r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|de|da|del|do|on|upon)\s+)?[A-Z][\w'’.-]*)*"
+# "in Yanai, Yamaguchi, Japan" at the end of a claim: a place, then the places that contain it.
+_PLACE_CHAIN = re.compile(rf"\b(?:in|at|from|near)\s+({_PLACE_NAME})((?:,\s+{_PLACE_NAME})+)\s*([.!]?)\Z")
+
+
+def _place_chain(claim: str) -> list[str] | None:
+    """"He was born in Yanai, Yamaguchi, Japan." -> "He was born in Yanai", "Yanai is in Yamaguchi", "Yamaguchi is in Japan.".
+
+    A place followed by commas and capitalized names ending the claim names the
+    places that contain it; FActScore annotators write each as a fact ("Perth is
+    in Western Australia").
+    """
+    match = _PLACE_CHAIN.search(claim)
+    if match is None or not has_verb(claim[: match.start()]):
+        return None
+    places = [match.group(1), *(p.strip() for p in match.group(2).split(",")[1:])]
+    if any(is_verb(w) for p in places for w in words(p)):
+        return None
+    out = [claim[: match.start(2)].rstrip(" ,")]
+    out += [f"{inner} is in {outer}" for inner, outer in zip(places, places[1:])]
+    out[-1] += match.group(3)
+    return out
+
+
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01
-_SPLITS = (_parenthetical, _dated_title, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
+_SPLITS = (_parenthetical, _dated_title, _place_chain, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
 
 
 def refine(claim: str, depth: int = 0) -> list[str]:

@@ -160,7 +160,9 @@ def _clauses(text: str, span: Span) -> list[tuple[str, Span]]:
     start = span[0]
     for cut in _CLAUSE_CUT.finditer(text, span[0], span[1]):
         left, right = (start, cut.start()), (cut.end(), span[1])
-        if _has_verb(text[left[0] : left[1]]) and _has_verb(text[right[0] : right[1]]):
+        if _has_verb(text[left[0] : left[1]]) and _has_verb(text[right[0] : right[1]]) and not _relative_first(
+            text[right[0] : right[1]]
+        ):
             pieces.append(left)
             start = cut.end()
     pieces.append((start, span[1]))
@@ -187,6 +189,19 @@ def _clauses(text: str, span: Span) -> list[tuple[str, Span]]:
         out.append((carried, (start, piece[1])))
     stripped = [(subj, _strip(text, s)) for subj, s in out]
     return [(subj, s) for subj, s in stripped if _WORD.search(text, s[0], s[1])]
+
+
+def _relative_first(clause: str) -> bool:
+    """True when a relative word comes before the first verb: "businessman who was born ..." has no subject."""
+    for word in _words(clause):
+        if _is_verb(word):
+            return False
+        if word in _RELATIVES:
+            return True
+    return False
+
+
+_RELATIVES = frozenset("who whom whose which that where".split())
 
 
 def _is_item(item: str, max_words: int) -> bool:
