@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "COPULAS", "LIST_INTROS", "PREPOSITIONS", "WORD", "Span",
+    "COPULAS", "LIST_INTROS", "PARTICIPLES", "PREPOSITIONS", "WORD", "Span",
     "first_verb", "has_verb", "is_verb", "refine", "subject_of", "words",
 ]
 
@@ -38,6 +38,8 @@ _VERBS = frozenset(
     "regulate block activate develop promote".split()
 )
 _PARTICIPLES = frozenset("born known shown given taken written seen grown drawn gone done begun".split())
+#: Irregular past participles (no "-ed"): a clause whose first verb is one of them has no tense.
+PARTICIPLES = _PARTICIPLES
 _NOT_VERBS = frozenset("red bed need speed seed feed breed hundred bred shed".split())
 LIST_INTROS = frozenset("including like among especially notably".split())
 PREPOSITIONS = frozenset("of in on at for with by from to as into such via than about between".split())

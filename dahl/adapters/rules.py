@@ -110,6 +110,7 @@ import anyio.to_thread
 
 from dahl.adapters.clauses import COPULAS as _COPULAS
 from dahl.adapters.clauses import LIST_INTROS as _LIST_INTROS
+from dahl.adapters.clauses import PARTICIPLES as _PARTICIPLES
 from dahl.adapters.clauses import PREPOSITIONS as _PREPOSITIONS
 from dahl.adapters.clauses import WORD as _WORD
 from dahl.adapters.clauses import Span
@@ -192,10 +193,11 @@ def _clauses(text: str, span: Span) -> list[tuple[str, Span]]:
 
 
 def _relative_first(clause: str) -> bool:
-    """True when a relative word comes before the first verb: "businessman who was born ..." has no subject."""
+    """True when the clause cannot stand alone: a relative word before its first verb
+    ("businessman who was born ..."), or a participle as its first verb ("actor born on ...")."""
     for word in _words(clause):
         if _is_verb(word):
-            return False
+            return word in _PARTICIPLES
         if word in _RELATIVES:
             return True
     return False
