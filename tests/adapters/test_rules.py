@@ -100,7 +100,7 @@ class TestSplitClaims:
             ("He moved to Rome, where he taught Latin.", ["He moved to Rome", "he taught Latin."]),
             (
                 "He was born on July 27, 1942, in Pensacola, Florida.",
-                ["He was born on July 27, 1942", "He was born in Pensacola, Florida."],
+                ["He was born on July 27, 1942", "He was born in Pensacola", "Pensacola is in Florida."],
             ),
             (
                 "Insulin is secreted by beta cells in the pancreas during fasting.",
@@ -158,12 +158,13 @@ class TestSplitClaims:
         assert texts(text) == expected
 
     def test_lists_after_including(self) -> None:
-        """After 'including', four comma items need no final 'and'; commas in '(...)' stay."""
+        """After 'including', four comma items need no final 'and'; commas in '(...)' stay; a title's year is a claim."""
         text = "She starred in films including Tru (2003, US), Bring It On (2000), Wrong Turn, Giallo."
         assert texts(text) == [
             "She starred in films",
             "She starred in films including Tru (2003, US)",
-            "She starred in films including Bring It On (2000)",
+            "She starred in films including Bring It On",
+            "Bring It On is from 2000",
             "She starred in films including Wrong Turn",
             "She starred in films including Giallo.",
         ]
@@ -317,9 +318,9 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.5485, mean ratio 0.8313 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6029, mean ratio 0.8676 on 352 answers (127 + 110 + 115);
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.5485
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.8313
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6029
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.8676
