@@ -393,18 +393,22 @@ def split_claims(text: str) -> list[ClaimTuple]:
                 if n and article and lead_word and lead_word[0] not in _DETERMINERS:
                     body = f"{'an' if body[:1].lower() in 'aeiou' else 'a'} {body}"  # "an actress, a writer"
                 claim = _clean(f"{lead} {body}" if lead else body)
+                # The first item of a list owns the list's head too; later items only their own words.
+                window_start = span[0] if n == 0 else a
                 previous = ""
-                at = a
                 for refined in _refine(claim) if claim else []:
                     for masked, _own in _phrase_claims(refined):
                         part = masked.replace(_HIDDEN, ",").replace(_HIDDEN_SEMICOLON, ";")
                         if not _WORD.search(part) or part in seen:
                             continue
-                        if previous:
-                            located = _locate(text, (at + 1, b), part, previous)
+                        if n == 0 and not previous:
+                            at = window_start
+                        else:
+                            located = _locate(text, (window_start, b), part, previous)
                             if located is None:
                                 continue  # no words of its own left in the piece: nothing to point at
                             at = located
+                        window_start = at + 1
                         seen.add(part)
                         found.append((part, at))
                         previous = part
@@ -431,7 +435,7 @@ def _locate(text: str, window: Span, claim: str, previous: str) -> int | None:
         return None
     starts = [m.start() for m in re.finditer(r"\S+", claim)]
     mine, theirs = claim.split(), previous.rstrip(".").split()
-    extends = len(mine) > len(theirs) and [w.rstrip(".,;:") for w in mine[: len(theirs)]] == [
+    extends = bool(theirs) and len(mine) > len(theirs) and [w.rstrip(".,;:") for w in mine[: len(theirs)]] == [
         w.rstrip(".,;:") for w in theirs
     ]
     if extends:
