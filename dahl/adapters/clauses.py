@@ -154,6 +154,9 @@ def _insert_after_subject(claim: str) -> list[str] | None:
                 side = f"{subject} {insert.split(None, 1)[-1]}"
             elif lead and (lead[0] in ("a", "an", "the") or not has_verb(insert)):
                 side = f"{subject} {'was' if _is_past(rest) else 'is'} {insert}"
+            elif re.match(r"(?:also |better |more |commonly |professionally )?known as |born |nicknamed ", insert):
+                # "X, also known as Y, was ..." / "X, born in 1950, is ...": a participle phrase
+                side = f"{subject} {'was' if _is_past(rest) or lead[0] == 'born' else 'is'} {insert}"
             else:
                 return None
             return [side, f"{subject} {rest}"]  # text order: the insert comes first
