@@ -55,6 +55,14 @@ No model is called. The rules, applied to each sentence of
    right after an abbreviation that binds to what follows ("20% resp. in").
    (rules/v5 emitted every growing prefix instead, "Takeo Miki died", "Lactic
    acidosis is a rare"; issue 19.)
+   rules/v6 also (in :mod:`dahl.adapters.clauses`): a year in parentheses
+   after a title is a claim ("Rashomon (1950)" -> "Rashomon is from 1950"; a
+   range "ran from A to B"); a place chain ending a claim names the places that
+   contain each other ("born in Yanai, Yamaguchi, Japan" -> "... born in
+   Yanai", "Yanai is in Yamaguchi", "Yamaguchi is in Japan"); "X, also known
+   as Y, ..." / "X, born in D, ..." give "X was also known as Y" / "X was born
+   in D"; no clause cut before a part that cannot stand alone ("..., and
+   businessman who was born ...", "..., and actor born on ...").
 
 Abbreviations (:data:`dahl.sentences.ABBREVIATIONS`, one list) never end a
 sentence before a lowercase word or a number ("approx. 5 cm", "Streptococcus
@@ -76,8 +84,8 @@ So the spans of one sentence's claims tile it, and the spans of all claims of
 a response are non-empty, disjoint and in text order: no two claims share a
 character. Words a claim carries from elsewhere (a restored subject or head,
 a list's shared head) are text added to the claim, outside its span. A
-claim's own words are located by :func:`_locate` (the words it adds to the
-claim before it, or its longest suffix found verbatim); a claim with no words
+claim's own words are located by :func:`dahl.adapters.spans.locate` (the words it adds to the
+claim before it, or its longest suffix found verbatim; :mod:`dahl.adapters.spans`); a claim with no words
 of its own left in its piece is dropped.
 
 A "verb" is a word in a small closed list (auxiliaries, common irregular pasts
@@ -88,18 +96,18 @@ marks like "[1]" are removed from claim text.
 Measured against the FActScore human atomic facts (Min et al. 2023;
 ``python -m bench.splitter_eval``, 352 answers of three models), Pearson r
 between per-answer claim counts and human fact counts / mean count ratio:
-rules/v6 pooled r = 0.5485, ratio 0.83 (InstructGPT 0.48, ChatGPT 0.70,
-PerplexityAI 0.36); rules/v5 0.55, 0.88 (0.53, 0.74, 0.34); rules/v4 0.50, 0.61
+rules/v6 pooled r = 0.60, ratio 0.87 (InstructGPT 0.66, ChatGPT 0.74,
+PerplexityAI 0.42; on the relevant sentences only, pooled r = 0.87); rules/v5 0.55, 0.88 (0.53, 0.74, 0.34); rules/v4 0.50, 0.61
 (0.48, 0.66, 0.30); rules/v3 0.50, 0.66 (0.48, 0.67, 0.29); rules/v2 0.47, 0.50
 (0.47, 0.61, 0.26). Plain sentence
 counts reach r = 0.51 and InstructGPT's facts 0.62. Two finer rules were tried
 and left off because they lowered r: splitting adjectives off nouns ("American
 actor" is two human facts) and splitting the object off a single phrase (see
 ``_ADJ`` and ``_SINGLE`` in :mod:`dahl.adapters.clauses`). PerplexityAI's r
-is bounded by answers whose sentences are about another person (marked
-irrelevant: human count 0): counting human facts on relevant sentences and
-InstructGPT's on irrelevant ones reaches only r = 0.67 pooled (0.45 on
-PerplexityAI), so a Splitter that sees only the text cannot go much higher.
+is held down by answers whose sentences are about another person (marked
+irrelevant: human count 0): a splitter of the text counts their facts. For
+scale, a count equal to the human one on relevant sentences and InstructGPT's
+on irrelevant ones gives r = 0.67 pooled (0.45 on PerplexityAI).
 """
 
 from __future__ import annotations
@@ -121,6 +129,7 @@ from dahl.adapters.clauses import refine as _refine
 from dahl.adapters.clauses import subject_of as _subject
 from dahl.adapters.clauses import words as _words
 from dahl.adapters.phrases import phrase_claims as _phrase_claims
+from dahl.adapters.spans import locate as _locate
 from dahl.records import Answer, Claim, normalize_text
 from dahl.sentences import LIST_MARKER, split_sentences
 
@@ -418,46 +427,6 @@ def split_claims(text: str) -> list[ClaimTuple]:
             tail = _TRAILING_CONJUNCTION.search(text, span[0], span[1])
             claims.append((part, (span[0], tail.start()) if tail else span, index))
     return claims
-
-
-def _locate(text: str, window: Span, claim: str, previous: str) -> int | None:
-    """Where the words of its own that ``claim`` adds begin in ``text[window]``, or None.
-
-    When ``claim`` extends ``previous`` ("X is known for her work in genetics"
-    after "X is known for her work"), its own words are the ones after it: the
-    longest word prefix of them found verbatim gives the offset. Otherwise
-    (a restored head: "He was born in 1990" after "He was born in Rome"; a
-    conjugated verb: "X died in 1988" from "X (1907-1988)") it is the
-    longest word suffix of ``claim`` found verbatim.
-    """
-    a, b = window
-    if a >= b:
-        return None
-    starts = [m.start() for m in re.finditer(r"\S+", claim)]
-    mine, theirs = claim.split(), previous.rstrip(".").split()
-    extends = bool(theirs) and len(mine) > len(theirs) and [w.rstrip(".,;:") for w in mine[: len(theirs)]] == [
-        w.rstrip(".,;:") for w in theirs
-    ]
-    if extends:
-        added = claim[starts[len(theirs)] :]
-        for end in reversed([m.end() for m in re.finditer(r"\S+", added)]):
-            hit = _find(text, (a, b), added[:end])
-            if hit is not None:
-                return hit
-    for start in starts[1:]:
-        hit = _find(text, (a, b), claim[start:])
-        if hit is not None:
-            return hit
-    return None
-
-
-def _find(text: str, window: Span, probe: str) -> int | None:
-    """Offset of ``probe`` (closing punctuation dropped) in ``text[window]``, when it has a word or number."""
-    probe = probe.rstrip(".,;:")
-    if not re.search(r"\w", probe):
-        return None
-    hit = text.find(probe, window[0], window[1])
-    return hit if hit >= 0 else None
 
 
 class RuleSplitter:

@@ -86,8 +86,8 @@ class TestSharedSets:
                         "--response-column", "Ground Truth", "--response-column", "Hallucinated Answer",
                         "--splitter", "rules", "--checker", "fake", "--no-progress")
         assert counts(summary) == {
-            "Ground Truth": (1000, 722, 6459),
-            "Hallucinated Answer": (1000, 790, 4671),
+            "Ground Truth": (1000, 742, 5965),
+            "Hallucinated Answer": (1000, 800, 4433),
         }
 
     def test_veriscore_sample(self, tmp_path: Path) -> None:
