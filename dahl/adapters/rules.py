@@ -425,7 +425,10 @@ def split_claims(text: str) -> list[ClaimTuple]:
         for n, ((part, at), end) in enumerate(zip(found, ends, strict=True)):
             span = _strip(text, (start if n == 0 else at, end))
             tail = _TRAILING_CONJUNCTION.search(text, span[0], span[1])
-            claims.append((part, (span[0], tail.start()) if tail else span, index))
+            if tail:
+                span = (span[0], tail.start())
+            if re.search(r"\w", text[span[0] : span[1]]):
+                claims.append((part, span, index))  # else only separators were left: no claim
     return claims
 
 
