@@ -544,8 +544,48 @@ def _place_chain(claim: str) -> list[str] | None:
     return out
 
 
+# A quoted title right after the noun it names: 'the reality TV show "New Zealand Idol"'.
+_NAMED = re.compile(r"\b([a-z][\w'-]*)\s+([\"“][A-Z][^\"”]*[\"”])")
+_NOT_NOUN = frozenset(
+    "and or but nor the a an his her its their our my your as than include includes included "
+    "called titled entitled named nicknamed dubbed known".split()
+)
+
+
+def _named_title(claim: str) -> list[str] | None:
+    """'He won the show "Idol" in 2004' -> 'He won the show', 'The show is "Idol"', 'He won the show in 2004'.
+
+    A close apposition (a common noun, then a quoted name) says two things: what the
+    sentence says of the thing, and that the thing is named so; FActScore annotators
+    write both ("The reality TV show was called New Zealand Idol"). Only after the first
+    verb and only when the noun phrase before the title is found (:func:`_last_noun_phrase`);
+    a word that names by itself ("called", "titled") or a function word before the quote
+    gives no claim. The words after the title, if any, make a third claim.
+    """
+    for match in _NAMED.finditer(claim):
+        noun = match.group(1).lower()
+        before = claim[: match.end(1)]
+        if noun in _NOT_NOUN or noun in PREPOSITIONS or noun in LIST_INTROS or is_verb(noun):
+            continue
+        if not has_verb(before) or claim.count('"', 0, match.start(2)) % 2:
+            continue
+        phrase = _last_noun_phrase(before)
+        if not phrase or has_verb(phrase):
+            continue
+        first, _, rest_words = phrase.partition(" ")
+        if first.lower() in ("a", "an"):
+            phrase = f"the {rest_words}"
+        title = match.group(2)
+        out = [before, f"{phrase[:1].upper()}{phrase[1:]} is {title}"]
+        rest = claim[match.end(2) :]
+        if words(rest):
+            out.append(f"{before}{rest}")  # the title's words are the naming claim's own
+        return out
+    return None
+
+
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01
-_SPLITS = (_parenthetical, _dated_title, _place_chain, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
+_SPLITS = (_parenthetical, _dated_title, _named_title, _place_chain, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
 
 
 def refine(claim: str, depth: int = 0) -> list[str]:

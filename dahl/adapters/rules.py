@@ -213,6 +213,7 @@ def _relative_first(clause: str) -> bool:
 
 
 _RELATIVES = frozenset("who whom whose which that where".split())
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
 
 
 def _is_item(item: str, max_words: int) -> bool:
@@ -225,7 +226,7 @@ def _is_item(item: str, max_words: int) -> bool:
     words = _words(item)
     return (
         0 < len(words) <= max_words
-        and not any(_is_verb(w) for w in words)
+        and not any(_is_verb(w) for w in _words(_QUOTED.sub('"', item)))  # "The Blue Rose" is a title
         and not (len(words) > 1 and re.fullmatch(r"[a-z]{3,}[^su]s", words[0]) and item[:1].islower())
         and not (len(words) > 1 and words[0].endswith("ing") and words[1] in _DETERMINERS)
         and words[0] not in _PREPOSITIONS
@@ -272,6 +273,10 @@ def _anchor(text: str, head: Span) -> int | None:
     return anchor_end
 
 
+# A chunk that opens a list after a comma: ", including A, B and C", ", such as A, B and C".
+_INTRO_START = re.compile(r"(?:including|such as|like|especially|notably)\s+")
+
+
 def _list_items(text: str, span: Span) -> tuple[str, list[Span]] | None:
     """Rule 3: (shared prefix, item spans) when ``text[span]`` ends in a clear list, else None."""
     a, b = span
@@ -301,16 +306,25 @@ def _list_items(text: str, span: Span) -> tuple[str, list[Span]] | None:
     # Walk back over the middle items.
     k = len(chunks) - 2
     middle: list[Span] = []
+    intro = None
     while k > 0 and len(_words(text[chunks[k][0] : chunks[k][1]])) <= 8:
         if re.match(r"\s*(?:and|or)\s", text[chunks[k][0] : chunks[k][1]], re.IGNORECASE):
             return None  # an earlier "and": nested or two lists, not one clear list
+        intro = _INTRO_START.match(text, _strip(text, chunks[k])[0], chunks[k][1])
+        if intro is not None:
+            break  # ", including A, B and C": the list starts after the intro word
         middle.insert(0, _strip(text, chunks[k]))
         k -= 1
-    head = chunks[k]
-    anchor_end = _anchor(text, head)
-    if anchor_end is None:
-        return None
-    first = _strip(text, (anchor_end, head[1]))
+    if intro is not None:
+        head, anchor_end = (a, intro.end()), intro.end()
+        first = _strip(text, (anchor_end, chunks[k][1]))
+    else:
+        head = chunks[k]
+        found_anchor = _anchor(text, head)
+        if found_anchor is None:
+            return None
+        anchor_end = found_anchor
+        first = _strip(text, (anchor_end, head[1]))
     every = [first, *middle, *items]
     limit = 8 if middle else 4  # "X, Y and Z" without a middle comma item: short items only
     if _introduced(text, anchor_end):
@@ -426,7 +440,7 @@ def split_claims(text: str) -> list[ClaimTuple]:
             span = _strip(text, (start if n == 0 else at, end))
             tail = _TRAILING_CONJUNCTION.search(text, span[0], span[1])
             if tail:
-                span = (span[0], tail.start())
+                span = _strip(text, (span[0], tail.start()))
             if re.search(r"\w", text[span[0] : span[1]]):
                 claims.append((part, span, index))  # else only separators were left: no claim
     return claims

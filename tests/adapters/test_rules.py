@@ -318,9 +318,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6037, mean ratio 0.8734 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6206, mean ratio 0.8888 on 352 answers (127 + 110 + 115);
+        # before the ", including A, B and C" list and the quoted-name rule: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6037
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.8734
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6206
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.8888
