@@ -223,10 +223,12 @@ def _is_item(item: str, max_words: int) -> bool:
     sensitivity" (an "-s" word then a word), "reducing the synthesis" (an "-ing" word then a
     determiner).
     """
-    words = _words(item)
+    count = len(_words(item))
+    # A quoted title is a name: its words are no verb or preposition ("The Blue Rose", "Like a Boss").
+    words = _words(_QUOTED.sub(" Title ", item))
     return (
-        0 < len(words) <= max_words
-        and not any(_is_verb(w) for w in _words(_QUOTED.sub('"', item)))  # "The Blue Rose" is a title
+        0 < count <= max_words
+        and not any(_is_verb(w) for w in words)
         and not (len(words) > 1 and re.fullmatch(r"[a-z]{3,}[^su]s", words[0]) and item[:1].islower())
         and not (len(words) > 1 and words[0].endswith("ing") and words[1] in _DETERMINERS)
         and words[0] not in _PREPOSITIONS
@@ -264,6 +266,10 @@ def _anchor(text: str, head: Span) -> int | None:
     previous = ""
     for match in _WORD.finditer(text, head[0], head[1]):
         word = match.group().lower()
+        if text.count('"', head[0], match.start()) % 2 or text.count("“", head[0], match.start()) > text.count(
+            "”", head[0], match.start()
+        ):
+            continue  # inside a quoted title: "The Blue Rose"
         if _is_verb(word) or word in _LIST_INTROS or (previous, word) == ("such", "as"):
             anchor_end = match.end()
         elif anchor_end is not None and word in _PREPOSITIONS:
@@ -366,6 +372,46 @@ def _is_non_claim(sentence: str) -> bool:
     )
 
 
+_INTRO_END = re.compile(r"[,\s]*\b(including|such as)\s*\Z")
+_ITEM_PAREN = re.compile(r"\s*\([^()]*\)")
+
+
+def _add_membership(
+    text: str, span: Span, listed: tuple[str, list[Span]], found: list[tuple[str, int]], seen: set[str]
+) -> None:
+    """"films, including A, B and C" -> also "A, B and C are among films" (in place, on ``found``).
+
+    "including" / "such as" after a noun says that each item is one of the kind the
+    noun names (hyponymy); FActScore annotators write it per item ("Parma is in
+    Italy", "Girls Trip is a film"). One claim per list, whose own words are the
+    intro word: the first item's claim, located there, moves to the first item.
+    Nothing happens when the noun before the intro is not found or has a verb.
+    """
+    items = listed[1]
+    intro = _INTRO_END.search(text, span[0], items[0][0])
+    if intro is None:
+        return
+    head = text[span[0] : intro.start()]
+    anchor = _anchor(head, (0, len(head)))
+    if anchor is None:
+        return
+    kind = _clean(head[anchor:])
+    at = next((k for k, (_, where) in enumerate(found) if where == intro.start(1)), None)
+    if not _words(kind) or _has_verb(kind) or at is None:
+        return
+    if at + 1 < len(found) and found[at + 1][1] <= items[0][0]:
+        return  # another claim already begins inside the first item's lead: keep the order
+    names = [_clean(_ITEM_PAREN.sub("", text[a:b])).rstrip(".") for a, b in items]
+    if not all(_words(name) for name in names):
+        return
+    claim = f"{', '.join(names[:-1])} and {names[-1]} are among {kind}"
+    if claim in seen:
+        return
+    seen.add(claim)
+    found[at] = (found[at][0], items[0][0])
+    found.insert(at, (claim, intro.start(1)))
+
+
 def split_claims(text: str) -> list[ClaimTuple]:
     """Split ``text`` into atomic claims with the rules of the module docstring.
 
@@ -435,6 +481,8 @@ def split_claims(text: str) -> list[ClaimTuple]:
                         seen.add(part)
                         found.append((part, at))
                         previous = part
+            if listed is not None:
+                _add_membership(text, span, listed, found, seen)
         ends = [at for _, at in found[1:]] + [s_end]
         for n, ((part, at), end) in enumerate(zip(found, ends, strict=True)):
             span = _strip(text, (start if n == 0 else at, end))
