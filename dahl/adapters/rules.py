@@ -293,6 +293,9 @@ def _list_items(text: str, span: Span) -> tuple[str, list[Span]] | None:
         if text[i] == delim and i + 1 < b and text[i + 1].isspace():
             chunks.append((start, i))
             start = i + 1
+        elif text[i] == delim and text[i + 1 : i + 2] in ('"', "”") and i + 2 < b and text[i + 2].isspace():
+            chunks.append((start, i + 2))  # '"Eega," "Theri"': the item keeps its closing quote
+            start = i + 2
     chunks.append((start, b))
     if len(chunks) < 2:
         return _pair(text, span)
@@ -349,9 +352,15 @@ _BRACKETED = re.compile(r'\([^()]*\)|"[^"]*"|“[^”]*”')
 
 def _mask(text: str) -> str:
     """Hide commas and semicolons inside parentheses and quotes (same length, so spans stay valid)."""
-    return _BRACKETED.sub(
-        lambda m: m.group().replace(",", _HIDDEN).replace(";", _HIDDEN_SEMICOLON), text
-    )
+    return _BRACKETED.sub(_hide, text)
+
+
+def _hide(match: re.Match[str]) -> str:
+    inner = match.group().replace(",", _HIDDEN).replace(";", _HIDDEN_SEMICOLON)
+    # '"Dookudu," "Eega," and "Theri"': a comma just inside a closing quote separates list items.
+    if inner[-1] in "\"”" and inner[-2:-1] == _HIDDEN:
+        inner = inner[:-2] + "," + inner[-1]
+    return inner
 
 
 def _clean(text: str) -> str:
@@ -401,7 +410,10 @@ def _add_membership(
         return
     if at + 1 < len(found) and found[at + 1][1] <= items[0][0]:
         return  # another claim already begins inside the first item's lead: keep the order
-    names = [_clean(_ITEM_PAREN.sub("", text[a:b])).rstrip(".") for a, b in items]
+    names = [
+        re.sub(r'[,.](["”])', r"\1", _clean(_ITEM_PAREN.sub("", text[a:b]).replace(_HIDDEN, ","))).rstrip(".,")
+        for a, b in items
+    ]
     if not all(_words(name) for name in names):
         return
     claim = f"{', '.join(names[:-1])} and {names[-1]} are among {kind}"

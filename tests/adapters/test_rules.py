@@ -195,6 +195,18 @@ class TestSplitClaims:
             "Like a Boss is from 2020",
         ]
 
+    def test_list_commas_inside_quotes(self) -> None:
+        """'"A," "B," and "C."' (the comma inside the closing quote) is a list all the same."""
+        text = 'Palmer gained recognition for films such as "I Am Number Four," "Warm Bodies," and "Hacksaw Ridge."'
+        assert split_claims(text) == [
+            ("Palmer gained recognition", (0, 25), 0),
+            ("Palmer gained recognition for films", (26, 35), 0),
+            ('"I Am Number Four", "Warm Bodies" and "Hacksaw Ridge" are among recognition for films', (36, 43), 0),
+            ('Palmer gained recognition for films such as "I Am Number Four,"', (44, 63), 0),
+            ('Palmer gained recognition for films such as "Warm Bodies,"', (64, 78), 0),
+            ('Palmer gained recognition for films such as "Hacksaw Ridge."', (83, 99), 0),
+        ]
+
     def test_quoted_name_after_noun(self) -> None:
         """'the reality TV show "X"' names the show: a claim of its own, owning the title's span."""
         text = 'He won the reality TV show "New Zealand Idol" in 2004.'
@@ -355,10 +367,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6278, mean ratio 0.8983 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6315, mean ratio 0.9020 on 352 answers (127 + 110 + 115);
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6278
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.8983
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6315
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.902
