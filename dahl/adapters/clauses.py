@@ -545,11 +545,35 @@ def _place_chain(claim: str) -> list[str] | None:
 
 
 # A quoted title right after the noun it names: 'the reality TV show "New Zealand Idol"'.
-_NAMED = re.compile(r"\b([a-z][\w'-]*)\s+([\"“][A-Z][^\"”]*[\"”])")
+_NAMED = re.compile(
+    r"\b([a-z][\w'-]*)\s+([\"“][A-Z][^\"”]*[\"”]"
+    r"|[A-Z][\w'’.&-]*(?:\s+(?:(?:of|the|and|de|&)\s+)*[A-Z0-9][\w'’.&-]*)*)"
+)
 _NOT_NOUN = frozenset(
     "and or but nor the a an his her its their our my your as than include includes included "
     "called titled entitled named nicknamed dubbed known".split()
 )
+# Not a noun before a name: quantifiers, numerals, ordinals, "former", name particles ("van").
+_NOT_HEAD_NOUN = frozenset(
+    "former several two three four five six seven eight nine ten first second third fourth fifth last "
+    "other another multiple various numerous both one many some few all each every now ever "
+    "van von der den des del de da di du la le to who which that where when while into onto upon "
+    "without throughout across against toward towards under over near alongside".split()
+)
+_DETERMINED = re.compile(r"(?:the|a|an|his|her|its|their)\s", re.IGNORECASE)
+
+
+def _ends_phrase(rest: str) -> bool:
+    """True when ``rest`` (the text after a name) starts a new phrase: nothing, punctuation, or a function word or verb."""
+    following = words(rest)[:1]
+    return not rest.strip() or rest.lstrip()[:1] in ",.;:!?)" or (
+        bool(following) and (following[0] in PREPOSITIONS or following[0] in _NOT_NOUN
+                             or following[0] in _NOT_HEAD_NOUN or is_verb(following[0]))
+    )
+
+
+def _depth(text: str, at: int) -> int:
+    return text.count("(", 0, at) - text.count(")", 0, at)
 
 
 def _named_title(claim: str) -> list[str] | None:
@@ -572,6 +596,13 @@ def _named_title(claim: str) -> list[str] | None:
         phrase = _last_noun_phrase(before)
         if not phrase or has_verb(phrase):
             continue
+        if match.group(2)[0] not in "\"“" and (
+            noun in _NOT_HEAD_NOUN or noun.endswith(("ing", "ly")) or _is_adjective(noun)
+            or not _DETERMINED.match(phrase) or _depth(claim, match.start(2))
+        ):
+            continue  # an unquoted name: only after "the/his ... <noun>" ("the band The Living End")
+        if match.group(2)[0] not in "\"“" and not _ends_phrase(claim[match.end(2) :]):
+            continue  # "the reality TV show": the capitals are inside the noun phrase
         first, _, rest_words = phrase.partition(" ")
         if first.lower() in ("a", "an"):
             phrase = f"the {rest_words}"

@@ -215,6 +215,12 @@ class TestSplitClaims:
             ('The reality TV show is "New Zealand Idol"', (27, 45), 0),
             ("He won the reality TV show in 2004.", (46, 54), 0),
         ]
+        # An unquoted name after "the/his ... <noun>" too; capitals inside the noun phrase do not count.
+        text = "Cheney is the lead vocalist of the rockabilly band The Living End, which he formed in 1994."
+        assert texts(text)[:2] == ["Cheney is the lead vocalist of the rockabilly band", "The rockabilly band is The Living End"]
+        assert texts("He married his wife Jane Doe in 1990.") == [
+            "He married his wife", "His wife is Jane Doe", "He married his wife in 1990.",
+        ]
         # A word that names by itself, or a verb, before the quote gives no naming claim.
         assert texts('He released a single called "Sukiyaki".') == ['He released a single called "Sukiyaki".']
 
@@ -367,10 +373,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6315, mean ratio 0.9020 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6384, mean ratio 0.9148 on 352 answers (127 + 110 + 115);
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6315
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.902
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6384
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9148
