@@ -387,41 +387,55 @@ _ITEM_PAREN = re.compile(r"\s*\([^()]*\)")
 
 def _add_membership(
     text: str, span: Span, listed: tuple[str, list[Span]], found: list[tuple[str, int]], seen: set[str]
-) -> None:
-    """"films, including A, B and C" -> also "A, B and C are among films" (in place, on ``found``).
+) -> set[str]:
+    """"films such as A, B and C" -> also "A is among films", "B is ...", "C is ..." (in place, on ``found``).
 
     "including" / "such as" after a noun says that each item is one of the kind the
     noun names (hyponymy); FActScore annotators write it per item ("Parma is in
-    Italy", "Girls Trip is a film"). One claim per list, whose own words are the
-    intro word: the first item's claim, located there, moves to the first item.
-    Nothing happens when the noun before the intro is not found or has a verb.
+    Italy", "Girls Trip is a film"). Each such claim comes just before its item's
+    claim and its own text is the connector before the item: the intro words
+    ("such as") for the first item (whose claim, located there, moves to the
+    item), the separator ("," / "and") for a later one. An item whose connector
+    already holds a claim gets none; nothing happens when the noun before the
+    intro is not found or has a verb.
+
+    Returns:
+        The membership claims added (their spans are the connectors, kept as written).
     """
     items = listed[1]
     intro = _INTRO_END.search(text, span[0], items[0][0])
     if intro is None:
-        return
+        return set()
     head = text[span[0] : intro.start()]
     anchor = _anchor(head, (0, len(head)))
-    if anchor is None:
-        return
-    kind = _clean(head[anchor:])
-    at = next((k for k, (_, where) in enumerate(found) if where == intro.start(1)), None)
-    if not _words(kind) or _has_verb(kind) or at is None:
-        return
-    if at + 1 < len(found) and found[at + 1][1] <= items[0][0]:
-        return  # another claim already begins inside the first item's lead: keep the order
-    names = [
-        re.sub(r'[,.](["”])', r"\1", _clean(_ITEM_PAREN.sub("", text[a:b]).replace(_HIDDEN, ","))).rstrip(".,")
-        for a, b in items
-    ]
-    if not all(_words(name) for name in names):
-        return
-    claim = f"{', '.join(names[:-1])} and {names[-1]} are among {kind}"
-    if claim in seen:
-        return
-    seen.add(claim)
-    found[at] = (found[at][0], items[0][0])
-    found.insert(at, (claim, intro.start(1)))
+    kind = _clean(head[anchor:]) if anchor is not None else ""
+    if not _words(kind) or _has_verb(kind):
+        return set()
+    added: set[str] = set()
+    for k, (a, b) in enumerate(items):
+        name = re.sub(r'[,.](["”])', r"\1", _clean(_ITEM_PAREN.sub("", text[a:b]).replace(_HIDDEN, ","))).rstrip(".,")
+        claim = f"{name} is among {kind}"
+        if not _words(name) or claim in seen:
+            continue
+        gap_start = intro.start(1) if k == 0 else items[k - 1][1]
+        gap = text[gap_start:a]
+        connector = gap_start + len(gap) - len(gap.lstrip())
+        if connector >= a:
+            continue
+        if k == 0:
+            j = next((i for i, (_, where) in enumerate(found) if where == connector), None)
+            if j is None or (j + 1 < len(found) and found[j + 1][1] <= a):
+                continue
+            found[j] = (found[j][0], a)  # the first item's claim moves past the intro words
+        else:
+            inside = [i for i, (_, where) in enumerate(found) if connector <= where < b]
+            if not inside or found[inside[0]][1] < a:
+                continue  # a claim already begins in the connector
+            j = inside[0]
+        found.insert(j, (claim, connector))
+        seen.add(claim)
+        added.add(claim)
+    return added
 
 
 def split_claims(text: str) -> list[ClaimTuple]:
@@ -455,6 +469,7 @@ def split_claims(text: str) -> list[ClaimTuple]:
         if not marker:
             intro = ""
         seen: set[str] = set()
+        connectors: set[str] = set()  # membership claims: their span is a list connector
         found: list[tuple[str, int]] = []  # (claim text, where its own words begin)
         for subject, span in _clauses(text, (start, s_end)):
             prefix = " ".join(p for p in (carried, subject) if p)
@@ -494,9 +509,13 @@ def split_claims(text: str) -> list[ClaimTuple]:
                         found.append((part, at))
                         previous = part
             if listed is not None:
-                _add_membership(text, span, listed, found, seen)
+                connectors |= _add_membership(text, span, listed, found, seen)
         ends = [at for _, at in found[1:]] + [s_end]
         for n, ((part, at), end) in enumerate(zip(found, ends, strict=True)):
+            if part in connectors:
+                piece = text[at:end]
+                claims.append((part, (at, at + len(piece.rstrip())), index))  # "such as", ",", "and"
+                continue
             span = _strip(text, (start if n == 0 else at, end))
             tail = _TRAILING_CONJUNCTION.search(text, span[0], span[1])
             if tail:

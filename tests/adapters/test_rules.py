@@ -162,24 +162,30 @@ class TestSplitClaims:
         text = "She starred in films including Tru (2003, US), Bring It On (2000), Wrong Turn, Giallo."
         assert texts(text) == [
             "She starred in films",
-            "Tru, Bring It On, Wrong Turn and Giallo are among films",
+            "Tru is among films",
             "She starred in films including Tru (2003, US)",
+            "Bring It On is among films",
             "She starred in films including Bring It On",
             "Bring It On is from 2000",
+            "Wrong Turn is among films",
             "She starred in films including Wrong Turn",
+            "Giallo is among films",
             "She starred in films including Giallo.",
         ]
 
     def test_list_after_comma_including(self) -> None:
-        """', including A, B, and C' after a noun: one claim per item and one that they are of that kind."""
+        """', including A, B, and C' after a noun: per item, a claim that it is of that kind (owning its connector) and the item's claim."""
         text = "He has managed a number of clubs in Italy, including Parma, Bologna, Empoli, and Milan."
         assert split_claims(text) == [
             ("He has managed a number of clubs", (0, 32), 0),
             ("He has managed a number of clubs in Italy", (33, 41), 0),
-            ("Parma, Bologna, Empoli and Milan are among a number of clubs in Italy", (43, 52), 0),
+            ("Parma is among a number of clubs in Italy", (43, 52), 0),  # "including"
             ("He has managed a number of clubs in Italy, including Parma", (53, 58), 0),
+            ("Bologna is among a number of clubs in Italy", (58, 59), 0),  # ","
             ("He has managed a number of clubs in Italy, including Bologna", (60, 67), 0),
+            ("Empoli is among a number of clubs in Italy", (67, 68), 0),
             ("He has managed a number of clubs in Italy, including Empoli", (69, 75), 0),
+            ("Milan is among a number of clubs in Italy", (75, 80), 0),  # ", and"
             ("He has managed a number of clubs in Italy, including Milan.", (81, 87), 0),
         ]
 
@@ -188,9 +194,10 @@ class TestSplitClaims:
         text = 'She appeared in films such as "The Blue Rose" (2017) and "Like a Boss" (2020).'
         assert texts(text) == [
             "She appeared in films",
-            '"The Blue Rose" and "Like a Boss" are among films',
+            '"The Blue Rose" is among films',
             'She appeared in films such as "The Blue Rose"',
             "The Blue Rose is from 2017",
+            '"Like a Boss" is among films',
             'She appeared in films such as "Like a Boss"',
             "Like a Boss is from 2020",
         ]
@@ -201,9 +208,11 @@ class TestSplitClaims:
         assert split_claims(text) == [
             ("Palmer gained recognition", (0, 25), 0),
             ("Palmer gained recognition for films", (26, 35), 0),
-            ('"I Am Number Four", "Warm Bodies" and "Hacksaw Ridge" are among recognition for films', (36, 43), 0),
+            ('"I Am Number Four" is among recognition for films', (36, 43), 0),
             ('Palmer gained recognition for films such as "I Am Number Four,"', (44, 63), 0),
+            # No connector of its own before "Warm Bodies" (the comma is inside the quote): no membership claim.
             ('Palmer gained recognition for films such as "Warm Bodies,"', (64, 78), 0),
+            ('"Hacksaw Ridge" is among recognition for films', (79, 82), 0),
             ('Palmer gained recognition for films such as "Hacksaw Ridge."', (83, 99), 0),
         ]
 
@@ -373,10 +382,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6384, mean ratio 0.9148 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6459, mean ratio 0.9350 on 352 answers (127 + 110 + 115);
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6384
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9148
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6459
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.935
