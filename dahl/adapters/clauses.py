@@ -490,7 +490,7 @@ def _parenthetical(claim: str) -> list[str] | None:
 # A title (capitalized words, or quoted) followed by its year: "the film Rashomon (1950)".
 _DATED_TITLE = re.compile(
     r"(?:[\"“]([^\"”]+)[\"”]|([A-Z][\w'’&:-]*(?:\s+(?:(?:of|the|a|an|and|in|on|to|for|with|from|at|&)\s+)*"
-    r"[A-Z0-9][\w'’&:-]*)*))\s*\(((?:1[5-9]|20)\d\d(?:\s*[–-]\s*(?:(?:1[5-9]|20)\d\d|present))?)\)"
+    r"[A-Z0-9][\w'’&:-]*)*))\s*\(((?:1[5-9]|20)\d\d(?:\s*[–-]\s*(?:(?:1[5-9]|20)\d\d|\d\d|present))?)\)"
 )
 
 
@@ -515,8 +515,29 @@ def _dated_title(claim: str) -> list[str] | None:
         # Text order: the words up to the title, its year, then the rest (whose first claim
         # repeats the first one and is dropped as a duplicate).
         years = re.split(r"\s*[–-]\s*", match.group(3))
+        if len(years) == 2 and len(years[1]) == 2:
+            years[1] = years[0][:2] + years[1]  # "2005–09": the end year in the start's century
         dated = f"{title} is from {years[0]}" if len(years) == 1 else f"{title} ran from {years[0]} to {years[1]}"
         return [claim[:paren].rstrip(" ,"), dated, main]
+    return None
+
+
+_BORN_NAME = re.compile(r"([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*)\s*\((born\s[^()]*)\)")
+
+
+def _born_after_verb(claim: str) -> list[str] | None:
+    """"They have a son, Keykhosrow (born 1971)" -> "They have a son, Keykhosrow", "Keykhosrow was born 1971".
+
+    A "(born ...)" after a name later in the claim dates that person, as the
+    subject's does (:func:`_parenthetical`); only after the first verb.
+    """
+    for match in _BORN_NAME.finditer(claim):
+        if not has_verb(claim[: match.start()]):
+            continue
+        paren = claim.index("(", match.start())
+        born = match.group(2).replace(_HIDDEN_COMMA, ",")
+        main = (claim[:paren].rstrip() + claim[match.end() :]).strip()
+        return [claim[:paren].rstrip(" ,"), f"{match.group(1)} was {born}", main]
     return None
 
 
@@ -616,7 +637,7 @@ def _named_title(claim: str) -> list[str] | None:
 
 
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01
-_SPLITS = (_parenthetical, _dated_title, _named_title, _place_chain, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
+_SPLITS = (_parenthetical, _dated_title, _born_after_verb, _named_title, _place_chain, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
 
 
 def refine(claim: str, depth: int = 0) -> list[str]:

@@ -257,21 +257,30 @@ def _pair(text: str, span: Span) -> tuple[str, list[Span]] | None:
 def _introduced(text: str, anchor_end: int) -> bool:
     """True when the list anchor ending at ``anchor_end`` is "including", "such as", "like" ..."""
     last = _words(text[max(0, anchor_end - 12) : anchor_end])[-1:]
-    return bool(last) and (last[0] in _LIST_INTROS or last[0] == "as" and text[:anchor_end].endswith("such as"))
+    return bool(last) and (
+        last[0] in _LIST_INTROS or last[0] == "as" and _SUCH_AS.search(text, 0, anchor_end) is not None
+    )
+
+
+_SUCH_AS = re.compile(r"\bsuch(?:\s+[^\s,;()]+){0,4}?\s+as\Z")
 
 
 def _anchor(text: str, head: Span) -> int | None:
     """End offset of the last verb / "including" / "such as" in ``head`` and its prepositions."""
     anchor_end = None
     previous = ""
+    such = False
     for match in _WORD.finditer(text, head[0], head[1]):
         word = match.group().lower()
         if text.count('"', head[0], match.start()) % 2 or text.count("“", head[0], match.start()) > text.count(
             "”", head[0], match.start()
         ):
             continue  # inside a quoted title: "The Blue Rose"
-        if _is_verb(word) or word in _LIST_INTROS or (previous, word) == ("such", "as"):
-            anchor_end = match.end()
+        if word == "such":
+            such = True
+        if _is_verb(word) or word in _LIST_INTROS or (word == "as" and such):
+            anchor_end = match.end()  # "such as", "such classic films as"
+            such = False
         elif anchor_end is not None and word in _PREPOSITIONS:
             if not text[anchor_end : match.start()].strip():
                 anchor_end = match.end()  # "characterized by", "such as"
@@ -381,7 +390,7 @@ def _is_non_claim(sentence: str) -> bool:
     )
 
 
-_INTRO_END = re.compile(r"[,\s]*\b(including|such as)\s*\Z")
+_INTRO_END = re.compile(r"[,\s]*\b(including|like|such(?:\s+([^\s,;()]+(?:\s+[^\s,;()]+){0,3}?))?\s+as)\s*\Z")
 _ITEM_PAREN = re.compile(r"\s*\([^()]*\)")
 
 
@@ -409,6 +418,8 @@ def _add_membership(
     head = text[span[0] : intro.start()]
     anchor = _anchor(head, (0, len(head)))
     kind = _clean(head[anchor:]) if anchor is not None else ""
+    if intro.group(2):
+        kind = intro.group(2)  # "such classic films as A, B and C"
     if not _words(kind) or _has_verb(kind):
         return set()
     added: set[str] = set()
@@ -418,6 +429,8 @@ def _add_membership(
         if not _words(name) or claim in seen:
             continue
         gap_start = intro.start(1) if k == 0 else items[k - 1][1]
+        if k and text[gap_start - 2 : gap_start] in (',"', ",”"):
+            gap_start -= 2  # '"A," "B"': the comma inside the closing quote is the separator
         gap = text[gap_start:a]
         connector = gap_start + len(gap) - len(gap.lstrip())
         if connector >= a:

@@ -209,12 +209,32 @@ class TestSplitClaims:
             ("Palmer gained recognition", (0, 25), 0),
             ("Palmer gained recognition for films", (26, 35), 0),
             ('"I Am Number Four" is among recognition for films', (36, 43), 0),
-            ('Palmer gained recognition for films such as "I Am Number Four,"', (44, 63), 0),
-            # No connector of its own before "Warm Bodies" (the comma is inside the quote): no membership claim.
-            ('Palmer gained recognition for films such as "Warm Bodies,"', (64, 78), 0),
-            ('"Hacksaw Ridge" is among recognition for films', (79, 82), 0),
+            ('Palmer gained recognition for films such as "I Am Number Four,"', (44, 61), 0),
+            # The comma inside the closing quote is the separator: the next membership claim owns it.
+            ('"Warm Bodies" is among recognition for films', (61, 63), 0),
+            ('Palmer gained recognition for films such as "Warm Bodies,"', (64, 76), 0),
+            ('"Hacksaw Ridge" is among recognition for films', (76, 82), 0),
             ('Palmer gained recognition for films such as "Hacksaw Ridge."', (83, 99), 0),
         ]
+
+    def test_such_noun_as(self) -> None:
+        """'such classic films as A, B, and C' is a list introduced like 'such as'."""
+        text = "He starred in such classic films as The Sea Hawk (1940), Robin Hood (1938), and Captain Blood (1935)."
+        assert texts(text) == [
+            "He starred in such classic films as The Sea Hawk",
+            "The Sea Hawk is from 1940",
+            "Robin Hood is among classic films",
+            "He starred in such classic films as Robin Hood",
+            "Robin Hood is from 1938",
+            "Captain Blood is among classic films",
+            "He starred in such classic films as Captain Blood",
+            "Captain Blood is from 1935",
+        ]
+
+    def test_born_after_a_name(self) -> None:
+        """A '(born ...)' after a name later in the sentence dates that person."""
+        text = "They have a daughter named Francesca (born January 19, 2015)."
+        assert texts(text) == ["They have a daughter named Francesca", "Francesca was born January 19, 2015"]
 
     def test_quoted_name_after_noun(self) -> None:
         """'the reality TV show "X"' names the show: a claim of its own, owning the title's span."""
@@ -382,10 +402,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6459, mean ratio 0.9350 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6492, mean ratio 0.9377 on 352 answers (127 + 110 + 115);
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6459
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.935
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6492
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9377
