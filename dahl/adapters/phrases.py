@@ -98,8 +98,24 @@ def _cuts(claim: str) -> list[tuple[int, int]]:
             continue
         if claim.startswith("since", match.end()) and _next_is_verb(claim, match.end() + 5):
             continue  # "He has since gone on to ...": an adverb here, not a clause
+        if _inside_name(claim, match.start(), match.end()):
+            continue  # "the Minister of State for Environment": a preposition inside a name
         cuts.append((match.start(), match.end()))
     return cuts
+
+
+_NAME_AFTER = re.compile(
+    r"(?:for|in|on|at|from|with|by)\s+(?:the\s+|of\s+)?"
+    r"(?!(?:January|February|March|April|May|June|July|August|September|October|November|December)\b)[A-Z]"
+)
+
+
+def _inside_name(claim: str, start: int, end: int) -> bool:
+    """True when the cut at ``claim[start:end]`` sits between two capitalized words, with no
+    comma before it ("Minister of State for Environment", "Award for Investigative Reporting");
+    a month after it starts a date, not a name ("London in March 1990")."""
+    before = claim[:start].rsplit(None, 1)[-1:] if not claim[start:end].startswith((",", ";")) else []
+    return bool(before) and before[0][:1].isupper() and _NAME_AFTER.match(claim, end) is not None
 
 
 def _next_is_verb(claim: str, at: int) -> bool:

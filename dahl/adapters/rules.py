@@ -268,7 +268,6 @@ _SUCH_AS = re.compile(r"\bsuch(?:\s+[^\s,;()]+){0,4}?\s+as\Z")
 def _anchor(text: str, head: Span) -> int | None:
     """End offset of the last verb / "including" / "such as" in ``head`` and its prepositions."""
     anchor_end = None
-    previous = ""
     such = False
     for match in _WORD.finditer(text, head[0], head[1]):
         word = match.group().lower()
@@ -284,7 +283,6 @@ def _anchor(text: str, head: Span) -> int | None:
         elif anchor_end is not None and word in _PREPOSITIONS:
             if not text[anchor_end : match.start()].strip():
                 anchor_end = match.end()  # "characterized by", "such as"
-        previous = word
     return anchor_end
 
 
@@ -437,9 +435,16 @@ def _add_membership(
             continue
         if k == 0:
             j = next((i for i, (_, where) in enumerate(found) if where == connector), None)
-            if j is None or (j + 1 < len(found) and found[j + 1][1] <= a):
+            if j is None:
+                # The claim before owns the head and the item: the intro words and the item go to
+                # this claim ("such classic films as The Sea Hawk"), the head stays with it.
+                j = sum(1 for _, where in found if where < connector)
+                if j == 0 or (j < len(found) and found[j][1] <= a):
+                    continue
+            elif j + 1 < len(found) and found[j + 1][1] <= a:
                 continue
-            found[j] = (found[j][0], a)  # the first item's claim moves past the intro words
+            else:
+                found[j] = (found[j][0], a)  # the first item's claim moves past the intro words
         else:
             inside = [i for i, (_, where) in enumerate(found) if connector <= where < b]
             if not inside or found[inside[0]][1] < a:
@@ -526,8 +531,8 @@ def split_claims(text: str) -> list[ClaimTuple]:
         ends = [at for _, at in found[1:]] + [s_end]
         for n, ((part, at), end) in enumerate(zip(found, ends, strict=True)):
             if part in connectors:
-                piece = text[at:end]
-                claims.append((part, (at, at + len(piece.rstrip())), index))  # "such as", ",", "and"
+                piece = text[at:end].rstrip().rstrip("(").rstrip()
+                claims.append((part, (at, at + len(piece)), index))  # "such as", ",", "and"
                 continue
             span = _strip(text, (start if n == 0 else at, end))
             tail = _TRAILING_CONJUNCTION.search(text, span[0], span[1])

@@ -221,7 +221,8 @@ class TestSplitClaims:
         """'such classic films as A, B, and C' is a list introduced like 'such as'."""
         text = "He starred in such classic films as The Sea Hawk (1940), Robin Hood (1938), and Captain Blood (1935)."
         assert texts(text) == [
-            "He starred in such classic films as The Sea Hawk",
+            "He starred in such classic films as The Sea Hawk",  # its span: "He starred in"
+            "The Sea Hawk is among classic films",  # its span: "such classic films as The Sea Hawk"
             "The Sea Hawk is from 1940",
             "Robin Hood is among classic films",
             "He starred in such classic films as Robin Hood",
@@ -230,6 +231,14 @@ class TestSplitClaims:
             "He starred in such classic films as Captain Blood",
             "Captain Blood is from 1935",
         ]
+
+    def test_preposition_inside_a_name(self) -> None:
+        """No phrase cut between two capitalized words ('Minister of State for Social Justice'); a month is a date."""
+        assert texts("She served as the Minister of State for Social Justice in the past.") == [
+            "She served as the Minister of State for Social Justice",
+            "She served as the Minister of State for Social Justice in the past.",
+        ]
+        assert texts("He moved to London in March 1990.") == ["He moved to London", "He moved to London in March 1990."]
 
     def test_born_after_a_name(self) -> None:
         """A '(born ...)' after a name later in the sentence dates that person."""
@@ -402,10 +411,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6492, mean ratio 0.9377 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6638, mean ratio 0.9217 on 352 answers (127 + 110 + 115);
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6492
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9377
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6638
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9217
