@@ -579,7 +579,9 @@ _NOT_HEAD_NOUN = frozenset(
     "former several two three four five six seven eight nine ten first second third fourth fifth last "
     "other another multiple various numerous both one many some few all each every now ever "
     "van von der den des del de da di du la le to who which that where when while into onto upon "
-    "without throughout across against toward towards under over near alongside".split()
+    "without throughout across against toward towards under over near alongside through during after "
+    "before since until among within around behind beyond beside besides despite except per versus via "
+    "than then also".split()
 )
 _DETERMINED = re.compile(r"(?:the|a|an|his|her|its|their)\s", re.IGNORECASE)
 

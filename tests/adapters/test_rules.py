@@ -411,10 +411,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6638, mean ratio 0.9217 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v6): r = 0.6637, mean ratio 0.9219 on 352 answers (127 + 110 + 115);
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6638
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9217
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6637
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9219

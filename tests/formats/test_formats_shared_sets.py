@@ -86,8 +86,8 @@ class TestSharedSets:
                         "--response-column", "Ground Truth", "--response-column", "Hallucinated Answer",
                         "--splitter", "rules", "--checker", "fake", "--no-progress")
         assert counts(summary) == {
-            "Ground Truth": (1000, 742, 5965),
-            "Hallucinated Answer": (1000, 800, 4433),
+            "Ground Truth": (1000, 739, 5962),
+            "Hallucinated Answer": (1000, 799, 4439),
         }
 
     def test_veriscore_sample(self, tmp_path: Path) -> None:
