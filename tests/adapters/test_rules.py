@@ -208,12 +208,12 @@ class TestSplitClaims:
         assert split_claims(text) == [
             ("Palmer gained recognition", (0, 25), 0),
             ("Palmer gained recognition for films", (26, 35), 0),
-            ('"I Am Number Four" is among recognition for films', (36, 43), 0),
+            ('"I Am Number Four" is among films', (36, 43), 0),
             ('Palmer gained recognition for films such as "I Am Number Four,"', (44, 61), 0),
             # The comma inside the closing quote is the separator: the next membership claim owns it.
-            ('"Warm Bodies" is among recognition for films', (61, 63), 0),
+            ('"Warm Bodies" is among films', (61, 63), 0),
             ('Palmer gained recognition for films such as "Warm Bodies,"', (64, 76), 0),
-            ('"Hacksaw Ridge" is among recognition for films', (76, 82), 0),
+            ('"Hacksaw Ridge" is among films', (76, 82), 0),
             ('Palmer gained recognition for films such as "Hacksaw Ridge."', (83, 99), 0),
         ]
 

@@ -86,7 +86,7 @@ class TestSharedSets:
                         "--response-column", "Ground Truth", "--response-column", "Hallucinated Answer",
                         "--splitter", "rules", "--checker", "fake", "--no-progress")
         assert counts(summary) == {
-            "Ground Truth": (1000, 739, 5962),
+            "Ground Truth": (1000, 738, 5962),
             "Hallucinated Answer": (1000, 799, 4439),
         }
 
