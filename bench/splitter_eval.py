@@ -8,7 +8,13 @@ not null) three per-answer counts are compared with the human count:
 * ``rules``: claims from :func:`dahl.adapters.rules.split_claims` on ``output``;
 * ``instructgpt_facts``: FActScore's automatic splitter (InstructGPT), the sum of
   ``model-atomic-facts`` over all sentences;
-* ``sentences``: sentences from :func:`dahl.sentences.split_sentences`.
+* ``sentences``: sentences from :func:`dahl.sentences.split_sentences`;
+* ``rules_relevant`` / ``instructgpt_facts_relevant``: the same two splitters
+  counted on the relevant annotated sentences only (the rule Splitter run on
+  each sentence's ``text``). A diagnostic, not the acceptance figure: it
+  separates how well a splitter counts facts from whether the answer's
+  sentences are about the topic at all, which no splitter of the text can know
+  (PerplexityAI answers often describe a namesake: human count 0).
 
 Human count (``human``): the number of ``human-atomic-facts`` of the relevant
 sentences; sentences marked ``is-relevant=false`` have no human facts and add
@@ -42,7 +48,7 @@ from dahl.adapters.rules import split_claims
 from dahl.sentences import split_sentences
 
 MODELS = ("InstructGPT", "ChatGPT", "PerplexityAI")
-COUNTERS = ("rules", "instructgpt_facts", "sentences")
+COUNTERS = ("rules", "instructgpt_facts", "sentences", "rules_relevant", "instructgpt_facts_relevant")
 
 
 def default_data_dir() -> Path:
@@ -53,7 +59,7 @@ def default_data_dir() -> Path:
 
 def answer_counts(row: dict[str, Any]) -> dict[str, int]:
     """Per-answer counts for one FActScore row with non-null ``annotations``."""
-    human = with_irrelevant = facts = 0
+    human = with_irrelevant = facts = rules_relevant = facts_relevant = 0
     for sentence in row["annotations"]:
         model_facts = len(sentence.get("model-atomic-facts") or [])
         facts += model_facts
@@ -61,6 +67,8 @@ def answer_counts(row: dict[str, Any]) -> dict[str, int]:
             n = len(sentence["human-atomic-facts"])
             human += n
             with_irrelevant += n
+            rules_relevant += len(split_claims(sentence["text"]))
+            facts_relevant += model_facts
         elif sentence.get("is-relevant") is False:
             with_irrelevant += model_facts
     return {
@@ -69,6 +77,8 @@ def answer_counts(row: dict[str, Any]) -> dict[str, int]:
         "instructgpt_facts": facts,
         "rules": len(split_claims(row["output"])),
         "sentences": len(split_sentences(row["output"])),
+        "rules_relevant": rules_relevant,
+        "instructgpt_facts_relevant": facts_relevant,
     }
 
 
@@ -126,7 +136,7 @@ def evaluate(data_dir: Path) -> dict[str, Any]:
         name: sum(c[name] for c in pooled)
         for name in ("human", "human_with_irrelevant", *COUNTERS)
     }
-    # Rules + segmentation (segmentation is run twice per answer here: an upper bound).
+    # Rules + segmentation, run on the answer and again on its relevant sentences: an upper bound.
     result["count_us_per_sentence"] = round(elapsed / max(n_sentences, 1) * 1e6, 1)
     return result
 

@@ -103,7 +103,7 @@ class TestEvalPubMedQA:
 
 
 #: Measured on the first 150 PubMedQA pmids (sorted); checked above by the independent count.
-PINNED: dict[str, Any] = {"n_scored": (33, 29), "truthful": 0.853680, "hallucinating": 0.799138, "pair": (10, 0.6374)}
+PINNED: dict[str, Any] = {"n_scored": (34, 30), "truthful": 0.883333, "hallucinating": 0.726667, "pair": (12, 0.2947)}
 
 
 class TestEvalExitStatus:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "COPULAS", "LIST_INTROS", "PREPOSITIONS", "WORD", "Span",
+    "COPULAS", "LIST_INTROS", "PARTICIPLES", "PREPOSITIONS", "WORD", "Span",
     "first_verb", "has_verb", "is_verb", "refine", "subject_of", "words",
 ]
 
@@ -25,7 +25,7 @@ _AUX = frozenset(
 )
 _VERBS = frozenset(
     # Irregular pasts and frequent present-tense verbs; regular pasts are caught by "-ed".
-    "became began won wrote made took went left led held gave got grew saw found built taught "
+    "died became began won wrote made took went left led held gave got grew saw found built taught "
     "brought bought spent sold told ran met came fought knew rose fell drew sang lost paid kept "
     "spoke broke chose sent stood remains becomes causes includes contains reduces "
     "increases affects occurs leads plays works lives serves involves requires helps produces "
@@ -37,7 +37,9 @@ _VERBS = frozenset(
     "contain reduce increase affect occur lead involve require produce inhibit prevent treat "
     "regulate block activate develop promote".split()
 )
-_PARTICIPLES = frozenset("born known shown given taken written seen grown drawn".split())
+_PARTICIPLES = frozenset("born known shown given taken written seen grown drawn gone done begun".split())
+#: Irregular past participles (no "-ed"): a clause whose first verb is one of them has no tense.
+PARTICIPLES = _PARTICIPLES
 _NOT_VERBS = frozenset("red bed need speed seed feed breed hundred bred shed".split())
 LIST_INTROS = frozenset("including like among especially notably".split())
 PREPOSITIONS = frozenset("of in on at for with by from to as into such via than about between".split())
@@ -146,13 +148,18 @@ def _insert_after_subject(claim: str) -> list[str] | None:
             insert = ", ".join(chunks[1:k])
             rest = ", ".join(chunks[k:])
             lead = words(insert)[:1]
+            if re.match(r"(?:e\.g|i\.e|viz|cf)\.", insert):
+                return None  # "Some NSAIDs, e.g. ibuprofen, reduce ...": examples of the subject, one claim
             if lead and lead[0] in ("who", "which"):
                 side = f"{subject} {insert.split(None, 1)[-1]}"
             elif lead and (lead[0] in ("a", "an", "the") or not has_verb(insert)):
                 side = f"{subject} {'was' if _is_past(rest) else 'is'} {insert}"
+            elif re.match(r"(?:also |better |more |commonly |professionally )?known as |born |nicknamed ", insert):
+                # "X, also known as Y, was ..." / "X, born in 1950, is ...": a participle phrase
+                side = f"{subject} {'was' if _is_past(rest) or lead[0] == 'born' else 'is'} {insert}"
             else:
                 return None
-            return [f"{subject} {rest}", side]
+            return [side, f"{subject} {rest}"]  # text order: the insert comes first
     return None
 
 
@@ -303,6 +310,8 @@ def _prepositions(claim: str) -> list[str] | None:
 
 
 _AND = re.compile(r"\s+and\s+")
+# Prepositions outside the phrase lists: a conjunct starts after them too ("alongside A and B").
+_OTHER_PREPOSITIONS = frozenset("alongside against under over across behind beside toward towards near".split())
 _CONJUNCT_STOP = frozenset("that which who whom whose where when while".split())
 _NOT_COORDINATED = frozenset("between both".split())
 _DETERMINERS = frozenset("the a an his her its their".split())
@@ -335,7 +344,9 @@ def _coordination(claim: str) -> list[str] | None:
             word = m.group().lower()
             if "," in claim[m.end() : match.start()] or word in _NOT_COORDINATED:
                 break  # a comma list is rule 3's; "between A and B" is one fact
-            if is_verb(word) or word in PREPOSITIONS or word in _PP_SPLIT or word in LIST_INTROS:
+            if is_verb(word) or word in PREPOSITIONS or word in _PP_SPLIT or word in LIST_INTROS or (
+                word in _OTHER_PREPOSITIONS
+            ):
                 start = m.end()
                 if (
                     word == "of" and after[0].group().lower() in _DETERMINERS
@@ -473,11 +484,162 @@ def _parenthetical(claim: str) -> list[str] | None:
                 found.append(f"{subject} {verb} {prep} {end.strip()}")
     if not found:
         return None
-    return [rest, *found]
+    return [*found, rest]  # text order: the parenthesis comes before the predicate
+
+
+# A title (capitalized words, or quoted) followed by its year: "the film Rashomon (1950)".
+_DATED_TITLE = re.compile(
+    r"(?:[\"“]([^\"”]+)[\"”]|([A-Z][\w'’&:-]*(?:\s+(?:(?:of|the|a|an|and|in|on|to|for|with|from|at|&)\s+)*"
+    r"[A-Z0-9][\w'’&:-]*)*))\s*\(((?:1[5-9]|20)\d\d(?:\s*[–-]\s*(?:(?:1[5-9]|20)\d\d|\d\d|present))?)\)"
+)
+
+
+def _dated_title(claim: str) -> list[str] | None:
+    """"He starred in Rashomon (1950)" -> "He starred in Rashomon", "Rashomon is from 1950".
+
+    A year in parentheses after a title (a film, album, book, series) is a fact of
+    its own: FActScore annotators write it as "Rashomon was released in 1950"; the
+    verb is unknown here, so "is from".
+
+    Only after the first verb (a year right after the subject is a life span, see
+    :func:`_parenthetical`).
+    """
+    for match in _DATED_TITLE.finditer(claim):
+        if not has_verb(claim[: match.start()]):
+            continue
+        title = (match.group(1) or match.group(2)).strip()
+        if not words(title):
+            continue
+        paren = claim.index("(", match.start())
+        main = (claim[:paren].rstrip() + claim[match.end() :]).strip()
+        # Text order: the words up to the title, its year, then the rest (whose first claim
+        # repeats the first one and is dropped as a duplicate).
+        years = re.split(r"\s*[–-]\s*", match.group(3))
+        if len(years) == 2 and len(years[1]) == 2:
+            years[1] = years[0][:2] + years[1]  # "2005–09": the end year in the start's century
+        dated = f"{title} is from {years[0]}" if len(years) == 1 else f"{title} ran from {years[0]} to {years[1]}"
+        return [claim[:paren].rstrip(" ,"), dated, main]
+    return None
+
+
+_BORN_NAME = re.compile(r"([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*)\s*\((born\s[^()]*)\)")
+
+
+def _born_after_verb(claim: str) -> list[str] | None:
+    """"They have a son, Keykhosrow (born 1971)" -> "They have a son, Keykhosrow", "Keykhosrow was born 1971".
+
+    A "(born ...)" after a name later in the claim dates that person, as the
+    subject's does (:func:`_parenthetical`); only after the first verb.
+    """
+    for match in _BORN_NAME.finditer(claim):
+        if not has_verb(claim[: match.start()]):
+            continue
+        paren = claim.index("(", match.start())
+        born = match.group(2).replace(_HIDDEN_COMMA, ",")
+        main = (claim[:paren].rstrip() + claim[match.end() :]).strip()
+        return [claim[:paren].rstrip(" ,"), f"{match.group(1)} was {born}", main]
+    return None
+
+
+_PLACE_NAME = r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|de|da|del|do|on|upon)\s+)?[A-Z][\w'’.-]*)*"
+# "in Yanai, Yamaguchi, Japan" at the end of a claim: a place, then the places that contain it.
+_PLACE_CHAIN = re.compile(rf"\b(?:in|at|from|near)\s+({_PLACE_NAME})((?:,\s+{_PLACE_NAME})+)\s*([.!]?)\Z")
+
+
+def _place_chain(claim: str) -> list[str] | None:
+    """"He was born in Yanai, Yamaguchi, Japan." -> "He was born in Yanai", "Yanai is in Yamaguchi", "Yamaguchi is in Japan.".
+
+    A place followed by commas and capitalized names ending the claim names the
+    places that contain it; FActScore annotators write each as a fact ("Perth is
+    in Western Australia").
+    """
+    match = _PLACE_CHAIN.search(claim)
+    if match is None or not has_verb(claim[: match.start()]):
+        return None
+    places = [match.group(1), *(p.strip() for p in match.group(2).split(",")[1:])]
+    if any(is_verb(w) for p in places for w in words(p)):
+        return None
+    out = [claim[: match.start(2)].rstrip(" ,")]
+    out += [f"{inner} is in {outer}" for inner, outer in zip(places, places[1:])]
+    out[-1] += match.group(3)
+    return out
+
+
+# A quoted title right after the noun it names: 'the reality TV show "New Zealand Idol"'.
+_NAMED = re.compile(
+    r"\b([a-z][\w'-]*)\s+([\"“][A-Z][^\"”]*[\"”]"
+    r"|[A-Z][\w'’.&-]*(?:\s+(?:(?:of|the|and|de|&)\s+)*[A-Z0-9][\w'’.&-]*)*)"
+)
+_NOT_NOUN = frozenset(
+    "and or but nor the a an his her its their our my your as than include includes included "
+    "called titled entitled named nicknamed dubbed known".split()
+)
+# Not a noun before a name: quantifiers, numerals, ordinals, "former", name particles ("van").
+_NOT_HEAD_NOUN = frozenset(
+    "former several two three four five six seven eight nine ten first second third fourth fifth last "
+    "other another multiple various numerous both one many some few all each every now ever "
+    "van von der den des del de da di du la le to who which that where when while into onto upon "
+    "without throughout across against toward towards under over near alongside through during after "
+    "before since until among within around behind beyond beside besides despite except per versus via "
+    "than then also".split()
+)
+_DETERMINED = re.compile(r"(?:the|a|an|his|her|its|their)\s", re.IGNORECASE)
+
+
+def _ends_phrase(rest: str) -> bool:
+    """True when ``rest`` (the text after a name) starts a new phrase: nothing, punctuation, or a function word or verb."""
+    following = words(rest)[:1]
+    return not rest.strip() or rest.lstrip()[:1] in ",.;:!?)" or (
+        bool(following) and (following[0] in PREPOSITIONS or following[0] in _NOT_NOUN
+                             or following[0] in _NOT_HEAD_NOUN or is_verb(following[0]))
+    )
+
+
+def _depth(text: str, at: int) -> int:
+    return text.count("(", 0, at) - text.count(")", 0, at)
+
+
+def _named_title(claim: str) -> list[str] | None:
+    """'He won the show "Idol" in 2004' -> 'He won the show', 'The show is "Idol"', 'He won the show in 2004'.
+
+    A close apposition (a common noun, then a quoted name) says two things: what the
+    sentence says of the thing, and that the thing is named so; FActScore annotators
+    write both ("The reality TV show was called New Zealand Idol"). Only after the first
+    verb and only when the noun phrase before the title is found (:func:`_last_noun_phrase`);
+    a word that names by itself ("called", "titled") or a function word before the quote
+    gives no claim. The words after the title, if any, make a third claim.
+    """
+    for match in _NAMED.finditer(claim):
+        noun = match.group(1).lower()
+        before = claim[: match.end(1)]
+        if noun in _NOT_NOUN or noun in PREPOSITIONS or noun in LIST_INTROS or is_verb(noun):
+            continue
+        if not has_verb(before) or claim.count('"', 0, match.start(2)) % 2:
+            continue
+        phrase = _last_noun_phrase(before)
+        if not phrase or has_verb(phrase):
+            continue
+        if match.group(2)[0] not in "\"“" and (
+            noun in _NOT_HEAD_NOUN or noun.endswith(("ing", "ly")) or _is_adjective(noun)
+            or not _DETERMINED.match(phrase) or _depth(claim, match.start(2))
+        ):
+            continue  # an unquoted name: only after "the/his ... <noun>" ("the band The Living End")
+        if match.group(2)[0] not in "\"“" and not _ends_phrase(claim[match.end(2) :]):
+            continue  # "the reality TV show": the capitals are inside the noun phrase
+        first, _, rest_words = phrase.partition(" ")
+        if first.lower() in ("a", "an"):
+            phrase = f"the {rest_words}"
+        title = match.group(2)
+        out = [before, f"{phrase[:1].upper()}{phrase[1:]} is {title}"]
+        rest = claim[match.end(2) :]
+        if words(rest):
+            out.append(f"{before}{rest}")  # the title's words are the naming claim's own
+        return out
+    return None
 
 
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01
-_SPLITS = (_parenthetical, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
+_SPLITS = (_parenthetical, _dated_title, _born_after_verb, _named_title, _place_chain, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
 
 
 def refine(claim: str, depth: int = 0) -> list[str]:

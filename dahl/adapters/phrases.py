@@ -1,11 +1,11 @@
-"""Rule 5 of the rule Splitter (rules/v5): one claim per phrase boundary, growing.
+"""Rule 5 of the rule Splitter (rules/v6): one claim per phrase hung on a sentence's head.
 
 A sentence often packs several checkable facts into phrases hung one after
-another on its head: "Insulin is secreted by beta cells in the pancreas during
-fasting". Human annotators of FActScore (Min et al. 2023) write such a sentence
-as several atomic facts. This rule cuts the claim before each marker of a closed
-list and emits every prefix of the claim that ends at a cut, then the whole
-claim:
+another on its head: "Takeo Miki died in Tokyo at the age of 81 due to heart
+failure". Human annotators of FActScore (Min et al. 2023) write such a
+sentence as several atomic facts, each restating the head: "Takeo Miki died in
+Tokyo.", "Takeo Miki died at the age of 81.", "Takeo Miki died due to heart
+failure." This rule cuts the claim before each marker of a closed list:
 
 * subordinators: because, although, though, whereas, while, since, despite, unless;
 * relatives and complementizers: which, that, who, where, when, if;
@@ -14,21 +14,26 @@ claim:
 * prepositions: with, without, in, during, after, before, among, for, at, on,
   from, than, versus, as well as.
 
-"Insulin is secreted by beta cells", "Insulin is secreted by beta cells in the
-pancreas", then the whole sentence. A prefix keeps every earlier phrase, so a
-phrase stays attached to the noun it modifies ("known for her work in
-genetics", never "known in genetics"). A claim's own text is the phrase it
-adds (the first prefix's own text is the whole prefix): the Splitter points
-the claim's span at it, and the evidence Checker judges only those words.
-
-* conjunctions: and, or, but (not inside a phrase opened by "between" or "both":
-  "between 1985 and 2014" stays whole).
+The **head** is the text before the first cut (subject, verb, object: "Takeo
+Miki died"). The claim's text is then divided at the **boundaries**: the cuts
+whose prefix says something on its own (it does not stop on a verb, an
+auxiliary, a participle or a reporting verb: "He was born", "a disease caused",
+"Our results suggest" say nothing). The first segment is a claim as written
+("Takeo Miki died in Tokyo"); every later segment that attaches to the verb
+(a time or place: "in 1990", "in Tokyo", "at the age of 81"; a cause or
+concession: "because ...", "due to ...") is a claim with the head restored
+before it ("Takeo Miki died" + "at the age of 81"); any other segment may
+modify the noun before it ("caused by mutations in the CFTR gene"), so its
+claim keeps all the words before it. Segments do not
+share words of the claim: each claim's **own text** is its segment, which
+the Splitter maps to the claim's source span.
 
 Not cut: inside parentheses; before a capitalized marker (a title: "Turn On");
-before the first word. A prefix whose last word is a verb, auxiliary or
-participle ("He was born", "He has", "a disease caused") says nothing on its
-own and is not emitted ("written and arranged by X" gives no "written" claim);
-nor is a prefix without a letter.
+before the first word; right after an abbreviation that binds to the words
+after it (:data:`dahl.sentences.NON_FINAL`: "20% resp. in the two arms").
+Coordination ("and", "or", "but") is not this rule's: the clause and
+coordination rules (:mod:`dahl.adapters.clauses`) split "A and B" only when
+both sides are whole conjuncts ("a rare but serious side effect" stays whole).
 
 Measured with ``python -m bench.splitter_eval`` (FActScore human atomic-fact
 counts, 352 answers): see :mod:`dahl.adapters.rules` for the figures.
@@ -39,6 +44,7 @@ from __future__ import annotations
 import re
 
 from dahl.adapters.clauses import WORD, is_verb
+from dahl.sentences import NON_FINAL
 
 __all__ = ["MARKERS", "phrase_claims"]
 
@@ -49,11 +55,18 @@ MARKERS = (
     "|by|due to|through|via|compared (?:with|to)|leading to|resulting in|particularly"
     "|especially|including|such as"
     "|with|without|in|during|after|before|among|for|at|on|from|than|versus|as well as"
-    "|and|or|but"
 )
 # Case-sensitive on purpose: a capitalized marker mid-claim belongs to a name or title.
 _CUT = re.compile(rf"[,;]?\s+(?=(?:{MARKERS})\b)")
-_TRIM = " ,;."
+_TRIM = " ,;"
+# A phrase that attaches to the verb, so the head is restored before it: a time or place
+# ("in Tokyo", "in 1990", "on 5 May", "at the age of 81") or a cause / concession clause.
+# Any other phrase may modify the noun before it ("caused by mutations in the CFTR gene",
+# "known for her work in genetics"): its claim keeps the words before it.
+_ADJUNCT = re.compile(
+    r"(?:(?:in|on|at|during|after|before|since|from|until)\s+(?:[A-Z0-9]|the age\b|the (?:early|late|mid)\b)"
+    r"|(?:because|although|though|whereas|while|despite|unless|due to)\b)"
+)
 
 
 def _depth_at(text: str, end: int) -> int:
@@ -63,9 +76,6 @@ def _depth_at(text: str, end: int) -> int:
 
 # Reporting verbs in their base form (the closed verb lists hold only "suggests", "shows").
 _REPORTING = frozenset("suggest indicate show demonstrate reveal imply confirm".split())
-# A phrase opened by these takes an "and" of its own: "between 1985 and 2014".
-_PAIRED = frozenset({"between", "both"})
-_CONJUNCTION = frozenset({"and", "or", "but"})
 
 
 def _says_something(prefix: str) -> bool:
@@ -78,47 +88,70 @@ def _says_something(prefix: str) -> bool:
 
 
 def _cuts(claim: str) -> list[tuple[int, int]]:
-    """(start, end) of each cut: outside parentheses, not first, not inside "between A and B"."""
+    """(start, end) of each cut: outside parentheses, not first, not after a binding abbreviation."""
     cuts: list[tuple[int, int]] = []
-    phrase_start = 0
     for match in _CUT.finditer(claim):
         if match.start() == 0 or _depth_at(claim, match.start()) > 0:
             continue
-        marker = WORD.match(claim, match.end())
-        if marker is not None and marker.group() in _CONJUNCTION:
-            phrase = {w.lower() for w in WORD.findall(claim, phrase_start, match.start())}
-            if phrase & _PAIRED:
-                continue
+        last = claim[: match.start()].rsplit(None, 1)[-1]
+        if last in NON_FINAL or last.lower() in NON_FINAL:
+            continue
+        if claim.startswith("since", match.end()) and _next_is_verb(claim, match.end() + 5):
+            continue  # "He has since gone on to ...": an adverb here, not a clause
+        if _inside_name(claim, match.start(), match.end()):
+            continue  # "the Minister of State for Environment": a preposition inside a name
         cuts.append((match.start(), match.end()))
-        phrase_start = match.end()
     return cuts
 
 
+_NAME_AFTER = re.compile(
+    r"(?:for|in|on|at|from|with|by)\s+(?:the\s+|of\s+)?"
+    r"(?!(?:January|February|March|April|May|June|July|August|September|October|November|December)\b)[A-Z]"
+)
+
+
+def _inside_name(claim: str, start: int, end: int) -> bool:
+    """True when the cut at ``claim[start:end]`` sits between two capitalized words, with no
+    comma before it ("Minister of State for Environment", "Award for Investigative Reporting");
+    a month after it starts a date, not a name ("London in March 1990")."""
+    before = claim[:start].rsplit(None, 1)[-1:] if not claim[start:end].startswith((",", ";")) else []
+    return bool(before) and before[0][:1].isupper() and _NAME_AFTER.match(claim, end) is not None
+
+
+def _next_is_verb(claim: str, at: int) -> bool:
+    """True when the word at or after offset ``at`` of ``claim`` is a verb."""
+    word = WORD.search(claim, at)
+    return word is not None and is_verb(word.group().lower())
+
+
 def phrase_claims(claim: str) -> list[tuple[str, str]]:
-    """Cut ``claim`` at its phrase markers and return its growing prefixes.
+    """Cut ``claim`` at its phrase boundaries (module docstring) into head-restored claims.
 
     Args:
         claim: one claim's text.
 
     Returns:
-        ``(claim_text, own_text)`` pairs in text order: one per prefix ending
-        at a cut (dropped when it stops on a verb), then ``(claim, last
-        phrase)``; ``own_text`` is the phrase the prefix adds to the one
-        before. A claim without a cut gives ``[(claim, claim)]``. Texts are
-        stripped of surrounding spaces, commas, semicolons and periods, except the
-        whole claim, returned as given.
+        ``(claim_text, own_text)`` pairs in text order: the first segment as
+        written, then the head + each later segment; ``own_text`` is the
+        segment itself, a substring of ``claim``, and the segments of one claim
+        do not overlap. A claim without a boundary gives ``[(claim, claim)]``.
+        Texts are stripped of surrounding spaces, commas and semicolons; the
+        last keeps the claim's closing punctuation.
     """
     cuts = _cuts(claim)
-    if not cuts:
+    boundaries = [(a, b) for a, b in cuts if _says_something(claim[:a])]
+    if not boundaries:
         return [(claim, claim)]
-    out: list[tuple[str, str]] = []
-    start = 0  # where the words not yet in an emitted claim begin
-    for cut_start, cut_end in cuts:
-        prefix = claim[:cut_start].strip(_TRIM)
-        own = claim[start:cut_start].strip(_TRIM)
-        if own and _says_something(prefix):
-            out.append((prefix, own))
-            start = cut_end
-    last = claim[start:].strip(_TRIM)
-    out.append((claim, last or claim))
+    head = claim[: cuts[0][0]].strip(_TRIM)
+    first = claim[: boundaries[0][0]].strip(_TRIM)
+    out = [(first, first)]
+    ends = [a for a, _ in boundaries[1:]] + [len(claim)]
+    for (_, seg_start), seg_end in zip(boundaries, ends, strict=True):
+        own = claim[seg_start:seg_end].strip(_TRIM)
+        if not own:
+            continue
+        if _ADJUNCT.match(own):
+            out.append((f"{head} {own}", own))
+        else:
+            out.append((claim[:seg_end].strip(_TRIM), own))  # modifies the noun before it
     return out

@@ -7,26 +7,34 @@ from dahl.adapters.rules import split_claims
 
 
 class TestPhraseClaims:
-    def test_growing_prefixes_with_own_phrase(self) -> None:
-        """Each cut gives the prefix before it, paired with the phrase it adds."""
+    def test_noun_phrase_keeps_words_before(self) -> None:
+        """A phrase that may modify the noun before it keeps the words before it; segments are disjoint."""
         assert phrase_claims("Insulin binds receptors on muscle cells in the liver.") == [
             ("Insulin binds receptors", "Insulin binds receptors"),
             ("Insulin binds receptors on muscle cells", "on muscle cells"),
-            ("Insulin binds receptors on muscle cells in the liver.", "in the liver"),
+            ("Insulin binds receptors on muscle cells in the liver.", "in the liver."),
+        ]
+
+    def test_adjunct_gets_head_restored(self) -> None:
+        """A time or place phrase attaches to the verb: the head is restored before it."""
+        assert phrase_claims("Takeo Miki died in Tokyo at the age of 81 due to heart failure.") == [
+            ("Takeo Miki died in Tokyo", "Takeo Miki died in Tokyo"),
+            ("Takeo Miki died at the age of 81", "at the age of 81"),
+            ("Takeo Miki died due to heart failure.", "due to heart failure."),
         ]
 
     def test_prefix_on_participle_dropped(self) -> None:
         """'Insulin is secreted' stops on a participle: the first claim adds 'by beta cells' to it."""
         assert phrase_claims("Insulin is secreted by beta cells in the pancreas.") == [
             ("Insulin is secreted by beta cells", "Insulin is secreted by beta cells"),
-            ("Insulin is secreted by beta cells in the pancreas.", "in the pancreas"),
+            ("Insulin is secreted by beta cells in the pancreas.", "in the pancreas."),
         ]
 
     def test_prefix_ending_on_verb_is_dropped_and_its_words_carried(self) -> None:
-        """'He was born' says nothing alone: not emitted, its words go to the next claim."""
+        """'He was born' says nothing alone: not emitted; 'in 1900' gets it restored as its head."""
         assert phrase_claims("He was born in Rome in 1900") == [
             ("He was born in Rome", "He was born in Rome"),
-            ("He was born in Rome in 1900", "in 1900"),
+            ("He was born in 1900", "in 1900"),
         ]
 
     def test_reporting_verb_prefix_dropped(self) -> None:
@@ -49,12 +57,19 @@ class TestPhraseClaims:
         """Parentheses, capitalized markers, 'between A and B' and a leading marker are not cut."""
         assert phrase_claims(claim) == [(claim, claim)]
 
-    def test_conjunction_cut(self) -> None:
-        """'and' outside 'between ... and' cuts: 'X reduces A and B' gives 'X reduces A' first."""
-        assert phrase_claims("X reduces pain and fever") == [
-            ("X reduces pain", "X reduces pain"),
-            ("X reduces pain and fever", "and fever"),
-        ]
+    @pytest.mark.parametrize(
+        "claim",
+        ["X reduces pain and fever", "Lactic acidosis is a rare but serious side effect"],
+        ids=["and", "but"],
+    )
+    def test_no_conjunction_cut(self, claim: str) -> None:
+        """'and' / 'but' are the coordination rule's, not this rule's: no truncated 'is a rare'."""
+        assert phrase_claims(claim) == [(claim, claim)]
+
+    def test_no_cut_after_binding_abbreviation(self) -> None:
+        """'resp.' binds to the words after it: no cut before 'in the two arms'."""
+        claim = "Rates were 30% and 20% resp. in the two arms."
+        assert phrase_claims(claim) == [(claim, claim)]
 
     def test_no_marker(self) -> None:
         """A claim without a marker comes back whole, as its own text."""
@@ -63,10 +78,10 @@ class TestPhraseClaims:
 
 class TestOwnSpans:
     def test_span_points_at_added_phrase(self) -> None:
-        """In split_claims, a prefix claim's span covers only the phrase it adds."""
+        """In split_claims, a phrase claim's span covers only the phrase it adds."""
         text = "He joined the army in 1990."
         out = split_claims(text)
         assert [(claim, text[a:b]) for claim, (a, b), _ in out] == [
             ("He joined the army", "He joined the army"),
-            ("He joined the army in 1990.", "in 1990"),
+            ("He joined the army in 1990.", "in 1990."),
         ]

@@ -87,11 +87,11 @@ class TestSplitClaims:
             ("He married Jane, who was an actress.", ["He married Jane", "Jane was an actress."]),
             (
                 "Aspirin, which inhibits COX-1, reduces fever.",
-                ["Aspirin reduces fever.", "Aspirin inhibits COX-1"],
+                ["Aspirin inhibits COX-1", "Aspirin reduces fever."],
             ),
             (
                 "Doug Sheehan, an American actor, was born in Santa Monica.",
-                ["Doug Sheehan was born in Santa Monica.", "Doug Sheehan was an American actor"],
+                ["Doug Sheehan was an American actor", "Doug Sheehan was born in Santa Monica."],
             ),
             (
                 "Metformin lowers blood glucose, reducing the risk of complications.",
@@ -100,7 +100,7 @@ class TestSplitClaims:
             ("He moved to Rome, where he taught Latin.", ["He moved to Rome", "he taught Latin."]),
             (
                 "He was born on July 27, 1942, in Pensacola, Florida.",
-                ["He was born on July 27, 1942", "He was born in Pensacola, Florida."],
+                ["He was born on July 27, 1942", "He was born in Pensacola", "Pensacola is in Florida."],
             ),
             (
                 "Insulin is secreted by beta cells in the pancreas during fasting.",
@@ -125,13 +125,13 @@ class TestSplitClaims:
         [
             (
                 "Tim Fischer (born 3 May 1946) is an Australian politician.",
-                ["Tim Fischer is an Australian politician.", "Tim Fischer was born 3 May 1946"],
+                ["Tim Fischer was born 3 May 1946", "Tim Fischer is an Australian politician."],
             ),
             (
                 "Takeo Miki (1907-1988) was a Japanese politician.",
                 [
-                    "Takeo Miki was a Japanese politician.", "Takeo Miki was born in 1907",
-                    "Takeo Miki died", "Takeo Miki died in 1988",
+                    "Takeo Miki was born in 1907", "Takeo Miki died in 1988",
+                    "Takeo Miki was a Japanese politician.",
                 ],
             ),
             (
@@ -158,15 +158,109 @@ class TestSplitClaims:
         assert texts(text) == expected
 
     def test_lists_after_including(self) -> None:
-        """After 'including', four comma items need no final 'and'; commas in '(...)' stay."""
+        """After 'including', four comma items need no final 'and'; commas in '(...)' stay; a title's year is a claim."""
         text = "She starred in films including Tru (2003, US), Bring It On (2000), Wrong Turn, Giallo."
         assert texts(text) == [
             "She starred in films",
+            "Tru is among films",
             "She starred in films including Tru (2003, US)",
-            "She starred in films including Bring It On (2000)",
+            "Bring It On is among films",
+            "She starred in films including Bring It On",
+            "Bring It On is from 2000",
+            "Wrong Turn is among films",
             "She starred in films including Wrong Turn",
+            "Giallo is among films",
             "She starred in films including Giallo.",
         ]
+
+    def test_list_after_comma_including(self) -> None:
+        """', including A, B, and C' after a noun: per item, a claim that it is of that kind (owning its connector) and the item's claim."""
+        text = "He has managed a number of clubs in Italy, including Parma, Bologna, Empoli, and Milan."
+        assert split_claims(text) == [
+            ("He has managed a number of clubs", (0, 32), 0),
+            ("He has managed a number of clubs in Italy", (33, 41), 0),
+            ("Parma is among a number of clubs in Italy", (43, 52), 0),  # "including"
+            ("He has managed a number of clubs in Italy, including Parma", (53, 58), 0),
+            ("Bologna is among a number of clubs in Italy", (58, 59), 0),  # ","
+            ("He has managed a number of clubs in Italy, including Bologna", (60, 67), 0),
+            ("Empoli is among a number of clubs in Italy", (67, 68), 0),
+            ("He has managed a number of clubs in Italy, including Empoli", (69, 75), 0),
+            ("Milan is among a number of clubs in Italy", (75, 80), 0),  # ", and"
+            ("He has managed a number of clubs in Italy, including Milan.", (81, 87), 0),
+        ]
+
+    def test_quoted_titles_are_names(self) -> None:
+        """Words inside a quoted title are no verb or preposition ("The Blue Rose", "Like a Boss")."""
+        text = 'She appeared in films such as "The Blue Rose" (2017) and "Like a Boss" (2020).'
+        assert texts(text) == [
+            "She appeared in films",
+            '"The Blue Rose" is among films',
+            'She appeared in films such as "The Blue Rose"',
+            "The Blue Rose is from 2017",
+            '"Like a Boss" is among films',
+            'She appeared in films such as "Like a Boss"',
+            "Like a Boss is from 2020",
+        ]
+
+    def test_list_commas_inside_quotes(self) -> None:
+        """'"A," "B," and "C."' (the comma inside the closing quote) is a list all the same."""
+        text = 'Palmer gained recognition for films such as "I Am Number Four," "Warm Bodies," and "Hacksaw Ridge."'
+        assert split_claims(text) == [
+            ("Palmer gained recognition", (0, 25), 0),
+            ("Palmer gained recognition for films", (26, 35), 0),
+            ('"I Am Number Four" is among films', (36, 43), 0),
+            ('Palmer gained recognition for films such as "I Am Number Four,"', (44, 61), 0),
+            # The comma inside the closing quote is the separator: the next membership claim owns it.
+            ('"Warm Bodies" is among films', (61, 63), 0),
+            ('Palmer gained recognition for films such as "Warm Bodies,"', (64, 76), 0),
+            ('"Hacksaw Ridge" is among films', (76, 82), 0),
+            ('Palmer gained recognition for films such as "Hacksaw Ridge."', (83, 99), 0),
+        ]
+
+    def test_such_noun_as(self) -> None:
+        """'such classic films as A, B, and C' is a list introduced like 'such as'."""
+        text = "He starred in such classic films as The Sea Hawk (1940), Robin Hood (1938), and Captain Blood (1935)."
+        assert texts(text) == [
+            "He starred in such classic films as The Sea Hawk",  # its span: "He starred in"
+            "The Sea Hawk is among classic films",  # its span: "such classic films as The Sea Hawk"
+            "The Sea Hawk is from 1940",
+            "Robin Hood is among classic films",
+            "He starred in such classic films as Robin Hood",
+            "Robin Hood is from 1938",
+            "Captain Blood is among classic films",
+            "He starred in such classic films as Captain Blood",
+            "Captain Blood is from 1935",
+        ]
+
+    def test_preposition_inside_a_name(self) -> None:
+        """No phrase cut between two capitalized words ('Minister of State for Social Justice'); a month is a date."""
+        assert texts("She served as the Minister of State for Social Justice in the past.") == [
+            "She served as the Minister of State for Social Justice",
+            "She served as the Minister of State for Social Justice in the past.",
+        ]
+        assert texts("He moved to London in March 1990.") == ["He moved to London", "He moved to London in March 1990."]
+
+    def test_born_after_a_name(self) -> None:
+        """A '(born ...)' after a name later in the sentence dates that person."""
+        text = "They have a daughter named Francesca (born January 19, 2015)."
+        assert texts(text) == ["They have a daughter named Francesca", "Francesca was born January 19, 2015"]
+
+    def test_quoted_name_after_noun(self) -> None:
+        """'the reality TV show "X"' names the show: a claim of its own, owning the title's span."""
+        text = 'He won the reality TV show "New Zealand Idol" in 2004.'
+        assert split_claims(text) == [
+            ("He won the reality TV show", (0, 26), 0),
+            ('The reality TV show is "New Zealand Idol"', (27, 45), 0),
+            ("He won the reality TV show in 2004.", (46, 54), 0),
+        ]
+        # An unquoted name after "the/his ... <noun>" too; capitals inside the noun phrase do not count.
+        text = "Cheney is the lead vocalist of the rockabilly band The Living End, which he formed in 1994."
+        assert texts(text)[:2] == ["Cheney is the lead vocalist of the rockabilly band", "The rockabilly band is The Living End"]
+        assert texts("He married his wife Jane Doe in 1990.") == [
+            "He married his wife", "His wife is Jane Doe", "He married his wife in 1990.",
+        ]
+        # A word that names by itself, or a verb, before the quote gives no naming claim.
+        assert texts('He released a single called "Sukiyaki".') == ['He released a single called "Sukiyaki".']
 
     def test_non_claims_dropped_and_intro_carried(self) -> None:
         """Chatter and headings go; an intro ending with ':' is carried into verbless items."""
@@ -198,10 +292,10 @@ class TestSplitClaims:
         assert texts(text) == expected
 
     def test_spans_point_into_text(self) -> None:
-        """Each claim's span covers the words it was made from."""
+        """Each claim's span runs from its own first word to the next claim's; the first holds the head."""
         text = "Aspirin causes nausea, headache, and dizziness."
         assert [text[a:b] for _, (a, b), _ in split_claims(text)] == [
-            "nausea",
+            "Aspirin causes nausea",
             "headache",
             "dizziness.",
         ]
@@ -245,7 +339,6 @@ class TestExampleRegressions:
                 "ratio (INR).",
                 [
                     "Warfarin inhibits vitamin K epoxide reductase",
-                    "Warfarin reduces the synthesis of clotting factors II, VII, IX",
                     "Warfarin reduces the synthesis of clotting factors II, VII, IX and X.",
                     "Its effect is monitored with the international normalized ratio (INR).",
                 ],
@@ -255,7 +348,7 @@ class TestExampleRegressions:
              "participle-conjugated-and-roman-numeral-stop"],
     )
     def test_examples(self, text: str, expected: list[str]) -> None:
-        """The README example answers give whole, grammatical claims and their growing prefixes (rules/v5)."""
+        """The README example answers give whole, grammatical claims (rules/v6)."""
         assert texts(text) == expected
 
     @pytest.mark.parametrize(
@@ -295,15 +388,15 @@ class TestRuleSplitter:
         claims = await RuleSplitter().split(answer)
         assert claims == [
             Claim(text="Zinc is a metal.", index=0, span=(0, 16), sentence=0),
-            Claim(text="It is grey", index=1, span=(23, 27), sentence=1),
+            Claim(text="It is grey", index=1, span=(17, 27), sentence=1),
             Claim(text="It is shiny.", index=2, span=(32, 38), sentence=1),
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v5."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v6."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v5"
+        assert splitter.fingerprint == "rules/v6"
 
 
 class TestAgainstFactScoreHumans:
@@ -318,8 +411,10 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v5): r = 0.5481, mean ratio 0.8788 on 352 answers (127 + 110 + 115);
-        # rules/v4 had r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
+        # Measured (rules/v6): r = 0.6637, mean ratio 0.9219 on 352 answers (127 + 110 + 115);
+        # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
+        # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
+        # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert pooled["rules"]["pearson_r"] >= 0.54
-        assert 0.86 <= pooled["rules"]["mean_ratio"] <= 0.90
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6637
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9219
