@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 import anyio
@@ -276,6 +277,15 @@ def score(
     _finish(report)
 
 
+def _sigterm_handler(_signum: int, _frame: FrameType | None) -> None:
+    # SIGINT lets asyncio cancel the run as on Ctrl-C. A background job (``dahl ... &`` in a script)
+    # starts with SIGINT ignored: asyncio then installs no handler and SIGINT would be dropped.
+    if callable(signal.getsignal(signal.SIGINT)):
+        signal.raise_signal(signal.SIGINT)
+    else:
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def _sigterm_as_ctrl_c() -> Iterator[None]:
     """While the run lasts, SIGTERM (``kill``, a job scheduler) stops it as Ctrl-C does: finished
@@ -283,7 +293,7 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
-    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    previous = signal.signal(signal.SIGTERM, _sigterm_handler)
     try:
         yield
     finally:

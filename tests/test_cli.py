@@ -509,9 +509,16 @@ class TestOptions:
                         adapters=AdapterSettings(checker="fake"))
 
 
+# Runs dahl as a shell's background job does (``dahl score ... &`` in a script): SIGINT ignored.
+_SIGINT_IGNORED = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                   "sys.argv[0] = 'dahl'; runpy.run_module('dahl', run_name='__main__')")
+
+
 class TestSigterm:
-    def test_sigterm_stops_like_ctrl_c(self, tmp_path: Path, mocks: object) -> None:
-        """SIGTERM mid-run exits 130 with the interrupted line; the answers written are whole lines."""
+    @pytest.mark.parametrize("launch", [["-m", "dahl"], ["-c", _SIGINT_IGNORED]], ids=["foreground", "background-job"])
+    def test_sigterm_stops_like_ctrl_c(self, tmp_path: Path, mocks: object, launch: list[str]) -> None:
+        """SIGTERM mid-run exits 130 with the interrupted line, also with SIGINT ignored (it was ignored
+        there, the run went on to the end); the answers written are whole lines."""
         import signal
         import time
 
@@ -521,7 +528,7 @@ class TestSigterm:
         answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
         write_answers(answers, 400)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dahl", "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
+            [sys.executable, *launch, "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
              "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
              "--no-progress"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
