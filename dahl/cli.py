@@ -166,7 +166,7 @@ def main(verbose: int) -> None:
 @click.option("--gamma", default=10.0, show_default=True, type=FINITE,
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Verdict cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the verdict cache.")

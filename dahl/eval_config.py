@@ -50,6 +50,7 @@ optional; unknown tables and keys are errors naming the file and the key::
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -231,6 +232,8 @@ def _questions(r: _Reader, data: Mapping[str, Any]) -> QuestionsSpec:
         raise r.fail("[questions]", "needs file (the questions CSV/TSV or JSONL)")
     file = r.file("[questions]", "file", t["file"])
     fraction = t.get("fraction")
+    if t.get("seed", 0) < 0:
+        raise r.fail("[questions]", f"seed must be >= 0, got {t['seed']}")
     if fraction is not None:
         if not 0.0 < fraction <= 1.0:
             raise r.fail("[questions]", f"fraction must be in (0, 1], got {fraction}")
@@ -330,6 +333,8 @@ def _leaderboard(r: _Reader, data: Mapping[str, Any]) -> LeaderboardSpec:
     compare = r.choice("[leaderboard]", "compare", t.get("compare", "all"), ("all", "adjacent"))
     if t.get("n_boot", 1000) < 1:
         raise r.fail("[leaderboard]", f"n_boot must be >= 1, got {t['n_boot']}")
+    if t.get("seed", 0) < 0:
+        raise r.fail("[leaderboard]", f"seed must be >= 0, got {t['seed']}")
     return LeaderboardSpec(metric, compare, t.get("by_category", False),  # type: ignore[arg-type]
                            t.get("seed", 0), t.get("n_boot", 1000))
 
@@ -378,8 +383,8 @@ def load_eval_config(path: Path, *, out_dir: Path | None = None, cache_dir: Path
     if twice:
         raise ConfigError(f"{path}: [[models]] name given twice: {', '.join(twice)}")
     score = r.table(data, "score", _TABLES["score"])
-    if score.get("gamma", 10.0) < 0 or score.get("k", 64) < 1:
-        raise r.fail("[score]", "gamma must be >= 0 and k >= 1")
+    if not 0 <= score.get("gamma", 10.0) < math.inf or score.get("k", 64) < 1:
+        raise r.fail("[score]", "gamma must be a finite number >= 0 and k >= 1")
     adapters = _adapters(r, data)
     return EvalConfig(
         path=path,

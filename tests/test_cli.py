@@ -500,6 +500,16 @@ class TestOptions:
         assert f"Invalid value for '{option}'" in text and f"{value!r} is not a finite number" in text
         assert not (tmp_path / "o").exists()
 
+    @pytest.mark.parametrize("command", [["score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake"],
+                                         ["leaderboard", "."], ["report", "."], ["study", "temperature", "."],
+                                         ["sample", str(EXAMPLES / "answers.jsonl"), "--fraction", "0.5"]],
+                             ids=["score", "leaderboard", "report", "study", "sample"])
+    def test_negative_seed_is_a_usage_error(self, tmp_path: Path, command: list[str]) -> None:
+        """--seed -1 exits 2 naming the option (it was a numpy traceback, exit 1)."""
+        code, text = run(*command, "-o", str(tmp_path / "o"), "--seed", "-1")
+        assert code == ExitStatus.USAGE, text
+        assert "Invalid value for '--seed': -1 is not in the range x>=0." in text
+
     def test_score_config_refuses_nan_gamma(self, tmp_path: Path) -> None:
         """ScoreConfig(gamma=nan) raises ConfigError (the Python API checks what the CLI checks)."""
         from dahl import AdapterSettings, ConfigError, ScoreConfig
