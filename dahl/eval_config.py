@@ -24,7 +24,8 @@ optional; unknown tables and keys are errors naming the file and the key::
     # max_outage_s
 
     [split]
-    kind = "rules"                   # rules | openai (+ base_url, model, ... as dahl score --config)
+    kind = "rules"                   # rules | openai (+ base_url, model, provider, auth, headers, ...
+                                     #   as a table of dahl score --config)
 
     [check]
     kind = "evidence"                # evidence | openai | fake
@@ -72,6 +73,7 @@ _ENDPOINT: dict[str, tuple[type, ...]] = {
     "base_url": (str,), "model": (str,), "api_key_env": (str,), "temperature": _NUM, "seed": (int,),
     "max_tokens": (int,), "timeout_s": _NUM, "rpm": _NUM, "tpm": _NUM, "max_in_flight": (int,),
     "response_format": (str,), "extra_body": (dict,), "max_outage_s": _NUM,
+    "provider": (str,), "auth": (str,), "headers": (dict,),
 }
 _MODEL: dict[str, tuple[type, ...]] = {
     "name": (str,), "base_url": (str,), "mode": (str,), "temperature": _NUM, "max_tokens": (int,),

@@ -325,6 +325,20 @@ class TestEvalConfig:
         assert str(info.value).startswith(f"{path}: ")
         assert message in str(info.value)
 
+    def test_check_table_takes_provider_auth_and_headers(self, tmp_path: Path) -> None:
+        """[check] kind = "openai" takes provider, auth and headers as dahl score --config does (they were unknown keys)."""
+        folder = tmp_path / "eval"
+        shutil.copytree(EXAMPLE, folder)
+        shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
+        path = folder / "eval.toml"
+        path.write_text(path.read_text(encoding="utf-8").replace(
+            'kind = "evidence"', 'kind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "claude-3-5-haiku"\n'
+            'provider = "anthropic"\nauth = "none"\nheaders = { "X-Proxy" = "${PROXY}" }'), encoding="utf-8")
+        cfg = load_eval_config(path).adapters.check_endpoint
+        assert cfg is not None
+        assert (cfg.provider, cfg.auth, cfg.api_key_env, dict(cfg.headers), cfg.request_url) == (
+            "anthropic", "none", "", {"X-Proxy": "${PROXY}"}, "http://127.0.0.1:9/v1/messages")
+
     def test_cli_bad_config_exits_2_with_one_line(self, tmp_path: Path) -> None:
         """dahl eval on a config without [[models]]: exit status 2 and the reason."""
         path = tmp_path / "eval.toml"
