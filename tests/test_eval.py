@@ -207,7 +207,7 @@ class TestEvalResume:
         assert result.exit_code == ExitStatus.OK, result.output
         assert mocks.stats(url)["requests"] == 12
         assert "4 answers scored now, 4 resumed" in result.output
-        answers = sorted(p.name.split(".")[0] for p in (config.parent / "eval-out" / "answers").iterdir())
+        answers = sorted(p.name.split(".")[0] for p in (config.parent / "eval-out" / "answers").glob("*.jsonl"))
         assert answers == ["model-a", "model-b", "model-b"]  # the superseded file is kept
         summary = json.loads((config.parent / "eval-out" / "score" / "summary.json").read_text(encoding="utf-8"))
         assert summary["changes"]["answers_dropped"] == 4
