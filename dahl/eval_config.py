@@ -64,6 +64,7 @@ from dahl.errors import ConfigError
 from dahl.generate.settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE
 from dahl.generate.templates import Mode
 from dahl.leaderboard import BOARD_METRICS
+from dahl.metrics.precision import MAX_N_BOOT
 
 __all__ = ["EvalConfig", "LeaderboardSpec", "ModelSpec", "QuestionsSpec", "load_eval_config"]
 
@@ -333,8 +334,8 @@ def _leaderboard(r: _Reader, data: Mapping[str, Any]) -> LeaderboardSpec:
     t = r.table(data, "leaderboard", _TABLES["leaderboard"])
     metric = r.choice("[leaderboard]", "metric", t.get("metric", "dahl_score"), tuple(BOARD_METRICS))
     compare = r.choice("[leaderboard]", "compare", t.get("compare", "all"), ("all", "adjacent"))
-    if t.get("n_boot", 1000) < 1:
-        raise r.fail("[leaderboard]", f"n_boot must be >= 1, got {t['n_boot']}")
+    if not 1 <= t.get("n_boot", 1000) <= MAX_N_BOOT:
+        raise r.fail("[leaderboard]", f"n_boot must be in [1, {MAX_N_BOOT:,}], got {t['n_boot']:,}")
     if t.get("seed", 0) < 0:
         raise r.fail("[leaderboard]", f"seed must be >= 0, got {t['seed']}")
     return LeaderboardSpec(metric, compare, t.get("by_category", False),  # type: ignore[arg-type]

@@ -510,6 +510,18 @@ class TestOptions:
         assert code == ExitStatus.USAGE, text
         assert "Invalid value for '--seed': -1 is not in the range x>=0." in text
 
+    @pytest.mark.parametrize("command", [["leaderboard", "run"], ["report", "run", "-o", "site"]],
+                             ids=["leaderboard", "report"])
+    def test_huge_n_boot_is_a_usage_error(self, tmp_path: Path, command: list[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        """--n-boot 100000000000 exits 2 with the limit (it was a numpy MemoryError traceback asking for 745 GiB)."""
+        monkeypatch.chdir(tmp_path)
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", "run", "--no-progress")
+        assert code == 0, text
+        code, text = run(*command, "--n-boot", "100000000000")
+        assert code == ExitStatus.USAGE, text
+        assert "error: n_boot must be at most 10,000,000, got 100,000,000,000" in text
+
     def test_score_config_refuses_nan_gamma(self, tmp_path: Path) -> None:
         """ScoreConfig(gamma=nan) raises ConfigError (the Python API checks what the CLI checks)."""
         from dahl import AdapterSettings, ConfigError, ScoreConfig

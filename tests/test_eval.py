@@ -307,6 +307,8 @@ class TestEvalConfig:
                          "[questions]: seed must be >= 0, got -1", id="negative-sample-seed"),
             pytest.param(lambda t: t.replace('compare = "all"', 'compare = "all"\nseed = -3'),
                          "[leaderboard]: seed must be >= 0, got -3", id="negative-bootstrap-seed"),
+            pytest.param(lambda t: t.replace('compare = "all"', 'compare = "all"\nn_boot = 100000000000'),
+                         "[leaderboard]: n_boot must be in [1, 10,000,000], got 100,000,000,000", id="huge-n-boot"),
             pytest.param(lambda t: t + "\n[score]\ngamma = nan\n", "[score]: gamma must be a finite number >= 0 and k >= 1",
                          id="nan-gamma"),
             pytest.param(lambda t: t.replace('kind = "rules"', 'kind = "rules"\nmodel = "gpt"'),
