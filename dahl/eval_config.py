@@ -386,8 +386,8 @@ def load_eval_config(path: Path, *, out_dir: Path | None = None, cache_dir: Path
     if twice:
         raise ConfigError(f"{path}: [[models]] name given twice: {', '.join(twice)}")
     score = r.table(data, "score", _TABLES["score"])
-    if not 0 <= score.get("gamma", 10.0) < math.inf or score.get("k", 64) < 1:
-        raise r.fail("[score]", "gamma must be a finite number >= 0 and k >= 1")
+    if not 0 <= score.get("gamma", 10.0) < math.inf or not 1 <= score.get("k", 64) < 2**63:
+        raise r.fail("[score]", "gamma must be a finite number >= 0 and k in [1, 2**63)")
     adapters = _adapters(r, data)
     return EvalConfig(
         path=path,

@@ -522,6 +522,14 @@ class TestOptions:
         assert code == ExitStatus.USAGE, text
         assert "error: n_boot must be at most 10,000,000, got 100,000,000,000" in text
 
+    def test_k_beyond_64_bits_is_a_usage_error(self, tmp_path: Path) -> None:
+        """--k 99999999999999999999 exits 2 before anything is written (it was a TypeError traceback at the end)."""
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                         "--k", "99999999999999999999", "--no-progress")
+        assert code == ExitStatus.USAGE, text
+        assert "--k must be below 2**63 claims, got 99999999999999999999" in text
+        assert not (tmp_path / "o" / "answers.jsonl").exists()
+
     def test_score_config_refuses_nan_gamma(self, tmp_path: Path) -> None:
         """ScoreConfig(gamma=nan) raises ConfigError (the Python API checks what the CLI checks)."""
         from dahl import AdapterSettings, ConfigError, ScoreConfig
