@@ -523,7 +523,7 @@ class TestOptions:
         assert "error: n_boot must be at most 10,000,000, got 100,000,000,000" in text
 
     def test_k_beyond_64_bits_is_a_usage_error(self, tmp_path: Path) -> None:
-        """--k 99999999999999999999 exits 2 before anything is written (it was a TypeError traceback at the end)."""
+        """--k 99999999999999999999 exits 2 before anything is written (it was a TypeError traceback, exit 1)."""
         code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
                          "--k", "99999999999999999999", "--no-progress")
         assert code == ExitStatus.USAGE, text
