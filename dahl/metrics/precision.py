@@ -34,6 +34,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.records import LABELS, AnswerMetrics, Label, Status
 
 __all__ = [
+    "MAX_N_BOOT",
     "REASONS",
     "answer_metrics",
     "answer_status",
