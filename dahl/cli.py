@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 import anyio
@@ -166,7 +167,7 @@ def main(verbose: int) -> None:
 @click.option("--gamma", default=10.0, show_default=True, type=FINITE,
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Verdict cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the verdict cache.")
@@ -235,6 +236,15 @@ def score(
     _finish(report)
 
 
+def _sigterm_handler(_signum: int, _frame: FrameType | None) -> None:
+    # SIGINT lets asyncio cancel the run as on Ctrl-C. A background job (``dahl ... &`` in a script)
+    # starts with SIGINT ignored: asyncio then installs no handler and SIGINT would be dropped.
+    if callable(signal.getsignal(signal.SIGINT)):
+        signal.raise_signal(signal.SIGINT)
+    else:
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def _sigterm_as_ctrl_c() -> Iterator[None]:
     """While the run lasts, SIGTERM (``kill``, a job scheduler) stops it as Ctrl-C does: finished
@@ -242,7 +252,7 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
-    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    previous = signal.signal(signal.SIGTERM, _sigterm_handler)
     try:
         yield
     finally:

@@ -24,7 +24,7 @@ __all__ = ["report"]
 @click.option("--metric", default="dahl_score", show_default=True,
               type=click.Choice(["dahl_score", "factscore", "factscore_init", "f1_at_k", "recall", "recall_w", "f1", "f1_w"]),
               help="Metric that ranks the board first (the page re-sorts by any column).")
-@click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
 @click.option("--n-boot", default=1000, show_default=True, help="Bootstrap resamples.")
 @click.option("--chunk-size", default=250, show_default=True, type=click.IntRange(min=1),
               help="Answers per data file loaded on demand by the explorer.")

@@ -58,7 +58,7 @@ _RECALL = ("recall", "recall_w", "f1", "f1_w")
 @click.option("--plot-recall", "recall_plot_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also draw precision against recall per model, marker size ρ (claims per answer), to FILE.png "
                    "(runs scored with --refs; needs dahl[plot]).")
-@click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
 @click.option("--n-boot", default=1000, show_default=True, help="Bootstrap resamples.")
 @click.option("--gamma", type=FINITE, default=None, help="FActScore length penalty γ (default: the run's).")
 @click.option("--k", "k", type=int, default=None, help="K of F1@K (default: the run's).")
@@ -194,7 +194,7 @@ def agree(a: Path, b: Path, metric: str, id_field: str, score_field: str, as_jso
 @click.argument("input_path", type=click.Path(path_type=Path, exists=True))
 @click.option("--fraction", default=0.1, show_default=True, help="Sample fraction in (0, 1].")
 @click.option("--stratify", default="category", show_default=True, help="Field/column holding the stratum.")
-@click.option("--seed", default=0, show_default=True, help="Sampling seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Sampling seed.")
 @click.option("-o", "--out", "out_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the sample here (same format as INPUT).")
 @click.option("--repeats", type=int, default=None,

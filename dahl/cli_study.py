@@ -43,7 +43,7 @@ def study() -> None:
               help="Reference temperature of --compare reference (the DAHL paper's generation setting).")
 @click.option("--alpha", default=0.05, show_default=True, type=FINITE,
               help="F-test level: below it the t-test is Welch's, else Student's.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
 @click.option("--n-boot", default=1000, show_default=True, type=click.IntRange(min=1), help="Bootstrap resamples.")
 @click.option("--no-plot", is_flag=True, help="Do not draw temperature.png (no matplotlib needed).")
 def temperature(run_dir: Path, out_dir: Path, metric: str, compare: str, reference: float, alpha: float, seed: int,

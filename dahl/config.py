@@ -114,6 +114,10 @@ PROVIDERS: tuple[str, ...] = get_args(Provider)
 Auth = Literal["bearer", "api-key", "x-api-key", "none"]
 AUTH_SCHEMES: tuple[str, ...] = get_args(Auth)
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# RFC 9110 §5.1 field name (a token); a value may not hold CR, LF or NUL (§5.5), which would
+# split the request (HTTP clients refuse them with a traceback, mid-run).
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE_BAD = re.compile(r"[\r\n\x00]")
 _STAGES = ("split", "check")
 
 
@@ -230,6 +234,10 @@ class EndpointConfig:
         for name, value in self.headers.items():
             if not isinstance(name, str) or not name or not isinstance(value, str):
                 raise ConfigError(f"headers must map names to strings; {name!r} does not")
+            if not _HEADER_NAME.fullmatch(name):
+                raise ConfigError(f"header {name!r}: a header name is letters, digits and !#$%&'*+-.^_`|~ only")
+            if _HEADER_VALUE_BAD.search(value):
+                raise ConfigError(f"header {name}: its value holds a line break or NUL")
             if "${" in _ENV_REFERENCE.sub("", value):
                 raise ConfigError(f"header {name}: write an environment variable as ${{NAME}}")
         object.__setattr__(self, "extra_body", dict(self.extra_body))
@@ -323,8 +331,8 @@ def resolve_headers(cfg: EndpointConfig) -> dict[str, str]:
     The values may be secrets: callers send them and keep them nowhere else.
 
     Raises:
-        ConfigError: a named variable is unset; the message names the header and the
-            variable, never a value.
+        ConfigError: a named variable is unset, or holds a line break or NUL; the message
+            names the header and the variable, never a value.
     """
     def value(name: str, text: str) -> str:
         def lookup(match: re.Match[str]) -> str:
@@ -332,6 +340,9 @@ def resolve_headers(cfg: EndpointConfig) -> dict[str, str]:
             if found is None:
                 raise ConfigError(f"header {name} of {cfg.base_url} needs environment variable "
                                   f"{match.group(1)}, which is not set")
+            if _HEADER_VALUE_BAD.search(found):
+                raise ConfigError(f"header {name} of {cfg.base_url}: environment variable {match.group(1)} "
+                                  "holds a line break or NUL")
             return found
         return _ENV_REFERENCE.sub(lookup, text)
 

@@ -25,6 +25,8 @@ tree where they cross a module boundary (see ``dahl.adapters.http``).
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 __all__ = [
     "AdapterError",
     "CacheError",
@@ -135,6 +137,12 @@ class QuotaExhausted(AdapterError):
     """The account's quota or billing limit is exhausted; the run stops cleanly."""
 
 
+def _plain_usd(usd: float) -> str:
+    """``usd`` as typed, without an exponent (``1e-05`` -> ``0.00001``, ``0.0`` -> ``0``)."""
+    text = format(Decimal(repr(usd)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 class CostCapReached(QuotaExhausted):
     """The next call could take the money spent past ``--max-cost``; the run stops cleanly
     (before sending it) and can be resumed, as for an exhausted quota.
@@ -150,7 +158,7 @@ class CostCapReached(QuotaExhausted):
         self.spent_usd = spent_usd
         self.next_usd = next_usd
         super().__init__(
-            f"--max-cost ${cap_usd:g} reached: this run spent ${spent_usd:.6f}, and its next request "
+            f"--max-cost ${_plain_usd(cap_usd)} reached: this run spent ${spent_usd:.6f}, and its next request "
             f"could cost up to ${next_usd:.6f}"
         )
 

@@ -24,7 +24,8 @@ optional; unknown tables and keys are errors naming the file and the key::
     # max_outage_s
 
     [split]
-    kind = "rules"                   # rules | openai (+ base_url, model, ... as dahl score --config)
+    kind = "rules"                   # rules | openai (+ base_url, model, provider, auth, headers, ...
+                                     #   as a table of dahl score --config)
 
     [check]
     kind = "evidence"                # evidence | openai | fake
@@ -50,6 +51,7 @@ optional; unknown tables and keys are errors naming the file and the key::
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,6 +64,7 @@ from dahl.errors import ConfigError
 from dahl.generate.settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE
 from dahl.generate.templates import Mode
 from dahl.leaderboard import BOARD_METRICS
+from dahl.metrics.precision import MAX_N_BOOT
 
 __all__ = ["EvalConfig", "LeaderboardSpec", "ModelSpec", "QuestionsSpec", "load_eval_config"]
 
@@ -71,6 +74,7 @@ _ENDPOINT: dict[str, tuple[type, ...]] = {
     "base_url": (str,), "model": (str,), "api_key_env": (str,), "temperature": _NUM, "seed": (int,),
     "max_tokens": (int,), "timeout_s": _NUM, "rpm": _NUM, "tpm": _NUM, "max_in_flight": (int,),
     "response_format": (str,), "extra_body": (dict,), "max_outage_s": _NUM,
+    "provider": (str,), "auth": (str,), "headers": (dict,),
 }
 _MODEL: dict[str, tuple[type, ...]] = {
     "name": (str,), "base_url": (str,), "mode": (str,), "temperature": _NUM, "max_tokens": (int,),
@@ -231,6 +235,8 @@ def _questions(r: _Reader, data: Mapping[str, Any]) -> QuestionsSpec:
         raise r.fail("[questions]", "needs file (the questions CSV/TSV or JSONL)")
     file = r.file("[questions]", "file", t["file"])
     fraction = t.get("fraction")
+    if t.get("seed", 0) < 0:
+        raise r.fail("[questions]", f"seed must be >= 0, got {t['seed']}")
     if fraction is not None:
         if not 0.0 < fraction <= 1.0:
             raise r.fail("[questions]", f"fraction must be in (0, 1], got {fraction}")
@@ -328,8 +334,10 @@ def _leaderboard(r: _Reader, data: Mapping[str, Any]) -> LeaderboardSpec:
     t = r.table(data, "leaderboard", _TABLES["leaderboard"])
     metric = r.choice("[leaderboard]", "metric", t.get("metric", "dahl_score"), tuple(BOARD_METRICS))
     compare = r.choice("[leaderboard]", "compare", t.get("compare", "all"), ("all", "adjacent"))
-    if t.get("n_boot", 1000) < 1:
-        raise r.fail("[leaderboard]", f"n_boot must be >= 1, got {t['n_boot']}")
+    if not 1 <= t.get("n_boot", 1000) <= MAX_N_BOOT:
+        raise r.fail("[leaderboard]", f"n_boot must be in [1, {MAX_N_BOOT:,}], got {t['n_boot']:,}")
+    if t.get("seed", 0) < 0:
+        raise r.fail("[leaderboard]", f"seed must be >= 0, got {t['seed']}")
     return LeaderboardSpec(metric, compare, t.get("by_category", False),  # type: ignore[arg-type]
                            t.get("seed", 0), t.get("n_boot", 1000))
 
@@ -378,8 +386,8 @@ def load_eval_config(path: Path, *, out_dir: Path | None = None, cache_dir: Path
     if twice:
         raise ConfigError(f"{path}: [[models]] name given twice: {', '.join(twice)}")
     score = r.table(data, "score", _TABLES["score"])
-    if score.get("gamma", 10.0) < 0 or score.get("k", 64) < 1:
-        raise r.fail("[score]", "gamma must be >= 0 and k >= 1")
+    if not 0 <= score.get("gamma", 10.0) < math.inf or not 1 <= score.get("k", 64) < 2**63:
+        raise r.fail("[score]", "gamma must be a finite number >= 0 and k in [1, 2**63)")
     adapters = _adapters(r, data)
     return EvalConfig(
         path=path,

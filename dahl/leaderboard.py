@@ -44,6 +44,7 @@ import numpy.typing as npt
 
 from dahl.errors import ConfigError
 from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes
+from dahl.metrics.precision import MAX_N_BOOT
 from dahl.paired_bootstrap import joint_paired_bootstrap, paired_bootstrap
 from dahl.records import Status
 from dahl.run_checks import checker_label
@@ -248,7 +249,7 @@ def build_leaderboard(
         The leaderboard.
 
     Raises:
-        ConfigError: unknown metric or compare mode, n_boot < 1, level outside (0, 1),
+        ConfigError: unknown metric or compare mode, n_boot outside [1, MAX_N_BOOT], level outside (0, 1),
             or a recall metric while a run has no recall (the message names its folder).
     """
     if metric not in BOARD_METRICS:
@@ -257,6 +258,8 @@ def build_leaderboard(
         raise ConfigError(f"compare must be 'adjacent' or 'all', got {compare!r}")
     if n_boot < 1 or not 0.0 < level < 1.0:
         raise ConfigError("n_boot must be >= 1 and level in (0, 1)")
+    if n_boot > MAX_N_BOOT:  # before any work: each resample's mean is kept
+        raise ConfigError(f"n_boot must be at most {MAX_N_BOOT:,}, got {n_boot:,}")
     g = gamma if gamma is not None else (store.gamma if store.gamma is not None else 10.0)
     kk = k if k is not None else (store.k if store.k is not None else 64)
     has_recall = store.recall is not None

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dahl.errors import ConfigError
+from dahl.metrics.precision import MAX_N_BOOT
 
 __all__ = ["joint_paired_bootstrap", "paired_bootstrap"]
 
@@ -63,6 +64,8 @@ def joint_paired_bootstrap(
         raise ConfigError(f"diffs and shared need the same 2-D shape, got {d.shape} and {s.shape}")
     if n_boot < 1 or not 0.0 < level < 1.0:
         raise ConfigError("n_boot must be >= 1 and level in (0, 1)")
+    if n_boot > MAX_N_BOOT:
+        raise ConfigError(f"n_boot must be at most {MAX_N_BOOT:,}, got {n_boot:,}")
     # Questions no comparison uses carry no weight in any mean; resample only the others.
     used = s.any(axis=1)
     d, s = d[used], s[used]

@@ -133,6 +133,8 @@ class ScoreConfig:
             raise ConfigError(f"gamma must be a finite number >= 0 (0 disables the length penalty), got {self.gamma}")
         if self.k < 1:
             raise ConfigError("--k must be >= 1")
+        if self.k >= 2**63:  # summary.json and verdicts/ hold it as a 64-bit integer
+            raise ConfigError(f"--k must be below 2**63 claims, got {self.k}")
         if self.max_cost_usd is not None and not (math.isfinite(self.max_cost_usd) and self.max_cost_usd >= 0):
             raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {self.max_cost_usd}")
 

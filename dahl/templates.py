@@ -215,7 +215,9 @@ def to_toml(template: PromptTemplate) -> str:
     Raises:
         ValueError: a part holds ``'''``, which a TOML literal string cannot.
     """
-    lines = [f"# {template.stage} template {template.version}; edit it and pass --template {template.stage}=FILE"]
+    # dahl generate's --template takes FILE alone (it has one prompt); the other commands STAGE=FILE.
+    flag = "dahl generate --template FILE" if template.stage == "generate" else f"--template {template.stage}=FILE"
+    lines = [f"# {template.stage} template {template.version}; edit it and pass {flag}"]
     for name, part in (("system", template.system), ("user", template.user)):
         if part is None:
             continue

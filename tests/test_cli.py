@@ -500,6 +500,36 @@ class TestOptions:
         assert f"Invalid value for '{option}'" in text and f"{value!r} is not a finite number" in text
         assert not (tmp_path / "o").exists()
 
+    @pytest.mark.parametrize("command", [["score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake"],
+                                         ["leaderboard", "."], ["report", "."], ["study", "temperature", "."],
+                                         ["sample", str(EXAMPLES / "answers.jsonl"), "--fraction", "0.5"]],
+                             ids=["score", "leaderboard", "report", "study", "sample"])
+    def test_negative_seed_is_a_usage_error(self, tmp_path: Path, command: list[str]) -> None:
+        """--seed -1 exits 2 naming the option (it was a numpy traceback, exit 1)."""
+        code, text = run(*command, "-o", str(tmp_path / "o"), "--seed", "-1")
+        assert code == ExitStatus.USAGE, text
+        assert "Invalid value for '--seed': -1 is not in the range x>=0." in text
+
+    @pytest.mark.parametrize("command", [["leaderboard", "run"], ["report", "run", "-o", "site"]],
+                             ids=["leaderboard", "report"])
+    def test_huge_n_boot_is_a_usage_error(self, tmp_path: Path, command: list[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        """--n-boot 100000000000 exits 2 with the limit (it was a numpy MemoryError traceback asking for 745 GiB)."""
+        monkeypatch.chdir(tmp_path)
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", "run", "--no-progress")
+        assert code == 0, text
+        code, text = run(*command, "--n-boot", "100000000000")
+        assert code == ExitStatus.USAGE, text
+        assert "error: n_boot must be at most 10,000,000, got 100,000,000,000" in text
+
+    def test_k_beyond_64_bits_is_a_usage_error(self, tmp_path: Path) -> None:
+        """--k 99999999999999999999 exits 2 before anything is written (it was a TypeError traceback, exit 1)."""
+        code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                         "--k", "99999999999999999999", "--no-progress")
+        assert code == ExitStatus.USAGE, text
+        assert "--k must be below 2**63 claims, got 99999999999999999999" in text
+        assert not (tmp_path / "o" / "answers.jsonl").exists()
+
     def test_score_config_refuses_nan_gamma(self, tmp_path: Path) -> None:
         """ScoreConfig(gamma=nan) raises ConfigError (the Python API checks what the CLI checks)."""
         from dahl import AdapterSettings, ConfigError, ScoreConfig
@@ -509,9 +539,16 @@ class TestOptions:
                         adapters=AdapterSettings(checker="fake"))
 
 
+# Runs dahl as a shell's background job does (``dahl score ... &`` in a script): SIGINT ignored.
+_SIGINT_IGNORED = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                   "sys.argv[0] = 'dahl'; runpy.run_module('dahl', run_name='__main__')")
+
+
 class TestSigterm:
-    def test_sigterm_stops_like_ctrl_c(self, tmp_path: Path, mocks: object) -> None:
-        """SIGTERM mid-run exits 130 with the interrupted line; the answers written are whole lines."""
+    @pytest.mark.parametrize("launch", [["-m", "dahl"], ["-c", _SIGINT_IGNORED]], ids=["foreground", "background-job"])
+    def test_sigterm_stops_like_ctrl_c(self, tmp_path: Path, mocks: object, launch: list[str]) -> None:
+        """SIGTERM mid-run exits 130 with the interrupted line, also with SIGINT ignored (it was ignored
+        there, the run went on to the end); the answers written are whole lines."""
         import signal
         import time
 
@@ -521,7 +558,7 @@ class TestSigterm:
         answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
         write_answers(answers, 400)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dahl", "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
+            [sys.executable, *launch, "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
              "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
              "--no-progress"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

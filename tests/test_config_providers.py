@@ -113,6 +113,27 @@ class TestHeaders:
         with pytest.raises(ConfigError, match=r"header X-T: write an environment variable as \$\{NAME\}"):
             EndpointConfig(base_url="http://x/v1", model="m", headers={"X-T": "${OOPS"})
 
+    @pytest.mark.parametrize(("headers", "message"), [
+        ({"X A": "1"}, "header 'X A': a header name is letters, digits and !#$%&'*+-.^_`|~ only"),
+        ({"X-A:": "1"}, "header 'X-A:': a header name is"),
+        ({"X-A": "a\nb"}, "header X-A: its value holds a line break or NUL"),
+        ({"X-A": "a\rb"}, "header X-A: its value holds a line break or NUL"),
+    ], ids=["space-in-name", "colon-in-name", "newline-in-value", "cr-in-value"])
+    def test_names_and_values_that_would_split_the_request_are_refused(
+            self, headers: dict[str, str], message: str) -> None:
+        """A name that is not an HTTP token, or a value with CR/LF, is refused when the config is built."""
+        with pytest.raises(ConfigError) as info:
+            EndpointConfig(base_url="http://x/v1", model="m", headers=headers)
+        assert str(info.value).startswith(message)
+
+    def test_variable_holding_a_line_break_names_header_and_variable(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A ${NAME} whose value holds a newline: ConfigError naming header and variable, not the value."""
+        monkeypatch.setenv("DAHL_TWO_LINES", "sec\nret")
+        cfg = EndpointConfig(base_url="http://x/v1", model="m", headers={"X-T": "${DAHL_TWO_LINES}"})
+        with pytest.raises(ConfigError, match=r"^header X-T of http://x/v1: environment variable DAHL_TWO_LINES "
+                                              r"holds a line break or NUL$"):
+            resolve_headers(cfg)
+
     def test_toml_tables_merge_key_by_key(self, tmp_path: Path) -> None:
         """[default] headers merge under a stage's own; provider and auth are read."""
         path = tmp_path / "dahl.toml"
@@ -161,3 +182,16 @@ class TestCommandLine:
         """--header without '=' exits 2 naming the value."""
         result = CliRunner().invoke(main, ["score", "x.jsonl", "-o", str(tmp_path / "o"), "--header", "X-A"])
         assert result.exit_code == 2 and "'X-A' is not NAME=VALUE" in result.output
+
+    def test_header_value_with_a_newline_exits_2_before_any_request(
+            self, tmp_path: Path, mocks: Any, private_cache_dir: Path) -> None:
+        """--header 'X-A=a<LF>b' exits 2 with one line naming the header and sends nothing (was a traceback, exit 1)."""
+        answers = tmp_path / "answers.jsonl"
+        answers.write_text(json.dumps({"id": "a", "question": "Q?", "response": "R.", "claims": [{"text": "R."}]}) + "\n")
+        url = mocks.start()
+        result = CliRunner().invoke(main, [
+            "score", str(answers), "--splitter", "given", "--checker", "openai", "--base-url", url, "--model", "m",
+            "--api-key-env", "", "--header", "X-A=a\nb", "-o", str(tmp_path / "out"), "--no-progress"])
+        assert result.exit_code == 2, result.output
+        assert "header X-A: its value holds a line break or NUL" in result.output
+        assert mocks.stats(url)["check"] == 0

@@ -207,7 +207,7 @@ class TestEvalResume:
         assert result.exit_code == ExitStatus.OK, result.output
         assert mocks.stats(url)["requests"] == 12
         assert "4 answers scored now, 4 resumed" in result.output
-        answers = sorted(p.name.split(".")[0] for p in (config.parent / "eval-out" / "answers").iterdir())
+        answers = sorted(p.name.split(".")[0] for p in (config.parent / "eval-out" / "answers").glob("*.jsonl"))
         assert answers == ["model-a", "model-b", "model-b"]  # the superseded file is kept
         summary = json.loads((config.parent / "eval-out" / "score" / "summary.json").read_text(encoding="utf-8"))
         assert summary["changes"]["answers_dropped"] == 4
@@ -303,6 +303,16 @@ class TestEvalConfig:
             pytest.param(lambda t: t + '\n[refs]\nfile = "refs.jsonl"\n', "[refs]: file: ", id="missing-refs"),
             pytest.param(lambda t: t.replace('name = "model-a"\n', 'name = "model-a"\nsamples = 0\n'),
                          "[[models]] 'model-a': samples must be >= 1, got 0", id="bad-samples"),
+            pytest.param(lambda t: t.replace("[questions]", "[questions]\nseed = -1"),
+                         "[questions]: seed must be >= 0, got -1", id="negative-sample-seed"),
+            pytest.param(lambda t: t.replace('compare = "all"', 'compare = "all"\nseed = -3'),
+                         "[leaderboard]: seed must be >= 0, got -3", id="negative-bootstrap-seed"),
+            pytest.param(lambda t: t.replace('compare = "all"', 'compare = "all"\nn_boot = 100000000000'),
+                         "[leaderboard]: n_boot must be in [1, 10,000,000], got 100,000,000,000", id="huge-n-boot"),
+            pytest.param(lambda t: t + "\n[score]\nk = 99999999999999999999\n",
+                         "[score]: gamma must be a finite number >= 0 and k in [1, 2**63)", id="huge-k"),
+            pytest.param(lambda t: t + "\n[score]\ngamma = nan\n", "[score]: gamma must be a finite number >= 0 and k in [1, 2**63)",
+                         id="nan-gamma"),
             pytest.param(lambda t: t.replace('kind = "rules"', 'kind = "rules"\nmodel = "gpt"'),
                          '[split]: model: endpoint keys need kind = "openai"', id="endpoint-without-openai"),
         ],
@@ -318,6 +328,20 @@ class TestEvalConfig:
             load_eval_config(path)
         assert str(info.value).startswith(f"{path}: ")
         assert message in str(info.value)
+
+    def test_check_table_takes_provider_auth_and_headers(self, tmp_path: Path) -> None:
+        """[check] kind = "openai" takes provider, auth and headers as dahl score --config does (they were unknown keys)."""
+        folder = tmp_path / "eval"
+        shutil.copytree(EXAMPLE, folder)
+        shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
+        path = folder / "eval.toml"
+        path.write_text(path.read_text(encoding="utf-8").replace(
+            'kind = "evidence"', 'kind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "claude-3-5-haiku"\n'
+            'provider = "anthropic"\nauth = "none"\nheaders = { "X-Proxy" = "${PROXY}" }'), encoding="utf-8")
+        cfg = load_eval_config(path).adapters.check_endpoint
+        assert cfg is not None
+        assert (cfg.provider, cfg.auth, cfg.api_key_env, dict(cfg.headers), cfg.request_url) == (
+            "anthropic", "none", "", {"X-Proxy": "${PROXY}"}, "http://127.0.0.1:9/v1/messages")
 
     def test_cli_bad_config_exits_2_with_one_line(self, tmp_path: Path) -> None:
         """dahl eval on a config without [[models]]: exit status 2 and the reason."""

@@ -306,6 +306,12 @@ class TestBootstrapCI:
         with pytest.raises(InputError):
             bootstrap_ci(np.array([0.5, np.nan]), rng=rng)
 
+    def test_rejects_more_resamples_than_memory_allows(self) -> None:
+        """n_boot above 10,000,000 is a ConfigError naming the limit, before any allocation (was a MemoryError)."""
+        with pytest.raises(ConfigError, match=r"^n_boot must be in \[1, 10,000,000\] \(each resample's mean is "
+                                              r"kept\), got 100,000,000,000$"):
+            bootstrap_ci(np.ones(3), rng=np.random.default_rng(0), n_boot=100_000_000_000)
+
     def test_large_input_is_chunked(self) -> None:
         """200,000 distinct values and 50 resamples (chunked draws) still give an interval around the mean."""
         values = np.random.default_rng(5).random(200_000)

@@ -66,6 +66,14 @@ class TestPromptTemplate:
         assert (loaded.system, loaded.user, loaded.source) == (template.system, template.user, "file")
         assert loaded.version.startswith("file:") and len(loaded.version) == 5 + 16
 
+    @pytest.mark.parametrize(("version", "how"), [
+        ("generate-completion/v1", "pass dahl generate --template FILE"),
+        ("check/v1", "pass --template check=FILE")], ids=["generate", "check"])
+    def test_shown_template_says_how_to_pass_it(self, version: str, how: str) -> None:
+        """The first line names the option as the command takes it (dahl generate --template FILE, not generate=FILE)."""
+        template = next(t for t in shipped_prompt_templates() if t.version == version)
+        assert to_toml(template).splitlines()[0] == f"# {template.stage} template {version}; edit it and {how}"
+
     def test_plain_text_is_the_user_part_alone(self, tmp_path: Path) -> None:
         """A .txt file is the user message; no system message is sent."""
         path = tmp_path / "check.txt"

@@ -33,7 +33,7 @@ from dahl.engine.spend import Spend
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError
 from dahl.generate.endpoint import GenerateEndpoint, Generated
-from dahl.generate.output import AnswerLog, finished_ids
+from dahl.generate.output import AnswerLog, finished_ids, lock_answers
 from dahl.generate.questions import GenQuestion, read_questions
 from dahl.generate.settings import PAPER_MAX_TOKENS, GenerateCounters, GenerateReport, GenerateSettings
 from dahl.pricing import PriceTable
@@ -122,7 +122,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         The report (its ``exit_status``: 0, 5 or 6).
 
     Raises:
-        ConfigError: an unset API key variable.
+        ConfigError: an unset API key variable; another dahl run writes ``settings.out``.
         InputError: a bad questions record (file, line, field named), or an output that
             is not an answers file.
         OutputWriteError: the output cannot be written (answers already written are kept).
@@ -133,9 +133,11 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
     from dahl.adapters.http import make_session  # imports aiohttp: only here, not at CLI start
 
     counters = counters if counters is not None else GenerateCounters()
-    done = await anyio.to_thread.run_sync(finished_ids, settings.out)
-    template = settings.effective_template
+    lock = await anyio.to_thread.run_sync(lock_answers, settings.out)
     async with AsyncExitStack() as stack:
+        stack.callback(lock.release)
+        done = await anyio.to_thread.run_sync(finished_ids, settings.out)
+        template = settings.effective_template
         store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
         cache = BlobCache(store, "generate/1")
         pool = LanePool()

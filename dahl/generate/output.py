@@ -12,10 +12,29 @@ from typing import Any
 
 import orjson
 
-from dahl.errors import InputError
+from dahl.errors import ConfigError, InputError, OutputWriteError
 from dahl.formats.appendlog import LineAppender
+from dahl.locking import FolderLock
 
-__all__ = ["AnswerLog", "finished_ids"]
+__all__ = ["AnswerLog", "finished_ids", "lock_answers"]
+
+
+def lock_answers(path: Path) -> FolderLock:
+    """Lock the answers file ``path`` for this run (``.NAME.lock`` beside it, its folder created); blocking.
+
+    Two runs appending to one file would each generate (and pay for) every answer, and write
+    each twice.
+
+    Raises:
+        ConfigError: another dahl run holds it (the message names its pid).
+        OutputWriteError: the folder cannot be created or the lock file written.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write {path}: {exc.strerror}", path=str(path)) from None
+    return FolderLock(path.parent, name=f".{path.name}.lock", what=f"answers file {path.name} in", error=ConfigError,
+                      unusable=OutputWriteError, hint="wait for it to finish, or write to another file with -o")
 
 
 def finished_ids(path: Path) -> set[str]:

@@ -63,7 +63,8 @@ def read_questions(path: Path) -> Iterator[GenQuestion]:
     ``.csv`` and ``.tsv`` are tables with a header row; anything else is JSONL.
 
     Raises:
-        InputError: the file cannot be read, or a record is not valid (file, line and field named).
+        InputError: the file cannot be read, is malformed CSV, or a record is not valid (file, line
+            and field named).
     """
     where = str(path)
     try:
@@ -74,8 +75,12 @@ def read_questions(path: Path) -> Iterator[GenQuestion]:
         try:
             if path.suffix.lower() in (".csv", ".tsv"):
                 reader = csv.DictReader(handle, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-                for row in reader:
-                    yield _record(dict(row), where, reader.line_num)
+                try:
+                    for row in reader:
+                        yield _record(dict(row), where, reader.line_num)
+                except csv.Error as exc:  # e.g. a field over csv's 131,072-character limit
+                    # line_num counts the lines of the rows read whole: the bad row starts at the next.
+                    raise InputError(f"malformed CSV: {exc}", file=where, line=reader.line_num + 1) from None
                 return
             for n, line in enumerate(handle, 1):
                 if not line.strip():

@@ -34,6 +34,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.records import LABELS, AnswerMetrics, Label, Status
 
 __all__ = [
+    "MAX_N_BOOT",
     "REASONS",
     "answer_metrics",
     "answer_status",
@@ -74,6 +75,8 @@ _E = LABELS.index(Label.ERROR)
 
 # Largest number of random draws held in memory at once by bootstrap_ci.
 _DRAW_BUDGET = 4_000_000
+#: Most bootstrap resamples: each one's mean is kept (8 bytes), so 10M is 80 MB per interval.
+MAX_N_BOOT = 10_000_000
 
 
 def as_counts(counts: Mapping[str, int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -433,11 +436,11 @@ def bootstrap_ci(
         ``(lo, hi)``, or None when ``values`` is empty.
 
     Raises:
-        ConfigError: n_boot < 1 or level not in (0, 1).
+        ConfigError: n_boot outside [1, MAX_N_BOOT] or level not in (0, 1).
         InputError: values not 1-D or containing NaN.
     """
-    if n_boot < 1:
-        raise ConfigError(f"n_boot must be >= 1, got {n_boot}")
+    if not 1 <= n_boot <= MAX_N_BOOT:
+        raise ConfigError(f"n_boot must be in [1, {MAX_N_BOOT:,}] (each resample's mean is kept), got {n_boot:,}")
     if not 0.0 < level < 1.0:
         raise ConfigError(f"level must be in (0, 1), got {level}")
     v = np.sort(np.asarray(values, dtype=np.float64))

@@ -185,3 +185,13 @@ class TestCap:
 
         assert run_in_virtual_time(main) == ["0.0012+0.0015", "0.0012+0.0015"]
         assert spend.stages["check"].calls == 1
+
+
+class TestCostCapMessage:
+    @pytest.mark.parametrize(("cap", "shown"), [(0.003, "$0.003"), (1e-05, "$0.00001"), (0.0, "$0"), (25.0, "$25")],
+                             ids=["milli", "tiny", "zero", "whole"])
+    def test_cap_is_shown_as_typed_without_an_exponent(self, cap: float, shown: str) -> None:
+        """The cap reads as the user typed it: --max-cost 0.00001 was shown as $1e-05."""
+        exc = CostCapReached(cap_usd=cap, spent_usd=0.0, next_usd=0.000159)
+        assert str(exc) == (f"--max-cost {shown} reached: this run spent $0.000000, and its next request "
+                            "could cost up to $0.000159")

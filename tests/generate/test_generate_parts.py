@@ -94,6 +94,16 @@ class TestQuestions:
             list(read_questions(path))
         assert (caught.value.file, caught.value.line, caught.value.field) == (str(path), 2, "question")
 
+    def test_malformed_csv_names_file_and_line(self, tmp_path: Path) -> None:
+        """A CSV field over csv's 131,072-character limit is an InputError naming file and line (was a csv.Error traceback)."""
+        path = tmp_path / "q.csv"
+        path.write_text("question,category\nWhat?,x\n" + "Q" * 200_000 + "?,y\n", encoding="utf-8")
+        questions = read_questions(path)
+        assert next(questions).question == "What?"
+        with pytest.raises(InputError) as info:
+            next(questions)
+        assert str(info.value) == f"{path}:3: malformed CSV: field larger than field limit (131072)"
+
     def test_reads_the_dahl_questions(self) -> None:
         """The shared DAHL questions.csv reads whole: 8,573 questions, each with a category."""
         path = require_data("dahl/questions.csv")

@@ -169,6 +169,27 @@ class TestErrors:
         assert result.exit_code == 2
         assert "q.jsonl:2" in result.output and "question" in result.output
 
+    def test_answers_file_in_use_exits_2_and_sends_nothing(self, mocks: MockServers, tmp_path: Path) -> None:
+        """A second run on the same -o file (another dahl generate, or dahl eval on the same OUT) exits 2 naming
+        the holder's pid, with no request (both runs generated every answer and wrote it twice)."""
+        import os
+
+        from dahl.generate.output import lock_answers
+
+        url = mocks.start()
+        out = tmp_path / "answers.jsonl"
+        lock = lock_answers(out)
+        try:
+            result = _generate(_questions(tmp_path), url, out, "--model", "m")
+        finally:
+            lock.release()
+        assert result.exit_code == 2, result.output
+        assert (f"error: answers file answers.jsonl in {tmp_path} is in use by another dahl run (pid {os.getpid()}); wait for it to "
+                "finish, or write to another file with -o") in result.output
+        assert mocks.stats(url)["requests"] == 0 and not out.exists()
+        again = _generate(_questions(tmp_path), url, out, "--model", "m")
+        assert again.exit_code == 0 and len(_lines(out)) == 3, again.output
+
     def test_unreachable_server_exits_4(self, tmp_path: Path) -> None:
         """Nothing listening: the run stops with the fatal API status."""
         result = _generate(_questions(tmp_path), "http://127.0.0.1:9/v1", tmp_path / "a.jsonl", "--model", "m",
