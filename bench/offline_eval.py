@@ -3,6 +3,7 @@
 Usage::
 
     python -m bench.offline_eval [--data DIR] [--rows N] [--no-tune]
+    python -m bench.offline_eval --healthver     # HealthVer figures only
 
 Figures:
 
@@ -16,6 +17,13 @@ Figures:
   answer's decided claims (unknown claims left out; no decided claim →
   undefined). Settings are tuned on even rows only and reported on odd rows
   and on all rows.
+* **MedHallu with the PubMedQA-abstract corpus**: share of the 2,000
+  MedHallu answers with an unknown claim (excluded from a DAHL Score) when
+  each is checked against its question's PubMedQA abstract.
+* **HealthVer** (:mod:`bench.healthver_eval`): 3-way accuracy and macro-F1 and
+  Supports-vs-Refutes accuracy on the held-back part of the shared split (the
+  support model was not trained on it; split in :mod:`bench.train_checker`),
+  with the majority-Neutral and token-overlap baselines.
 * **Baselines** (MedHallu): ``token_share`` = share of the answer's content
   tokens (lower-cased ``\\w+`` minus stopwords) found anywhere in its
   question's Knowledge text; ``claim_overlap`` = per claim the same share,
@@ -43,6 +51,7 @@ from typing import Any
 import anyio
 
 from bench.datasets import Row, medhallu, pubmedqa, shared_data_dir
+from bench.healthver_eval import healthver_figures
 from dahl.adapters.corpus import Corpus
 from dahl.adapters.evidence import EvidenceChecker, EvidenceSettings
 from dahl.records import Answer, Claim, Label, normalize_text
@@ -54,6 +63,7 @@ __all__ = [
     "coverage_pairwise",
     "evidence_pairwise",
     "medhallu_answers",
+    "medhallu_pubmedqa_exclusion",
     "pubmedqa_score",
     "regex_claims",
 ]
@@ -313,8 +323,7 @@ def pubmedqa_score(data: Path, split: Callable[[Answer], list[Claim]], **setting
 
 
 _GRID: dict[str, Sequence[Any]] = {
-    "support_threshold": (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7),
-    "n_evidence": (2, 3),
+    "support_threshold": (0.25, 0.3, 0.35, 0.4, 0.45),
 }
 
 
@@ -327,12 +336,37 @@ def _tune(
     keys = list(_GRID)
     for values in itertools.product(*(_GRID[k] for k in keys)):
         params = {**base, **dict(zip(keys, values, strict=True))}
-        params["unknown_below"] = min(params["unknown_below"], params["support_threshold"])
         score = evidence_pairwise(EvidenceChecker(corpus, **params), answers, claims, lambda q: q % 2 == 0)
         trials.append({**params, "even_accuracy": round(score.accuracy, 4)})
         if score.accuracy > best[0]:
             best = (score.accuracy, params)
     return best[1], trials
+
+
+def medhallu_pubmedqa_exclusion(
+    data: Path, split: Callable[[Answer], list[Claim]], **settings: Any
+) -> dict[str, Any]:
+    """Share of MedHallu answers excluded (a claim unknown) with PubMedQA abstracts as the corpus.
+
+    Each MedHallu row's question is matched to its PubMedQA item by text, and
+    its answers search only that abstract (``evidence_ids``); a question with no
+    match searches the whole corpus.
+    """
+    pub_rows, docs = pubmedqa(data)
+    corpus = Corpus.from_documents((str(d["id"]), "", str(d["text"])) for d in docs)
+    by_question = {normalize_text(str(r["question"])): str(r["id"]) for r in pub_rows}
+    checker = EvidenceChecker(corpus, **settings)
+    answer_rows, _ = medhallu(data)
+    excluded = matched = 0
+    for row in answer_rows:
+        pmid = by_question.get(normalize_text(str(row["question"])))
+        matched += pmid is not None
+        meta = {**row["meta"], "evidence_ids": [pmid]} if pmid else {k: v for k, v in row["meta"].items() if k != "evidence_ids"}
+        answer = _answer({**row, "meta": meta})
+        labels = [v.label for v in checker.check_many_sync([(c, answer) for c in split(answer)])]
+        excluded += any(x == Label.UNKNOWN for x in labels)
+    return {"n_answers": len(answer_rows), "matched_to_abstract": matched, "n_excluded": excluded,
+            "excluded_share": round(excluded / len(answer_rows), 4) if answer_rows else None}
 
 
 def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
@@ -344,7 +378,6 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
     for p in corpus.passages:
         qid = int(p.doc_id.split("-")[0])
         knowledge[qid] = knowledge.get(qid, "") + " " + p.text
-    even: Callable[[int], bool] = lambda q: q % 2 == 0  # noqa: E731
     odd: Callable[[int], bool] = lambda q: q % 2 == 1  # noqa: E731
 
     defaults = asdict(EvidenceSettings())
@@ -388,7 +421,8 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
         name: {"settings": params, **pubmedqa_score(data, split, **params)}
         for name, params in (("default", defaults), ("tuned", chosen))
     }
-    return {"medhallu": med, "pubmedqa": pubmed}
+    med["excluded_with_pubmedqa_corpus"] = medhallu_pubmedqa_exclusion(data, split, **chosen)
+    return {"medhallu": med, "pubmedqa": pubmed, "healthver": healthver_figures(data, "heldout")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,10 +431,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None, help="shared data folder")
     parser.add_argument("--rows", type=int, default=None, help="first N MedHallu rows only")
     parser.add_argument("--no-tune", action="store_true", help="skip the grid search")
+    parser.add_argument("--healthver", action="store_true", help="only the HealthVer figures (held-back part)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s logs every index build at DEBUG
-    result = run(args.data or shared_data_dir(), args.rows, not args.no_tune)
+    data = args.data or shared_data_dir()
+    if args.healthver:
+        result = {"healthver": healthver_figures(data, "heldout"), "healthver_all_rows": healthver_figures(data, "all")}
+    else:
+        result = run(data, args.rows, not args.no_tune)
     print(json.dumps(result, indent=2))
     return 0
 
