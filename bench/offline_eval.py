@@ -389,10 +389,6 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
         "evidence_default": defaults,
         "evidence_tuned": chosen,
         "evidence_tuned_unrestricted": {**chosen, "restrict": False},
-        "evidence_tuned_unrestricted_no_unknown": {**chosen, "restrict": False, "unknown_below": 0.0},
-        "evidence_tuned_claim_only": {**chosen, "use_question": False},
-        "evidence_tuned_claim_only_unrestricted": {**chosen, "use_question": False, "restrict": False},
-        "evidence_tuned_no_question_discount": {**chosen, "discount_question": False},
     }
     for name, params in variants.items():
         checker = EvidenceChecker(corpus, **params)
@@ -402,11 +398,6 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
             "all": evidence_pairwise(checker, answers, claims).as_dict(),
             "seconds": round(time.perf_counter() - t0, 3),
         }
-    tuned = EvidenceChecker(corpus, **chosen)
-    med["evidence_tuned_mean_coverage"] = {
-        "odd": coverage_pairwise(tuned, answers, claims, odd).as_dict(),
-        "all": coverage_pairwise(tuned, answers, claims).as_dict(),
-    }
     fixed = claims_of(answers, regex_claims)
     med["evidence_default_regex_claims_first200"] = evidence_pairwise(
         EvidenceChecker(medhallu_answers(data, 200)[1]), answers[:400], fixed[:400]
