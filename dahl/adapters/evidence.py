@@ -31,6 +31,9 @@ Decision, for one claim (thresholds are :class:`EvidenceSettings`):
    decides: supported when its P(supports) ≥ ``support_threshold``,
    else unsupported (contradicted when P(refutes) ≥ P(neutral), else not
    stated).
+6. **Vetoes.** A supported claim is unsupported when that passage lacks one of
+   its numbers, holds the opposite of one of its words, or has a sentence with
+   ≥ 80 % of its content terms and the other polarity of negation.
 
 The verdict keeps the best ``n_evidence`` passages as evidence (text, document
 id, BM25 score) and in ``raw`` the deciding passage, its three probabilities,
@@ -66,6 +69,9 @@ __all__ = ["Assessment", "EvidenceChecker", "EvidenceSettings"]
 logger = logging.getLogger(__name__)
 
 _ADDED_SHARE = FEATURE_NAMES.index("added_share_idf")
+_NUMBER_MISSING = FEATURE_NAMES.index("number_missing_share")
+_ANTONYM = FEATURE_NAMES.index("antonym_conflicts")
+_NEGATION_SHARE = FEATURE_NAMES.index("negation_mismatch_x_share")
 _SHARE_IDF = FEATURE_NAMES.index("content_share_idf")
 
 
@@ -321,6 +327,12 @@ class EvidenceChecker:
         top_row = int(np.argmax(probs[:, 0]))
         p = probs[top_row]
         label = Label.SUPPORTED if p[0] >= s.support_threshold else Label.UNSUPPORTED
+        veto = _veto(x[top_row])
+        if veto and label == Label.SUPPORTED:
+            return Assessment(
+                Label.UNSUPPORTED, float(x[top_row, _SHARE_IDF]),
+                f"passage {kept[top_row].passage.id} {veto} (P supports={p[0]:.2f})", kept, p,
+            )
         cls = 0 if label == Label.SUPPORTED else (1 if p[1] >= p[2] else 2)
         top = ", ".join(f"{n} {v:+.2f}" for n, v in self.model.contributions(x[top_row], cls)[:3])
         verdict = ("supports", "contradicts", "does not state")[cls]
@@ -339,6 +351,24 @@ class EvidenceChecker:
         if not isinstance(ids, list):
             return None
         return [str(i) for i in ids]
+
+
+def _veto(x: np.ndarray) -> str | None:
+    """Why a passage cannot support the claim whatever the model says, or None.
+
+    The model rarely saw these in training (HealthVer has few numbers and
+    opposites), so they stay hard rules: a number of the claim absent from the
+    passage ("type 1" where it says "type 2"), an opposite of a claim word the
+    passage holds instead ("Gram-positive" vs "Gram-negative"), and a negation
+    in only one of claim and a sentence holding >= 80 % of its content terms.
+    """
+    if x[_NUMBER_MISSING] > 0:
+        return "lacks a number of the claim"
+    if x[_ANTONYM] > 0:
+        return "says the opposite of a claim word"
+    if x[_NEGATION_SHARE] >= 0.8:
+        return "differs in negation"
+    return None
 
 
 def _own_text(claim: Claim, answer: Answer) -> str | None:

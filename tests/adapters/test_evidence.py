@@ -236,9 +236,9 @@ class TestOnePassageMustHoldTheClaim:
             pytest.param("What is H. pylori?", "Helicobacter pylori is a Gram-negative bacterium.",
                          Label.SUPPORTED, id="stated"),
             pytest.param("What is H. pylori?", "Helicobacter pylori is a Gram-positive bacterium.",
-                         Label.UNSUPPORTED, id="opposite-word", marks=pytest.mark.xfail(strict=True, reason=MODEL_MISSES)),
+                         Label.UNSUPPORTED, id="opposite-word"),
             pytest.param("What is metformin used for?", "Metformin is the first-line drug for type 1 diabetes.",
-                         Label.UNSUPPORTED, id="number-only-in-another-passage", marks=pytest.mark.xfail(strict=True, reason=MODEL_MISSES)),
+                         Label.UNSUPPORTED, id="number-only-in-another-passage"),
             # The insulin passage holds every new word but is not about metformin; the
             # metformin passage holds none of them: the corpus does not speak to it.
             pytest.param("How does metformin work?", "Metformin stimulates insulin secretion from beta cells.",
