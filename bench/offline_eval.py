@@ -60,7 +60,6 @@ __all__ = [
     "PairScore",
     "baseline_pairwise",
     "claims_of",
-    "coverage_pairwise",
     "evidence_pairwise",
     "medhallu_answers",
     "medhallu_pubmedqa_exclusion",
@@ -213,31 +212,6 @@ def evidence_pairwise(
         labels = [v.label for v in checker.check_many_sync([(c, answer) for c in answer_claims])]
         precisions[str(answer.meta["label"])].append(_precision(labels))
     return _pairwise(precisions["true"], precisions["hallucinated"])
-
-
-def coverage_pairwise(
-    checker: EvidenceChecker,
-    answers: Sequence[Answer],
-    claims: Sequence[Sequence[Claim]],
-    select: Callable[[int], bool] = lambda qid: True,
-) -> PairScore:
-    """Pairwise accuracy of the Checker's continuous signal: mean claim coverage per answer.
-
-    A claim vetoed (number or negation) or without coverage counts 0; an
-    answer with no claim is undefined. Not a DAHL precision: it shows how much
-    the binary labels lose to ties.
-    """
-    scores: dict[str, list[float | None]] = {"true": [], "hallucinated": []}
-    for answer, answer_claims in zip(answers, claims, strict=True):
-        if not select(int(answer.meta["qid"])):
-            continue
-        values = []
-        for c in answer_claims:
-            a = checker.assess(c, answer)
-            vetoed = a.label == Label.UNSUPPORTED and not a.reason.startswith("coverage")
-            values.append(0.0 if vetoed or a.coverage is None else a.coverage)
-        scores[str(answer.meta["label"])].append(sum(values) / len(values) if values else None)
-    return _pairwise(scores["true"], scores["hallucinated"])
 
 
 def _content_tokens(text: str) -> list[str]:
