@@ -6,9 +6,10 @@ only: one corpus holds every evidence passage of the shared split (document id
 ``meta.evidence_ids``. The 3-way label is the support model's own class for
 the deciding passage (supports -> Supports, refutes -> Refutes, neutral ->
 Neutral; a claim the Checker sets aside before the model, e.g. no content
-word, -> Neutral). Supports-vs-Refutes accuracy: over rows labelled Supports
+word, -> Neutral), except that a claim one sentence states
+(``Assessment.stated``) is Supports. Supports-vs-Refutes accuracy: over rows labelled Supports
 or Refutes, the share where the larger of P(supports) and P(refutes) names the
-gold label. Baselines on the same rows: always Neutral, and a token-overlap
+gold label (a stated claim counts as Supports). Baselines on the same rows: always Neutral, and a token-overlap
 rule (share of the claim's content tokens found in the evidence >= 0.5 ->
 Supports, else Neutral).
 """
@@ -77,13 +78,13 @@ def healthver_figures(data: Path, part: str = "heldout", **settings: Any) -> dic
                         meta={"evidence_ids": [r["id"]]})
         a = checker.assess(Claim(text=r["claim"].strip(), index=0), answer)
         p = a.probabilities
-        label = "Neutral" if p is None else _LABELS[int(p.argmax())]
+        label = "Supports" if a.stated else "Neutral" if p is None else _LABELS[int(p.argmax())]
         gold.append(r["label"])
         predicted.append(label)
         share = _overlap(r["claim"], r["evidence"])
         overlap_pred.append("Supports" if share >= 0.5 else "Neutral")
         if r["label"] in ("Supports", "Refutes"):
-            guess = "Refutes" if p is not None and p[1] > p[0] else "Supports"
+            guess = "Refutes" if p is not None and p[1] > p[0] and not a.stated else "Supports"
             sr.append(guess == r["label"])
             overlap_sr.append(r["label"] == "Supports")
     counts = {k: predicted.count(k) for k in _LABELS}

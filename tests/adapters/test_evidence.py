@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -334,3 +333,57 @@ class TestNegationAgainstAssertions:
         verdict = await checker.check(claim("Aspirin reduces pain in adults."), ask("What does aspirin do?"))
         assert verdict.label == Label.UNSUPPORTED
         assert verdict.raw is not None and verdict.raw.startswith("negation")
+
+
+QUICKSTART = [
+    ("metformin", "Metformin", "Metformin is a biguanide used as first-line drug therapy for type 2 diabetes. It lowers "
+     "hepatic glucose production and improves insulin sensitivity. Metformin rarely causes hypoglycemia when used alone."),
+    ("hpylori", "Helicobacter pylori", "Helicobacter pylori is a Gram-negative, spiral-shaped bacterium that colonizes "
+     "the stomach. It produces urease, which neutralizes gastric acid around the organism."),
+]
+
+
+class TestStatedClaims:
+    """A claim one sentence states is supported unless a number, opposite or negation differs."""
+
+    @pytest.fixture
+    def quick(self) -> EvidenceChecker:
+        return EvidenceChecker(Corpus.from_documents(QUICKSTART))
+
+    @pytest.mark.parametrize(
+        ("question", "text"),
+        [("What is metformin?", "Metformin is a biguanide"),
+         ("What is metformin?", "It rarely causes hypoglycemia"),
+         ("What is H. pylori?", "It produces urease")],
+    )
+    def test_verbatim_claim_is_supported(self, quick: EvidenceChecker, question: str, text: str) -> None:
+        """The README Quickstart's true claims, stated word for word in one sentence, are supported."""
+        a = quick.assess(claim(text), Answer(id="a", question=question, response=text))
+        assert a.label == Label.SUPPORTED and a.stated, a.reason
+        assert " states it: 100% of its content words in one sentence" in a.reason
+
+    def test_model_alone_rejects_one_of_them(self, quick: EvidenceChecker) -> None:
+        """Without the rule (stated_share=None) support/v1 rejects 'It produces urease' (P supports 0.27)."""
+        off = EvidenceChecker(quick.corpus, stated_share=None)
+        answer = Answer(id="a", question="What is H. pylori?", response="It produces urease")
+        a = off.assess(claim("It produces urease"), answer)
+        assert a.label == Label.UNSUPPORTED and not a.stated
+        assert a.probabilities is not None and round(float(a.probabilities[0]), 2) == 0.27
+
+    @pytest.mark.parametrize(
+        ("question", "text", "reason"),
+        [("What is metformin?", "Metformin is the first-line drug for type 1 diabetes.", "lacks a number of the claim"),
+         ("What is H. pylori?", "Helicobacter pylori is a Gram-positive bacterium.", "says the opposite of a claim word")],
+    )
+    def test_a_veto_still_applies(self, quick: EvidenceChecker, question: str, text: str, reason: str) -> None:
+        """Full overlap with a different number or an opposite word stays unsupported."""
+        a = quick.assess(claim(text), Answer(id="a", question=question, response=text))
+        assert a.label == Label.UNSUPPORTED and not a.stated
+        assert reason in a.reason
+
+    def test_stated_share_is_in_the_fingerprint(self, corpus: Corpus) -> None:
+        """The rule's setting changes the fingerprint; None leaves support/v1's own tag."""
+        assert EvidenceChecker(corpus).fingerprint.endswith(",t=0.9")
+        assert ",t=" not in EvidenceChecker(corpus, stated_share=None).fingerprint
+        with pytest.raises(ConfigError):
+            EvidenceChecker(corpus, stated_share=1.5)
