@@ -3,6 +3,7 @@
 Usage::
 
     python -m bench.offline_eval [--data DIR] [--rows N] [--no-tune]
+    python -m bench.offline_eval --healthver     # HealthVer figures only
 
 Figures:
 
@@ -16,6 +17,13 @@ Figures:
   answer's decided claims (unknown claims left out; no decided claim →
   undefined). Settings are tuned on even rows only and reported on odd rows
   and on all rows.
+* **MedHallu with the PubMedQA-abstract corpus**: share of the 2,000
+  MedHallu answers with an unknown claim (excluded from a DAHL Score) when
+  each is checked against its question's PubMedQA abstract.
+* **HealthVer** (:mod:`bench.healthver_eval`): 3-way accuracy and macro-F1 and
+  Supports-vs-Refutes accuracy on the held-back part of the shared split (the
+  support model was not trained on it; split in :mod:`bench.train_checker`),
+  with the majority-Neutral and token-overlap baselines.
 * **Baselines** (MedHallu): ``token_share`` = share of the answer's content
   tokens (lower-cased ``\\w+`` minus stopwords) found anywhere in its
   question's Knowledge text; ``claim_overlap`` = per claim the same share,
@@ -43,6 +51,7 @@ from typing import Any
 import anyio
 
 from bench.datasets import Row, medhallu, pubmedqa, shared_data_dir
+from bench.healthver_eval import healthver_figures
 from dahl.adapters.corpus import Corpus
 from dahl.adapters.evidence import EvidenceChecker, EvidenceSettings
 from dahl.records import Answer, Claim, Label, normalize_text
@@ -51,9 +60,9 @@ __all__ = [
     "PairScore",
     "baseline_pairwise",
     "claims_of",
-    "coverage_pairwise",
     "evidence_pairwise",
     "medhallu_answers",
+    "medhallu_pubmedqa_exclusion",
     "pubmedqa_score",
     "regex_claims",
 ]
@@ -205,31 +214,6 @@ def evidence_pairwise(
     return _pairwise(precisions["true"], precisions["hallucinated"])
 
 
-def coverage_pairwise(
-    checker: EvidenceChecker,
-    answers: Sequence[Answer],
-    claims: Sequence[Sequence[Claim]],
-    select: Callable[[int], bool] = lambda qid: True,
-) -> PairScore:
-    """Pairwise accuracy of the Checker's continuous signal: mean claim coverage per answer.
-
-    A claim vetoed (number or negation) or without coverage counts 0; an
-    answer with no claim is undefined. Not a DAHL precision: it shows how much
-    the binary labels lose to ties.
-    """
-    scores: dict[str, list[float | None]] = {"true": [], "hallucinated": []}
-    for answer, answer_claims in zip(answers, claims, strict=True):
-        if not select(int(answer.meta["qid"])):
-            continue
-        values = []
-        for c in answer_claims:
-            a = checker.assess(c, answer)
-            vetoed = a.label == Label.UNSUPPORTED and not a.reason.startswith("coverage")
-            values.append(0.0 if vetoed or a.coverage is None else a.coverage)
-        scores[str(answer.meta["label"])].append(sum(values) / len(values) if values else None)
-    return _pairwise(scores["true"], scores["hallucinated"])
-
-
 def _content_tokens(text: str) -> list[str]:
     return [t for t in _WORD.findall(text.lower()) if t not in _BASELINE_STOP]
 
@@ -313,8 +297,7 @@ def pubmedqa_score(data: Path, split: Callable[[Answer], list[Claim]], **setting
 
 
 _GRID: dict[str, Sequence[Any]] = {
-    "support_threshold": (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7),
-    "n_evidence": (2, 3),
+    "support_threshold": (0.25, 0.3, 0.35, 0.4, 0.45),
 }
 
 
@@ -327,12 +310,37 @@ def _tune(
     keys = list(_GRID)
     for values in itertools.product(*(_GRID[k] for k in keys)):
         params = {**base, **dict(zip(keys, values, strict=True))}
-        params["unknown_below"] = min(params["unknown_below"], params["support_threshold"])
         score = evidence_pairwise(EvidenceChecker(corpus, **params), answers, claims, lambda q: q % 2 == 0)
         trials.append({**params, "even_accuracy": round(score.accuracy, 4)})
         if score.accuracy > best[0]:
             best = (score.accuracy, params)
     return best[1], trials
+
+
+def medhallu_pubmedqa_exclusion(
+    data: Path, split: Callable[[Answer], list[Claim]], **settings: Any
+) -> dict[str, Any]:
+    """Share of MedHallu answers excluded (a claim unknown) with PubMedQA abstracts as the corpus.
+
+    Each MedHallu row's question is matched to its PubMedQA item by text, and
+    its answers search only that abstract (``evidence_ids``); a question with no
+    match searches the whole corpus.
+    """
+    pub_rows, docs = pubmedqa(data)
+    corpus = Corpus.from_documents((str(d["id"]), "", str(d["text"])) for d in docs)
+    by_question = {normalize_text(str(r["question"])): str(r["id"]) for r in pub_rows}
+    checker = EvidenceChecker(corpus, **settings)
+    answer_rows, _ = medhallu(data)
+    excluded = matched = 0
+    for row in answer_rows:
+        pmid = by_question.get(normalize_text(str(row["question"])))
+        matched += pmid is not None
+        meta = {**row["meta"], "evidence_ids": [pmid]} if pmid else {k: v for k, v in row["meta"].items() if k != "evidence_ids"}
+        answer = _answer({**row, "meta": meta})
+        labels = [v.label for v in checker.check_many_sync([(c, answer) for c in split(answer)])]
+        excluded += any(x == Label.UNKNOWN for x in labels)
+    return {"n_answers": len(answer_rows), "matched_to_abstract": matched, "n_excluded": excluded,
+            "excluded_share": round(excluded / len(answer_rows), 4) if answer_rows else None}
 
 
 def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
@@ -344,7 +352,6 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
     for p in corpus.passages:
         qid = int(p.doc_id.split("-")[0])
         knowledge[qid] = knowledge.get(qid, "") + " " + p.text
-    even: Callable[[int], bool] = lambda q: q % 2 == 0  # noqa: E731
     odd: Callable[[int], bool] = lambda q: q % 2 == 1  # noqa: E731
 
     defaults = asdict(EvidenceSettings())
@@ -356,10 +363,6 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
         "evidence_default": defaults,
         "evidence_tuned": chosen,
         "evidence_tuned_unrestricted": {**chosen, "restrict": False},
-        "evidence_tuned_unrestricted_no_unknown": {**chosen, "restrict": False, "unknown_below": 0.0},
-        "evidence_tuned_claim_only": {**chosen, "use_question": False},
-        "evidence_tuned_claim_only_unrestricted": {**chosen, "use_question": False, "restrict": False},
-        "evidence_tuned_no_question_discount": {**chosen, "discount_question": False},
     }
     for name, params in variants.items():
         checker = EvidenceChecker(corpus, **params)
@@ -369,11 +372,6 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
             "all": evidence_pairwise(checker, answers, claims).as_dict(),
             "seconds": round(time.perf_counter() - t0, 3),
         }
-    tuned = EvidenceChecker(corpus, **chosen)
-    med["evidence_tuned_mean_coverage"] = {
-        "odd": coverage_pairwise(tuned, answers, claims, odd).as_dict(),
-        "all": coverage_pairwise(tuned, answers, claims).as_dict(),
-    }
     fixed = claims_of(answers, regex_claims)
     med["evidence_default_regex_claims_first200"] = evidence_pairwise(
         EvidenceChecker(medhallu_answers(data, 200)[1]), answers[:400], fixed[:400]
@@ -388,7 +386,8 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
         name: {"settings": params, **pubmedqa_score(data, split, **params)}
         for name, params in (("default", defaults), ("tuned", chosen))
     }
-    return {"medhallu": med, "pubmedqa": pubmed}
+    med["excluded_with_pubmedqa_corpus"] = medhallu_pubmedqa_exclusion(data, split, **chosen)
+    return {"medhallu": med, "pubmedqa": pubmed, "healthver": healthver_figures(data, "heldout")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,10 +396,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None, help="shared data folder")
     parser.add_argument("--rows", type=int, default=None, help="first N MedHallu rows only")
     parser.add_argument("--no-tune", action="store_true", help="skip the grid search")
+    parser.add_argument("--healthver", action="store_true", help="only the HealthVer figures (held-back part)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s logs every index build at DEBUG
-    result = run(args.data or shared_data_dir(), args.rows, not args.no_tune)
+    data = args.data or shared_data_dir()
+    if args.healthver:
+        result = {"healthver": healthver_figures(data, "heldout"), "healthver_all_rows": healthver_figures(data, "all")}
+    else:
+        result = run(data, args.rows, not args.no_tune)
     print(json.dumps(result, indent=2))
     return 0
 
