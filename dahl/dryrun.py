@@ -44,10 +44,11 @@ import msgspec
 from dahl.adapters.factory import AdapterSettings, open_adapters
 from dahl.cache.database import DB_NAME
 from dahl.cache.reader import BatchReader, CachedEntry
+from dahl.cache.reparse import reparse_claims, reparse_verdict
 from dahl.cache.store import default_cache_dir
 from dahl.config import EndpointConfig
 from dahl.dryrun_report import DryRunReport, StageEstimate
-from dahl.errors import DahlError, InputError
+from dahl.errors import InputError
 from dahl.formats import read_answers
 from dahl.preprocess import preprocess
 from dahl.pricing import PriceTable
@@ -232,14 +233,7 @@ def _claims_of(splitter: Any, entry: CachedEntry | None, answer: Answer) -> list
         return None
     if isinstance(entry.value, list):
         return entry.value
-    parse = getattr(splitter, "parse_raw", None)
-    if entry.raw is None or parse is None:
-        return None
-    try:
-        parts: list[Claim] = parse(entry.raw, answer)
-    except DahlError:
-        return None
-    return parts
+    return reparse_claims(splitter, entry.raw, answer)
 
 
 def _split_completion(parts: list[Claim]) -> int:
@@ -291,14 +285,7 @@ def _verdict_of(checker: Any, entry: CachedEntry | None) -> Verdict | None:
         return None
     if isinstance(entry.value, Verdict):
         return entry.value
-    parse = getattr(checker, "parse_raw", None)
-    if entry.raw is None or parse is None:
-        return None
-    try:
-        verdict: Verdict = parse(entry.raw)
-    except DahlError:
-        return None
-    return verdict
+    return reparse_verdict(checker, entry.raw)
 
 
 @dataclass

@@ -27,10 +27,11 @@ from dahl.adapters.bodies import split_request_body
 from dahl.adapters.factory import open_adapters
 from dahl.cache.keys import check_keys, split_key
 from dahl.cache.opening import open_store
+from dahl.cache.reparse import reparse_claims, reparse_verdict
 from dahl.cache.store import CacheStore, default_cache_dir
 from dahl.config import EndpointConfig
 from dahl.engine.scoring import prepare_answer
-from dahl.errors import ConfigError, DahlError, InputError
+from dahl.errors import ConfigError, InputError
 from dahl.formats import read_answers
 from dahl.records import Answer, Claim, Evidence, Verdict
 from dahl.run import ScoreConfig
@@ -281,23 +282,9 @@ async def _cached_split(store: CacheStore, key: str, version: str, splitter: obj
         return None
     if isinstance(entry.value, list):
         return entry.value
-    parse = getattr(splitter, "parse_raw", None)
-    if entry.raw is None or parse is None:
-        return None
-    try:
-        claims: list[Claim] = parse(entry.raw, answer)
-    except DahlError:
-        return None
-    return claims
+    return reparse_claims(splitter, entry.raw, answer)
 
 
 def _reparses(checker: object, raw: str | None) -> bool:
     """Whether a stored raw reply (from an older parser) still parses: then the run needs no call."""
-    parse = getattr(checker, "parse_raw", None)
-    if raw is None or parse is None:
-        return False
-    try:
-        parse(raw)
-    except DahlError:
-        return False
-    return True
+    return reparse_verdict(checker, raw) is not None

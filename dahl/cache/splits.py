@@ -8,20 +8,16 @@ counterpart.
 
 from __future__ import annotations
 
-import logging
-
 from dahl.adapters.base import Splitter
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import split_key
+from dahl.cache.reparse import reparse_claims
 from dahl.cache.store import CacheStore
 from dahl.cache.wrap import CachingAdapter
 from dahl.engine.counters import RunCounters
-from dahl.errors import DahlError
 from dahl.records import Answer, Claim
 
 __all__ = ["CachingSplitter"]
-
-log = logging.getLogger(__name__)
 
 
 class CachingSplitter(CachingAdapter[Splitter]):
@@ -103,12 +99,4 @@ class CachingSplitter(CachingAdapter[Splitter]):
         return claims
 
     def _reparse(self, raw: str, answer: Answer) -> list[Claim] | None:
-        parse = getattr(self.inner, "parse_raw", None)
-        if parse is None:
-            return None
-        try:
-            claims: list[Claim] = parse(raw, answer)
-        except DahlError as exc:
-            log.debug("stored split reply no longer parses (%s); splitting again", exc)
-            return None
-        return claims
+        return reparse_claims(self.inner, raw, answer)

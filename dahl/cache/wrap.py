@@ -31,9 +31,10 @@ from dahl.adapters.base import Checker
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
 from dahl.cache.remote import Found, ProcessReader
+from dahl.cache.reparse import reparse_verdict
 from dahl.cache.store import CachedEntry, CacheStore
 from dahl.engine.counters import RunCounters
-from dahl.errors import CacheError, DahlError
+from dahl.errors import CacheError
 from dahl.records import Answer, Claim, Label, Verdict
 
 __all__ = ["PROCESS_AFTER_CLAIMS", "CachingAdapter", "CachingChecker", "Lookup"]
@@ -346,12 +347,4 @@ class CachingChecker(CachingAdapter[Checker]):
         return verdict
 
     def _reparse(self, raw: str) -> Verdict | None:
-        parse = getattr(self.inner, "parse_raw", None)
-        if parse is None:
-            return None
-        try:
-            verdict: Verdict = parse(raw)
-        except DahlError as exc:  # the new parser rejects it: ask the model again
-            log.debug("stored reply no longer parses (%s); checking again", exc)
-            return None
-        return verdict if verdict.label is not Label.ERROR else None
+        return reparse_verdict(self.inner, raw)
