@@ -103,7 +103,7 @@ class TestEvalPubMedQA:
 
 
 #: Measured on the first 150 PubMedQA pmids (sorted); checked above by the independent count.
-PINNED: dict[str, Any] = {"n_scored": (34, 30), "truthful": 0.883333, "hallucinating": 0.726667, "pair": (12, 0.2947)}
+PINNED: dict[str, Any] = {"n_scored": (37, 34), "truthful": 0.651137, "hallucinating": 0.499020, "pair": (16, 0.0509)}
 
 
 class TestEvalExitStatus:

@@ -207,7 +207,7 @@ class TestExplorerSpans:
         mark.send_keys(Keys.ENTER)
         detail = browser.find_element(By.CSS_SELECTOR, ".claim-detail")
         assert detail.find_element(By.CLASS_NAME, "c-label").text == "unsupported"
-        assert detail.find_element(By.CLASS_NAME, "c-raw").text.startswith("evidence says the opposite of ['posit']")
+        assert detail.find_element(By.CLASS_NAME, "c-raw").text.startswith("passage hpylori#0-267 says the opposite of a claim word")
         heads = [h.text for h in detail.find_elements(By.CLASS_NAME, "ev-head")]
         assert heads and heads[0].startswith("hpylori")
         browser.save_screenshot(str(shots / "explorer-evidence.png"))
