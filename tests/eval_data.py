@@ -73,6 +73,8 @@ def oracle_args(folder: Path) -> list[str]:
 if __name__ == "__main__":  # pragma: no cover
     from tests.conftest import shared_data_dir
 
+    if len(sys.argv) not in (3, 4) or sys.argv[1].startswith("-"):
+        sys.exit("usage: python -m tests.eval_data FOLDER MOCK_URL [N_QUESTIONS]")
     data = shared_data_dir()
     folder = Path(sys.argv[1])
     write_benchmark(folder, data / "pubmedqa" / "ori_pqal.json", data / "medhallu" / "medhallu_pqa_labeled.jsonl",
