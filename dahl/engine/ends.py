@@ -7,7 +7,9 @@ answer log in a thread (DESIGN.md §1).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import anyio
 
@@ -18,19 +20,27 @@ from dahl.engine.queued import QueuedAnswer
 from dahl.engine.results import EncodedResult, FoundLine
 from dahl.records import AnswerResult
 
-__all__ = ["Reader", "Writer"]
+__all__ = ["Reader", "Writer", "next_batch", "read_batches"]
+
+T = TypeVar("T")
 
 #: A line the writer appends.
 Line = AnswerResult | EncodedResult | FoundLine
 
 
-def _next_batch(source: Iterator[QueuedAnswer | FoundLine], size: int) -> list[QueuedAnswer | FoundLine]:
-    batch: list[QueuedAnswer | FoundLine] = []
-    for item in source:
-        batch.append(item)
-        if len(batch) >= size:
-            break
-    return batch
+def next_batch(source: Iterator[T], size: int) -> list[T]:
+    """The next ``size`` items of ``source`` (fewer at its end, ``[]`` once exhausted).
+
+    Blocking (the iterator reads and parses a file): call it in a worker thread.
+    """
+    return list(itertools.islice(source, size))
+
+
+async def read_batches(source: Iterator[T], size: int) -> AsyncIterator[list[T]]:
+    """``source`` in lists of up to ``size`` items, each read in a worker thread, so a
+    blocking reader never runs on the event loop; ends when ``source`` is exhausted."""
+    while batch := await anyio.to_thread.run_sync(next_batch, source, size):
+        yield batch
 
 
 class Reader:
@@ -78,10 +88,7 @@ class Reader:
         """Read until ``source`` is exhausted, then close this reader's senders."""
         counters, answers, batches = self._counters, self._answers, self._batches
         try:
-            while True:
-                batch = await anyio.to_thread.run_sync(_next_batch, self._source, self._read_batch)
-                if not batch:
-                    return
+            async for batch in read_batches(self._source, self._read_batch):
                 counters.answers_read += len(batch)
                 to_look_up: list[QueuedAnswer] = []
                 for item in batch:

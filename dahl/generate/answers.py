@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -28,6 +27,7 @@ from dahl.cache.opening import open_store
 from dahl.config import api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
+from dahl.engine.ends import read_batches
 from dahl.engine.lane import LaneLimits, LanePool
 from dahl.engine.spend import Spend
 from dahl.engine.stage import Stage, run_stages
@@ -70,15 +70,6 @@ class _Job:
     endpoint: GenerateEndpoint
     sample: int
     id: str
-
-
-def _batch(source: Iterator[GenQuestion]) -> list[GenQuestion]:
-    batch: list[GenQuestion] = []
-    for question in source:
-        batch.append(question)
-        if len(batch) == _READ_BATCH:
-            break
-    return batch
 
 
 def _record(job: _Job, reply: Generated) -> dict[str, Any]:
@@ -180,7 +171,7 @@ async def _run(
     async def read() -> None:
         try:
             source = iter(read_questions(settings.questions))
-            while batch := await anyio.to_thread.run_sync(_batch, source):
+            async for batch in read_batches(source, _READ_BATCH):
                 for question in batch:
                     counters.questions += 1
                     for endpoint in endpoints:

@@ -27,6 +27,7 @@ from dahl.cache.opening import open_store
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
+from dahl.engine.ends import read_batches
 from dahl.engine.lane import LaneLimits, LanePool
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, OutputParseError
@@ -40,6 +41,9 @@ from dahl.refs.endpoint import RefsEndpoint, parse_json_object
 __all__ = ["QuestionsCounters", "QuestionsReport", "QuestionsSettings", "build_questions"]
 
 log = logging.getLogger(__name__)
+
+#: Articles read per worker-thread call.
+_READ_BATCH = 64
 
 _KEY_ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -249,13 +253,10 @@ async def _run(settings: QuestionsSettings, asker: _Asker, journal: Journal,
     articles.open_sender()
     order: list[str] = []
 
-    def batch(source: Any) -> list[Article]:
-        return [a for _, a in zip(range(64), source, strict=False)]
-
     async def read() -> None:
         try:
             source = iter(read_articles(settings.articles))
-            while items := await anyio.to_thread.run_sync(batch, source):
+            async for items in read_batches(source, _READ_BATCH):
                 for article in items:
                     counters.articles += 1
                     order.append(article.id)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
@@ -30,6 +29,7 @@ from dahl.cache.opening import open_store
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.engine.breaker import BreakerSettings
 from dahl.engine.channel import Channel
+from dahl.engine.ends import read_batches
 from dahl.engine.lane import LaneLimits, LanePool
 from dahl.engine.spend import Spend
 from dahl.pricing import PriceTable
@@ -57,15 +57,6 @@ class _Extracted:
     question: RefQuestion
     documents: tuple[str, ...]
     facts: list[tuple[str, ExtractedFact]]  # (doc id, fact), distinct
-
-
-def _batches(questions: Iterator[RefQuestion]) -> list[RefQuestion]:
-    batch: list[RefQuestion] = []
-    for question in questions:
-        batch.append(question)
-        if len(batch) == _READ_BATCH:
-            break
-    return batch
 
 
 class _Builder:
@@ -267,7 +258,7 @@ async def _run(builder: _Builder, output: RefsLog, done: set[str]) -> None:
     async def read() -> None:
         try:
             source = iter(read_questions(settings.questions, settings.fmt))
-            while batch := await anyio.to_thread.run_sync(_batches, source):
+            async for batch in read_batches(source, _READ_BATCH):
                 for question in batch:
                     counters.questions += 1
                     if question.question_id in done:
