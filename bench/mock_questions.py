@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 
+from bench.mock_refs import tagged_block
 from dahl.questions.checks import CATEGORIES
 from dahl.records import normalize_text
 
@@ -32,24 +33,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+")
 
 
-def _block(tag: str, text: str) -> str | None:
-    opening, closing = f"<{tag}>\n", f"\n</{tag}>"
-    start = text.rfind(opening)
-    if start < 0:
-        return None
-    end = text.find(closing, start + len(opening))
-    return None if end < 0 else text[start + len(opening) : end]
-
-
 def classify(text: str) -> tuple[str, str | None, str] | None:
     """``(kind, title or question, data)`` of a questions user message, or None for other prompts.
 
     Generation data is ``"<count>\\n<article text>"``.
     """
-    article = _block("article_text", text)
+    article = tagged_block("article_text", text)
     if article is not None:
-        return "questions", _block("article_title", text) or "", f"{(_block('count', text) or '1').strip()}\n{article}"
-    question = _block("exam_question", text)
+        return "questions", tagged_block("article_title", text) or "", f"{(tagged_block('count', text) or '1').strip()}\n{article}"
+    question = tagged_block("exam_question", text)
     if question is not None:
         return "judge", question, question
     return None

@@ -22,7 +22,7 @@ import re
 
 from dahl.records import normalize_text
 
-__all__ = ["KINDS", "SKIP_WORD", "classify", "rating", "reply_content"]
+__all__ = ["KINDS", "SKIP_WORD", "classify", "rating", "reply_content", "tagged_block"]
 
 #: A fact holding this word is not rated in a batch of several facts.
 SKIP_WORD = "MOCKSKIP"
@@ -36,7 +36,7 @@ _WORD = re.compile(r"\w+")
 _NUMBERED = re.compile(r"^\s*\d+\.\s+")
 
 
-def _block(tag: str, text: str) -> str | None:
+def tagged_block(tag: str, text: str) -> str | None:
     """Content of the last ``<tag>`` block of ``text`` (one newline trimmed each side), or None."""
     opening, closing = f"<{tag}>\n", f"\n</{tag}>"
     start = text.rfind(opening)
@@ -48,12 +48,12 @@ def _block(tag: str, text: str) -> str | None:
 
 def classify(text: str) -> tuple[str, str | None, str] | None:
     """``(kind, question or title, data)`` of a refs user message, or None for other prompts."""
-    source = _block("source_text", text)
+    source = tagged_block("source_text", text)
     if source is not None:
-        return "extract", _block("title", text), source
-    facts = _block("facts", text)
+        return "extract", tagged_block("title", text), source
+    facts = tagged_block("facts", text)
     if facts is not None:
-        return "rate", _block("question", text), facts
+        return "rate", tagged_block("question", text), facts
     return None
 
 
