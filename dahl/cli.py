@@ -237,8 +237,7 @@ def score(
 
 
 def _sigterm_handler(_signum: int, _frame: FrameType | None) -> None:
-    # SIGINT lets asyncio cancel the run as on Ctrl-C. A background job (``dahl ... &`` in a script)
-    # starts with SIGINT ignored: asyncio then installs no handler and SIGINT would be dropped.
+    # SIGINT lets asyncio cancel the run as on Ctrl-C (see _sigterm_as_ctrl_c for background jobs).
     if callable(signal.getsignal(signal.SIGINT)):
         signal.raise_signal(signal.SIGINT)
     else:
@@ -253,10 +252,18 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGTERM, _sigterm_handler)
+    # A background job (``dahl ... &`` in a script) starts with SIGINT ignored, so the event loop
+    # installs no SIGINT handler and a KeyboardInterrupt raised at a random point can hang the run.
+    # Restoring the default handler for the run lets the loop cancel it cleanly on SIGTERM.
+    sigint_ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if sigint_ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if sigint_ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
