@@ -1,4 +1,4 @@
-"""Rule 5 of the rule Splitter (rules/v6): one claim per phrase hung on a sentence's head.
+"""Rule 5 of the rule Splitter (rules/v7): one claim per phrase hung on a sentence's head.
 
 A sentence often packs several checkable facts into phrases hung one after
 another on its head: "Takeo Miki died in Tokyo at the age of 81 due to heart
@@ -16,9 +16,9 @@ failure." This rule cuts the claim before each marker of a closed list:
 
 The **head** is the text before the first cut (subject, verb, object: "Takeo
 Miki died"). The claim's text is then divided at the **boundaries**: the cuts
-whose prefix says something on its own (it does not stop on a verb, an
-auxiliary, a participle or a reporting verb: "He was born", "a disease caused",
-"Our results suggest" say nothing). The first segment is a claim as written
+whose prefix says something on its own (it holds a verb and does not stop on a
+verb, an auxiliary, a participle or a reporting verb: "Patients", "He was
+born", "a disease caused", "Our results suggest" say nothing). The first segment is a claim as written
 ("Takeo Miki died in Tokyo"); every later segment that attaches to the verb
 (a time or place: "in 1990", "in Tokyo", "at the age of 81"; a cause or
 concession: "because ...", "due to ...") is a claim with the head restored
@@ -79,12 +79,15 @@ _REPORTING = frozenset("suggest indicate show demonstrate reveal imply confirm".
 
 
 def _says_something(prefix: str) -> bool:
-    """A prefix is a claim when it has a word and does not stop on a verb."""
-    found = WORD.findall(prefix)
+    """A prefix is a claim when it has a verb and does not stop on one.
+
+    "Patients" or "Adjustment" (the subject before "with" / "for") says nothing.
+    """
+    found = [w.lower() for w in WORD.findall(prefix)]
     if not found:
         return False
-    last = found[-1].lower()
-    return not is_verb(last) and last not in _REPORTING
+    last = found[-1]
+    return any(is_verb(w) for w in found[:-1]) and not is_verb(last) and last not in _REPORTING
 
 
 def _cuts(claim: str) -> list[tuple[int, int]]:

@@ -310,6 +310,14 @@ class TestExampleRegressions:
         ("text", "expected"),
         [
             (
+                "Patients with strabismus amblyopia showed a significant underestimation of visual acuity.",
+                ["Patients with strabismus amblyopia showed a significant underestimation of visual acuity."],
+            ),
+            (
+                "Small differences in the lower visual acuity range have to be considered.",
+                ["Small differences in the lower visual acuity range have to be considered."],
+            ),
+            (
                 "Metformin lowers hepatic glucose production and improves insulin sensitivity.",
                 ["Metformin lowers hepatic glucose production", "Metformin improves insulin sensitivity."],
             ),
@@ -344,11 +352,12 @@ class TestExampleRegressions:
                 ],
             ),
         ],
-        ids=["verb-phrase-repeats-subject", "participle-keeps-its-phrases", "copular-noun-phrases",
-             "participle-conjugated-and-roman-numeral-stop"],
+        ids=["no-cut-after-a-verbless-subject", "no-cut-after-a-verbless-subject-2", "verb-phrase-repeats-subject",
+             "participle-keeps-its-phrases", "copular-noun-phrases", "participle-conjugated-and-roman-numeral-stop"],
     )
     def test_examples(self, text: str, expected: list[str]) -> None:
-        """The README example answers give whole, grammatical claims (rules/v6)."""
+        """The README example and MedHallu answers give whole, grammatical claims (rules/v7): no
+        claim is a bare subject ("Patients") cut off before its phrase."""
         assert texts(text) == expected
 
     @pytest.mark.parametrize(
@@ -393,10 +402,10 @@ class TestRuleSplitter:
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v6."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v7."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v6"
+        assert splitter.fingerprint == "rules/v7"
 
 
 class TestAgainstFactScoreHumans:
@@ -411,10 +420,11 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v6): r = 0.6637, mean ratio 0.9219 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v7): r = 0.6560, mean ratio 0.9093 on 352 answers (127 + 110 + 115);
+        # rules/v6 cut before a phrase after a verbless subject ("Patients | with ..."): 0.6637, 0.9219;
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6637
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9219
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6560
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9093
