@@ -19,7 +19,9 @@ Figures:
   and on all rows.
 * **MedHallu with the PubMedQA-abstract corpus**: share of the 2,000
   MedHallu answers with an unknown claim (excluded from a DAHL Score) when
-  each is checked against its question's PubMedQA abstract.
+  each is checked against its question's PubMedQA abstract, and when each
+  searches the whole corpus of 1,000 abstracts (``restrict=False``, as
+  ``dahl score --evidence`` does for answers without evidence ids).
 * **HealthVer** (:mod:`bench.healthver_eval`): 3-way accuracy and macro-F1 and
   Supports-vs-Refutes accuracy on the held-back part of the shared split (the
   support model was not trained on it; split in :mod:`bench.train_checker`),
@@ -275,11 +277,10 @@ def pubmedqa_score(data: Path, split: Callable[[Answer], list[Claim]], **setting
         labels = [v.label for v in checker.check_many_sync([(c, answer) for c in answer_claims])]
         for label in labels:
             counts[str(label)] += 1
-        if not labels or any(x not in (Label.SUPPORTED, Label.UNSUPPORTED) for x in labels):
-            excluded += 1
-            continue
         p = _precision(labels)
-        assert p is not None
+        if p is None or any(x in (Label.UNKNOWN, Label.ERROR) for x in labels):
+            excluded += 1  # as dahl.metrics: no decided claim, or an unknown / error verdict
+            continue
         scores.append(p)
     t_check = time.perf_counter() - t1
     n_claims = sum(len(c) for c in claims)
@@ -387,6 +388,9 @@ def run(data: Path, rows: int | None, tune: bool) -> dict[str, Any]:
         for name, params in (("default", defaults), ("tuned", chosen))
     }
     med["excluded_with_pubmedqa_corpus"] = medhallu_pubmedqa_exclusion(data, split, **chosen)
+    med["excluded_with_whole_pubmedqa_corpus"] = medhallu_pubmedqa_exclusion(
+        data, split, **{**chosen, "restrict": False}
+    )
     return {"medhallu": med, "pubmedqa": pubmed, "healthver": healthver_figures(data, "heldout")}
 
 

@@ -103,7 +103,7 @@ class TestEvalPubMedQA:
 
 
 #: Measured on the first 150 PubMedQA pmids (sorted); checked above by the independent count.
-PINNED: dict[str, Any] = {"n_scored": (37, 34), "truthful": 0.651137, "hallucinating": 0.499020, "pair": (16, 0.0509)}
+PINNED: dict[str, Any] = {"n_scored": (131, 132), "truthful": 0.488247, "hallucinating": 0.303631, "pair": (125, 0.001)}
 
 
 class TestEvalExitStatus:

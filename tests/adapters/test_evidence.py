@@ -105,7 +105,8 @@ class TestEvidenceChecker:
         assert verdict.evidence == ()
 
     async def test_off_topic_claim_is_unknown_in_open_corpus(self, checker: EvidenceChecker) -> None:
-        """A claim whose new words are all absent (coverage 0 < 0.2) is unknown when the whole corpus is searched."""
+        """New words all absent (coverage 0 < 0.2) and no passage on the question's topic (none holds
+        "invented"): unknown when the whole corpus is searched."""
         verdict = await checker.check(
             claim("Aspirin was invented by a French chemist."), ask("Who invented aspirin?")
         )
@@ -176,7 +177,7 @@ class TestEvidenceChecker:
         """The fingerprint holds the corpus fingerprint and changes with a threshold."""
         a = EvidenceChecker(corpus, support_threshold=0.5)
         b = EvidenceChecker(corpus, support_threshold=0.6)
-        assert a.fingerprint.startswith(f"evidence/v4:{corpus.fingerprint}:{a.model.digest}:")
+        assert a.fingerprint.startswith(f"evidence/v5:{corpus.fingerprint}:{a.model.digest}:")
         assert a.fingerprint != b.fingerprint
 
     def test_fingerprint_changes_with_corpus_content(self) -> None:
@@ -197,7 +198,33 @@ class TestEvidenceChecker:
             EvidenceChecker(corpus, **kwargs)
 
 
-# Measured: 97 wins of 200 with evidence/v4 (support/v1 model, threshold 0.35) and
+class TestOnTopicSearch:
+    """Rule 4: an unrestricted search gives unknown only when no kept passage is on the question's topic."""
+
+    async def test_claim_with_new_words_against_on_topic_passage_is_unsupported(self, checker: EvidenceChecker) -> None:
+        """The question's terms (vitamin, fractures) are in a passage that never names hip surgery:
+        the corpus speaks, so no unknown."""
+        answer = ask("Does vitamin D prevent fractures?")
+        a = checker.assess(claim("Vitamin D speeds recovery after hip surgery."), answer)
+        assert a.label == Label.UNSUPPORTED
+        assert "off-topic" not in a.reason
+
+    async def test_without_the_exemption_the_same_claim_is_unknown(self, corpus: Corpus) -> None:
+        """on_topic=None restores the claim-only test: the claim's new words are absent, so unknown."""
+        answer = ask("Does vitamin D prevent fractures?")
+        a = EvidenceChecker(corpus, on_topic=None).assess(claim("Vitamin D speeds recovery after hip surgery."), answer)
+        assert a.label == Label.UNKNOWN
+        assert a.reason.startswith("off-topic")
+
+    def test_on_topic_is_in_the_fingerprint_and_checked(self, corpus: Corpus) -> None:
+        """The share is a setting: in the fingerprint, in [0, 1]."""
+        assert EvidenceChecker(corpus).fingerprint.endswith(",o=0.5")
+        assert ",o=" not in EvidenceChecker(corpus, on_topic=None).fingerprint
+        with pytest.raises(ConfigError):
+            EvidenceChecker(corpus, on_topic=1.5)
+
+
+# Measured: 97 wins of 200 with evidence/v4 and v5 (support/v1 model, threshold 0.35) and
 # sentence-level regex claims; the evidence/v3 rule had 85, evidence/v2 79, evidence/v1 86.
 PINNED_ACCURACY = 0.485
 
@@ -383,7 +410,7 @@ class TestStatedClaims:
 
     def test_stated_share_is_in_the_fingerprint(self, corpus: Corpus) -> None:
         """The rule's setting changes the fingerprint; None leaves support/v1's own tag."""
-        assert EvidenceChecker(corpus).fingerprint.endswith(",t=0.9")
+        assert ",t=0.9," in EvidenceChecker(corpus).fingerprint
         assert ",t=" not in EvidenceChecker(corpus, stated_share=None).fingerprint
         with pytest.raises(ConfigError):
             EvidenceChecker(corpus, stated_share=1.5)
