@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import FrameType
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import anyio
 import click
@@ -54,6 +52,8 @@ class _Console(Console):
 # Not a terminal (a log): lines are neither padded nor wrapped, so they can be grepped.
 console = _Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=not sys.stderr.isatty())
 out = _Console(width=None if sys.stdout.isatty() else 160)
+
+T = TypeVar("T")
 
 # Kept for scripts and tests that import them; the table is dahl.exit_status.ExitStatus.
 EXIT_USAGE = ExitStatus.USAGE
@@ -227,8 +227,7 @@ def score(
             return
         counters = RunCounters()
         mode: ProgressMode = "off" if no_progress else "bar" if console.is_terminal else "lines"
-        with _sigterm_as_ctrl_c():
-            report = anyio.run(lambda: run_with_progress(config, counters, console, mode=mode, every_s=progress_every_s))
+        report = run_stoppable(lambda: run_with_progress(config, counters, console, mode=mode, every_s=progress_every_s))
     except (DahlError, KeyboardInterrupt) as exc:
         _stop(exc, out_dir)
     out.print(result_table(report.summary, k, out.width))
@@ -236,34 +235,45 @@ def score(
     _finish(report)
 
 
-def _sigterm_handler(_signum: int, _frame: FrameType | None) -> None:
-    # SIGINT lets asyncio cancel the run as on Ctrl-C (see _sigterm_as_ctrl_c for background jobs).
-    if callable(signal.getsignal(signal.SIGINT)):
-        signal.raise_signal(signal.SIGINT)
-    else:
-        raise KeyboardInterrupt
+def run_stoppable(func: Callable[..., Awaitable[T]], *args: object) -> T:
+    """``anyio.run(func, *args)``, where SIGTERM (``kill``, a job scheduler) stops the run as Ctrl-C does.
 
+    The event loop's SIGTERM handler cancels the run's main task once, as asyncio's own SIGINT
+    handler does; the task's cleanup writes the finished answers, then KeyboardInterrupt is raised
+    (exit 130 via the caller's handler) instead of the process dying mid-write. SIGINT is left as
+    it was: a background job (``dahl ... &`` in a script) keeps ignoring Ctrl-C. Off the main
+    thread, where signals cannot be handled, this is plain ``anyio.run``.
 
-@contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """While the run lasts, SIGTERM (``kill``, a job scheduler) stops it as Ctrl-C does: finished
-    answers are written and the exit status is 130, instead of dying mid-write."""
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _sigterm_handler)
-    # A background job (``dahl ... &`` in a script) starts with SIGINT ignored, so the event loop
-    # installs no SIGINT handler and a KeyboardInterrupt raised at a random point can hang the run.
-    # Restoring the default handler for the run lets the loop cancel it cleanly on SIGTERM.
-    sigint_ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    if sigint_ignored:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if sigint_ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Raises:
+        KeyboardInterrupt: SIGTERM (or Ctrl-C) stopped the run.
+    """
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        stopped: list[bool] = []
+
+        def stop() -> None:
+            if task is not None and not stopped:  # a second SIGTERM must not cut the cleanup short
+                stopped.append(True)
+                task.cancel()
+
+        try:
+            loop.add_signal_handler(signal.SIGTERM, stop)
+            handled = True
+        except (RuntimeError, ValueError, NotImplementedError):  # not the main thread, or no signals
+            handled = False
+        try:
+            return await func(*args)
+        except asyncio.CancelledError:
+            if stopped:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGTERM)
+
+    return anyio.run(main)
 
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:

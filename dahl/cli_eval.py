@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import anyio
 import click
 from rich.markup import escape
 
@@ -35,7 +34,7 @@ def eval_command(config_file: Path, out_dir: Path | None, cache_dir: Path | None
     step; the exit status is dahl score's (0 ok, 5 nothing scored, 6 partial,
     3/4/130 stopped). The config layout: see dahl.eval_config.
     """
-    from dahl.cli import _sigterm_as_ctrl_c, console, exit_stopped, out as stdout
+    from dahl.cli import run_stoppable, console, exit_stopped, out as stdout
     from dahl.cli_generate import _done, _run as generate_ticking
     from dahl.cli_progress import ProgressMode, count, run_with_progress
     from dahl.cli_summary import partial_message, print_summary
@@ -58,8 +57,7 @@ def eval_command(config_file: Path, out_dir: Path | None, cache_dir: Path | None
     try:
         config = load_eval_config(config_file, out_dir=out_dir, cache_dir=cache_dir, use_cache=not no_cache)
         target = config.out_dir
-        with _sigterm_as_ctrl_c():  # kill / a job scheduler stops the run as Ctrl-C does
-            report = anyio.run(lambda: run_eval(config, generate_runner=generate, score_runner=score))
+        report = run_stoppable(lambda: run_eval(config, generate_runner=generate, score_runner=score))
     except (DahlError, KeyboardInterrupt) as exc:
         where = f"in {target}" if target is not None else "kept"
         exit_stopped(exc, f"Finished work is {where}; re-run dahl eval {config_file} to continue.")

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 from rich.markup import escape
 
@@ -123,7 +122,7 @@ def generate(ctx: click.Context, questions: Path, models: tuple[str, ...], base_
     each model is asked at every temperature; meta.sampling.temperature tells the
     answers apart (dahl study temperature groups by it).
     """
-    from dahl.cli import _sigterm_as_ctrl_c, console, exit_stopped, out as stdout, price_overrides
+    from dahl.cli import run_stoppable, console, exit_stopped, out as stdout, price_overrides
     from dahl.generate import answers  # noqa: F401  (aiohttp: imported here, not on the event loop)
 
     try:
@@ -146,8 +145,7 @@ def generate(ctx: click.Context, questions: Path, models: tuple[str, ...], base_
         )
         every = None if no_progress else progress_every_s
         counters = GenerateCounters()
-        with _sigterm_as_ctrl_c():  # kill / a job scheduler stops the run as Ctrl-C does
-            report = anyio.run(_run, settings, counters, every)
+        report = run_stoppable(_run, settings, counters, every)  # kill stops it as Ctrl-C does
     except (DahlError, KeyboardInterrupt) as exc:
         exit_stopped(exc, f"Finished answers are in {out}; re-run the same command to continue.")
     c = report.counters

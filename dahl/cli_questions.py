@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import anyio
 import click
 import msgspec
 from rich.markup import escape
@@ -54,14 +53,13 @@ def _stop(exc: BaseException, out: Path) -> NoReturn:
 
 def _fetch(ids: Path, out: Path, eutils_url: str | None, key_env: str) -> Path:
     """Fetch the PMC ids of ``ids`` into ``OUT.articles.jsonl``; report metadata-only ones."""
-    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
+    from dahl.cli import run_stoppable, console, out as stdout
     from dahl.questions.fetch import EUTILS_URL, FetchSettings, fetch_articles
 
     target = out.with_name(out.name + ".articles.jsonl")
     settings = FetchSettings(ids=ids, out=target, base_url=eutils_url or EUTILS_URL,
                              api_key=os.environ.get(key_env, "") if key_env else "")
-    with _sigterm_as_ctrl_c():
-        c = anyio.run(fetch_articles, settings)
+    c = run_stoppable(fetch_articles, settings)
     stdout.print(f"fetched: {count(c.ok, 'article')} of {count(c.ids, 'id')} ({c.requests:,} requests"
                  + (f", {c.resumed:,} already fetched" if c.resumed else "") + f") into {target}",
                  highlight=False, soft_wrap=True)
@@ -124,7 +122,7 @@ def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi
     with an NCBI API key) into OUT.articles.jsonl; articles outside the Open Access
     subset (metadata only) are reported and left out.
     """
-    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout
+    from dahl.cli import run_stoppable, console, out as stdout
     from dahl.questions.build import QuestionsCounters, QuestionsSettings  # aiohttp: before the loop runs
 
     fields: dict[str, Any] = {"base_url": base_url, "model": model, "api_key_env": api_key_env, "rpm": rpm,
@@ -140,8 +138,7 @@ def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi
         if pmc_ids:
             articles = _fetch(articles, out, eutils_url, ncbi_api_key_env)
             settings = dataclasses.replace(settings, articles=articles)
-        with _sigterm_as_ctrl_c():
-            report = anyio.run(_run, settings, counters, None if no_progress else progress_every_s)
+        report = run_stoppable(_run, settings, counters, None if no_progress else progress_every_s)
     except (DahlError, KeyboardInterrupt) as exc:
         _stop(exc, out)
     c = report.counters

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import anyio
 import click
 
 from dahl.cli_progress import count, duration, run_ticking, usd
@@ -149,7 +148,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
 
     Given (--given FILE): a dahl refs.jsonl or FactRBench file, checked and converted.
     """
-    from dahl.cli import _sigterm_as_ctrl_c, console, out as stdout, price_overrides
+    from dahl.cli import run_stoppable, console, out as stdout, price_overrides
     from dahl.refs import documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
 
     modes = {"QUESTIONS": questions is not None, "--pool RUN_DIR...": bool(pool), "--given FILE": given is not None}
@@ -186,8 +185,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
             prices=price_overrides(None, price_options), max_cost_usd=max_cost_usd,
         )
         every = None if no_progress else progress_every_s
-        with _sigterm_as_ctrl_c():  # kill / a job scheduler stops the build as Ctrl-C does
-            report = anyio.run(_run, settings, BuildCounters(), every)
+        report = run_stoppable(_run, settings, BuildCounters(), every)  # kill stops it as Ctrl-C does
     except (DahlError, KeyboardInterrupt) as exc:
         _stop(exc, out)
     c = report.counters

@@ -575,3 +575,40 @@ class TestSigterm:
         lines = written.read_text().splitlines()
         assert 0 < len(lines) < 400
         assert all(len(json.loads(line)["claims"]) == 3 for line in lines)
+
+    def test_background_job_still_ignores_sigint(self, tmp_path: Path, mocks: object) -> None:
+        """SIGINT to a background job (Ctrl-C in the script's terminal) does not stop it: answers keep
+        coming after it; SIGTERM then stops it with exit 130."""
+        import signal
+        import time
+
+        from tests.test_quota_resume import write_answers
+
+        url = mocks.start("--latency-ms", "50")  # type: ignore[attr-defined]
+        answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
+        write_answers(answers, 400)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SIGINT_IGNORED, "score", str(answers), "-o", str(out), "--splitter", "given",
+             "--checker", "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight",
+             "4", "--no-progress"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        written = out / "answers.jsonl"
+
+        def count() -> int:
+            return len(written.read_text().splitlines()) if written.exists() else 0
+
+        deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
+        while count() == 0:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        after = count()
+        while count() <= after + 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == ExitStatus.INTERRUPTED, err
+        assert "interrupted." in err and "Traceback" not in err
+        assert count() < 400

@@ -209,6 +209,16 @@ class TestOnTopicSearch:
         assert a.label == Label.UNSUPPORTED
         assert "off-topic" not in a.reason
 
+    @pytest.mark.parametrize(
+        "question",
+        ["Does vitamin D prevent fractures? Please answer briefly.", "Can you tell me: does vitamin D prevent fractures?"],
+        ids=["please-answer-briefly", "tell-me"],
+    )
+    async def test_words_that_ask_do_not_change_the_topic(self, checker: EvidenceChecker, question: str) -> None:
+        """'please', 'answer', 'tell' are absent from the corpus (largest idf) but name no topic."""
+        a = checker.assess(claim("Vitamin D speeds recovery after hip surgery."), ask(question))
+        assert a.label == Label.UNSUPPORTED
+
     async def test_without_the_exemption_the_same_claim_is_unknown(self, corpus: Corpus) -> None:
         """on_topic=None restores the claim-only test: the claim's new words are absent, so unknown."""
         answer = ask("Does vitamin D prevent fractures?")
