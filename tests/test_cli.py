@@ -544,30 +544,38 @@ _SIGINT_IGNORED = ("import runpy, signal, sys; signal.signal(signal.SIGINT, sign
                    "sys.argv[0] = 'dahl'; runpy.run_module('dahl', run_name='__main__')")
 
 
+def _start_score(tmp_path: Path, mocks: object, launch: list[str]) -> tuple[subprocess.Popen[str], Path]:
+    """Start ``dahl score`` of 400 answers against a mock with 50 ms latency; returns the process and
+    its answers.jsonl once the first answer is written."""
+    import time
+
+    from tests.test_quota_resume import write_answers
+
+    url = mocks.start("--latency-ms", "50")  # type: ignore[attr-defined]
+    answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
+    write_answers(answers, 400)
+    proc = subprocess.Popen(
+        [sys.executable, *launch, "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
+         "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
+         "--no-progress"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    written = out / "answers.jsonl"
+    deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
+    while not (written.exists() and written.stat().st_size > 0):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    return proc, written
+
+
 class TestSigterm:
     @pytest.mark.parametrize("launch", [["-m", "dahl"], ["-c", _SIGINT_IGNORED]], ids=["foreground", "background-job"])
     def test_sigterm_stops_like_ctrl_c(self, tmp_path: Path, mocks: object, launch: list[str]) -> None:
         """SIGTERM mid-run exits 130 with the interrupted line, also with SIGINT ignored (it was ignored
         there, the run went on to the end); the answers written are whole lines."""
         import signal
-        import time
 
-        from tests.test_quota_resume import write_answers
-
-        url = mocks.start("--latency-ms", "50")  # type: ignore[attr-defined]
-        answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
-        write_answers(answers, 400)
-        proc = subprocess.Popen(
-            [sys.executable, *launch, "score", str(answers), "-o", str(out), "--splitter", "given", "--checker",
-             "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
-             "--no-progress"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        written = out / "answers.jsonl"
-        deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
-        while not (written.exists() and written.stat().st_size > 0):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
+        proc, written = _start_score(tmp_path, mocks, launch)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == ExitStatus.INTERRUPTED, err
@@ -582,33 +590,15 @@ class TestSigterm:
         import signal
         import time
 
-        from tests.test_quota_resume import write_answers
-
-        url = mocks.start("--latency-ms", "50")  # type: ignore[attr-defined]
-        answers, out = tmp_path / "answers.jsonl", tmp_path / "out"
-        write_answers(answers, 400)
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _SIGINT_IGNORED, "score", str(answers), "-o", str(out), "--splitter", "given",
-             "--checker", "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight",
-             "4", "--no-progress"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        written = out / "answers.jsonl"
-
-        def count() -> int:
-            return len(written.read_text().splitlines()) if written.exists() else 0
-
-        deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
-        while count() == 0:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
+        proc, written = _start_score(tmp_path, mocks, ["-c", _SIGINT_IGNORED])
         proc.send_signal(signal.SIGINT)
-        after = count()
-        while count() <= after + 2:
+        after = len(written.read_text().splitlines())
+        deadline = time.monotonic() + 60  # a guard against a hung child, not a measurement
+        while len(written.read_text().splitlines()) <= after + 2:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == ExitStatus.INTERRUPTED, err
         assert "interrupted." in err and "Traceback" not in err
-        assert count() < 400
+        assert len(written.read_text().splitlines()) < 400
