@@ -37,6 +37,15 @@ def dahl(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def submit_and_collect(folder: Path) -> str:
+    """``dahl batch submit FOLDER`` then ``dahl batch collect FOLDER``, each exiting 0; collect's output."""
+    text = ""
+    for command in ("submit", "collect"):
+        code, text = dahl("batch", command, str(folder))
+        assert code == 0, text
+    return text
+
+
 def endpoint(url: str) -> list[str]:
     """The options of an openai endpoint at the keyless mock ``url``."""
     return ["--base-url", url, "--model", "mock", "--api-key-env", ""]

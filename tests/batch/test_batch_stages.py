@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.batch.batch_runs import batch_stats, dahl, endpoint, ledger_events
+from tests.batch.batch_runs import batch_stats, dahl, endpoint, ledger_events, submit_and_collect
 from tests.conftest import REPO, require_data
 
 EXAMPLES = REPO / "examples"
@@ -28,10 +28,7 @@ def _through_batch(folder: Path, prepare: tuple[str, ...]) -> str:
     """prepare, submit and collect one wave; the collect output."""
     code, text = dahl(*prepare)
     assert code == 0, text
-    for command in ("submit", "collect"):
-        code, text = dahl("batch", command, str(folder))
-        assert code == 0, text
-    return text
+    return submit_and_collect(folder)
 
 
 class TestEvidenceChecker:
@@ -55,9 +52,7 @@ class TestEvidenceChecker:
         code, text = dahl(*prepare)
         assert code == 0, text
         assert "1 claims match no corpus passage: dahl score labels them without a call" in text
-        for command in ("submit", "collect"):
-            code, text = dahl("batch", command, str(folder))
-            assert code == 0, text
+        text = submit_and_collect(folder)
         assert f"collected 1 batches: {online_checks} results stored, 0 unfinished" in text
         assert batch_stats(url)["requests_check"] == online_checks
         first = json.loads((folder / "wave-01" / "check-0001.jsonl").read_text().splitlines()[0])
@@ -136,9 +131,7 @@ class TestCoverStage:
         assert code == 0, text
         assert "wrote wave-02/check-0001.jsonl: 2 check requests" in text
         assert "wrote wave-02/cover-0001.jsonl: 1 cover requests" in text
-        for command in ("submit", "collect"):
-            code, text = dahl("batch", command, str(folder))
-            assert code == 0, text
+        text = submit_and_collect(folder)
         score = ("score", str(source), "--no-progress", "--splitter", "openai", "--checker", "openai",
                  "--refs", str(refs), *endpoint(url))
         code, text = dahl(*score, "-o", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"))

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 
-from tests.batch.batch_runs import batch_stats, dahl, endpoint, ledger_events, shard_ids, write_answers
+from tests.batch.batch_runs import (
+    batch_stats,
+    dahl,
+    endpoint,
+    ledger_events,
+    shard_ids,
+    submit_and_collect,
+    write_answers,
+)
 from tests.conftest import REPO
 
 
@@ -39,15 +47,11 @@ class TestWaves:
         assert code == 0, text
         assert "wrote wave-01/split-0001.jsonl: 6 split requests" in text
         assert "6 answers wait for their split" in text
-        for command in ("submit", "collect"):
-            code, text = dahl("batch", command, str(folder))
-            assert code == 0, text
+        text = submit_and_collect(folder)
         code, text = dahl(*prepare)
         assert code == 0, text
         assert "wrote wave-02/check-0001.jsonl: 24 check requests" in text
-        for command in ("submit", "collect"):
-            code, text = dahl("batch", command, str(folder))
-            assert code == 0, text
+        text = submit_and_collect(folder)
         assert "24 results stored" in text
         code, text = dahl(*prepare)
         assert "requests written: 0" in text
