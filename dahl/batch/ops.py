@@ -30,6 +30,7 @@ from dahl.cache.store import default_cache_dir
 from dahl.config import resolve_api_key, EndpointConfig
 from dahl.engine.retry import RetryPolicy
 from dahl.errors import ConfigError
+from dahl.formats.rows import jsonl_rows
 from dahl.run import ScoreConfig
 
 __all__ = ["CollectReport", "Prepared", "ShardStatus", "cancel", "collect", "prepare", "resubmit", "status", "submit"]
@@ -282,26 +283,12 @@ def _stages(wave: dict[str, Any]) -> dict[str, StageMeta]:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines of ``path`` (blocking).
+    """The JSON objects of ``path``'s non-blank lines (blocking).
 
     Raises:
-        InputError: a line is not a JSON object.
+        InputError: a line is not valid UTF-8 or not a JSON object (names the file and line).
     """
-    from dahl.errors import InputError
-
-    out = []
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InputError(f"not JSON: {exc}", file=str(path), line=number) from None
-            if not isinstance(row, dict):
-                raise InputError("not a JSON object", file=str(path), line=number)
-            out.append(row)
-    return out
+    return [row for _, row in jsonl_rows(path, on_error=None)]
 
 
 def _owners(ledger: Ledger) -> dict[str, str]:
