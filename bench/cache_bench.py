@@ -36,7 +36,7 @@ import anyio
 from dahl.adapters.openai import OpenAIChecker
 from dahl.cache import CacheStore, CachingChecker, check_key
 from dahl.config import EndpointConfig
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.records import Answer, Claim, Label, Verdict
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from dahl.records import LABELS, Status
-from dahl.verdicts import STATUSES, Verdicts, save_verdicts
+from dahl.analysis._verdicts import STATUSES, Verdicts, save_verdicts
 
 N_MODELS = 20
 N_CLAIMS = 20
@@ -96,8 +96,8 @@ def run_child(args: list[str]) -> dict[str, float]:
 
 def in_process(run_dir: Path) -> float:
     """Seconds to load the store and build the leaderboard inside this process (no interpreter start)."""
-    from dahl.leaderboard import build_leaderboard
-    from dahl.verdicts import load_verdicts
+    from dahl.analysis._leaderboard import build_leaderboard
+    from dahl.analysis._verdicts import load_verdicts
 
     t0 = time.perf_counter()
     build_leaderboard(load_verdicts(run_dir))

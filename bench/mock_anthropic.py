@@ -30,7 +30,7 @@ from aiohttp import web
 from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
 from bench.mock_window import format_seconds
 from bench.mock_wire import decode_body
-from dahl.engine.retry import parse_duration_s
+from dahl.lanes._retry import parse_duration_s
 
 __all__ = ["ANTHROPIC_VERSION", "anthropic_headers", "chat_view", "message_reply", "serve_messages"]
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from bench.chromium import chromium, missing
 from dahl.records import AnswerMetrics, AnswerResult, ClaimResult, Label, Status
-from dahl.verdicts import rebuild
+from dahl.analysis._verdicts import rebuild
 
 MODELS = ("model-a", "model-b", "model-c", "model-d")
 CATEGORIES = ("biography", "medicine", "history", "science", "law")

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dahl._version import __version__
-    from dahl.adapters.factory import AdapterSettings
+    from dahl.run._plan import AdapterSettings
     from dahl.adapters.recall import RecallSettings
     from dahl.config import EndpointConfig
-    from dahl.engine.counters import RunCounters
+    from dahl.results._counters import RunCounters
     from dahl.engine.pipeline import PipelineOptions
     from dahl.errors import (
         AdapterError,
@@ -58,15 +58,15 @@ if TYPE_CHECKING:
         Usage,
         Verdict,
     )
-    from dahl.run import ScoreConfig, ScoreReport, score, score_async
+    from dahl.run._score import ScoreConfig, ScoreReport, score, score_async
 
 #: Where each public name is defined (the TYPE_CHECKING imports above, for mypy).
 _SOURCES: dict[str, tuple[str, ...]] = {
     "dahl._version": ("__version__",),
-    "dahl.adapters.factory": ("AdapterSettings",),
+    "dahl.run._plan": ("AdapterSettings",),
     "dahl.adapters.recall": ("RecallSettings",),
     "dahl.config": ("EndpointConfig",),
-    "dahl.engine.counters": ("RunCounters",),
+    "dahl.results._counters": ("RunCounters",),
     "dahl.engine.pipeline": ("PipelineOptions",),
     "dahl.errors": (
         "AdapterError", "CacheError", "ConfigError", "CostCapReached", "DahlError", "FatalAPIError", "InputError",
@@ -80,7 +80,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "Answer", "AnswerMetrics", "AnswerResult", "Claim", "ClaimResult", "Evidence", "GivenClaim", "Label",
         "Status", "Usage", "Verdict",
     ),
-    "dahl.run": ("ScoreConfig", "ScoreReport", "score", "score_async"),
+    "dahl.run._score": ("ScoreConfig", "ScoreReport", "score", "score_async"),
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 

@@ -180,7 +180,7 @@ class EndpointConfig:
         extra_body: provider extras merged into every request body (e.g. Perplexity
             ``search_domain_filter``); may not override model, messages or sampling keys.
         max_outage_s: seconds without a successful reply (5xx, timeouts) after which the
-            run stops with ``FatalAPIError`` (the lane's breaker, :mod:`dahl.engine.breaker`).
+            run stops with ``FatalAPIError`` (the lane's breaker, :mod:`dahl.lanes._breaker`).
         provider: ``openai`` or ``anthropic``; None = inferred from the host
             (``anthropic`` for ``api.anthropic.com``).
         auth: header carrying the key (``bearer``, ``api-key``, ``x-api-key``, ``none``);

@@ -1,7 +1,7 @@
 """Test support for the recall reports: small replay runs whose answers carry recall, as real folders.
 
 :func:`recall_run` scores answers with ``--splitter given --checker replay`` through
-:func:`dahl.run.score`, then adds ``recall`` to each line of ``answers.jsonl`` the way
+:func:`dahl.run._score.score`, then adds ``recall`` to each line of ``answers.jsonl`` the way
 the coverage stage does (:func:`dahl.metrics.answer_recall` over the question's facts
 with their coverage labels, the answer's DAHL precision, abstained = covers nothing)
 and rebuilds the verdict store from the file.
@@ -30,12 +30,12 @@ from typing import Any
 import msgspec
 import orjson
 
-from dahl import manifest
-from dahl.adapters.factory import AdapterSettings
+from dahl.results import _manifest as manifest
+from dahl.run._plan import AdapterSettings
 from dahl.metrics import answer_recall
 from dahl.records import AnswerResult, Coverage, FactResult, Label, Status, normalize_text
-from dahl.run import ScoreConfig, score
-from dahl.verdicts import rebuild
+from dahl.run._score import ScoreConfig, score
+from dahl.analysis._verdicts import rebuild
 from tests.report_runs import MODELS, factscore_run
 
 C, P, N = Coverage.COVERED, Coverage.PARTIAL, Coverage.NOT_COVERED

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dahl.adapters.factory import AdapterSettings
-from dahl.run import ScoreConfig, score
-from dahl.verdicts import STORE_DIR, rebuild
+from dahl.run._plan import AdapterSettings
+from dahl.run._score import ScoreConfig, score
+from dahl.analysis._verdicts import STORE_DIR, rebuild
 from tests.conftest import shared_data_dir
 
 MODELS = ("InstructGPT", "ChatGPT", "PerplexityAI")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dahl.agreement import agreement, join_scores, load_scores
+from dahl.analysis._agreement import agreement, join_scores, load_scores
 from dahl.errors import ConfigError, InputError
 from dahl.records import Label
 from tests.report_runs import factscore_run

@@ -298,7 +298,7 @@ class TestInterrupt:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: bool
     ) -> None:
         """Ctrl-C exits 130; it points at the output folder only when answers.jsonl exists."""
-        import dahl.cli
+        import dahl.cli._console
 
         out = tmp_path / "out"
         if written:
@@ -308,7 +308,7 @@ class TestInterrupt:
         def interrupted(*args: object, **kwargs: object) -> None:
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(dahl.cli.anyio, "run", interrupted)
+        monkeypatch.setattr(dahl.cli._console.anyio, "run", interrupted)
         code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--evidence", str(EXAMPLES / "corpus.jsonl"),
                          "-o", str(out))
         assert code == 130
@@ -366,12 +366,12 @@ class TestExitStatus:
 
     def test_fatal_api_error_exits_4(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A FatalAPIError stops the run with exit 4 and one line naming it, no traceback."""
-        import dahl.cli
+        import dahl.cli._console
 
         def fatal(*args: object, **kwargs: object) -> None:
             raise FatalAPIError("http://127.0.0.1:9/v1 refused the connection")
 
-        monkeypatch.setattr(dahl.cli.anyio, "run", fatal)
+        monkeypatch.setattr(dahl.cli._console.anyio, "run", fatal)
         code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"))
         assert code == ExitStatus.FATAL_API
         assert "stopped: http://127.0.0.1:9/v1 refused the connection" in text and "Traceback" not in text
@@ -424,7 +424,7 @@ getattr(importlib.import_module(module), func)()
 
     def test_ctrl_c_inside_a_report_command_exits_130(self, tmp_path: Path) -> None:
         """Ctrl-C inside dahl leaderboard (while it imports its modules) exits 130, not click's "Aborted!" 1."""
-        script = self.CTRL_C_DURING_IMPORTS.replace('"rich.console"', '"dahl.leaderboard"')
+        script = self.CTRL_C_DURING_IMPORTS.replace('"rich.console"', '"dahl.analysis._leaderboard"')
         proc = subprocess.run([sys.executable, "-c", script, self.entry(), "leaderboard", str(tmp_path)],
                               cwd=REPO, capture_output=True, text=True, timeout=60)
         assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr

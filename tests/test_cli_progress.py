@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from dahl.cli import main
-from dahl.cli_progress import Meter, ProgressLine, Snapshot, count, count_records, duration
-from dahl.cli_summary import result_table
-from dahl.engine.counters import RunCounters
-from dahl.engine.lane import LaneStatistics
+from dahl.cli._progress import Meter, ProgressLine, Snapshot, count, count_records, duration
+from dahl.cli._summary import result_table
+from dahl.results._counters import RunCounters
+from dahl.lanes._lane import LaneStatistics
 from dahl.exit_status import ExitStatus
 from dahl.formats import Records
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from dahl.cli import main
 from dahl.records import Label, Status
-from dahl.verdicts import rebuild
+from dahl.analysis._verdicts import rebuild
 from tests.recall_runs import recall_run
 from tests.report_runs import MODELS, factscore_run, replay_runs
 from tests.test_verdicts import result

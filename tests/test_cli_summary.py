@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from dahl.adapters.factory import AdapterSettings
-from dahl.cli_summary import partial_message, print_summary, recall_lines, result_table
-from dahl.run import ScoreConfig, ScoreReport, score
+from dahl.run._plan import AdapterSettings
+from dahl.cli._summary import partial_message, print_summary, recall_lines, result_table
+from dahl.run._score import ScoreConfig, ScoreReport, score
 from tests.recall_runs import TWO_MODELS, answer_lines
 from tests.test_cli_progress import render, wide_summary
 

@@ -9,7 +9,7 @@ import pytest
 
 from dahl import AdapterSettings, EndpointConfig, ScoreConfig
 from dahl.adapters.openai import check_request_body, estimate_tokens
-from dahl.dryrun import dry_run
+from dahl.run._dryrun import dry_run
 
 
 def write(path: Path) -> None:
@@ -51,7 +51,7 @@ class TestDryRunScale:
     def test_past_the_sample_without_a_cache_the_count_is_scaled(self, tmp_path: Path) -> None:
         """250 answers of 3 distinct rule claims, no cache: 200 are split (600 checks), the other 50
         scaled from them (150 more, marked estimated); 750 in all, as a real run would send."""
-        from dahl.dryrun import SAMPLE
+        from dahl.run._dryrun import SAMPLE
 
         assert SAMPLE == 200
         rows = [{"id": f"a{i}", "question": f"What does drug {i} do?",

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from dahl.cli import main
 from dahl.errors import ConfigError
-from dahl.eval_config import load_eval_config
+from dahl.run._eval_config import load_eval_config
 from dahl.exit_status import ExitStatus
 from tests.conftest import REPO, MockServers, require_data
 from tests.eval_data import HALLUCINATING, TRUTHFUL, oracle_args, write_benchmark, write_config
@@ -252,7 +252,7 @@ class TestEvalSteps:
         import dataclasses
 
         from dahl.generate.templates import load_template
-        from dahl.run_eval import answers_file
+        from dahl.run._eval import answers_file
 
         (model, _) = load_eval_config(EXAMPLE / "eval.toml").models
         path = answers_file(tmp_path, model, "ab" * 32)

@@ -13,7 +13,7 @@ import pytest
 
 from dahl.errors import ConfigError
 from dahl.metrics import bootstrap_ci
-from dahl.leaderboard import (
+from dahl.analysis._leaderboard import (
     arena_ranks,
     build_leaderboard,
     joint_paired_bootstrap,
@@ -23,8 +23,8 @@ from dahl.leaderboard import (
     to_markdown,
 )
 from dahl.records import Label, Status
-from dahl.summary import group_seed
-from dahl.verdicts import Verdicts, load_runs, load_verdicts
+from dahl.analysis._summary import group_seed
+from dahl.analysis._verdicts import Verdicts, load_runs, load_verdicts
 from tests.recall_runs import pooled_factscore_runs, recall_run
 from tests.report_runs import MODELS, replay_runs
 from tests.test_verdicts import result, write
@@ -167,7 +167,7 @@ class TestPlot:
     def test_png_is_written(self, small: Verdicts, tmp_path: Path) -> None:
         """--plot writes a PNG file."""
         pytest.importorskip("matplotlib")
-        from dahl.plots import plot_leaderboard
+        from dahl.analysis._plots import plot_leaderboard
 
         out = plot_leaderboard(build_leaderboard(small, by_category=True), tmp_path / "board.png")
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -175,7 +175,7 @@ class TestPlot:
     def test_missing_matplotlib_is_a_clear_error(self, small: Verdicts, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
         """Without matplotlib, plotting raises ConfigError naming the extra."""
-        from dahl.plots import plot_leaderboard
+        from dahl.analysis._plots import plot_leaderboard
 
         monkeypatch.setitem(sys.modules, "matplotlib", None)
         with pytest.raises(ConfigError, match=r"dahl\[plot\]"):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dahl.errors import ConfigError
-from dahl.pairs import find_pairs, write_pairs
+from dahl.analysis._pairs import find_pairs, write_pairs
 from dahl.records import AnswerResult, Label, Status
-from dahl.verdicts import load_runs, load_verdicts, rebuild
+from dahl.analysis._verdicts import load_runs, load_verdicts, rebuild
 from tests.recall_runs import recall_run
 from tests.report_runs import MODELS, replay_runs
 from tests.test_verdicts import result

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from dahl.errors import ConfigError
-from dahl.leaderboard import build_leaderboard
-from dahl.plots import POINTS_KEY, RecallPoint, board_points, plot_precision_recall, summary_points
-from dahl.verdicts import load_runs
+from dahl.analysis._leaderboard import build_leaderboard
+from dahl.analysis._plots import POINTS_KEY, RecallPoint, board_points, plot_precision_recall, summary_points
+from dahl.analysis._verdicts import load_runs
 from tests.recall_runs import recall_run
 
 

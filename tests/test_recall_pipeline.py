@@ -10,8 +10,8 @@ import pytest
 
 from dahl.adapters.fake import FakeChecker
 from dahl.adapters.given import GivenSplitter
-from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog
+from dahl.results._counters import RunCounters
+from dahl.results._log import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import QuotaExhausted
 from dahl.records import AnswerRecall, AnswerResult, GivenClaim, Answer

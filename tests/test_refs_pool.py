@@ -16,7 +16,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats.refs import read_refs, write_refs
 from dahl.metrics import answer_recall, fstar
 from dahl.records import AnswerResult, Coverage, FactResult, FactSource, Label, Status, content_id
-from dahl.summary import SummaryBuilder
+from dahl.analysis._summary import SummaryBuilder
 from dahl.refs.dedupe import fact_key, near_groups
 from dahl.refs.pool import pool_runs
 

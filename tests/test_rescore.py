@@ -15,13 +15,13 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
-from dahl.adapters.factory import AdapterSettings
+from dahl.run._plan import AdapterSettings
 from dahl.cache import AnswerCache
 from dahl.cli import main
 from dahl.config import EndpointConfig
 from dahl.exit_status import ExitStatus
 from dahl.records import AnswerResult
-from dahl.run import ScoreConfig, score_async
+from dahl.run._score import ScoreConfig, score_async
 
 QUESTIONS = 100
 

@@ -1,4 +1,4 @@
-"""The exit status a finished run's summary gives (dahl.run_report.run_status)."""
+"""The exit status a finished run's summary gives (dahl.run._report.run_status)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from dahl.exit_status import ExitStatus
 from dahl.metrics import REASONS
-from dahl.run_report import run_status
+from dahl.run._report import run_status
 
 
 def _block(n: int, *, split_errors: int = 0, claim_errors: int = 0, coverage_errors: int | None = None) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import pytest
 
 from dahl.errors import ConfigError
 from dahl.records import Label
-from dahl.sampling import allocate, repeat_check, sample_file, stratified_sample
-from dahl.verdicts import load_verdicts
+from dahl.analysis._sampling import allocate, repeat_check, sample_file, stratified_sample
+from dahl.analysis._verdicts import load_verdicts
 from tests.conftest import require_data
 from tests.test_verdicts import result, write
 

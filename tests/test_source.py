@@ -1,4 +1,4 @@
-"""dahl.source: the answers a run scores, with bad records, duplicates and needs (claims, labels)."""
+"""dahl.run._source: the answers a run scores, with bad records, duplicates and needs (claims, labels)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dahl.cache.database import DB_NAME
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Bad, Start
 from dahl.engine.pipeline import QueuedAnswer
-from dahl.source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
+from dahl.run._source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
 from dahl.formats import Needs
 from dahl.formats.jsonpath import NESTED_TOO_DEEPLY
 from dahl.formats.lines import STDIN
@@ -230,7 +230,7 @@ class TestWarningCap:
         one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
         one.write_text(record("a") + "{bad\n" * 50)
         two.write_text("{bad\n" * 3 + record("b"))
-        with caplog.at_level(logging.WARNING, logger="dahl.source"):
+        with caplog.at_level(logging.WARNING, logger="dahl.run._source"):
             ids, errors = read([one, two])
             errors.log_suppressed()
         assert ids == ["a", "b"]
@@ -248,7 +248,7 @@ class TestWarningCap:
         """Under the cap every bad record has its warning and no summary line follows."""
         path = tmp_path / "a.jsonl"
         path.write_text(record("a") + "{bad\n" * 2)
-        with caplog.at_level(logging.WARNING, logger="dahl.source"):
+        with caplog.at_level(logging.WARNING, logger="dahl.run._source"):
             _, errors = read([path])
             errors.log_suppressed()
         assert len(caplog.records) == 2

@@ -1,4 +1,4 @@
-"""Specification of dahl.summary.SummaryBuilder: per-model and per-category aggregation."""
+"""Specification of dahl.analysis._summary.SummaryBuilder: per-model and per-category aggregation."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dahl.errors import ConfigError, InputError
 from dahl.metrics import REASONS, answer_metrics, answer_recall, bootstrap_ci
-from dahl.recall_summary import RecordedRecallSettings
+from dahl.analysis._recall_summary import RecordedRecallSettings
 from dahl.records import (
     LABELS,
     AnswerRecall,
@@ -33,7 +33,7 @@ from dahl.records import (
     Status,
     UnsupportedReason,
 )
-from dahl.summary import SummaryBuilder, group_seed
+from dahl.analysis._summary import SummaryBuilder, group_seed
 
 BLOCK_KEYS = {
     "n_answers", "n_scored", "n_abstained", "n_excluded", "excluded_by_reason", "n_factscore",

@@ -20,7 +20,7 @@ from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
 from dahl.generate.templates import shipped_prompt_templates
 from dahl.records import content_id
-from dahl.run_checks import differences, run_info
+from dahl.analysis._runs import differences, run_info
 from dahl.templates import PromptTemplate, load_prompt_template, to_toml
 
 ANSWERS = [

@@ -12,7 +12,7 @@ import pytest
 
 from dahl.errors import ConfigError, InputError
 from dahl.records import AnswerMetrics, AnswerResult, ClaimLabel, ClaimResult, Label, Status
-from dahl.verdicts import STORE_DIR, VerdictWriter, load_runs, load_verdicts, merge_verdicts, rebuild
+from dahl.analysis._verdicts import STORE_DIR, VerdictWriter, load_runs, load_verdicts, merge_verdicts, rebuild
 from tests.recall_runs import FACTS, TWO_MODELS, add_recall, recall_run
 
 S, U, I, N = Label.SUPPORTED, Label.UNSUPPORTED, Label.IRRELEVANT, Label.UNKNOWN

@@ -2,7 +2,7 @@
 
 Pure functions of the endpoint settings and the texts (no I/O), shared by the
 adapters (:mod:`dahl.adapters.openai`), their cache keys (:mod:`dahl.adapters.keybody`)
-and the dry run (:mod:`dahl.dryrun`).
+and the dry run (:mod:`dahl.run._dryrun`).
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import bm25s  # type: ignore[import-untyped]
@@ -43,7 +42,7 @@ from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped]
 from dahl.errors import ConfigError
 from dahl.records import normalize_text
 
-__all__ = ["ANALYZER_VERSION", "Corpus", "Hit", "Passage", "analyze", "check_window", "cut_passages", "load_corpus", "sentence_spans", "split_sentences"]
+__all__ = ["ANALYZER_VERSION", "Corpus", "Hit", "Passage", "analyze", "check_window", "cut_passages", "sentence_spans", "split_sentences"]
 
 #: Version of :func:`analyze`, the sentence cut and the passage layout; a saved index of
 #: another version is rebuilt (bump when any of them changes a passage or a term).
@@ -176,7 +175,7 @@ class Hit(msgspec.Struct, frozen=True):
 class Corpus:
     """Passages of a document collection with a BM25 index over them.
 
-    Build it with :func:`load_corpus` (from a file) or :meth:`from_documents`.
+    Build it with :func:`dahl.adapters.documents.open_corpus` (from a file) or :meth:`from_documents`.
 
     Attributes:
         passages: every passage, index-aligned with the BM25 index.
@@ -195,7 +194,7 @@ class Corpus:
         n_documents: int,
         index: tuple[Any, dict[str, int]] | None = None,
     ) -> None:
-        """Index ``passages``; prefer :func:`load_corpus` or :meth:`from_documents`.
+        """Index ``passages``; prefer :func:`dahl.adapters.documents.open_corpus` or :meth:`from_documents`.
 
         Args:
             passages: passages to index, in any order.
@@ -372,36 +371,6 @@ def cut_passages(
         if start + window >= len(spans):
             return out
         start += stride
-
-
-def load_corpus(
-    path: str | Path, *, window: int = 3, stride: int = 2, index_dir: str | Path | None = None
-) -> Corpus:
-    """Read a corpus (JSONL file or folder of .txt/.md files) and index it, or load its saved index.
-
-    See :func:`dahl.adapters.documents.open_corpus` (this is the same function).
-
-    Args:
-        path: JSON Lines file, one ``{"id", "title"?, "text", "url"?}`` object per line
-            (blank lines skipped; ``id`` a string or integer), or a folder.
-        window: sentences per passage (>= 1).
-        stride: sentences between passage starts (1 <= stride <= window).
-        index_dir: folder under which indexes are saved per corpus fingerprint;
-            None = index in memory only.
-
-    Returns:
-        The indexed corpus; for a file, its fingerprint is blake2b-128 of the file's
-        bytes and the window settings.
-
-    Raises:
-        ConfigError: the path does not exist or cannot be read; bad window/stride.
-        InputError: a line is not a JSON object, is nested too deeply to decode, or
-            ``id``/``text`` is missing or of the wrong type (file, 1-based line and
-            field are named).
-    """
-    from dahl.adapters.documents import open_corpus
-
-    return open_corpus(path, window=window, stride=stride, index_dir=index_dir)
 
 
 def check_window(window: int, stride: int) -> None:

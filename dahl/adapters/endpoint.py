@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class CallLane(Protocol):
-    """What the adapters need from ``dahl.engine.lane.Lane``: run one attempt under its limits."""
+    """What the adapters need from ``dahl.lanes._lane.Lane``: run one attempt under its limits."""
 
     async def call(
         self, attempt: Callable[[], Awaitable[ChatReply]], *, estimated_tokens: int

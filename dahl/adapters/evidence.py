@@ -199,7 +199,7 @@ class EvidenceChecker:
     event loop never blocks.
 
     Args:
-        corpus: the indexed corpus (:func:`dahl.adapters.corpus.load_corpus`).
+        corpus: the indexed corpus (:func:`dahl.adapters.documents.open_corpus`).
         top_k, n_evidence, use_question, restrict, discount_question, support_threshold,
             unknown_below, min_score, stated_share, on_topic: see :class:`EvidenceSettings`.
         max_threads: worker threads used at once (1 or 2 is plenty).

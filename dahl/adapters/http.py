@@ -41,7 +41,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from dahl.engine.retry import parse_duration_s
+from dahl.lanes._retry import parse_duration_s
 from dahl.errors import (
     AdapterError,
     ConnectError,

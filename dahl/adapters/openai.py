@@ -60,7 +60,7 @@ class OpenAISplitter:
     Args:
         cfg: the split endpoint settings.
         session: shared session from :func:`dahl.adapters.http.make_session`.
-        lane: the endpoint's lane (``dahl.engine.lane.Lane``), shared with the checker
+        lane: the endpoint's lane (``dahl.lanes._lane.Lane``), shared with the checker
             when both stages use the same endpoint.
 
     Attributes:

@@ -28,7 +28,7 @@ from dahl.adapters.http import ChatReply, parse_reply
 from dahl.adapters.openai_check import citation_evidence
 from dahl.adapters.parse import parse_claims, parse_verdict
 from dahl.batch.extras import Extra
-from dahl.batch.plan import StageMeta
+from dahl.batch.requests import StageMeta
 from dahl.batch.providers import Outcome
 from dahl.cache.store import CacheStore
 from dahl.errors import AdapterError, OutputParseError

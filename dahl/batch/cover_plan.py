@@ -20,17 +20,17 @@ from contextlib import AsyncExitStack
 import anyio
 
 from dahl.adapters.coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_request_body
-from dahl.adapters.factory import open_judge
+from dahl.run._plan import open_judge
 from dahl.adapters.recall import RecallSettings
-from dahl.batch.plan import BatchRequest, StageMeta
+from dahl.batch.requests import BatchRequest, StageMeta
 from dahl.cache.coverage import coverage_key
 from dahl.cache.store import CacheStore
 from dahl.config import EndpointConfig
-from dahl.engine.lane import LanePool
+from dahl.lanes._lane import LanePool
 from dahl.formats.refs import RefIndex
 from dahl.metrics import fstar
 from dahl.records import Answer, Coverage, content_id, normalize_text
-from dahl.run_recall import load_refs
+from dahl.run._recall import load_refs
 
 __all__ = ["CoverPlanner", "open_cover_planner"]
 
@@ -92,7 +92,7 @@ async def open_cover_planner(recall: RecallSettings, checker: str, check_endpoin
     """The cover planner of a run with the ``openai`` coverage judge, else None (no cover calls to batch).
 
     Loads the reference sets in a worker thread; the judge's endpoint is chosen as
-    :func:`dahl.run_recall.open_recall` chooses it.
+    :func:`dahl.run._recall.open_recall` chooses it.
 
     Raises:
         ConfigError: the judge's key variable is unset; InputError: a malformed refs line.

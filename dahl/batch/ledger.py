@@ -5,7 +5,7 @@ it moves on, so a killed ``dahl batch submit`` loses nothing and its restart sen
 only what the ledger does not show as sent. Events (one JSON object per line):
 
 - ``wave``: shards written by ``prepare`` (or ``resubmit``): provider, cache folder,
-  stage settings (:class:`~dahl.batch.plan.StageMeta`), ``shards``: ``[{path, stage,
+  stage settings (:class:`~dahl.batch.requests.StageMeta`), ``shards``: ``[{path, stage,
   requests}]`` (paths relative to BATCHDIR), ``resubmit_of`` (a shard path or null).
 - ``uploaded``: ``{shard, file_id}``; ``submitted``: ``{shard, batch_id}``.
 - ``collected``: ``{shard, batch_id, results, succeeded, errors: {class: n}, expired,

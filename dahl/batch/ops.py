@@ -22,16 +22,17 @@ import orjson
 from dahl.batch.collect import Collected, parse_outcomes, read_results, store_puts, write_results
 from dahl.batch.extras import Extra, read_extras, write_extras
 from dahl.batch.ledger import Ledger, Shard
-from dahl.batch.plan import StageMeta, plan_wave
+from dahl.batch.plan import plan_wave
+from dahl.batch.requests import StageMeta
 from dahl.batch.providers import BATCH_RETRY, BatchClient, BatchState, Outcome, client_for, parse_openai_line
 from dahl.batch.shards import LIMITS, Limits, Provider, write_lines, write_shards
 from dahl.cache.opening import open_store
 from dahl.cache.store import default_cache_dir
 from dahl.config import resolve_api_key, EndpointConfig
-from dahl.engine.retry import RetryPolicy
+from dahl.lanes._retry import RetryPolicy
 from dahl.errors import ConfigError
 from dahl.formats.rows import jsonl_rows
-from dahl.run import ScoreConfig
+from dahl.run._score import ScoreConfig
 
 __all__ = ["CollectReport", "Prepared", "ShardStatus", "cancel", "collect", "prepare", "resubmit", "status", "submit"]
 

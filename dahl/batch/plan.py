@@ -18,13 +18,14 @@ import itertools
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 import anyio
 
 from dahl.adapters.base import Checker, Splitter
 from dahl.adapters.bodies import split_request_body
-from dahl.adapters.factory import open_adapters
+from dahl.run._plan import open_adapters
+from dahl.batch.requests import BatchRequest, StageMeta
 from dahl.cache.keys import check_keys, split_key
 from dahl.cache.opening import open_store
 from dahl.cache.reparse import reparse_claims, reparse_verdict
@@ -33,58 +34,13 @@ from dahl.config import EndpointConfig
 from dahl.engine.scoring import prepare_answer
 from dahl.errors import ConfigError, InputError
 from dahl.formats import read_answers
-from dahl.records import Answer, Claim, Evidence, Verdict
-from dahl.run import ScoreConfig
+from dahl.records import Answer, Claim, Verdict
+from dahl.run._score import ScoreConfig
 
 if TYPE_CHECKING:
     from dahl.batch.cover_plan import CoverPlanner
 
-__all__ = ["BatchRequest", "Stage", "StageMeta", "Wave", "plan_wave"]
-
-Stage = Literal["split", "check", "cover"]
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    """One request of a wave.
-
-    Attributes:
-        custom_id: the result's cache key (32 hex digits, :mod:`dahl.cache.keys`); of a
-            cover request, blake2b-128 of its facts' keys.
-        stage: ``"split"``, ``"check"`` or ``"cover"``.
-        body: the chat-completions body the online adapter would send.
-        keys: cover: the cache keys of its facts, in the prompt's order.
-        evidence: check with a corpus: the passages the verdict keeps.
-    """
-
-    custom_id: str
-    stage: Stage
-    body: dict[str, Any]
-    keys: tuple[str, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
-
-
-@dataclass(frozen=True)
-class StageMeta:
-    """What :mod:`dahl.batch.collect` needs to store a stage's replies as the online adapter would.
-
-    Attributes:
-        fingerprint: the adapter's fingerprint (a verdict's ``checker``).
-        parser_version: the adapter's parser version (names the stored value).
-        base_url: the endpoint's API root.
-        model: the endpoint's model.
-        api_key_env: the environment variable holding its key (``""``: keyless).
-        with_evidence: check: claims are judged against corpus passages (template
-            ``check-evidence/v1``, whose replies also give a reason).
-    """
-
-    fingerprint: str
-    parser_version: str
-    base_url: str
-    model: str
-    api_key_env: str
-    with_evidence: bool = False
-
+__all__ = ["Wave", "plan_wave"]
 
 @dataclass
 class Wave:

@@ -3,7 +3,7 @@
 Each client turns the provider's shapes into :class:`BatchState` and
 :class:`Outcome` rows; nothing above this module sees aiohttp. Every call is retried
 on a transient error (5xx, 429, a reset connection, a timeout) with the engine's
-retry policy (:class:`~dahl.engine.retry.RetryPolicy`: full-jitter backoff, attempt
+retry policy (:class:`~dahl.lanes._retry.RetryPolicy`: full-jitter backoff, attempt
 and wall-time caps); a permanent error (4xx) is raised at once. A create whose reply
 was lost is not created again: OpenAI's create adopts a listed batch of the same file.
 Sources: platform.openai.com/docs/api-reference/batch,
@@ -28,7 +28,7 @@ import orjson
 
 from dahl.adapters.anthropic_wire import chat_reply
 from dahl.batch.shards import CHAT_URL
-from dahl.engine.retry import RetryPolicy, classify
+from dahl.lanes._retry import RetryPolicy, classify
 from dahl.errors import AdapterError, ConfigError, PermanentAPIError, TransientAPIError
 
 __all__ = ["ANTHROPIC_VERSION", "BATCH_RETRY", "AnthropicBatches", "BatchClient", "BatchState", "OpenAIBatches",

@@ -17,7 +17,7 @@ from typing import Literal
 import orjson
 
 from dahl.adapters.anthropic_wire import messages_body
-from dahl.batch.plan import BatchRequest
+from dahl.batch.requests import BatchRequest
 
 __all__ = ["LIMITS", "CHAT_URL", "Limits", "Provider", "cut", "request_line", "write_lines", "write_shards"]
 

@@ -9,7 +9,7 @@ key, and a re-score of it costs one lookup (issue 4: ≥ 50,000 cached claims/s)
 Key: blake2b-128 over
 
 - :data:`WHOLE_VERSION`;
-- the answer's input hash (:func:`dahl.run` computes it from the answer's canonical
+- the answer's input hash (:func:`dahl.run._score` computes it from the answer's canonical
   JSON and the run fingerprint: Splitter and Checker fingerprints, γ and K);
 - the Checker's key recipe (:class:`~dahl.cache.keys.CheckKeyRecipe`: the canonical
   key bytes around each claim, i.e. base URL, model, request body and template, and
@@ -24,7 +24,7 @@ So whatever changes a claim's key or the claims themselves changes this key, and
 what cannot change them (API key, timeouts, concurrency) stays out. The stored
 value is the claims with their verdicts as the JSON ``answers.jsonl`` holds them,
 the question's id, and the response as scored when preprocessing changed it. A hit
-splices that JSON into the answer's line (:class:`~dahl.engine.results.EncodedResult`):
+splices that JSON into the answer's line (:class:`~dahl.results._assemble.EncodedResult`):
 the claims are read for their labels only (counts, status and metrics are
 recomputed from them, and a damaged entry fails there and is a miss). Only answers
 whose claims all have a non-error verdict are stored.
@@ -44,7 +44,7 @@ from dahl.cache.keys import CheckKeyRecipe, split_key
 from dahl.cache.splits import CachingSplitter
 from dahl.cache.store import CacheStore
 from dahl.cache.wrap import CachingChecker
-from dahl.engine.results import FoundAnswer, label_counts
+from dahl.results._assemble import FoundAnswer, label_counts
 from dahl.records import LABELS, Answer, AnswerResult, Label
 
 __all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest", "decode_whole_entry", "whole_key"]

@@ -14,7 +14,7 @@ from dahl.cache.keys import split_key
 from dahl.cache.reparse import reparse_claims
 from dahl.cache.store import CacheStore
 from dahl.cache.wrap import CachingAdapter
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.records import Answer, Claim
 
 __all__ = ["CachingSplitter"]

@@ -25,8 +25,8 @@ from dahl.cache.answers import decode_whole_entry, whole_key
 from dahl.cache.database import RowReader
 from dahl.cache.envelope import ENVELOPES_DECODER
 from dahl.cache.lookup_child import package_root, read_frame, write_frame
-from dahl.engine.output import answer_input_hash, line_key
-from dahl.engine.results import result_of_found
+from dahl.results._log import answer_input_hash, line_key
+from dahl.results._assemble import result_of_found
 from dahl.errors import InputError
 from dahl.formats import Needs, read_answers
 from dahl.records import Answer
@@ -42,7 +42,7 @@ class Start(msgspec.Struct, array_like=True):
 
     Attributes:
         inputs: answer files, in order.
-        fmt, response_column, fields: as in :class:`dahl.run.ScoreConfig`.
+        fmt, response_column, fields: as in :class:`dahl.run._score.ScoreConfig`.
         run_fp: the run fingerprint hashed into every input hash.
         key_material: the head of every whole-answer key
             (:meth:`dahl.cache.answers.AnswerCache.key_material`).

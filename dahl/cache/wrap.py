@@ -33,7 +33,7 @@ from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_k
 from dahl.cache.remote import Found, ProcessReader
 from dahl.cache.reparse import reparse_verdict
 from dahl.cache.store import CachedEntry, CacheStore
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.errors import CacheError
 from dahl.records import Answer, Claim, Label, Verdict
 

@@ -17,8 +17,8 @@ import logging
 
 from dahl.adapters.base import Coverer
 from dahl.engine.channel import Channel
-from dahl.engine.counters import RunCounters
-from dahl.engine.results import EncodedResult, FoundLine
+from dahl.results._counters import RunCounters
+from dahl.results._assemble import EncodedResult, FoundLine
 from dahl.engine.stage import Stage
 from dahl.errors import AdapterError, ConfigError
 from dahl.records import AnswerRecall, AnswerResult, Coverage

@@ -14,10 +14,10 @@ from typing import TypeVar
 import anyio
 
 from dahl.engine.channel import Channel, EndOfChannel
-from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog
+from dahl.results._counters import RunCounters
+from dahl.results._log import AnswerLog
 from dahl.engine.queued import QueuedAnswer
-from dahl.engine.results import EncodedResult, FoundLine
+from dahl.results._assemble import EncodedResult, FoundLine
 from dahl.records import AnswerResult
 
 __all__ = ["Reader", "Writer", "next_batch", "read_batches"]

@@ -13,7 +13,7 @@ With a whole-answer cache (:class:`WholeAnswers`), each batch the reader reads i
 up at once; an answer found whole goes straight to the results, the others go on to
 splitting, and each answer finished without an error is stored whole for next time.
 A source may also yield the finished lines of answers it found whole itself
-(:class:`~dahl.engine.results.FoundLine`, see :mod:`dahl.cache.whole_input`): they go
+(:class:`~dahl.results._assemble.FoundLine`, see :mod:`dahl.cache.whole_input`): they go
 straight to the writer, and the answers it looked up and did not find skip the lookup.
 
 With a cache (a Checker offering ``look_up``, i.e. :class:`dahl.cache.CachingChecker`
@@ -37,13 +37,13 @@ from typing import Any
 
 from dahl.adapters.base import Checker, Coverer, Splitter
 from dahl.engine.channel import Channel
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.engine.cover import Covering
 from dahl.engine.ends import Line, Reader, Writer
 from dahl.engine.options import PipelineOptions
-from dahl.engine.output import AnswerLog
+from dahl.results._log import AnswerLog
 from dahl.engine.queued import QueuedAnswer, WholeAnswers
-from dahl.engine.results import FoundLine
+from dahl.results._assemble import FoundLine
 from dahl.engine.scoring import WHOLE_WORKERS, Scoring
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import ConfigError
@@ -70,7 +70,7 @@ async def run_pipeline(
 
     Args:
         source: answers still to score, and lines of answers it found whole
-            (:class:`~dahl.engine.results.FoundLine`, written as they are); a blocking
+            (:class:`~dahl.results._assemble.FoundLine`, written as they are); a blocking
             iterator, read in a thread.
         splitter: turns each answer into claims.
         checker: gives each claim a verdict.

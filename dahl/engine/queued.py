@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dahl.engine.results import FoundAnswer
+from dahl.results._assemble import FoundAnswer
 from dahl.records import Answer, AnswerResult, Claim, Verdict
 
 __all__ = ["ClaimJob", "Pending", "QueuedAnswer", "WholeAnswers"]

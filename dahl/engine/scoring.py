@@ -20,11 +20,11 @@ import anyio
 
 from dahl.adapters.base import Checker, Splitter
 from dahl.engine.channel import Channel
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.engine.options import PipelineOptions
 from dahl.engine.queued import ClaimJob, Pending, QueuedAnswer, WholeAnswers
 from dahl.engine.ends import Line
-from dahl.engine.results import build_result, result_of_found
+from dahl.results._assemble import build_result, result_of_found
 from dahl.engine.stage import Stage, Unbatched
 from dahl.errors import AdapterError
 from dahl.preprocess import preprocess

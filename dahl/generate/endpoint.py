@@ -50,7 +50,7 @@ class GenerateEndpoint:
         cfg: the endpoint (its ``temperature``, ``max_tokens`` (None: 256, the DAHL
             paper's) and ``seed`` are the sampling settings).
         session: shared session from :func:`dahl.adapters.http.make_session`.
-        lane: the endpoint's lane (``dahl.engine.lane.Lane``).
+        lane: the endpoint's lane (``dahl.lanes._lane.Lane``).
         mode: ``"completion"`` or ``"chat"``.
         template: the generation template.
         top_p: nucleus sampling mass, or None to omit it.

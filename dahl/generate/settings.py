@@ -14,7 +14,7 @@ from dahl.generate.templates import GENERATE_TEMPLATES, Mode, Template
 from dahl.pricing import Price
 
 if TYPE_CHECKING:
-    from dahl.engine.spend import Spend
+    from dahl.lanes._spend import Spend
 
 __all__ = ["GenerateCounters", "GenerateReport", "GenerateSettings"]
 

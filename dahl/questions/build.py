@@ -25,10 +25,10 @@ import msgspec
 from dahl.cache.refs import BlobCache
 from dahl.cache.opening import open_store
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.engine.breaker import BreakerSettings
+from dahl.lanes._breaker import BreakerSettings
 from dahl.engine.channel import Channel
 from dahl.engine.ends import read_batches
-from dahl.engine.lane import LaneLimits, LanePool
+from dahl.lanes._lane import LaneLimits, LanePool
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, OutputParseError
 from dahl.questions import prompts

@@ -23,7 +23,7 @@ import msgspec
 
 from dahl.adapters.http import BytesReply, get_bytes, make_session
 from dahl.engine.channel import Channel
-from dahl.engine.lane import LaneLimits, LanePool
+from dahl.lanes._lane import LaneLimits, LanePool
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError, OutputWriteError
 from dahl.questions.articles import Article

@@ -27,11 +27,11 @@ import anyio
 from dahl.cache.refs import BlobCache
 from dahl.cache.opening import open_store
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.engine.breaker import BreakerSettings
+from dahl.lanes._breaker import BreakerSettings
 from dahl.engine.channel import Channel
 from dahl.engine.ends import read_batches
-from dahl.engine.lane import LaneLimits, LanePool
-from dahl.engine.spend import Spend
+from dahl.lanes._lane import LaneLimits, LanePool
+from dahl.lanes._spend import Spend
 from dahl.pricing import PriceTable
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError

@@ -68,7 +68,7 @@ class RefsEndpoint:
     Args:
         cfg: endpoint settings.
         session: shared session from :func:`dahl.adapters.http.make_session`.
-        lane: the endpoint's lane (``dahl.engine.lane.Lane``).
+        lane: the endpoint's lane (``dahl.lanes._lane.Lane``).
         kind: ``"extract"`` or ``"rate"`` (template and default ``max_tokens``).
 
     Attributes:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import msgspec
 
-from dahl import manifest
+from dahl.results import _manifest as manifest
 from dahl.errors import InputError
 from dahl.records import FactSource, Label, RefFact, RefSet, Status, content_id
 from dahl.refs.dedupe import fact_key, near_groups

@@ -15,7 +15,7 @@ from dahl.pricing import Price
 from dahl.refs.dedupe import NEAR_THRESHOLD
 
 if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
-    from dahl.engine.spend import Spend
+    from dahl.lanes._spend import Spend
     from dahl.refs.extract import Granularity
 
 __all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings"]

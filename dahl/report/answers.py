@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from dahl.engine.output import writing
+from dahl.results._log import writing
 from dahl.errors import InputError
 from dahl.records import LABELS, AnswerResult, ClaimResult
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 
-from dahl.engine.output import writing
+from dahl.results._log import writing
 from dahl.report.answers import write_answer_data
 
 __all__ = ["ReportSite", "build_report"]
@@ -104,10 +104,10 @@ def build_report(
     Args:
         run_dirs: run folders written by ``dahl score`` (``answers.jsonl``, ``summary.json``, ``verdicts/``).
         out_dir: site folder (created; files of an earlier report are replaced).
-        metric: the board metric that ranks models first (see :data:`dahl.leaderboard.BOARD_METRICS`);
+        metric: the board metric that ranks models first (see :data:`dahl.analysis._leaderboard.BOARD_METRICS`);
             the page can re-sort by any column.
         seed, n_boot: bootstrap seed and resamples of the CIs (as ``dahl leaderboard``).
-        allow_stale, strict: as ``dahl leaderboard`` (:func:`dahl.run_checks.check_runs`).
+        allow_stale, strict: as ``dahl leaderboard`` (:func:`dahl.analysis._runs.check_runs`).
         chunk_size: answers per data chunk.
 
     Returns:
@@ -118,9 +118,9 @@ def build_report(
         InputError: a run without a verdict store or with an unreadable ``answers.jsonl``.
         OutputWriteError: a file of the site cannot be written.
     """
-    from dahl.leaderboard import build_leaderboard, to_json
-    from dahl.run_checks import check_runs, checker_label
-    from dahl.verdicts import load_runs
+    from dahl.analysis._leaderboard import build_leaderboard, to_json
+    from dahl.analysis._runs import check_runs, checker_label
+    from dahl.analysis._verdicts import load_runs
 
     infos, warnings = check_runs(run_dirs, allow_stale=allow_stale, strict=strict)
     store = load_runs(run_dirs)

@@ -119,7 +119,7 @@ class ScriptedServer:
 
 
 class DirectLane:
-    """Stand-in for ``dahl.engine.lane.Lane``: runs each attempt once, no waiting or retry."""
+    """Stand-in for ``dahl.lanes._lane.Lane``: runs each attempt once, no waiting or retry."""
 
     def __init__(self) -> None:
         self.estimates: list[int] = []

@@ -17,8 +17,8 @@ from dahl.adapters.http import decode_json, make_session
 from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
 from dahl.adapters.route import ChatRoute
 from dahl.config import EndpointConfig
-from dahl.engine.lane import Lane, LaneLimits
-from dahl.engine.retry import RetryPolicy
+from dahl.lanes._lane import Lane, LaneLimits
+from dahl.lanes._retry import RetryPolicy
 from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted, RateLimited
 from dahl.records import Answer, Claim, Label
 

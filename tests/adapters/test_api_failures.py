@@ -1,6 +1,6 @@
 """A run against an endpoint that cannot work stops at once, cleanly, with FatalAPIError.
 
-Real runs (:func:`dahl.run.score_async`) against the loopback mock (``mocks``, a
+Real runs (:func:`dahl.run._score.score_async`) against the loopback mock (``mocks``, a
 ``python -m bench.mockserver`` process; tests/conftest.py), counting the requests it saw.
 """
 
@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from dahl.adapters.factory import AdapterSettings
+from dahl.run._plan import AdapterSettings
 from dahl.adapters.http import make_session
 from dahl.adapters.openai import OpenAIChecker
 from dahl.config import EndpointConfig, load_config
-from dahl.engine.lane import Lane, LaneLimits
-from dahl.engine.retry import RetryPolicy
+from dahl.lanes._lane import Lane, LaneLimits
+from dahl.lanes._retry import RetryPolicy
 from dahl.errors import ConfigError, FatalAPIError
 from dahl.records import Answer, Claim, Label
-from dahl.run import ScoreConfig, score_async
+from dahl.run._score import ScoreConfig, score_async
 
 KEY_ENV = "DAHL_H3_TEST_TOKEN"
 KEY = "sk-h3-ECHOEDSECRET0123456789"

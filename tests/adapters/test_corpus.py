@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dahl.adapters.corpus import Corpus, analyze, load_corpus, split_sentences
+from dahl.adapters.documents import open_corpus
+from dahl.adapters.corpus import Corpus, analyze, split_sentences
 from dahl.errors import ConfigError, InputError
 
 
@@ -52,7 +53,7 @@ class TestSplitSentences:
 class TestLoadCorpus:
     def test_cuts_overlapping_windows(self, tmp_path: Path) -> None:
         """Five sentences, window 3, stride 2 -> passages of sentences 1-3 and 3-5."""
-        corpus = load_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", FIVE)]))
+        corpus = open_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", FIVE)]))
         assert [p.text for p in corpus.passages] == [
             "One alpha. Two beta. Three gamma.",
             "Three gamma. Four delta. Five epsilon.",
@@ -61,40 +62,40 @@ class TestLoadCorpus:
 
     def test_short_document_is_one_passage(self, tmp_path: Path) -> None:
         """A two-sentence document gives one passage holding both."""
-        corpus = load_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "Cats purr. Dogs bark.")]))
+        corpus = open_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "Cats purr. Dogs bark.")]))
         assert [p.sentences for p in corpus.passages] == [("Cats purr.", "Dogs bark.")]
 
     def test_integer_id_and_title_and_blank_lines(self, tmp_path: Path) -> None:
         """An integer id becomes a string; the title is kept; blank lines are skipped."""
         path = write_lines(tmp_path / "c.jsonl", ['{"id": 7, "title": "T", "text": "Hello there."}', ""])
-        corpus = load_corpus(path)
+        corpus = open_corpus(path)
         assert [(p.doc_id, p.title) for p in corpus.passages] == [("7", "T")]
 
     def test_missing_file_is_config_error_naming_path(self, tmp_path: Path) -> None:
         """A missing corpus file raises ConfigError whose message names the path."""
         path = tmp_path / "nope.jsonl"
         with pytest.raises(ConfigError, match="nope.jsonl"):
-            load_corpus(path)
+            open_corpus(path)
 
     def test_malformed_line_is_input_error_with_line(self, tmp_path: Path) -> None:
         """Invalid JSON on line 2 raises InputError with file and line 2."""
         path = write_lines(tmp_path / "c.jsonl", [doc("d1", "Fine."), "{not json"])
         with pytest.raises(InputError) as info:
-            load_corpus(path)
+            open_corpus(path)
         assert (info.value.file, info.value.line) == (str(path), 2)
 
     def test_missing_text_names_field(self, tmp_path: Path) -> None:
         """A line without 'text' raises InputError with field 'text' and its line."""
         path = write_lines(tmp_path / "c.jsonl", ['{"id": "d1"}'])
         with pytest.raises(InputError) as info:
-            load_corpus(path)
+            open_corpus(path)
         assert (info.value.line, info.value.field) == (1, "text")
 
     def test_wrong_text_type_names_field(self, tmp_path: Path) -> None:
         """A non-string 'text' raises InputError with field 'text'."""
         path = write_lines(tmp_path / "c.jsonl", [doc("d1", "ok"), '{"id": "d2", "text": 3}'])
         with pytest.raises(InputError) as info:
-            load_corpus(path)
+            open_corpus(path)
         assert (info.value.line, info.value.field) == (2, "text")
 
     def test_deep_line_is_input_error_with_line(self, tmp_path: Path) -> None:
@@ -102,19 +103,19 @@ class TestLoadCorpus:
         deep = '{"id": "d2", "text": "t.", "meta": ' + '{"a":' * 1000 + "1" + "}" * 1001
         path = write_lines(tmp_path / "c.jsonl", [doc("d1", "Fine."), deep])
         with pytest.raises(InputError, match="nested too deeply") as info:
-            load_corpus(path)
+            open_corpus(path)
         assert (info.value.file, info.value.line) == (str(path), 2)
 
     def test_corpus_without_terms_searches_empty(self, tmp_path: Path) -> None:
         """A corpus of stopwords only loads and every search returns nothing."""
-        corpus = load_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "A b. The.")]))
+        corpus = open_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "A b. The.")]))
         assert len(corpus) == 1
         assert corpus.search(["b"], k=3) == []
 
     def test_bad_window_is_config_error(self, tmp_path: Path) -> None:
         """A stride larger than the window is refused."""
         with pytest.raises(ConfigError):
-            load_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "A.")]), window=2, stride=3)
+            open_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "A.")]), window=2, stride=3)
 
 
 class TestFingerprint:
@@ -122,19 +123,19 @@ class TestFingerprint:
         """The fingerprint is blake2b-128 over the file bytes then 'w3s2'."""
         path = write_lines(tmp_path / "c.jsonl", [doc("d1", FIVE)])
         expected = hashlib.blake2b(path.read_bytes() + b"w3s2", digest_size=16).hexdigest()
-        assert load_corpus(path).fingerprint == expected
+        assert open_corpus(path).fingerprint == expected
 
     def test_changes_with_content_not_path(self, tmp_path: Path) -> None:
         """One changed character changes it; the same bytes elsewhere keep it."""
-        a = load_corpus(write_lines(tmp_path / "a.jsonl", [doc("d1", "Dose is 5 mg.")]))
-        b = load_corpus(write_lines(tmp_path / "b.jsonl", [doc("d1", "Dose is 5 mg.")]))
-        c = load_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "Dose is 6 mg.")]))
+        a = open_corpus(write_lines(tmp_path / "a.jsonl", [doc("d1", "Dose is 5 mg.")]))
+        b = open_corpus(write_lines(tmp_path / "b.jsonl", [doc("d1", "Dose is 5 mg.")]))
+        c = open_corpus(write_lines(tmp_path / "c.jsonl", [doc("d1", "Dose is 6 mg.")]))
         assert a.fingerprint == b.fingerprint != c.fingerprint
 
     def test_changes_with_window(self, tmp_path: Path) -> None:
         """Different passage settings give a different fingerprint."""
         path = write_lines(tmp_path / "c.jsonl", [doc("d1", FIVE)])
-        assert load_corpus(path).fingerprint != load_corpus(path, window=2, stride=1).fingerprint
+        assert open_corpus(path).fingerprint != open_corpus(path, window=2, stride=1).fingerprint
 
 
 class TestSearch:

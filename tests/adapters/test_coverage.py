@@ -14,7 +14,7 @@ from dahl.adapters.coverage import CoverageJudge, ExactJudge, Judgement, Lexical
 from dahl.adapters.coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_messages, parse_coverage
 from dahl.adapters.recall import RecallCoverer, RecallSettings
 from dahl.config import EndpointConfig
-from dahl.engine.results import build_result
+from dahl.results._assemble import build_result
 from dahl.errors import ConfigError, OutputParseError, QuotaExhausted, TransientAPIError
 from dahl.formats.refs import RefIndex
 from dahl.records import Answer, AnswerResult, Claim, Coverage, Label, RefFact, RefSet, Verdict, content_id

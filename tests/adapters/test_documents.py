@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dahl.adapters.corpus import analyze, load_corpus, sentence_spans
+from dahl.adapters.corpus import analyze, sentence_spans
 from dahl.adapters.documents import open_corpus, read_documents
 from dahl.errors import ConfigError, InputError
 
@@ -29,7 +29,7 @@ class TestSpans:
 
     def test_passage_span_and_id(self, tmp_path: Path) -> None:
         """A passage's span runs from its first sentence's start to its last's end; id = doc#start-end."""
-        corpus = load_corpus(_corpus_file(tmp_path / "c.jsonl"), window=2, stride=1)
+        corpus = open_corpus(_corpus_file(tmp_path / "c.jsonl"), window=2, stride=1)
         first, second = corpus.passages[:2]
         assert (first.span, first.id, first.url) == ((0, 51), "d1#0-51", "https://example.org/d1")
         assert (second.span, second.text) == ((27, 72), "It was approved in 1994. Aspirin thins blood.")
@@ -47,7 +47,7 @@ class TestFolderCorpus:
         (root / ".hidden.md").write_text("# Secret\nNo.", encoding="utf-8")
         documents, _ = read_documents(root)
         assert [(d.id, d.title) for d in documents] == [("a.md", "Metformin facts"), ("sub/b.txt", "b")]
-        corpus = load_corpus(root)
+        corpus = open_corpus(root)
         assert corpus.n_documents == 2
         assert corpus.search(analyze("aspirin"), k=1)[0].passage.doc_id == "sub/b.txt"
 
@@ -56,10 +56,10 @@ class TestFolderCorpus:
         root = tmp_path / "docs"
         root.mkdir()
         (root / "a.txt").write_text("One fact.", encoding="utf-8")
-        before = load_corpus(root).fingerprint
-        assert load_corpus(root).fingerprint == before
+        before = open_corpus(root).fingerprint
+        assert open_corpus(root).fingerprint == before
         (root / "a.txt").write_text("Another fact.", encoding="utf-8")
-        assert load_corpus(root).fingerprint != before
+        assert open_corpus(root).fingerprint != before
 
     def test_non_utf8_file_is_named(self, tmp_path: Path) -> None:
         """A file that is not UTF-8 is an InputError naming it."""
@@ -67,7 +67,7 @@ class TestFolderCorpus:
         root.mkdir()
         (root / "bad.txt").write_bytes(b"\xff\xfe bad")
         with pytest.raises(InputError, match="not UTF-8") as info:
-            load_corpus(root)
+            open_corpus(root)
         assert info.value.file == str(root / "bad.txt")
 
 
@@ -83,7 +83,7 @@ class TestEmptyCorpus:
             path.mkdir()
             (path / "notes.pdf").write_bytes(b"%PDF")
         with pytest.raises(ConfigError, match="no documents") as info:
-            load_corpus(path)
+            open_corpus(path)
         assert str(path) in str(info.value)
 
 

@@ -15,7 +15,7 @@ from dahl.adapters import keybody
 from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter
 from dahl.config import EndpointConfig
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.errors import OutputParseError
 from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict, normalize_text
 

@@ -11,12 +11,12 @@ import pytest
 
 from dahl.adapters import prompts
 from dahl.adapters.corpus import Corpus
-from dahl.adapters.factory import AdapterSettings
+from dahl.run._plan import AdapterSettings
 from dahl.adapters.openai import NO_PASSAGE, OpenAIChecker
 from dahl.cache import CacheStore, CachingChecker
 from dahl.cache.keys import check_key
 from dahl.config import EndpointConfig
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict
 

@@ -12,7 +12,7 @@ from dahl.config import EndpointConfig
 from dahl.records import Answer, Claim, Label
 
 mockserver = pytest.importorskip("bench.mockserver", reason="bench/mockserver.py not available")
-lane_module = pytest.importorskip("dahl.engine.lane", reason="dahl/engine/lane.py not available")
+lane_module = pytest.importorskip("dahl.lanes._lane", reason="dahl/engine/lane.py not available")
 
 ANSWER = Answer(
     id="a1",

@@ -6,7 +6,7 @@ from typing import Any
 
 from dahl.batch.collect import parse_outcomes
 from dahl.batch.extras import Extra, read_extras, write_extras
-from dahl.batch.plan import StageMeta
+from dahl.batch.requests import StageMeta
 from dahl.batch.providers import parse_openai_line
 from dahl.records import Claim, Evidence, Label, Usage, Verdict
 

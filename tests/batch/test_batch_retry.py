@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from dahl.batch import ops
-from dahl.engine.retry import RetryPolicy
+from dahl.lanes._retry import RetryPolicy
 from dahl.errors import TransientAPIError
 from tests.batch.batch_runs import batch_stats, dahl, endpoint, ledger_events, write_answers
 

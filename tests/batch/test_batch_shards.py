@@ -9,7 +9,7 @@ import pytest
 
 from dahl.adapters.anthropic_wire import chat_reply, messages_body
 from dahl.batch.ledger import LEDGER_NAME, Ledger
-from dahl.batch.plan import BatchRequest
+from dahl.batch.requests import BatchRequest
 from dahl.batch.shards import LIMITS, Limits, cut, request_line, write_shards
 from dahl.errors import InputError
 

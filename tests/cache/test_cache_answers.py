@@ -15,8 +15,8 @@ from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter
 from dahl.cache.answers import StoredAnswer
 from dahl.config import EndpointConfig
-from dahl.engine.counters import RunCounters
-from dahl.engine.results import EncodedResult, FoundAnswer, result_of_claims, result_of_encoded
+from dahl.results._counters import RunCounters
+from dahl.results._assemble import EncodedResult, FoundAnswer, result_of_claims, result_of_encoded
 from dahl.records import Answer, AnswerResult, ClaimResult, Label, content_id
 
 ENV = "DAHL_TEST_ANSWERS_KEY"

@@ -10,7 +10,7 @@ import pytest
 from dahl.adapters.coverage import Judgement
 from dahl.cache.coverage import CachingJudge, coverage_key
 from dahl.cache.store import CacheStore
-from dahl.engine.results import build_result
+from dahl.results._assemble import build_result
 from dahl.errors import TransientAPIError
 from dahl.records import Answer, AnswerResult, Coverage
 

@@ -18,7 +18,7 @@ from dahl.cache import CacheStore, CachingChecker, check_keys
 from dahl.cache.keys import CheckKeyRecipe, check_key_recipe, recipe_keys
 from dahl.cache.remote import ProcessReader
 from dahl.config import EndpointConfig
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.records import Answer, Claim, Label, Verdict
 
 QUESTION = "  Who was <question> Ada Lovelace?"

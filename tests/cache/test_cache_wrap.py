@@ -14,7 +14,7 @@ from dahl.adapters.base import Checker, Splitter
 from dahl.adapters.fake import FakeChecker
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter, SingleFlight, check_key
 from dahl.cache.wrap import Lookup
-from dahl.engine.counters import RunCounters
+from dahl.results._counters import RunCounters
 from dahl.errors import OutputParseError, TransientAPIError
 from dahl.records import Answer, Claim, Label, Verdict
 

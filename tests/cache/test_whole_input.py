@@ -16,17 +16,17 @@ import anyio
 import msgspec
 import pytest
 
-import dahl.run
-from dahl.adapters.factory import AdapterSettings
+import dahl.run._score
+from dahl.run._plan import AdapterSettings
 from dahl.cache import CacheStore
 from dahl.cache.database import DB_NAME
 from dahl.cache.whole_input import WholeInputFailed, WholeInputProcess
 from dahl.cache.whole_input_child import Bad, Hit, Miss, Start
 from dahl.config import EndpointConfig
-from dahl.engine.output import answer_input_hash, line_key
-from dahl.engine.results import FoundLine
-from dahl.source import InputErrors, answer_source
-from dahl.run import ScoreConfig, score_async
+from dahl.results._log import answer_input_hash, line_key
+from dahl.results._assemble import FoundLine
+from dahl.run._source import InputErrors, answer_source
+from dahl.run._score import ScoreConfig, score_async
 
 RUN_FP = b'{"run": "test"}'
 
@@ -238,7 +238,7 @@ class TestFallback:
         write_answers(b, 7, bad=frozenset({0, 5}))
         expected = source_items([a, b], None)
         child = FailingChild(empty_db, [a, b], keep)
-        with caplog.at_level(logging.WARNING, logger="dahl.source"):
+        with caplog.at_level(logging.WARNING, logger="dahl.run._source"):
             got = source_items([a, b], child)
         assert got == expected
         assert child.closed
@@ -270,20 +270,20 @@ class TestWhenStarted:
     def test_large_inputs_with_whole_answer_keys_of_this_form_only(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(dahl.run, "INPUT_PROCESS_AFTER_BYTES", 100)
+        monkeypatch.setattr(dahl.run._score, "INPUT_PROCESS_AFTER_BYTES", 100)
         started: list[object] = []
-        monkeypatch.setattr(dahl.run, "WholeInputProcess", lambda: started.append(1) or "child")
-        assert dahl.run._spawn_input_process(self.config(tmp_path, 100)) == "child"
-        assert dahl.run._spawn_input_process(self.config(tmp_path, 99)) is None
+        monkeypatch.setattr(dahl.run._score, "WholeInputProcess", lambda: started.append(1) or "child")
+        assert dahl.run._score._spawn_input_process(self.config(tmp_path, 100)) == "child"
+        assert dahl.run._score._spawn_input_process(self.config(tmp_path, 99)) is None
         endpoint = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="")
-        assert dahl.run._spawn_input_process(self.config(tmp_path, 100, splitter="openai", split_endpoint=endpoint)) is None
-        assert dahl.run._spawn_input_process(self.config(tmp_path, 100, checker="fake")) is None
+        assert dahl.run._score._spawn_input_process(self.config(tmp_path, 100, splitter="openai", split_endpoint=endpoint)) is None
+        assert dahl.run._score._spawn_input_process(self.config(tmp_path, 100, checker="fake")) is None
         import dataclasses
 
         no_cache = dataclasses.replace(self.config(tmp_path, 100), use_cache=False)
-        assert dahl.run._spawn_input_process(no_cache) is None
+        assert dahl.run._score._spawn_input_process(no_cache) is None
         forced_off = dataclasses.replace(self.config(tmp_path, 100), input_process=False)
-        assert dahl.run._spawn_input_process(forced_off) is None
+        assert dahl.run._score._spawn_input_process(forced_off) is None
         forced_on = dataclasses.replace(self.config(tmp_path, 1), input_process=True)
-        assert dahl.run._spawn_input_process(forced_on) == "child"
+        assert dahl.run._score._spawn_input_process(forced_on) == "child"
         assert len(started) == 2

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from dahl.engine.breaker import Breaker, BreakerSettings
-from dahl.engine.clock import run_in_virtual_time
-from dahl.engine.lane import Lane, LaneLimits
-from dahl.engine.retry import RetryPolicy
+from dahl.lanes._breaker import Breaker, BreakerSettings
+from dahl.lanes._clock import run_in_virtual_time
+from dahl.lanes._lane import Lane, LaneLimits
+from dahl.lanes._retry import RetryPolicy
 from dahl.errors import (
     ConfigError,
     ConnectError,

@@ -12,12 +12,12 @@ from typing import Any
 import anyio
 import pytest
 
-from dahl.adapters.factory import AdapterSettings
+from dahl.run._plan import AdapterSettings
 from dahl.config import EndpointConfig
-from dahl.engine.counters import RunCounters
-from dahl.engine.lane import LaneStatistics
+from dahl.results._counters import RunCounters
+from dahl.lanes._lane import LaneStatistics
 from dahl.records import AnswerResult
-from dahl.run import ScoreConfig, score_async
+from dahl.run._score import ScoreConfig, score_async
 
 
 def lane(in_flight: int, waiting: int) -> LaneStatistics:

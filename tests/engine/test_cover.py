@@ -10,10 +10,10 @@ import anyio
 import msgspec
 import pytest
 
-from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog
+from dahl.results._counters import RunCounters
+from dahl.results._log import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
-from dahl.engine.results import FoundAnswer, FoundLine
+from dahl.results._assemble import FoundAnswer, FoundLine
 from dahl.errors import ConfigError, FatalAPIError, PermanentAPIError, QuotaExhausted
 from dahl.metrics import answer_recall
 from dahl.records import Answer, AnswerRecall, AnswerResult, Coverage, FactResult

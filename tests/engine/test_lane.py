@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from dahl.engine.clock import run_in_virtual_time
-from dahl.engine.lane import Lane, LaneLimits, LanePool, LaneStatistics, normalize_base_url
-from dahl.engine.retry import RetryPolicy
+from dahl.lanes._clock import run_in_virtual_time
+from dahl.lanes._lane import Lane, LaneLimits, LanePool, LaneStatistics, normalize_base_url
+from dahl.lanes._retry import RetryPolicy
 from dahl.errors import (
     ConfigError,
     OutputParseError,

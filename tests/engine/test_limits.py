@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from dahl.engine.clock import SystemClock, run_in_virtual_time
-from dahl.engine.limits import PauseGate, RateBucket
+from dahl.lanes._clock import SystemClock, run_in_virtual_time
+from dahl.lanes._limits import PauseGate, RateBucket
 from dahl.errors import ConfigError, PermanentAPIError
 
 

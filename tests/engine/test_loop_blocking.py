@@ -26,7 +26,7 @@ from blockbuster import BlockingError, blockbuster_ctx
 from dahl import AdapterSettings, EndpointConfig, RunCounters, ScoreConfig, score_async
 from dahl.adapters.fake import FakeChecker
 from dahl.adapters.given import GivenSplitter
-from dahl.engine.output import AnswerLog
+from dahl.results._log import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.records import Answer, Claim, GivenClaim, Verdict
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from dahl.engine.output import AnswerLog, line_key
-from dahl.engine.results import result_of_claims
+from dahl.results._log import AnswerLog, line_key
+from dahl.results._assemble import result_of_claims
 from dahl.errors import OutputWriteError
 from dahl.records import Answer, AnswerResult, ClaimResult, Label, ResultDigest
 

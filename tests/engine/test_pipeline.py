@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from dahl.adapters.fake import FakeChecker
-from dahl.engine.counters import RunCounters
-from dahl.engine.output import AnswerLog, line_key
+from dahl.results._counters import RunCounters
+from dahl.results._log import AnswerLog, line_key
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted
 from dahl.records import Answer, AnswerResult, Claim, Label, Verdict

@@ -8,10 +8,10 @@ from typing import Any
 
 from rich.console import Console
 
-from dahl.cli_progress import Meter
-from dahl.cli_summary import print_summary
-from dahl.engine.counters import RunCounters
-from dahl.run_report import ScoreReport
+from dahl.cli._progress import Meter
+from dahl.cli._summary import print_summary
+from dahl.results._counters import RunCounters
+from dahl.run._report import ScoreReport
 
 
 class Clock:

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from dahl.engine.clock import run_in_virtual_time
-from dahl.engine.ramp import StartRamp
+from dahl.lanes._clock import run_in_virtual_time
+from dahl.lanes._ramp import StartRamp
 from dahl.errors import ConfigError
 
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from dahl.engine.retry import RetryDecision, RetryPolicy, classify, parse_duration_s
+from dahl.lanes._retry import RetryDecision, RetryPolicy, classify, parse_duration_s
 from dahl.errors import (
     AdapterError,
     CacheError,

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from dahl.engine.clock import run_in_virtual_time
-from dahl.engine.lane import Lane, LaneLimits
-from dahl.engine.spend import Spend
+from dahl.lanes._clock import run_in_virtual_time
+from dahl.lanes._lane import Lane, LaneLimits
+from dahl.lanes._spend import Spend
 from dahl.errors import ConfigError, CostCapReached, PermanentAPIError
 from dahl.pricing import Price, PriceTable
 from dahl.records import Usage

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from dahl.cli import main
-from dahl.cli_generate import parse_temperatures
+from dahl.cli._generate import parse_temperatures
 from dahl.errors import ConfigError, InputError
-from dahl.study import read_temperatures, temperature_study, to_markdown
+from dahl.analysis._study import read_temperatures, temperature_study, to_markdown
 
 S, U, N = "supported", "unsupported", "unknown"
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from bench.mock_generate import FACTS, fact_corpus, false_probability, generated_text
 from dahl.cli import main
-from dahl.plots import POINTS_KEY
+from dahl.analysis._plots import POINTS_KEY
 from tests.conftest import MockServers, require_data
 
 TEMPERATURES = (0.2, 0.6, 1.0)

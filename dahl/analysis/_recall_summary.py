@@ -1,0 +1,173 @@
+"""Recall columns of the summary: per-answer recall metrics kept compactly, aggregated per group.
+
+:class:`RecallColumns` holds, per answer, the seven recall metrics and |F*| as float64
+(NaN where a metric is None) and a one-byte reason code; :class:`RecordedRecallSettings` is the
+``recall_settings`` object at the top of ``summary.json``. The per-answer formulas are in
+:mod:`dahl.metrics.recall` ("Beyond Precision"); this module only averages them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from dahl.errors import InputError
+from dahl.metrics import bootstrap_ci
+from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
+
+__all__ = ["NULL_REASONS", "RecallColumns", "RecordedRecallSettings"]
+
+#: Why an answer's recall (or Rec^w alone, for ``zero_weight``) is None, in
+#: ``null_by_reason`` order. ``no_refs``: the answer's question has no reference set.
+NULL_REASONS: tuple[str, ...] = ("empty_fstar", "zero_weight", "coverage_error", "split_error", "no_refs")
+_CODE = {reason: i + 1 for i, reason in enumerate(NULL_REASONS)}  # 0: no reason
+_NO_REFS, _SPLIT_ERROR = _CODE["no_refs"], _CODE["split_error"]
+# Float columns, in this order; the last is |F*|.
+_METRICS = ("recall", "recall_w", "f1", "f1_w", "recall_at_5", "recall_at_10", "recall_at_20")
+_WITH_CI = frozenset({"recall", "recall_w", "f1", "f1_w"})
+_WIDTH = len(_METRICS) + 1
+_NO_ROW = [float("nan")] * _WIDTH
+
+
+class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """How a run's recall was computed: ``summary.json``'s ``recall_settings``.
+
+    Attributes:
+        refs: path of the reference set file, as given.
+        refs_sha256: hex SHA-256 of that file's bytes (:func:`dahl.formats.refs.refs_sha256`).
+        coverage: fingerprint of the coverage judge.
+        partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
+        fstar_k: F* cut to the top k facts by importance, None for no cut.
+        fstar_min_importance: F* cut to facts with importance >= this, None for no cut.
+        alpha, beta: importance weights of relevance and salience ("Beyond Precision").
+    """
+
+    refs: str
+    refs_sha256: str
+    coverage: str
+    partial: str = "strict"
+    fstar_k: int | None = None
+    fstar_min_importance: float | None = None
+    alpha: float = 0.5
+    beta: float = 0.5
+
+
+class RecallColumns:
+    """Per-answer recall metrics as numpy columns, grown with the summary's other columns.
+
+    Rows are appended in the order answers reach :class:`~dahl.analysis._summary.SummaryBuilder`;
+    :meth:`block` aggregates any subset of them.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.values = np.full((capacity, _WIDTH), np.nan)
+        self.code = np.zeros(capacity, dtype=np.int8)
+
+    @staticmethod
+    def row(result: AnswerResult | ResultDigest) -> tuple[list[float], int]:
+        """One answer's float row (NaN for None) and reason code.
+
+        A split error is ``split_error`` whatever its recall says; an answer without
+        ``recall`` is ``no_refs``.
+
+        Raises:
+            InputError: ``recall.reason`` is not one of :data:`NULL_REASONS`.
+        """
+        if result.status == Status.ERROR:
+            return _NO_ROW, _SPLIT_ERROR
+        rec = result.recall
+        if not isinstance(rec, AnswerRecall | RecallDigest):
+            return _NO_ROW, _NO_REFS
+        code = 0
+        if rec.reason is not None:
+            found = _CODE.get(rec.reason)
+            if found is None:
+                raise InputError(f"unknown recall reason {rec.reason!r} in answer {result.id!r}",
+                                 field="recall.reason")
+            code = found
+        values = [rec.recall, rec.recall_w, rec.f1, rec.f1_w, rec.recall_at_5, rec.recall_at_10, rec.recall_at_20]
+        out = [float("nan") if v is None else float(v) for v in values]
+        out.append(float(len(rec.facts)))
+        return out, code
+
+    @staticmethod
+    def row_no_refs() -> tuple[list[float], int]:
+        """The row of an answer whose question has no reference set."""
+        return list(_NO_ROW), _NO_REFS
+
+    def resize(self, capacity: int) -> None:
+        """Grow the columns to ``capacity`` rows (new rows are ``no_refs``)."""
+        old = self.values.shape[0]
+        self.values = np.resize(self.values, (capacity, _WIDTH))
+        self.code = np.resize(self.code, capacity)
+        self.values[old:] = np.nan
+        self.code[old:] = _NO_REFS
+
+    def put(self, start: int, rows: list[list[float]], codes: list[int]) -> None:
+        """Write staged rows at ``start``."""
+        stop = start + len(rows)
+        if rows:
+            self.values[start:stop] = np.array(rows, dtype=np.float64)
+            self.code[start:stop] = np.array(codes, dtype=np.int8)
+
+    def mark_no_refs(self, stop: int) -> None:
+        """Rows before ``stop`` came from answers added before recall was seen: ``no_refs``."""
+        self.values[:stop] = np.nan
+        self.code[:stop] = _NO_REFS
+
+    def block(
+        self,
+        rows: npt.NDArray[np.intp],
+        *,
+        abstained: npt.NDArray[np.bool_],
+        responded: npt.NDArray[np.bool_],
+        claims: npt.NDArray[np.int64],
+        seed: list[int],
+        n_boot: int,
+        level: float,
+    ) -> dict[str, Any]:
+        """The ``recall`` object of one group of answers (``rows`` index the columns).
+
+        Args:
+            rows: the group's row indices.
+            abstained, responded: per-row flags of the group (same length as ``rows``).
+            claims: claims per answer of the group.
+            seed: the group's bootstrap seed material (as the DAHL Score interval's).
+            n_boot, level: bootstrap resamples and interval coverage.
+
+        Returns:
+            ``n`` (answers with Rec defined, abstained ones included), ``n_abstained``,
+            ``null_by_reason`` (every name of :data:`NULL_REASONS`), the mean of each
+            metric over the answers where it is defined (None when there are none),
+            ``recall_ci``, ``recall_w_ci``, ``f1_ci``, ``f1_w_ci`` ([lo, hi] percentile
+            bootstrap, None when empty), ``rho`` (mean claims per responding answer whose
+            question has a reference set) and ``facts`` (mean |F*| over the ``n`` answers).
+        """
+        values = self.values[rows]
+        code = self.code[rows]
+        defined = ~np.isnan(values[:, 0])
+        by_reason = np.bincount(code, minlength=len(NULL_REASONS) + 1)
+        out: dict[str, Any] = {
+            "n": int(defined.sum()),
+            "n_abstained": int((defined & abstained).sum()),
+            "null_by_reason": {r: int(by_reason[i + 1]) for i, r in enumerate(NULL_REASONS)},
+        }
+        for j, name in enumerate(_METRICS):
+            column = values[:, j]
+            present = column[~np.isnan(column)]
+            out[name] = _mean(present)
+            if name in _WITH_CI:
+                ci = bootstrap_ci(present, rng=np.random.default_rng(seed), n_boot=n_boot, level=level)
+                out[f"{name}_ci"] = None if ci is None else [ci[0], ci[1]]
+        with_refs = responded & (code != _NO_REFS)
+        out["rho"] = _mean(claims[with_refs].astype(np.float64))
+        out["facts"] = _mean(values[defined, -1])
+        return out
+
+
+def _mean(values: npt.NDArray[np.float64]) -> float | None:
+    """Mean summed in sorted order (exactly order-invariant), None when empty."""
+    return float(np.sort(values).mean()) if values.size else None

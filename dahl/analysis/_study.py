@@ -1,0 +1,368 @@
+"""The DAHL paper's temperature study (Seo et al. 2024, §5.2, Fig. 5) over one scored run.
+
+Input: a ``dahl score`` run folder of answers made by ``dahl generate --temperatures``
+(each answer's ``meta.sampling.temperature``, which scoring carries into the run's
+``answers.jsonl``). Per model × temperature: the mean per-answer score (DAHL Score
+by default, with the run's exclusions: :meth:`dahl.analysis._verdicts.Verdicts.scores`), its
+percentile bootstrap CI (:func:`dahl.metrics.bootstrap_ci`, the leaderboard's) and n.
+
+Between temperatures of one model, the paper's two tests (§5.2, there between sample
+sets): an F-test of equal variances, then a t-test of equal means — Student's when
+the F-test does not reject at ``alpha``, Welch's when it does
+(:func:`dahl.analysis._sampling.pair_test`). Pairs (``compare``): ``reference``, each
+temperature against the paper's generation temperature 0.6 (§3.3) — the paper ran no
+test between temperatures, so the default asks whether leaving its setting changes the
+score —; ``adjacent``, neighbours on the grid; ``all``, every pair. p-values are
+two-sided and uncorrected for the number of tests. The answers to one question at
+one temperature (``--samples``) are taken as independent, as the paper does.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import itertools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from dahl.errors import ConfigError, InputError
+from dahl.results._manifest import stale_reason
+from dahl.metrics import bootstrap_ci
+from dahl.analysis._sampling import pair_test
+from dahl.analysis._verdicts import canonical_metric, load_verdicts
+
+__all__ = [
+    "COMPARE",
+    "PAPER_REFERENCE",
+    "TemperatureCell",
+    "TemperatureStudy",
+    "TemperatureTest",
+    "cells_csv",
+    "read_temperatures",
+    "temperature_study",
+    "tests_csv",
+    "to_json",
+    "to_markdown",
+]
+
+logger = logging.getLogger(__name__)
+
+Compare = Literal["reference", "adjacent", "all"]
+#: The pair choices of :func:`temperature_study`.
+COMPARE: tuple[Compare, ...] = ("reference", "adjacent", "all")
+#: The DAHL paper's generation temperature (§3.3), the default reference.
+PAPER_REFERENCE = 0.6
+
+
+@dataclass(frozen=True)
+class TemperatureCell:
+    """One model at one temperature.
+
+    Attributes:
+        model: model name.
+        temperature: sampling temperature.
+        n: answers that enter the mean (the metric's mask).
+        excluded: answers of this cell outside the mask (abstained, unknown/error claims, no claim).
+        mean: mean per-answer score, fraction in [0, 1]; None when n is 0.
+        sd: sample standard deviation (ddof 1); None when n < 2.
+        ci: percentile bootstrap CI of the mean, or None when n is 0.
+    """
+
+    model: str
+    temperature: float
+    n: int
+    excluded: int
+    mean: float | None
+    sd: float | None
+    ci: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class TemperatureTest:
+    """The F-test then t-test between two temperatures of one model (two-sided).
+
+    Attributes:
+        model: model name.
+        a, b: the temperatures; F = s²_a / s²_b, t > 0 when a scores higher.
+        n_a, n_b: answers in each.
+        f_stat, f_p: the F-test; None when a side has n < 2 or zero variance.
+        t_test: ``"student"`` (F-test not rejected) or ``"welch"``; None with f_stat None.
+        t_stat, t_p: the t-test; None with f_stat None.
+    """
+
+    model: str
+    a: float
+    b: float
+    n_a: int
+    n_b: int
+    f_stat: float | None
+    f_p: float | None
+    t_test: str | None
+    t_stat: float | None
+    t_p: float | None
+
+
+@dataclass(frozen=True)
+class TemperatureStudy:
+    """Result of :func:`temperature_study`.
+
+    Attributes:
+        run_dir: the run folder read.
+        metric: canonical metric name (``precision`` is the DAHL Score).
+        cells: one per (model, temperature), models sorted, temperatures ascending.
+        tests: the pairs of ``compare``, per model in ``cells`` order.
+        compare: which pairs were tested.
+        reference: the reference temperature (``compare == "reference"``), else None.
+        alpha: F-test level that switches the t-test to Welch's.
+        level: bootstrap CI coverage, e.g. 0.95.
+        seed: bootstrap seed.
+        without_temperature: answers of the run with no ``meta.sampling.temperature`` (left out).
+    """
+
+    run_dir: Path
+    metric: str
+    cells: list[TemperatureCell]
+    tests: list[TemperatureTest]
+    compare: Compare
+    reference: float | None
+    alpha: float
+    level: float
+    seed: int
+    without_temperature: int
+
+    @property
+    def models(self) -> list[str]:
+        """The models, sorted."""
+        return sorted({c.model for c in self.cells})
+
+    def best(self, model: str) -> TemperatureCell | None:
+        """The cell of ``model`` with the highest mean (the lowest temperature on a tie), or None."""
+        scored = [c for c in self.cells if c.model == model and c.mean is not None]
+        return max(scored, key=lambda c: (c.mean, -c.temperature)) if scored else None
+
+
+class _Sampling(msgspec.Struct):
+    temperature: float | None = None
+
+
+class _Meta(msgspec.Struct):
+    sampling: _Sampling | None = None
+
+
+class _Line(msgspec.Struct):
+    id: str
+    meta: _Meta | None = None
+
+
+_LINE = msgspec.json.Decoder(_Line)
+
+
+def read_temperatures(path: Path) -> dict[str, float]:
+    """Answer id -> ``meta.sampling.temperature`` of a run's ``answers.jsonl`` (blocking; streamed).
+
+    Answers without one are left out.
+
+    Raises:
+        InputError: the file cannot be read, or a line is not an answer with a string id
+            and a numeric temperature (file, line and field named).
+    """
+    out: dict[str, float] = {}
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    with handle:
+        for n, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = _LINE.decode(raw)
+            except msgspec.ValidationError as exc:
+                field = str(exc).rsplit("at `", 1)[-1].rstrip("`") if "at `" in str(exc) else None
+                raise InputError(f"not a scored answer ({exc})", file=str(path), line=n, field=field) from None
+            except msgspec.DecodeError as exc:
+                raise InputError(f"not valid JSON ({exc})", file=str(path), line=n) from None
+            if line.meta is not None and line.meta.sampling is not None and line.meta.sampling.temperature is not None:
+                out[line.id] = float(line.meta.sampling.temperature)
+    return out
+
+
+def _ci_seed(seed: int, model: str, temperature: float) -> list[int]:
+    """A bootstrap seed per cell, from the study seed and the cell's names (order-invariant)."""
+    digest = hashlib.blake2b(f"{model}\x00{temperature!r}".encode(), digest_size=8).digest()
+    return [seed, int.from_bytes(digest, "little")]
+
+
+def _pairs(temperatures: Sequence[float], compare: Compare, reference: float | None, model: str) -> list[tuple[float, float]]:
+    """The (a, b) temperature pairs to test for one model (``temperatures`` ascending)."""
+    if compare == "adjacent":
+        return list(itertools.pairwise(temperatures))
+    if compare == "all":
+        return list(itertools.combinations(temperatures, 2))
+    if reference is None or reference not in temperatures:
+        listed = ", ".join(f"{t:g}" for t in temperatures)
+        raise ConfigError(f"reference temperature {reference} is not among {model}'s ({listed}); "
+                          "choose one with --reference or use --compare adjacent")
+    ref: float = reference
+    return [(t, ref) for t in temperatures if t != ref]
+
+
+def temperature_study(
+    run_dir: Path,
+    *,
+    metric: str = "dahl_score",
+    compare: Compare = "reference",
+    reference: float = PAPER_REFERENCE,
+    alpha: float = 0.05,
+    seed: int = 0,
+    n_boot: int = 1000,
+    level: float = 0.95,
+) -> TemperatureStudy:
+    """Score against temperature per model, with the paper's F-test then t-test (blocking).
+
+    Args:
+        run_dir: a finished ``dahl score`` run folder (``answers.jsonl`` and ``verdicts/``).
+        metric: per-answer metric (see :meth:`dahl.analysis._verdicts.Verdicts.scores`); the DAHL Score by default.
+        compare: ``reference`` (each temperature against ``reference``), ``adjacent`` or ``all``.
+        reference: the reference temperature of ``compare="reference"``.
+        alpha: F-test level in (0, 1): at f_p < alpha the t-test is Welch's, else Student's.
+        seed: bootstrap seed.
+        n_boot: bootstrap resamples, >= 1.
+        level: CI coverage in (0, 1).
+
+    Returns:
+        The study.
+
+    Raises:
+        InputError: no verdict store or ``answers.jsonl``, or a bad line (file and line named).
+        ConfigError: a stale run (its last ``dahl score`` did not finish), no answer with a
+            temperature, an unknown metric, bad ``alpha``/``compare``, or a model without
+            the reference temperature.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    if compare not in COMPARE:
+        raise ConfigError(f"compare must be one of {', '.join(COMPARE)}, got {compare!r}")
+    reason = stale_reason(run_dir)
+    if reason is not None:
+        raise ConfigError(f"{run_dir}: {reason}; run the same dahl score command again to finish it")
+    name = canonical_metric(metric)
+    store = load_verdicts(run_dir)
+    by_id = read_temperatures(Path(run_dir) / "answers.jsonl")
+    if not by_id:
+        raise ConfigError(f"no answer in {run_dir} records meta.sampling.temperature; "
+                          "generate the answers with dahl generate --temperatures")
+    values, mask = store.scores(name)
+    temps = np.array([by_id.get(i, np.nan) for i in store.ids], dtype=np.float64)
+    known = ~np.isnan(temps)
+    missing = int((~known).sum())
+    if missing:
+        logger.warning("%d answers of %s have no meta.sampling.temperature; left out", missing, run_dir)
+    model_codes = np.asarray(store.model)
+    cells: list[TemperatureCell] = []
+    tests: list[TemperatureTest] = []
+    for model in sorted({store.models[c] for c in np.unique(model_codes[known]).tolist()}):
+        of_model = known & (model_codes == store.models.index(model))
+        grid = sorted(set(temps[of_model].tolist()))
+        samples: dict[float, npt.NDArray[np.float64]] = {}
+        for t in grid:
+            rows = of_model & (temps == t)
+            v = np.sort(values[rows & mask])
+            samples[t] = v
+            ci = bootstrap_ci(v, rng=np.random.default_rng(_ci_seed(seed, model, t)), n_boot=n_boot, level=level)
+            cells.append(TemperatureCell(
+                model=model, temperature=t, n=int(v.size), excluded=int((rows & ~mask).sum()),
+                mean=float(v.mean()) if v.size else None, sd=float(v.std(ddof=1)) if v.size >= 2 else None, ci=ci,
+            ))
+        for a, b in _pairs(grid, compare, reference, model):
+            res = pair_test(samples[a], samples[b], alpha=alpha)
+            kind = None if res.t_stat is None else ("student" if res.equal_var else "welch")
+            tests.append(TemperatureTest(model, a, b, int(samples[a].size), int(samples[b].size),
+                                         res.f_stat, res.f_p, kind, res.t_stat, res.t_p))
+    return TemperatureStudy(
+        run_dir=Path(run_dir), metric=name, cells=cells, tests=tests, compare=compare,
+        reference=reference if compare == "reference" else None, alpha=alpha, level=level, seed=seed,
+        without_temperature=missing,
+    )
+
+
+def _pair(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [ci[0], ci[1]]
+
+
+def to_json(study: TemperatureStudy) -> dict[str, Any]:
+    """The study as a JSON-ready dict: settings, ``cells``, ``tests`` and ``best`` temperature per model."""
+    best = {m: (b.temperature if (b := study.best(m)) is not None else None) for m in study.models}
+    return {
+        "run_dir": str(study.run_dir), "metric": study.metric, "compare": study.compare,
+        "reference": study.reference, "alpha": study.alpha, "level": study.level, "seed": study.seed,
+        "without_temperature": study.without_temperature, "best": best,
+        "cells": [{"model": c.model, "temperature": c.temperature, "n": c.n, "excluded": c.excluded,
+                   "mean": c.mean, "sd": c.sd, "ci": _pair(c.ci)} for c in study.cells],
+        "tests": [{"model": t.model, "a": t.a, "b": t.b, "n_a": t.n_a, "n_b": t.n_b, "f_stat": t.f_stat,
+                   "f_p": t.f_p, "t_test": t.t_test, "t_stat": t.t_stat, "t_p": t.t_p} for t in study.tests],
+    }
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    return "" if x is None else f"{x:.{digits}g}"
+
+
+def cells_csv(study: TemperatureStudy) -> str:
+    """One row per (model, temperature): model, temperature, n, excluded, mean, sd, ci_lo, ci_hi (fractions)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["model", "temperature", "n", "excluded", "mean", "sd", "ci_lo", "ci_hi"])
+    for c in study.cells:
+        lo, hi = c.ci if c.ci is not None else (None, None)
+        w.writerow([c.model, repr(c.temperature), c.n, c.excluded, _num(c.mean, 6), _num(c.sd, 6),
+                    _num(lo, 6), _num(hi, 6)])
+    return buf.getvalue()
+
+
+def tests_csv(study: TemperatureStudy) -> str:
+    """One row per test: model, a, b, n_a, n_b, f_stat, f_p, t_test, t_stat, t_p."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["model", "a", "b", "n_a", "n_b", "f_stat", "f_p", "t_test", "t_stat", "t_p"])
+    for t in study.tests:
+        w.writerow([t.model, repr(t.a), repr(t.b), t.n_a, t.n_b, _num(t.f_stat, 6), _num(t.f_p, 6),
+                    t.t_test or "", _num(t.t_stat, 6), _num(t.t_p, 6)])
+    return buf.getvalue()
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def to_markdown(study: TemperatureStudy) -> str:
+    """Two Markdown tables: the score per model × temperature (percent, CI, n), then the tests."""
+    label = "DAHL Score" if study.metric == "precision" else study.metric
+    pct = round(100 * study.level)
+    lines = [f"## {label} against temperature ({pct}% bootstrap CI, seed {study.seed})", "",
+             f"| model | temperature | {label} | {pct}% CI | n | excluded |", "|---|---:|---:|---:|---:|---:|"]
+    for c in study.cells:
+        ci = "—" if c.ci is None else f"{_pct(c.ci[0])}–{_pct(c.ci[1])}"
+        lines.append(f"| {c.model} | {c.temperature:g} | {_pct(c.mean)} | {ci} | {c.n} | {c.excluded} |")
+    best = [f"{m} {b.temperature:g}" for m in study.models if (b := study.best(m)) is not None]
+    lines += ["", f"Best temperature: {', '.join(best) or '—'}."]
+    if study.without_temperature:
+        lines.append(f"{study.without_temperature} answers without meta.sampling.temperature were left out.")
+    pairs = {"reference": f"each temperature against {study.reference:g}" if study.reference is not None else "",
+             "adjacent": "adjacent temperatures", "all": "every pair of temperatures"}[study.compare]
+    lines += ["", f"## F-test of equal variances, then t-test ({pairs}; Student's when F-test p ≥ {study.alpha:g}, "
+                  "else Welch's; two-sided, uncorrected)", "",
+              "| model | a | b | n_a | n_b | F | p (F) | t-test | t | p (t) |",
+              "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for t in study.tests:
+        lines.append(f"| {t.model} | {t.a:g} | {t.b:g} | {t.n_a} | {t.n_b} | {_num(t.f_stat) or '—'} | "
+                     f"{_num(t.f_p) or '—'} | {t.t_test or '—'} | {_num(t.t_stat) or '—'} | {_num(t.t_p) or '—'} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,368 @@
+"""Aggregation of answer results per model and per (model, category).
+
+:class:`SummaryBuilder` keeps only compact columns per answer (five int32 label
+counts, a one-byte flag, two int32 codes), so a million answers take about
+30 MB, and computes every aggregate with numpy at the end. The formulas live in
+:mod:`dahl.metrics`. When a run has reference facts, recall columns are kept too
+(:mod:`dahl.analysis._recall_summary`) and every block gets a ``recall`` object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from dahl.errors import ConfigError, InputError
+from dahl.metrics import (
+    REASONS,
+    bootstrap_ci,
+    dahl_mask,
+    exclusion_codes,
+    f1_values,
+    factscore_mask,
+    factscore_values,
+    precision,
+)
+from dahl.analysis._recall_summary import RecallColumns, RecordedRecallSettings
+from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, UnsupportedReason
+
+__all__ = ["SummaryBuilder", "group_seed"]
+
+logger = logging.getLogger(__name__)
+
+# Per-answer flag column: what counts alone cannot tell.
+_RESPONDED, _ABSTAINED, _SPLIT_ERROR = 0, 1, 2
+_INITIAL_CAPACITY = 1024
+# Rows staged in a Python list before one vectorized copy into the columns.
+_STAGE_ROWS = 4096
+_COLUMN = {str(label): j for j, label in enumerate(LABELS)}
+# Unsupported claims counted by reason (row columns 8 and 9); the rest are "unstated".
+_REASON_COLUMN = {UnsupportedReason.CONTRADICTED: 8, UnsupportedReason.NO_EVIDENCE: 9}
+_UNSUPPORTED = LABELS.index(Label.UNSUPPORTED)
+
+
+def group_seed(seed: int, model: str, category: str | None) -> list[int]:
+    """Seed material for one group's bootstrap, independent of the order answers arrived in."""
+    name = model if category is None else f"{model}\x00{category}"
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
+    return [seed, int.from_bytes(digest, "little")]
+
+
+class SummaryBuilder:
+    """Collects answer results and builds ``summary.json``'s per-model figures.
+
+    Args:
+        gamma: FActScore length-penalty γ in claims (0 disables).
+        k: F1@K's K in supported claims.
+        seed: seed of the bootstrap generators (one per group, derived from the
+            group name, so results do not depend on the order of :meth:`add`).
+        n_boot: bootstrap resamples for the DAHL Score interval.
+        level: coverage of the interval (0.95 gives the 2.5th and 97.5th percentiles).
+        recall_settings: the run's recall settings (it has reference facts): every
+            block gets a ``recall`` object and the summary ``recall_settings``. Without
+            them, recall is summarized only once an added answer carries ``recall``.
+
+    Raises:
+        ConfigError: gamma < 0, k < 1, n_boot < 1 or level outside (0, 1).
+    """
+
+    def __init__(
+        self,
+        gamma: float = 10.0,
+        k: int = 64,
+        seed: int = 0,
+        n_boot: int = 1000,
+        level: float = 0.95,
+        *,
+        recall_settings: RecordedRecallSettings | Mapping[str, Any] | None = None,
+    ) -> None:
+        if gamma < 0:
+            raise ConfigError(f"gamma must be >= 0, got {gamma}")
+        if k < 1:
+            raise ConfigError(f"k must be >= 1, got {k}")
+        if n_boot < 1:
+            raise ConfigError(f"n_boot must be >= 1, got {n_boot}")
+        if not 0.0 < level < 1.0:
+            raise ConfigError(f"level must be in (0, 1), got {level}")
+        self.gamma = gamma
+        self.k = k
+        self.seed = seed
+        self.n_boot = n_boot
+        self.level = level
+        self._n = 0
+        self._counts = np.zeros((_INITIAL_CAPACITY, len(LABELS)), dtype=np.int32)
+        self._flag = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
+        self._model = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
+        self._category = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
+        self._reasons = np.zeros((_INITIAL_CAPACITY, 2), dtype=np.int32)
+        self._any_reason = False
+        self._models: dict[str, int] = {}
+        self._categories: dict[str, int] = {}
+        self._pending: list[list[int]] = []
+        self.recall_settings: dict[str, Any] | None = None
+        if isinstance(recall_settings, RecordedRecallSettings):
+            self.recall_settings = msgspec.to_builtins(recall_settings)
+        elif recall_settings is not None:
+            self.recall_settings = dict(recall_settings)
+        # Recall rows stay parallel to _pending while recall is tracked (None: not yet).
+        self._recall: RecallColumns | None = None
+        self._pending_recall: list[list[float]] = []
+        self._pending_code: list[int] = []
+        if self.recall_settings is not None:
+            self._recall = RecallColumns(_INITIAL_CAPACITY)
+
+    def __len__(self) -> int:
+        """Number of answers added."""
+        return self._n + len(self._pending)
+
+    def __repr__(self) -> str:
+        return (
+            f"SummaryBuilder(answers={len(self)}, models={len(self._models)}, "
+            f"categories={len(self._categories)}, gamma={self.gamma}, k={self.k}, "
+            f"seed={self.seed}, n_boot={self.n_boot})"
+        )
+
+    def add(self, result: AnswerResult | ResultDigest) -> None:
+        """Record one answer: its label counts, whether it abstained or failed to split, model, category.
+
+        The answer's status is read only for ``abstained`` and ``error`` (split
+        failure); the other exclusion reasons are recomputed from the counts, so
+        the summary always matches :mod:`dahl.metrics`. Rows are staged in a
+        small list and moved into numpy columns every few thousand answers.
+
+        Args:
+            result: the answer's result; its claim texts are not kept.
+
+        Raises:
+            InputError: ``result.counts`` has an unknown label or a negative count.
+        """
+        row = [0, 0, 0, 0, 0, _RESPONDED, 0, 0, 0, 0]
+        for key, value in result.counts.items():
+            col = _COLUMN.get(key)
+            if col is None:
+                raise InputError(f"unknown label {key!r} in answer {result.id!r}", field="counts")
+            if value < 0:
+                raise InputError(f"negative count {value} for {key!r} in answer {result.id!r}", field="counts")
+            row[col] = value
+        if result.status == Status.ABSTAINED:
+            row[5] = _ABSTAINED
+        elif result.status == Status.ERROR:
+            row[5] = _SPLIT_ERROR
+        row[6] = self._models.setdefault(result.model, len(self._models))
+        row[7] = self._categories.setdefault(result.category, len(self._categories))
+        if self._recall is None and not isinstance(result.recall, msgspec.UnsetType):
+            self._start_recall()
+        if self._recall is not None:
+            values, code = RecallColumns.row(result)
+            self._pending_recall.append(values)
+            self._pending_code.append(code)
+        if row[_UNSUPPORTED]:
+            reasons = [r for c in result.claims if (r := c.reason) is not None]
+            if reasons:
+                for reason in reasons:
+                    row[_REASON_COLUMN[reason]] += 1
+                self._any_reason = True
+        self._pending.append(row)
+        if len(self._pending) >= _STAGE_ROWS:
+            self._flush()
+
+    def _start_recall(self) -> None:
+        """Track recall from now on; answers added before had no reference set."""
+        recall = RecallColumns(self._counts.shape[0])
+        recall.mark_no_refs(self._n)
+        self._recall = recall
+        values, code = RecallColumns.row_no_refs()
+        self._pending_recall = [values] * len(self._pending)
+        self._pending_code = [code] * len(self._pending)
+
+    def _flush(self) -> None:
+        """Move staged rows into the numpy columns, doubling their capacity when full."""
+        if not self._pending:
+            return
+        block = np.array(self._pending, dtype=np.int64)
+        self._pending.clear()
+        start, stop = self._n, self._n + block.shape[0]
+        cap = self._counts.shape[0]
+        if stop > cap:
+            while cap < stop:
+                cap *= 2
+            self._counts = np.resize(self._counts, (cap, len(LABELS)))
+            self._flag = np.resize(self._flag, cap)
+            self._model = np.resize(self._model, cap)
+            self._category = np.resize(self._category, cap)
+            if self._recall is not None:
+                self._recall.resize(cap)
+            self._reasons = np.resize(self._reasons, (cap, 2))
+        self._counts[start:stop] = block[:, : len(LABELS)]
+        self._flag[start:stop] = block[:, 5]
+        self._model[start:stop] = block[:, 6]
+        self._category[start:stop] = block[:, 7]
+        if self._recall is not None:
+            self._recall.put(start, self._pending_recall, self._pending_code)
+            self._pending_recall = []
+            self._pending_code = []
+        self._reasons[start:stop] = block[:, 8:10]
+        self._n = stop
+
+    def build(self) -> dict[str, Any]:
+        """Compute the summary.
+
+        Returns:
+            ``{"models": {model: block}}`` with models sorted by name. Each block has
+            ``n_answers``, ``n_scored`` (answers in the DAHL Score and F1@K),
+            ``n_abstained``, ``n_excluded`` (= n_answers - n_scored, abstained
+            included), ``excluded_by_reason`` (every name in
+            :data:`dahl.metrics.REASONS`, summing to n_excluded), ``n_factscore``
+            (answers in FActScore), ``dahl_score``, ``dahl_score_ci`` ([lo, hi]),
+            ``factscore`` (with γ), ``factscore_init`` (γ = 0), ``f1_at_k``,
+            ``labels`` (claims per label), ``unsupported_by_reason`` (only when some
+            verdict of the run gave a reason: unsupported claims counted as
+            ``contradicted``, ``no_evidence`` and ``unstated`` (no reason given),
+            summing to ``labels["unsupported"]``) and ``categories`` (category -> the
+            same block without ``categories``). Scores are in [0, 1]; a score with no
+            qualifying answer is None, never NaN. When recall is tracked, each block
+            also has ``recall`` (:meth:`dahl.analysis._recall_summary.RecallColumns.block`) and the
+            summary ``recall_settings`` (None when no settings were given); otherwise
+            neither key is present.
+        """
+        self._flush()
+        n = self._n
+        counts = self._counts[:n].astype(np.int64)
+        flag = self._flag[:n]
+        codes = exclusion_codes(counts, flag == _ABSTAINED, flag == _SPLIT_ERROR)
+        eligible = flag == _RESPONDED
+        in_dahl = dahl_mask(counts, eligible)
+        in_fs = factscore_mask(counts, eligible)
+        prec = precision(counts[:, LABELS.index(Label.SUPPORTED)], counts[:, LABELS.index(Label.UNSUPPORTED)])
+        columns = _Columns(
+            counts=counts,
+            codes=codes,
+            in_dahl=in_dahl,
+            in_fs=in_fs,
+            precision=np.where(in_dahl, prec, 0.0),
+            f1=np.where(in_dahl, f1_values(counts, self.k), 0.0),
+            fs=np.where(in_fs, factscore_values(counts, self.gamma), 0.0),
+            fs_init=np.where(in_fs, factscore_values(counts, 0.0), 0.0),
+            reasons=self._reasons[:n].astype(np.int64) if self._any_reason else None,
+        )
+        model_names = _names(self._models)
+        category_names = _names(self._categories)
+        model = self._model[:n]
+        category = self._category[:n]
+        n_cat = max(len(category_names), 1)
+        pair = model.astype(np.int64) * n_cat + category
+
+        by_model = np.argsort(model, kind="stable")
+        model_bounds = np.searchsorted(model[by_model], np.arange(len(model_names) + 1))
+        by_pair = np.argsort(pair, kind="stable")
+        pair_sorted = pair[by_pair]
+
+        out: dict[str, Any] = {}
+        for m_code in sorted(range(len(model_names)), key=model_names.__getitem__):
+            name = model_names[m_code]
+            rows = by_model[model_bounds[m_code] : model_bounds[m_code + 1]]
+            block = self._block(columns, rows, group_seed(self.seed, name, None))
+            cats: dict[str, Any] = {}
+            lo, hi = np.searchsorted(pair_sorted, [m_code * n_cat, (m_code + 1) * n_cat])
+            sub = by_pair[lo:hi]
+            sub_category = category[sub]  # ascending, since pair = model * n_cat + category
+            present = np.unique(sub_category)
+            bounds = np.searchsorted(sub_category, present, side="left")
+            ends = np.searchsorted(sub_category, present, side="right")
+            spans = {category_names[c]: (b, e) for c, b, e in zip(present.tolist(), bounds.tolist(), ends.tolist())}
+            for cat in sorted(spans):
+                b, e = spans[cat]
+                cats[cat] = self._block(columns, sub[b:e], group_seed(self.seed, name, cat))
+            block["categories"] = cats
+            out[name] = block
+        if self._recall is None:
+            return {"models": out}
+        return {"models": out, "recall_settings": self.recall_settings}
+
+    def _block(self, col: _Columns, rows: npt.NDArray[np.intp], seed: list[int]) -> dict[str, Any]:
+        """Figures of one group of answers (``rows`` index the columns)."""
+        in_dahl = col.in_dahl[rows]
+        in_fs = col.in_fs[rows]
+        n_scored = int(in_dahl.sum())
+        n_fs = int(in_fs.sum())
+        by_reason = np.bincount(col.codes[rows], minlength=len(REASONS) + 1)
+        prec = col.precision[rows][in_dahl]
+        ci = bootstrap_ci(prec, rng=np.random.default_rng(seed), n_boot=self.n_boot, level=self.level)
+        label_totals = col.counts[rows].sum(axis=0)
+        block: dict[str, Any] = {
+            "n_answers": int(rows.size),
+            "n_scored": n_scored,
+            "n_abstained": int(by_reason[1 + REASONS.index("abstained")]),
+            "n_excluded": int(rows.size) - n_scored,
+            "excluded_by_reason": {r: int(by_reason[i + 1]) for i, r in enumerate(REASONS)},
+            "n_factscore": n_fs,
+            "dahl_score": _mean(prec),
+            "dahl_score_ci": None if ci is None else [ci[0], ci[1]],
+            "factscore": _mean(col.fs[rows][in_fs]),
+            "factscore_init": _mean(col.fs_init[rows][in_fs]),
+            "f1_at_k": _mean(col.f1[rows][in_dahl]),
+            "labels": {str(label): int(label_totals[j]) for j, label in enumerate(LABELS)},
+        }
+        if col.reasons is not None:
+            contradicted, no_evidence = (int(v) for v in col.reasons[rows].sum(axis=0))
+            unsupported = int(label_totals[LABELS.index(Label.UNSUPPORTED)])
+            block["unsupported_by_reason"] = {
+                "contradicted": contradicted,
+                "no_evidence": no_evidence,
+                "unstated": unsupported - contradicted - no_evidence,
+            }
+        if self._recall is not None:
+            flag = self._flag[rows]
+            block["recall"] = self._recall.block(
+                rows, abstained=flag == _ABSTAINED, responded=flag == _RESPONDED, claims=col.counts[rows].sum(axis=1),
+                seed=seed, n_boot=self.n_boot, level=self.level,
+            )
+        return block
+
+
+class _Columns:
+    """Per-answer arrays shared by every group's computation (NaN already replaced by 0)."""
+
+    __slots__ = ("codes", "counts", "f1", "fs", "fs_init", "in_dahl", "in_fs", "precision", "reasons")
+
+    def __init__(
+        self,
+        *,
+        counts: npt.NDArray[np.int64],
+        codes: npt.NDArray[np.int8],
+        in_dahl: npt.NDArray[np.bool_],
+        in_fs: npt.NDArray[np.bool_],
+        precision: npt.NDArray[np.float64],
+        f1: npt.NDArray[np.float64],
+        fs: npt.NDArray[np.float64],
+        fs_init: npt.NDArray[np.float64],
+        reasons: npt.NDArray[np.int64] | None = None,
+    ) -> None:
+        self.counts = counts
+        self.codes = codes
+        self.in_dahl = in_dahl
+        self.in_fs = in_fs
+        self.precision = precision
+        self.f1 = f1
+        self.fs = fs
+        self.fs_init = fs_init
+        self.reasons = reasons  # (n, 2): contradicted, no_evidence; None when no verdict gave a reason
+
+
+def _mean(values: npt.NDArray[np.float64]) -> float | None:
+    """Mean of ``values`` summed in sorted order (so it is exactly order-invariant), None when empty."""
+    return float(np.sort(values).mean()) if values.size else None
+
+
+def _names(codes: dict[str, int]) -> list[str]:
+    """Names indexed by their code."""
+    names = [""] * len(codes)
+    for name, code in codes.items():
+        names[code] = name
+    return names

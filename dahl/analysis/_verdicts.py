@@ -1,0 +1,634 @@
+"""The compact columnar verdict store of a run: ``OUTDIR/verdicts/``.
+
+Aggregation (leaderboards, preference pairs, agreement statistics) reads these
+numpy arrays instead of re-parsing ``answers.jsonl``. Layout, one file per column::
+
+    verdicts/
+      meta.json          {"format": "dahl-verdicts", "version": 1, "n_answers", "n_claims",
+                          "labels", "statuses", "gamma", "k"}
+      model.npy          int32 (n_answers,)   code into models.json
+      category.npy       int32 (n_answers,)   code into categories.json
+      question.npy       int32 (n_answers,)   code into question_ids.json
+      status.npy         int8  (n_answers,)   index into dahl.records.Status
+      counts.npy         int32 (n_answers, 5) claims per label, dahl.records.LABELS order
+      offsets.npy        int64 (n_answers + 1,) claims of answer i are labels[offsets[i]:offsets[i+1]]
+      labels.npy         int8  (n_claims,)    index into dahl.records.LABELS
+      models.json, categories.json, question_ids.json, ids.json   JSON lists of strings
+      recall.npy, recall_facts.npy   only for runs with reference facts (dahl.analysis._recall_columns)
+
+:class:`VerdictWriter` keeps O(answers + claims) small numbers in memory (one
+byte per claim, ~30 bytes per answer plus its id) and writes the folder
+atomically at :meth:`VerdictWriter.close`: into a temporary sibling folder that
+is then renamed, so a crashed run never leaves a half store.
+:func:`load_verdicts` memory-maps the arrays.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from dahl.errors import ConfigError, InputError
+from dahl.metrics import dahl_mask, f1_values, factscore_mask, factscore_values, precision
+from dahl.analysis._recall_columns import FACT_COLUMNS, RECALL_METRICS, RecallColumns
+from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status
+
+__all__ = [
+    "METRICS",
+    "STORE_DIR",
+    "STORE_VERSION",
+    "VerdictWriter",
+    "Verdicts",
+    "canonical_metric",
+    "load_runs",
+    "load_verdicts",
+    "merge_verdicts",
+    "rebuild",
+    "save_verdicts",
+]
+
+logger = logging.getLogger(__name__)
+
+STORE_DIR = "verdicts"
+STORE_VERSION = 1
+_FORMAT = "dahl-verdicts"
+STATUSES: tuple[Status, ...] = tuple(Status)
+
+#: Per-answer values :meth:`Verdicts.scores` computes. ``dahl_score`` is an alias of ``precision``;
+#: the recall ones (:data:`dahl.analysis._recall_columns.RECALL_METRICS`) need a run scored with reference facts.
+METRICS: tuple[str, ...] = ("precision", "factscore", "factscore_init", "f1_at_k", "n_claims", *RECALL_METRICS)
+_ALIASES = {"dahl_score": "precision", "dahl_score-precision": "precision"}
+
+_LABEL_CODE = {str(label): i for i, label in enumerate(LABELS)}
+_STATUS_CODE = {str(s): i for i, s in enumerate(STATUSES)}
+_S = LABELS.index(Label.SUPPORTED)
+_U = LABELS.index(Label.UNSUPPORTED)
+
+
+def canonical_metric(name: str) -> str:
+    """Map a metric name or alias to one of :data:`METRICS`.
+
+    Raises:
+        ConfigError: unknown name (the message lists the valid ones).
+    """
+    name = _ALIASES.get(name, name)
+    if name not in METRICS:
+        raise ConfigError(f"unknown metric {name!r}; choose one of dahl_score, {', '.join(METRICS)}")
+    return name
+
+
+@dataclass
+class Verdicts:
+    """The columns of one store (or of several merged runs).
+
+    Attributes:
+        root: the ``verdicts/`` folder read (None for an in-memory or merged store).
+        model, category, question: int32 arrays (n_answers,) of codes into
+            ``models``, ``categories`` and ``question_ids``.
+        status: int8 array (n_answers,), index into :class:`dahl.records.Status`.
+        counts: int32 array (n_answers, 5), claims per label in LABELS order.
+        offsets: int64 array (n_answers + 1,) into ``labels``.
+        labels: int8 array (n_claims,), index into LABELS.
+        models, categories, question_ids: name tables.
+        gamma, k: FActScore γ and F1@K's K of the run, when recorded.
+        source: int16 array (n_answers,) giving the index of the run each answer
+            came from (merged stores), or None for a single run.
+        roots: the run folders, in ``source`` order.
+        recall: float64 (n_answers, 7), the per-answer recall metrics in
+            :data:`dahl.analysis._recall_columns.RECALL_METRICS` order, NaN where null; None when
+            no run had reference facts.
+        recall_facts: int32 (n_answers, 3): |F*|, covered and partial facts, -1 where
+            the answer has no recall; None with ``recall``.
+        without_recall: the run folders (merged stores) that have no recall columns.
+    """
+
+    model: npt.NDArray[np.int32]
+    category: npt.NDArray[np.int32]
+    question: npt.NDArray[np.int32]
+    status: npt.NDArray[np.int8]
+    counts: npt.NDArray[np.int32]
+    offsets: npt.NDArray[np.int64]
+    labels: npt.NDArray[np.int8]
+    models: list[str]
+    categories: list[str]
+    question_ids: list[str]
+    root: Path | None = None
+    gamma: float | None = None
+    k: int | None = None
+    source: npt.NDArray[np.int16] | None = None
+    roots: tuple[Path, ...] = ()
+    recall: npt.NDArray[np.float64] | None = None
+    recall_facts: npt.NDArray[np.int32] | None = None
+    without_recall: tuple[Path, ...] = ()
+    _ids: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def n_answers(self) -> int:
+        """Number of answers."""
+        return int(self.model.shape[0])
+
+    @property
+    def ids(self) -> list[str]:
+        """Answer ids (n_answers,), read from ``ids.json`` on first use (it is the largest table).
+
+        Raises:
+            InputError: the table is missing or has the wrong length.
+        """
+        if self._ids is None:
+            if self.root is None:
+                raise InputError("answer ids are not available for this store")
+            self._ids = _read_table(self.root / "ids.json")
+            if len(self._ids) != self.n_answers:
+                raise InputError(f"{len(self._ids)} ids for {self.n_answers} answers", file=str(self.root / "ids.json"))
+        return self._ids
+
+    def eligible(self) -> npt.NDArray[np.bool_]:
+        """bool (n_answers,): the answer responded (not abstained, split without error)."""
+        bad = np.array([_STATUS_CODE[Status.ABSTAINED], _STATUS_CODE[Status.ERROR]], dtype=np.int8)
+        return ~np.isin(self.status, bad)
+
+    def scores(
+        self, metric: str, *, gamma: float | None = None, k: int | None = None, partial_recall: bool = False
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        """Per-answer values of ``metric`` and the mask of answers that enter its mean.
+
+        ``precision`` and ``f1_at_k`` use :func:`dahl.metrics.dahl_mask`, ``factscore``
+        and ``factscore_init`` :func:`dahl.metrics.factscore_mask`; ``n_claims`` (claims
+        per answer, for Splitter validation) counts every answer that responded. The
+        recall metrics (``recall``, ``recall_w``, ``f1``, ``f1_w``, ``recall_at_*``)
+        count every answer where the value is defined, abstained answers included (0).
+
+        Args:
+            metric: one of :data:`METRICS` or an alias.
+            gamma: FActScore length penalty γ in claims; None uses the run's (else 10).
+            k: F1@K's K in supported claims; None uses the run's (else 64).
+            partial_recall: a recall metric of a merged store some of whose runs have no
+                recall is masked out for their answers instead of refused (the board's
+                columns when it ranks by another metric).
+
+        Returns:
+            ``(values, mask)``: float64 (n_answers,) with 0.0 outside the mask, bool (n_answers,).
+
+        Raises:
+            ConfigError: unknown metric, gamma < 0 or k < 1, or a recall metric for
+                a store (or a run of a merged store) without recall; the message names
+                the run folder.
+        """
+        name = canonical_metric(metric)
+        if name in RECALL_METRICS:
+            raw = self._recall_column(name, partial=partial_recall)
+            mask = np.isfinite(raw)
+            return np.where(mask, raw, 0.0), mask
+        g = gamma if gamma is not None else (self.gamma if self.gamma is not None else 10.0)
+        kk = k if k is not None else (self.k if self.k is not None else 64)
+        counts = np.asarray(self.counts)
+        eligible = self.eligible()
+        if name == "n_claims":
+            values = np.diff(np.asarray(self.offsets)).astype(np.float64)
+            return np.where(eligible, values, 0.0), eligible
+        if name == "precision":
+            mask = dahl_mask(counts, eligible)
+            raw = precision(counts[:, _S], counts[:, _U])
+        elif name == "f1_at_k":
+            mask = dahl_mask(counts, eligible)
+            raw = f1_values(counts, kk)
+        else:
+            mask = factscore_mask(counts, eligible)
+            raw = factscore_values(counts, g if name == "factscore" else 0.0)
+        return np.where(mask, raw, 0.0), mask
+
+    def _recall_column(self, name: str, *, partial: bool = False) -> npt.NDArray[np.float64]:
+        """The ``recall.npy`` column of metric ``name`` (NaN for runs without recall when
+        ``partial``); ConfigError naming the runs without one."""
+        if self.recall is None or (self.without_recall and not partial):
+            missing = self.without_recall or self.roots[:1]
+            where = ", ".join(str(p) for p in missing) or "this verdict store"
+            raise ConfigError(
+                f"{name} needs recall, and {where} has none (it was scored without reference facts); "
+                "score it with dahl score --refs REFS.jsonl"
+            )
+        return np.asarray(self.recall[:, RECALL_METRICS.index(name)], dtype=np.float64)
+
+
+class VerdictWriter:
+    """Collects answer results and writes ``out_dir/verdicts/`` at :meth:`close`.
+
+    Memory: one int8 per claim and ~10 numbers plus the id string per answer,
+    e.g. ~20 MB of labels for 20M claims.
+
+    Args:
+        out_dir: the run's output folder (the store goes to ``out_dir/verdicts``).
+        gamma: FActScore γ of the run, recorded as the default for readers.
+        k: F1@K's K of the run, recorded likewise.
+    """
+
+    def __init__(self, out_dir: Path, *, gamma: float | None = None, k: int | None = None) -> None:
+        self.out_dir = Path(out_dir)
+        self.gamma = gamma
+        self.k = k
+        self._model = array("i")
+        self._category = array("i")
+        self._question = array("i")
+        self._status = array("b")
+        self._counts = array("i")
+        self._offsets = array("q", [0])
+        self._labels = array("b")
+        self._ids: list[str] = []
+        self._models: dict[str, int] = {}
+        self._categories: dict[str, int] = {}
+        self._questions: dict[str, int] = {}
+        self._recall = RecallColumns()
+        self._closed = False
+
+    def __len__(self) -> int:
+        """Number of answers added."""
+        return len(self._ids)
+
+    def add(self, result: AnswerResult | ResultDigest) -> None:
+        """Record one answer's codes, label counts and per-claim labels.
+
+        Args:
+            result: a final answer result (claim texts are not kept).
+
+        Raises:
+            InputError: unknown label name in ``result.counts``.
+            RuntimeError: the writer is closed.
+        """
+        if self._closed:
+            raise RuntimeError("VerdictWriter.add after close")
+        row = [0] * len(LABELS)
+        for key, value in result.counts.items():
+            col = _LABEL_CODE.get(key)
+            if col is None:
+                raise InputError(f"unknown label {key!r} in answer {result.id!r}", field="counts")
+            row[col] = value
+        self._counts.extend(row)
+        self._labels.extend(_LABEL_CODE[c.label] for c in result.claims)
+        self._offsets.append(len(self._labels))
+        self._model.append(self._models.setdefault(result.model, len(self._models)))
+        self._category.append(self._categories.setdefault(result.category, len(self._categories)))
+        qid = result.question_id or result.question
+        self._question.append(self._questions.setdefault(qid, len(self._questions)))
+        self._status.append(_STATUS_CODE[result.status])
+        self._ids.append(result.id)
+        self._recall.add(getattr(result, "recall", None))
+
+    def close(self) -> Path:
+        """Write the store atomically and release the buffers (idempotent).
+
+        Returns:
+            The ``verdicts/`` folder.
+
+        Raises:
+            OSError: the folder cannot be written.
+        """
+        target = self.out_dir / STORE_DIR
+        if self._closed:
+            return target
+        self._closed = True
+        n = len(self._ids)
+        recall = self._recall.arrays()
+        store = Verdicts(
+            model=np.frombuffer(self._model, dtype=np.int32) if n else np.zeros(0, np.int32),
+            category=np.frombuffer(self._category, dtype=np.int32) if n else np.zeros(0, np.int32),
+            question=np.frombuffer(self._question, dtype=np.int32) if n else np.zeros(0, np.int32),
+            status=np.frombuffer(self._status, dtype=np.int8) if n else np.zeros(0, np.int8),
+            counts=(np.frombuffer(self._counts, dtype=np.int32) if n else np.zeros(0, np.int32)).reshape(n, len(LABELS)),
+            offsets=np.frombuffer(self._offsets, dtype=np.int64),
+            labels=np.frombuffer(self._labels, dtype=np.int8) if len(self._labels) else np.zeros(0, np.int8),
+            models=list(self._models),
+            categories=list(self._categories),
+            question_ids=list(self._questions),
+            gamma=self.gamma,
+            k=self.k,
+            recall=None if recall is None else recall[0],
+            recall_facts=None if recall is None else recall[1],
+            _ids=self._ids,
+        )
+        save_verdicts(store, self.out_dir)
+        logger.info("wrote verdict store %s (%d answers, %d claims)", target, n, len(self._labels))
+        return target
+
+
+def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
+    """Write ``store`` to ``out_dir/verdicts/`` through a temporary folder and a rename.
+
+    An existing store is replaced: it is renamed aside, the new one renamed in,
+    then the old one deleted, so a reader sees either the old or the new store.
+
+    Args:
+        store: the columns; ``store.ids`` must be available.
+        out_dir: the run folder.
+
+    Returns:
+        The ``verdicts/`` folder.
+
+    Raises:
+        InputError: the columns have inconsistent lengths.
+        OSError: the folder cannot be written.
+    """
+    n = store.n_answers
+    n_claims = int(store.labels.shape[0])
+    ids = store.ids
+    shapes_ok = (
+        store.category.shape == (n,)
+        and store.question.shape == (n,)
+        and store.status.shape == (n,)
+        and store.counts.shape == (n, len(LABELS))
+        and store.offsets.shape == (n + 1,)
+        and len(ids) == n
+        and (n_claims == int(store.offsets[-1]))
+        and (store.recall is None or store.recall.shape == (n, len(RECALL_METRICS)))
+        and ((store.recall is None) == (store.recall_facts is None))
+        and (store.recall_facts is None or store.recall_facts.shape == (n, len(FACT_COLUMNS)))
+    )
+    if not shapes_ok:
+        raise InputError("verdict store columns have inconsistent lengths")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / STORE_DIR
+    tmp = out_dir / f".{STORE_DIR}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        _write_columns(store, ids, tmp, n, n_claims)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = out_dir / f".{STORE_DIR}.old-{os.getpid()}"
+    if target.exists():
+        os.replace(target, old)
+    os.replace(tmp, target)
+    if old.exists():
+        shutil.rmtree(old)
+    return target
+
+
+def _write_columns(store: Verdicts, ids: list[str], tmp: Path, n: int, n_claims: int) -> None:
+    """Write every column and table into the temporary folder ``tmp``."""
+    columns: dict[str, Any] = {
+        "model": store.model.astype(np.int32, copy=False),
+        "category": store.category.astype(np.int32, copy=False),
+        "question": store.question.astype(np.int32, copy=False),
+        "status": store.status.astype(np.int8, copy=False),
+        "counts": store.counts.astype(np.int32, copy=False),
+        "offsets": store.offsets.astype(np.int64, copy=False),
+        "labels": store.labels.astype(np.int8, copy=False),
+    }
+    if store.recall is not None and store.recall_facts is not None:
+        columns["recall"] = store.recall.astype(np.float64, copy=False)
+        columns["recall_facts"] = store.recall_facts.astype(np.int32, copy=False)
+    for name, arr in columns.items():
+        np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+    tables = {"models": store.models, "categories": store.categories, "question_ids": store.question_ids, "ids": ids}
+    for name, table in tables.items():
+        (tmp / f"{name}.json").write_bytes(orjson.dumps(table))
+    meta = {
+        "format": _FORMAT,
+        "version": STORE_VERSION,
+        "n_answers": n,
+        "n_claims": n_claims,
+        "labels": [str(x) for x in LABELS],
+        "statuses": [str(x) for x in STATUSES],
+        "gamma": store.gamma,
+        "k": store.k,
+    }
+    if store.recall is not None:
+        meta["recall_columns"] = list(RECALL_METRICS)
+        meta["recall_fact_columns"] = list(FACT_COLUMNS)
+    # meta.json last: its presence marks a complete folder.
+    (tmp / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+
+
+def _read_table(path: Path) -> list[str]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise InputError(f"cannot read verdict store table: {exc}", file=str(path)) from None
+    if not isinstance(data, list):
+        raise InputError("verdict store table is not a JSON list", file=str(path))
+    return [str(x) for x in data]
+
+
+def _store_dir(path: Path) -> Path:
+    path = Path(path)
+    return path if (path / "meta.json").is_file() and path.name == STORE_DIR else path / STORE_DIR
+
+
+def load_verdicts(run_dir: Path) -> Verdicts:
+    """Open the store of one run, memory-mapping its arrays.
+
+    Args:
+        run_dir: the run folder (the one holding ``answers.jsonl``), or its ``verdicts/``.
+
+    Returns:
+        The columns; ``ids`` load lazily.
+
+    Raises:
+        InputError: no store, a store of another version, or damaged files; the
+            message says to run ``dahl score`` again (or :func:`rebuild`).
+    """
+    folder = _store_dir(run_dir)
+    hint = (
+        f"run dahl score again with -o {Path(run_dir)} to write it "
+        "(finished answers are not re-scored), or call dahl.analysis._verdicts.rebuild()"
+    )
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        raise InputError(f"no verdict store in {run_dir}; {hint}", file=str(folder))
+    try:
+        meta = orjson.loads(meta_path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise InputError(f"unreadable verdict store ({exc}); {hint}", file=str(meta_path)) from None
+    if meta.get("format") != _FORMAT or meta.get("version") != STORE_VERSION:
+        raise InputError(
+            f"verdict store version {meta.get('version')!r} is not {STORE_VERSION}; {hint}", file=str(meta_path)
+        )
+    if meta.get("labels") != [str(x) for x in LABELS] or meta.get("statuses") != [str(x) for x in STATUSES]:
+        raise InputError(f"verdict store was written with other label codes; {hint}", file=str(meta_path))
+    arrays: dict[str, Any] = {}
+    for name in ("model", "category", "question", "status", "counts", "offsets", "labels"):
+        try:
+            arrays[name] = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"damaged verdict store column {name}: {exc}; {hint}", file=str(folder)) from None
+    n = int(meta["n_answers"])
+    if arrays["model"].shape != (n,) or arrays["offsets"].shape != (n + 1,):
+        raise InputError(f"verdict store columns disagree with meta.json; {hint}", file=str(folder))
+    recall_columns = meta.get("recall_columns")
+    if recall_columns is not None:
+        if recall_columns != list(RECALL_METRICS) or meta.get("recall_fact_columns") != list(FACT_COLUMNS):
+            raise InputError(f"verdict store was written with other recall columns; {hint}", file=str(meta_path))
+        for name, width in (("recall", len(RECALL_METRICS)), ("recall_facts", len(FACT_COLUMNS))):
+            try:
+                arrays[name] = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"damaged verdict store column {name}: {exc}; {hint}", file=str(folder)) from None
+            if arrays[name].shape != (n, width):
+                raise InputError(f"verdict store column {name} disagrees with meta.json; {hint}", file=str(folder))
+    gamma = meta.get("gamma")
+    k = meta.get("k")
+    return Verdicts(
+        **arrays,
+        models=_read_table(folder / "models.json"),
+        categories=_read_table(folder / "categories.json"),
+        question_ids=_read_table(folder / "question_ids.json"),
+        root=folder,
+        gamma=None if gamma is None else float(gamma),
+        k=None if k is None else int(k),
+        roots=(folder.parent,),
+        without_recall=() if recall_columns is not None else (folder.parent,),
+    )
+
+
+def merge_verdicts(stores: Sequence[Verdicts]) -> Verdicts:
+    """Concatenate the stores of several runs, re-coding models, categories and questions.
+
+    Questions are matched across runs by question id, so answers of different
+    runs to the same question pair up.
+
+    Args:
+        stores: one or more stores, each holding different models.
+
+    Returns:
+        One store with ``source`` telling which run each answer came from; a
+        single store is returned unchanged.
+
+    Raises:
+        ConfigError: no store, or the same model in two runs (score it in one run,
+            or pass only one of them).
+    """
+    if not stores:
+        raise ConfigError("no run folder given")
+    if len(stores) == 1:
+        return stores[0]
+    owner: dict[str, int] = {}
+    for i, s in enumerate(stores):
+        present = np.unique(np.asarray(s.model))
+        for code in present.tolist():
+            name = s.models[code]
+            if name in owner:
+                where = [str(x.roots[0]) if x.roots else f"#{j}" for j, x in enumerate(stores)]
+                raise ConfigError(
+                    f"model {name!r} is in two runs ({where[owner[name]]} and {where[i]}); pass only one of them"
+                )
+            owner[name] = i
+
+    def recode(tables: list[list[str]]) -> tuple[list[str], list[npt.NDArray[np.int32]]]:
+        merged: dict[str, int] = {}
+        maps = [np.array([merged.setdefault(x, len(merged)) for x in t], dtype=np.int32) for t in tables]
+        return list(merged), maps
+
+    models, model_maps = recode([s.models for s in stores])
+    categories, cat_maps = recode([s.categories for s in stores])
+    questions, q_maps = recode([s.question_ids for s in stores])
+    claim_base = np.cumsum([0] + [int(s.labels.shape[0]) for s in stores])
+    offsets = [np.asarray(stores[0].offsets)[:1]] + [
+        np.asarray(s.offsets)[1:] + claim_base[i] for i, s in enumerate(stores)
+    ]
+    gammas = {s.gamma for s in stores}
+    ks = {s.k for s in stores}
+    if len(gammas) > 1 or len(ks) > 1:
+        logger.warning("runs were scored with different gamma/k %s/%s; the first run's are the defaults", gammas, ks)
+    merged = Verdicts(
+        model=np.concatenate([m[np.asarray(s.model)] for m, s in zip(model_maps, stores)]),
+        category=np.concatenate([m[np.asarray(s.category)] for m, s in zip(cat_maps, stores)]),
+        question=np.concatenate([m[np.asarray(s.question)] for m, s in zip(q_maps, stores)]),
+        status=np.concatenate([np.asarray(s.status) for s in stores]),
+        counts=np.concatenate([np.asarray(s.counts) for s in stores]),
+        offsets=np.concatenate(offsets).astype(np.int64),
+        labels=np.concatenate([np.asarray(s.labels) for s in stores]),
+        models=models,
+        categories=categories,
+        question_ids=questions,
+        gamma=stores[0].gamma,
+        k=stores[0].k,
+        source=np.concatenate([np.full(s.n_answers, i, dtype=np.int16) for i, s in enumerate(stores)]),
+        roots=tuple(r for s in stores for r in s.roots[:1]),
+        **_merge_recall(stores),
+    )
+    if all(s.root is not None or s._ids is not None for s in stores):
+        merged._ids = [x for s in stores for x in s.ids]
+    return merged
+
+
+def _merge_recall(stores: Sequence[Verdicts]) -> dict[str, Any]:
+    """The merged recall columns: null rows for the answers of runs without recall."""
+    lacking = tuple(r for s in stores for r in _without_recall(s))
+    if all(s.recall is None for s in stores):
+        return {"without_recall": lacking}
+    values = [np.full((s.n_answers, len(RECALL_METRICS)), np.nan) if s.recall is None else np.asarray(s.recall)
+              for s in stores]
+    facts = [np.full((s.n_answers, len(FACT_COLUMNS)), -1, np.int32) if s.recall_facts is None
+             else np.asarray(s.recall_facts) for s in stores]
+    return {
+        "recall": np.concatenate(values).astype(np.float64),
+        "recall_facts": np.concatenate(facts).astype(np.int32),
+        "without_recall": lacking,
+    }
+
+
+def _without_recall(store: Verdicts) -> tuple[Path, ...]:
+    if store.recall is not None:
+        return store.without_recall
+    return store.without_recall or store.roots[:1] or (Path("(in-memory store)"),)
+
+
+def load_runs(run_dirs: Iterable[Path]) -> Verdicts:
+    """Load and merge the stores of ``run_dirs`` (see :func:`merge_verdicts`).
+
+    Raises:
+        InputError: a run has no readable store.
+        ConfigError: no run, or a model in two runs.
+    """
+    return merge_verdicts([load_verdicts(Path(d)) for d in run_dirs])
+
+
+def rebuild(out_dir: Path, *, gamma: float | None = None, k: int | None = None) -> Path:
+    """Write the store of a run made before the store existed, from its ``answers.jsonl``.
+
+    Streams the file once; memory as for :class:`VerdictWriter`.
+
+    Args:
+        out_dir: the run folder.
+        gamma, k: the run's γ and K, recorded as defaults (read from
+            ``summary.json`` when None and the file is there).
+
+    Returns:
+        The ``verdicts/`` folder.
+
+    Raises:
+        InputError: ``answers.jsonl`` is missing or has an undecodable line.
+    """
+    out_dir = Path(out_dir)
+    path = out_dir / "answers.jsonl"
+    if not path.is_file():
+        raise InputError("no answers.jsonl to rebuild the verdict store from", file=str(path))
+    summary = out_dir / "summary.json"
+    if (gamma is None or k is None) and summary.is_file():
+        config = orjson.loads(summary.read_bytes()).get("config", {})
+        gamma = config.get("gamma") if gamma is None else gamma
+        k = config.get("k") if k is None else k
+    decoder = msgspec.json.Decoder(AnswerResult)
+    writer = VerdictWriter(out_dir, gamma=gamma, k=k)
+    with path.open("rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                writer.add(decoder.decode(raw))
+            except msgspec.DecodeError as exc:
+                raise InputError(str(exc), file=str(path), line=line_no) from None
+    return writer.close()

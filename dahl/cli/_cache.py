@@ -1,0 +1,61 @@
+"""``dahl cache stats`` and ``dahl cache clear``: look into or empty the verdict cache."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from dahl.cache import CacheStore, default_cache_dir
+from dahl.cache.database import DB_NAME
+from dahl.cli._console import EXIT_USAGE, console, out
+from dahl.errors import DahlError
+
+__all__ = ["cache"]
+
+
+@click.group()
+def cache() -> None:
+    """Inspect or empty the verdict cache."""
+
+
+@cache.command("stats")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+def cache_stats(cache_dir: Path | None) -> None:
+    """Print the cache folder, its entries and size."""
+    directory = cache_dir or default_cache_dir()
+    if not (directory / DB_NAME).exists():  # nothing cached there: do not create a cache to report on
+        out.print(f"directory: {directory}")
+        out.print("entries: 0 (no cache there yet)")
+        return
+    try:
+        with CacheStore(directory) as store:
+            stats = store.stats()
+    except DahlError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(EXIT_USAGE)
+    out.print(f"directory: {stats['directory']}")
+    out.print(f"entries: {stats['entries']}")
+    out.print(f"size: {stats['size_bytes'] / 2**20:.1f} MiB")
+
+
+@cache.command("clear")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+@click.confirmation_option(prompt="Remove every cached split and verdict?")
+def cache_clear(cache_dir: Path | None) -> None:
+    """Remove every cached split and verdict."""
+    directory = cache_dir or default_cache_dir()
+    if not (directory / DB_NAME).exists():
+        out.print(f"removed 0 entries (no cache in {directory})")
+        return
+    try:
+        with CacheStore(directory) as store:
+            removed = store.clear()
+    except DahlError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(EXIT_USAGE)
+    out.print(f"removed {removed} entries")

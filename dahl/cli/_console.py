@@ -1,0 +1,172 @@
+"""The console every command prints to, and how a command that stopped early exits.
+
+``console`` is standard error (progress, warnings, one-line errors); ``out`` is standard
+output (tables and reports a script reads). Off a terminal both are 160 columns wide and
+do not wrap, so a log can be grepped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+import anyio
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+
+from dahl.errors import CostCapReached, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.exit_status import ExitStatus
+from dahl.pricing import Price, load_price_overrides, parse_price_option
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_QUOTA", "EXIT_USAGE", "console", "exit_stopped", "out", "price_overrides",
+           "run_stoppable", "setup_logging"]
+
+# Piped output gets a wide fixed width so tables are not cut to 80 columns.
+class _Console(Console):
+    """A rich Console whose reader going away (``dahl inspect FILE | head -1``) ends the
+    command with status 0: the reader took what it wanted (rich's default exits 1, which
+    here means an internal error)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(ExitStatus.OK)
+
+
+# Not a terminal (a log): lines are neither padded nor wrapped, so they can be grepped.
+console = _Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=not sys.stderr.isatty())
+out = _Console(width=None if sys.stdout.isatty() else 160)
+
+T = TypeVar("T")
+
+# Kept for scripts and tests that import them; the table is dahl.exit_status.ExitStatus.
+EXIT_USAGE = ExitStatus.USAGE
+EXIT_QUOTA = ExitStatus.QUOTA
+EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
+
+
+def setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if isinstance(h, _Handler)), None)
+    if handler is None and root.handlers:  # the embedding program set up logging: keep it, unless -v
+        if verbose:
+            root.setLevel(level)
+        return
+    if handler is None:
+        handler = _Handler(console=console, show_path=False, show_time=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
+    # The handler's own level also filters records of libraries that set their logger to
+    # DEBUG themselves (bm25s does), which the root level alone does not.
+    handler.setLevel(level)
+    root.setLevel(level)
+
+
+class _Handler(RichHandler):
+    """dahl's own log handler, told apart from an embedding program's when -v is given twice.
+
+    On a terminal it draws rich's columns; elsewhere (a batch job's log) each record is
+    one plain line, ``LEVEL message``, neither padded nor wrapped, so a log can be grepped.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.console.is_terminal:
+            super().emit(record)
+            return
+        try:
+            line = f"{record.levelname} {self.format(record)}"
+        except Exception:  # as logging.Handler does: a bad record must not stop the run
+            self.handleError(record)
+            return
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+
+def run_stoppable(func: Callable[..., Awaitable[T]], *args: object) -> T:
+    """``anyio.run(func, *args)``, where SIGTERM (``kill``, a job scheduler) stops the run as Ctrl-C does.
+
+    The event loop's SIGTERM handler cancels the run's main task once, as asyncio's own SIGINT
+    handler does; the task's cleanup writes the finished answers, then KeyboardInterrupt is raised
+    (exit 130 via the caller's handler) instead of the process dying mid-write. SIGINT is left as
+    it was: a background job (``dahl ... &`` in a script) keeps ignoring Ctrl-C. Off the main
+    thread, where signals cannot be handled, this is plain ``anyio.run``.
+
+    Raises:
+        KeyboardInterrupt: SIGTERM (or Ctrl-C) stopped the run.
+    """
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        stopped: list[bool] = []
+
+        def stop() -> None:
+            if task is not None and not stopped:  # a second SIGTERM must not cut the cleanup short
+                stopped.append(True)
+                task.cancel()
+
+        try:
+            loop.add_signal_handler(signal.SIGTERM, stop)
+            handled = True
+        except (RuntimeError, ValueError, NotImplementedError):  # not the main thread, or no signals
+            handled = False
+        try:
+            return await func(*args)
+        except asyncio.CancelledError:
+            if stopped:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGTERM)
+
+    return anyio.run(main)
+
+
+def price_overrides(config_file: Path | None, options: tuple[str, ...]) -> dict[str, Price]:
+    """Prices of ``[prices."MODEL"]`` in ``config_file``, then of ``--price`` options (which win).
+
+    Raises:
+        ConfigError: a malformed table or option.
+    """
+    prices = load_price_overrides(config_file) if config_file is not None else {}
+    for text in options:
+        price = parse_price_option(text)
+        prices[price.model] = price
+    return prices
+
+
+def exit_stopped(exc: BaseException, again: str, interrupted: str | None = None) -> NoReturn:
+    """Print why a command stopped early in one line and exit with its :class:`ExitStatus`.
+
+    Args:
+        exc: what stopped it: QuotaExhausted or CostCapReached (3), FatalAPIError (4), OutputWriteError (8),
+            KeyboardInterrupt (130), any other DahlError (2).
+        again: the sentence telling how to continue (where finished work is).
+        interrupted: the line for an interrupt instead of ``interrupted. {again}``.
+    """
+    if isinstance(exc, CostCapReached):
+        console.print(f"[red]stopped:[/] {escape(str(exc))}. {again}")
+        sys.exit(ExitStatus.QUOTA)
+    if isinstance(exc, QuotaExhausted):
+        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
+        sys.exit(ExitStatus.QUOTA)
+    if isinstance(exc, FatalAPIError):
+        console.print(f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}")
+        sys.exit(ExitStatus.FATAL_API)
+    if isinstance(exc, OutputWriteError):
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(ExitStatus.WRITE_FAILED)
+    if isinstance(exc, KeyboardInterrupt):
+        console.print(interrupted or f"[yellow]interrupted.[/] {again}")
+        sys.exit(ExitStatus.INTERRUPTED)
+    console.print(f"[red]error:[/] {escape(str(exc))}")
+    sys.exit(ExitStatus.USAGE)

@@ -1,0 +1,85 @@
+"""``dahl study``: studies over scored runs; ``dahl study temperature`` is the DAHL paper's (§5.2, Fig. 5).
+
+A thin click layer over :mod:`dahl.analysis._study` and :mod:`dahl.analysis._study_plot`; ``dahl.cli``
+registers the group. Errors exit with one line and status 2 (8 when an output file
+cannot be written; see :mod:`dahl.exit_status`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from dahl.cli._options import FINITE
+from dahl.results._log import writing
+from dahl.errors import DahlError, OutputWriteError
+from dahl.exit_status import ExitStatus
+
+__all__ = ["study"]
+
+#: The files ``dahl study temperature`` writes into its output folder.
+TEMPERATURE_FILES = ("temperature.md", "temperature.csv", "temperature_tests.csv", "temperature.json",
+                     "temperature.png")
+
+
+@click.group()
+def study() -> None:
+    """Studies over scored runs (the DAHL paper's temperature study)."""
+
+
+@study.command("temperature")
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Folder for temperature.md, .csv, _tests.csv, .json and .png.")
+@click.option("--metric", default="dahl_score", show_default=True,
+              type=click.Choice(["dahl_score", "factscore", "factscore_init", "f1_at_k"]),
+              help="Per-answer metric averaged per model and temperature.")
+@click.option("--compare", default="reference", show_default=True, type=click.Choice(["reference", "adjacent", "all"]),
+              help="Temperature pairs tested: each against --reference, adjacent ones, or every pair.")
+@click.option("--reference", default=0.6, show_default=True, type=FINITE,
+              help="Reference temperature of --compare reference (the DAHL paper's generation setting).")
+@click.option("--alpha", default=0.05, show_default=True, type=FINITE,
+              help="F-test level: below it the t-test is Welch's, else Student's.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
+@click.option("--n-boot", default=1000, show_default=True, type=click.IntRange(min=1), help="Bootstrap resamples.")
+@click.option("--no-plot", is_flag=True, help="Do not draw temperature.png (no matplotlib needed).")
+def temperature(run_dir: Path, out_dir: Path, metric: str, compare: str, reference: float, alpha: float, seed: int,
+                n_boot: int, no_plot: bool) -> None:
+    """Score against temperature per model in RUN_DIR (a dahl score run of dahl generate --temperatures answers).
+
+    Per model x temperature: mean score, 95% bootstrap CI and n; between temperatures:
+    the DAHL paper's F-test of equal variances, then a t-test (Student's, or Welch's when
+    the F-test rejects at --alpha). Prints the Markdown tables and writes them with the
+    CSV, JSON and the plot (paper Fig. 5) into OUT.
+    """
+    from dahl.analysis._study import cells_csv, temperature_study, tests_csv, to_json, to_markdown
+
+    try:
+        result = temperature_study(run_dir, metric=metric, compare=compare,  # type: ignore[arg-type]  # click.Choice
+                                   reference=reference, alpha=alpha, seed=seed, n_boot=n_boot)
+        text = to_markdown(result)
+        click.echo(text, nl=False)
+        files = {
+            "temperature.md": text.encode("utf-8"),
+            "temperature.csv": cells_csv(result).encode("utf-8"),
+            "temperature_tests.csv": tests_csv(result).encode("utf-8"),
+            "temperature.json": orjson.dumps(to_json(result), option=orjson.OPT_INDENT_2) + b"\n",
+        }
+        for name, data in files.items():
+            path = out_dir / name
+            with writing(path):
+                out_dir.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+        if not no_plot:
+            from dahl.analysis._study_plot import plot_temperature
+
+            with writing(out_dir / "temperature.png"):
+                plot_temperature(result, out_dir / "temperature.png")
+        click.echo(f"wrote {', '.join(n for n in TEMPERATURE_FILES if not (no_plot and n.endswith('.png')))} "
+                   f"to {out_dir}", err=True)
+    except DahlError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else ExitStatus.USAGE)

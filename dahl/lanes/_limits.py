@@ -1,0 +1,552 @@
+"""Rate limiting: a paced FIFO token bucket (requests or tokens per minute) and a pause gate.
+
+:class:`RateBucket` enforces a per-minute rate. It starts (nearly) empty and
+paces acquires at the rate, holds at most ``burst_s`` seconds of rate after an
+idle spell (DESIGN.md §5: "burst ≤ 1 s of rate"), and keeps a sliding log so
+that no span of ``window_s`` seconds admits more than ``window_s`` seconds of
+rate. That last cap matters because servers count in fixed windows: OpenAI
+enforces per-minute limits in shorter periods ("60,000 requests/minute may be
+enforced as 1,000 requests/second", OpenAI rate-limit guide), and a plain token
+bucket of capacity C admits up to ``C + rate * T`` in a window of T seconds; a
+paced bucket still lets one extra request into a window whenever its leftover
+balance straddles the window's start. The same class limits requests (amount 1
+per request) and tokens (amount = reserved tokens).
+
+:class:`PauseGate` holds everyone back until a time the server named
+(``Retry-After``, ``x-ratelimit-reset-*``), then lets the held waiters go over a
+short random spread; behind it, the buckets (held for the same pause with
+:meth:`RateBucket.hold_until`) pace them at their rate, so a pause never ends
+in a thundering herd.
+
+Both are driven by timers (``Clock.sleep``), never by polling, and both are
+cancellation-safe: a cancelled waiter takes no capacity and leaves the queue.
+
+Why not aiolimiter (``AsyncLimiter``) for the request bucket: with a burst of
+one second of rate its leaky bucket admits up to two seconds of rate in the
+first second after an idle spell (a full bucket plus a second of leak), which a
+fixed-window server refuses -- the window cap above exists for that. With a
+burst of one request it paces correctly, but (aiolimiter 1.3) its wake-up
+timer is set for the exact instant the level reaches the threshold, and the
+float leak often lands a hair short (``AsyncLimiter(1, 0.1)``, five waiters:
+2.2e-16 left at 0.4 s), so it re-arms a timer at the current time; real time
+moves on, but the virtual-time loop the tests run on (STYLE.md point 9) does
+not, and the acquire spins forever. It also reads only the loop's clock,
+cannot hold for a pause or give back an unsent unit, and every late wake-up of
+a one-request bucket is lost (0.1025 s per send instead of 0.1 on a loaded
+machine). The TPM bucket (reservations, refunds, debt) needs this class
+anyway, so both rates use it and dahl does not depend on aiolimiter.
+
+:class:`LaneLimits` is the configured RPM, TPM, in-flight cap and token
+accounting of one lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from dahl.lanes._clock import Clock, SystemClock
+from dahl.errors import ConfigError, PermanentAPIError
+
+__all__ = ["LaneLimits", "PauseGate", "RateBucket", "Reply"]
+
+
+class Reply(Protocol):
+    """What an attempt returns: the server's token usage and response headers."""
+
+    @property
+    def usage_tokens(self) -> int | None:
+        """Total tokens (prompt + completion) the server reported, or ``None``."""
+        ...
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Response headers (any case)."""
+        ...
+
+
+# Relative slack for float comparisons, so a waiter woken exactly on time never
+# sleeps again for a rounding error (which virtual time could not advance).
+_EPS = 1e-9
+
+
+def _check_rate(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class LaneLimits:
+    """Configured limits of one lane. Immutable; validates itself.
+
+    Args:
+        rpm: requests per minute, or ``None`` for no limit until the server
+            announces one (``x-ratelimit-limit-requests``).
+        tpm: tokens per minute, or ``None`` likewise (``x-ratelimit-limit-tokens``).
+        max_in_flight: most requests outstanding at once.
+        refund_tokens: how the server counts tokens against ``tpm``. ``False``
+            (default): at admission, prompt estimate + ``max_tokens``, never
+            refunded -- OpenAI's accounting ("your rate limit is calculated as
+            the maximum of max_tokens and the estimated number of tokens based
+            on the character count of your request", OpenAI rate-limit guide);
+            the lane then keeps each sent request's whole reservation spent.
+            ``True``: the server counts the tokens a call actually used, so the
+            lane gives back ``reserved - usage`` after each reply and the whole
+            reservation of a failed attempt.
+
+    Raises:
+        ConfigError: ``rpm``/``tpm`` not ``None`` or a finite number > 0,
+            ``max_in_flight`` not an int >= 1, or ``refund_tokens`` not a bool.
+    """
+
+    rpm: float | None = None
+    tpm: float | None = None
+    max_in_flight: int = 64
+    refund_tokens: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm"):
+            if (value := getattr(self, name)) is not None:
+                _check_rate(name, value)
+        slots = self.max_in_flight
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ConfigError(f"max_in_flight must be an int >= 1, got {slots!r}")
+        if not isinstance(self.refund_tokens, bool):
+            raise ConfigError(f"refund_tokens must be a bool, got {self.refund_tokens!r}")
+
+
+class _Waiter:
+    """One queued acquire: its amount and a future set when it reaches the head."""
+
+    __slots__ = ("amount", "turn")
+
+    def __init__(self, amount: float, turn: asyncio.Future[None]) -> None:
+        self.amount = amount
+        self.turn = turn
+
+
+class RateBucket:
+    """A paced token bucket: ``rate_per_minute`` units, no more than one window's worth per window.
+
+    Three rules decide when ``acquire(n)`` may take ``n`` units (FIFO):
+
+    1. **Bucket.** The level refills at ``rate_per_minute / 60`` units per
+       second up to ``capacity = rate_per_minute / 60 * burst_s``. The bucket
+       starts with ``initial`` units (default 0: a cold run ramps in at the
+       rate instead of sending a burst first), so under steady demand sends
+       are spaced ``n / rate`` apart.
+    2. **Window cap.** Units taken in any span of ``window`` seconds never
+       exceed ``window_units``: ``window_s`` seconds of rate rounded up to a
+       whole unit, the span stretched to match (600 RPM: 10 requests per
+       1 s; 90 RPM: 2 requests per 1.333 s). This keeps a fixed server window
+       of ``window_s`` seconds (or any multiple) within its allowance even
+       when request sizes vary or the bucket was full after an idle spell.
+       While the cap holds the head back, the bucket saves no more than the
+       head needs, so it cannot burst when the cap lifts. The price: a
+       window's tail stays unused when the next request does not fit (with
+       requests of ~10 % of a window, 90-94 % of a TPM bound is reached;
+       nothing is lost for equal-sized requests). The log holds one entry
+       per acquire of the last window.
+    3. **Hold.** After :meth:`hold_until` nothing is taken before the given
+       time and the level then restarts from at most ``initial`` units.
+
+    A request larger than the capacity but not larger than the per-minute rate
+    waits until the bucket is *full* (and, if larger than ``window_units``,
+    until the window log is empty), then takes its amount and leaves the bucket
+    in debt (negative level), which later waiters wait out: it cannot
+    deadlock, and the long-run rate is still honoured. A request larger than
+    the per-minute rate could never fit and fails at once.
+
+    Only the head of the queue sleeps, on a timer computed from the deficit;
+    others wait on a future until it is their turn. ``refund`` and ``set_rate``
+    do not wake a sleeping head early (it re-checks when its timer fires; the
+    next waiters benefit at once); ``drain``, ``hold_until`` and rate decreases
+    are re-checked and waited out. Refunds of units a request was sent with
+    return them to the level only: the window log keeps them until they age out.
+
+    Args:
+        rate_per_minute: units per minute (requests per minute, or tokens per minute).
+        burst_s: seconds of rate the bucket can hold (capacity = rate/60 * burst_s).
+        window_s: seconds of the window cap (rule 2), or ``None`` for no cap.
+        initial: units in the bucket at start and at most after a hold
+            (clamped to the capacity).
+        clock: time source; :class:`SystemClock` by default.
+        unit: name of one unit, used in error messages ("requests", "tokens").
+
+    Raises:
+        ConfigError: ``rate_per_minute``, ``burst_s`` or ``window_s`` is not a
+            finite number > 0, or ``initial`` is not a finite number >= 0.
+    """
+
+    def __init__(
+        self,
+        rate_per_minute: float,
+        *,
+        burst_s: float = 1.0,
+        window_s: float | None = 1.0,
+        initial: float = 0.0,
+        clock: Clock | None = None,
+        unit: str = "tokens",
+    ) -> None:
+        self._rate_per_minute = _check_rate("rate_per_minute", rate_per_minute)
+        self._burst_s = _check_rate("burst_s", burst_s)
+        self._window_s = None if window_s is None else _check_rate("window_s", window_s)
+        if isinstance(initial, bool) or not isinstance(initial, int | float):
+            raise ConfigError(f"initial must be a number, got {initial!r}")
+        if not (math.isfinite(initial) and initial >= 0):
+            raise ConfigError(f"initial must be a finite number >= 0, got {initial!r}")
+        self._initial = float(initial)
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._unit = unit
+        self._level = min(self._initial, self.capacity)
+        # Time up to which refill is accounted; set on first use (SystemClock needs
+        # a running loop). A hold moves it into the future: nothing accrues before.
+        self._stamp: float | None = None
+        self._ceiling = math.inf  # most units the level may reach before _ceiling_until
+        self._ceiling_until = -math.inf
+        self._queue: deque[_Waiter] = deque()
+        self._log: deque[tuple[float, float]] = deque()  # (time taken, units) in the window
+        self._log_sum = 0.0
+        self._window_units = 0.0
+        self._window_len = 0.0
+        self._size_window()
+
+    def _size_window(self) -> None:
+        if self._window_s is None:
+            return
+        per_s = self._rate_per_minute / 60.0
+        self._window_units = max(1.0, math.ceil(per_s * self._window_s - _EPS))
+        self._window_len = self._window_units / per_s
+
+    @property
+    def rate_per_minute(self) -> float:
+        """Refill rate in units per minute."""
+        return self._rate_per_minute
+
+    @property
+    def capacity(self) -> float:
+        """Most units the bucket holds: ``rate_per_minute / 60 * burst_s``."""
+        return self._rate_per_minute / 60.0 * self._burst_s
+
+    @property
+    def window(self) -> tuple[float, float] | None:
+        """The window cap as ``(units, seconds)``, or ``None`` without a cap."""
+        return None if self._window_s is None else (self._window_units, self._window_len)
+
+    @property
+    def level(self) -> float:
+        """Units available now (negative while in debt after an oversize acquire)."""
+        self._refill()
+        return self._level
+
+    @property
+    def waiting(self) -> int:
+        """Number of acquires queued."""
+        return len(self._queue)
+
+    @property
+    def held_until(self) -> float | None:
+        """Clock time (seconds) a hold ends, or ``None`` when not held."""
+        now = self._clock.now()
+        return self._stamp if self._stamp is not None and self._stamp > now else None
+
+    def _refill(self) -> float:
+        """Account refill up to now; return now."""
+        now = self._clock.now()
+        if self._stamp is None:
+            self._stamp = now
+        elif now > self._stamp:
+            per_s = self._rate_per_minute / 60.0
+            start = self._stamp
+            if self._ceiling_until > start:
+                # While the window cap blocked the head, the bucket saved no more
+                # than the head needed (else it would burst when the cap lifts).
+                mid = min(now, self._ceiling_until)
+                grown = self._level + (mid - start) * per_s
+                self._level = min(grown, max(self._level, self._ceiling))
+                start = mid
+            self._level = min(self.capacity, self._level + (now - start) * per_s)
+            self._stamp = now
+        return now
+
+    def _expire(self, now: float) -> None:
+        log = self._log
+        horizon = now + _EPS - self._window_len
+        while log and log[0][0] <= horizon:
+            self._log_sum -= log.popleft()[1]
+        if not log:
+            self._log_sum = 0.0  # no float drift once empty
+
+    def _need(self, amount: float) -> float:
+        """Level required before ``amount`` may be taken (capped at a full bucket)."""
+        return min(amount, self.capacity)
+
+    def _ready(self, amount: float, now: float) -> bool:
+        assert self._stamp is not None
+        if now + _EPS < self._stamp:
+            return False  # held
+        need = self._need(amount)
+        if self._level < need - _EPS * max(1.0, need):
+            return False
+        if self._window_s is not None and self._log:
+            self._expire(now)
+            if self._log and self._log_sum + amount > self._window_units * (1.0 + _EPS):
+                return False
+        return True
+
+    def _due(self, amount: float, now: float) -> float:
+        """Earliest clock time at which ``amount`` could be taken if nothing else changes.
+
+        When the window cap is what binds, the level is capped at the head's
+        need until the cap lifts, so no burst is saved up meanwhile.
+        """
+        assert self._stamp is not None
+        need = self._need(amount)
+        start = max(now, self._stamp)
+        due = start + max(0.0, need - self._level) / (self._rate_per_minute / 60.0)
+        if self._window_s is None or not self._log:
+            return due
+        cap_due = -math.inf
+        excess = self._log_sum + amount - self._window_units
+        if amount > self._window_units:
+            cap_due = self._log[-1][0] + self._window_len
+        elif excess > 0:
+            freed = 0.0
+            for taken_at, units in self._log:
+                freed += units
+                if freed >= excess - _EPS * max(1.0, excess):
+                    cap_due = taken_at + self._window_len
+                    break
+        if cap_due > due:
+            self._level = min(self._level, need)
+            self._ceiling = need
+            self._ceiling_until = cap_due
+            return cap_due
+        return due
+
+    def _take(self, amount: float, now: float) -> None:
+        self._level -= amount
+        if self._window_s is not None:
+            self._log.append((now, amount))
+            self._log_sum += amount
+
+    async def acquire(self, amount: float = 1) -> None:
+        """Take ``amount`` units, waiting (FIFO, timer-driven) until the rules allow it.
+
+        Args:
+            amount: units to take (1 per request; reserved tokens for a TPM bucket).
+
+        Raises:
+            PermanentAPIError: ``amount`` exceeds the per-minute rate, so it could
+                never be sent; raised at once without waiting.
+            ValueError: ``amount`` is not a finite number > 0.
+            asyncio.CancelledError: the caller was cancelled; nothing was taken.
+        """
+        if not (math.isfinite(amount) and amount > 0):
+            raise ValueError(f"amount must be a finite number > 0, got {amount!r}")
+        if amount > self._rate_per_minute:
+            raise PermanentAPIError(
+                f"request of {amount:g} {self._unit} exceeds the token budget of "
+                f"{self._rate_per_minute:g} {self._unit} per minute"
+            )
+        now = self._refill()
+        if not self._queue and self._ready(amount, now):
+            self._take(amount, now)
+            return
+        waiter = _Waiter(amount, asyncio.get_running_loop().create_future())
+        self._queue.append(waiter)
+        if len(self._queue) == 1:
+            waiter.turn.set_result(None)
+        try:
+            await waiter.turn
+            while True:
+                now = self._refill()
+                if self._ready(amount, now):
+                    self._take(amount, now)
+                    return
+                await self._clock.sleep(self._due(amount, now) - now)
+        finally:
+            self._leave(waiter)
+
+    def _leave(self, waiter: _Waiter) -> None:
+        """Remove ``waiter`` from the queue; if it was the head, hand the turn on."""
+        if self._queue and self._queue[0] is waiter:
+            self._queue.popleft()
+            if self._queue and not self._queue[0].turn.done():
+                self._queue[0].turn.set_result(None)
+        else:
+            try:
+                self._queue.remove(waiter)
+            except ValueError:
+                pass  # already gone; nothing to release
+
+    def consume(self, amount: float) -> None:
+        """Take ``amount`` units now without waiting, going into debt if needed.
+
+        Used when the server reports more tokens than were reserved; the units
+        also count in the window cap.
+
+        Raises:
+            ValueError: ``amount`` is negative or not finite.
+        """
+        if not (math.isfinite(amount) and amount >= 0):
+            raise ValueError(f"amount must be a finite number >= 0, got {amount!r}")
+        now = self._refill()
+        if amount > 0:
+            self._take(amount, now)
+
+    def refund(self, amount: float, *, sent: bool = True) -> None:
+        """Give back ``amount`` units that were taken but not used (level capped at capacity).
+
+        Args:
+            amount: units to give back.
+            sent: whether a request went out with them. Units of a request that
+                was sent stay in the window cap until they age out (the server
+                saw it); units that never left are also taken off the cap,
+                newest entries first.
+
+        Raises:
+            ValueError: ``amount`` is negative or not finite.
+        """
+        if not (math.isfinite(amount) and amount >= 0):
+            raise ValueError(f"amount must be a finite number >= 0, got {amount!r}")
+        self._refill()
+        self._level = min(self.capacity, self._level + amount)
+        log = self._log
+        while not sent and amount > 0 and log:
+            taken_at, units = log.pop()
+            back = min(units, amount)
+            amount -= back
+            self._log_sum -= back
+            if units > back:
+                log.append((taken_at, units - back))
+        if not log:
+            self._log_sum = 0.0
+
+    def set_rate(self, rate_per_minute: float) -> None:
+        """Change the rate (e.g. learnt from ``x-ratelimit-limit-*`` headers).
+
+        Units earned so far are kept, up to the new capacity; the window cap is
+        resized to the new rate.
+
+        Raises:
+            ConfigError: ``rate_per_minute`` is not a finite number > 0.
+        """
+        rate = _check_rate("rate_per_minute", rate_per_minute)
+        self._refill()
+        self._rate_per_minute = rate
+        self._level = min(self.capacity, self._level)
+        self._size_window()
+
+    def drain(self) -> None:
+        """Empty the bucket now: nothing more goes until it refills."""
+        self._refill()
+        self._level = min(0.0, self._level)
+
+    def hold_until(self, t: float) -> None:
+        """Take nothing before clock time ``t`` (seconds); then restart from <= ``initial`` units.
+
+        Used for a server-named pause (429 ``Retry-After``, exhausted
+        ``x-ratelimit-remaining-*``): no units accrue during the pause, so
+        the held waiters leave at the rate afterwards instead of in a burst.
+        A debt is kept; an existing later hold is kept.
+        """
+        self._refill()
+        assert self._stamp is not None
+        self._level = min(self._level, self._initial, self.capacity)
+        self._stamp = max(self._stamp, t)
+
+    def __repr__(self) -> str:
+        level = self.level if self._stamp is not None else self._level
+        held = self.held_until
+        hold = "" if held is None else f", held {held - self._clock.now():.3f}s"
+        return (
+            f"<RateBucket {self._rate_per_minute:g} {self._unit}/min, "
+            f"level {level:.2f}/{self.capacity:g}{hold}, {len(self._queue)} waiting>"
+        )
+
+
+class PauseGate:
+    """A gate closed until a given time; waiters held by a pause leave over a random spread.
+
+    Args:
+        clock: time source; :class:`SystemClock` by default.
+        spread_s: seconds; a waiter that had to wait for a pause then sleeps a
+            further ``uniform(0, spread_s)`` so held waiters do not all leave at
+            the same instant (0 disables).
+        rng: random source for the spread.
+
+    Raises:
+        ConfigError: ``spread_s`` is negative or not finite.
+    """
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        *,
+        spread_s: float = 0.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not (math.isfinite(spread_s) and spread_s >= 0):
+            raise ConfigError(f"spread_s must be finite and >= 0, got {spread_s!r}")
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._spread_s = spread_s
+        self._rng = rng if rng is not None else random.Random()
+        self._until = -math.inf
+        self._waiting = 0
+
+    def pause_until(self, t: float) -> None:
+        """Close the gate until clock time ``t`` (seconds); an existing later pause is kept."""
+        self._until = max(self._until, t)
+
+    def pause_for(self, seconds: float) -> None:
+        """Close the gate for ``seconds`` seconds from now (an existing later pause is kept)."""
+        self.pause_until(self._clock.now() + seconds)
+
+    @property
+    def paused_until(self) -> float | None:
+        """Clock time (seconds) the gate opens, or ``None`` when it is open."""
+        return self._until if self.is_paused() else None
+
+    @property
+    def waiting(self) -> int:
+        """Number of tasks held at the gate."""
+        return self._waiting
+
+    def is_paused(self) -> bool:
+        """Return whether the gate is closed now."""
+        # Never paused: answer without reading the clock.
+        return self._until != -math.inf and self._clock.now() < self._until
+
+    async def wait(self) -> None:
+        """Return at once when open; otherwise sleep until the pause ends, plus the spread.
+
+        A pause extended while waiting is honoured.
+
+        Raises:
+            asyncio.CancelledError: the caller was cancelled.
+        """
+        if not self.is_paused():
+            return
+        self._waiting += 1
+        try:
+            while (remaining := self._until - self._clock.now()) > 0:
+                await self._clock.sleep(remaining)
+            if self._spread_s > 0:
+                await self._clock.sleep(self._rng.uniform(0.0, self._spread_s))
+        finally:
+            self._waiting -= 1
+
+    def __repr__(self) -> str:
+        if self.is_paused():
+            left = self._until - self._clock.now()
+            return f"<PauseGate paused for {left:.3f}s, {self._waiting} waiting>"
+        return f"<PauseGate open, {self._waiting} waiting>"

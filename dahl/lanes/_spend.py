@@ -1,0 +1,236 @@
+"""Money of a run: tokens and USD per stage from reported usage, and the ``--max-cost`` cap.
+
+A :class:`Spend` is built inside a run (no global state) and wraps each stage's lane
+in a :class:`MeteredLane` (``spend.lane(lane, "check", model, max_tokens)``). Every
+call through it is priced from the usage its reply reports (:func:`dahl.pricing.cost_usd`).
+
+The cap: before a call is sent, its upper-bound price (prompt estimate at the input
+price + ``max_tokens`` at the output price, :func:`dahl.pricing.upper_bound_usd`) is
+reserved. A call that does not fit beside the money spent and the calls in flight
+waits for them to settle (they usually cost less than their bound); one that does
+not fit with nothing in flight raises :class:`~dahl.errors.CostCapReached`, and so
+does every call after it (a smaller one that would still fit included): the run
+stops as for an exhausted quota (finished work kept, resumable). So the
+money spent never passes the cap (while replies cost no more than their bound), and
+a stop comes less than one request's upper-bound price below it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from dahl.lanes._limits import Reply
+from dahl.errors import ConfigError, CostCapReached
+from dahl.pricing import Price, PriceTable, cost_usd, upper_bound_usd
+from dahl.records import Usage
+
+__all__ = ["MeteredLane", "Spend", "StageSpend", "UsageReply"]
+
+
+class UsageReply(Reply, Protocol):
+    """A reply that reports prompt and completion tokens (``ChatReply``)."""
+
+    @property
+    def usage(self) -> Usage | None:
+        """Prompt and completion tokens the server reported, or ``None``."""
+        ...
+
+
+R = TypeVar("R", bound=UsageReply)
+
+
+class InnerLane(Protocol):
+    """What a :class:`MeteredLane` wraps: :class:`dahl.lanes._lane.Lane`."""
+
+    async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
+        """Run ``attempt`` under the lane's limits and retries."""
+        ...
+
+
+@dataclass
+class StageSpend:
+    """Tokens and money of one stage's calls in this run.
+
+    Attributes:
+        stage: ``"split"``, ``"check"``, ``"cover"``, ...
+        model: the model the stage calls.
+        price: its price, ``None`` when unknown.
+        calls: calls that returned a reply.
+        calls_without_usage: of ``calls``, replies that reported no usage (not in the tokens).
+        input_tokens: prompt tokens reported.
+        output_tokens: completion tokens reported.
+    """
+
+    stage: str
+    model: str
+    price: Price | None
+    calls: int = 0
+    calls_without_usage: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def usd(self) -> float | None:
+        """Money of the reported tokens at ``price``, USD; ``None`` when the price is unknown."""
+        return cost_usd(Usage(prompt_tokens=self.input_tokens, completion_tokens=self.output_tokens), self.price)
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain JSON for summary.json's ``cost.lanes``."""
+        return {"model": self.model, "calls": self.calls, "calls_without_usage": self.calls_without_usage,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "usd": self.usd,
+                "price": None if self.price is None else self.price.as_dict()}
+
+
+class Spend:
+    """The money of one run, per stage, and its optional cap.
+
+    Args:
+        table: prices (shipped table with the run's overrides).
+        max_cost_usd: stop before the money spent could pass this, USD; ``None`` = no cap.
+        batch: price calls at the batch price (``Price.batch_discount``).
+
+    Raises:
+        ConfigError: ``max_cost_usd`` is not a finite number >= 0.
+    """
+
+    def __init__(self, table: PriceTable, *, max_cost_usd: float | None = None, batch: bool = False) -> None:
+        if max_cost_usd is not None and not (0 <= max_cost_usd < float("inf")):
+            raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {max_cost_usd}")
+        self.table = table
+        self.max_cost_usd = max_cost_usd
+        self.batch = batch
+        self.stages: dict[str, StageSpend] = {}
+        self._charged = 0.0  # reported cost, plus the bound of calls that reported no usage
+        self._reserved = 0.0
+        self._in_flight = 0
+        self._settled = asyncio.Event()  # set (and replaced) whenever a call settles
+        self._stop: tuple[float, float] | None = None  # (spent, refused bound) of the first refusal
+
+    def lane(self, inner: InnerLane, stage: str, model: str, max_tokens: int) -> MeteredLane:
+        """Wrap ``inner`` (a lane) so that the ``stage`` calls through it are metered and capped.
+
+        Args:
+            inner: the endpoint's lane.
+            stage: the name the money is reported under (a second model in one stage is
+                reported as ``"stage model"``).
+            model: the model its calls ask for (its price is looked up now).
+            max_tokens: completion cap of its requests, tokens.
+
+        Raises:
+            ConfigError: a cap is set and the model's price is unknown.
+        """
+        price = self.table.price_for(model, batch=self.batch)
+        if price is None and self.max_cost_usd is not None:
+            kind = "batch price" if self.batch else "price"
+            raise ConfigError(
+                f"--max-cost needs the {kind} of model {model!r}, which the price table (dated {self.table.date}) "
+                f"does not list; give it with --price {model}=INPUT,OUTPUT (USD per million tokens) or "
+                f"[prices.\"{model}\"] input = ..., output = ... in --config"
+            )
+        name = stage
+        if name in self.stages and self.stages[name].model != model:
+            name = f"{stage} {model}"
+        meter = self.stages.setdefault(name, StageSpend(name, model, price))
+        return MeteredLane(inner, self, meter, max_tokens)
+
+    def spent_usd(self) -> float | None:
+        """Money of the reported usage so far, USD; ``None`` when a stage that made calls has no price."""
+        total = 0.0
+        for meter in self.stages.values():
+            usd = meter.usd
+            if usd is None:
+                if meter.calls:
+                    return None
+                continue
+            total += usd
+        return total
+
+    async def reserve(self, upper_usd: float) -> None:
+        """Reserve ``upper_usd`` for a call about to be sent (see the module docstring).
+
+        Raises:
+            CostCapReached: the call does not fit under the cap with nothing else in flight,
+                or an earlier call was refused (every later one is: the run stops).
+        """
+        cap = self.max_cost_usd
+        while cap is not None and (self._stop is not None or self._charged + self._reserved + upper_usd > cap):
+            if self._stop is not None:  # the run is stopping: no call leaves after the first refusal
+                raise CostCapReached(cap_usd=cap, spent_usd=self._stop[0], next_usd=self._stop[1])
+            if self._in_flight == 0:
+                self._stop = (self._charged, upper_usd)
+                continue
+            await self._settled.wait()
+        self._reserved += upper_usd
+        self._in_flight += 1
+
+    def settle(self, meter: StageSpend, upper_usd: float, usage: Usage | None) -> None:
+        """Release a reservation; charge the reply's ``usage`` (``None``: a failed call, or no usage reported)."""
+        self._reserved -= upper_usd
+        self._in_flight -= 1
+        if usage is not None:
+            self._charged += cost_usd(usage, meter.price) or 0.0
+        settled, self._settled = self._settled, asyncio.Event()
+        settled.set()
+
+    def charge_unreported(self, upper_usd: float) -> None:
+        """A reply without usage: the cap counts its upper bound as spent."""
+        self._charged += upper_usd
+
+    def as_dict(self) -> dict[str, object]:
+        """summary.json's ``run.cost`` block (this invocation): tokens and USD per stage, total, cap, table date."""
+        return {
+            "usd": self.spent_usd(),
+            "max_cost_usd": self.max_cost_usd,
+            "batch": self.batch,
+            "price_table_date": self.table.date,
+            "lanes": {name: meter.as_dict() for name, meter in self.stages.items()},
+        }
+
+
+class MeteredLane:
+    """A stage's view of a lane: each call is priced, and refused when it could pass the cap.
+
+    Args:
+        inner: the lane the calls go through.
+        spend: the run's :class:`Spend`.
+        meter: the stage's counters in ``spend``.
+        max_tokens: completion cap of the stage's requests, tokens.
+    """
+
+    def __init__(self, inner: InnerLane, spend: Spend, meter: StageSpend, max_tokens: int) -> None:
+        self.inner = inner
+        self.spend = spend
+        self.meter = meter
+        self.max_tokens = max_tokens
+
+    async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
+        """Run ``attempt`` through the lane once its upper-bound price fits under the cap.
+
+        Args:
+            attempt: makes one request (see :meth:`dahl.lanes._lane.Lane.call`).
+            estimated_tokens: prompt estimate + ``max_tokens``, tokens.
+
+        Raises:
+            CostCapReached: before sending, when the call could take the spend past the cap.
+            Exception: whatever the lane raises (the reservation is released).
+        """
+        spend, meter = self.spend, self.meter
+        upper = 0.0 if meter.price is None else upper_bound_usd(estimated_tokens, self.max_tokens, meter.price)
+        await spend.reserve(upper)
+        usage: Usage | None = None
+        try:
+            reply = await self.inner.call(attempt, estimated_tokens=estimated_tokens)
+            usage = reply.usage
+            meter.calls += 1
+            if usage is None:
+                meter.calls_without_usage += 1
+                spend.charge_unreported(upper)
+            else:
+                meter.input_tokens += usage.prompt_tokens
+                meter.output_tokens += usage.completion_tokens
+        finally:  # also when cancelled: the reservation never leaks
+            spend.settle(meter, upper, usage)
+        return reply

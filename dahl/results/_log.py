@@ -1,0 +1,339 @@
+"""The append-only answer log (``OUTDIR/answers.jsonl``): write, resume, finalize.
+
+Lines are appended in completion order and flushed per batch, so a crash loses
+at most the batch being written. A run that resumes reads the keys of the lines
+already there and skips those answers. At the end, :meth:`AnswerLog.finalize`
+streams the file once to feed the summary and, when lines are out of input
+order or stale (from an earlier input or configuration), rewrites it in input
+order through a temporary file and an atomic rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mmap
+import os
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import msgspec
+import numpy as np
+
+from dahl.results._assemble import EncodedResult, FoundLine
+from dahl.errors import OutputWriteError
+from dahl.records import Answer, AnswerResult, ResultDigest
+
+__all__ = ["AnswerLog", "answer_input_hash", "line_key", "writing"]
+
+log = logging.getLogger(__name__)
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(ResultDigest)
+_ANSWER_ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Turn an OSError raised while writing ``path`` (disk full, read-only) into OutputWriteError.
+
+    Raises:
+        OutputWriteError: naming the file and the reason; the message says that the
+            answers already written are kept and a re-run continues.
+    """
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise OutputWriteError(
+            f"cannot write {path}: {reason}. Nothing finished is lost: the answers already in "
+            f"{path.parent} are kept; fix this and re-run the same command to continue",
+            path=str(path),
+        ) from exc
+
+
+class _RecallKey(msgspec.Struct):
+    reason: str | None = None
+
+
+class _KeyOnly(msgspec.Struct):
+    id: str
+    input_hash: str
+    status: str = ""
+    counts: dict[str, int] = {}
+    recall: _RecallKey | None = None
+
+    def failed(self) -> bool:
+        """Whether the line records a failure to score again: a split error, an errored claim,
+        or a reference fact whose coverage judge failed (recall reason ``coverage_error``)."""
+        return (self.status == "error" or self.counts.get("error", 0) > 0
+                or (self.recall is not None and self.recall.reason == "coverage_error"))
+
+
+_KEY_DECODER = msgspec.json.Decoder(_KeyOnly)
+
+
+def answer_input_hash(answer: Answer, run_fp: bytes) -> str:
+    """An answer's input hash (its resume key with its id): hex blake2b-128 of its canonical
+    JSON (msgspec, deterministic key order) followed by ``run_fp``.
+
+    Args:
+        answer: the answer as read.
+        run_fp: bytes of everything else that changes its result (Splitter and Checker
+            fingerprints, γ, K; see :func:`dahl.run._score.score_async`).
+    """
+    hasher = hashlib.blake2b(_ANSWER_ENCODER.encode(answer), digest_size=16)
+    hasher.update(run_fp)
+    return hasher.hexdigest()
+
+
+def line_key(answer_id: str, input_hash: str) -> int:
+    """A line's resume key as one 64-bit int (blake2b of id and input hash).
+
+    An int costs a third of the memory of an ``(id, hash)`` tuple of strings: the run
+    keeps one per answer, so this is most of its memory on a large input. A collision
+    needs ~4 billion answers (birthday bound of 64 bits).
+    """
+    digest = hashlib.blake2b(f"{answer_id}\x00{input_hash}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+class AnswerLog:
+    """``answers.jsonl`` of one output directory.
+
+    Args:
+        path: the JSONL file; its folder is created if missing.
+
+    Keys are ``(id, input_hash)`` pairs: ``input_hash`` covers the answer and
+    the run's configuration, so a changed answer or Checker is re-scored.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = None
+        # Lines appended since open(): the file's size then, and each line's key and end
+        # offset (16 bytes a line), so finalize() need not decode them to find their keys.
+        self._start: int | None = None
+        self._keys = array("Q")
+        self._ends = array("q")
+
+    def finished_keys(self) -> set[int]:
+        """Keys of the answers already finished in the file (blocking; call from a thread).
+
+        A line that records an error (status ``error``: the split failed; a claim
+        labelled ``error``: its check failed after retries; or recall reason
+        ``coverage_error``: a fact's coverage judge failed) is not finished: errors
+        are never kept as results, so the answer is scored again. Such lines are
+        removed first (the file is rewritten through a temporary file and an atomic
+        rename), so the new result replaces them; so are lines that do not decode
+        (the file's end-of-run pass reads every line). A torn last line (crash
+        mid-write) is ignored and later cut off by :meth:`open`.
+        """
+        keys: set[int] = set()
+        if not self.path.is_file():  # absent, or a device or FIFO: nothing finished to read
+            return keys
+        failed: set[int] = set()  # line numbers of failed lines
+        unreadable: set[int] = set()
+        with self.path.open("rb") as f:
+            for n, raw in enumerate(f):
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    k = _KEY_DECODER.decode(raw)
+                except msgspec.DecodeError:
+                    unreadable.add(n)
+                    continue
+                if k.failed():
+                    failed.add(n)
+                else:
+                    keys.add(line_key(k.id, k.input_hash))
+        if unreadable:
+            log.warning("%s: dropping %d unreadable lines from an earlier run", self.path, len(unreadable))
+        if failed:
+            log.info("%s: %d answers with errors from an earlier run are scored again", self.path, len(failed))
+        if failed or unreadable:
+            self._drop_lines(failed | unreadable)
+        return keys
+
+    def _drop_lines(self, drop: set[int]) -> None:
+        """Rewrite the file without the lines numbered in ``drop`` and a torn tail (atomic rename)."""
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with writing(self.path):
+            with self.path.open("rb") as src, tmp.open("wb") as dst:
+                for n, raw in enumerate(src):
+                    if not raw.endswith(b"\n"):
+                        break
+                    if n not in drop:
+                        dst.write(raw)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
+
+    def open(self) -> None:
+        """Open for appending, first cutting off a torn last line (blocking).
+
+        Raises:
+            OutputWriteError: the file or its folder cannot be written.
+        """
+        with writing(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                _truncate_torn_tail(self.path)
+            self._file = self.path.open("ab")
+        self._start = self._file.tell()
+        self._keys, self._ends = array("Q"), array("q")
+
+    def append(self, results: Iterable[AnswerResult | EncodedResult | FoundLine]) -> None:
+        """Append results and flush them to the OS (blocking; call from a thread).
+
+        Raises:
+            RuntimeError: the log is not open.
+            OutputWriteError: the write failed (disk full); the lines written before are kept.
+        """
+        if self._file is None:
+            raise RuntimeError("AnswerLog.append before open")
+        buf = bytearray()
+        keys: list[int] = []
+        ends: list[int] = []
+        end = self._ends[-1] if self._ends else (self._start or 0)
+        for r in results:
+            if isinstance(r, FoundLine):  # encoded by the whole-answer input process
+                buf += r.line
+                keys.append(r.key)
+            else:
+                buf += _ENCODER.encode(r)
+                keys.append(line_key(r.id, r.input_hash))
+            buf += b"\n"
+            ends.append(end + len(buf))
+        with writing(self.path):
+            self._file.write(buf)
+            self._file.flush()
+        self._keys.extend(keys)  # only once written: a failed write leaves the record short (see finalize)
+        self._ends.extend(ends)
+
+    def close(self) -> None:
+        """Flush and close (idempotent).
+
+        Raises:
+            OutputWriteError: the last flush failed (disk full); the file is closed anyway.
+        """
+        if self._file is not None:
+            file, self._file = self._file, None
+            with writing(self.path):
+                try:
+                    file.flush()
+                    os.fsync(file.fileno())
+                finally:
+                    _close_quietly(file)
+
+    def finalize(
+        self,
+        order: dict[int, int],
+        consume: Callable[[ResultDigest], None],
+    ) -> int:
+        """Stream the log once, keep the lines of this input, rewrite if needed.
+
+        Args:
+            order: input position of every key of the current input; emptied of the
+                keys found (it is not needed afterwards, and this frees its memory).
+            consume: called once per kept result, in input order, with its digest (the
+                fields the summary and verdict store read; claim texts are skipped).
+
+        Returns:
+            The number of lines dropped (stale or duplicate).
+        """
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return 0
+        with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)  # lines are decoded and copied from the mapping, never read one by one
+            try:
+                return self._finalize_mapped(view, order, consume)
+            finally:
+                view.release()
+
+    def _finalize_mapped(self, view: memoryview, order: dict[int, int], consume: Callable[[ResultDigest], None]) -> int:
+        """:meth:`finalize` over the file mapped in ``view``."""
+        # Three int64 columns (24 bytes a line) rather than tuples: one entry per answer.
+        positions, offsets, ends = array("q"), array("q"), array("q")
+        dropped = 0
+        data = view.obj
+        assert isinstance(data, mmap.mmap)
+        size = len(view)
+        # The lines appended by this run are known, unless the record of them does not
+        # match the file (it was not opened here, or a write failed): then decode all.
+        appended = self._start is not None and (self._ends[-1] if self._ends else self._start) == size
+        known = self._start if appended and self._start is not None else size
+
+        def keep(key: int, start: int, end: int) -> None:
+            nonlocal dropped
+            # pop: a second line with the same key finds nothing and is dropped.
+            pos = order.pop(key, None)
+            if pos is None:
+                dropped += 1
+            else:
+                positions.append(pos)
+                offsets.append(start)
+                ends.append(end)
+
+        start = 0
+        while start < known:
+            end = data.find(b"\n", start) + 1 or size
+            k = _KEY_DECODER.decode(view[start:end])
+            keep(line_key(k.id, k.input_hash), start, end)
+            start = end
+        if appended:
+            for key, end in zip(self._keys, self._ends, strict=True):
+                keep(key, start, end)
+                start = end
+        pos_np = np.frombuffer(positions, dtype=np.int64)
+        in_order = bool(np.all(pos_np[1:] > pos_np[:-1]))
+        rows = range(len(positions)) if in_order else np.argsort(pos_np, kind="stable").tolist()
+        if in_order and not dropped:
+            for i in rows:
+                consume(_DECODER.decode(view[offsets[i] : ends[i]]))
+            return 0
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with writing(self.path):
+            with tmp.open("wb", buffering=1 << 20) as dst:
+                for i in rows:
+                    line = view[offsets[i] : ends[i]]
+                    dst.write(line)
+                    consume(_DECODER.decode(line))
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
+        return dropped
+
+
+def _close_quietly(file: IO[bytes]) -> None:
+    """Close ``file``; a second failure to flush its buffer (reported already) is dropped."""
+    try:
+        file.close()
+    except OSError:
+        pass
+
+
+def _truncate_torn_tail(path: Path) -> None:
+    """Cut the file back to its last newline (a crash can leave half a line)."""
+    size = path.stat().st_size
+    if size == 0:
+        return
+    with path.open("rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        step = 4096
+        end = size
+        while end > 0:
+            start = max(0, end - step)
+            f.seek(start)
+            chunk = f.read(end - start)
+            nl = chunk.rfind(b"\n")
+            if nl != -1:
+                f.truncate(start + nl + 1)
+                return
+            end = start
+        f.truncate(0)

@@ -1,0 +1,204 @@
+"""The run folder's ``manifest.json``: what a run read, when, and whether it finished.
+
+A run writes the manifest twice: at its start with ``state: "in progress"`` (the
+previous run's fields kept), and at its end with ``state: "complete"``, the size
+and line count of ``answers.jsonl`` that its ``summary.json`` and ``verdicts/``
+describe. A folder whose manifest is still "in progress", or whose
+``answers.jsonl`` no longer has the recorded size, holds a summary that does not
+match its answers (:func:`stale_reason`); ``dahl leaderboard`` refuses it.
+
+Everything here is blocking file I/O: call it from a worker thread.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dahl._version import __version__
+from dahl.results._log import writing
+from dahl.formats.inline import Input, Records
+from dahl.formats.lines import input_name, is_stream
+
+__all__ = [
+    "COMPLETE",
+    "IN_PROGRESS",
+    "MANIFEST_NAME",
+    "QuestionSet",
+    "answers_file_state",
+    "hash_inputs",
+    "json_text",
+    "mark_started",
+    "now_utc",
+    "read_manifest",
+    "stale_reason",
+    "write_atomic",
+]
+
+MANIFEST_NAME = "manifest.json"
+IN_PROGRESS = "in progress"
+COMPLETE = "complete"
+
+_CHUNK = 1 << 20
+
+
+def now_utc() -> str:
+    """The current time, UTC, ISO 8601 to the second (``2026-12-01T09:30:00+00:00``)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def json_text(text: str | os.PathLike[str]) -> str:
+    """``text`` (a path or a message naming one) as valid Unicode for JSON.
+
+    A file name that is not valid UTF-8 reaches Python as lone surrogates
+    (``a\\udcff.jsonl``), which JSON encoders refuse; its raw bytes are written as
+    ``\\xff`` escapes instead (``a\\xff.jsonl``).
+    """
+    value = os.fspath(text)
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def hash_inputs(paths: Sequence[Input]) -> list[dict[str, Any]]:
+    """Path, size (bytes) and hex blake2b-128 content hash of each input, streamed 1 MiB at a time.
+
+    Args:
+        paths: the run's input files; in-memory records are hashed as their canonical
+            JSON (:meth:`~dahl.formats.inline.Records.content_hash`), with ``bytes`` None.
+
+    Returns:
+        One ``{"path", "bytes", "blake2b"}`` per input, in order; an input that cannot
+        be read (removed since) has ``blake2b`` None.
+    """
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        if isinstance(path, Records):
+            out.append({"path": str(path), "bytes": None, "blake2b": path.content_hash()})
+            continue
+        if is_stream(path):  # standard input or a FIFO: read once, by the run
+            out.append({"path": input_name(path), "bytes": None, "blake2b": None})
+            continue
+        hasher = hashlib.blake2b(digest_size=16)
+        size = 0
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    hasher.update(chunk)
+                    size += len(chunk)
+            digest: str | None = hasher.hexdigest()
+        except OSError:
+            digest = None
+        out.append({"path": json_text(path), "bytes": size, "blake2b": digest})
+    return out
+
+
+class QuestionSet:
+    """The set of questions a run's answers respond to, hashed to compare runs."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+
+    def add(self, question_ids: Iterable[str]) -> None:
+        """Add question ids (repeats are counted once)."""
+        self._ids.update(question_ids)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"questions": n, "blake2b": hex}``: the count and blake2b-128 of the sorted ids, NUL-separated."""
+        hasher = hashlib.blake2b(digest_size=16)
+        for qid in sorted(self._ids):
+            hasher.update(json_text(qid).encode("utf-8") + b"\x00")
+        return {"questions": len(self._ids), "blake2b": hasher.hexdigest()}
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest of ``run_dir``, or None (absent, unreadable or not an object)."""
+    try:
+        data = orjson.loads((Path(run_dir) / MANIFEST_NAME).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and an atomic rename.
+
+    Raises:
+        OutputWriteError: the file cannot be written (disk full, read-only folder);
+            the previous content of ``path`` is kept.
+    """
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with writing(path):
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+
+
+def mark_started(out_dir: Path, previous: dict[str, Any] | None, started_at: str,
+                 config_hash: str | None = None) -> None:
+    """Record in the manifest that a run started: until it completes, the folder is stale.
+
+    Args:
+        out_dir: the run folder.
+        previous: the manifest found there (its fields are kept), or None.
+        started_at: :func:`now_utc` at the start.
+        config_hash: the run's configuration hash, recorded now so that a re-run after
+            a stop compares its own with the one the stopped run's answers were made with.
+
+    Raises:
+        OutputWriteError: the manifest cannot be written.
+    """
+    manifest = {**(previous or {}), "state": IN_PROGRESS, "started_at": started_at, "dahl_version": __version__}
+    if config_hash is not None:
+        manifest["config_hash"] = config_hash
+    manifest.pop("finished_at", None)
+    write_atomic(out_dir / MANIFEST_NAME, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+
+
+def answers_file_state(path: Path, lines: int) -> dict[str, int]:
+    """``{"bytes", "lines"}`` of ``answers.jsonl`` (bytes 0 when absent): what the summary describes.
+
+    Args:
+        path: the file, as the run's end left it.
+        lines: its line count (the results the summary read: the file holds exactly those).
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    return {"bytes": size, "lines": lines}
+
+
+def stale_reason(run_dir: Path) -> str | None:
+    """Why the summary and verdicts of ``run_dir`` do not describe its ``answers.jsonl``, or None.
+
+    A folder written before manifests recorded their state, or without a manifest,
+    is taken as it is (None).
+    """
+    manifest = read_manifest(run_dir)
+    if manifest is None or "state" not in manifest:
+        return None
+    if manifest["state"] == IN_PROGRESS:
+        return (f"the run started there at {manifest.get('started_at', '?')} did not finish (interrupted?), "
+                "so its summary.json and verdicts/ are from an earlier run")
+    recorded = manifest.get("answers_file")
+    if isinstance(recorded, dict):
+        try:
+            size = (Path(run_dir) / "answers.jsonl").stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size != recorded.get("bytes"):
+            return (f"answers.jsonl has {size} bytes but its summary.json and verdicts/ were written "
+                    f"for {recorded.get('bytes')} bytes")
+    return None

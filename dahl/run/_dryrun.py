@@ -1,0 +1,407 @@
+"""``dahl score --dry-run``: the calls the cache cannot answer, their tokens, money and time bound.
+
+Answers are streamed once and prepared as a run would (length limit, preprocessing,
+abstentions). Each request is then looked up in the verdict cache the way a run
+looks it up, read-only (nothing is created, locked or written):
+
+- split: the split key of every answer (``openai`` Splitter). A cached split gives
+  the answer's claims; a miss is one split call, and its claims are *estimated*
+  with the rule Splitter (their check keys cannot be known before the split): the
+  first :data:`SAMPLE` such answers are rule-split, the rest scaled from them.
+- check: the check keys of the claims known (given, rule-split, or from a cached
+  split); each key not found, counted once (identical claims share one call), is
+  a call. Claims of answers whose split is not cached are counted as calls.
+- cover (recall): one call per 30 facts of F* per answer, the cache not consulted.
+
+With no cache (``--no-cache``, or none yet) every call is a miss, and only the
+first :data:`SAMPLE` answers are preprocessed and split; the rest are scaled from
+them (as fast as reading the input).
+
+Prompt tokens come from the exact request bodies (characters / 4, the lane's
+estimate). Completion tokens are estimated as the mean seen in the cache's hits for
+that stage (a check verdict's reported usage; a split's claims as JSON / 4), or
+:data:`DEFAULT_COMPLETION_TOKENS` when the cache had none; the upper bound counts
+``max_tokens`` instead. Money = tokens x the price of the stage's model
+(:mod:`dahl.pricing`). The time bound comes from the configured limits only:
+``max(calls / RPM, upper-bound tokens / TPM)`` minutes per lane, stages on the same
+endpoint sharing one lane; with no limits the run is latency-bound instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from dahl.run._plan import AdapterSettings, open_adapters
+from dahl.cache.database import DB_NAME
+from dahl.cache.reader import BatchReader, CachedEntry
+from dahl.cache.reparse import reparse_claims, reparse_verdict
+from dahl.cache.store import default_cache_dir
+from dahl.config import EndpointConfig
+from dahl.run._dryrun_report import DryRunReport, StageEstimate
+from dahl.errors import InputError
+from dahl.formats import read_answers
+from dahl.preprocess import preprocess
+from dahl.pricing import PriceTable
+from dahl.records import Answer, Claim, Verdict, content_id
+from dahl.run._score import ScoreConfig
+
+__all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "SAMPLE", "DryRunReport", "StageEstimate", "dry_run", "dry_run_async"]
+
+#: Answers read and prepared per worker-thread call.
+CHUNK = 256
+#: Answers rule-split to estimate the claims of splits not cached (the rest is scaled).
+SAMPLE = 200
+#: Completion tokens per call when the cache holds no reply of the stage: a split lists
+#: ~20 claims of ~15 tokens; a check is a label and a one-sentence reason; a cover
+#: labels up to 30 facts.
+DEFAULT_COMPLETION_TOKENS = {"split": 300, "check": 40, "cover": 200}
+
+
+@dataclass
+class _Tally:
+    """Running counts of one stage."""
+
+    calls: int = 0
+    cached: int = 0
+    estimated: int = 0
+    prompt_tokens: int = 0
+    seen_completions: list[int] = field(default_factory=list)
+
+
+def dry_run(config: ScoreConfig) -> DryRunReport:
+    """Estimate the calls, tokens, money and time of ``config`` without calling anything (blocking).
+
+    Raises:
+        ConfigError, InputError: as :func:`dahl.run._score.score` would for the same inputs
+            (except an unset API key variable: nothing is sent).
+        RuntimeError: called inside a running event loop (use :func:`dry_run_async`).
+    """
+    return anyio.run(dry_run_async, config)
+
+
+async def dry_run_async(config: ScoreConfig) -> DryRunReport:
+    """:func:`dry_run` in a running event loop (file and cache reads go to worker threads)."""
+    settings = _keyless(config.adapters)
+    table = (await anyio.to_thread.run_sync(PriceTable.shipped)).with_overrides(config.prices)
+    split_cfg = settings.split_endpoint if settings.splitter == "openai" else None
+    check_cfg = settings.check_endpoint if settings.checker == "openai" else None
+    split, check = _Tally(), _Tally()
+    answers = claims = estimated_claims = 0
+    missing_checks: set[str] = set()  # keys of checks counted as calls (identical claims share one)
+    missing_splits: set[str] = set()
+    sample = _Tally()  # split misses rule-split for the estimate: answers, claims, their check prompt tokens
+    unsampled = 0  # split misses past the sample
+    rules_sample = _Tally()  # rule-split answers prepared (cached = answers): claims, check calls, prompt tokens
+    unsampled_rules = 0  # rule-split answers past the sample (no cache: counted, not split)
+    cache = "off"
+    async with AsyncExitStack() as stack:
+        splitter, checker, options, _ = await open_adapters(settings, stack)  # builds, sends nothing
+        reader: BatchReader | None = None
+        if config.use_cache and (split_cfg is not None or check_cfg is not None):
+            reader, cache = await anyio.to_thread.run_sync(_open_reader, config.cache_dir)
+            if reader is not None:
+                stack.push_async_callback(anyio.to_thread.run_sync, reader.close)  # joins its thread
+        split_version = str(getattr(splitter, "parser_version", "1"))
+        check_version = str(getattr(checker, "parser_version", "1"))
+        # Without a cache every call is a miss: past the sample, answers are counted, not prepared.
+        chunks = _chunks(config, settings, options.preprocess, options.max_response_chars, exact=reader is not None)
+        rules = settings.splitter == "rules"
+        while chunk := await anyio.to_thread.run_sync(next, chunks, None):
+            answers += chunk.read
+            known: list[tuple[Answer, list[Claim]]] = []
+            if split_cfg is not None:
+                from dahl.adapters.bodies import estimate_tokens, max_tokens, split_request_body
+                from dahl.cache.keys import split_key
+
+                keys = [split_key(splitter, a) for a, _ in chunk.answers]
+                found = await _look_up(reader, keys, split_version)
+                for (answer, rule_claims), key, entry in zip(chunk.answers, keys, found, strict=True):
+                    parts = _claims_of(splitter, entry, answer)
+                    if parts is not None:
+                        split.cached += 1
+                        split.seen_completions.append(_split_completion(parts))
+                        known.append((answer, parts))
+                        continue
+                    if key in missing_splits:  # an identical answer: one split, its checks shared
+                        split.cached += 1
+                        estimated_claims += len(rule_claims) if rule_claims is not None else 0
+                        continue
+                    missing_splits.add(key)
+                    split.calls += 1
+                    body = split_request_body(split_cfg, answer.question, answer.response)
+                    split.prompt_tokens += estimate_tokens(body) - max_tokens(split_cfg, "split")
+                    if rule_claims is None:  # past the sample: scaled from it below
+                        unsampled += 1
+                        continue
+                    estimated_claims += len(rule_claims)
+                    sample.calls += 1
+                    sample.estimated += len(rule_claims)
+                    if check_cfg is not None:
+                        before = check.prompt_tokens
+                        _count_unknown(check, check_cfg, answer, rule_claims)
+                        sample.prompt_tokens += check.prompt_tokens - before
+            else:
+                for answer, prepared in chunk.answers:
+                    if prepared is None and rules:  # past the sample: scaled from it below
+                        unsampled_rules += 1
+                        continue
+                    known.append((answer, list(await splitter.split(answer))))
+            for answer, parts in known:
+                claims += len(parts)
+                calls_before, prompt_before = check.calls, check.prompt_tokens
+                if check_cfg is not None and parts:
+                    await _count_checks(check, check_cfg, checker, reader, check_version, answer, parts,
+                                        missing_checks)
+                if rules:
+                    rules_sample.cached += 1  # answers
+                    rules_sample.estimated += len(parts)
+                    rules_sample.calls += check.calls - calls_before
+                    rules_sample.prompt_tokens += check.prompt_tokens - prompt_before
+    if unsampled and sample.calls:  # misses past the sample: its claims per answer and tokens per claim
+        extra = round(unsampled * sample.estimated / sample.calls)
+        estimated_claims += extra
+        if check_cfg is not None:
+            check.calls += extra
+            check.estimated += extra
+            check.prompt_tokens += round(extra * sample.prompt_tokens / max(sample.estimated, 1))
+    if unsampled_rules and rules_sample.cached:  # rule-split answers past the sample, scaled per answer
+        per = unsampled_rules / rules_sample.cached
+        estimated_claims += round(per * rules_sample.estimated)
+        check.calls += round(per * rules_sample.calls)
+        check.estimated += round(per * rules_sample.calls)
+        check.prompt_tokens += round(per * rules_sample.prompt_tokens)
+    stages: list[tuple[StageEstimate, EndpointConfig]] = []
+    if split_cfg is not None:
+        stages.append((_estimate("split", split_cfg, split, max_tokens_of(split_cfg, "split")), split_cfg))
+    if check_cfg is not None:
+        stages.append((_estimate("check", check_cfg, check, max_tokens_of(check_cfg, "check")), check_cfg))
+    cover = _cover_stage(config)
+    if cover is not None:
+        stages.append(cover)
+    for i, (est, cfg) in enumerate(stages):
+        stages[i] = (dataclasses.replace(est, price=table.price_for(cfg.model)), cfg)
+    bound, bound_by = _time_bound(stages)
+    return DryRunReport(answers, claims + estimated_claims, estimated_claims == 0, tuple(s for s, _ in stages),
+                        bound, bound_by, cache, table.date)
+
+
+def max_tokens_of(cfg: EndpointConfig, kind: str) -> int:
+    """Completion cap of a ``kind`` (split or check) request of ``cfg``, tokens."""
+    from dahl.adapters.bodies import max_tokens
+
+    return max_tokens(cfg, "split" if kind == "split" else "check")
+
+
+def _keyless(settings: AdapterSettings) -> AdapterSettings:
+    """The settings with no API key read: nothing is sent, and keys are no part of cache keys."""
+    def strip(cfg: EndpointConfig | None) -> EndpointConfig | None:
+        return None if cfg is None else dataclasses.replace(cfg, api_key_env="")
+    return dataclasses.replace(settings, split_endpoint=strip(settings.split_endpoint),
+                               check_endpoint=strip(settings.check_endpoint))
+
+
+def _open_reader(cache_dir: Path | None) -> tuple[BatchReader | None, str]:
+    """A read-only reader of the cache database (blocking), or None and why not."""
+    from dahl.cache.database import RowReader
+
+    directory = cache_dir if cache_dir is not None else default_cache_dir()
+    path = directory / DB_NAME
+    if not path.is_file():
+        return None, f"empty (no cache at {directory})"
+    return BatchReader(RowReader(path, read_only=True), directory), "on"
+
+
+async def _look_up(reader: BatchReader | None, keys: list[str], version: str) -> list[CachedEntry | None]:
+    if reader is None or not keys:
+        return [None] * len(keys)
+    return await reader.read([(i, key, version) for i, key in enumerate(keys)])
+
+
+def _claims_of(splitter: Any, entry: CachedEntry | None, answer: Answer) -> list[Claim] | None:
+    """The claims a run takes from this cache entry (a raw reply re-parsed), or None (a split call)."""
+    if entry is None:
+        return None
+    if isinstance(entry.value, list):
+        return entry.value
+    return reparse_claims(splitter, entry.raw, answer)
+
+
+def _split_completion(parts: list[Claim]) -> int:
+    """Completion tokens of a split reply that listed ``parts``: its JSON characters / 4."""
+    return math.ceil((14 + sum(len(c.text) + 4 for c in parts)) / 4)
+
+
+def _count_unknown(tally: _Tally, cfg: EndpointConfig, answer: Answer, texts: list[Claim]) -> None:
+    """Checks of estimated claims: all calls (keys unknown before their split)."""
+    from dahl.adapters.bodies import check_request_body, estimate_tokens
+
+    cap = max_tokens_of(cfg, "check")
+    for claim in texts:
+        tally.calls += 1
+        tally.estimated += 1
+        tally.prompt_tokens += estimate_tokens(check_request_body(cfg, answer.question, claim.text)) - cap
+
+
+async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Any, reader: BatchReader | None,
+                        version: str, answer: Answer, parts: list[Claim], missing: set[str]) -> None:
+    """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does."""
+    from dahl.adapters.bodies import check_request_body, estimate_tokens
+    from dahl.cache.keys import check_keys
+
+    prepare = getattr(checker, "prepare_keys", None)
+    if prepare is not None:
+        await prepare(parts, answer)
+    keys = check_keys(checker, parts, answer)
+    found = await _look_up(reader, keys, version)
+    cap = max_tokens_of(cfg, "check")
+    for claim, key, entry in zip(parts, keys, found, strict=True):
+        verdict = _verdict_of(checker, entry)
+        if verdict is not None:
+            tally.cached += 1
+            if verdict.usage is not None:
+                tally.seen_completions.append(verdict.usage.completion_tokens)
+            elif verdict.raw:
+                tally.seen_completions.append(math.ceil(len(verdict.raw) / 4))
+        elif key in missing:  # an identical claim is checked once
+            tally.cached += 1
+        else:
+            missing.add(key)
+            tally.calls += 1
+            tally.prompt_tokens += estimate_tokens(check_request_body(cfg, answer.question, claim.text)) - cap
+
+
+def _verdict_of(checker: Any, entry: CachedEntry | None) -> Verdict | None:
+    if entry is None:
+        return None
+    if isinstance(entry.value, Verdict):
+        return entry.value
+    return reparse_verdict(checker, entry.raw)
+
+
+@dataclass
+class _Chunk:
+    """Answers read in one thread call: how many, and those that need a split (with rule claims)."""
+
+    read: int
+    answers: list[tuple[Answer, list[Claim] | None]]
+
+
+def _chunks(config: ScoreConfig, settings: AdapterSettings, clean: bool, limit: int, *,
+            exact: bool) -> Iterator[_Chunk]:
+    """Chunks of prepared answers (blocking: run each ``next`` in a worker thread).
+
+    An answer over ``limit`` characters, or abstained, needs no call and is left out
+    (counted in ``read``). Each answer comes with what the estimate needs: with the
+    ``openai`` Splitter its rule-split claims (the estimate when its split is not
+    cached), for the first :data:`SAMPLE` answers; otherwise ``[]``. Past the sample
+    the claims are None; without ``exact`` (no cache to look keys up in) those answers
+    are neither preprocessed nor split: the run's figures are scaled from the sample.
+    """
+    from dahl.adapters.rules import split_claims
+
+    llm_split = settings.splitter == "openai"
+    sampled = 0
+    stream = (a for path in config.inputs
+              for a in read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                                    on_error=_skip, needs=settings.input_needs))
+    while batch := list(islice(stream, CHUNK)):
+        kept: list[tuple[Answer, list[Claim] | None]] = []
+        for answer in batch:
+            if len(answer.response) > limit:
+                continue
+            in_sample = sampled < SAMPLE
+            abstained = answer.abstained
+            if clean and not abstained and (exact or in_sample):  # as the split stage prepares it
+                reason = answer.meta.get("finish_reason")
+                pre = preprocess(answer.question, answer.response,
+                                 finish_reason=reason if isinstance(reason, str) else None)
+                abstained = pre.abstained
+                if pre.text != answer.response:
+                    answer = msgspec.structs.replace(answer, response=pre.text)
+            if abstained:
+                continue
+            sampled += 1
+            parts: list[Claim] | None = None
+            if in_sample:
+                parts = [Claim(text=t, index=i) for i, (t, _, _) in enumerate(split_claims(answer.response))] \
+                    if llm_split else []
+            kept.append((answer, parts))
+        yield _Chunk(len(batch), kept)
+
+
+def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | None:
+    """The ``openai`` coverage judge's calls: per answer with a reference set and not marked
+    abstained, one per 30 facts of F* (answers the preprocessor finds abstained are counted)."""
+    recall = config.recall
+    if recall is None or recall.judge_name(config.adapters.checker) != "openai":
+        return None
+    from dahl.adapters.coverage_llm import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
+    from dahl.adapters.bodies import estimate_tokens
+    from dahl.formats.refs import RefIndex, read_refs
+    from dahl.metrics import fstar
+
+    cfg = recall.endpoint or config.adapters.check_endpoint
+    if cfg is None:
+        return None
+    cfg = dataclasses.replace(cfg, max_tokens=None) if recall.endpoint is None else cfg
+    cap = cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS
+    index = RefIndex(read_refs(recall.refs), file=str(recall.refs))
+    tally = _Tally()
+    for path in config.inputs:
+        for answer in read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                                   on_error=_skip, needs=config.adapters.input_needs):
+            ref_set = index.find(content_id(answer.question), answer.question)
+            if ref_set is None or answer.abstained:
+                continue
+            ranked = fstar(ref_set.facts, k=recall.fstar_k, min_importance=recall.fstar_min_importance,
+                           alpha=recall.alpha, beta=recall.beta)
+            facts = [f.text for f, _ in ranked]
+            for start in range(0, len(facts), MAX_FACTS):
+                body = cover_request_body(cfg, answer.question, answer.response, facts[start:start + MAX_FACTS],
+                                          fmt=cfg.effective_format())
+                tally.calls += 1
+                tally.prompt_tokens += estimate_tokens(body) - cap
+    return _estimate("cover", cfg, tally, cap), cfg
+
+
+def _skip(_: InputError) -> None:
+    """Bad records are skipped here as in a real run."""
+
+
+def _estimate(stage: str, cfg: EndpointConfig, tally: _Tally, cap: int) -> StageEstimate:
+    seen = tally.seen_completions
+    if seen:
+        per_call, source = sum(seen) / len(seen), f"mean of {len(seen):,} cached replies"
+    else:
+        per_call, source = float(min(DEFAULT_COMPLETION_TOKENS[stage], cap)), "default: no cached reply"
+    return StageEstimate(stage, f"{cfg.base_url} {cfg.model}", cfg.model, tally.calls, tally.cached, tally.estimated,
+                         tally.prompt_tokens, per_call, source, cap, None)
+
+
+def _time_bound(stages: list[tuple[StageEstimate, EndpointConfig]]) -> tuple[float | None, str | None]:
+    """Minutes each lane needs at its RPM and TPM (upper-bound tokens); the slowest lane bounds the run."""
+    lanes: dict[tuple[str, str, str | None], list[tuple[StageEstimate, EndpointConfig]]] = {}
+    for est, cfg in stages:
+        lanes.setdefault((cfg.base_url, cfg.model, cfg.api_key_env), []).append((est, cfg))
+    best: tuple[float, str] | None = None
+    for members in lanes.values():
+        cfg = members[0][1]
+        calls = sum(e.calls for e, _ in members)
+        tokens = sum(e.tokens_upper for e, _ in members)
+        names = "+".join(e.stage for e, _ in members)
+        for limit, amount, unit in ((cfg.rpm, calls, "requests/min"), (cfg.tpm, tokens, "tokens/min")):
+            if limit:
+                seconds = 60.0 * amount / limit
+                if best is None or seconds > best[0]:
+                    best = (seconds, f"{names}: {limit:g} {unit}")
+    return (best[0], best[1]) if best else (None, None)

@@ -1,0 +1,272 @@
+"""Build the run's Splitter and Checker from their names and settings."""
+
+from __future__ import annotations
+
+import importlib
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from dahl.adapters.base import Checker, Splitter
+from dahl.config import EndpointConfig, api_key_id, resolve_api_key
+from dahl.lanes._breaker import BreakerSettings
+from dahl.lanes._lane import Lane, LaneLimits, LanePool
+from dahl.engine.pipeline import PipelineOptions
+from dahl.errors import ConfigError
+from dahl.formats.needs import Needs
+
+if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
+    import aiohttp
+
+    from dahl.adapters.bodies import Kind
+    from dahl.adapters.endpoint import CallLane
+    from dahl.lanes._spend import Spend
+
+    from dahl.adapters.corpus import Corpus
+    from dahl.adapters.coverage import CoverageJudge
+
+__all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters", "open_judge", "used_templates"]
+
+SPLITTERS = ("rules", "given", "openai")
+CHECKERS = ("evidence", "replay", "fake", "openai")
+
+
+@dataclass(frozen=True)
+class AdapterSettings:
+    """Which Splitter and Checker a run uses.
+
+    Attributes:
+        splitter: one of :data:`SPLITTERS`.
+        checker: one of :data:`CHECKERS`.
+        evidence: corpus (JSONL ``{id, title?, text, url?}`` or a folder of .txt/.md
+            files) for the evidence Checker, or for the ``openai`` Checker to judge
+            each claim against its top ``top_k`` passages.
+        split_endpoint: endpoint of the ``openai`` Splitter.
+        check_endpoint: endpoint of the ``openai`` Checker.
+        top_k: passages per claim given to the ``openai`` Checker with ``evidence`` (>= 1).
+        index_dir: folder where corpus indexes are saved per corpus fingerprint and
+            loaded by later runs (:mod:`dahl.adapters.documents`); None = index in
+            memory each run. ``dahl score`` passes a folder under the cache directory.
+    """
+
+    splitter: str = "rules"
+    checker: str = "evidence"
+    evidence: Path | None = None
+    split_endpoint: EndpointConfig | None = None
+    check_endpoint: EndpointConfig | None = None
+    top_k: int = 5
+    index_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.splitter not in SPLITTERS:
+            raise ConfigError(f"unknown splitter {self.splitter!r}; choose one of {', '.join(SPLITTERS)}")
+        if self.checker not in CHECKERS:
+            raise ConfigError(f"unknown checker {self.checker!r}; choose one of {', '.join(CHECKERS)}")
+        if self.checker == "replay" and self.splitter != "given":
+            raise ConfigError("--checker replay needs --splitter given: it replays the labels of the given claims")
+        if self.checker == "evidence" and self.evidence is None:
+            raise ConfigError("--checker evidence needs --evidence CORPUS.jsonl")
+        if self.evidence is not None and self.checker in ("evidence", "openai") and not self.evidence.exists():
+            raise ConfigError(f"evidence file not found: {self.evidence}")
+        if self.top_k < 1:
+            raise ConfigError(f"--top-k must be >= 1, got {self.top_k}")
+        if self.splitter == "openai" and self.split_endpoint is None:
+            raise ConfigError("--splitter openai needs --base-url and --model (or a [split] table in --config)")
+        if self.checker == "openai" and self.check_endpoint is None:
+            raise ConfigError("--checker openai needs --base-url and --model (or a [check] table in --config)")
+
+    @property
+    def input_needs(self) -> Needs:
+        """What every input answer must carry for these adapters (claims, labels)."""
+        needs = Needs.CLAIMS if self.splitter == "given" else Needs.NOTHING
+        return needs | Needs.LABELS if self.checker == "replay" else needs
+
+
+async def open_adapters(
+    settings: AdapterSettings, stack: AsyncExitStack, *, spend: Spend | None = None
+) -> tuple[Splitter, Checker, PipelineOptions, LanePool]:
+    """Construct the Splitter and Checker, pipeline options that suit them, and the run's lanes.
+
+    Resources (HTTP sessions) are registered on ``stack`` and closed with it.
+    Blocking set-up (loading and indexing a corpus) runs in a worker thread.
+    The ``openai`` adapters get one lane per (base URL, key identity, model),
+    built here for this run only, so a Splitter and Checker on the same
+    endpoint share its limits (DESIGN.md §5).
+
+    Raises:
+        ConfigError: unknown names, missing files, an unset API key variable.
+        InputError: a malformed evidence corpus line.
+
+    With ``settings.evidence``, the ``openai`` Checker retrieves the top
+    ``settings.top_k`` passages per claim from the corpus (loaded once, its index
+    saved under ``settings.index_dir``).
+
+    With ``spend``, each stage's calls are metered (money per stage) and capped by it
+    (:class:`dahl.lanes._spend.MeteredLane`); the pool keeps it for the cover stage.
+    """
+    # Adapter modules pull in aiohttp, pysbd or bm25s (~0.1-0.2 s each): import them in a
+    # worker thread so the event loop is never held by an import.
+    modules = {settings.splitter, settings.checker}  # adapter names are their module names
+    if "openai" in modules:
+        modules.update(("http", "route"))
+    if "evidence" in modules or (settings.checker == "openai" and settings.evidence is not None):
+        modules.update(("corpus", "documents"))
+    await anyio.to_thread.run_sync(
+        lambda: [importlib.import_module(f"dahl.adapters.{m}") for m in sorted(modules)]
+    )
+    pool = LanePool(spend=spend)
+    sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
+
+    async def endpoint(cfg: EndpointConfig, kind: Kind) -> tuple[aiohttp.ClientSession, CallLane]:
+        from dahl.adapters.bodies import max_tokens
+        from dahl.adapters.http import make_session
+
+        key = resolve_api_key(cfg)
+        lane = pool.get(
+            cfg.base_url,
+            api_key_id(key),
+            cfg.model,
+            LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
+            breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
+        )
+        session_key = (cfg.max_in_flight, cfg.timeout_s)
+        if session_key not in sessions:
+            sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
+        return sessions[session_key], metered(pool, lane, kind, cfg.model, max_tokens(cfg, kind))
+
+    splitter: Splitter
+    split_concurrency = 2
+    if settings.splitter == "openai":
+        from dahl.adapters.openai import OpenAISplitter
+
+        assert settings.split_endpoint is not None  # checked in __post_init__
+        session, lane = await endpoint(settings.split_endpoint, "split")
+        splitter = OpenAISplitter(settings.split_endpoint, session, lane)
+        split_concurrency = settings.split_endpoint.max_in_flight
+    elif settings.splitter == "given":
+        from dahl.adapters.given import GivenSplitter
+
+        splitter = GivenSplitter()
+    else:
+        from dahl.adapters.rules import RuleSplitter
+
+        splitter = RuleSplitter()
+
+    checker: Checker
+    check_concurrency = 8
+    if settings.checker == "openai":
+        from dahl.adapters.openai import OpenAIChecker
+
+        assert settings.check_endpoint is not None  # checked in __post_init__
+        session, lane = await endpoint(settings.check_endpoint, "check")
+        corpus = await _corpus(settings) if settings.evidence is not None else None
+        checker = OpenAIChecker(settings.check_endpoint, session, lane, corpus=corpus, top_k=settings.top_k)
+        check_concurrency = settings.check_endpoint.max_in_flight
+    elif settings.checker == "replay":
+        from dahl.adapters.replay import ReplayChecker
+
+        checker = ReplayChecker()
+    elif settings.checker == "fake":
+        from dahl.adapters.fake import FakeChecker
+
+        checker = FakeChecker()
+    else:
+        from dahl.adapters.evidence import EvidenceChecker
+
+        checker = EvidenceChecker(await _corpus(settings))
+
+    if settings.checker != "openai":
+        check_concurrency = int(getattr(checker, "concurrency", check_concurrency))
+    options = PipelineOptions(
+        split_concurrency=split_concurrency,
+        check_concurrency=check_concurrency,
+        queue_size=max(256, 2 * check_concurrency),
+        preprocess=settings.splitter != "given",
+    )
+    return splitter, checker, options, pool
+
+
+async def _corpus(settings: AdapterSettings) -> Corpus:
+    """Load (or read the saved index of) ``settings.evidence`` in a worker thread."""
+    from dahl.adapters.documents import open_corpus
+
+    assert settings.evidence is not None
+    path, index_dir = settings.evidence, settings.index_dir
+    return await anyio.to_thread.run_sync(lambda: open_corpus(path, index_dir=index_dir))
+
+
+async def open_judge(
+    name: str, endpoint: EndpointConfig | None, stack: AsyncExitStack, pool: LanePool
+) -> CoverageJudge:
+    """Construct the coverage judge ``name`` (:data:`dahl.adapters.coverage.COVERAGE_JUDGES`).
+
+    The ``openai`` judge gets the lane of its endpoint from ``pool`` (so it shares the
+    Checker's limits on the same endpoint) and its own HTTP session, closed with ``stack``.
+
+    Raises:
+        ConfigError: unknown name; ``openai`` without an endpoint; an unset API key variable.
+    """
+    from dahl.adapters.coverage import COVERAGE_JUDGES, ExactJudge, LexicalJudge
+
+    if name == "exact":
+        return ExactJudge()
+    if name == "lexical":
+        return LexicalJudge()
+    if name != "openai":
+        raise ConfigError(f"unknown coverage judge {name!r}; choose one of {', '.join(COVERAGE_JUDGES)}")
+    if endpoint is None:
+        raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
+                          "--checker openai)")
+    await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters.coverage_llm"))
+    from dahl.adapters.coverage_llm import COVER_MAX_TOKENS, OpenAICoverageJudge
+    from dahl.adapters.http import make_session
+
+    lane = pool.get(
+        endpoint.base_url,
+        api_key_id(resolve_api_key(endpoint)),
+        endpoint.model,
+        LaneLimits(rpm=endpoint.rpm, tpm=endpoint.tpm, max_in_flight=endpoint.max_in_flight),
+        breaker=BreakerSettings(max_outage_s=endpoint.max_outage_s),
+    )
+    session = await stack.enter_async_context(make_session(endpoint.max_in_flight, endpoint.timeout_s))
+    limit = endpoint.max_tokens if endpoint.max_tokens is not None else COVER_MAX_TOKENS
+    return OpenAICoverageJudge(endpoint, session, metered(pool, lane, "cover", endpoint.model, limit))
+
+
+def metered(pool: LanePool, lane: Lane, stage: str, model: str, max_tokens: int) -> CallLane:
+    """``lane`` as the ``stage`` calls see it: metered by ``pool.spend`` when the run has one.
+
+    Raises:
+        ConfigError: a ``--max-cost`` cap with no price for ``model``.
+    """
+    return lane if pool.spend is None else pool.spend.lane(lane, stage, model, max_tokens)
+
+
+def used_templates(adapters: AdapterSettings, cover: EndpointConfig | None = None) -> list[dict[str, str]]:
+    """The prompt template of each prompted stage of a run, for its summary and manifest.
+
+    Args:
+        adapters: the run's Splitter and Checker settings.
+        cover: the ``openai`` coverage judge's endpoint, None without one.
+
+    Returns:
+        ``[{"stage", "version", "source"}]`` in pipeline order (split, check or
+        check-evidence, cover); ``source`` is ``"shipped"`` or ``"file"``; empty for an
+        offline run.
+    """
+    from dahl.adapters import prompts
+
+    found = []
+    if adapters.splitter == "openai" and adapters.split_endpoint is not None:
+        found.append(adapters.split_endpoint.template(prompts.SPLIT_TEMPLATE))
+    if adapters.checker == "openai" and adapters.check_endpoint is not None:
+        shipped = prompts.CHECK_EVIDENCE_TEMPLATE if adapters.evidence is not None else prompts.CHECK_TEMPLATE
+        found.append(adapters.check_endpoint.template(shipped))
+    if cover is not None:
+        from dahl.adapters.coverage_llm import COVER_TEMPLATE
+
+        found.append(cover.template(COVER_TEMPLATE))
+    return [{"stage": t.stage, "version": t.version, "source": t.source} for t in found]

@@ -1,0 +1,456 @@
+"""One scoring run: inputs -> pipeline -> ``answers.jsonl`` + ``summary.json``.
+
+:func:`score` is the public entry point; the CLI is a thin layer over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import hashlib
+import logging
+import math
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import anyio
+import orjson
+
+from dahl.results import _manifest as manifest
+from dahl._version import __version__
+from dahl.run._plan import AdapterSettings, open_adapters, used_templates
+from dahl.adapters.recall import RecallSettings
+from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
+from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
+from dahl.cache.answers import code_digest
+from dahl.cache.database import DB_NAME
+from dahl.cache.opening import open_store
+from dahl.cache.whole_input import WholeInputProcess
+from dahl.cache.whole_input_child import Start
+from dahl.results._counters import RunCounters
+from dahl.results._log import AnswerLog, writing
+from dahl.engine.pipeline import PipelineOptions, run_pipeline
+from dahl.lanes._spend import Spend
+from dahl.run._source import InputErrors, answer_source
+from dahl.errors import ConfigError, OutputWriteError
+from dahl.formats import FORMATS, read_answers
+from dahl.formats.arrow import is_saved_dataset
+from dahl.formats.inline import Input, as_inputs
+from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
+from dahl.locking import FolderLock
+from dahl.pricing import Price, PriceTable
+from dahl.records import AnswerResult, ResultDigest
+from dahl.run._recall import open_recall
+from dahl.run._report import ScoreReport, run_status, single_error
+from dahl.analysis._summary import SummaryBuilder
+from dahl.analysis._verdicts import VerdictWriter
+
+__all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
+
+log = logging.getLogger(__name__)
+
+#: Inputs of at least this many bytes in all are read by a whole-answer input process
+#: (:mod:`dahl.cache.whole_input`) when the run allows one: starting it costs ~0.4 s of
+#: CPU (on the other core), and it saves ~30 µs of the interpreter lock per answer.
+INPUT_PROCESS_AFTER_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
+
+    Attributes:
+        inputs: answer files and in-memory :class:`~dahl.formats.inline.Records`, read
+            in order; given a path, a sequence of paths, or an iterable of Answers or
+            dicts (checked like dahl JSONL lines), it is stored as such a tuple. For
+            ``hf`` a path may be a ``save_to_disk`` folder or a cached hub name; ``-`` is
+            standard input and a FIFO is read as a stream (once, as JSONL unless ``fmt``
+            says factscore or veriscore; gzip or zstd bytes are decompressed).
+        out_dir: where ``answers.jsonl`` and ``summary.json`` go.
+        fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
+        response_column: column (field) holding the responses, or several: one answer
+            per record and column, named after its column.
+        fields: ``{dahl field: the input's field}`` (``--field question=prompt``).
+        adapters: which Splitter and Checker, and their settings.
+        gamma: FActScore length-penalty γ (10 in FActScore; 0 disables).
+        k: K of F1@K (64 in SAFE).
+        seed: seed of the bootstrap generator.
+        n_boot: bootstrap resamples for confidence intervals.
+        pipeline: concurrency and batching; None picks defaults from the adapters.
+        cache_dir: verdict cache folder; None = :func:`dahl.cache.default_cache_dir`
+            (``$DAHL_CACHE_DIR`` or the platform cache folder).
+        use_cache: False turns the cache off (identical in-flight claims are still
+            checked once).
+        input_process: read the input in a child process that finds unchanged answers
+            whole (:mod:`dahl.cache.whole_input`); None: when the inputs total at least
+            :data:`INPUT_PROCESS_AFTER_BYTES` and the run allows one (a whole-answer
+            cache, a Splitter that is not cached). True still needs what the run allows.
+        recall: reference facts and recall settings (``--refs``); None = precision only.
+            With recall the whole-answer cache and the input process are off: every
+            answer is assembled from its cached claims and verdicts and then covered.
+        prices: price overrides by model (``[prices."MODEL"]`` in --config, ``--price``)
+            over the shipped table (:mod:`dahl.pricing`); summary.json's ``cost`` block
+            prices the run's reported tokens with them.
+        max_cost_usd: stop before this run's calls could cost more than this, USD
+            (:class:`~dahl.errors.CostCapReached`, resumable); None = no cap. Needs a
+            known price for every model the run calls.
+    """
+
+    inputs: tuple[Input, ...]
+    out_dir: Path
+    fmt: str = "auto"
+    response_column: str | tuple[str, ...] | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    adapters: AdapterSettings = field(default_factory=AdapterSettings)
+    gamma: float = 10.0
+    k: int = 64
+    seed: int = 0
+    n_boot: int = 1000
+    pipeline: PipelineOptions | None = None
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    input_process: bool | None = None
+    recall: RecallSettings | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    max_cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", as_inputs(self.inputs))  # frozen: normalised once, here
+        if not self.inputs:
+            raise ConfigError("no input files given")
+        if self.fmt != "auto" and self.fmt not in FORMATS:
+            raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
+        for path in self.inputs:
+            # hf reads save_to_disk folders, and hub names that are no path at all
+            if isinstance(path, Path) and not (self.fmt == "hf" or (self.fmt == "auto" and is_saved_dataset(path))):
+                check_input_path(path)
+        if self.inputs.count(STDIN) > 1:
+            raise ConfigError("standard input (-) can be an input once only")
+        if not math.isfinite(self.gamma) or self.gamma < 0:
+            raise ConfigError(f"gamma must be a finite number >= 0 (0 disables the length penalty), got {self.gamma}")
+        if self.k < 1:
+            raise ConfigError("--k must be >= 1")
+        if self.k >= 2**63:  # summary.json and verdicts/ hold it as a 64-bit integer
+            raise ConfigError(f"--k must be below 2**63 claims, got {self.k}")
+        if self.max_cost_usd is not None and not (math.isfinite(self.max_cost_usd) and self.max_cost_usd >= 0):
+            raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {self.max_cost_usd}")
+
+
+def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, recall_fp: str | None = None) -> bytes:
+    """Bytes of everything that changes a result besides the answer itself.
+
+    ``recall_fp`` (the Coverer's fingerprint: judge, refs hash, every recall setting)
+    is included only when recall is on, so precision-only runs keep their old keys.
+    """
+    material: dict[str, object] = {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma,
+                                   "k": config.k}
+    if recall_fp is not None:
+        material["recall"] = recall_fp
+    return orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
+
+
+
+
+async def score_async(
+    config: ScoreConfig,
+    *,
+    counters: RunCounters | None = None,
+    on_result: Callable[[AnswerResult], None] | None = None,
+) -> ScoreReport:
+    """Score every answer of ``config.inputs``; resume what an earlier run finished.
+
+    Args:
+        config: the run's settings.
+        counters: counters to update (pass your own to drive a progress bar).
+        on_result: called on the event loop for every newly written result.
+
+    Returns:
+        The report; ``summary.json`` and ``answers.jsonl`` are on disk.
+
+    Raises:
+        ConfigError: bad settings, missing files or keys.
+        InputError: only from adapters' own inputs (bad corpus line); bad answer
+            records are skipped and reported in ``ScoreReport.input_errors``.
+        QuotaExhausted: the API quota ran out; finished results are on disk and
+            re-running the same command continues. Its subclass CostCapReached: the
+            next call could pass ``config.max_cost_usd`` (nothing more was sent).
+        FatalAPIError: an endpoint cannot work (bad key, unreachable, breaker
+            tripped); finished results are on disk, as for QuotaExhausted.
+        OutputWriteError: an output file cannot be written (disk full, read-only);
+            the answers already written are kept.
+
+    A failure inside the run's task groups is raised as the one error that caused
+    it, not as an ExceptionGroup.
+    """
+    counters = counters if counters is not None else RunCounters()
+    out_dir = config.out_dir
+    # Fail on an unreadable input (empty file, no response column) before touching OUTDIR.
+    await anyio.to_thread.run_sync(_check_inputs, config)
+    lock = await anyio.to_thread.run_sync(_lock_output, out_dir)
+    try:
+        return await _score_locked(config, counters, on_result)
+    except BaseExceptionGroup as group:
+        raise single_error(group) from group
+    finally:
+        lock.release()
+
+
+async def _score_locked(
+    config: ScoreConfig, counters: RunCounters, on_result: Callable[[AnswerResult], None] | None
+) -> ScoreReport:
+    """The body of :func:`score_async`, run while this process holds the output folder."""
+    out_dir = config.out_dir
+    started_at = manifest.now_utc()
+    previous = await anyio.to_thread.run_sync(manifest.read_manifest, out_dir)
+    # Input hashes are read beside the run (a thread of their own, not the loop's pool).
+    hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-input-hash")
+    input_files = hasher.submit(manifest.hash_inputs, config.inputs)
+    hasher.shutdown(wait=False)
+    answer_log = AnswerLog(out_dir / "answers.jsonl")
+    errors = InputErrors(counters)
+    order: dict[int, int] = {}
+    resumed = [0]
+    async with AsyncExitStack() as stack:
+        child = None if config.recall is not None else await anyio.to_thread.run_sync(_spawn_input_process, config)
+        if child is not None:
+            stack.push_async_callback(_close_input_process, child)
+        adapters = config.adapters
+        if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
+            cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
+            adapters = replace(adapters, index_dir=cache_root / "corpus-index")
+        table = await anyio.to_thread.run_sync(PriceTable.shipped)  # reads the package's file once
+        spend = Spend(table.with_overrides(config.prices), max_cost_usd=config.max_cost_usd)
+        counters.spend = spend
+        inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend)
+        if len(lanes):
+            counters.lane_statistics = lanes.statistics
+        cache: CacheStore | None = None
+        cache_state = "on" if config.use_cache else "off"
+        if config.use_cache:  # another run holding the cache is a CacheError: that one stops the run
+            cache, unusable = await open_store(stack, config.cache_dir)
+            if unusable is not None:
+                cache_state = f"disabled ({unusable})"
+        splitter = CachingSplitter(inner_splitter, cache, counters)
+        checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
+        if config.pipeline is not None:
+            options = config.pipeline
+        options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
+        recall = await open_recall(config.recall, config.adapters, stack, lanes, cache) if config.recall else None
+        coverer = recall.coverer if recall is not None else None
+        if recall is not None:
+            if len(lanes):
+                counters.lane_statistics = lanes.statistics
+            if recall.endpoint is not None and config.pipeline is None:  # an LLM judge: as many covers as requests
+                options = PipelineOptions(**{**options.__dict__, "cover_concurrency": recall.endpoint.max_in_flight})
+        run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
+                                  coverer.fingerprint if coverer is not None else None)
+        if cache is not None:
+            await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
+        whole = None if coverer is not None else AnswerCache.for_run(
+            cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
+        )
+        # From here answers.jsonl changes: the folder is stale until the run completes
+        # (not before: a run refused for its settings leaves the last summary valid).
+        await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at,
+                                       hashlib.blake2b(run_fp, digest_size=16).hexdigest())
+        finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
+        await anyio.to_thread.run_sync(answer_log.open)
+        if child is not None:  # a pipe write, or a wait for the child to end: off the loop
+            child = await anyio.to_thread.run_sync(_begin_input_process, child, config, run_fp, whole, cache, options)
+        # A full cyclic-GC pass over everything imported and built so far (modules,
+        # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
+        # leave those long-lived objects out of the collector until the run ends.
+        gc.freeze()
+        stopped = True  # until the pipeline returns: a failing close must not hide why it stopped
+        try:
+            await run_pipeline(
+                answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
+                              resumed, child, config.adapters.input_needs, counters, fields=config.fields),
+                splitter,
+                checker,
+                answer_log,
+                options=options,
+                counters=counters,
+                on_result=on_result,
+                whole=whole,
+                coverer=coverer,
+            )
+            stopped = False
+        finally:
+            gc.unfreeze()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_close_log, answer_log, stopped)
+    counters.answers_resumed = resumed[0]
+    counters.input_errors = errors.count
+    errors.log_suppressed()
+
+    recall_settings = recall.settings(config.recall) if recall is not None and config.recall is not None else None
+    builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot,
+                             recall_settings=recall_settings)
+    store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
+    questions = manifest.QuestionSet()
+
+    kept = [0]  # lines of answers.jsonl after finalize: each one is consumed once
+
+    def consume(result: ResultDigest) -> None:
+        builder.add(result)
+        store.add(result)
+        questions.add((result.question_id or result.question,))
+        kept[0] += 1
+
+    n_input_answers = len(order)
+    dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
+    await anyio.to_thread.run_sync(_close_verdicts, store)
+    if dropped:
+        log.info("dropped %d stale lines from %s", dropped, answer_log.path)
+    config_hash = hashlib.blake2b(run_fp, digest_size=16).hexdigest()
+    summary = await anyio.to_thread.run_sync(builder.build)
+    summary["run"] = {**counters.as_dict(), "dahl_version": __version__, "started_at": started_at,
+                      "finished_at": manifest.now_utc()}
+    summary["config"] = {
+        "inputs": [manifest.json_text(str(p)) for p in config.inputs],
+        "splitter": splitter.fingerprint,
+        "checker": checker.fingerprint,
+        "gamma": config.gamma,
+        "k": config.k,
+        "seed": config.seed,
+        "templates": used_templates(config.adapters, recall.endpoint if recall is not None else None),
+    }
+    summary["inputs"] = await anyio.to_thread.run_sync(input_files.result)
+    summary["question_set"] = questions.as_dict()
+    summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
+    summary["cache"] = cache_state
+    summary["run"]["cost"] = spend.as_dict()  # this invocation's spend, like the other run counters
+    summary["changes"] = {
+        "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
+        "config_changed": previous is not None and previous.get("config_hash") != config_hash,
+        "answers_reused": counters.answers_resumed,
+        "answers_scored": counters.answers_done,
+        "answers_dropped": dropped,
+    }
+    record = {
+        "state": manifest.COMPLETE,
+        "dahl_version": __version__,
+        "started_at": started_at,
+        "finished_at": summary["run"]["finished_at"],
+        "config_hash": config_hash,
+        "config": summary["config"],
+        "inputs": summary["inputs"],
+        "question_set": summary["question_set"],
+        "answers": n_input_answers,
+        "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
+    }
+    summary_path = out_dir / "summary.json"
+    payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, payload)
+    # Last: the manifest says "complete" only once the summary it vouches for is on disk.
+    record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path, kept[0])
+    await anyio.to_thread.run_sync(
+        manifest.write_atomic, out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2)
+    )
+    return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+
+
+def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
+    """Start the run's whole-answer input process early, if it may get one (see :attr:`ScoreConfig.input_process`)."""
+    # Whole-answer keys of this form need the cache, a Checker with a key recipe (the
+    # openai one) and a Splitter that is not cached (a cached one adds its split request).
+    if (config.input_process is False or not config.use_cache or config.adapters.checker != "openai"
+            or config.adapters.splitter == "openai"):
+        return None
+    files = [p for p in config.inputs if isinstance(p, Path) and not is_stream(p)]
+    if len(files) < len(config.inputs):  # the child reads files only, and a stream can be read once
+        return None
+    if config.input_process is None and sum(input_bytes(p) or 0 for p in files) < INPUT_PROCESS_AFTER_BYTES:
+        return None
+    try:
+        return WholeInputProcess()
+    except OSError as exc:
+        log.warning("cannot start the whole-answer input process (%s); reading the input here", exc)
+        return None
+
+
+def _begin_input_process(
+    child: WholeInputProcess,
+    config: ScoreConfig,
+    run_fp: bytes,
+    whole: AnswerCache | None,
+    cache: CacheStore | None,
+    options: PipelineOptions,
+) -> WholeInputProcess | None:
+    """Tell ``child`` what to read, or stop it when the run's adapters allow no whole-answer keys of that form."""
+    material = whole.key_material() if whole is not None else None
+    if material is None or cache is None:
+        child.close()
+        return None
+    child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
+                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch,
+                      config.adapters.input_needs.value, config.fields))
+    return child
+
+
+def _check_inputs(config: ScoreConfig) -> None:
+    """Open every input as the run will (format detection, CSV columns); raise ConfigError early.
+
+    A stream (``-``, a FIFO) is not read here: it can be read once only.
+    """
+    for path in config.inputs:
+        read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                     needs=config.adapters.input_needs)  # detects at call time
+
+
+def _lock_output(out_dir: Path) -> FolderLock:
+    """Create ``out_dir`` and lock it: two runs appending to one answers.jsonl would pay twice."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return FolderLock(
+        out_dir,
+        name=".dahl.lock",
+        what="output folder",
+        hint="wait for it to finish, or write to another folder with -o",
+        error=ConfigError,
+    )
+
+
+async def _close_input_process(child: WholeInputProcess) -> None:
+    """Stop the whole-answer input process (a wait of up to 2 s) in a thread, even when the run is cancelled."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(child.close)
+
+
+
+def _close_log(answer_log: AnswerLog, stopped: bool) -> None:
+    """Close ``answers.jsonl``; when the run is already stopping, a failure to close is logged, not raised."""
+    try:
+        answer_log.close()
+    except OutputWriteError as exc:
+        if not stopped:
+            raise
+        log.debug("closing after the run stopped: %s", exc)
+
+
+def _close_verdicts(store: VerdictWriter) -> None:
+    """Write the verdict store; an OSError (disk full) becomes OutputWriteError naming it."""
+    with writing(store.out_dir / "verdicts"):
+        store.close()
+
+
+def score(config: ScoreConfig) -> ScoreReport:
+    """Blocking wrapper of :func:`score_async` (runs its own event loop).
+
+    Raises:
+        RuntimeError: called where an event loop is already running (a notebook, an
+            async program), which a blocking call would stall: ``await score_async(config)``
+            there instead.
+        DahlError: as :func:`score_async`.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(score_async, config)
+    raise RuntimeError(
+        "dahl.score() cannot run inside a running event loop (a notebook or an async program); "
+        "use `report = await dahl.score_async(config)` there"
+    )

@@ -1,0 +1,196 @@
+"""The pipeline's source: the answers of a run's inputs still to score, in input order.
+
+Runs in the pipeline's reader thread (blocking reads and hashing). Each answer gets
+its input hash and resume key (:mod:`dahl.results._log`); a second record with the
+same id is skipped with an input error naming both records' file and line, whether
+its content is the same (a repeated record) or not (two answers cannot share an
+id in ``answers.jsonl``: the first one read is kept); an answer the output
+folder already holds (``finished``) is skipped and counted as resumed; every kept key
+gets its input position (``order``, which :meth:`AnswerLog.finalize` sorts by).
+
+With a :class:`~dahl.cache.whole_input.WholeInputProcess` the records come from that
+child: answers it found whole arrive as finished lines
+(:class:`~dahl.results._assemble.FoundLine`), the others as their JSON with their
+input hash. Should the child stop, the input is read here from where its
+records end.
+
+It sits beside :mod:`dahl.run._score`, above both ``engine/`` and ``cache/``: it joins the
+readers, the engine's queue records and the cache's input child, so neither lower
+layer imports the other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import msgspec
+
+from dahl.cache.whole_input import WholeInputFailed, WholeInputProcess
+from dahl.cache.whole_input_child import Bad, Hit
+from dahl.results._counters import RunCounters
+from dahl.results._log import answer_input_hash, line_key
+from dahl.engine.pipeline import QueuedAnswer
+from dahl.results._assemble import FoundLine
+from dahl.errors import InputError
+from dahl.formats import Needs, Records, read_answers
+from dahl.formats.lines import input_name
+from dahl.records import Answer, content_id
+
+__all__ = ["InputErrors", "answer_source"]
+
+log = logging.getLogger(__name__)
+
+#: Input errors kept for the report and logged one by one; past these, each file's
+#: further ones are counted and logged as one line (:meth:`InputErrors.log_suppressed`).
+MAX_REPORTED_INPUT_ERRORS = 20
+
+_ANSWER_DECODER = msgspec.json.Decoder(Answer)
+_LINE_MASK = (1 << 40) - 1
+
+
+class InputErrors:
+    """Collects rejected input records (called from the reader thread).
+
+    The first :data:`MAX_REPORTED_INPUT_ERRORS` are logged as warnings and kept;
+    the others are only counted (50,000 bad lines are not 50,000 warnings).
+
+    Args:
+        counters: the run's counters, whose ``input_errors`` is kept equal to ``count``
+            as records are rejected (the progress display reads it mid-run).
+
+    Attributes:
+        count: records rejected.
+        first: the first :data:`MAX_REPORTED_INPUT_ERRORS` of them.
+        suppressed: file -> rejected records of it neither logged nor kept.
+    """
+
+    def __init__(self, counters: RunCounters | None = None) -> None:
+        self.count = 0
+        self.first: list[InputError] = []
+        self.suppressed: Counter[str] = Counter()
+        self._counters = counters
+
+    def __call__(self, err: InputError) -> None:
+        self.count += 1
+        if self._counters is not None:
+            self._counters.input_errors = self.count
+        if len(self.first) < MAX_REPORTED_INPUT_ERRORS:
+            self.first.append(err)
+            log.warning("skipped input record: %s", err)
+        else:
+            self.suppressed[str(err.file)] += 1
+
+    def log_suppressed(self) -> None:
+        """Log one warning per file whose rejected records were not logged one by one."""
+        for file, n in self.suppressed.items():
+            log.warning("... and %s more bad input records in %s; see summary.json", f"{n:,}", file)
+
+
+def answer_source(
+    inputs: Sequence[Path | Records],
+    fmt: str,
+    response_column: str | tuple[str, ...] | None,
+    run_fp: bytes,
+    finished: set[int],
+    order: dict[int, int],
+    errors: Callable[[InputError], None],
+    resumed: list[int],
+    child: WholeInputProcess | None = None,
+    needs: Needs = Needs.NOTHING,
+    counters: RunCounters | None = None,
+    fields: dict[str, str] | None = None,
+) -> Iterator[QueuedAnswer | FoundLine]:
+    """Yield the answers of ``inputs`` still to score, and the lines of those found whole.
+
+    Args:
+        inputs, fmt, response_column, fields: the run's inputs (see :func:`dahl.formats.read_answers`).
+        run_fp: the run fingerprint (see :func:`~dahl.results._log.answer_input_hash`).
+        finished: resume keys of the answers the output folder already holds.
+        order: filled with the input position of every key.
+        errors: called with each rejected record (bad record, duplicate).
+        resumed: ``resumed[0]`` counts the answers skipped as finished.
+        child: the process reading the input, if one was started; closed at the end
+            (it was started with the same ``needs``).
+        needs: what every answer must carry for the run's adapters (claims, labels).
+        counters: the run's counters; ``answers_resumed`` follows ``resumed[0]`` as it grows.
+
+    Raises:
+        InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
+    """
+    position = 0
+    # Where each id was first read: hash(id) -> file index << 40 | line (0: line unknown).
+    # About 110 bytes per answer; a 64-bit hash collision (~4e9 answers) would be taken
+    # for a duplicate id.
+    first_seen: dict[int, int] = {}
+
+    def at(where: int) -> str:
+        path, line = input_name(inputs[where >> 40]), where & _LINE_MASK
+        return f"{path}:{line}" if line else path
+
+    def admit(key: int, answer_id: str, file: int, line: int, answer: Answer | None = None) -> bool:
+        nonlocal position
+        first = first_seen.get(hash(answer_id))
+        if first is not None:
+            if key in order:
+                message = f"duplicate answer (same id and content as {at(first)}) skipped"
+            else:
+                derived = answer is not None and answer_id == content_id(answer.model, answer.question, answer.response)
+                how = " (an id derived from model, question and response)" if derived else ""
+                message = (f"answer id {answer_id!r}{how} is already used by {at(first)} with different content; "
+                           "skipped (give each answer its own id)")
+            errors(InputError(message, file=input_name(inputs[file]), line=line or None, field="id"))
+            return False
+        first_seen[hash(answer_id)] = file << 40 | line
+        order[key] = position
+        position += 1
+        if key in finished:
+            resumed[0] += 1
+            if counters is not None:
+                counters.answers_resumed = resumed[0]
+            return False
+        return True
+
+    # Records of each file taken from the child: where reading here picks up should it stop.
+    answers_taken = [0] * len(inputs)
+    rejected_taken = [0] * len(inputs)
+    if child is not None:
+        try:
+            for record in child.records():
+                if isinstance(record, Bad):
+                    rejected_taken[record.file] += 1
+                    errors(InputError(record.message, file=record.path, line=record.line, field=record.field))
+                    continue
+                answers_taken[record.file] += 1
+                if isinstance(record, Hit):
+                    if admit(record.key, record.id, record.file, record.at):
+                        yield FoundLine(record.line, record.key, record.status, record.claims)
+                    continue
+                answer = _ANSWER_DECODER.decode(record.answer)
+                if admit(record.key, answer.id, record.file, record.at, answer):
+                    yield QueuedAnswer(answer, record.input_hash, record.whole_key or None)
+            return
+        except WholeInputFailed as exc:
+            log.warning("the whole-answer input process stopped (%s); reading the rest of the input here", exc)
+        finally:
+            child.close()
+    for file, path in enumerate(inputs):
+        skip_answers, skip_rejected = answers_taken[file], rejected_taken[file]
+
+        def rejected(err: InputError) -> None:
+            nonlocal skip_rejected
+            if skip_rejected:  # the child sent it already
+                skip_rejected -= 1
+                return
+            errors(err)
+
+        for line, answer in read_answers(path, fmt, response_column=response_column, fields=fields,
+                                         on_error=rejected, needs=needs).pairs():
+            if skip_answers:
+                skip_answers -= 1
+                continue
+            input_hash = answer_input_hash(answer, run_fp)
+            if admit(line_key(answer.id, input_hash), answer.id, file, line or 0, answer):
+                yield QueuedAnswer(answer, input_hash)
