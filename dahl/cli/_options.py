@@ -12,7 +12,7 @@ import click
 from dahl.errors import ConfigError
 from dahl.templates import PromptTemplate, load_prompt_template
 
-__all__ = ["FINITE", "HEADER", "FiniteFloat", "HeaderOption", "cache_and_progress_options",
+__all__ = ["FINITE", "HEADER", "FiniteFloat", "GroupedCommand", "HeaderOption", "cache_and_progress_options",
            "parse_template_options", "template_option"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -115,3 +115,31 @@ def parse_template_options(values: Collection[str], stages: Collection[str]) -> 
             raise ConfigError(f"--template {stage}= is given twice")
         out[stage] = load_prompt_template(stage, Path(file))
     return out
+
+
+class GroupedCommand(click.Command):
+    """A command whose ``--help`` lists its options in named sections, the common ones first.
+
+    ``sections`` maps a heading to the parameter names (``param.name``) listed under it, in
+    order (the help option is ``"help"``); options no section names come last under
+    "Other options".
+    """
+
+    def __init__(self, *args: Any, sections: dict[str, tuple[str, ...]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sections = sections
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Write one definition list per section, then the options no section claims."""
+        help_option = self.get_help_option(ctx)
+        records = {"help" if param is help_option else param.name: param.get_help_record(ctx)
+                   for param in self.get_params(ctx) if isinstance(param, click.Option)}
+        placed: set[str | None] = set()
+        for heading, names in [*self.sections.items(), ("Other options", ())]:
+            if heading == "Other options":
+                names = tuple(name for name in records if name not in placed and name is not None)
+            rows = [record for name in names if (record := records.get(name)) is not None]
+            placed.update(names)
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)

@@ -9,9 +9,9 @@ from typing import NoReturn
 import click
 
 from dahl.cli._console import console, exit_stopped, out, run_stoppable
-from dahl.cli._options import FINITE, HEADER, template_option
+from dahl.cli._options import FINITE, HEADER, GroupedCommand, template_option
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
-from dahl.cli._recall_options import recall_options
+from dahl.cli._recall_options import RECALL_OPTION_NAMES, recall_options
 from dahl.cli._score_config import score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
@@ -28,7 +28,16 @@ from dahl.run._score import ScoreReport
 __all__ = ["score"]
 
 
-@click.command()
+@click.command(cls=GroupedCommand, sections={
+    "Options": ("out_dir", "splitter", "checker", "evidence", "config_file", "base_url", "model", "dry_run",
+                "max_cost_usd", "more_verbose", "help"),
+    "Input": ("fmt", "response_columns", "field_options"),
+    "Endpoint and limits": ("api_key_env", "provider", "auth", "header_options", "rpm", "tpm", "max_in_flight",
+                            "temperature", "max_tokens", "timeout_s", "top_k", "template_options", "price_options"),
+    "Scores": ("gamma", "k", "seed"),
+    "Recall": RECALL_OPTION_NAMES,
+    "Cache and progress": ("cache_dir", "no_cache", "no_progress", "progress_every_s"),
+})
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="Output folder for answers.jsonl and summary.json (re-use it to resume).")
