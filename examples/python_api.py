@@ -1,4 +1,4 @@
-"""The README's "Python API" example: score answers held in memory, offline (fake Checker)."""
+"""The example of docs/python-api.md: score answers held in memory, offline (fake Checker)."""
 
 from pathlib import Path
 

@@ -138,9 +138,9 @@ class TestProvenance:
         assert summary["question_set"]["questions"] == 4
 
 
-class TestReadmeExample:
+class TestDocsExample:
     def test_python_api_example_runs(self, tmp_path: Path) -> None:
-        """examples/python_api.py (the README's Python API section) prints what the README shows."""
+        """examples/python_api.py (docs/python-api.md's example) prints what docs/python-api.md shows."""
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         proc = subprocess.run([sys.executable, str(EXAMPLES / "python_api.py")], cwd=tmp_path, capture_output=True,
                               text=True, timeout=120, env=env)
@@ -151,10 +151,10 @@ class TestReadmeExample:
             "2 answers, 4 claims, DAHL Score 1.0",
         ]
 
-    def test_readme_shows_the_example_and_its_output(self) -> None:
-        """The README's Python API block is examples/python_api.py (less its docstring), followed by its output."""
-        readme = (REPO / "README.md").read_text()
+    def test_docs_show_the_example_and_its_output(self) -> None:
+        """docs/python-api.md's Python API block is examples/python_api.py (less its docstring), then its output."""
+        page = (REPO / "docs" / "python-api.md").read_text()
         code = (EXAMPLES / "python_api.py").read_text().split('"""', 2)[2].strip()
-        assert f"```python\n{code}\n```" in readme
-        section = readme.split("### Python API", 1)[1]
+        assert f"```python\n{code}\n```" in page
+        section = page.split("# Python API", 1)[1]
         assert "PARTIAL 6\n<records>[2], field 'response'" in section.split("```python", 1)[1]

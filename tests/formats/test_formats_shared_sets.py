@@ -1,6 +1,6 @@
 """Acceptance: each shared data set scores with one ``dahl score`` command and no conversion script.
 
-The commands are the README's ("Scoring the shared data sets"); the counts are what
+The commands are docs/inputs.md's ("Scoring the shared data sets"); the counts are what
 they printed when written down, so a regression in any reader shows here.
 """
 
