@@ -1,8 +1,7 @@
 """The ``dahl`` command's entry point (also ``python -m dahl``).
 
-It imports the command line inside its Ctrl-C handler: importing the CLI and
-what it loads takes ~0.4 s, and a Ctrl-C then must exit 130 without a
-traceback like one during a run. SIGTERM is taken for Ctrl-C from the same
+It imports the command line inside its Ctrl-C handler, so a Ctrl-C while the CLI
+loads exits 130 without a traceback, as one during a run does. SIGTERM is taken for Ctrl-C from the same
 moment (a run maps it again while it lasts), so a scheduler's ``kill`` also exits 130.
 A Ctrl-C inside any command exits 130 too (click alone reports it as "Aborted!" with
 status 1). A reader that stops reading (``dahl inspect FILE | head -1``) ends the

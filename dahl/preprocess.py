@@ -37,9 +37,6 @@ The rules, in the order they run:
    abstained when it has a noncommittal sentence and fewer than half of its
    words (``\\w+`` tokens) are in content sentences. A response with nothing
    left after cleaning (blank, or only the echoed question) is abstained too.
-   On the FActScore human labels this flags 17 of ChatGPT's 18 and 4 of
-   PerplexityAI's 13 annotated abstentions and none of the 352 annotated
-   answers (PerplexityAI's other "abstentions" carry real content).
 
 The kept sentences are joined by one space, or by one newline where the
 original text had a line break between them (list structure survives).

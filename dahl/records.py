@@ -2,8 +2,8 @@
 
 An :class:`Answer` is one model response to one question. A Splitter turns it
 into :class:`Claim` s (atomic units); a Checker gives each claim a
-:class:`Verdict`; the pipeline assembles an :class:`AnswerResult`. See
-DESIGN.md §3.
+:class:`Verdict`; the pipeline assembles an :class:`AnswerResult`
+(ARCHITECTURE.md, "The path of one claim").
 """
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ class AnswerMetrics(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AnswerRecall(msgspec.Struct, frozen=True, kw_only=True):
-    """One answer's recall against its question's F* ("Beyond Precision"; DESIGN.md §4).
+    """One answer's recall against its question's F* ("Beyond Precision").
 
     See :func:`dahl.metrics.answer_recall` for the formulas. Metrics are None when
     undefined (``reason`` says why), never NaN.

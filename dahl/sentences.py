@@ -7,13 +7,11 @@ Disambiguation", a port of the Golden Rules tested Ruby segmenter), which
 handles abbreviations ("e.g.", "i.e.", "et al.", "vs.", "Dr."), decimals
 ("2.5 mg", "p < 0.05") and Unicode letters.
 
-Line structure is decided here, before pysbd sees the text, because pysbd
-does not reliably keep list items apart: every list item ("- ", "* ", "• ",
-"1. ", "1) ", "a) ") and every markdown heading starts a new block, a line
+Line structure is decided here, before pysbd sees the text: every list item ("- ",
+"* ", "• ", "1. ", "1) ", "a) ") and every markdown heading starts a new block, a line
 after a blank line or after a line ending in terminal punctuation or ":"
 starts a new block, and any other line (starting lowercase: a soft wrap) is
-joined to the block before it. Each block is segmented separately, which also
-keeps pysbd's cost linear in the number of blocks for long answers.
+joined to the block before it. Each block is segmented separately.
 
 pysbd still ends a sentence after some abbreviations before a number or a
 lowercase word ("approx. 5 cm", "ca. 70 kg", "See Vol. 3", "Streptococcus sp.
@@ -23,9 +21,7 @@ knows: a sentence never ends after one of :data:`NON_FINAL` ("approx.", "Dr.",
 others ("etc.", "U.S.", "et al.", "Ph.D." may close a sentence) only when the
 next sentence opens with a capital letter.
 
-Cost: about 0.6 ms per sentence (590-650 µs on the FActScore bios, ~110
-characters per sentence, one CPU core); pysbd runs dozens of regular
-expressions per call. Blocks with no stop before their end skip pysbd.
+Blocks with no stop before their end skip pysbd.
 """
 
 from __future__ import annotations

@@ -5,12 +5,12 @@ stage's named placeholders ``{name}``; ``{{name}}`` writes a literal ``{name}``,
 other brace is plain text (a template may hold JSON examples). A file is either
 
 - TOML (``.toml``): ``system = '''...'''`` (optional) and ``user = '''...'''``, or
-- plain text (any other suffix): the user part alone, no system message (the format of
-  ``dahl generate --template`` since it shipped).
+- plain text (any other suffix): the user part alone, no system message (the format
+  ``dahl generate --template`` takes).
 
 Each stage (:data:`STAGES`) has *data* placeholders, the texts under evaluation, which
 must all appear (except a title) and only in the user part, so untrusted text never
-reaches the system message (DESIGN.md §6), and *helper* placeholders (the reply-format
+reaches the system message, and *helper* placeholders (the reply-format
 sentence, the few-shot demonstrations, the category list) the stage fills in, allowed
 anywhere. A file's version is its content hash, ``file:<blake2b-64 hex>`` of its UTF-8
 text: the version goes into the stage's fingerprint and cache keys, so editing the file

@@ -4,8 +4,8 @@
   without the length penalty, F1@K); the 95% interval is
   :func:`dahl.metrics.bootstrap_ci` with the same per-model seed as
   ``summary.json`` (so the DAHL Score CI there and here agree).
-* Runs scored with reference facts add the recall of "Beyond Precision" (DESIGN.md
-  §4): Rec, Rec^w, F1 and F1^w are the means of the per-answer values of the
+* Runs scored with reference facts add the recall of "Beyond Precision"
+  (:mod:`dahl.metrics.recall`): Rec, Rec^w, F1 and F1^w are the means of the per-answer values of the
   verdict store's recall columns over the answers where each is defined (an
   abstained answer counts 0), ρ the mean number of claims per responding answer;
   any of the four can rank the board (CIs seeded as the DAHL Score's).

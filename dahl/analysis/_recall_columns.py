@@ -1,8 +1,7 @@
 """The recall columns of the verdict store: per-answer recall metrics and fact counts.
 
 A run scored with reference facts (``dahl score --refs``) adds two files to
-``OUTDIR/verdicts/`` (absent otherwise, so a run without refs writes the store it
-always did)::
+``OUTDIR/verdicts/`` (absent otherwise)::
 
     recall.npy         float64 (n_answers, 7)  RECALL_METRICS order; NaN = null (undefined,
                                                or the answer has no recall)
@@ -10,7 +9,7 @@ always did)::
                                                -1 when the answer has no recall
 
 The metrics are the per-answer values of :class:`dahl.records.AnswerRecall`
-("Beyond Precision", DESIGN.md §4; formulas in :mod:`dahl.metrics.recall`):
+("Beyond Precision"; formulas in :mod:`dahl.metrics.recall`):
 Rec, Rec^w, F1 and F1^w with the answer's DAHL precision, R@5, R@10, R@20.
 """
 

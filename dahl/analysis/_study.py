@@ -10,9 +10,8 @@ Between temperatures of one model, the paper's two tests (§5.2, there between s
 sets): an F-test of equal variances, then a t-test of equal means — Student's when
 the F-test does not reject at ``alpha``, Welch's when it does
 (:func:`dahl.analysis._sampling.pair_test`). Pairs (``compare``): ``reference``, each
-temperature against the paper's generation temperature 0.6 (§3.3) — the paper ran no
-test between temperatures, so the default asks whether leaving its setting changes the
-score —; ``adjacent``, neighbours on the grid; ``all``, every pair. p-values are
+temperature against the paper's generation temperature 0.6 (§3.3), the default;
+``adjacent``, neighbours on the grid; ``all``, every pair. p-values are
 two-sided and uncorrected for the number of tests. The answers to one question at
 one temperature (``--samples``) are taken as independent, as the paper does.
 """

@@ -1,8 +1,8 @@
 """Aggregation of answer results per model and per (model, category).
 
 :class:`SummaryBuilder` keeps only compact columns per answer (five int32 label
-counts, a one-byte flag, two int32 codes), so a million answers take about
-30 MB, and computes every aggregate with numpy at the end. The formulas live in
+counts, a one-byte flag, two int32 codes) and computes every aggregate with numpy
+at the end. The formulas live in
 :mod:`dahl.metrics`. When a run has reference facts, recall columns are kept too
 (:mod:`dahl.analysis._recall_summary`) and every block gets a ``recall`` object.
 """

@@ -1,4 +1,4 @@
-"""Batch mode (issue 18 §2): a run's cache misses through provider batch APIs at the batch price.
+"""Batch mode: a run's cache misses through provider batch APIs at the batch price.
 
 ``prepare`` (:mod:`dahl.batch.plan`, :mod:`dahl.batch.shards`) writes the misses of the
 current wave as provider files; ``submit``, ``status``, ``collect``, ``resubmit`` and

@@ -1,4 +1,4 @@
-"""Money of collected batch results at the provider's batch price (issue 18 §1).
+"""Money of collected batch results at the provider's batch price.
 
 Batch requests cost the batch price: the online price times the table's
 ``batch_discount`` (0.5 at OpenAI and Anthropic; :mod:`dahl.pricing`). A model

@@ -11,9 +11,7 @@ stem, ``question = input``, ``response = output``, ``category = cat[0]``.
 Claims, in sentence order: for a sentence with ``is-relevant: false`` its
 ``model-atomic-facts`` labelled irrelevant (the annotators discarded the whole
 sentence, so there are no human facts); otherwise its ``human-atomic-facts``
-with S -> supported, NS -> unsupported, IR -> irrelevant. This is the
-convention under which the shared split's human FActScore is InstructGPT 41.9,
-ChatGPT 57.5, PerplexityAI 69.3 (shared/data README).
+with S -> supported, NS -> unsupported, IR -> irrelevant.
 """
 
 from __future__ import annotations

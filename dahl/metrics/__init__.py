@@ -1,4 +1,4 @@
-"""Metric formulas (DESIGN.md §4): pure functions, no I/O.
+"""Metric formulas: pure functions, no I/O.
 
 :mod:`dahl.metrics.precision` holds the precision side (factual precision, DAHL Score,
 FActScore, F1@K, bootstrap intervals); :mod:`dahl.metrics.recall` the recall side of

@@ -8,7 +8,7 @@ that responded: not abstained and split without error. The count-based rules
 (at least one claim, S + U > 0, no unknown/error claim) are applied here, so the
 caller only supplies what counts cannot tell.
 
-Definitions follow DESIGN.md §4:
+Definitions (docs/scoring.md, "Metrics"):
 
 * factual precision = S / (S + U) (DAHL paper, Seo et al. 2024, §3.3);
 * DAHL Score = mean precision over answers whose every claim got a clean

@@ -1,5 +1,5 @@
 """Recall formulas of "Beyond Precision: Importance-Aware Recall for Factuality Evaluation
-in Long-Form LLM Generation" (DESIGN.md §4): pure functions, no I/O.
+in Long-Form LLM Generation" (docs/recall.md, "The formulas"): pure functions, no I/O.
 
 * importance: r̃ = (r − 1)/4, s̃ = (s − 1)/4 for the 1–5 relevance and salience ratings,
   imp = α·r̃ + β·s̃ (the paper's defaults α = β = 0.5); an unrated fact weighs 1;

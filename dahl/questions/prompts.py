@@ -2,7 +2,7 @@
 
 Changing any wording below must bump :data:`GENERATE_TEMPLATE_VERSION` or
 :data:`JUDGE_TEMPLATE_VERSION` (both go into the endpoint fingerprints, hence cache keys).
-Generation follows DAHL (Wu et al. 2024, §3.2): exam questions a domain expert could
+Generation follows DAHL (Seo et al. 2024, §3.2): exam questions a domain expert could
 answer without the article. The judge asks whether a question stands without its article
 and picks one category among :data:`~dahl.questions.checks.CATEGORIES` (or "ambiguous").
 Article text is untrusted data in tagged blocks (``<article_title>``, ``<article_text>``,
