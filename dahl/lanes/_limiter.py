@@ -29,7 +29,7 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from dahl.lanes._breaker import BreakerSettings, BreakerState
 from dahl.lanes._clock import Clock
@@ -52,8 +52,7 @@ __all__ = [
 Outcome = Literal["success", "transient", "permanent", "released"]
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation:
+class Reservation(NamedTuple):
     """Units one attempt took from the buckets; :meth:`Limiter.settle` gives it back.
 
     Attributes:
@@ -66,8 +65,7 @@ class Reservation:
     tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Announced:
+class Announced(NamedTuple):
     """What a reply's ``x-ratelimit-*`` headers said, read by :meth:`read`.
 
     Attributes:
@@ -104,19 +102,27 @@ class Announced:
                 lower[name] = value
         if not lower:
             return None
-        found: dict[str, float | None] = {}
-        for kind in ("requests", "tokens"):
-            limit = _number(lower.get(f"x-ratelimit-limit-{kind}"))
-            found[kind] = limit if limit is not None and limit > 0 else None
-            remaining = _number(lower.get(f"x-ratelimit-remaining-{kind}"))
-            reset = lower.get(f"x-ratelimit-reset-{kind}")
-            found[f"{kind}_reset_at"] = None
+        read: list[float | None] = []
+        for limit_name, remaining_name, reset_name in _RATELIMIT_HEADERS:
+            limit = _number(lower.get(limit_name))
+            read.append(limit if limit is not None and limit > 0 else None)
+            remaining = _number(lower.get(remaining_name))
+            reset = lower.get(reset_name)
+            reset_at = None
             if remaining is not None and remaining <= 0 and reset is not None:
                 reset_s = parse_duration_s(reset)
                 if reset_s is not None and sent_at + reset_s > now:
-                    found[f"{kind}_reset_at"] = sent_at + reset_s
-        return cls(rpm=found["requests"], tpm=found["tokens"],
-                   requests_reset_at=found["requests_reset_at"], tokens_reset_at=found["tokens_reset_at"])
+                    reset_at = sent_at + reset_s
+            read.append(reset_at)
+        rpm, requests_reset_at, tpm, tokens_reset_at = read
+        return cls(rpm, tpm, requests_reset_at, tokens_reset_at)
+
+
+#: (limit, remaining, reset) header names read by ``Announced.read``, requests first.
+_RATELIMIT_HEADERS = tuple(
+    (f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}")
+    for kind in ("requests", "tokens")
+)
 
 
 def _number(value: str | None) -> float | None:

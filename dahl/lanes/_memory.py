@@ -133,28 +133,28 @@ class MemoryLimiter:
         while True:
             await self.gate.wait()
             rpm, tpm = self._rpm, self._tpm
-            taken = Reservation()
+            taken_requests = taken_tokens = 0
             try:
                 if rpm is not None and requests > 0:
                     await rpm.acquire(requests)
-                    taken = Reservation(requests=requests)
+                    taken_requests = requests
                 if tpm is not None and tokens > 0:
                     await tpm.acquire(tokens)
-                    taken = Reservation(requests=taken.requests, tokens=tokens)
+                    taken_tokens = tokens
             except BaseException:
-                self._give_back(taken)
+                self._give_back(taken_requests, taken_tokens)
                 raise
             if not self.gate.is_paused():
-                return taken
+                return Reservation(taken_requests, taken_tokens)
             # A 429 arrived while we queued: hand the units back and wait it out.
-            self._give_back(taken)
+            self._give_back(taken_requests, taken_tokens)
 
-    def _give_back(self, taken: Reservation) -> None:
+    def _give_back(self, requests: int, tokens: int) -> None:
         """Return units that never left with a request (also off the buckets' window caps)."""
-        if taken.requests and self._rpm is not None:
-            self._rpm.refund(taken.requests, sent=False)
-        if taken.tokens and self._tpm is not None:
-            self._tpm.refund(taken.tokens, sent=False)
+        if requests and self._rpm is not None:
+            self._rpm.refund(requests, sent=False)
+        if tokens and self._tpm is not None:
+            self._tpm.refund(tokens, sent=False)
 
     async def settle(
         self,
@@ -224,7 +224,10 @@ class MemoryLimiter:
 
     async def admit(self) -> bool:
         """Wait for the breaker (:meth:`Breaker.admit`)."""
-        return await self.breaker.admit()
+        breaker = self.breaker
+        if breaker.state == "closed":
+            return False  # what Breaker.admit returns at once, without its frame
+        return await breaker.admit()
 
     async def report(
         self, outcome: Outcome, *, probe: bool, error: BaseException | None = None
