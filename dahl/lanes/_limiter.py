@@ -183,7 +183,8 @@ class Limiter(Protocol):
         """The attempt sent with ``reserved`` ended: account its tokens and what its reply said.
 
         Usage above the reservation is charged (the estimate was low); usage below it is
-        given back only with ``LaneLimits.refund_tokens``.
+        given back only with ``LaneLimits.refund_tokens``. A reservation of no tokens
+        (no TPM limit when it was taken, or none asked for) settles no usage.
 
         Args:
             reserved: what :meth:`acquire` returned.
