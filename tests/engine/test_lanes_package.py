@@ -42,8 +42,8 @@ class TestFace:
             if path.name == "__init__.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom) and node.module == "dahl.lanes":
-                    offenders.append(path.name)
-                elif isinstance(node, ast.Import) and any(alias.name == "dahl.lanes" for alias in node.names):
+                names = [node.module] if isinstance(node, ast.ImportFrom) else (
+                    [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+                if "dahl.lanes" in names:
                     offenders.append(path.name)
         assert offenders == []
