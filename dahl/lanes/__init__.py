@@ -1,7 +1,66 @@
 """The call layer: one lane per (base URL, key identity, model) that every API call goes through.
 
-A lane holds the endpoint's limits (an RPM and a TPM bucket, an in-flight cap, a pause gate
-set by Retry-After), the typed retry decision, the circuit breaker, the start ramp and the
-run's spend meter. It knows HTTP replies and their usage, not claims; the adapters call
-through it and the scheduler sits above the adapters.
+A lane holds the retry loop (a typed decision per error), the in-flight cap and the
+start ramp; its limiter -- the protocol :class:`Limiter`, built per lane by the pool's
+:class:`LimiterFactory`, :class:`MemoryLimiters` by default -- holds what every process
+calling the endpoint shares: the RPM and TPM buckets, the pause gate set by
+Retry-After, the circuit breaker's state and the run's spend cap. It knows HTTP
+replies and their usage, not claims; the adapters call through it and the scheduler
+sits above the adapters.
+
+This module is the package's face; the implementation modules are private, and none
+of them imports this one.
 """
+
+from dahl.lanes._breaker import Breaker, BreakerSettings, BreakerState
+from dahl.lanes._clock import Clock, SystemClock, VirtualTimeLoop, run_in_virtual_time
+from dahl.lanes._lane import Lane, LanePool, LaneStatistics
+from dahl.lanes._limiter import (
+    Announced,
+    Limiter,
+    LimiterFactory,
+    LimiterSnapshot,
+    Outcome,
+    Reservation,
+)
+from dahl.lanes._limits import LaneLimits, PauseGate, RateBucket, Reply
+from dahl.lanes._memory import MemoryLimiter, MemoryLimiters, SpendLedger
+from dahl.lanes._ramp import StartRamp
+from dahl.lanes._retry import RetryDecision, RetryKind, RetryPolicy, classify, parse_duration_s
+from dahl.lanes._spend import MeteredLane, Spend, StageSpend, UsageReply
+
+__all__ = [
+    "Announced",
+    "Breaker",
+    "BreakerSettings",
+    "BreakerState",
+    "Clock",
+    "Lane",
+    "LaneLimits",
+    "LanePool",
+    "LaneStatistics",
+    "Limiter",
+    "LimiterFactory",
+    "LimiterSnapshot",
+    "MemoryLimiter",
+    "MemoryLimiters",
+    "MeteredLane",
+    "Outcome",
+    "PauseGate",
+    "RateBucket",
+    "Reply",
+    "Reservation",
+    "RetryDecision",
+    "RetryKind",
+    "RetryPolicy",
+    "Spend",
+    "SpendLedger",
+    "StageSpend",
+    "StartRamp",
+    "SystemClock",
+    "UsageReply",
+    "VirtualTimeLoop",
+    "classify",
+    "parse_duration_s",
+    "run_in_virtual_time",
+]

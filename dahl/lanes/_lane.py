@@ -1,54 +1,58 @@
 """Lanes: one rate-limited, retrying channel per (endpoint, API key, model).
 
-A :class:`Lane` owns what DESIGN.md §5 puts on one endpoint: an in-flight cap,
-a pause gate (``Retry-After``, ``x-ratelimit-reset-*``), an RPM bucket, a TPM
-bucket (reserve prompt estimate + max_tokens; see ``LaneLimits.refund_tokens``
-for when the reported usage is refunded) and the retry loop of
-:mod:`dahl.lanes._retry`. Split and check calls to the same endpoint share one
-lane. :class:`LanePool` builds lanes inside a run; there is no module-global
-registry (STYLE.md point 8).
+A :class:`Lane` owns what DESIGN.md §5 puts on one endpoint: the retry loop of
+:mod:`dahl.lanes._retry`, an in-flight cap and the start ramp, and -- behind its
+:class:`~dahl.lanes._limiter.Limiter`, shared with every process calling the endpoint
+-- an RPM bucket, a TPM bucket (reserve prompt estimate + max_tokens; see
+``LaneLimits.refund_tokens`` for when the reported usage is refunded), a pause gate
+(``Retry-After``, ``x-ratelimit-reset-*``), the circuit breaker and the run's spend
+cap. Split and check calls to the same endpoint share one lane. :class:`LanePool`
+builds lanes (and their limiters, with its ``limiter_factory``) inside a run; there is
+no module-global registry (STYLE.md point 8).
 
-One attempt goes: take an in-flight slot -> wait at the pause gate -> take 1
-from the RPM bucket -> take the token estimate from the TPM bucket -> if a pause
-began meanwhile, give both back and wait again -> send. The slot is taken
-*first* so rate units are spent only when a request is about to leave: units
-cannot pile up while waiting for a slot and then go out in a burst.
+One attempt goes: breaker admits -> take an in-flight slot -> (start ramp) -> the
+limiter's acquire (pause gate, RPM, TPM) -> send -> settle the reservation against
+the usage and the reply's ``x-ratelimit-*`` headers -> report the outcome to the
+breaker. The slot is taken *first* so rate units are spent only when a request is
+about to leave: units cannot pile up while waiting for a slot and then go out in a
+burst. Each failure is classified into a typed
+:class:`~dahl.lanes._retry.RetryDecision`: ``fatal`` raises, ``rate_limit`` pauses the
+whole lane until the server's reset (the held buckets then release the waiters at
+their rate, with jitter), ``transient`` backs off with full jitter, within the
+policy's attempt and wall-time caps.
 
-Ramp-up and pauses never burst: the RPM bucket starts with one request, the
-TPM bucket empty, so a cold run starts at the rate. A lane with no limits
-configured opens at once but through a :class:`~dahl.lanes._ramp.StartRamp`:
-until the first reply, requests leave at most ``max_in_flight`` per second
-(one at once, the in-flight cap reached within the first second), so a server
-with a low unknown limit sees a few requests, not ``max_in_flight``, before its
-``x-ratelimit-*`` headers are known. The first reply opens the ramp; limits it
-announces are charged with the requests that went out unmetered (those in
-flight and its own), so they are not sent a second time in the same window.
-(Holding the rest behind one probe request would cost every run a full
-request latency.) A pause (429, exhausted budget) holds the buckets too, so when it ends
-they restart empty and pace the held calls.
+A lane with no limits configured opens at once but through a
+:class:`~dahl.lanes._ramp.StartRamp`: until the first reply, requests leave at most
+``max_in_flight`` per second (one at once, the in-flight cap reached within the first
+second), so a server with a low unknown limit sees a few requests, not
+``max_in_flight``, before its ``x-ratelimit-*`` headers are known. The first reply
+opens the ramp; limits it announces are charged with the requests that went out
+unmetered (those in flight and its own), so they are not sent a second time in the
+same window. (Holding the rest behind one probe request would cost every run a full
+request latency.)
 
-Every attempt also passes the lane's :class:`~dahl.lanes._breaker.Breaker`: a run of
-permanent failures, a long outage or a fatal error (bad key) stops the lane with
-``FatalAPIError``, and a call whose retries all ended in ``ConnectError`` raises
-``FatalAPIError`` ("cannot connect to URL") and stops it too.
+A run of permanent failures, a long outage or a fatal error (bad key) trips the
+breaker and stops the lane with ``FatalAPIError``; a call whose retries all ended in
+``ConnectError`` raises ``FatalAPIError`` ("cannot connect to URL") and trips it too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
-from dahl.lanes._breaker import Breaker, BreakerSettings
+from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._clock import Clock, SystemClock
-from dahl.lanes._limits import LaneLimits, PauseGate, RateBucket, Reply
+from dahl.lanes._limiter import Announced, Limiter, LimiterFactory, Reservation
+from dahl.lanes._limits import LaneLimits, Reply
+from dahl.lanes._memory import MemoryLimiter, MemoryLimiters
 from dahl.lanes._ramp import StartRamp
-from dahl.lanes._retry import RetryPolicy, classify, parse_duration_s
+from dahl.lanes._retry import RetryDecision, RetryPolicy, classify
 from dahl.config import normalize_base_url
 from dahl.errors import ConnectError, FatalAPIError, PermanentAPIError
 
@@ -110,7 +114,7 @@ class LaneStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Lane:
-    """Rate limits, pause gate, in-flight cap and retries for one endpoint/key/model.
+    """The retry loop, in-flight cap and start ramp of one endpoint/key/model, over its limiter.
 
     Args:
         key: a readable identity (see :meth:`LanePool.get`); never an API key.
@@ -118,7 +122,10 @@ class Lane:
         policy: retry caps and backoff; ``RetryPolicy()`` by default.
         clock: time source; :class:`SystemClock` by default.
         rng: random source for backoff and jitter (seed it in tests).
-        breaker: thresholds of the lane's breaker; ``BreakerSettings()`` by default.
+        breaker: thresholds of the breaker of the default limiter; ``BreakerSettings()``
+            by default (unused when ``limiter`` is given).
+        limiter: the lane's rate limits, pause gate, breaker and spend cap; by default a
+            :class:`~dahl.lanes._memory.MemoryLimiter` of its own.
     """
 
     def __init__(
@@ -130,19 +137,17 @@ class Lane:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         breaker: BreakerSettings | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         self.key = key
         self.limits = limits
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self.breaker = Breaker(_endpoint_name(key), breaker, clock=self._clock)
         self._rng = rng if rng is not None else random.Random()
-        self._gate = PauseGate(
-            self._clock, spread_s=self.policy.rate_limit_jitter_s, rng=self._rng
+        self.limiter: Limiter = limiter if limiter is not None else MemoryLimiter(
+            key, limits, breaker=breaker, spread_s=self.policy.rate_limit_jitter_s,
+            clock=self._clock, rng=self._rng,
         )
-        # One request may go at once; tokens start empty (DESIGN.md §5, B3 ramp-in).
-        self._rpm = None if limits.rpm is None else self._bucket(limits.rpm, "requests", 1.0)
-        self._tpm = None if limits.tpm is None else self._bucket(limits.tpm, "tokens", 0.0)
         # Unknown limits: paced until the first reply (see the module docstring).
         self._ramp: StartRamp | None = (
             StartRamp(limits.max_in_flight / START_RAMP_S, self._clock)
@@ -160,24 +165,6 @@ class Lane:
         self._fatal = 0
         self._tokens_reserved = 0
         self._tokens_used = 0
-
-    def _bucket(self, rate: float, unit: str, initial: float) -> RateBucket:
-        return RateBucket(rate, clock=self._clock, unit=unit, initial=initial)
-
-    @property
-    def rpm_bucket(self) -> RateBucket | None:
-        """The requests-per-minute bucket, ``None`` while unlimited."""
-        return self._rpm
-
-    @property
-    def tpm_bucket(self) -> RateBucket | None:
-        """The tokens-per-minute bucket, ``None`` while unlimited."""
-        return self._tpm
-
-    @property
-    def gate(self) -> PauseGate:
-        """The lane's pause gate."""
-        return self._gate
 
     async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
         """Run ``attempt()`` under the lane's limits, retrying per the policy.
@@ -209,108 +196,117 @@ class Lane:
             raise TypeError(f"estimated_tokens must be an int, got {estimated_tokens!r}")
         if estimated_tokens < 0:
             raise ValueError(f"estimated_tokens must be >= 0, got {estimated_tokens}")
-        policy = self.policy
-        first_sent: list[float] = []  # filled by _attempt when the first request leaves
+        first_sent: list[float] = []  # filled by _send when the first request leaves
         self._active += 1
         try:
-            breaker = self.breaker
             number = 0
             while True:
                 number += 1
-                probe = await breaker.admit()
+                probe = await self.limiter.admit()
                 try:
-                    reply = await self._attempt(attempt, estimated_tokens, first_sent)
+                    return await self._attempt(attempt, estimated_tokens, probe, first_sent)
                 except Exception as exc:
                     decision = classify(exc)
-                    if decision.kind == "fatal":
-                        self._fatal += 1
-                        if isinstance(exc, FatalAPIError):
-                            breaker.tripped_by(exc, probe)
-                        elif isinstance(exc, PermanentAPIError):
-                            tripped = breaker.failed_permanent(exc, probe)
-                            if tripped is not None:
-                                raise tripped from exc
-                        else:
-                            breaker.released(probe)
-                        raise
-                    if decision.kind == "rate_limit":
-                        breaker.released(probe)
-                        self._rate_limited += 1
-                        wait_s = policy.rate_limit_pause_s(decision.retry_after_s)
-                        worst_s = wait_s + policy.rate_limit_jitter_s
-                    else:
-                        if isinstance(exc, ConnectError):  # waiting cannot fix it: not an outage to pause for
-                            breaker.released(probe)
-                        elif (stopped := breaker.failed_transient(exc, probe)) is not None:
-                            raise stopped from exc
-                        self._transient += 1
-                        # While the breaker is open its cool-down paces the lane: no backoff on top,
-                        # which would only delay the next probe.
-                        wait_s = worst_s = 0.0 if breaker.state == "open" else policy.backoff_s(number - 1, self._rng)
-                    elapsed = self._clock.now() - first_sent[0] if first_sent else 0.0
-                    out_of_budget = number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s
-                    if out_of_budget and decision.kind == "transient" and breaker.state == "open":
-                        out_of_budget = False  # an outage the breaker handles: wait it out, or stop with it
-                    if out_of_budget:
-                        if isinstance(exc, ConnectError):  # the run stops; its message says it all
-                            fatal = FatalAPIError(f"{exc} ({number} attempts in {elapsed:.1f} s)")
-                            breaker.tripped_by(fatal, False)
-                            raise fatal from exc
-                        logger.warning(
-                            "lane %s: giving up after %d attempts (%.1fs): %s",
-                            self.key, number, elapsed, type(exc).__name__,
-                        )
-                        raise
-                    self._retries += 1
-                    logger.debug(
-                        "lane %s: attempt %d failed (%s); retrying in %.3fs",
-                        self.key, number, decision.kind, wait_s,
-                    )
-                    if decision.kind == "rate_limit":
-                        # Everyone waits out the server's reset; the held buckets
-                        # then release them at their rate, not all at once.
-                        self._pause_until(self._clock.now() + wait_s)
-                    else:
-                        await self._clock.sleep(wait_s)
-                except BaseException:  # cancelled: the probe's turn goes to another call
-                    breaker.released(probe)
-                    raise
+                    wait_s = await self._retry_wait(exc, decision, probe, number, first_sent)
+                if decision.kind == "rate_limit":
+                    # Everyone waits out the server's reset; the held buckets
+                    # then release them at their rate, not all at once.
+                    await self.limiter.pause_until(self._clock.now() + wait_s)
                 else:
-                    breaker.succeeded(probe)
-                    return reply
+                    await self._clock.sleep(wait_s)
         finally:
             self._active -= 1
 
-    def _pause_until(self, t: float) -> None:
-        """Close the gate until clock time ``t`` and hold both buckets for the whole pause."""
-        self._gate.pause_until(t)
-        until = self._gate.paused_until
-        if until is None:
-            until = t  # a zero pause still empties the buckets down to their start level
-        for bucket in (self._rpm, self._tpm):
-            if bucket is not None:
-                bucket.hold_until(until)
-
     async def _attempt(
-        self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
+        self, attempt: Callable[[], Awaitable[R]], estimated: int, probe: bool, first_sent: list[float]
     ) -> R:
-        """One attempt: slot, (start ramp,) gate, buckets, send; reservations settled after."""
-        async with self._slots:
-            if self._ramp is not None:
-                await self._ramp.wait()
-            return await self._send(attempt, estimated, first_sent)
+        """One admitted attempt: slot, (start ramp,) limiter, send; a reply reported to the breaker."""
+        try:
+            async with self._slots:
+                if self._ramp is not None:
+                    await self._ramp.wait()
+                reply = await self._send(attempt, estimated, first_sent)
+        except Exception:
+            raise  # reported with its retry decision
+        except BaseException:  # cancelled: the probe's turn goes to another call
+            await self.limiter.report("released", probe=probe)
+            raise
+        await self.limiter.report("success", probe=probe)
+        return reply
+
+    async def _retry_wait(
+        self, exc: Exception, decision: RetryDecision, probe: bool, number: int, first_sent: list[float]
+    ) -> float:
+        """Seconds to wait before retrying after attempt ``number`` failed with ``exc``.
+
+        Raises:
+            Exception: ``exc`` when it is fatal or the policy's caps are reached, or the
+                ``FatalAPIError`` of the breaker it tripped.
+        """
+        policy = self.policy
+        if decision.kind == "fatal":
+            self._fatal += 1
+        stop = await self._tell_breaker(exc, decision, probe)
+        if stop is not None:
+            raise stop from exc
+        if decision.kind == "fatal":
+            raise exc
+        if decision.kind == "rate_limit":
+            self._rate_limited += 1
+            wait_s = policy.rate_limit_pause_s(decision.retry_after_s)
+            worst_s = wait_s + policy.rate_limit_jitter_s
+            outage = False
+        else:
+            self._transient += 1
+            # While the breaker is open its cool-down paces the lane: no backoff on top,
+            # which would only delay the next probe.
+            outage = self.limiter.snapshot().breaker == "open"
+            wait_s = worst_s = 0.0 if outage else policy.backoff_s(number - 1, self._rng)
+        elapsed = self._clock.now() - first_sent[0] if first_sent else 0.0
+        # An outage the breaker handles is waited out (or stops with the breaker).
+        if not outage and (number >= policy.max_attempts or elapsed + worst_s > policy.max_wall_s):
+            if isinstance(exc, ConnectError):  # the run stops; its message says it all
+                fatal = FatalAPIError(f"{exc} ({number} attempts in {elapsed:.1f} s)")
+                await self.limiter.trip(fatal)
+                raise fatal from exc
+            logger.warning(
+                "lane %s: giving up after %d attempts (%.1fs): %s",
+                self.key, number, elapsed, type(exc).__name__,
+            )
+            raise exc
+        self._retries += 1
+        logger.debug(
+            "lane %s: attempt %d failed (%s); retrying in %.3fs",
+            self.key, number, decision.kind, wait_s,
+        )
+        return wait_s
+
+    async def _tell_breaker(self, exc: Exception, decision: RetryDecision, probe: bool) -> FatalAPIError | None:
+        """Report a failed attempt to the breaker; return its error if that tripped it.
+
+        A rate limit, a refused connection (waiting does not fix it: not an outage to
+        pause for) or an error that is neither permanent nor fatal says nothing about
+        whether the endpoint works.
+        """
+        limiter = self.limiter
+        if isinstance(exc, FatalAPIError):
+            await limiter.trip(exc, probe=probe)
+            return None
+        if decision.kind == "fatal" and isinstance(exc, PermanentAPIError):
+            return await limiter.report("permanent", probe=probe, error=exc)
+        if decision.kind == "transient" and not isinstance(exc, ConnectError):
+            return await limiter.report("transient", probe=probe, error=exc)
+        await limiter.report("released", probe=probe)
+        return None
 
     async def _send(
         self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
     ) -> R:
-        """Admit and send one attempt (a slot is held); settle its token reservation."""
-        if self._rpm is None and self._tpm is None and not self._gate.is_paused():
-            rpm = tpm = None  # nothing to wait for: what _admit would return, without its frames
-        else:
-            rpm, tpm = await self._admit(estimated)
-        reserved = estimated if tpm is not None else 0
+        """Acquire and send one attempt (a slot is held); settle its reservation."""
+        limiter = self.limiter
+        reserved = await limiter.acquire(1, estimated)
         self._in_flight += 1
-        self._tokens_reserved += reserved
+        self._tokens_reserved += reserved.tokens
         self._requests += 1
         sent_at = self._clock.now()
         if not first_sent:
@@ -318,124 +314,33 @@ class Lane:
         try:
             reply = await attempt()
         except BaseException:
-            if tpm is not None and reserved and self.limits.refund_tokens:
-                tpm.refund(reserved)  # usage-billed server: a failure used nothing
+            await limiter.settle(reserved, 0)  # a failure used nothing (refunded on usage-billed servers)
             raise
         finally:
             self._in_flight -= 1
-            self._tokens_reserved -= reserved
+            self._tokens_reserved -= reserved.tokens
         self._successes += 1
-        self._settle(reply, tpm, reserved, sent_at)
-        if self._ramp is not None:
-            self._open_ramp(estimated)
-        return reply
-
-    def _open_ramp(self, estimated: int) -> None:
-        """First reply: charge limits it announced with what went out unmetered, then open.
-
-        The requests in flight were sent before any limit was known, and the
-        server counts them in its window: the learnt buckets take them as debt
-        (their token estimate taken as this request's), so the next sends wait
-        them out instead of earning 429s.
-        """
-        ramp, self._ramp = self._ramp, None
-        assert ramp is not None
-        unmetered = self._in_flight + 1  # this reply's request has left in_flight already
-        if self._rpm is not None:
-            self._rpm.consume(unmetered)
-        if self._tpm is not None:
-            self._tpm.consume(unmetered * estimated)
-        ramp.open()
-        logger.debug("lane %s: first reply after %d paced sends: %r", self.key, ramp.admitted, self)
-
-    async def _admit(self, estimated: int) -> tuple[RateBucket | None, RateBucket | None]:
-        """Wait for the gate and both buckets; return the buckets that were charged."""
-        while True:
-            await self._gate.wait()
-            rpm, tpm = self._rpm, self._tpm
-            taken_rpm = taken_tpm = False
-            try:
-                if rpm is not None:
-                    await rpm.acquire(1)
-                    taken_rpm = True
-                if tpm is not None and estimated > 0:
-                    await tpm.acquire(estimated)
-                    taken_tpm = True
-            except BaseException:
-                self._give_back(rpm if taken_rpm else None, tpm if taken_tpm else None, estimated)
-                raise
-            if not self._gate.is_paused():
-                return rpm, (tpm if taken_tpm else None)
-            # A 429 arrived while we queued: hand the units back and wait it out.
-            self._give_back(rpm if taken_rpm else None, tpm if taken_tpm else None, estimated)
-
-    @staticmethod
-    def _give_back(rpm: RateBucket | None, tpm: RateBucket | None, estimated: int) -> None:
-        if rpm is not None:
-            rpm.refund(1, sent=False)
-        if tpm is not None:
-            tpm.refund(estimated, sent=False)
-
-    def _settle(self, reply: Reply, tpm: RateBucket | None, reserved: int, sent_at: float) -> None:
-        """Settle the token reservation against the usage; learn limits from the headers.
-
-        Usage above the reservation is always charged (our estimate was low).
-        Usage below it is refunded only with ``LaneLimits.refund_tokens``: a
-        server that charges prompt estimate + max_tokens at admission (OpenAI)
-        does not give the difference back, and refunding it would over-send.
-        """
         usage = reply.usage_tokens
         if usage is not None and usage >= 0:
             self._tokens_used += usage
-            if tpm is not None:
-                if usage < reserved and self.limits.refund_tokens:
-                    tpm.refund(reserved - usage)
-                elif usage > reserved:
-                    tpm.consume(usage - reserved)
-        self._learn(reply.headers, sent_at)
-
-    def _learn(self, headers: Mapping[str, str], sent_at: float) -> None:
-        """Apply ``x-ratelimit-*`` headers: lower/set limits, pause when exhausted.
-
-        A reset is counted from ``sent_at`` (about when the server admitted the
-        request and computed it), not from when the reply arrived: after a
-        reply latency of L seconds the window it describes is L seconds older.
-        """
-        # Only x-ratelimit-* names are read: keep those, and stop here when there are none.
-        lower: dict[str, str] = {}
-        for name, value in headers.items():
-            name = name.lower()
-            if name.startswith("x-ratelimit-"):
-                lower[name] = value
-        if not lower:
-            return
-        for kind, unit, limit_name, remaining_name, reset_name in _RATELIMIT_HEADERS:
-            limit = _number(lower.get(limit_name))
-            if limit is not None and limit > 0:
-                self._adopt_limit(kind, limit, unit)
-            remaining = _number(lower.get(remaining_name))
-            reset = lower.get(reset_name)
-            if remaining is not None and remaining <= 0 and reset is not None:
-                reset_s = parse_duration_s(reset)
-                if reset_s is not None and sent_at + reset_s > self._clock.now():
-                    logger.debug("lane %s: %s exhausted; pausing %.3fs", self.key, kind, reset_s)
-                    self._pause_until(sent_at + reset_s)
-
-    def _adopt_limit(self, kind: str, limit: float, unit: str) -> None:
-        current = self._rpm if kind == "requests" else self._tpm
-        if current is None:
-            bucket = self._bucket(limit, unit, 0.0)  # learnt limits start empty
-            if kind == "requests":
-                self._rpm = bucket
-            else:
-                self._tpm = bucket
-            logger.info("lane %s: server limit %g %s/min adopted", self.key, limit, unit)
-        elif current.rate_per_minute > limit:
-            current.set_rate(limit)
-            logger.info("lane %s: limit lowered to the server's %g %s/min", self.key, limit, unit)
+        announced = Announced.read(reply.headers, sent_at=sent_at, now=self._clock.now())
+        ramp, self._ramp = self._ramp, None
+        if ramp is None:
+            await limiter.settle(reserved, usage, announced=announced)
+            return reply
+        # First reply: the requests in flight were sent before any limit was known and
+        # the server counts them in its window: limits it announced take them as debt
+        # (their token estimate taken as this request's), so the next sends wait them out.
+        unmetered = self._in_flight + 1  # this reply's request has left in_flight already
+        await limiter.settle(reserved, usage, announced=announced,
+                             unmetered=Reservation(requests=unmetered, tokens=unmetered * estimated))
+        ramp.open()
+        logger.debug("lane %s: first reply after %d paced sends: %r", self.key, ramp.admitted, self)
+        return reply
 
     def statistics(self) -> LaneStatistics:
         """Return a snapshot of the lane's counters and limits."""
+        limiter = self.limiter.snapshot()
         return LaneStatistics(
             in_flight=self._in_flight,
             waiting=self._active - self._in_flight,
@@ -447,9 +352,9 @@ class Lane:
             fatal_errors=self._fatal,
             tokens_reserved=self._tokens_reserved,
             tokens_used=self._tokens_used,
-            paused_until=self._gate.paused_until,
-            rpm=None if self._rpm is None else self._rpm.rate_per_minute,
-            tpm=None if self._tpm is None else self._tpm.rate_per_minute,
+            paused_until=limiter.paused_until,
+            rpm=limiter.rpm,
+            tpm=limiter.tpm,
         )
 
     def __repr__(self) -> str:
@@ -466,30 +371,6 @@ class Lane:
         )
 
 
-def _endpoint_name(key: str) -> str:
-    """``"URL (model M)"`` of a lane key ``URL|key id|M``, as messages name the endpoint."""
-    url, _, rest = key.partition("|")
-    model = rest.rpartition("|")[2]
-    return f"{url} (model {model})" if rest else url
-
-
-#: (kind, unit, limit header, remaining header, reset header) read by ``Lane._learn``.
-_RATELIMIT_HEADERS = tuple(
-    (kind, kind, f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}")
-    for kind in ("requests", "tokens")
-)
-
-
-def _number(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value.strip())
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 class LanePool:
     """The lanes of one run, one per (normalized base URL, API key identity, model).
 
@@ -501,6 +382,9 @@ class LanePool:
         rng: random source shared by the lanes.
         spend: the run's money meter and cap (:mod:`dahl.lanes._spend`); the adapters'
             factories wrap each stage's lane with it. None = not metered.
+        limiter_factory: builds each lane's limiter (its buckets, pause gate, breaker
+            state and the run's spend ledger); a fresh
+            :class:`~dahl.lanes._memory.MemoryLimiters` (one process) by default.
     """
 
     def __init__(
@@ -510,11 +394,13 @@ class LanePool:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         spend: Spend | None = None,
+        limiter_factory: LimiterFactory | None = None,
     ) -> None:
         self.spend = spend
-        self._policy = policy
-        self._clock = clock
+        self._policy = policy if policy is not None else RetryPolicy()
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._rng = rng if rng is not None else random.Random()
+        self._limiters: LimiterFactory = limiter_factory if limiter_factory is not None else MemoryLimiters()
         self._lanes: dict[str, Lane] = {}
 
     def get(
@@ -544,7 +430,11 @@ class LanePool:
         key = f"{normalize_base_url(base_url)}|{api_key_id}|{model}"
         lane = self._lanes.get(key)
         if lane is None:
-            lane = Lane(key, limits, policy=self._policy, clock=self._clock, rng=self._rng, breaker=breaker)
+            limiter = self._limiters(
+                key, limits, breaker=breaker if breaker is not None else BreakerSettings(),
+                spread_s=self._policy.rate_limit_jitter_s, clock=self._clock, rng=self._rng,
+            )
+            lane = Lane(key, limits, policy=self._policy, clock=self._clock, rng=self._rng, limiter=limiter)
             self._lanes[key] = lane
         elif lane.limits != limits:
             logger.warning("lane %s: already built with %s; ignoring %s", key, lane.limits, limits)

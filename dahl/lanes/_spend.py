@@ -13,17 +13,23 @@ does every call after it (a smaller one that would still fit included): the run
 stops as for an exhausted quota (finished work kept, resumable). So the
 money spent never passes the cap (while replies cost no more than their bound), and
 a stop comes less than one request's upper-bound price below it.
+
+The cap's state (money charged and reserved, calls in flight, the refusal) is kept by
+the lanes' limiter backend (:meth:`~dahl.lanes._limiter.Limiter.reserve_spend`): one
+ledger per :class:`~dahl.lanes._memory.MemoryLimiters` (a lane pool's, so per run) in
+memory, one per run for a shared backend, so shards spend under one cap. A
+:class:`Spend` holds the cap's amount and the per-stage money this process reports.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from dahl.lanes._limiter import Limiter
 from dahl.lanes._limits import Reply
-from dahl.errors import ConfigError, CostCapReached
+from dahl.errors import ConfigError
 from dahl.pricing import Price, PriceTable, cost_usd, upper_bound_usd
 from dahl.records import Usage
 
@@ -44,6 +50,11 @@ R = TypeVar("R", bound=UsageReply)
 
 class InnerLane(Protocol):
     """What a :class:`MeteredLane` wraps: :class:`dahl.lanes._lane.Lane`."""
+
+    @property
+    def limiter(self) -> Limiter:
+        """The lane's limiter, which keeps the spend cap's state."""
+        ...
 
     async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
         """Run ``attempt`` under the lane's limits and retries."""
@@ -103,11 +114,6 @@ class Spend:
         self.max_cost_usd = max_cost_usd
         self.batch = batch
         self.stages: dict[str, StageSpend] = {}
-        self._charged = 0.0  # reported cost, plus the bound of calls that reported no usage
-        self._reserved = 0.0
-        self._in_flight = 0
-        self._settled = asyncio.Event()  # set (and replaced) whenever a call settles
-        self._stop: tuple[float, float] | None = None  # (spent, refused bound) of the first refusal
 
     def lane(self, inner: InnerLane, stage: str, model: str, max_tokens: int) -> MeteredLane:
         """Wrap ``inner`` (a lane) so that the ``stage`` calls through it are metered and capped.
@@ -148,37 +154,6 @@ class Spend:
             total += usd
         return total
 
-    async def reserve(self, upper_usd: float) -> None:
-        """Reserve ``upper_usd`` for a call about to be sent (see the module docstring).
-
-        Raises:
-            CostCapReached: the call does not fit under the cap with nothing else in flight,
-                or an earlier call was refused (every later one is: the run stops).
-        """
-        cap = self.max_cost_usd
-        while cap is not None and (self._stop is not None or self._charged + self._reserved + upper_usd > cap):
-            if self._stop is not None:  # the run is stopping: no call leaves after the first refusal
-                raise CostCapReached(cap_usd=cap, spent_usd=self._stop[0], next_usd=self._stop[1])
-            if self._in_flight == 0:
-                self._stop = (self._charged, upper_usd)
-                continue
-            await self._settled.wait()
-        self._reserved += upper_usd
-        self._in_flight += 1
-
-    def settle(self, meter: StageSpend, upper_usd: float, usage: Usage | None) -> None:
-        """Release a reservation; charge the reply's ``usage`` (``None``: a failed call, or no usage reported)."""
-        self._reserved -= upper_usd
-        self._in_flight -= 1
-        if usage is not None:
-            self._charged += cost_usd(usage, meter.price) or 0.0
-        settled, self._settled = self._settled, asyncio.Event()
-        settled.set()
-
-    def charge_unreported(self, upper_usd: float) -> None:
-        """A reply without usage: the cap counts its upper bound as spent."""
-        self._charged += upper_usd
-
     def as_dict(self) -> dict[str, object]:
         """summary.json's ``run.cost`` block (this invocation): tokens and USD per stage, total, cap, table date."""
         return {
@@ -217,20 +192,31 @@ class MeteredLane:
             CostCapReached: before sending, when the call could take the spend past the cap.
             Exception: whatever the lane raises (the reservation is released).
         """
-        spend, meter = self.spend, self.meter
+        spend, meter, limiter = self.spend, self.meter, self.inner.limiter
+        cap = spend.max_cost_usd
         upper = 0.0 if meter.price is None else upper_bound_usd(estimated_tokens, self.max_tokens, meter.price)
-        await spend.reserve(upper)
-        usage: Usage | None = None
+        if cap is None:  # nothing to hold back: no round trip to the ledger
+            reply = await self.inner.call(attempt, estimated_tokens=estimated_tokens)
+            self._count(reply.usage)
+            return reply
+        await limiter.reserve_spend(upper, cap)
+        spent = 0.0
         try:
             reply = await self.inner.call(attempt, estimated_tokens=estimated_tokens)
             usage = reply.usage
-            meter.calls += 1
-            if usage is None:
-                meter.calls_without_usage += 1
-                spend.charge_unreported(upper)
-            else:
-                meter.input_tokens += usage.prompt_tokens
-                meter.output_tokens += usage.completion_tokens
+            self._count(usage)
+            # A reply without usage: the cap counts its upper bound as spent.
+            spent = upper if usage is None else cost_usd(usage, meter.price) or 0.0
         finally:  # also when cancelled: the reservation never leaks
-            spend.settle(meter, upper, usage)
+            await limiter.settle_spend(upper, spent)
         return reply
+
+    def _count(self, usage: Usage | None) -> None:
+        """Count one reply's tokens in the stage's meter."""
+        meter = self.meter
+        meter.calls += 1
+        if usage is None:
+            meter.calls_without_usage += 1
+        else:
+            meter.input_tokens += usage.prompt_tokens
+            meter.output_tokens += usage.completion_tokens

@@ -238,7 +238,7 @@ class TestOutage:
         async def main() -> tuple[int, int, BaseException | None, int, str]:
             lane = make_lane()
             ok, failed, fatal = await workers(lane, endpoint, 8, 200)
-            return ok, failed, fatal, len(endpoint.sent), lane.breaker.state
+            return ok, failed, fatal, len(endpoint.sent), lane.limiter.snapshot().breaker
 
         ok, failed, fatal, sent, state = run_in_virtual_time(main)
         assert fatal is None and state == "closed"

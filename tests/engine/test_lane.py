@@ -12,6 +12,8 @@ import pytest
 
 from dahl.lanes._clock import run_in_virtual_time
 from dahl.lanes._lane import Lane, LaneLimits, LanePool, LaneStatistics, normalize_base_url
+from dahl.lanes._limits import RateBucket
+from dahl.lanes._memory import MemoryLimiter
 from dahl.lanes._retry import RetryPolicy
 from dahl.errors import (
     ConfigError,
@@ -59,6 +61,12 @@ def lane(limits: LaneLimits | None = None, **policy: float) -> Lane:
         policy=RetryPolicy(**policy),  # type: ignore[arg-type]
         rng=random.Random(3),
     )
+
+
+def tpm_bucket(subject: Lane) -> RateBucket | None:
+    """The TPM bucket of the lane's (default, in-memory) limiter."""
+    assert isinstance(subject.limiter, MemoryLimiter)
+    return subject.limiter.tpm_bucket
 
 
 IDLE = {"in_flight": 0, "waiting": 0, "tokens_reserved": 0}
@@ -155,7 +163,7 @@ class TestLaneTokens:
         async def main() -> tuple[int, float, float, LaneStatistics]:
             # 1000 tokens/s, capacity 1000, empty at start: the call leaves at t=1.
             subject = lane(LaneLimits(tpm=60_000, refund_tokens=True))
-            bucket = subject.tpm_bucket
+            bucket = tpm_bucket(subject)
             assert bucket is not None
             seen: list[tuple[int, float]] = []
 
@@ -178,8 +186,8 @@ class TestLaneTokens:
             subject = lane(LaneLimits(tpm=60_000))
             script = Script(FakeReply(usage_tokens=300))
             await subject.call(script, estimated_tokens=1000)
-            assert subject.tpm_bucket is not None
-            return script.sent[0], subject.tpm_bucket.level, subject.statistics().tokens_used
+            assert tpm_bucket(subject) is not None
+            return script.sent[0], tpm_bucket(subject).level, subject.statistics().tokens_used
 
         assert run_in_virtual_time(main) == (1.0, 0.0, 300)
 
@@ -189,8 +197,8 @@ class TestLaneTokens:
         async def main() -> float:
             subject = lane(LaneLimits(tpm=60_000, refund_tokens=True))
             await subject.call(Script(FakeReply(usage_tokens=None)), estimated_tokens=400)
-            assert subject.tpm_bucket is not None
-            return subject.tpm_bucket.level
+            assert tpm_bucket(subject) is not None
+            return tpm_bucket(subject).level
 
         # Empty start: 400 tokens are there at t=0.4 and all taken.
         assert run_in_virtual_time(main) == 0.0
@@ -201,8 +209,8 @@ class TestLaneTokens:
         async def main() -> float:
             subject = lane(LaneLimits(tpm=60_000))
             await subject.call(Script(FakeReply(usage_tokens=800)), estimated_tokens=500)
-            assert subject.tpm_bucket is not None
-            return subject.tpm_bucket.level
+            assert tpm_bucket(subject) is not None
+            return tpm_bucket(subject).level
 
         assert run_in_virtual_time(main) == -300.0
 
@@ -230,8 +238,8 @@ class TestLaneTokens:
             subject = lane(LaneLimits(tpm=60_000, refund_tokens=refund))
             with pytest.raises(PermanentAPIError):
                 await subject.call(Script(PermanentAPIError("400")), estimated_tokens=1000)
-            assert subject.tpm_bucket is not None
-            return subject.tpm_bucket.level
+            assert tpm_bucket(subject) is not None
+            return tpm_bucket(subject).level
 
         assert run_in_virtual_time(main) == expected
 
@@ -423,8 +431,8 @@ class TestLanePause:
 
             async def first() -> None:
                 await subject.call(slow, estimated_tokens=100)
-                assert subject.tpm_bucket is not None
-                levels.append(subject.tpm_bucket.level)
+                assert tpm_bucket(subject) is not None
+                levels.append(tpm_bucket(subject).level)
 
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(first())
@@ -511,8 +519,8 @@ class TestLaneCancellation:
             with pytest.raises(asyncio.CancelledError):
                 await task
             stats = subject.statistics()
-            assert subject.tpm_bucket is not None
-            level = subject.tpm_bucket.level
+            assert tpm_bucket(subject) is not None
+            level = tpm_bucket(subject).level
             # The slot is free: the next call goes out at once.
             script = Script()
             await subject.call(script, estimated_tokens=0)
