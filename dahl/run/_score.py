@@ -46,6 +46,16 @@ from dahl.records import AnswerResult, ResultDigest
 from dahl.run._recall import open_recall
 from dahl.run._report import ScoreReport, run_status, single_error
 from dahl.analysis._summary import SummaryBuilder
+from dahl.analysis._summary_file import (
+    Changes,
+    InputFile,
+    QuestionSetSummary,
+    RunConfig,
+    RunSummary,
+    Summary,
+    SummaryStatistics,
+    TemplateUse,
+)
 from dahl.analysis._verdicts import VerdictWriter
 
 __all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
@@ -307,51 +317,57 @@ async def _score_locked(
     if dropped:
         log.info("dropped %d stale lines from %s", dropped, answer_log.path)
     config_hash = hashlib.blake2b(run_fp, digest_size=16).hexdigest()
-    summary = await anyio.to_thread.run_sync(builder.build)
-    summary["run"] = {**counters.as_dict(), "dahl_version": __version__, "started_at": started_at,
-                      "finished_at": manifest.now_utc()}
-    summary["config"] = {
-        "inputs": [manifest.json_text(str(p)) for p in config.inputs],
-        "splitter": splitter.fingerprint,
-        "checker": checker.fingerprint,
-        "gamma": config.gamma,
-        "k": config.k,
-        "seed": config.seed,
-        "templates": used_templates(config.adapters, recall.endpoint if recall is not None else None),
-    }
-    summary["inputs"] = await anyio.to_thread.run_sync(input_files.result)
-    summary["question_set"] = questions.as_dict()
-    summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
-    summary["cache"] = cache_state
-    summary["run"]["cost"] = spend.as_dict()  # this invocation's spend, like the other run counters
-    summary["changes"] = {
-        "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
-        "config_changed": previous is not None and previous.get("config_hash") != config_hash,
-        "answers_reused": counters.answers_resumed,
-        "answers_scored": counters.answers_done,
-        "answers_dropped": dropped,
-    }
+    figures = await anyio.to_thread.run_sync(builder.build)
+    question_set = questions.as_dict()
+    summary = Summary(
+        models=figures.models,
+        recall_settings=figures.recall_settings,
+        run=RunSummary.of(counters, dahl_version=__version__, started_at=started_at, finished_at=manifest.now_utc(),
+                          spend=spend),
+        config=RunConfig(
+            inputs=[manifest.json_text(str(p)) for p in config.inputs],
+            splitter=splitter.fingerprint,
+            checker=checker.fingerprint,
+            gamma=config.gamma,
+            k=config.k,
+            seed=config.seed,
+            templates=[TemplateUse(**t) for t in used_templates(config.adapters,
+                                                                 recall.endpoint if recall is not None else None)],
+        ),
+        inputs=[InputFile(**f) for f in await anyio.to_thread.run_sync(input_files.result)],
+        question_set=QuestionSetSummary(questions=question_set["questions"], blake2b=question_set["blake2b"]),
+        input_errors=[manifest.json_text(str(e)) for e in errors.first],
+        cache=cache_state,
+        changes=Changes(
+            previous_run=previous is not None or counters.answers_resumed > 0 or dropped > 0,
+            config_changed=previous is not None and previous.get("config_hash") != config_hash,
+            answers_reused=counters.answers_resumed,
+            answers_scored=counters.answers_done,
+            answers_dropped=dropped,
+        ),
+        statistics=SummaryStatistics(builder, questions),
+    )
+    plain = summary.as_builtins()
     record = {
         "state": manifest.COMPLETE,
         "dahl_version": __version__,
         "started_at": started_at,
-        "finished_at": summary["run"]["finished_at"],
+        "finished_at": summary.run.finished_at,
         "config_hash": config_hash,
-        "config": summary["config"],
-        "inputs": summary["inputs"],
-        "question_set": summary["question_set"],
+        "config": plain["config"],
+        "inputs": plain["inputs"],
+        "question_set": plain["question_set"],
         "answers": n_input_answers,
-        "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
+        "claims": summary.n_claims,
     }
     summary_path = out_dir / "summary.json"
-    payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, payload)
+    await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, summary.encode())
     # Last: the manifest says "complete" only once the summary it vouches for is on disk.
     record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path, kept[0])
     await anyio.to_thread.run_sync(
         manifest.write_atomic, out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2)
     )
-    return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+    return ScoreReport(plain, counters, errors.first, answer_log.path, summary_path, summary)
 
 
 def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
