@@ -24,7 +24,7 @@ from dahl.errors import ConfigError
 from dahl.lanes._lane import LaneStatistics
 from dahl.lanes._spend import Spend
 from dahl.results import _manifest as manifest
-from dahl.results._counters import RunCounters
+from dahl.results._counters import RunCounters, RunCounts
 
 __all__ = [
     "Changes",
@@ -134,37 +134,15 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
                                        lanes=_merged(self.lanes, other.lanes, StageCost.merge))
 
 
-class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """``run``: what this invocation did (:class:`dahl.results._counters.RunCounters`), when, and what it cost.
+class RunSummary(RunCounts, frozen=True, kw_only=True):
+    """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when, and what it cost.
 
     Attributes:
-        answers_read ... claims_failed: the counters of the same name, answers and claims.
-        answers_covered, facts_judged, facts_failed: only for a run with a cover stage.
-        errors: claim, split and cover errors by exception class name.
-        elapsed_s: seconds from start to the summary.
-        lanes: lane key -> that lane's statistics at the end (never an API key).
         dahl_version: the dahl that ran.
         started_at, finished_at: UTC, ISO 8601 to the second.
         cost: tokens and money.
     """
 
-    answers_read: int
-    answers_resumed: int
-    answers_done: int
-    answers_cached: int
-    status: dict[str, int]
-    input_errors: int
-    claims_done: int
-    claims_checked: int
-    claims_cached: int
-    claims_deduped: int
-    claims_failed: int
-    answers_covered: int | UnsetType = UNSET
-    facts_judged: int | UnsetType = UNSET
-    facts_failed: int | UnsetType = UNSET
-    errors: dict[str, int]
-    elapsed_s: float
-    lanes: dict[str, LaneStatistics]
     dahl_version: str
     started_at: str
     finished_at: str
@@ -173,21 +151,9 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def of(cls, counters: RunCounters, *, dahl_version: str, started_at: str, finished_at: str,
            spend: Spend) -> RunSummary:
-        """The run block of ``counters`` (read now: ``elapsed_s`` and lane statistics) and ``spend``."""
-        cover: dict[str, int] = {}
-        if counters.covering:
-            cover = {"answers_covered": counters.answers_covered, "facts_judged": counters.facts_judged,
-                     "facts_failed": counters.facts_failed}
-        return cls(
-            answers_read=counters.answers_read, answers_resumed=counters.answers_resumed,
-            answers_done=counters.answers_done, answers_cached=counters.answers_cached, status=dict(counters.status),
-            input_errors=counters.input_errors, claims_done=counters.claims_done,
-            claims_checked=counters.claims_checked, claims_cached=counters.claims_cached,
-            claims_deduped=counters.claims_deduped, claims_failed=counters.claims_failed, **cover,
-            errors=dict(counters.errors), elapsed_s=round(counters.elapsed_s(), 3),
-            lanes=dict(counters.lane_statistics()) if counters.lane_statistics is not None else {},
-            dahl_version=dahl_version, started_at=started_at, finished_at=finished_at, cost=CostSummary.of(spend),
-        )
+        """The run block of ``counters`` (read now) and ``spend``."""
+        return cls(**msgspec.structs.asdict(counters.snapshot()), dahl_version=dahl_version, started_at=started_at,
+                   finished_at=finished_at, cost=CostSummary.of(spend))
 
     def merge(self, other: RunSummary) -> RunSummary:
         """Counts added; the earlier start, the later finish and the longer ``elapsed_s`` (shards run side by side).
