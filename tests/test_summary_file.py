@@ -20,9 +20,10 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from dahl.analysis._summary_file import CostSummary, StageCost, Summary
+from dahl.analysis._summary_file import CostSummary, RunSummary, StageCost, Summary
 from dahl.cli import main
 from dahl.errors import ConfigError
+from dahl.lanes._lane import LaneStatistics
 from dahl.records import content_id
 from dahl.run._plan import AdapterSettings
 from dahl.run._score import ScoreConfig, score
@@ -236,3 +237,31 @@ class TestRunBlockMerge:
         one = CostSummary(usd=0.0, max_cost_usd=None, batch=False, price_table_date="2025-05-01", lanes={})
         with pytest.raises(ConfigError, match="priced differently"):
             one.merge(msgspec.structs.replace(one, price_table_date="2026-01-01"))
+
+    def test_run_counts_lanes_and_clock(self) -> None:
+        """Counters and errors add, a lane in both adds its counts with the later pause, cover counts add to UNSET."""
+        lane = LaneStatistics(in_flight=0, waiting=0, requests=10, successes=9, retries=2, rate_limited=1,
+                              transient_errors=1, fatal_errors=0, tokens_reserved=0, tokens_used=500,
+                              paused_until=None, rpm=60.0, tpm=None)
+        cost = CostSummary(usd=0.0, max_cost_usd=None, batch=False, price_table_date="2025-05-01", lanes={})
+        one = RunSummary(answers_read=3, answers_resumed=1, answers_done=2, answers_cached=0,
+                         status={"scored": 2}, input_errors=1, claims_done=5, claims_checked=4, claims_cached=1,
+                         claims_deduped=0, claims_failed=1, errors={"TransientAPIError": 1}, elapsed_s=2.0,
+                         lanes={"a": lane}, dahl_version="1", started_at="2026-01-01T00:00:05+00:00",
+                         finished_at="2026-01-01T00:00:07+00:00", cost=cost)
+        two = msgspec.structs.replace(
+            one, status={"scored": 1, "abstained": 1}, errors={"OutputParseError": 2}, elapsed_s=3.0,
+            lanes={"a": msgspec.structs.replace(lane, paused_until=12.5), "b": lane}, answers_covered=2,
+            started_at="2026-01-01T00:00:04+00:00", finished_at="2026-01-01T00:00:06+00:00")
+        merged = one.merge(two)
+        assert (merged.answers_read, merged.answers_resumed, merged.claims_done, merged.claims_failed) == (6, 2, 10, 2)
+        assert merged.status == {"scored": 3, "abstained": 1}
+        assert merged.errors == {"TransientAPIError": 1, "OutputParseError": 2}
+        assert (merged.lanes["a"].requests, merged.lanes["a"].tokens_used, merged.lanes["a"].paused_until) == (
+            20, 1000, 12.5)
+        assert merged.lanes["b"] == lane
+        assert merged.answers_covered == 2 and merged.facts_judged is msgspec.UNSET
+        assert (merged.started_at, merged.finished_at, merged.elapsed_s) == (
+            "2026-01-01T00:00:04+00:00", "2026-01-01T00:00:07+00:00", 3.0)
+        with pytest.raises(ConfigError, match="dahl 1 and 2"):
+            one.merge(msgspec.structs.replace(two, dahl_version="2"))

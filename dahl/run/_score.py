@@ -240,8 +240,11 @@ class _Parts:
 class _Reading:
     """What the answer source records as it reads the input (the reader thread writes it).
 
+    The counts the run reports are kept live in :class:`RunCounters` (``input_errors``,
+    ``answers_resumed``) by the source itself.
+
     Attributes:
-        errors: rejected input records.
+        errors: rejected input records (the first ones kept for the report).
         order: input position of every answer key read.
         resumed: ``[n]``, answers skipped because a previous run finished them.
     """
@@ -250,11 +253,6 @@ class _Reading:
     order: dict[int, int] = field(default_factory=dict)
     resumed: list[int] = field(default_factory=lambda: [0])
 
-    def settle(self, counters: RunCounters) -> None:
-        """Once the input is read: set the counters' resumed answers and input errors, log the suppressed errors."""
-        counters.answers_resumed = self.resumed[0]
-        counters.input_errors = self.errors.count
-        self.errors.log_suppressed()
 
 
 async def _score_locked(
@@ -283,7 +281,7 @@ async def _score_locked(
         # (not before: a run refused for its settings leaves the last summary valid).
         await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at, parts.config_hash)
         await _run_stages(config, parts, counters, on_result, answer_log, reading, child)
-    reading.settle(counters)
+    reading.errors.log_suppressed()
     summary, summary_path = await _summarize(config, parts, counters, answer_log, reading, input_files, previous,
                                              started_at)
     return ScoreReport(summary.as_builtins(), counters, reading.errors.first, answer_log.path, summary_path, summary)
