@@ -1,4 +1,4 @@
-"""summary.json of real ``dahl score`` runs, byte for byte against golden files.
+"""summary.json of real ``dahl score`` runs byte for byte against golden files, and Summary.merge.
 
 The golden files in ``tests/golden/`` were written by the dict-building summary code that the
 typed :class:`dahl.analysis.Summary` replaced; the runs' only volatile values (``started_at``,

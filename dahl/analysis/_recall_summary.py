@@ -191,7 +191,7 @@ class RecallColumns:
             n_boot, level: bootstrap resamples and interval coverage.
 
         Returns:
-            The group's figures (:class:`~dahl.analysis._summary_blocks.RecallSummary`).
+            The group's figures (:class:`RecallSummary`).
         """
         values = self.values[rows]
         code = self.code[rows]

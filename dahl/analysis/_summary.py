@@ -2,9 +2,11 @@
 
 :class:`SummaryBuilder` keeps only compact columns per answer (five int32 label
 counts, a one-byte flag, two int32 codes), so a million answers take about
-30 MB, and computes every aggregate with numpy at the end. The formulas live in
-:mod:`dahl.metrics`. When a run has reference facts, recall columns are kept too
-(:mod:`dahl.analysis._recall_summary`) and every block gets a ``recall`` object.
+30 MB, and computes every aggregate with numpy at the end into the typed blocks of
+:mod:`dahl.analysis._summary_blocks`. The formulas live in :mod:`dahl.metrics`. When a
+run has reference facts, recall columns are kept too (:mod:`dahl.analysis._recall_summary`)
+and every block gets a ``recall`` object. The columns are the figures' sufficient
+statistics: two builders merge (:meth:`SummaryBuilder.merged`) into the figures of one.
 """
 
 from __future__ import annotations
