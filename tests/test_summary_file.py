@@ -111,6 +111,12 @@ class TestSummaryFile:
                 golden.write_bytes(normalized(payload))
             assert normalized(payload) == golden.read_bytes()
 
+    @pytest.mark.parametrize("golden", sorted(p.name for p in GOLDEN.glob("summary_*.json")))
+    def test_decodes_and_encodes_back_to_the_same_bytes(self, golden: str) -> None:
+        """Every golden summary.json decodes to a Summary whose encoding is the file's bytes."""
+        payload = (GOLDEN / golden).read_bytes()
+        assert Summary.decode(payload).encode() == payload
+
 
 #: (id, model, category, claim labels: S supported, U unsupported; "" with abstained).
 ANSWERS: list[tuple[str, str, str, str]] = [
