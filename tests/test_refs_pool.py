@@ -16,6 +16,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats.refs import read_refs, write_refs
 from dahl.metrics import answer_recall, fstar
 from dahl.records import AnswerResult, Coverage, FactResult, FactSource, Label, Status, content_id
+from dahl.analysis._recall_summary import RecordedRecallSettings
 from dahl.analysis._summary import SummaryBuilder
 from dahl.refs.dedupe import fact_key, near_groups
 from dahl.refs.pool import pool_runs
@@ -252,7 +253,8 @@ class TestPoolOnFactscore:
             assert result.exit_code == 0, result.output
             runs.append(tmp_path / model)
         sets = {s.question_id: s for s in pool_runs(runs)}
-        builder = SummaryBuilder(n_boot=200, recall_settings={"refs": "pool", "coverage": "exact-in-test"})
+        builder = SummaryBuilder(n_boot=200, recall_settings=RecordedRecallSettings(
+            refs="pool", refs_sha256="", coverage="exact-in-test"))
         decoder = msgspec.json.Decoder(AnswerResult)
         for run in runs:
             for raw in (run / "answers.jsonl").read_bytes().splitlines():
@@ -263,7 +265,7 @@ class TestPoolOnFactscore:
                 recall = answer_recall(judged, precision=answer.metrics.precision,
                                        abstained=answer.status == Status.ABSTAINED)
                 builder.add(msgspec.structs.replace(answer, recall=recall))
-        models = builder.build()["models"]
+        models = builder.build().as_builtins()["models"]
         for model, expected, n_abstained in zip(MODELS, (23.2, 35.0, 49.2), (1, 12, 9), strict=True):
             rec = models[model]["recall"]
             assert round(100 * rec["recall"], 1) == expected, model

@@ -83,14 +83,14 @@ def floats(obj: Any) -> list[float]:
 class TestSummaryBuilder:
     def test_empty_builder(self) -> None:
         """No answers gives no models."""
-        assert SummaryBuilder().build() == {"models": {}}
+        assert SummaryBuilder().build().as_builtins() == {"models": {}}
 
     def test_block_keys(self) -> None:
         """A model block has exactly the documented keys plus categories; a category block has no categories."""
         builder = SummaryBuilder(n_boot=50)
         for r in hand_example():
             builder.add(r)
-        block = builder.build()["models"]["m"]
+        block = builder.build().as_builtins()["models"]["m"]
         assert set(block) == BLOCK_KEYS | {"categories"}
         assert set(block["categories"]["x"]) == BLOCK_KEYS
         assert list(block["excluded_by_reason"]) == list(REASONS)
@@ -101,7 +101,7 @@ class TestSummaryBuilder:
         builder = SummaryBuilder(gamma=10, k=64, n_boot=200)
         for r in hand_example():
             builder.add(r)
-        m = builder.build()["models"]["m"]
+        m = builder.build().as_builtins()["models"]["m"]
         assert (m["n_answers"], m["n_scored"], m["n_abstained"], m["n_excluded"], m["n_factscore"]) == (5, 2, 1, 3, 3)
         assert m["excluded_by_reason"] == {
             "abstained": 1, "no_claims": 0, "only_irrelevant": 1, "unknown_claims": 1,
@@ -121,7 +121,7 @@ class TestSummaryBuilder:
         builder = SummaryBuilder(n_boot=50)
         for r in hand_example():
             builder.add(r)
-        cats = builder.build()["models"]["m"]["categories"]
+        cats = builder.build().as_builtins()["models"]["m"]["categories"]
         assert list(cats) == ["x", "y"]
         assert cats["x"]["dahl_score"] == pytest.approx(0.625)
         assert cats["x"]["n_answers"] == 2
@@ -135,7 +135,7 @@ class TestSummaryBuilder:
         builder = SummaryBuilder(n_boot=10)
         for r in hand_example():
             builder.add(r)
-        n = builder.build()["models"]["n"]
+        n = builder.build().as_builtins()["models"]["n"]
         assert (n["n_answers"], n["n_scored"], n["n_excluded"]) == (1, 0, 1)
         assert n["excluded_by_reason"]["split_error"] == 1
         assert n["dahl_score"] is None and n["factscore"] is None and n["dahl_score_ci"] is None
@@ -144,7 +144,7 @@ class TestSummaryBuilder:
         """A result marked scored but holding an error claim is excluded as error_claims."""
         builder = SummaryBuilder(n_boot=10)
         builder.add(result([2, 0, 0, 0, 1], status=Status.SCORED))
-        block = builder.build()["models"]["m"]
+        block = builder.build().as_builtins()["models"]["m"]
         assert block["n_scored"] == 0
         assert block["excluded_by_reason"]["error_claims"] == 1
 
@@ -153,14 +153,14 @@ class TestSummaryBuilder:
         builder = SummaryBuilder(n_boot=10)
         for name in ["zeta", "alpha", "mid"]:
             builder.add(result([1, 0, 0, 0, 0], model=name))
-        assert list(builder.build()["models"]) == ["alpha", "mid", "zeta"]
+        assert list(builder.build().as_builtins()["models"]) == ["alpha", "mid", "zeta"]
 
     def test_grows_past_initial_capacity(self) -> None:
         """5,000 answers are all kept: 2,500 at precision 1 and 2,500 at 0 give DAHL 0.5."""
         builder = SummaryBuilder(n_boot=100)
         for i in range(5000):
             builder.add(result([1, 0, 0, 0, 0] if i % 2 else [0, 1, 0, 0, 0]))
-        block = builder.build()["models"]["m"]
+        block = builder.build().as_builtins()["models"]["m"]
         assert len(builder) == 5000
         assert block["n_scored"] == 5000
         assert block["dahl_score"] == 0.5
@@ -177,7 +177,7 @@ class TestSummaryBuilder:
             builder = SummaryBuilder(seed=seed, n_boot=300)
             for r in answers:
                 builder.add(r)
-            return builder.build()
+            return builder.build().as_builtins()
 
         assert build(1) == build(1)
         assert build(1)["models"]["m"]["dahl_score_ci"] != build(2)["models"]["m"]["dahl_score_ci"]
@@ -212,7 +212,7 @@ class TestSummaryBuilder:
         first = SummaryBuilder(n_boot=30)
         for r in results:
             first.add(r)
-        out = first.build()
+        out = first.build().as_builtins()
         json.dumps(out, allow_nan=False)
         assert not any(math.isnan(f) for f in floats(out))
         for block in out["models"].values():
@@ -224,7 +224,7 @@ class TestSummaryBuilder:
         second = SummaryBuilder(n_boot=30)
         for r in results:
             second.add(r)
-        assert second.build() == out
+        assert second.build().as_builtins() == out
 
 
 def factscore_results(path: Path, model: str) -> list[AnswerResult]:
@@ -257,7 +257,7 @@ class TestSummaryOnFactscoreHumanLabels:
                 pytest.skip(f"{path} not found (set DAHL_SHARED_DATA to the shared data folder)")
             for r in factscore_results(path, model):
                 builder.add(r)
-        models = builder.build()["models"]
+        models = builder.build().as_builtins()["models"]
         expected = {
             # model: (factscore_init %, n_factscore, dahl %, n_scored, n_abstained, S, U)
             "InstructGPT": (41.9, 127, 47.5, 125, 1, 1426, 1306),
@@ -322,7 +322,7 @@ def built(results: list[AnswerResult], **kwargs: Any) -> dict[str, Any]:
     builder = SummaryBuilder(n_boot=200, **kwargs)
     for r in results:
         builder.add(r)
-    return builder.build()
+    return builder.build().as_builtins()
 
 
 class TestSummaryRecall:
@@ -416,7 +416,7 @@ class TestSummaryRecall:
         builder = SummaryBuilder(n_boot=200, recall_settings=SETTINGS)
         for d in digests:
             builder.add(d)
-        assert builder.build() == built(recall_example(), recall_settings=SETTINGS)
+        assert builder.build().as_builtins() == built(recall_example(), recall_settings=SETTINGS)
 
     def test_unknown_reason_is_an_input_error(self) -> None:
         """A recall reason outside the contract's names is an input error naming the field."""
@@ -490,7 +490,7 @@ class TestUnsupportedByReason:
         builder.add(_reasoned(["contradicted", "no_evidence", None], supported=2, category="x"))
         builder.add(_reasoned(["no_evidence", "no_evidence"], category="y"))
         builder.add(result([1, 0, 0, 0, 0], category="y"))
-        block = builder.build()["models"]["m"]
+        block = builder.build().as_builtins()["models"]["m"]
         assert block["unsupported_by_reason"] == {"contradicted": 1, "no_evidence": 3, "unstated": 1}
         assert block["categories"]["x"]["unsupported_by_reason"] == {"contradicted": 1, "no_evidence": 1, "unstated": 1}
         assert block["categories"]["y"]["unsupported_by_reason"] == {"contradicted": 0, "no_evidence": 2, "unstated": 0}
@@ -499,5 +499,69 @@ class TestUnsupportedByReason:
         """A run whose verdicts give no reason has no unsupported_by_reason block."""
         builder = SummaryBuilder(n_boot=10)
         builder.add(_reasoned([None, None], supported=1))
-        block = builder.build()["models"]["m"]
+        block = builder.build().as_builtins()["models"]["m"]
         assert set(block) == BLOCK_KEYS | {"categories"}
+
+
+def _builder(results: list[AnswerResult], **kwargs: Any) -> SummaryBuilder:
+    builder = SummaryBuilder(n_boot=50, **kwargs)
+    for r in results:
+        builder.add(r)
+    return builder
+
+
+class TestSummaryBuilderMerged:
+    @settings(max_examples=40, deadline=None)
+    @given(
+        rows=st.lists(
+            st.tuples(
+                st.lists(st.integers(0, 4), min_size=5, max_size=5),
+                st.sampled_from(list(Status)),
+                st.sampled_from(["m1", "m2"]),
+                st.sampled_from(["c1", "c2"]),
+                st.booleans(),
+            ),
+            max_size=30,
+        ),
+    )
+    def test_any_partition_merges_to_the_whole(self, rows: list[tuple[list[int], Status, str, str, bool]]) -> None:
+        """Answers split into two builders in any way merge to the figures of one builder given them all."""
+        results = [result(c, status=s, model=m, category=cat) for c, s, m, cat, _ in rows]
+        first = [r for r, row in zip(results, rows, strict=True) if row[4]]
+        second = [r for r, row in zip(results, rows, strict=True) if not row[4]]
+        whole = _builder(results).build()
+        assert _builder(first).merged(_builder(second)).build() == whole
+        assert _builder(second).merged(_builder(first)).build() == whole
+
+    def test_recall_and_reasons_on_one_side_only(self) -> None:
+        """Recall answers on one side, reasoned verdicts on the other: the merge has both, as one builder would."""
+        recall = recall_example()
+        reasoned = [_reasoned(["contradicted", None], supported=1, category="x")]
+        whole = _builder(recall + reasoned).build()
+        merged = _builder(recall).merged(_builder(reasoned)).build()
+        assert merged == whole
+        assert merged.models["m"].unsupported_by_reason is not msgspec.UNSET
+        assert merged.models["m"].recall is not msgspec.UNSET
+
+    def test_recall_settings_kept_from_either_side(self) -> None:
+        """Settings given to one side are the merged summary's; with recall on neither side nothing is added."""
+        plain = [result([1, 1, 0, 0, 0])]
+        assert _builder(plain).merged(_builder(plain, recall_settings=SETTINGS)).build().recall_settings == SETTINGS
+        assert _builder(plain).merged(_builder(plain)).build().recall_settings is msgspec.UNSET
+
+    @pytest.mark.parametrize("kwargs", [{"k": 3}, {"gamma": 0.0}, {"seed": 1}, {"n_boot": 10}],
+                             ids=["k", "gamma", "seed", "n_boot"])
+    def test_other_settings_refused(self, kwargs: dict[str, Any]) -> None:
+        """Builders of different γ, K, seed or n_boot do not merge."""
+        base = {"gamma": 10.0, "k": 64, "seed": 0, "n_boot": 50}
+        with pytest.raises(ConfigError, match="different settings"):
+            SummaryBuilder(**base).merged(SummaryBuilder(**{**base, **kwargs}))
+
+    def test_the_merged_builders_are_unchanged(self) -> None:
+        """merged returns a new builder: both sides keep their answers and figures."""
+        a, b = _builder([result([2, 0, 0, 0, 0])]), _builder([result([0, 2, 0, 0, 0], model="n")])
+        before = a.build(), b.build()
+        merged = a.merged(b)
+        merged.add(result([1, 0, 0, 0, 0]))
+        assert (len(a), len(b), len(merged)) == (1, 1, 3)
+        assert (a.build(), b.build()) == before

@@ -1,8 +1,9 @@
 """Recall columns of the summary: per-answer recall metrics kept compactly, aggregated per group.
 
 :class:`RecallColumns` holds, per answer, the seven recall metrics and |F*| as float64
-(NaN where a metric is None) and a one-byte reason code; :class:`RecordedRecallSettings` is the
-``recall_settings`` object at the top of ``summary.json``. The per-answer formulas are in
+(NaN where a metric is None) and a one-byte reason code; :class:`RecallSummary` is a group's
+``recall`` object and :class:`RecordedRecallSettings` the ``recall_settings`` object at the top
+of ``summary.json``. The per-answer formulas are in
 :mod:`dahl.metrics.recall` ("Beyond Precision"); this module only averages them.
 """
 
@@ -18,7 +19,7 @@ from dahl.errors import InputError
 from dahl.metrics import bootstrap_ci
 from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
 
-__all__ = ["NULL_REASONS", "RecallColumns", "RecordedRecallSettings"]
+__all__ = ["NULL_REASONS", "RecallColumns", "RecallSummary", "RecordedRecallSettings"]
 
 #: Why an answer's recall (or Rec^w alone, for ``zero_weight``) is None, in
 #: ``null_by_reason`` order. ``no_refs``: the answer's question has no reference set.
@@ -53,6 +54,41 @@ class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
     fstar_min_importance: float | None = None
     alpha: float = 0.5
     beta: float = 0.5
+
+
+class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``recall`` object of a group ("Beyond Precision" importance-aware recall).
+
+    Means are over the answers where the metric is defined, None when there are none; a
+    ``*_ci`` is ``[lo, hi]`` of a percentile bootstrap over those answers, None when empty.
+
+    Attributes:
+        n: answers with Rec defined (abstained ones included).
+        n_abstained: of those, answers that abstained (recall 0).
+        null_by_reason: answers with no Rec, by each name of
+            :data:`dahl.analysis._recall_summary.NULL_REASONS`.
+        recall, recall_w, f1, f1_w: mean Rec, weighted Rec, and their F1 with precision, in [0, 1].
+        recall_at_5, recall_at_10, recall_at_20: mean R@k over the top k facts by importance.
+        rho: mean claims per responding answer whose question has a reference set.
+        facts: mean |F*| over the ``n`` answers.
+    """
+
+    n: int
+    n_abstained: int
+    null_by_reason: dict[str, int]
+    recall: float | None
+    recall_ci: list[float] | None
+    recall_w: float | None
+    recall_w_ci: list[float] | None
+    f1: float | None
+    f1_ci: list[float] | None
+    f1_w: float | None
+    f1_w_ci: list[float] | None
+    recall_at_5: float | None
+    recall_at_10: float | None
+    recall_at_20: float | None
+    rho: float | None
+    facts: float | None
 
 
 class RecallColumns:
@@ -113,6 +149,22 @@ class RecallColumns:
             self.values[start:stop] = np.array(rows, dtype=np.float64)
             self.code[start:stop] = np.array(codes, dtype=np.int8)
 
+    @staticmethod
+    def joined(first: RecallColumns | None, n_first: int, second: RecallColumns | None, n_second: int,
+               capacity: int) -> RecallColumns:
+        """The first ``n_first`` rows of ``first`` then the first ``n_second`` of ``second``.
+
+        A side that is None (its answers were summarized without recall) gives ``no_refs``
+        rows; rows past both up to ``capacity`` are ``no_refs`` too.
+        """
+        out = RecallColumns(capacity)
+        out.mark_no_refs(capacity)
+        for start, part, n in ((0, first, n_first), (n_first, second, n_second)):
+            if part is not None:
+                out.values[start : start + n] = part.values[:n]
+                out.code[start : start + n] = part.code[:n]
+        return out
+
     def mark_no_refs(self, stop: int) -> None:
         """Rows before ``stop`` came from answers added before recall was seen: ``no_refs``."""
         self.values[:stop] = np.nan
@@ -128,7 +180,7 @@ class RecallColumns:
         seed: list[int],
         n_boot: int,
         level: float,
-    ) -> dict[str, Any]:
+    ) -> RecallSummary:
         """The ``recall`` object of one group of answers (``rows`` index the columns).
 
         Args:
@@ -139,12 +191,7 @@ class RecallColumns:
             n_boot, level: bootstrap resamples and interval coverage.
 
         Returns:
-            ``n`` (answers with Rec defined, abstained ones included), ``n_abstained``,
-            ``null_by_reason`` (every name of :data:`NULL_REASONS`), the mean of each
-            metric over the answers where it is defined (None when there are none),
-            ``recall_ci``, ``recall_w_ci``, ``f1_ci``, ``f1_w_ci`` ([lo, hi] percentile
-            bootstrap, None when empty), ``rho`` (mean claims per responding answer whose
-            question has a reference set) and ``facts`` (mean |F*| over the ``n`` answers).
+            The group's figures (:class:`RecallSummary`).
         """
         values = self.values[rows]
         code = self.code[rows]
@@ -165,7 +212,7 @@ class RecallColumns:
         with_refs = responded & (code != _NO_REFS)
         out["rho"] = _mean(claims[with_refs].astype(np.float64))
         out["facts"] = _mean(values[defined, -1])
-        return out
+        return RecallSummary(**out)
 
 
 def _mean(values: npt.NDArray[np.float64]) -> float | None:

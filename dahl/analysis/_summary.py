@@ -1,17 +1,17 @@
 """Aggregation of answer results per model and per (model, category).
 
 :class:`SummaryBuilder` keeps only compact columns per answer (five int32 label
-counts, a one-byte flag, two int32 codes) and computes every aggregate with numpy
-at the end. The formulas live in
-:mod:`dahl.metrics`. When a run has reference facts, recall columns are kept too
-(:mod:`dahl.analysis._recall_summary`) and every block gets a ``recall`` object.
+counts, a one-byte flag, two int32 codes) and computes every aggregate with numpy at the end into the typed blocks of
+:mod:`dahl.analysis._summary_blocks`. The formulas live in :mod:`dahl.metrics`. When a
+run has reference facts, recall columns are kept too (:mod:`dahl.analysis._recall_summary`)
+and every block gets a ``recall`` object. The columns are the figures' sufficient
+statistics: two builders merge (:meth:`SummaryBuilder.merged`) into the figures of one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -30,6 +30,7 @@ from dahl.metrics import (
     precision,
 )
 from dahl.analysis._recall_summary import RecallColumns, RecordedRecallSettings
+from dahl.analysis._summary_blocks import Figures, GroupSummary, ModelSummary, UnsupportedByReason
 from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, UnsupportedReason
 
 __all__ = ["SummaryBuilder", "group_seed"]
@@ -68,6 +69,10 @@ class SummaryBuilder:
             block gets a ``recall`` object and the summary ``recall_settings``. Without
             them, recall is summarized only once an added answer carries ``recall``.
 
+    The columns are the figures' sufficient statistics: :meth:`merged` joins two builders
+    (two shards of a run) into one whose :meth:`build` equals that of one builder given
+    every answer of both.
+
     Raises:
         ConfigError: gamma < 0, k < 1, n_boot < 1 or level outside (0, 1).
     """
@@ -80,7 +85,7 @@ class SummaryBuilder:
         n_boot: int = 1000,
         level: float = 0.95,
         *,
-        recall_settings: RecordedRecallSettings | Mapping[str, Any] | None = None,
+        recall_settings: RecordedRecallSettings | None = None,
     ) -> None:
         if gamma < 0:
             raise ConfigError(f"gamma must be >= 0, got {gamma}")
@@ -105,11 +110,7 @@ class SummaryBuilder:
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._pending: list[list[int]] = []
-        self.recall_settings: dict[str, Any] | None = None
-        if isinstance(recall_settings, RecordedRecallSettings):
-            self.recall_settings = msgspec.to_builtins(recall_settings)
-        elif recall_settings is not None:
-            self.recall_settings = dict(recall_settings)
+        self.recall_settings = recall_settings
         # Recall rows stay parallel to _pending while recall is tracked (None: not yet).
         self._recall: RecallColumns | None = None
         self._pending_recall: list[list[float]] = []
@@ -210,26 +211,58 @@ class SummaryBuilder:
         self._reasons[start:stop] = block[:, 8:10]
         self._n = stop
 
-    def build(self) -> dict[str, Any]:
-        """Compute the summary.
+    def merged(self, other: SummaryBuilder) -> SummaryBuilder:
+        """A new builder holding this builder's answers followed by ``other``'s (neither is changed).
+
+        Model and category codes of ``other`` are recoded into this builder's tables. Recall
+        is tracked when either side tracks it (answers of the other side are ``no_refs``);
+        the recall settings are those of the side that has them.
+
+        Raises:
+            ConfigError: the two differ in gamma, k, seed, n_boot or level, or both have
+                recall settings and they differ.
+        """
+        mine = (self.gamma, self.k, self.seed, self.n_boot, self.level)
+        theirs = (other.gamma, other.k, other.seed, other.n_boot, other.level)
+        if mine != theirs:
+            raise ConfigError(f"cannot merge summaries of different settings (gamma, k, seed, n_boot, level): "
+                              f"{mine} and {theirs}")
+        if None not in (self.recall_settings, other.recall_settings) and self.recall_settings != other.recall_settings:
+            raise ConfigError("cannot merge summaries of different recall settings")
+        self._flush()
+        other._flush()
+        out = SummaryBuilder(self.gamma, self.k, self.seed, self.n_boot, self.level,
+                             recall_settings=self.recall_settings or other.recall_settings)
+        out._models = dict(self._models)
+        out._categories = dict(self._categories)
+        model_code = np.array([out._models.setdefault(m, len(out._models)) for m in _names(other._models)],
+                              dtype=np.int32)
+        category_code = np.array(
+            [out._categories.setdefault(c, len(out._categories)) for c in _names(other._categories)], dtype=np.int32)
+        a, b = self._n, other._n
+        out._n = a + b
+        capacity = max(out._n, _INITIAL_CAPACITY)
+        out._counts = _joined(self._counts[:a], other._counts[:b], capacity)
+        out._flag = _joined(self._flag[:a], other._flag[:b], capacity)
+        out._model = _joined(self._model[:a], model_code[other._model[:b]], capacity)
+        out._category = _joined(self._category[:a], category_code[other._category[:b]], capacity)
+        out._reasons = _joined(self._reasons[:a], other._reasons[:b], capacity)
+        out._any_reason = self._any_reason or other._any_reason
+        if self._recall is not None or other._recall is not None:
+            out._recall = RecallColumns.joined(self._recall, a, other._recall, b, capacity)
+        return out
+
+    def build(self) -> Figures:
+        """Compute the summary's figures.
 
         Returns:
-            ``{"models": {model: block}}`` with models sorted by name. Each block has
-            ``n_answers``, ``n_scored`` (answers in the DAHL Score and F1@K),
-            ``n_abstained``, ``n_excluded`` (= n_answers - n_scored, abstained
-            included), ``excluded_by_reason`` (every name in
-            :data:`dahl.metrics.REASONS`, summing to n_excluded), ``n_factscore``
-            (answers in FActScore), ``dahl_score``, ``dahl_score_ci`` ([lo, hi]),
-            ``factscore`` (with γ), ``factscore_init`` (γ = 0), ``f1_at_k``,
-            ``labels`` (claims per label), ``unsupported_by_reason`` (only when some
-            verdict of the run gave a reason: unsupported claims counted as
-            ``contradicted``, ``no_evidence`` and ``unstated`` (no reason given),
-            summing to ``labels["unsupported"]``) and ``categories`` (category -> the
-            same block without ``categories``). Scores are in [0, 1]; a score with no
-            qualifying answer is None, never NaN. When recall is tracked, each block
-            also has ``recall`` (:meth:`dahl.analysis._recall_summary.RecallColumns.block`) and the
-            summary ``recall_settings`` (None when no settings were given); otherwise
-            neither key is present.
+            ``models``: model -> :class:`~dahl.analysis._summary_blocks.ModelSummary`, sorted
+            by name, each with its ``categories`` sorted by name. ``unsupported_by_reason`` is
+            set only when some verdict of the run gave a reason (unsupported claims counted as
+            ``contradicted``, ``no_evidence`` and ``unstated``). When recall is tracked, each
+            block also has ``recall`` (:meth:`dahl.analysis._recall_summary.RecallColumns.block`)
+            and the figures ``recall_settings`` (None when no settings were given); otherwise
+            both are UNSET (left out of summary.json).
         """
         self._flush()
         n = self._n
@@ -263,12 +296,11 @@ class SummaryBuilder:
         by_pair = np.argsort(pair, kind="stable")
         pair_sorted = pair[by_pair]
 
-        out: dict[str, Any] = {}
+        out: dict[str, ModelSummary] = {}
         for m_code in sorted(range(len(model_names)), key=model_names.__getitem__):
             name = model_names[m_code]
             rows = by_model[model_bounds[m_code] : model_bounds[m_code + 1]]
-            block = self._block(columns, rows, group_seed(self.seed, name, None))
-            cats: dict[str, Any] = {}
+            cats: dict[str, GroupSummary] = {}
             lo, hi = np.searchsorted(pair_sorted, [m_code * n_cat, (m_code + 1) * n_cat])
             sub = by_pair[lo:hi]
             sub_category = category[sub]  # ascending, since pair = model * n_cat + category
@@ -278,15 +310,14 @@ class SummaryBuilder:
             spans = {category_names[c]: (b, e) for c, b, e in zip(present.tolist(), bounds.tolist(), ends.tolist())}
             for cat in sorted(spans):
                 b, e = spans[cat]
-                cats[cat] = self._block(columns, sub[b:e], group_seed(self.seed, name, cat))
-            block["categories"] = cats
-            out[name] = block
+                cats[cat] = GroupSummary(**self._block(columns, sub[b:e], group_seed(self.seed, name, cat)))
+            out[name] = ModelSummary(**self._block(columns, rows, group_seed(self.seed, name, None)), categories=cats)
         if self._recall is None:
-            return {"models": out}
-        return {"models": out, "recall_settings": self.recall_settings}
+            return Figures(models=out)
+        return Figures(models=out, recall_settings=self.recall_settings)
 
     def _block(self, col: _Columns, rows: npt.NDArray[np.intp], seed: list[int]) -> dict[str, Any]:
-        """Figures of one group of answers (``rows`` index the columns)."""
+        """Fields of one group's :class:`~dahl.analysis._summary_blocks.GroupSummary` (``rows`` index the columns)."""
         in_dahl = col.in_dahl[rows]
         in_fs = col.in_fs[rows]
         n_scored = int(in_dahl.sum())
@@ -312,11 +343,8 @@ class SummaryBuilder:
         if col.reasons is not None:
             contradicted, no_evidence = (int(v) for v in col.reasons[rows].sum(axis=0))
             unsupported = int(label_totals[LABELS.index(Label.UNSUPPORTED)])
-            block["unsupported_by_reason"] = {
-                "contradicted": contradicted,
-                "no_evidence": no_evidence,
-                "unstated": unsupported - contradicted - no_evidence,
-            }
+            block["unsupported_by_reason"] = UnsupportedByReason(
+                contradicted=contradicted, no_evidence=no_evidence, unstated=unsupported - contradicted - no_evidence)
         if self._recall is not None:
             flag = self._flag[rows]
             block["recall"] = self._recall.block(
@@ -358,6 +386,14 @@ class _Columns:
 def _mean(values: npt.NDArray[np.float64]) -> float | None:
     """Mean of ``values`` summed in sorted order (so it is exactly order-invariant), None when empty."""
     return float(np.sort(values).mean()) if values.size else None
+
+
+def _joined(first: npt.NDArray[Any], second: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
+    """``first`` then ``second`` along rows, in a column of ``capacity`` rows (the rest zero)."""
+    out = np.zeros((capacity, *first.shape[1:]), dtype=first.dtype)
+    out[: len(first)] = first
+    out[len(first) : len(first) + len(second)] = second
+    return out
 
 
 def _names(codes: dict[str, int]) -> list[str]:

@@ -170,7 +170,6 @@ class Scoring:
             await self.emit(build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k))
             return
         pending = Pending(QueuedAnswer(answer, item.input_hash, item.whole_key), parts, answer is not item.answer)
-        self.counters.claims_queued += len(parts)
         if self.look_up is not None:
             await self.split.send(pending)
         else:

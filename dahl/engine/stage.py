@@ -2,16 +2,17 @@
 
 Runs are composed of stages (DESIGN.md §1): split and check in ``dahl score``, cover
 when recall is asked for, extract and rate in ``dahl refs build``. Each stage owns its
-counters and error policy; what a worker does with an item (call an adapter, look the
-cache up, send the item on) is its ``work`` function. :func:`run_stages` runs stages
-and plain tasks (a reader, a writer) in one task group, and stops them all when a
-stage meets an error the run cannot go on from (quota exhausted, a fatal API error).
+error policy; what a worker does with an item (call an adapter, look the cache up, send
+the item on) is its ``work`` function, which also counts what the run reports
+(:class:`~dahl.results._counters.RunCounters` for ``dahl score``, the job's own counters
+for the others): a stage keeps no counts of its own. :func:`run_stages` runs stages and
+plain tasks (a reader, a writer) in one task group, and stops them all when a stage
+meets an error the run cannot go on from (quota exhausted, a fatal API error).
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -23,7 +24,7 @@ import anyio.lowlevel
 from dahl.engine.channel import Channel, EndOfChannel
 from dahl.errors import AdapterError, DahlError, FatalAPIError, QuotaExhausted
 
-__all__ = ["Inbox", "Stage", "StageCounters", "Unbatched", "run_stages"]
+__all__ = ["Inbox", "Stage", "Unbatched", "run_stages"]
 
 log = logging.getLogger(__name__)
 
@@ -79,23 +80,6 @@ class Unbatched(Generic[B, T]):
         return len(self._ready)
 
 
-@dataclasses.dataclass
-class StageCounters:
-    """What one stage did so far (read by progress displays and the bench).
-
-    Attributes:
-        done: items whose work finished (with or without an error).
-        failed: items whose work raised an :class:`~dahl.errors.AdapterError`.
-        in_flight: items being worked on now.
-        errors: failures by error class name.
-    """
-
-    done: int = 0
-    failed: int = 0
-    in_flight: int = 0
-    errors: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
-
-
 class Stage(Generic[T]):
     """``workers`` tasks that each take items of ``inbox`` and ``await work(item)``.
 
@@ -133,7 +117,6 @@ class Stage(Generic[T]):
         self.inbox = inbox
         self.workers = workers
         self.outputs = tuple(outputs)
-        self.counters = StageCounters()
         self._work = work
         self._on_error = on_error
         for channel in self.outputs:
@@ -141,28 +124,22 @@ class Stage(Generic[T]):
                 channel.open_sender()
 
     def __repr__(self) -> str:
-        return f"Stage({self.name!r}, workers={self.workers}, done={self.counters.done})"
+        return f"Stage({self.name!r}, workers={self.workers}, outputs={len(self.outputs)})"
 
     async def serve(self, stop: Callable[[BaseException], None]) -> None:
         """One worker: work on items until the inbox ends; ``stop`` ends the run on a fatal error."""
-        counters, work = self.counters, self._work  # locals: this loop runs once per item
+        work = self._work  # a local: this loop runs once per item
         try:
             async for item in self.inbox:
-                counters.in_flight += 1
                 try:
                     await work(item)
                 except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished work is kept
                     stop(exc)
                     return
                 except AdapterError as exc:
-                    counters.failed += 1
-                    counters.errors[type(exc).__name__] += 1
                     if self._on_error is None:
                         raise
                     await self._on_error(item, exc)
-                finally:
-                    counters.in_flight -= 1
-                counters.done += 1
         finally:
             for channel in self.outputs:
                 channel.close_sender()

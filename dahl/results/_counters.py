@@ -1,4 +1,9 @@
-"""One set of run counters shared by the progress bar, the final report and the bench."""
+"""One set of run counters shared by the progress bar, the final report and the bench.
+
+:class:`RunCounters` is updated live by the run's stages; :meth:`RunCounters.snapshot` reads
+it into a :class:`RunCounts`, the counters part of summary.json's ``run`` block (the bench
+and the summary both take it from there).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,44 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
+
+from dahl.lanes._lane import LaneStatistics
 
 if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
 
-__all__ = ["RunCounters"]
+__all__ = ["RunCounters", "RunCounts"]
+
+
+class RunCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """The counters of a run read at one moment (see :class:`RunCounters` for each one's meaning).
+
+    ``answers_covered``, ``facts_judged`` and ``facts_failed`` are set only for a run with a
+    cover stage (UNSET, left out of the encoding, otherwise).
+
+    Attributes:
+        elapsed_s: seconds from the start to the snapshot, to the millisecond.
+        lanes: lane key -> its statistics (never an API key); empty without HTTP lanes.
+    """
+
+    answers_read: int
+    answers_resumed: int
+    answers_done: int
+    answers_cached: int
+    status: dict[str, int]
+    input_errors: int
+    claims_done: int
+    claims_checked: int
+    claims_cached: int
+    claims_deduped: int
+    claims_failed: int
+    answers_covered: int | UnsetType = UNSET
+    facts_judged: int | UnsetType = UNSET
+    facts_failed: int | UnsetType = UNSET
+    errors: dict[str, int]
+    elapsed_s: float
+    lanes: dict[str, LaneStatistics]
 
 
 @dataclass
@@ -31,7 +69,6 @@ class RunCounters:
             cache (not split or checked again; their claims count in ``claims_cached``).
         status: answers written in this run, by status.
         input_errors: input records rejected (bad JSON, missing field, ...).
-        claims_queued: claims handed to the Checker stage.
         claims_done: claims with a verdict (errors included).
         claims_checked: claims a Checker decided in this run (new calls).
         claims_cached: claims whose verdict came from the cache.
@@ -63,7 +100,6 @@ class RunCounters:
     answers_cached: int = 0
     status: Counter[str] = field(default_factory=Counter)
     input_errors: int = 0
-    claims_queued: int = 0
     claims_done: int = 0
     claims_checked: int = 0
     claims_cached: int = 0
@@ -122,34 +158,27 @@ class RunCounters:
         """Seconds since the run started."""
         return time.monotonic() - self.started_at
 
+    def snapshot(self) -> RunCounts:
+        """The counters now (``elapsed_s`` and the lanes' statistics are read at the call)."""
+        cover: dict[str, int] = {}
+        if self.covering:
+            cover = {"answers_covered": self.answers_covered, "facts_judged": self.facts_judged,
+                     "facts_failed": self.facts_failed}
+        return RunCounts(
+            answers_read=self.answers_read, answers_resumed=self.answers_resumed, answers_done=self.answers_done,
+            answers_cached=self.answers_cached, status=dict(self.status), input_errors=self.input_errors,
+            claims_done=self.claims_done, claims_checked=self.claims_checked, claims_cached=self.claims_cached,
+            claims_deduped=self.claims_deduped, claims_failed=self.claims_failed, **cover, errors=dict(self.errors),
+            elapsed_s=round(self.elapsed_s(), 3),
+            lanes=dict(self.lane_statistics()) if self.lane_statistics is not None else {},
+        )
+
     def as_dict(self) -> dict[str, object]:
-        """Plain-JSON view for summary.json and the bench.
+        """Plain-JSON view of :meth:`snapshot` for the bench (summary.json's ``run`` block without clock and cost).
 
         With a cover stage (``covering``), ``answers_covered``, ``facts_judged`` and
         ``facts_failed`` are added after ``claims_failed``; without one the keys are
         those of a run before recall.
         """
-        cover: dict[str, object] = {}
-        if self.covering:
-            cover = {"answers_covered": self.answers_covered, "facts_judged": self.facts_judged,
-                     "facts_failed": self.facts_failed}
-        return {
-            "answers_read": self.answers_read,
-            "answers_resumed": self.answers_resumed,
-            "answers_done": self.answers_done,
-            "answers_cached": self.answers_cached,
-            "status": dict(self.status),
-            "input_errors": self.input_errors,
-            "claims_done": self.claims_done,
-            "claims_checked": self.claims_checked,
-            "claims_cached": self.claims_cached,
-            "claims_deduped": self.claims_deduped,
-            "claims_failed": self.claims_failed,
-            **cover,
-            "errors": dict(self.errors),
-            "elapsed_s": round(self.elapsed_s(), 3),
-            "lanes": {
-                key: msgspec.to_builtins(stats)
-                for key, stats in (self.lane_statistics() if self.lane_statistics else {}).items()
-            },
-        }
+        out: dict[str, object] = msgspec.to_builtins(self.snapshot())
+        return out

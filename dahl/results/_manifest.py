@@ -107,9 +107,26 @@ class QuestionSet:
     def __init__(self) -> None:
         self._ids: set[str] = set()
 
+    def __len__(self) -> int:
+        """Distinct question ids."""
+        return len(self._ids)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuestionSet):
+            return NotImplemented
+        return self._ids == other._ids
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
     def add(self, question_ids: Iterable[str]) -> None:
         """Add question ids (repeats are counted once)."""
         self._ids.update(question_ids)
+
+    def union(self, other: QuestionSet) -> QuestionSet:
+        """A new set of the questions of both."""
+        out = QuestionSet()
+        out._ids = self._ids | other._ids
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         """``{"questions": n, "blake2b": hex}``: the count and blake2b-128 of the sorted ids, NUL-separated."""

@@ -19,6 +19,7 @@ from dahl.cache.store import CacheStore
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import LanePool
 from dahl.formats.refs import RefIndex, read_refs, refs_sha256
+from dahl.analysis._recall_summary import RecordedRecallSettings
 
 __all__ = ["RunRecall", "load_refs", "open_recall"]
 
@@ -37,11 +38,12 @@ class RunRecall:
     refs_sha256: str
     endpoint: EndpointConfig | None
 
-    def settings(self, recall: RecallSettings) -> dict[str, object]:
-        """The ``recall_settings`` block of summary.json (contract of parts R, P, J)."""
-        return {"refs": manifest.json_text(str(recall.refs)), "refs_sha256": self.refs_sha256,
-                "coverage": self.coverer.judge_fingerprint, "partial": recall.partial, "fstar_k": recall.fstar_k,
-                "fstar_min_importance": recall.fstar_min_importance, "alpha": recall.alpha, "beta": recall.beta}
+    def settings(self, recall: RecallSettings) -> RecordedRecallSettings:
+        """The ``recall_settings`` block of summary.json."""
+        return RecordedRecallSettings(
+            refs=manifest.json_text(str(recall.refs)), refs_sha256=self.refs_sha256,
+            coverage=self.coverer.judge_fingerprint, partial=recall.partial, fstar_k=recall.fstar_k,
+            fstar_min_importance=recall.fstar_min_importance, alpha=recall.alpha, beta=recall.beta)
 
 
 def load_refs(path: Path) -> tuple[RefIndex, str]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dahl.analysis._summary_file import Summary
 from dahl.results._counters import RunCounters
 from dahl.errors import DahlError, InputError
 from dahl.exit_status import ExitStatus
@@ -18,10 +19,12 @@ class ScoreReport:
     """What a run produced.
 
     Attributes:
-        summary: the content of ``summary.json``.
+        summary: the content of ``summary.json``, as plain JSON values.
         counters: the run's counters.
         input_errors: the first rejected input records (file, line, field, message).
         answers_path, summary_path: the files written.
+        result: the same summary typed, with the statistics :meth:`Summary.merge` needs
+            (None when the report was not made by a run).
     """
 
     summary: dict[str, Any]
@@ -29,6 +32,7 @@ class ScoreReport:
     input_errors: list[InputError]
     answers_path: Path
     summary_path: Path
+    result: Summary | None = None
 
     @property
     def exit_status(self) -> ExitStatus:

@@ -11,18 +11,18 @@ import hashlib
 import logging
 import math
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import orjson
 
 from dahl.results import _manifest as manifest
-from dahl._version import __version__
 from dahl.run._plan import AdapterSettings, open_adapters, used_templates
-from dahl.adapters.recall import RecallSettings
+from dahl.adapters.recall import RecallCoverer, RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
 from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
@@ -31,7 +31,7 @@ from dahl.cache.opening import open_store
 from dahl.cache.whole_input import WholeInputProcess
 from dahl.cache.whole_input_child import Start
 from dahl.results._counters import RunCounters
-from dahl.results._log import AnswerLog, writing
+from dahl.results._log import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
 from dahl.lanes._spend import Spend
 from dahl.run._source import InputErrors, answer_source
@@ -42,11 +42,13 @@ from dahl.formats.inline import Input, as_inputs
 from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
 from dahl.locking import FolderLock
 from dahl.pricing import Price, PriceTable
-from dahl.records import AnswerResult, ResultDigest
-from dahl.run._recall import open_recall
+from dahl.records import AnswerResult
+from dahl.run._recall import RunRecall, open_recall
 from dahl.run._report import ScoreReport, run_status, single_error
 from dahl.analysis._summary import SummaryBuilder
+from dahl.analysis._summary_file import RunConfig, Summary, TemplateUse
 from dahl.analysis._verdicts import VerdictWriter
+from dahl.run._outputs import collect, run_summary, write_summary
 
 __all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
 
@@ -198,10 +200,69 @@ async def score_async(
         lock.release()
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """The opened parts of one run (closed by the run's exit stack).
+
+    Attributes:
+        splitter, checker: the cached adapters.
+        options: the pipeline's concurrency and batching, with the run's γ and K.
+        recall: the Coverer and its summary facts, None without reference facts.
+        cache: the verdict store, None when off or unusable.
+        cache_state: ``on``, ``off`` or ``disabled (why)`` for the summary.
+        spend: the run's money and cap.
+        run_fp: bytes of everything besides the answer that changes a result.
+        whole: the whole-answer cache, None with recall or without a store.
+    """
+
+    splitter: CachingSplitter
+    checker: CachingChecker
+    options: PipelineOptions
+    recall: RunRecall | None
+    cache: CacheStore | None
+    cache_state: str
+    spend: Spend
+    run_fp: bytes
+    whole: AnswerCache | None
+
+    @property
+    def coverer(self) -> RecallCoverer | None:
+        """The run's Coverer, None without reference facts."""
+        return self.recall.coverer if self.recall is not None else None
+
+    @property
+    def config_hash(self) -> str:
+        """Hex blake2b-128 of :attr:`run_fp`: the manifest's ``config_hash``."""
+        return hashlib.blake2b(self.run_fp, digest_size=16).hexdigest()
+
+
+@dataclass
+class _Reading:
+    """What the answer source records as it reads the input (the reader thread writes it).
+
+    The counts the run reports are kept live in :class:`RunCounters` (``input_errors``,
+    ``answers_resumed``) by the source itself.
+
+    Attributes:
+        errors: rejected input records (the first ones kept for the report).
+        order: input position of every answer key read.
+        resumed: ``[n]``, answers skipped because a previous run finished them.
+    """
+
+    errors: InputErrors
+    order: dict[int, int] = field(default_factory=dict)
+    resumed: list[int] = field(default_factory=lambda: [0])
+
+
+
 async def _score_locked(
     config: ScoreConfig, counters: RunCounters, on_result: Callable[[AnswerResult], None] | None
 ) -> ScoreReport:
-    """The body of :func:`score_async`, run while this process holds the output folder."""
+    """The body of :func:`score_async`, run while this process holds the output folder.
+
+    Open the run's parts, run its stages into ``answers.jsonl``, then read that once into
+    the verdict store and the summary, and write ``summary.json`` and the manifest.
+    """
     out_dir = config.out_dir
     started_at = manifest.now_utc()
     previous = await anyio.to_thread.run_sync(manifest.read_manifest, out_dir)
@@ -210,148 +271,149 @@ async def _score_locked(
     input_files = hasher.submit(manifest.hash_inputs, config.inputs)
     hasher.shutdown(wait=False)
     answer_log = AnswerLog(out_dir / "answers.jsonl")
-    errors = InputErrors(counters)
-    order: dict[int, int] = {}
-    resumed = [0]
+    reading = _Reading(InputErrors(counters))
     async with AsyncExitStack() as stack:
         child = None if config.recall is not None else await anyio.to_thread.run_sync(_spawn_input_process, config)
         if child is not None:
             stack.push_async_callback(_close_input_process, child)
-        adapters = config.adapters
-        if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
-            cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
-            adapters = replace(adapters, index_dir=cache_root / "corpus-index")
-        table = await anyio.to_thread.run_sync(PriceTable.shipped)  # reads the package's file once
-        spend = Spend(table.with_overrides(config.prices), max_cost_usd=config.max_cost_usd)
-        counters.spend = spend
-        inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend)
-        if len(lanes):
-            counters.lane_statistics = lanes.statistics
-        cache: CacheStore | None = None
-        cache_state = "on" if config.use_cache else "off"
-        if config.use_cache:  # another run holding the cache is a CacheError: that one stops the run
-            cache, unusable = await open_store(stack, config.cache_dir)
-            if unusable is not None:
-                cache_state = f"disabled ({unusable})"
-        splitter = CachingSplitter(inner_splitter, cache, counters)
-        checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
-        if config.pipeline is not None:
-            options = config.pipeline
-        options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
-        recall = await open_recall(config.recall, config.adapters, stack, lanes, cache) if config.recall else None
-        coverer = recall.coverer if recall is not None else None
-        if recall is not None:
-            if len(lanes):
-                counters.lane_statistics = lanes.statistics
-            if recall.endpoint is not None and config.pipeline is None:  # an LLM judge: as many covers as requests
-                options = PipelineOptions(**{**options.__dict__, "cover_concurrency": recall.endpoint.max_in_flight})
-        run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
-                                  coverer.fingerprint if coverer is not None else None)
-        if cache is not None:
-            await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
-        whole = None if coverer is not None else AnswerCache.for_run(
-            cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
-        )
+        parts = await _open_parts(config, counters, stack)
         # From here answers.jsonl changes: the folder is stale until the run completes
         # (not before: a run refused for its settings leaves the last summary valid).
-        await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at,
-                                       hashlib.blake2b(run_fp, digest_size=16).hexdigest())
-        finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
-        await anyio.to_thread.run_sync(answer_log.open)
-        if child is not None:  # a pipe write, or a wait for the child to end: off the loop
-            child = await anyio.to_thread.run_sync(_begin_input_process, child, config, run_fp, whole, cache, options)
-        # A full cyclic-GC pass over everything imported and built so far (modules,
-        # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
-        # leave those long-lived objects out of the collector until the run ends.
-        gc.freeze()
-        stopped = True  # until the pipeline returns: a failing close must not hide why it stopped
-        try:
-            await run_pipeline(
-                answer_source(config.inputs, config.fmt, config.response_column, run_fp, finished, order, errors,
-                              resumed, child, config.adapters.input_needs, counters, fields=config.fields),
-                splitter,
-                checker,
-                answer_log,
-                options=options,
-                counters=counters,
-                on_result=on_result,
-                whole=whole,
-                coverer=coverer,
-            )
-            stopped = False
-        finally:
-            gc.unfreeze()
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_close_log, answer_log, stopped)
-    counters.answers_resumed = resumed[0]
-    counters.input_errors = errors.count
-    errors.log_suppressed()
+        await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at, parts.config_hash)
+        await _run_stages(config, parts, counters, on_result, answer_log, reading, child)
+    reading.errors.log_suppressed()
+    summary, summary_path = await _summarize(config, parts, counters, answer_log, reading, input_files, previous,
+                                             started_at)
+    return ScoreReport(summary.as_builtins(), counters, reading.errors.first, answer_log.path, summary_path, summary)
 
+
+async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncExitStack) -> _Parts:
+    """Open the run's adapters, lanes, spend meter, verdict store and Coverer on ``stack``.
+
+    Sets ``counters.spend`` and, with HTTP lanes, ``counters.lane_statistics``.
+
+    Raises:
+        ConfigError: bad adapter or recall settings, missing files or keys.
+        CacheError: another run holds the cache.
+    """
+    adapters = config.adapters
+    if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
+        cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
+        adapters = replace(adapters, index_dir=cache_root / "corpus-index")
+    table = await anyio.to_thread.run_sync(PriceTable.shipped)  # reads the package's file once
+    spend = Spend(table.with_overrides(config.prices), max_cost_usd=config.max_cost_usd)
+    counters.spend = spend
+    inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend)
+    if len(lanes):
+        counters.lane_statistics = lanes.statistics
+    cache: CacheStore | None = None
+    cache_state = "on" if config.use_cache else "off"
+    if config.use_cache:  # another run holding the cache is a CacheError: that one stops the run
+        cache, unusable = await open_store(stack, config.cache_dir)
+        if unusable is not None:
+            cache_state = f"disabled ({unusable})"
+    splitter = CachingSplitter(inner_splitter, cache, counters)
+    checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
+    if config.pipeline is not None:
+        options = config.pipeline
+    options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
+    recall = await open_recall(config.recall, config.adapters, stack, lanes, cache) if config.recall else None
+    coverer = recall.coverer if recall is not None else None
+    if recall is not None:
+        if len(lanes):
+            counters.lane_statistics = lanes.statistics
+        if recall.endpoint is not None and config.pipeline is None:  # an LLM judge: as many covers as requests
+            options = PipelineOptions(**{**options.__dict__, "cover_concurrency": recall.endpoint.max_in_flight})
+    run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
+                              coverer.fingerprint if coverer is not None else None)
+    if cache is not None:
+        await anyio.to_thread.run_sync(code_digest)  # reads dahl's source once, off the loop
+    whole = None if coverer is not None else AnswerCache.for_run(
+        cache, splitter, checker, preprocess=options.preprocess, max_response_chars=options.max_response_chars
+    )
+    return _Parts(splitter, checker, options, recall, cache, cache_state, spend, run_fp, whole)
+
+
+async def _run_stages(
+    config: ScoreConfig,
+    parts: _Parts,
+    counters: RunCounters,
+    on_result: Callable[[AnswerResult], None] | None,
+    answer_log: AnswerLog,
+    reading: _Reading,
+    child: WholeInputProcess | None,
+) -> None:
+    """Read the input and run split, check and cover into ``answers.jsonl``, which is closed on the way out.
+
+    Raises:
+        QuotaExhausted, FatalAPIError, OutputWriteError: as :func:`score_async`.
+    """
+    finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
+    await anyio.to_thread.run_sync(answer_log.open)
+    if child is not None:  # a pipe write, or a wait for the child to end: off the loop
+        child = await anyio.to_thread.run_sync(_begin_input_process, child, config, parts.run_fp, parts.whole,
+                                               parts.cache, parts.options)
+    # A full cyclic-GC pass over everything imported and built so far (modules,
+    # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
+    # leave those long-lived objects out of the collector until the run ends.
+    gc.freeze()
+    stopped = True  # until the pipeline returns: a failing close must not hide why it stopped
+    try:
+        await run_pipeline(
+            answer_source(config.inputs, config.fmt, config.response_column, parts.run_fp, finished, reading.order,
+                          reading.errors, reading.resumed, child, config.adapters.input_needs, counters,
+                          fields=config.fields),
+            parts.splitter,
+            parts.checker,
+            answer_log,
+            options=parts.options,
+            counters=counters,
+            on_result=on_result,
+            whole=parts.whole,
+            coverer=parts.coverer,
+        )
+        stopped = False
+    finally:
+        gc.unfreeze()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_close_log, answer_log, stopped)
+
+
+async def _summarize(
+    config: ScoreConfig,
+    parts: _Parts,
+    counters: RunCounters,
+    answer_log: AnswerLog,
+    reading: _Reading,
+    input_files: Future[list[dict[str, Any]]],
+    previous: dict[str, Any] | None,
+    started_at: str,
+) -> tuple[Summary, Path]:
+    """Read the finished ``answers.jsonl`` into ``verdicts/`` and the summary; write summary.json and the manifest.
+
+    Returns:
+        The summary and the path of summary.json.
+
+    Raises:
+        OutputWriteError: an output file cannot be written.
+    """
+    recall = parts.recall
     recall_settings = recall.settings(config.recall) if recall is not None and config.recall is not None else None
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot,
                              recall_settings=recall_settings)
-    store = VerdictWriter(out_dir, gamma=config.gamma, k=config.k)
-    questions = manifest.QuestionSet()
-
-    kept = [0]  # lines of answers.jsonl after finalize: each one is consumed once
-
-    def consume(result: ResultDigest) -> None:
-        builder.add(result)
-        store.add(result)
-        questions.add((result.question_id or result.question,))
-        kept[0] += 1
-
-    n_input_answers = len(order)
-    dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
-    await anyio.to_thread.run_sync(_close_verdicts, store)
-    if dropped:
-        log.info("dropped %d stale lines from %s", dropped, answer_log.path)
-    config_hash = hashlib.blake2b(run_fp, digest_size=16).hexdigest()
-    summary = await anyio.to_thread.run_sync(builder.build)
-    summary["run"] = {**counters.as_dict(), "dahl_version": __version__, "started_at": started_at,
-                      "finished_at": manifest.now_utc()}
-    summary["config"] = {
-        "inputs": [manifest.json_text(str(p)) for p in config.inputs],
-        "splitter": splitter.fingerprint,
-        "checker": checker.fingerprint,
-        "gamma": config.gamma,
-        "k": config.k,
-        "seed": config.seed,
-        "templates": used_templates(config.adapters, recall.endpoint if recall is not None else None),
-    }
-    summary["inputs"] = await anyio.to_thread.run_sync(input_files.result)
-    summary["question_set"] = questions.as_dict()
-    summary["input_errors"] = [manifest.json_text(str(e)) for e in errors.first]
-    summary["cache"] = cache_state
-    summary["run"]["cost"] = spend.as_dict()  # this invocation's spend, like the other run counters
-    summary["changes"] = {
-        "previous_run": previous is not None or counters.answers_resumed > 0 or dropped > 0,
-        "config_changed": previous is not None and previous.get("config_hash") != config_hash,
-        "answers_reused": counters.answers_resumed,
-        "answers_scored": counters.answers_done,
-        "answers_dropped": dropped,
-    }
-    record = {
-        "state": manifest.COMPLETE,
-        "dahl_version": __version__,
-        "started_at": started_at,
-        "finished_at": summary["run"]["finished_at"],
-        "config_hash": config_hash,
-        "config": summary["config"],
-        "inputs": summary["inputs"],
-        "question_set": summary["question_set"],
-        "answers": n_input_answers,
-        "claims": sum(m["labels"][lbl] for m in summary["models"].values() for lbl in m["labels"]),
-    }
-    summary_path = out_dir / "summary.json"
-    payload = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, payload)
-    # Last: the manifest says "complete" only once the summary it vouches for is on disk.
-    record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path, kept[0])
-    await anyio.to_thread.run_sync(
-        manifest.write_atomic, out_dir / manifest.MANIFEST_NAME, orjson.dumps(record, option=orjson.OPT_INDENT_2)
+    store = VerdictWriter(config.out_dir, gamma=config.gamma, k=config.k)
+    collected = await collect(answer_log, reading.order, builder, store)
+    run_config = RunConfig(
+        inputs=[manifest.json_text(str(p)) for p in config.inputs], splitter=parts.splitter.fingerprint,
+        checker=parts.checker.fingerprint, gamma=config.gamma, k=config.k, seed=config.seed,
+        templates=[TemplateUse(**t) for t in used_templates(config.adapters,
+                                                             recall.endpoint if recall is not None else None)],
     )
-    return ScoreReport(summary, counters, errors.first, answer_log.path, summary_path)
+    summary = await run_summary(
+        run_config, collected, counters, spend=parts.spend, cache_state=parts.cache_state, input_files=input_files,
+        input_errors=reading.errors.first, previous=previous, started_at=started_at, config_hash=parts.config_hash,
+    )
+    return summary, await write_summary(summary, config.out_dir, answer_log, collected, parts.config_hash)
 
 
 def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
@@ -429,12 +491,6 @@ def _close_log(answer_log: AnswerLog, stopped: bool) -> None:
         if not stopped:
             raise
         log.debug("closing after the run stopped: %s", exc)
-
-
-def _close_verdicts(store: VerdictWriter) -> None:
-    """Write the verdict store; an OSError (disk full) becomes OutputWriteError naming it."""
-    with writing(store.out_dir / "verdicts"):
-        store.close()
 
 
 def score(config: ScoreConfig) -> ScoreReport:

@@ -1,0 +1,98 @@
+"""The figures blocks of ``summary.json``: one group of answers (a model, or a model's category).
+
+Every block is a frozen msgspec Struct whose encoding (:func:`msgspec.to_builtins`) is the JSON
+object summary.json holds; a field that is ``UNSET`` is left out of it. The figures are computed
+by :class:`dahl.analysis._summary.SummaryBuilder` from per-answer columns; the formulas are in
+:mod:`dahl.metrics`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from dahl.analysis._recall_summary import RecallSummary, RecordedRecallSettings
+
+__all__ = ["Figures", "GroupSummary", "ModelSummary", "UnsupportedByReason"]
+
+
+class UnsupportedByReason(msgspec.Struct, frozen=True, kw_only=True):
+    """Unsupported claims of a group by the reason their verdict gave; the three sum to ``labels["unsupported"]``.
+
+    Attributes:
+        contradicted: claims the evidence contradicts.
+        no_evidence: claims no evidence was found for.
+        unstated: claims whose verdict gave no reason.
+    """
+
+    contradicted: int
+    no_evidence: int
+    unstated: int
+
+
+class GroupSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """Figures of one group of answers: a model's category (and the base of :class:`ModelSummary`).
+
+    Attributes:
+        n_answers: answers in the group.
+        n_scored: answers in the DAHL Score and F1@K.
+        n_abstained: answers that abstained.
+        n_excluded: ``n_answers - n_scored`` (abstained included).
+        excluded_by_reason: every name of :data:`dahl.metrics.REASONS`, summing to ``n_excluded``.
+        n_factscore: answers in FActScore.
+        dahl_score: mean per-answer precision S / (S + U) (DAHL paper, section 3.3), in [0, 1].
+        dahl_score_ci: ``[lo, hi]`` percentile bootstrap of ``dahl_score``.
+        factscore: FActScore with the run's length penalty γ (Min et al. 2023).
+        factscore_init: FActScore without the penalty (γ = 0).
+        f1_at_k: mean F1@K (SAFE, Wei et al. 2024).
+        labels: claims per label, every name of :data:`dahl.records.LABELS`.
+        unsupported_by_reason: only when some verdict of the run gave a reason.
+        recall: only when the run tracks recall (it has reference facts).
+
+    A score with no qualifying answer is None, never NaN.
+    """
+
+    n_answers: int
+    n_scored: int
+    n_abstained: int
+    n_excluded: int
+    excluded_by_reason: dict[str, int]
+    n_factscore: int
+    dahl_score: float | None
+    dahl_score_ci: list[float] | None
+    factscore: float | None
+    factscore_init: float | None
+    f1_at_k: float | None
+    labels: dict[str, int]
+    unsupported_by_reason: UnsupportedByReason | UnsetType = UNSET
+    recall: RecallSummary | UnsetType = UNSET
+
+
+class ModelSummary(GroupSummary, frozen=True, kw_only=True):
+    """Figures of one model's answers, and of each of its categories.
+
+    Attributes:
+        categories: category -> its figures, sorted by name.
+    """
+
+    categories: dict[str, GroupSummary] = msgspec.field(default_factory=dict)
+
+
+class Figures(msgspec.Struct, frozen=True, kw_only=True):
+    """The figures part of summary.json: ``models`` and, with recall, ``recall_settings``.
+
+    Attributes:
+        models: model -> its figures, sorted by name.
+        recall_settings: how recall was computed; None when recall is tracked without
+            settings (answers carried recall), UNSET (left out) when recall is not tracked.
+    """
+
+    models: dict[str, ModelSummary]
+    recall_settings: RecordedRecallSettings | None | UnsetType = UNSET
+
+    def as_builtins(self) -> dict[str, Any]:
+        """The plain-JSON object (dicts, lists, numbers, strings, None)."""
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out

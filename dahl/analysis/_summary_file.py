@@ -1,0 +1,422 @@
+"""``summary.json`` as a typed value: :class:`Summary` and its run, cost, config and change blocks.
+
+A :class:`Summary` encodes (:meth:`Summary.encode`) to the bytes of ``summary.json``: keys
+sorted, two-space indent. A summary built by a run also carries its
+:class:`SummaryStatistics` (per-answer columns and question ids, never written), from which
+:meth:`Summary.merge` recomputes every figure of two shards joined; a summary decoded from
+the file has none and cannot be merged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import msgspec
+import orjson
+from msgspec import UNSET, UnsetType
+
+from dahl.analysis._recall_summary import RecordedRecallSettings
+from dahl.analysis._summary import SummaryBuilder
+from dahl.analysis._summary_blocks import Figures, ModelSummary
+from dahl.errors import ConfigError
+from dahl.lanes._lane import LaneStatistics
+from dahl.lanes._spend import Spend
+from dahl.results import _manifest as manifest
+from dahl.results._counters import RunCounters, RunCounts
+
+__all__ = [
+    "Changes",
+    "CostSummary",
+    "InputFile",
+    "PriceSummary",
+    "QuestionSetSummary",
+    "RunConfig",
+    "RunSummary",
+    "StageCost",
+    "Summary",
+    "SummaryStatistics",
+    "TemplateUse",
+]
+
+
+_T = TypeVar("_T")
+
+
+class PriceSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """The price a stage's tokens were charged at (:class:`dahl.pricing.Price`).
+
+    Attributes:
+        model: the model priced.
+        input_usd_per_mtok, output_usd_per_mtok: USD per million prompt and completion tokens.
+        batch: True when these already are the batch prices.
+        source: where the price comes from (a page URL, ``config FILE`` or ``--price``).
+    """
+
+    model: str
+    input_usd_per_mtok: float
+    output_usd_per_mtok: float
+    batch: bool
+    source: str
+
+
+class StageCost(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens and money of one stage's calls (:class:`dahl.lanes._spend.StageSpend`).
+
+    Attributes:
+        model: the model the stage calls.
+        calls: calls that returned a reply.
+        calls_without_usage: of ``calls``, replies that reported no usage.
+        input_tokens, output_tokens: tokens reported.
+        usd: money of the reported tokens, USD; None when the price is unknown.
+        price: the price used, None when unknown.
+    """
+
+    model: str
+    calls: int
+    calls_without_usage: int
+    input_tokens: int
+    output_tokens: int
+    usd: float | None
+    price: PriceSummary | None
+
+    def merge(self, other: StageCost) -> StageCost:
+        """Calls, tokens and money added (None money stays None); model and price are this one's."""
+        return msgspec.structs.replace(
+            self, calls=self.calls + other.calls,
+            calls_without_usage=self.calls_without_usage + other.calls_without_usage,
+            input_tokens=self.input_tokens + other.input_tokens, output_tokens=self.output_tokens + other.output_tokens,
+            usd=_plus(self.usd, other.usd))
+
+
+class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """``run.cost``: this invocation's spend (:meth:`dahl.lanes._spend.Spend.as_dict`).
+
+    Attributes:
+        usd: money spent, USD; None when a stage that made calls has no price.
+        max_cost_usd: the cap, USD; None = no cap.
+        batch: calls were priced at the batch price.
+        price_table_date: the shipped price table's date (``YYYY-MM-DD``).
+        lanes: stage name -> its tokens and money.
+    """
+
+    usd: float | None
+    max_cost_usd: float | None
+    batch: bool
+    price_table_date: str
+    lanes: dict[str, StageCost]
+
+    @classmethod
+    def of(cls, spend: Spend) -> CostSummary:
+        """The cost block of ``spend``."""
+        lanes = {}
+        for name, meter in spend.stages.items():
+            price = None if meter.price is None else PriceSummary(
+                model=meter.price.model, input_usd_per_mtok=meter.price.input_usd,
+                output_usd_per_mtok=meter.price.output_usd, batch=meter.price.batch, source=meter.price.source)
+            lanes[name] = StageCost(model=meter.model, calls=meter.calls, calls_without_usage=meter.calls_without_usage,
+                                    input_tokens=meter.input_tokens, output_tokens=meter.output_tokens, usd=meter.usd,
+                                    price=price)
+        return cls(usd=spend.spent_usd(), max_cost_usd=spend.max_cost_usd, batch=spend.batch,
+                   price_table_date=spend.table.date, lanes=lanes)
+
+    def merge(self, other: CostSummary) -> CostSummary:
+        """Money and per-stage figures added (unknown money stays None); caps add (each shard stays under its own).
+
+        Raises:
+            ConfigError: the two were priced with different tables or batch pricing.
+        """
+        if (self.batch, self.price_table_date) != (other.batch, other.price_table_date):
+            raise ConfigError("cannot merge runs priced differently (batch pricing or price table)")
+        return msgspec.structs.replace(self, usd=_plus(self.usd, other.usd),
+                                       max_cost_usd=_plus(self.max_cost_usd, other.max_cost_usd),
+                                       lanes=_merged(self.lanes, other.lanes, StageCost.merge))
+
+
+class RunSummary(RunCounts, frozen=True, kw_only=True):
+    """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when, and what it cost.
+
+    Attributes:
+        dahl_version: the dahl that ran.
+        started_at, finished_at: UTC, ISO 8601 to the second.
+        cost: tokens and money.
+    """
+
+    dahl_version: str
+    started_at: str
+    finished_at: str
+    cost: CostSummary
+
+    @classmethod
+    def of(cls, counters: RunCounters, *, dahl_version: str, started_at: str, finished_at: str,
+           spend: Spend) -> RunSummary:
+        """The run block of ``counters`` (read now) and ``spend``."""
+        return cls(**msgspec.structs.asdict(counters.snapshot()), dahl_version=dahl_version, started_at=started_at,
+                   finished_at=finished_at, cost=CostSummary.of(spend))
+
+    def merge(self, other: RunSummary) -> RunSummary:
+        """Counts added; the earlier start, the later finish and the longer ``elapsed_s`` (shards run side by side).
+
+        Lanes present in both add their counts (``paused_until`` the later; ``rpm`` and
+        ``tpm`` this one's).
+
+        Raises:
+            ConfigError: the runs are of different dahl versions, or priced differently.
+        """
+        if self.dahl_version != other.dahl_version:
+            raise ConfigError(f"cannot merge runs of dahl {self.dahl_version} and {other.dahl_version}")
+        sums = {name: getattr(self, name) + getattr(other, name) for name in _RUN_COUNTS}
+        for name in ("answers_covered", "facts_judged", "facts_failed"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            sums[name] = mine if theirs is UNSET else theirs if mine is UNSET else mine + theirs
+        return msgspec.structs.replace(
+            self, **sums, status=_added(self.status, other.status), errors=_added(self.errors, other.errors),
+            elapsed_s=max(self.elapsed_s, other.elapsed_s), lanes=_merged(self.lanes, other.lanes, _merged_lane),
+            started_at=min(self.started_at, other.started_at), finished_at=max(self.finished_at, other.finished_at),
+            cost=self.cost.merge(other.cost),
+        )
+
+
+_RUN_COUNTS = ("answers_read", "answers_resumed", "answers_done", "answers_cached", "input_errors", "claims_done",
+               "claims_checked", "claims_cached", "claims_deduped", "claims_failed")
+
+
+class TemplateUse(msgspec.Struct, frozen=True, kw_only=True):
+    """The prompt template of one prompted stage (:func:`dahl.run._plan.used_templates`).
+
+    Attributes:
+        stage: ``split``, ``check``, ``check-evidence`` or ``cover``.
+        version: the template's version.
+        source: ``shipped`` or ``file``.
+    """
+
+    stage: str
+    version: str
+    source: str
+
+
+class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """``config``: what changes a result besides the answers.
+
+    Attributes:
+        inputs: the input names, as given.
+        splitter, checker: the adapters' fingerprints.
+        gamma: FActScore length-penalty γ, claims.
+        k: F1@K's K, supported claims.
+        seed: seed of the bootstrap generators.
+        templates: the prompt template of each prompted stage, in pipeline order.
+    """
+
+    inputs: list[str]
+    splitter: str
+    checker: str
+    gamma: float
+    k: int
+    seed: int
+    templates: list[TemplateUse]
+
+
+class InputFile(msgspec.Struct, frozen=True, kw_only=True):
+    """One input of ``inputs`` (:func:`dahl.results._manifest.hash_inputs`).
+
+    Attributes:
+        path: its name, as given.
+        bytes: its size; None for a stream or in-memory records.
+        blake2b: hex blake2b-128 of its content; None when unreadable or a stream.
+    """
+
+    path: str
+    bytes: int | None
+    blake2b: str | None
+
+
+class QuestionSetSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """``question_set``: the questions the answers respond to (:class:`dahl.results._manifest.QuestionSet`).
+
+    Attributes:
+        questions: distinct question ids.
+        blake2b: hex blake2b-128 of the sorted ids, NUL-separated.
+    """
+
+    questions: int
+    blake2b: str
+
+
+class Changes(msgspec.Struct, frozen=True, kw_only=True):
+    """``changes``: how this invocation relates to the output folder's earlier runs.
+
+    Attributes:
+        previous_run: the folder held an earlier run's output.
+        config_changed: its manifest's configuration differs from this run's.
+        answers_reused: answers kept from an earlier run.
+        answers_scored: answers scored now.
+        answers_dropped: stale lines dropped from answers.jsonl.
+    """
+
+    previous_run: bool
+    config_changed: bool
+    answers_reused: int
+    answers_scored: int
+    answers_dropped: int
+
+    def merge(self, other: Changes) -> Changes:
+        """Flags or-ed, counts added."""
+        return Changes(previous_run=self.previous_run or other.previous_run,
+                       config_changed=self.config_changed or other.config_changed,
+                       answers_reused=self.answers_reused + other.answers_reused,
+                       answers_scored=self.answers_scored + other.answers_scored,
+                       answers_dropped=self.answers_dropped + other.answers_dropped)
+
+
+class SummaryStatistics:
+    """What a summary's figures are computed from: per-answer columns and the question ids.
+
+    Args:
+        builder: the run's per-answer columns and their settings (γ, K, seed, n_boot, level).
+        questions: the answers' question ids.
+
+    Two statistics are equal when they give equal figures over the same questions (the
+    order of the answers does not change a figure).
+    """
+
+    __slots__ = ("builder", "questions")
+
+    def __init__(self, builder: SummaryBuilder, questions: manifest.QuestionSet) -> None:
+        self.builder = builder
+        self.questions = questions
+
+    def __repr__(self) -> str:
+        return f"SummaryStatistics({self.builder!r}, questions={len(self.questions)})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SummaryStatistics):
+            return NotImplemented
+        return self.questions == other.questions and self.builder.build() == other.builder.build()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable columns
+
+    def merge(self, other: SummaryStatistics) -> SummaryStatistics:
+        """This one's answers then ``other``'s (see :meth:`SummaryBuilder.merged`)."""
+        return SummaryStatistics(self.builder.merged(other.builder), self.questions.union(other.questions))
+
+
+class Summary(msgspec.Struct, frozen=True, kw_only=True):
+    """The content of ``summary.json``.
+
+    Attributes:
+        models: model -> its figures and its categories' (:class:`~dahl.analysis._summary_blocks.ModelSummary`).
+        recall_settings: how recall was computed; present only when the run tracks recall.
+        run: this invocation's counters, clock and cost.
+        config: the run's configuration.
+        inputs: each input's name, size and content hash.
+        question_set: the questions the answers respond to.
+        input_errors: the first rejected input records, as text.
+        cache: ``on``, ``off`` or ``disabled (why)``.
+        changes: how this invocation relates to the folder's earlier runs.
+        statistics: what the figures are computed from (never encoded); UNSET in a summary
+            decoded from the file.
+    """
+
+    models: dict[str, ModelSummary]
+    recall_settings: RecordedRecallSettings | None | UnsetType = UNSET
+    run: RunSummary
+    config: RunConfig
+    inputs: list[InputFile]
+    question_set: QuestionSetSummary
+    input_errors: list[str]
+    cache: str
+    changes: Changes
+    statistics: SummaryStatistics | UnsetType = UNSET
+
+    @property
+    def figures(self) -> Figures:
+        """``models`` and ``recall_settings``."""
+        return Figures(models=self.models, recall_settings=self.recall_settings)
+
+    @property
+    def n_claims(self) -> int:
+        """Claims of every answer in the summary, every label."""
+        return sum(sum(m.labels.values()) for m in self.models.values())
+
+    def as_builtins(self) -> dict[str, Any]:
+        """The plain-JSON object of summary.json (``statistics`` left out)."""
+        out: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(self, statistics=UNSET))
+        return out
+
+    def encode(self) -> bytes:
+        """The bytes of summary.json: UTF-8 JSON, keys sorted, two-space indent."""
+        return orjson.dumps(self.as_builtins(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Summary:
+        """A summary read from summary.json's bytes (no ``statistics``: it cannot be merged).
+
+        Raises:
+            msgspec.ValidationError: the bytes are not a summary of this shape.
+        """
+        return msgspec.json.decode(data, type=cls)
+
+    def merge(self, other: Summary) -> Summary:
+        """The summary of this run's answers and ``other``'s together (two shards of one run).
+
+        Counts add (run counters, cost, changes); ``config.inputs``, ``inputs`` and
+        ``input_errors`` are this one's followed by ``other``'s; ``cache`` is kept when
+        equal, else both are named. Every figure (means, bootstrap intervals, per
+        category, recall) and ``question_set`` is recomputed from the joined
+        :class:`SummaryStatistics`, so it equals the figure one run over both inputs gives.
+
+        Raises:
+            ConfigError: either summary has no statistics (it was read from a file), or
+                the runs differ in splitter, checker, γ, K, seed, templates, bootstrap
+                settings, recall settings, dahl version or pricing.
+        """
+        if isinstance(self.statistics, UnsetType) or isinstance(other.statistics, UnsetType):
+            raise ConfigError("a summary read from summary.json has no per-answer statistics and cannot be merged")
+        mine = msgspec.structs.replace(self.config, inputs=[])
+        if mine != msgspec.structs.replace(other.config, inputs=[]):
+            raise ConfigError("cannot merge runs of different configurations (splitter, checker, gamma, k, seed, "
+                              "templates)")
+        statistics = self.statistics.merge(other.statistics)
+        figures = statistics.builder.build()
+        questions = statistics.questions.as_dict()
+        return Summary(
+            models=figures.models, recall_settings=figures.recall_settings, run=self.run.merge(other.run),
+            config=msgspec.structs.replace(self.config, inputs=self.config.inputs + other.config.inputs),
+            inputs=self.inputs + other.inputs,
+            question_set=QuestionSetSummary(questions=questions["questions"], blake2b=questions["blake2b"]),
+            input_errors=self.input_errors + other.input_errors,
+            cache=self.cache if self.cache == other.cache else f"{self.cache}; {other.cache}",
+            changes=self.changes.merge(other.changes), statistics=statistics,
+        )
+
+
+def _plus(first: float | None, second: float | None) -> float | None:
+    """``first + second``; None when either is None (unknown)."""
+    return None if first is None or second is None else first + second
+
+
+def _added(first: Mapping[str, int], second: Mapping[str, int]) -> dict[str, int]:
+    """Counts of both, key by key (keys of ``first`` first)."""
+    out = Counter(first)
+    out.update(second)
+    return dict(out)
+
+
+def _merged(first: Mapping[str, _T], second: Mapping[str, _T], merge: Callable[[_T, _T], _T]) -> dict[str, _T]:
+    """Both mappings; a key in both holds ``merge(first[key], second[key])``."""
+    out = dict(first)
+    for key, value in second.items():
+        out[key] = merge(out[key], value) if key in out else value
+    return out
+
+
+def _merged_lane(first: LaneStatistics, second: LaneStatistics) -> LaneStatistics:
+    """One lane's statistics of two shards: counts added, the later pause, this one's limits."""
+    counts = {name: getattr(first, name) + getattr(second, name) for name in _LANE_COUNTS}
+    pauses = [p for p in (first.paused_until, second.paused_until) if p is not None]
+    return msgspec.structs.replace(first, **counts, paused_until=max(pauses) if pauses else None)
+
+
+_LANE_COUNTS = ("in_flight", "waiting", "requests", "successes", "retries", "rate_limited", "transient_errors",
+                "fatal_errors", "tokens_reserved", "tokens_used")
