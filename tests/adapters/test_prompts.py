@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from dahl.adapters.endpoint import reask_messages
 from dahl.adapters.prompts import (
     CHECK_TEMPLATE_VERSION,
     SPLIT_TEMPLATE_VERSION,
     check_messages,
     neutralize_tags,
-    reask_messages,
+    reask_expected,
     response_format,
     split_messages,
 )
@@ -128,7 +129,8 @@ class TestReaskMessages:
     def test_follow_up(self) -> None:
         """The re-ask adds the bad reply and a user message with the error and the data again."""
         original = check_messages("q", "c")
-        messages = reask_messages(original, "I think <claim> is fine", "no label", "check")
+        messages = reask_messages(original, "I think <claim> is fine", "no label",
+                                  reask_expected("check", json_reply=False), neutralize=neutralize_tags)
         assert messages[:2] == original
         assert messages[2] == {"role": "assistant", "content": "I think \u2039claim> is fine"}
         last = messages[3]["content"]
@@ -140,7 +142,7 @@ class TestReaskMessages:
 
     def test_split_json(self) -> None:
         """A JSON-mode split re-ask asks for the claims object."""
-        messages = reask_messages(split_messages("q", "a"), "oops", "bad", "split", json_reply=True)
+        messages = reask_messages(split_messages("q", "a"), "oops", "bad", reask_expected("split", json_reply=True))
         assert '{"claims": [...]}' in messages[-1]["content"]
         assert "<answer>" in messages[-1]["content"]
 
