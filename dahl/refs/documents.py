@@ -160,13 +160,14 @@ async def _open_endpoints(
     spend: Spend,
 ) -> tuple[CachedExtractor, CachedRater | None]:
     """The extractor and rater, with their lanes (metered by ``spend``) and sessions (closed with ``stack``)."""
+    from dahl.adapters.endpoint import Endpoint
     from dahl.adapters.http import make_session  # imports aiohttp: only when an LLM is used
-    from dahl.refs.endpoint import DEFAULT_MAX_TOKENS, RefsEndpoint
+    from dahl.refs.prompts import task
 
     pool = LanePool()
     sessions: dict[tuple[int, float], object] = {}
 
-    async def endpoint(cfg: EndpointConfig, kind: Literal["extract", "rate"]) -> RefsEndpoint:
+    async def endpoint(cfg: EndpointConfig, kind: Literal["extract", "rate"]) -> Endpoint:
         lane = pool.get(
             cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
             LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
@@ -175,9 +176,10 @@ async def _open_endpoints(
         session_key = (cfg.max_in_flight, cfg.timeout_s)
         if session_key not in sessions:
             sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        cap = cfg.max_tokens if cfg.max_tokens is not None else DEFAULT_MAX_TOKENS[kind]
-        return RefsEndpoint(cfg, sessions[session_key], spend.lane(lane, kind, cfg.model, cap),  # type: ignore[arg-type]
-                            kind)
+        stage = task(cfg, kind)
+        cap = cfg.max_tokens if cfg.max_tokens is not None else stage.max_tokens
+        return Endpoint(cfg, sessions[session_key], spend.lane(lane, kind, cfg.model, cap),  # type: ignore[arg-type]
+                        stage)
 
     extract_cache, rate_cache = caches
     inner: Extractor = RuleExtractor()
