@@ -32,7 +32,7 @@ from dahl.lanes._lane import LaneLimits, LanePool
 from dahl.lanes._spend import Spend
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError
-from dahl.generate.endpoint import GenerateEndpoint, Generated
+from dahl.generate.sampler import Generated, Sampler
 from dahl.generate.output import AnswerLog, finished_ids, lock_answers
 from dahl.generate.questions import GenQuestion, read_questions
 from dahl.generate.settings import PAPER_MAX_TOKENS, GenerateCounters, GenerateReport, GenerateSettings
@@ -67,7 +67,7 @@ def cache_key(url: str, template: str, body: dict[str, Any], sample: int) -> str
 @dataclasses.dataclass(frozen=True)
 class _Job:
     question: GenQuestion
-    endpoint: GenerateEndpoint
+    endpoint: Sampler
     sample: int
     id: str
 
@@ -134,7 +134,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         pool = LanePool()
         table = await anyio.to_thread.run_sync(PriceTable.shipped)
         spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
-        endpoints: list[GenerateEndpoint] = []
+        endpoints: list[Sampler] = []
         sessions: dict[tuple[int, float], Any] = {}
         for cfg in settings.endpoints:
             lane = spend.lane(pool.get(
@@ -145,7 +145,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
             session_key = (cfg.max_in_flight, cfg.timeout_s)
             if session_key not in sessions:
                 sessions[session_key] = await stack.enter_async_context(make_session(*session_key))
-            endpoints.append(GenerateEndpoint(cfg, sessions[session_key], lane, settings.mode, template,
+            endpoints.append(Sampler(cfg, sessions[session_key], lane, settings.mode, template,
                                               settings.top_p, settings.stop))
         output = await anyio.to_thread.run_sync(AnswerLog, settings.out)
         stack.callback(output.close)
@@ -155,7 +155,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
 
 async def _run(
     settings: GenerateSettings,
-    endpoints: list[GenerateEndpoint],
+    endpoints: list[Sampler],
     cache: BlobCache,
     output: AnswerLog,
     done: set[str],
