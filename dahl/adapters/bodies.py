@@ -229,7 +229,7 @@ def adapter_task(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False
         template=template_version(cfg, kind, with_evidence=with_evidence),
         max_tokens=default,
         json_schema=prompts.response_format(kind, "json_schema", with_evidence=with_evidence),
-        reask_json=prompts.reask_expected(kind, json_reply=True, with_evidence=with_evidence),
-        reask_text=prompts.reask_expected(kind, json_reply=False, with_evidence=with_evidence),
+        reask_json=prompts.expected_reply(kind, json_reply=True, with_evidence=with_evidence),
+        reask_text=prompts.expected_reply(kind, json_reply=False, with_evidence=with_evidence),
         neutralize=prompts.neutralize_tags,
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -31,6 +31,9 @@ from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError
 from dahl.records import AnswerResult, Coverage, normalize_text
 from dahl.templates import PromptTemplate
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
 
 __all__ = [
     "COVER_MAX_TOKENS",
@@ -189,6 +192,7 @@ class OpenAICoverageJudge:
         session: from :func:`dahl.adapters.http.make_session`.
         lane: the endpoint's lane (shared with the Checker on the same endpoint).
         max_facts: facts per call (default :data:`MAX_FACTS`).
+        spend: the run's money meter (calls reported as ``cover``), or None.
 
     Attributes:
         fingerprint: base URL, model, template, sampling, max_tokens, reply format,
@@ -198,7 +202,8 @@ class OpenAICoverageJudge:
         calls: HTTP calls made (re-asks included).
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset.
+        ConfigError: (on construction) the API key variable is unset; a cost cap and no
+            price for the model.
         ValueError: ``max_facts < 1``.
     """
 
@@ -206,12 +211,13 @@ class OpenAICoverageJudge:
     parser_version = "1"
 
     def __init__(
-        self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane, *, max_facts: int = MAX_FACTS
+        self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane, *, max_facts: int = MAX_FACTS,
+        spend: Spend | None = None,
     ) -> None:
         if max_facts < 1:
             raise ValueError("max_facts must be >= 1")
         self._cfg = cfg
-        self._endpoint = Endpoint(cfg, session, lane, cover_task(cfg))
+        self._endpoint = Endpoint(cfg, session, lane, cover_task(cfg), spend=spend)
         self._max_facts = max_facts
         self.fingerprint = f"{self._endpoint.fingerprint}|batch={max_facts}"
 

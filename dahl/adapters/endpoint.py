@@ -8,7 +8,11 @@ A stage keeps its template and its parser and describes what it asks as a
   ``/chat/completions`` or ``/completions``, or Anthropic ``/messages``), key and headers;
 * the request body around the stage's messages (:meth:`Endpoint.body`);
 * the lane: each request is ONE HTTP attempt handed to the engine's lane (rate limits,
-  in-flight cap, retries, breaker; a metered lane also charges its cost);
+  in-flight cap, retries, breaker);
+* usage and cost: a reply's reported tokens (summed over a re-ask), and, given the run's
+  :class:`~dahl.lanes._spend.Spend`, the money of every call under the stage's name
+  (reserved at the request's upper bound, settled from the usage; the run's cap refuses a
+  call that could pass it);
 * structured output and its one text fallback: a server that rejects the structured
   reply format (HTTP 400 or 422 naming ``response_format``, or for Anthropic the forced
   tool, ``tools`` / ``tool_choice``) is asked in text mode from then on (logged once);
@@ -21,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import aiohttp
 
@@ -30,7 +34,11 @@ from dahl.adapters.http import ChatReply
 from dahl.adapters.route import ChatRoute
 from dahl.config import EndpointConfig
 from dahl.errors import AdapterError, OutputParseError, PermanentAPIError
+from dahl.lanes._spend import UsageReply
 from dahl.records import Usage
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
 
 __all__ = [
     "CallLane",
@@ -46,6 +54,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R", bound=UsageReply)
 
 Message = dict[str, str]
 
@@ -53,9 +62,7 @@ Message = dict[str, str]
 class CallLane(Protocol):
     """What the client needs from ``dahl.lanes._lane.Lane``: run one attempt under its limits."""
 
-    async def call(
-        self, attempt: Callable[[], Awaitable[ChatReply]], *, estimated_tokens: int
-    ) -> ChatReply:
+    async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
         """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""
         ...
 
@@ -146,10 +153,12 @@ class Endpoint:
     Args:
         cfg: the endpoint settings.
         session: shared session from :func:`dahl.adapters.http.make_session`.
-        lane: the endpoint's lane (``dahl.lanes._lane.Lane``, or a metered one that charges
-            the cost of each reply's usage), shared by the stages on the same endpoint.
+        lane: the endpoint's lane (``dahl.lanes._lane.Lane``), shared by the stages on the
+            same endpoint.
         task: what the stage asks (:class:`~dahl.adapters.bodies.Task`).
         completion: send to ``/completions`` (a ``{"prompt"}`` body) instead of the chat route.
+        spend: the run's money meter, None: calls are not metered.
+        meter_as: the name the money is reported under (default ``task.name``).
 
     Attributes:
         cfg: the settings.
@@ -161,7 +170,8 @@ class Endpoint:
 
     Raises:
         ConfigError: (on construction) the API key variable (or one a header names) is
-            unset, or ``completion`` on an Anthropic endpoint.
+            unset; ``completion`` on an Anthropic endpoint; a cost cap on ``spend`` and no
+            price for ``cfg.model``.
     """
 
     def __init__(
@@ -172,14 +182,18 @@ class Endpoint:
         task: Task,
         *,
         completion: bool = False,
+        spend: Spend | None = None,
+        meter_as: str | None = None,
     ) -> None:
         self.cfg = cfg
         self.task = task
         self._session = session
-        self._lane = lane
         self._route = ChatRoute(cfg, completion=completion)  # key and headers: the same for every request
         self._fmt: Format = cfg.effective_format()
         self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else task.max_tokens
+        self._lane: CallLane = (
+            lane if spend is None else spend.lane(lane, meter_as or task.name, cfg.model, self.max_tokens)
+        )
         self.fingerprint = fingerprint(cfg, task.name, task.template, self.max_tokens)
         self.calls = 0
         self.system_digests: dict[str, str] = {}

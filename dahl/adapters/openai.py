@@ -16,7 +16,7 @@ both are re-exported here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -35,6 +35,9 @@ from dahl.adapters.openai_check import NO_PASSAGE, OpenAIChecker, citation_evide
 from dahl.adapters.parse import parse_claims
 from dahl.config import EndpointConfig
 from dahl.records import Answer, Claim
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
 
 __all__ = [
     "NO_PASSAGE",
@@ -60,6 +63,7 @@ class OpenAISplitter:
         session: shared session from :func:`dahl.adapters.http.make_session`.
         lane: the endpoint's lane (``dahl.lanes._lane.Lane``), shared with the checker
             when both stages use the same endpoint.
+        spend: the run's money meter (calls reported as ``split``), or None.
 
     Attributes:
         fingerprint: see :func:`endpoint_fingerprint`.
@@ -67,13 +71,16 @@ class OpenAISplitter:
             it changes a result: cached replies are then re-parsed, not re-asked).
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset.
+        ConfigError: (on construction) the API key variable is unset; a cost cap and no
+            price for the model.
     """
 
     parser_version = "1"
 
-    def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
-        self._endpoint = Endpoint(cfg, session, lane, adapter_task(cfg, "split"))
+    def __init__(
+        self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane, *, spend: Spend | None = None
+    ) -> None:
+        self._endpoint = Endpoint(cfg, session, lane, adapter_task(cfg, "split"), spend=spend)
         self.fingerprint = self._endpoint.fingerprint
 
     def cache_request(self, answer: Answer) -> dict[str, Any]:

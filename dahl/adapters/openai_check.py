@@ -32,6 +32,7 @@ from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verd
 
 if TYPE_CHECKING:  # bm25s is imported only when a corpus is used
     from dahl.adapters.corpus import Corpus, Hit
+    from dahl.lanes._spend import Spend
 
 __all__ = ["NO_PASSAGE", "OpenAIChecker", "citation_evidence"]
 
@@ -100,6 +101,7 @@ class OpenAIChecker:
         lane: the endpoint's lane.
         corpus: the indexed corpus to retrieve passages from, or None (judge by knowledge).
         top_k: passages per claim (>= 1), used with a corpus.
+        spend: the run's money meter (calls reported as ``check``), or None.
 
     Attributes:
         fingerprint: see :func:`dahl.adapters.bodies.endpoint_fingerprint`; with a corpus, also the corpus
@@ -109,7 +111,8 @@ class OpenAIChecker:
             changes a result: cached replies are then re-parsed, not re-asked).
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset; top_k < 1.
+        ConfigError: (on construction) the API key variable is unset; top_k < 1; a cost
+            cap and no price for the model.
     """
 
     # 2: qualified verdicts ("True, but only ...") and "Supported? No." are unsupported
@@ -126,10 +129,12 @@ class OpenAIChecker:
         *,
         corpus: Corpus | None = None,
         top_k: int = 5,
+        spend: Spend | None = None,
     ) -> None:
         if top_k < 1:
             raise ConfigError(f"top_k must be >= 1, got {top_k}")
-        self._endpoint = Endpoint(cfg, session, lane, adapter_task(cfg, "check", with_evidence=corpus is not None))
+        self._endpoint = Endpoint(cfg, session, lane, adapter_task(cfg, "check", with_evidence=corpus is not None),
+                                  spend=spend)
         self._corpus = corpus
         self._top_k = top_k
         self.fingerprint = self._endpoint.fingerprint

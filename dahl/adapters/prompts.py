@@ -44,8 +44,8 @@ __all__ = [
     "SPLIT_TEMPLATE",
     "SPLIT_TEMPLATE_VERSION",
     "check_messages",
+    "expected_reply",
     "neutralize_tags",
-    "reask_expected",
     "response_format",
     "split_messages",
 ]
@@ -311,7 +311,7 @@ def check_messages(
     return (template or CHECK_TEMPLATE).messages(data, {"output": output})
 
 
-def reask_expected(kind: Kind, *, json_reply: bool, with_evidence: bool = False) -> str:
+def expected_reply(kind: Kind, *, json_reply: bool, with_evidence: bool = False) -> str:
     """What the single re-ask after an unparseable ``kind`` reply says the reply must be.
 
     Args:

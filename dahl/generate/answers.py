@@ -35,7 +35,7 @@ from dahl.errors import AdapterError
 from dahl.generate.sampler import Generated, Sampler
 from dahl.generate.output import AnswerLog, finished_ids, lock_answers
 from dahl.generate.questions import GenQuestion, read_questions
-from dahl.generate.settings import PAPER_MAX_TOKENS, GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate.settings import GenerateCounters, GenerateReport, GenerateSettings
 from dahl.pricing import PriceTable
 
 __all__ = ["answer_id", "cache_key", "generate_answers"]
@@ -137,16 +137,16 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         endpoints: list[Sampler] = []
         sessions: dict[tuple[int, float], Any] = {}
         for cfg in settings.endpoints:
-            lane = spend.lane(pool.get(
+            lane = pool.get(
                 cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
                 LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
                 breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
-            ), cfg.model, cfg.model, cfg.max_tokens if cfg.max_tokens is not None else PAPER_MAX_TOKENS)
+            )
             session_key = (cfg.max_in_flight, cfg.timeout_s)
             if session_key not in sessions:
                 sessions[session_key] = await stack.enter_async_context(make_session(*session_key))
             endpoints.append(Sampler(cfg, sessions[session_key], lane, settings.mode, template,
-                                              settings.top_p, settings.stop))
+                                     settings.top_p, settings.stop, spend=spend))
         output = await anyio.to_thread.run_sync(AnswerLog, settings.out)
         stack.callback(output.close)
         await _run(settings, endpoints, cache, output, done, counters)

@@ -10,7 +10,7 @@ nothing is re-asked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import msgspec
@@ -20,6 +20,9 @@ from dahl.adapters.endpoint import CallLane, Endpoint
 from dahl.config import EndpointConfig
 from dahl.generate.settings import PAPER_MAX_TOKENS
 from dahl.generate.templates import Mode, Template
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
 
 __all__ = ["Generated", "Sampler"]
 
@@ -53,6 +56,7 @@ class Sampler:
         top_p: nucleus sampling mass, or None to omit it.
         stop: stop sequences (e.g. ``"\nQuestion:"``, so a base model does not go on
             to a next question), or ``()`` to send none.
+        spend: the run's money meter (calls reported under the model's name), or None.
 
     Attributes:
         url: the URL requests are posted to (it keys the cache).
@@ -60,7 +64,8 @@ class Sampler:
 
     Raises:
         ConfigError: (on construction) the API key variable (or one a header names) is
-            unset, or completion mode on an ``anthropic`` endpoint (it has no ``/completions``).
+            unset; completion mode on an ``anthropic`` endpoint (it has no ``/completions``);
+            a cost cap and no price for the model.
     """
 
     def __init__(
@@ -72,6 +77,8 @@ class Sampler:
         template: Template,
         top_p: float | None,
         stop: tuple[str, ...] = (),
+        *,
+        spend: Spend | None = None,
     ) -> None:
         self.cfg = cfg
         self.mode: Mode = mode
@@ -79,7 +86,8 @@ class Sampler:
         self.top_p = top_p
         self.stop = stop
         task = Task(name="generate", template=template.version, max_tokens=PAPER_MAX_TOKENS)
-        self._endpoint = Endpoint(cfg, session, lane, task, completion=mode == "completion")
+        self._endpoint = Endpoint(cfg, session, lane, task, completion=mode == "completion", spend=spend,
+                                  meter_as=cfg.model)
         self.max_tokens = self._endpoint.max_tokens
         self.url = self._endpoint.url
 

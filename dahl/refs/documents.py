@@ -176,10 +176,7 @@ async def _open_endpoints(
         session_key = (cfg.max_in_flight, cfg.timeout_s)
         if session_key not in sessions:
             sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        stage = task(cfg, kind)
-        cap = cfg.max_tokens if cfg.max_tokens is not None else stage.max_tokens
-        return Endpoint(cfg, sessions[session_key], spend.lane(lane, kind, cfg.model, cap),  # type: ignore[arg-type]
-                        stage)
+        return Endpoint(cfg, sessions[session_key], lane, task(cfg, kind), spend=spend)  # type: ignore[arg-type]
 
     extract_cache, rate_cache = caches
     inner: Extractor = RuleExtractor()

@@ -57,7 +57,7 @@ class TestMessagesBody:
     def test_reask_keeps_alternating_roles(self) -> None:
         """A re-ask's [system, user, assistant, user] becomes system + user/assistant/user."""
         chat = check_request_body(anthropic(), "Q?", "C.")
-        again = reask_messages(chat["messages"], "chatty", "no label", prompts.reask_expected("check", json_reply=True))
+        again = reask_messages(chat["messages"], "chatty", "no label", prompts.expected_reply("check", json_reply=True))
         body = messages_body({**chat, "messages": again})
         assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
         assert body["messages"][1] == {"role": "assistant", "content": "chatty"}

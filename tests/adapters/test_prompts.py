@@ -10,7 +10,7 @@ from dahl.adapters.prompts import (
     SPLIT_TEMPLATE_VERSION,
     check_messages,
     neutralize_tags,
-    reask_expected,
+    expected_reply,
     response_format,
     split_messages,
 )
@@ -130,7 +130,7 @@ class TestReaskMessages:
         """The re-ask adds the bad reply and a user message with the error and the data again."""
         original = check_messages("q", "c")
         messages = reask_messages(original, "I think <claim> is fine", "no label",
-                                  reask_expected("check", json_reply=False), neutralize=neutralize_tags)
+                                  expected_reply("check", json_reply=False), neutralize=neutralize_tags)
         assert messages[:2] == original
         assert messages[2] == {"role": "assistant", "content": "I think \u2039claim> is fine"}
         last = messages[3]["content"]
@@ -142,7 +142,7 @@ class TestReaskMessages:
 
     def test_split_json(self) -> None:
         """A JSON-mode split re-ask asks for the claims object."""
-        messages = reask_messages(split_messages("q", "a"), "oops", "bad", reask_expected("split", json_reply=True))
+        messages = reask_messages(split_messages("q", "a"), "oops", "bad", expected_reply("split", json_reply=True))
         assert '{"claims": [...]}' in messages[-1]["content"]
         assert "<answer>" in messages[-1]["content"]
 
