@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import aiohttp
 
 from dahl.adapters.bodies import Format, Task, chat_body, estimate_tokens, fingerprint, format_field
-from dahl.adapters.http import ChatReply
+from dahl.adapters.http import ChatReply, make_session
 from dahl.adapters.route import ChatRoute
-from dahl.config import EndpointConfig
+from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.errors import AdapterError, OutputParseError, PermanentAPIError
+from dahl.lanes._breaker import BreakerSettings
+from dahl.lanes._lane import Lane, LaneLimits, LanePool
 from dahl.lanes._spend import UsageReply
 from dahl.records import Usage
 
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CallLane",
+    "Connections",
     "CountMismatch",
     "Endpoint",
     "Parsed",
@@ -145,6 +149,42 @@ def reask_messages(
     """
     follow_up = f"Your reply could not be parsed: {error}; {expected}.\n\n{messages[-1]['content']}"
     return [*messages, {"role": "assistant", "content": neutralize(reply)}, {"role": "user", "content": follow_up}]
+
+
+class Connections:
+    """The lanes and HTTP sessions of a run's LLM endpoints.
+
+    One lane per (normalized base URL, key identity, model) from ``pool``, built with the
+    endpoint's RPM, TPM and in-flight limits and outage breaker, so the stages on one
+    endpoint share its limits; one session per (in-flight cap, timeout), opened on first
+    use and closed with ``stack``. Must be used inside a running event loop.
+
+    Args:
+        stack: the run's exit stack.
+        pool: the run's lane pool (a new one by default).
+    """
+
+    def __init__(self, stack: AsyncExitStack, pool: LanePool | None = None) -> None:
+        self._stack = stack
+        self.pool = pool if pool is not None else LanePool()
+        self._sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
+
+    async def open(self, cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:
+        """The session and the lane for ``cfg``.
+
+        Raises:
+            ConfigError: the API key variable is unset; the base URL is not a URL.
+        """
+        lane = self.pool.get(
+            cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
+            LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
+            breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
+        )
+        key = (cfg.max_in_flight, cfg.timeout_s)
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = await self._stack.enter_async_context(make_session(*key))
+        return session, lane
 
 
 class Endpoint:

@@ -22,15 +22,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from dahl.adapters.endpoint import Endpoint
+from dahl.adapters.endpoint import Connections, Endpoint
 from dahl.adapters.parse import parse_json_object
 from dahl.cache.refs import BlobCache
 from dahl.cache.opening import open_store
-from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.lanes._breaker import BreakerSettings
+from dahl.config import EndpointConfig
 from dahl.engine.channel import Channel
 from dahl.engine.ends import read_batches
-from dahl.lanes._lane import LaneLimits, LanePool
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, OutputParseError
 from dahl.questions import prompts
@@ -196,18 +194,13 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
         OutputWriteError: the journal or CSV cannot be written (journaled articles are kept).
         QuotaExhausted, FatalAPIError: the API stopped the build (journaled articles are kept).
     """
-    from dahl.adapters.http import make_session  # aiohttp: only when the build runs
-
     counters = counters if counters is not None else QuestionsCounters()
     path = journal_path(settings.out)
     done = await anyio.to_thread.run_sync(read_journal, path)
     cfg = settings.endpoint
     async with AsyncExitStack() as stack:
         store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
-        lane = LanePool().get(cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
-                              LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
-                              breaker=BreakerSettings(max_outage_s=cfg.max_outage_s))
-        session = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
+        session, lane = await Connections(stack).open(cfg)
         asker = _Asker(Endpoint(cfg, session, lane, prompts.task(cfg, "generate")),
                        Endpoint(cfg, session, lane, prompts.task(cfg, "judge")),
                        BlobCache(store, "questions/1"), counters, settings.per_article)

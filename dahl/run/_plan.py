@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from dahl.adapters.base import Checker, Splitter
-from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.lanes._breaker import BreakerSettings
-from dahl.lanes._lane import LaneLimits, LanePool
+from dahl.config import EndpointConfig
+from dahl.lanes._lane import Lane, LanePool
 from dahl.engine.pipeline import PipelineOptions
 from dahl.errors import ConfigError
 from dahl.formats.needs import Needs
@@ -21,7 +20,7 @@ from dahl.formats.needs import Needs
 if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
     import aiohttp
 
-    from dahl.adapters.endpoint import CallLane
+    from dahl.adapters.endpoint import Connections
     from dahl.lanes._spend import Spend
 
     from dahl.adapters.corpus import Corpus
@@ -117,23 +116,15 @@ async def open_adapters(
         lambda: [importlib.import_module(f"dahl.adapters.{m}") for m in sorted(modules)]
     )
     pool = LanePool(spend=spend)
-    sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
+    opened: Connections | None = None
 
-    async def endpoint(cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, CallLane]:
-        from dahl.adapters.http import make_session
+    async def endpoint(cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:
+        nonlocal opened
+        from dahl.adapters.endpoint import Connections  # aiohttp: imported above in a worker thread
 
-        key = resolve_api_key(cfg)
-        lane = pool.get(
-            cfg.base_url,
-            api_key_id(key),
-            cfg.model,
-            LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
-            breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
-        )
-        session_key = (cfg.max_in_flight, cfg.timeout_s)
-        if session_key not in sessions:
-            sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        return sessions[session_key], lane
+        if opened is None:
+            opened = Connections(stack, pool)
+        return await opened.open(cfg)
 
     splitter: Splitter
     split_concurrency = 2
@@ -221,16 +212,9 @@ async def open_judge(
                           "--checker openai)")
     await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters.coverage_llm"))
     from dahl.adapters.coverage_llm import OpenAICoverageJudge
-    from dahl.adapters.http import make_session
+    from dahl.adapters.endpoint import Connections
 
-    lane = pool.get(
-        endpoint.base_url,
-        api_key_id(resolve_api_key(endpoint)),
-        endpoint.model,
-        LaneLimits(rpm=endpoint.rpm, tpm=endpoint.tpm, max_in_flight=endpoint.max_in_flight),
-        breaker=BreakerSettings(max_outage_s=endpoint.max_outage_s),
-    )
-    session = await stack.enter_async_context(make_session(endpoint.max_in_flight, endpoint.timeout_s))
+    session, lane = await Connections(stack, pool).open(endpoint)  # its own session
     return OpenAICoverageJudge(endpoint, session, lane, spend=pool.spend)
 
 
