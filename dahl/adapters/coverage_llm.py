@@ -26,7 +26,7 @@ import orjson
 
 from dahl.adapters.bodies import Format, Task, chat_body, format_field
 from dahl.adapters.coverage import Judgement
-from dahl.adapters.endpoint import CallLane, Endpoint, Unparsed
+from dahl.adapters.endpoint import CallLane, Endpoint
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError
 from dahl.records import AnswerResult, Coverage, normalize_text
@@ -233,12 +233,11 @@ class OpenAICoverageJudge:
         def build(fmt: Format) -> dict[str, Any]:
             return cover_request_body(self._cfg, question, response, facts, fmt=fmt)
 
-        try:
-            parsed = await self._endpoint.ask(build, parse_coverage, reask=False)
-        except Unparsed as exc:
-            log.debug("coverage reply not parsed (%s)", exc)
-            return [], exc.raw, str(exc)
-        return parsed.value, parsed.raw, ""
+        parsed = await self._endpoint.ask(build, parse_coverage, reask=False)
+        if parsed.error is not None:
+            log.debug("coverage reply not parsed (%s)", parsed.error)
+            return [], parsed.raw, str(parsed.error)
+        return parsed.get(), parsed.raw, ""
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
         """Label ``facts`` against ``result.response``, :data:`MAX_FACTS` per call.

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import aiohttp
 
@@ -49,7 +49,6 @@ __all__ = [
     "CountMismatch",
     "Endpoint",
     "Parsed",
-    "Unparsed",
     "reask_messages",
     "rejects_format",
     "total_usage",
@@ -79,38 +78,36 @@ class CountMismatch(OutputParseError):
     """
 
 
-class Unparsed(OutputParseError):
-    """The reply, and its one re-ask, could not be parsed.
-
-    Args:
-        message: the last parse error.
-        raw: the last reply.
-        usage: tokens of every call made for it (summed), or None if none reported.
-    """
-
-    def __init__(self, message: str, *, raw: str, usage: Usage | None) -> None:
-        super().__init__(message, raw=raw)
-        self.usage = usage
-
-
 @dataclass(frozen=True)
 class Parsed(Generic[T]):
-    """A parsed reply.
+    """A reply and what the stage's parser made of it.
 
     Attributes:
-        value: what the stage's parser made of the reply.
-        reply: the reply that parsed (the re-ask's, after one); ``reply.content`` is its raw text.
+        value: the parsed value; None when ``error`` is set.
+        error: the parse error of the last reply (after the one re-ask), or None.
+        reply: the last reply (the re-ask's, after one); ``reply.content`` is its raw text.
         usage: tokens of the call and of its re-ask, summed; None if none reported.
     """
 
-    value: T
+    value: T | None
+    error: OutputParseError | None
     reply: ChatReply
     usage: Usage | None
 
     @property
     def raw(self) -> str:
-        """The raw text of the reply that parsed."""
+        """The raw text of the last reply."""
         return self.reply.content
+
+    def get(self) -> T:
+        """The parsed value.
+
+        Raises:
+            OutputParseError: the parser's error of the last reply (``CountMismatch`` included).
+        """
+        if self.error is not None:
+            raise self.error
+        return cast(T, self.value)
 
 
 def total_usage(*usages: Usage | None) -> Usage | None:
@@ -315,20 +312,19 @@ class Endpoint:
             parse: the stage's strict parser of a reply text; raises ``OutputParseError``.
             reask: False: a parse error is not re-asked (the stage has its own recourse).
 
+        Returns:
+            The parsed reply, or the parse error of the last one (:meth:`Parsed.get` raises
+            it); a ``CountMismatch`` is never re-asked.
+
         Raises:
-            CountMismatch: from ``parse``, at once (never re-asked).
-            Unparsed: the reply (and its re-ask) could not be parsed; carries the last raw
-                reply and the summed usage.
             AdapterError: a call failed after the lane's retries.
         """
         reply, body = await self.request(build)
         try:
-            return Parsed(parse(reply.content), reply, reply.usage)
-        except CountMismatch:
-            raise
+            return Parsed(parse(reply.content), None, reply, reply.usage)
         except OutputParseError as first:
-            if not reask:
-                raise Unparsed(str(first), raw=reply.content, usage=reply.usage) from first
+            if not reask or isinstance(first, CountMismatch):
+                return Parsed(None, first, reply, reply.usage)
             error = first
         task = self.task
         expected = task.reask_json if self._fmt != "text" else task.reask_text
@@ -337,8 +333,6 @@ class Endpoint:
         reply = await self.send({**body, "messages": messages})
         usage = total_usage(usage, reply.usage)
         try:
-            return Parsed(parse(reply.content), reply, usage)
-        except CountMismatch:
-            raise
+            return Parsed(parse(reply.content), None, reply, usage)
         except OutputParseError as second:
-            raise Unparsed(str(second), raw=reply.content, usage=usage) from second
+            return Parsed(None, second, reply, usage)

@@ -136,4 +136,4 @@ class OpenAISplitter:
             return split_request_body(endpoint.cfg, answer.question, answer.response, fmt=fmt)
 
         parsed = await endpoint.ask(build, parse_claims)
-        return [Claim(text=text, index=i) for i, text in enumerate(parsed.value)], parsed.raw
+        return [Claim(text=text, index=i) for i, text in enumerate(parsed.get())], parsed.raw

@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from dahl.adapters import prompts
 from dahl.adapters.bodies import Format, adapter_task, check_request_body, template_version
-from dahl.adapters.endpoint import CallLane, Endpoint, Unparsed
+from dahl.adapters.endpoint import CallLane, Endpoint
 from dahl.adapters.http import ChatReply
 from dahl.adapters.keybody import CheckKeyTemplate, digest_system
 from dahl.adapters.parse import parse_verdict
@@ -387,18 +387,17 @@ class OpenAIChecker:
         def build(fmt: Format) -> dict[str, Any]:
             return check_request_body(endpoint.cfg, question, text, evidence=passages, fmt=fmt)
 
-        try:
-            parsed = await endpoint.ask(build, lambda raw: parse_verdict(raw, with_evidence=with_evidence))
-        except Unparsed as exc:
+        parsed = await endpoint.ask(build, lambda raw: parse_verdict(raw, with_evidence=with_evidence))
+        if parsed.error is not None:
             return Verdict(
                 label=Label.ERROR,
                 checker=self.fingerprint,
-                raw=exc.raw,
-                error=f"OutputParseError: {exc}",
-                usage=exc.usage,
+                raw=parsed.raw,
+                error=f"OutputParseError: {parsed.error}",
+                usage=parsed.usage,
                 evidence=evidence,
             )
-        label, reason = parsed.value
+        label, reason = parsed.get()
         return Verdict(
             label=label,
             checker=self.fingerprint,

@@ -159,7 +159,7 @@ class _Asker:
             else:
                 self.counters.judge_calls += 1
             parsed = await endpoint.ask(lambda fmt: endpoint.body(messages, fmt), parse)
-            return msgspec.json.encode(parsed.value), parsed.raw
+            return msgspec.json.encode(parsed.get()), parsed.raw
 
         return msgspec.json.decode(await self.cache.get_or_compute(_key(endpoint.fingerprint, messages), compute))
 

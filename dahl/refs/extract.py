@@ -181,7 +181,7 @@ class OpenAIExtractor:
         endpoint = self._endpoint
         messages = prompts.extract_messages(chunk.title, chunk.text, template=endpoint.cfg.templates.get("extract"))
         parsed = await endpoint.ask(lambda fmt: endpoint.body(messages, fmt), parse_facts)
-        return [ExtractedFact(text, chunk.span) for text in parsed.value], parsed.raw
+        return [ExtractedFact(text, chunk.span) for text in parsed.get()], parsed.raw
 
 
 class CachedExtractor:

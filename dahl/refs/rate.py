@@ -112,7 +112,7 @@ class OpenAIRater:
         endpoint = self._endpoint
         messages = prompts.rate_messages(question, facts, template=endpoint.cfg.templates.get("rate"))
         parsed = await endpoint.ask(lambda fmt: endpoint.body(messages, fmt), lambda raw: parse_ratings(raw, len(facts)))
-        return parsed.value
+        return parsed.get()
 
     async def rate(self, question: str, facts: Sequence[str]) -> list[Rating]:
         """Ratings of ``facts`` for ``question``, ``batch`` facts per call.

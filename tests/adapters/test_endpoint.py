@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dahl.adapters.bodies import Task, format_field
-from dahl.adapters.endpoint import CountMismatch, Endpoint, Unparsed, reask_messages, rejects_format
+from dahl.adapters.endpoint import CountMismatch, Endpoint, reask_messages, rejects_format
 from dahl.adapters.parse import parse_json_object
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError, PermanentAPIError, TransientAPIError
@@ -109,40 +109,44 @@ class TestReask:
                     server.chat('{"facts": ["a"]}', prompt_tokens=30, completion_tokens=5))
         endpoint = make(server, session, lane, "json_object")
         parsed = await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts)
-        assert (parsed.value, parsed.raw, parsed.usage) == (["a"], '{"facts": ["a"]}', Usage(prompt_tokens=40, completion_tokens=7))
+        assert (parsed.get(), parsed.error, parsed.raw) == (["a"], None, '{"facts": ["a"]}')
+        assert parsed.usage == Usage(prompt_tokens=40, completion_tokens=7)
         follow_up = server.requests[1]["messages"]
         assert follow_up[:2] == MESSAGES and follow_up[2] == {"role": "assistant", "content": "not json"}
         assert follow_up[3]["content"].startswith("Your reply could not be parsed: the reply is not JSON")
         assert "; reply with the JSON object only.\n\n<data>x</data>" in follow_up[3]["content"]
 
-    async def test_second_failure_is_unparsed_with_usage(self, server, session, lane) -> None:
-        """Two unparseable replies: Unparsed (an OutputParseError) with the last reply and both calls' usage."""
+    async def test_second_failure_keeps_error_raw_and_usage(self, server, session, lane) -> None:
+        """Two unparseable replies: the parser's error of the last reply, its raw text and both calls' usage."""
         server.push(server.chat("nope", prompt_tokens=10, completion_tokens=2),
                     server.chat("still nope", prompt_tokens=20, completion_tokens=3))
         endpoint = make(server, session, lane)
-        with pytest.raises(Unparsed) as caught:
-            await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts)
-        assert (caught.value.raw, caught.value.usage, len(server.requests)) == ("still nope", Usage(prompt_tokens=30, completion_tokens=5), 2)
+        parsed = await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts)
+        assert type(parsed.error) is OutputParseError and parsed.value is None
+        assert (parsed.raw, parsed.usage, len(server.requests)) == (
+            "still nope", Usage(prompt_tokens=30, completion_tokens=5), 2)
+        with pytest.raises(OutputParseError, match="not JSON"):
+            parsed.get()
         assert "reply with JSON only" in server.requests[1]["messages"][-1]["content"]  # text-mode wording
 
     async def test_count_mismatch_is_not_reasked(self, server, session, lane) -> None:
-        """A CountMismatch from the parser is raised at once (one request)."""
+        """A CountMismatch from the parser is not re-asked (one request); get() raises it."""
         def count(raw: str) -> list[str]:
             raise CountMismatch("1 rating for 2 facts", raw=raw)
 
         server.push(server.chat('{"ratings": []}'))
         endpoint = make(server, session, lane)
+        parsed = await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), count)
         with pytest.raises(CountMismatch):
-            await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), count)
+            parsed.get()
         assert len(server.requests) == 1
 
     async def test_reask_off(self, server, session, lane) -> None:
-        """reask=False: an unparseable reply is Unparsed after one request."""
+        """reask=False: an unparseable reply is the parse error after one request."""
         server.push(server.chat("nope"))
         endpoint = make(server, session, lane)
-        with pytest.raises(Unparsed):
-            await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts, reask=False)
-        assert len(server.requests) == 1
+        parsed = await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts, reask=False)
+        assert isinstance(parsed.error, OutputParseError) and len(server.requests) == 1
 
     def test_reask_messages_neutralize_the_reply(self) -> None:
         """The quoted reply goes through the stage's neutralizer; the data blocks are repeated."""
