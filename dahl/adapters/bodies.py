@@ -117,7 +117,7 @@ def _body(
     cfg: EndpointConfig, kind: Kind, messages: list[dict[str, str]], fmt: Format, *, with_evidence: bool = False
 ) -> dict[str, Any]:
     return chat_body(cfg, messages, max_tokens=max_tokens(cfg, kind),
-                     response_format=prompts.response_format(kind, fmt, with_evidence=with_evidence))
+                     response_format=format_field(fmt, prompts.reply_schema(kind, with_evidence=with_evidence)))
 
 
 def split_request_body(
@@ -228,7 +228,7 @@ def adapter_task(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False
         name=kind,
         template=template_version(cfg, kind, with_evidence=with_evidence),
         max_tokens=default,
-        json_schema=prompts.response_format(kind, "json_schema", with_evidence=with_evidence),
+        json_schema=prompts.reply_schema(kind, with_evidence=with_evidence),
         reask_json=prompts.expected_reply(kind, json_reply=True, with_evidence=with_evidence),
         reask_text=prompts.expected_reply(kind, json_reply=False, with_evidence=with_evidence),
         neutralize=prompts.neutralize_tags,

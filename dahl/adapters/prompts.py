@@ -46,7 +46,7 @@ __all__ = [
     "check_messages",
     "expected_reply",
     "neutralize_tags",
-    "response_format",
+    "reply_schema",
     "split_messages",
 ]
 
@@ -332,25 +332,20 @@ def expected_reply(kind: Kind, *, json_reply: bool, with_evidence: bool = False)
     return "answer with the claims only, one claim per line (or NONE)"
 
 
-def response_format(kind: Kind, fmt: str, *, with_evidence: bool = False) -> dict[str, Any] | None:
-    """The ``response_format`` request field for ``kind`` under reply format ``fmt``.
+def reply_schema(kind: Kind, *, with_evidence: bool = False) -> dict[str, Any]:
+    """The ``response_format`` value of a ``json_schema`` reply of ``kind``.
 
     Args:
         kind: ``"split"`` (schema ``{"claims": [str]}``) or ``"check"``
             (schema ``{"label": enum, "reason": str}``).
-        fmt: ``json_schema`` (strict schema), ``json_object`` or ``text`` (no field: None).
         with_evidence: a check against evidence passages (its label enum is
             :data:`CHECK_EVIDENCE_LABELS`).
+
+    Returns:
+        ``{"type": "json_schema", "json_schema": {"name": "dahl_<kind>", "strict": True, "schema"}}``.
     """
-    if fmt == "json_object":
-        return {"type": "json_object"}
-    if fmt == "json_schema":
-        if kind == "split":
-            schema = _SPLIT_SCHEMA
-        else:
-            schema = _CHECK_EVIDENCE_SCHEMA if with_evidence else _CHECK_SCHEMA
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": f"dahl_{kind}", "strict": True, "schema": schema},
-        }
-    return None
+    if kind == "split":
+        schema = _SPLIT_SCHEMA
+    else:
+        schema = _CHECK_EVIDENCE_SCHEMA if with_evidence else _CHECK_SCHEMA
+    return {"type": "json_schema", "json_schema": {"name": f"dahl_{kind}", "strict": True, "schema": schema}}

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from dahl.adapters.bodies import format_field
 from dahl.adapters.endpoint import reask_messages
 from dahl.adapters.prompts import (
     CHECK_TEMPLATE_VERSION,
     SPLIT_TEMPLATE_VERSION,
     check_messages,
-    neutralize_tags,
     expected_reply,
-    response_format,
+    neutralize_tags,
+    reply_schema,
     split_messages,
 )
 
@@ -101,7 +102,7 @@ class TestCheckMessages:
 
     def test_evidence_schema(self) -> None:
         """The strict schema of a check with evidence enumerates the evidence labels."""
-        fmt = response_format("check", "json_schema", with_evidence=True)
+        fmt = reply_schema("check", with_evidence=True)
         assert fmt is not None
         assert fmt["json_schema"]["schema"]["properties"]["label"]["enum"] == [
             "supported", "contradicted", "not_supported", "irrelevant"
@@ -150,7 +151,7 @@ class TestReaskMessages:
 class TestResponseFormat:
     def test_check_schema(self) -> None:
         """The strict check schema has an enum of the four labels and a reason string."""
-        fmt = response_format("check", "json_schema")
+        fmt = reply_schema("check")
         assert fmt is not None
         schema = fmt["json_schema"]["schema"]
         assert fmt["json_schema"]["strict"] is True
@@ -159,11 +160,12 @@ class TestResponseFormat:
 
     def test_split_schema(self) -> None:
         """The split schema is an object with a list of strings under 'claims'."""
-        fmt = response_format("split", "json_schema")
+        fmt = reply_schema("split")
         assert fmt is not None
         assert fmt["json_schema"]["schema"]["properties"]["claims"] == {"type": "array", "items": {"type": "string"}}
 
     def test_json_object_and_text(self) -> None:
         """json_object is the plain JSON mode; text sends no response_format."""
-        assert response_format("check", "json_object") == {"type": "json_object"}
-        assert response_format("split", "text") is None
+        assert format_field("json_object", reply_schema("check")) == {"type": "json_object"}
+        assert format_field("text", reply_schema("split")) is None
+        assert format_field("json_schema", reply_schema("split")) == reply_schema("split")
