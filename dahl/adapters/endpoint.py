@@ -73,7 +73,7 @@ class CallLane(Protocol):
 class CountMismatch(OutputParseError):
     """A reply that parsed but did not answer each numbered item exactly once.
 
-    Never re-asked as a whole (:meth:`Endpoint.ask` raises it at once): the stage asks
+    Never re-asked as a whole (:meth:`Endpoint.ask` returns it at once): the stage asks
     each item alone, and never pads.
     """
 
