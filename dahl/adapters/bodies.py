@@ -1,13 +1,17 @@
-"""Request bodies of the OpenAI-compatible adapters: what is sent, its token estimate, its fingerprint.
+"""Request bodies of every LLM stage: what is sent, its token estimate, its fingerprint, its task.
 
-Pure functions of the endpoint settings and the texts (no I/O), shared by the
-adapters (:mod:`dahl.adapters.openai`), their cache keys (:mod:`dahl.adapters.keybody`)
-and the dry run (:mod:`dahl.run._dryrun`).
+Pure functions of the endpoint settings and the texts (no I/O), shared by the one
+endpoint client (:mod:`dahl.adapters.endpoint`), the cache keys
+(:mod:`dahl.adapters.keybody`), the batch planners and the dry run (:mod:`dahl.run._dryrun`).
+A stage describes what it asks as a :class:`Task` (its name, template version, default
+budget, reply schema and re-ask wording); the body around its messages is the same for
+every stage (:func:`chat_body`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -18,9 +22,14 @@ from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig
 __all__ = [
     "Format",
     "Kind",
+    "Task",
+    "adapter_task",
+    "chat_body",
     "check_request_body",
     "endpoint_fingerprint",
     "estimate_tokens",
+    "fingerprint",
+    "format_field",
     "max_tokens",
     "split_request_body",
     "template_version",
@@ -28,6 +37,73 @@ __all__ = [
 
 Format = Literal["json_schema", "json_object", "text"]
 Kind = Literal["split", "check"]
+
+
+def _same(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one stage asks an endpoint; the rest of a request is the same for every stage.
+
+    Attributes:
+        name: the stage as fingerprints name it (``split``, ``check``, ``cover``,
+            ``extract``, ``rate``, ``questions-generate``, ``questions-judge``, ``generate``).
+        template: version of the template the stage's messages come from (``split/v1``,
+            ``file:<blake2b-64 hex>`` for a user's file).
+        max_tokens: completion budget, tokens, when the endpoint sets none.
+        json_schema: the ``response_format`` value of a ``json_schema`` reply
+            (``{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}``);
+            None: the stage asks ``json_object`` in that mode.
+        reask_json: what the one re-ask says a JSON-mode reply must be
+            (``'answer with a JSON object {"claims": [...]} and nothing else'``).
+        reask_text: the same in text mode.
+        neutralize: makes the unparseable reply safe to quote back between the stage's
+            data tags (``<`` of a block tag becomes ``‹``).
+    """
+
+    name: str
+    template: str
+    max_tokens: int
+    json_schema: Mapping[str, Any] | None = None
+    reask_json: str = "reply with the JSON object only"
+    reask_text: str = "reply with the JSON object only"
+    neutralize: Callable[[str], str] = _same
+
+
+def format_field(fmt: Format, json_schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``response_format`` request field of reply format ``fmt``: ``json_schema``
+    (None: json_object), ``{"type": "json_object"}``, or None (text mode sends no field)."""
+    if fmt == "json_schema" and json_schema is not None:
+        return dict(json_schema)
+    if fmt in ("json_schema", "json_object"):
+        return {"type": "json_object"}
+    return None
+
+
+def chat_body(
+    cfg: EndpointConfig, messages: list[dict[str, str]], *, max_tokens: int,
+    response_format: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The chat-completions body of ``messages`` (pure; the cache hashes it).
+
+    Returns:
+        ``{"model", "messages", "temperature", "max_tokens", ["seed"], ["response_format"],
+        **cfg.extra_body}``; never the API key.
+    """
+    body: dict[str, Any] = {
+        "model": cfg.model,
+        "messages": messages,
+        "temperature": cfg.temperature,
+        "max_tokens": max_tokens,
+    }
+    if cfg.seed is not None:
+        body["seed"] = cfg.seed
+    if response_format is not None:
+        body["response_format"] = response_format
+    body.update(cfg.extra_body)
+    return body
 
 
 def max_tokens(cfg: EndpointConfig, kind: Kind) -> int:
@@ -40,19 +116,8 @@ def max_tokens(cfg: EndpointConfig, kind: Kind) -> int:
 def _body(
     cfg: EndpointConfig, kind: Kind, messages: list[dict[str, str]], fmt: Format, *, with_evidence: bool = False
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": cfg.model,
-        "messages": messages,
-        "temperature": cfg.temperature,
-        "max_tokens": max_tokens(cfg, kind),
-    }
-    if cfg.seed is not None:
-        body["seed"] = cfg.seed
-    response_format = prompts.response_format(kind, fmt, with_evidence=with_evidence)
-    if response_format is not None:
-        body["response_format"] = response_format
-    body.update(cfg.extra_body)
-    return body
+    return chat_body(cfg, messages, max_tokens=max_tokens(cfg, kind),
+                     response_format=format_field(fmt, prompts.reply_schema(kind, with_evidence=with_evidence)))
 
 
 def split_request_body(
@@ -108,12 +173,13 @@ def check_request_body(
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:
-    """Tokens to reserve for ``body``: message characters / 4 (rounded up) + ``max_tokens``.
+    """Tokens to reserve for ``body``: message (or ``prompt``) characters / 4 (rounded up)
+    + ``max_tokens``.
 
     The 4-characters-per-token rule of thumb for English (OpenAI tokenizer guidance);
     the lane refunds the difference from the reported usage.
     """
-    chars = sum(len(m.get("content", "")) for m in body.get("messages", ()))
+    chars = sum(len(m.get("content", "")) for m in body.get("messages", ())) + len(body.get("prompt") or "")
     return -(-chars // 4) + int(body.get("max_tokens") or 0)
 
 
@@ -135,11 +201,35 @@ def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool
     ``openai`` (``|provider=anthropic``: the same body asks differently there); never the
     API key, auth, headers, timeouts or concurrency limits.
     """
-    version = template_version(cfg, kind, with_evidence=with_evidence)
+    return fingerprint(cfg, kind, template_version(cfg, kind, with_evidence=with_evidence), max_tokens(cfg, kind))
+
+
+def fingerprint(cfg: EndpointConfig, name: str, template: str, budget: int) -> str:
+    """Stable string of every setting that changes a reply of stage ``name`` on ``cfg``.
+
+    ``openai:<name>|<base URL>|model=|template=|temperature=|seed=|max_tokens=<budget>|format=|extra=``
+    (extra_body as canonical JSON, sorted keys), then ``|provider=<provider>`` for a provider
+    other than ``openai``; never the API key, auth, headers, timeouts or concurrency limits.
+    """
     extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
     return (
-        f"openai:{kind}|{cfg.base_url}|model={cfg.model}|template={version}"
-        f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={max_tokens(cfg, kind)}"
+        f"openai:{name}|{cfg.base_url}|model={cfg.model}|template={template}"
+        f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={budget}"
         f"|format={cfg.effective_format()}|extra={extra}"
         + ("" if cfg.provider == "openai" else f"|provider={cfg.provider}")
+    )
+
+
+def adapter_task(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> Task:
+    """The :class:`Task` of the Splitter (``split``) or the Checker (``check``; with evidence
+    passages, template ``check-evidence/v1`` and its labels) on ``cfg``."""
+    default = SPLIT_MAX_TOKENS if kind == "split" else CHECK_MAX_TOKENS
+    return Task(
+        name=kind,
+        template=template_version(cfg, kind, with_evidence=with_evidence),
+        max_tokens=default,
+        json_schema=prompts.reply_schema(kind, with_evidence=with_evidence),
+        reask_json=prompts.expected_reply(kind, json_reply=True, with_evidence=with_evidence),
+        reask_text=prompts.expected_reply(kind, json_reply=False, with_evidence=with_evidence),
+        neutralize=prompts.neutralize_tags,
     )

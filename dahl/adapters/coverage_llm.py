@@ -10,29 +10,30 @@ in text mode a bare JSON array. Parsing is strict (:func:`parse_coverage`). A re
 count differs from the batch's, or that cannot be parsed, is re-asked one fact at a time
 (never padded); a one-fact reply that still fails gives that fact label ``error``.
 
-Calls go through the same HTTP client and lane (RPM/TPM/in-flight limits, retries,
-breaker) as the OpenAI Checker (:mod:`dahl.adapters.openai`); template ``cover/v1``.
+Calls go through the endpoint client (:class:`dahl.adapters.endpoint.Endpoint`: route,
+lane, the text fallback) as the OpenAI Checker's do; template ``cover/v1``.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
 
-from dahl.adapters.bodies import Format, estimate_tokens
+from dahl.adapters.bodies import Format, Task, chat_body, format_field
 from dahl.adapters.coverage import Judgement
-from dahl.adapters.http import ChatReply
-from dahl.adapters.route import ChatRoute
-from dahl.adapters.openai import CallLane
+from dahl.adapters.endpoint import CallLane, Endpoint
 from dahl.config import EndpointConfig
-from dahl.errors import OutputParseError, PermanentAPIError
+from dahl.errors import OutputParseError
 from dahl.records import AnswerResult, Coverage, normalize_text
 from dahl.templates import PromptTemplate
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
 
 __all__ = [
     "COVER_MAX_TOKENS",
@@ -42,6 +43,7 @@ __all__ = [
     "OpenAICoverageJudge",
     "cover_messages",
     "cover_request_body",
+    "cover_task",
     "parse_coverage",
 ]
 
@@ -126,6 +128,18 @@ def cover_messages(
     return (template or COVER_TEMPLATE).messages(data, {"output": _OUTPUT_JSON if json_reply else _OUTPUT_TEXT})
 
 
+_JSON_SCHEMA: dict[str, Any] = {
+    "type": "json_schema", "json_schema": {"name": "dahl_cover", "strict": True, "schema": _SCHEMA},
+}
+
+
+def cover_task(cfg: EndpointConfig) -> Task:
+    """The coverage judge's task on ``cfg``: template ``cover/v1`` (or the user's), budget
+    :data:`COVER_MAX_TOKENS`, reply schema ``{"coverage": [label]}``."""
+    return Task(name="cover", template=cfg.template(COVER_TEMPLATE).version, max_tokens=COVER_MAX_TOKENS,
+                json_schema=_JSON_SCHEMA, neutralize=_neutralize)
+
+
 def cover_request_body(
     cfg: EndpointConfig, question: str, response: str, facts: Sequence[str], *, fmt: Format
 ) -> dict[str, Any]:
@@ -135,24 +149,9 @@ def cover_request_body(
         ``{"model", "messages", "temperature", "max_tokens", ["seed"], ["response_format"],
         **cfg.extra_body}``; never the API key.
     """
-    body: dict[str, Any] = {
-        "model": cfg.model,
-        "messages": cover_messages(question, response, facts, json_reply=fmt != "text",
-                                   template=cfg.templates.get("cover")),
-        "temperature": cfg.temperature,
-        "max_tokens": cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS,
-    }
-    if cfg.seed is not None:
-        body["seed"] = cfg.seed
-    if fmt == "json_object":
-        body["response_format"] = {"type": "json_object"}
-    elif fmt == "json_schema":
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": "dahl_cover", "strict": True, "schema": _SCHEMA},
-        }
-    body.update(cfg.extra_body)
-    return body
+    messages = cover_messages(question, response, facts, json_reply=fmt != "text", template=cfg.templates.get("cover"))
+    return chat_body(cfg, messages, max_tokens=cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS,
+                     response_format=format_field(fmt, _JSON_SCHEMA))
 
 
 def parse_coverage(text: str) -> list[Coverage]:
@@ -193,6 +192,7 @@ class OpenAICoverageJudge:
         session: from :func:`dahl.adapters.http.make_session`.
         lane: the endpoint's lane (shared with the Checker on the same endpoint).
         max_facts: facts per call (default :data:`MAX_FACTS`).
+        spend: the run's money meter (calls reported as ``cover``), or None.
 
     Attributes:
         fingerprint: base URL, model, template, sampling, max_tokens, reply format,
@@ -202,7 +202,8 @@ class OpenAICoverageJudge:
         calls: HTTP calls made (re-asks included).
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset.
+        ConfigError: (on construction) the API key variable is unset; a cost cap and no
+            price for the model.
         ValueError: ``max_facts < 1``.
     """
 
@@ -210,48 +211,33 @@ class OpenAICoverageJudge:
     parser_version = "1"
 
     def __init__(
-        self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane, *, max_facts: int = MAX_FACTS
+        self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane, *, max_facts: int = MAX_FACTS,
+        spend: Spend | None = None,
     ) -> None:
         if max_facts < 1:
             raise ValueError("max_facts must be >= 1")
         self._cfg = cfg
-        self._session = session
-        self._lane = lane
-        self._route = ChatRoute(cfg)
-        self._fmt: Format = cfg.effective_format()
+        self._endpoint = Endpoint(cfg, session, lane, cover_task(cfg), spend=spend)
         self._max_facts = max_facts
-        self.calls = 0
-        extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
-        limit = cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS
-        self.fingerprint = (
-            f"openai:cover|{cfg.base_url}|model={cfg.model}|template={cfg.template(COVER_TEMPLATE).version}"
-            f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={limit}"
-            f"|format={self._fmt}|extra={extra}|batch={max_facts}"
-            + ("" if cfg.provider == "openai" else f"|provider={cfg.provider}")
-        )
+        self.fingerprint = f"{self._endpoint.fingerprint}|batch={max_facts}"
 
-    async def _send(self, body: dict[str, Any]) -> ChatReply:
-        route, session = self._route, self._session
-        data = route.encode(body)
+    @property
+    def calls(self) -> int:
+        """HTTP calls made (format fallbacks and per-fact re-asks included)."""
+        return self._endpoint.calls
 
-        def attempt() -> Awaitable[ChatReply]:
-            return route.post(session, data)
+    async def _ask(self, question: str, response: str, facts: Sequence[str]) -> tuple[list[Coverage], str, str]:
+        """One call for ``facts``: the labels, the raw reply and the parse error (``[]``,
+        raw, message when the reply cannot be parsed; ``""`` when it can)."""
 
-        self.calls += 1
-        return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
+        def build(fmt: Format) -> dict[str, Any]:
+            return cover_request_body(self._cfg, question, response, facts, fmt=fmt)
 
-    async def _ask(self, question: str, response: str, facts: Sequence[str]) -> str:
-        """One call for ``facts``; a server rejecting ``response_format`` is asked in text from then on."""
-        try:
-            reply = await self._send(cover_request_body(self._cfg, question, response, facts, fmt=self._fmt))
-        except PermanentAPIError as exc:
-            if self._fmt == "text" or exc.status not in (400, 422) or not self._route.rejects_format(str(exc)):
-                raise
-            log.warning("%s rejected response_format=%s (%s); asking coverage in text mode from now on",
-                        self._cfg.base_url, self._fmt, exc)
-            self._fmt = "text"
-            reply = await self._send(cover_request_body(self._cfg, question, response, facts, fmt=self._fmt))
-        return reply.content
+        parsed = await self._endpoint.ask(build, parse_coverage, reask=False)
+        if parsed.error is not None:
+            log.debug("coverage reply not parsed (%s)", parsed.error)
+            return [], parsed.raw, str(parsed.error)
+        return parsed.get(), parsed.raw, ""
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
         """Label ``facts`` against ``result.response``, :data:`MAX_FACTS` per call.
@@ -266,12 +252,7 @@ class OpenAICoverageJudge:
         out: list[Judgement] = []
         for start in range(0, len(facts), self._max_facts):
             batch = [normalize_text(f) for f in facts[start:start + self._max_facts]]
-            raw = await self._ask(question, response, batch)
-            try:
-                labels = parse_coverage(raw)
-            except OutputParseError as exc:
-                log.debug("coverage reply not parsed (%s); re-asking per fact", exc)
-                labels = []
+            labels, _, _ = await self._ask(question, response, batch)
             if len(labels) == len(batch):
                 # raw is kept on errors only: one reply holds up to 30 labels
                 out.extend(Judgement(label=label) for label in labels)
@@ -282,11 +263,9 @@ class OpenAICoverageJudge:
         return out
 
     async def _judge_one(self, question: str, response: str, fact: str) -> Judgement:
-        raw = await self._ask(question, response, [fact])
-        try:
-            labels = parse_coverage(raw)
-        except OutputParseError as exc:
-            return Judgement(label=Coverage.ERROR, raw=raw, error=f"OutputParseError: {exc}")
+        labels, raw, error = await self._ask(question, response, [fact])
+        if error:
+            return Judgement(label=Coverage.ERROR, raw=raw, error=f"OutputParseError: {error}")
         if len(labels) != 1:
             return Judgement(label=Coverage.ERROR, raw=raw,
                              error=f"OutputParseError: {len(labels)} labels for 1 fact")

@@ -8,22 +8,21 @@ does all waiting, rate limiting and retrying), then parse strictly. A reply that
 cannot be parsed is re-asked once with the parse error (DESIGN.md §5); after
 that the Checker returns label ``error`` and the Splitter raises.
 
-A server that rejects ``response_format`` (HTTP 400 or 422 naming it) is asked in text
-mode from then on by that adapter instance (logged once).
-
-The Checker lives in :mod:`dahl.adapters.openai_check` (with a corpus it is a
-retrieve-then-ask Checker) and the shared endpoint state in
-:mod:`dahl.adapters.endpoint`; both are re-exported here.
+The format fallback and the re-ask are the endpoint client's
+(:class:`dahl.adapters.endpoint.Endpoint`). The Checker lives in
+:mod:`dahl.adapters.openai_check` (with a corpus it is a retrieve-then-ask Checker);
+both are re-exported here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from dahl.adapters.bodies import (
     Format,
+    adapter_task,
     check_request_body,
     endpoint_fingerprint,
     estimate_tokens,
@@ -35,8 +34,10 @@ from dahl.adapters.keybody import digest_system
 from dahl.adapters.openai_check import NO_PASSAGE, OpenAIChecker, citation_evidence
 from dahl.adapters.parse import parse_claims
 from dahl.config import EndpointConfig
-from dahl.errors import OutputParseError
 from dahl.records import Answer, Claim
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
 
 __all__ = [
     "NO_PASSAGE",
@@ -62,6 +63,7 @@ class OpenAISplitter:
         session: shared session from :func:`dahl.adapters.http.make_session`.
         lane: the endpoint's lane (``dahl.lanes._lane.Lane``), shared with the checker
             when both stages use the same endpoint.
+        spend: the run's money meter (calls reported as ``split``), or None.
 
     Attributes:
         fingerprint: see :func:`endpoint_fingerprint`.
@@ -69,13 +71,16 @@ class OpenAISplitter:
             it changes a result: cached replies are then re-parsed, not re-asked).
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset.
+        ConfigError: (on construction) the API key variable is unset; a cost cap and no
+            price for the model.
     """
 
     parser_version = "1"
 
-    def __init__(self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane) -> None:
-        self._endpoint = Endpoint(cfg, session, lane, "split")
+    def __init__(
+        self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane, *, spend: Spend | None = None
+    ) -> None:
+        self._endpoint = Endpoint(cfg, session, lane, adapter_task(cfg, "split"), spend=spend)
         self.fingerprint = self._endpoint.fingerprint
 
     def cache_request(self, answer: Answer) -> dict[str, Any]:
@@ -130,10 +135,5 @@ class OpenAISplitter:
         def build(fmt: Format) -> dict[str, Any]:
             return split_request_body(endpoint.cfg, answer.question, answer.response, fmt=fmt)
 
-        reply, body = await endpoint.ask(build)
-        try:
-            texts = parse_claims(reply.content)
-        except OutputParseError as first:
-            reply = await endpoint.reask(body, reply.content, first)
-            texts = parse_claims(reply.content)
-        return [Claim(text=text, index=i) for i, text in enumerate(texts)], reply.content
+        parsed = await endpoint.ask(build, parse_claims)
+        return [Claim(text=text, index=i) for i, text in enumerate(parsed.get())], parsed.raw

@@ -21,17 +21,18 @@ import aiohttp
 import anyio.to_thread
 
 from dahl.adapters import prompts
-from dahl.adapters.bodies import Format, check_request_body, endpoint_fingerprint, template_version
-from dahl.adapters.endpoint import CallLane, Endpoint, total_usage
+from dahl.adapters.bodies import Format, adapter_task, check_request_body, template_version
+from dahl.adapters.endpoint import CallLane, Endpoint
 from dahl.adapters.http import ChatReply
 from dahl.adapters.keybody import CheckKeyTemplate, digest_system
 from dahl.adapters.parse import parse_verdict
 from dahl.config import EndpointConfig
-from dahl.errors import ConfigError, OutputParseError
+from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict, normalize_text
 
 if TYPE_CHECKING:  # bm25s is imported only when a corpus is used
     from dahl.adapters.corpus import Corpus, Hit
+    from dahl.lanes._spend import Spend
 
 __all__ = ["NO_PASSAGE", "OpenAIChecker", "citation_evidence"]
 
@@ -100,16 +101,18 @@ class OpenAIChecker:
         lane: the endpoint's lane.
         corpus: the indexed corpus to retrieve passages from, or None (judge by knowledge).
         top_k: passages per claim (>= 1), used with a corpus.
+        spend: the run's money meter (calls reported as ``check``), or None.
 
     Attributes:
-        fingerprint: see :func:`endpoint_fingerprint`; with a corpus, also the corpus
+        fingerprint: see :func:`dahl.adapters.bodies.endpoint_fingerprint`; with a corpus, also the corpus
             fingerprint and ``top_k`` (so a changed corpus re-checks every claim and a
             finished run is not resumed across it).
         parser_version: version of :func:`dahl.adapters.parse.parse_verdict` (bump when it
             changes a result: cached replies are then re-parsed, not re-asked).
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset; top_k < 1.
+        ConfigError: (on construction) the API key variable is unset; top_k < 1; a cost
+            cap and no price for the model.
     """
 
     # 2: qualified verdicts ("True, but only ...") and "Supported? No." are unsupported
@@ -126,10 +129,12 @@ class OpenAIChecker:
         *,
         corpus: Corpus | None = None,
         top_k: int = 5,
+        spend: Spend | None = None,
     ) -> None:
         if top_k < 1:
             raise ConfigError(f"top_k must be >= 1, got {top_k}")
-        self._endpoint = Endpoint(cfg, session, lane, "check")
+        self._endpoint = Endpoint(cfg, session, lane, adapter_task(cfg, "check", with_evidence=corpus is not None),
+                                  spend=spend)
         self._corpus = corpus
         self._top_k = top_k
         self.fingerprint = self._endpoint.fingerprint
@@ -137,7 +142,7 @@ class OpenAIChecker:
             from dahl.adapters.corpus import ANALYZER_VERSION
 
             self.fingerprint = (
-                endpoint_fingerprint(cfg, "check", with_evidence=True)
+                self._endpoint.fingerprint
                 + f"|evidence={corpus.fingerprint}|analyzer={ANALYZER_VERSION}|top_k={top_k}"
             )
         self._key_templates: dict[Format, CheckKeyTemplate] = {}
@@ -382,30 +387,23 @@ class OpenAIChecker:
         def build(fmt: Format) -> dict[str, Any]:
             return check_request_body(endpoint.cfg, question, text, evidence=passages, fmt=fmt)
 
-        reply, body = await endpoint.ask(build)
-        usage = reply.usage
-        try:
-            label, reason = parse_verdict(reply.content, with_evidence=with_evidence)
-        except OutputParseError as first:
-            reply = await endpoint.reask(body, reply.content, first)
-            usage = total_usage(usage, reply.usage)
-            try:
-                label, reason = parse_verdict(reply.content, with_evidence=with_evidence)
-            except OutputParseError as second:
-                return Verdict(
-                    label=Label.ERROR,
-                    checker=self.fingerprint,
-                    raw=reply.content,
-                    error=f"OutputParseError: {second}",
-                    usage=usage,
-                    evidence=evidence,
-                )
+        parsed = await endpoint.ask(build, lambda raw: parse_verdict(raw, with_evidence=with_evidence))
+        if parsed.error is not None:
+            return Verdict(
+                label=Label.ERROR,
+                checker=self.fingerprint,
+                raw=parsed.raw,
+                error=f"OutputParseError: {parsed.error}",
+                usage=parsed.usage,
+                evidence=evidence,
+            )
+        label, reason = parsed.get()
         return Verdict(
             label=label,
             checker=self.fingerprint,
-            raw=reply.content,
-            evidence=evidence + citation_evidence(reply),
-            usage=usage,
+            raw=parsed.raw,
+            evidence=evidence + citation_evidence(parsed.reply),
+            usage=parsed.usage,
             reason=reason,
         )
 

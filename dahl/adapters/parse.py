@@ -1,4 +1,4 @@
-"""Strict parsers for model replies: a check label, or a split claim list.
+"""Strict parsers for model replies: a check label, a split claim list, or a JSON object.
 
 Strict means a reply is either understood with certainty or rejected with
 :class:`~dahl.errors.OutputParseError` (which the adapters send back to the
@@ -36,13 +36,33 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
 import orjson
 
 from dahl.errors import OutputParseError
 from dahl.records import Label, UnsupportedReason, normalize_text
 
-__all__ = ["parse_claims", "parse_label", "parse_verdict"]
+__all__ = ["parse_claims", "parse_json_object", "parse_label", "parse_verdict"]
+
+
+def parse_json_object(raw: str) -> dict[str, Any]:
+    """The JSON object of a reply: the whole text, or the text inside one ```json fence.
+
+    Raises:
+        OutputParseError: the reply is not one JSON object.
+    """
+    text = raw.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0].strip()
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise OutputParseError(f"the reply is not JSON ({exc})", raw=raw) from None
+    if not isinstance(value, dict):
+        raise OutputParseError(f"the reply is a JSON {type(value).__name__}, not an object", raw=raw)
+    return value
 
 _CHECK_WORDS = ("supported", "unsupported", "irrelevant", "unknown")
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)

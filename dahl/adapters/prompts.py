@@ -44,9 +44,9 @@ __all__ = [
     "SPLIT_TEMPLATE",
     "SPLIT_TEMPLATE_VERSION",
     "check_messages",
+    "expected_reply",
     "neutralize_tags",
-    "reask_messages",
-    "response_format",
+    "reply_schema",
     "split_messages",
 ]
 
@@ -311,60 +311,41 @@ def check_messages(
     return (template or CHECK_TEMPLATE).messages(data, {"output": output})
 
 
-def reask_messages(
-    messages: list[Message], reply: str, error: str, kind: Kind, *, json_reply: bool = False
-) -> list[Message]:
-    """Messages for the single re-ask after a reply that could not be parsed.
-
-    Appends the model's reply (tags neutralized) and a follow-up user message that states
-    the parse error, restates the expected format and repeats the original data blocks (so
-    the last user message still carries ``<claim>``/``<answer>``).
+def expected_reply(kind: Kind, *, json_reply: bool, with_evidence: bool = False) -> str:
+    """What the single re-ask after an unparseable ``kind`` reply says the reply must be.
 
     Args:
-        messages: the original ``[system, user]`` messages.
-        reply: the unparseable reply text.
-        error: the parse error message.
         kind: ``"split"`` or ``"check"``.
         json_reply: the request asks for a JSON reply.
+        with_evidence: a check against evidence passages (labels :data:`CHECK_EVIDENCE_LABELS`).
+
+    Returns:
+        e.g. ``"answer with exactly one of supported, unsupported, irrelevant, unknown"``.
     """
-    original = messages[-1]["content"]
-    words = CHECK_EVIDENCE_LABELS if "<evidence>" in original else CHECK_LABELS
-    labels = ", ".join(words)
+    labels = ", ".join(CHECK_EVIDENCE_LABELS if with_evidence else CHECK_LABELS)
     if kind == "check" and json_reply:
-        expected = f'answer with a JSON object whose "label" is exactly one of {labels}'
-    elif kind == "check":
-        expected = f"answer with exactly one of {labels}"
-    elif json_reply:
-        expected = 'answer with a JSON object {"claims": [...]} and nothing else'
-    else:
-        expected = "answer with the claims only, one claim per line (or NONE)"
-    follow_up = f"Your reply could not be parsed: {error}; {expected}.\n\n{original}"
-    return [
-        *messages,
-        {"role": "assistant", "content": neutralize_tags(reply)},
-        {"role": "user", "content": follow_up},
-    ]
+        return f'answer with a JSON object whose "label" is exactly one of {labels}'
+    if kind == "check":
+        return f"answer with exactly one of {labels}"
+    if json_reply:
+        return 'answer with a JSON object {"claims": [...]} and nothing else'
+    return "answer with the claims only, one claim per line (or NONE)"
 
 
-def response_format(kind: Kind, fmt: str, *, with_evidence: bool = False) -> dict[str, Any] | None:
-    """The ``response_format`` request field for ``kind`` under reply format ``fmt``.
+def reply_schema(kind: Kind, *, with_evidence: bool = False) -> dict[str, Any]:
+    """The ``response_format`` value of a ``json_schema`` reply of ``kind``.
 
     Args:
         kind: ``"split"`` (schema ``{"claims": [str]}``) or ``"check"``
             (schema ``{"label": enum, "reason": str}``).
-        fmt: ``json_schema`` (strict schema), ``json_object`` or ``text`` (no field: None).
         with_evidence: a check against evidence passages (its label enum is
             :data:`CHECK_EVIDENCE_LABELS`).
+
+    Returns:
+        ``{"type": "json_schema", "json_schema": {"name": "dahl_<kind>", "strict": True, "schema"}}``.
     """
-    if fmt == "json_object":
-        return {"type": "json_object"}
-    if fmt == "json_schema":
-        if kind == "split":
-            schema = _SPLIT_SCHEMA
-        else:
-            schema = _CHECK_EVIDENCE_SCHEMA if with_evidence else _CHECK_SCHEMA
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": f"dahl_{kind}", "strict": True, "schema": schema},
-        }
-    return None
+    if kind == "split":
+        schema = _SPLIT_SCHEMA
+    else:
+        schema = _CHECK_EVIDENCE_SCHEMA if with_evidence else _CHECK_SCHEMA
+    return {"type": "json_schema", "json_schema": {"name": f"dahl_{kind}", "strict": True, "schema": schema}}

@@ -1,7 +1,7 @@
 """Where and how one endpoint's chat requests go: URL, headers, key and wire protocol.
 
-The Splitter, Checker and coverage judge build chat-completions bodies; a
-:class:`ChatRoute` sends them as its endpoint's provider wants. ``openai``: the body
+Every stage builds chat-completions bodies (generation in completion mode: ``{"prompt"}``
+bodies to ``/completions``); a :class:`ChatRoute` sends them as its endpoint's provider wants. ``openai``: the body
 as built, to ``/chat/completions``. ``anthropic``: the body converted by
 :func:`dahl.adapters.anthropic_wire.messages_body`, to ``/messages`` with
 ``anthropic-version``; the reply converted back by
@@ -20,7 +20,7 @@ import aiohttp
 from dahl.adapters.anthropic_wire import ANTHROPIC_VERSION, chat_reply, messages_body, ratelimit_headers
 from dahl.adapters.http import ChatReply, decode_json, encode_body, parse_reply, post_bytes, post_chat, request_headers
 from dahl.config import EndpointConfig, resolve_api_key, resolve_headers
-from dahl.errors import TransientAPIError
+from dahl.errors import ConfigError, TransientAPIError
 
 __all__ = ["ChatRoute"]
 
@@ -30,9 +30,11 @@ class ChatRoute:
 
     Args:
         cfg: the endpoint; its key and headers are read from the environment here.
+        completion: post ``{"prompt"}`` bodies to ``{base_url}/completions`` (OpenAI-compatible
+            only) instead of the chat route.
 
     Attributes:
-        url: the POST URL (:attr:`EndpointConfig.request_url`).
+        url: the POST URL (:attr:`EndpointConfig.request_url`; ``/completions`` with ``completion``).
         api_key: the key (redacted from replies and messages; never logged or cached).
         headers: the request headers: ``cfg.auth``'s key header, ``anthropic-version``
             for anthropic, then ``cfg.headers`` resolved.
@@ -40,12 +42,15 @@ class ChatRoute:
             redacted from replies and error messages as the key is.
 
     Raises:
-        ConfigError: the key variable or a variable a header names is unset.
+        ConfigError: the key variable or a variable a header names is unset; ``completion``
+            on an anthropic endpoint (it has no ``/completions``).
     """
 
-    def __init__(self, cfg: EndpointConfig) -> None:
+    def __init__(self, cfg: EndpointConfig, *, completion: bool = False) -> None:
         self.anthropic = cfg.provider == "anthropic"
-        self.url = cfg.request_url
+        if completion and self.anthropic:
+            raise ConfigError(f"{cfg.base_url} is an anthropic endpoint: it has no /completions; use chat mode")
+        self.url = f"{cfg.base_url}/completions" if completion else cfg.request_url
         self.api_key = resolve_api_key(cfg)
         extra = resolve_headers(cfg)
         # Values read from the environment may be tokens: redacted from replies like the key.
@@ -56,15 +61,6 @@ class ChatRoute:
 
     def __repr__(self) -> str:  # never the key or header values
         return f"<ChatRoute {self.url} {'anthropic' if self.anthropic else 'openai'}>"
-
-    def rejects_format(self, message: str) -> bool:
-        """Whether an HTTP 400/422 ``message`` rejects the structured reply format.
-
-        It names ``response_format`` (chat completions) or, for anthropic, the forced tool
-        (``tools`` / ``tool_choice``): the adapters then ask in text mode.
-        """
-        words = ("response_format", "tool_choice", "tools") if self.anthropic else ("response_format",)
-        return any(word in message for word in words)
 
     def encode(self, body: Mapping[str, Any]) -> bytes:
         """The bytes to send for the chat-completions ``body`` (converted for anthropic); encode once per call.

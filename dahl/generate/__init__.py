@@ -1,7 +1,7 @@
 """``dahl generate``: answers from models to questions, as dahl JSONL ready for ``dahl score``.
 
 :mod:`~dahl.generate.questions` reads the questions, :mod:`~dahl.generate.templates`
-holds the prompt templates, :mod:`~dahl.generate.endpoint` builds and sends one
+holds the prompt templates, :mod:`~dahl.generate.sampler` builds and sends one
 request, :mod:`~dahl.generate.answers` runs the pipeline (one engine stage).
 """
 

@@ -22,20 +22,18 @@ from typing import Any
 import anyio
 import msgspec
 
+from dahl.adapters.endpoint import Connections
 from dahl.cache.refs import BlobCache
 from dahl.cache.opening import open_store
-from dahl.config import api_key_id, resolve_api_key
-from dahl.lanes._breaker import BreakerSettings
 from dahl.engine.channel import Channel
 from dahl.engine.ends import read_batches
-from dahl.lanes._lane import LaneLimits, LanePool
 from dahl.lanes._spend import Spend
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError
-from dahl.generate.endpoint import GenerateEndpoint, Generated
+from dahl.generate.sampler import Generated, Sampler
 from dahl.generate.output import AnswerLog, finished_ids, lock_answers
 from dahl.generate.questions import GenQuestion, read_questions
-from dahl.generate.settings import PAPER_MAX_TOKENS, GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate.settings import GenerateCounters, GenerateReport, GenerateSettings
 from dahl.pricing import PriceTable
 
 __all__ = ["answer_id", "cache_key", "generate_answers"]
@@ -67,7 +65,7 @@ def cache_key(url: str, template: str, body: dict[str, Any], sample: int) -> str
 @dataclasses.dataclass(frozen=True)
 class _Job:
     question: GenQuestion
-    endpoint: GenerateEndpoint
+    endpoint: Sampler
     sample: int
     id: str
 
@@ -121,8 +119,6 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
             CostCapReached (a QuotaExhausted): the next call could pass ``settings.max_cost_usd``.
         ConfigError: also ``max_cost_usd`` with a model whose price is unknown.
     """
-    from dahl.adapters.http import make_session  # imports aiohttp: only here, not at CLI start
-
     counters = counters if counters is not None else GenerateCounters()
     lock = await anyio.to_thread.run_sync(lock_answers, settings.out)
     async with AsyncExitStack() as stack:
@@ -131,22 +127,14 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         template = settings.effective_template
         store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
         cache = BlobCache(store, "generate/1")
-        pool = LanePool()
+        connections = Connections(stack)
         table = await anyio.to_thread.run_sync(PriceTable.shipped)
         spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
-        endpoints: list[GenerateEndpoint] = []
-        sessions: dict[tuple[int, float], Any] = {}
+        endpoints: list[Sampler] = []
         for cfg in settings.endpoints:
-            lane = spend.lane(pool.get(
-                cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
-                LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
-                breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
-            ), cfg.model, cfg.model, cfg.max_tokens if cfg.max_tokens is not None else PAPER_MAX_TOKENS)
-            session_key = (cfg.max_in_flight, cfg.timeout_s)
-            if session_key not in sessions:
-                sessions[session_key] = await stack.enter_async_context(make_session(*session_key))
-            endpoints.append(GenerateEndpoint(cfg, sessions[session_key], lane, settings.mode, template,
-                                              settings.top_p, settings.stop))
+            session, lane = await connections.open(cfg)
+            endpoints.append(Sampler(cfg, session, lane, settings.mode, template,
+                                     settings.top_p, settings.stop, spend=spend))
         output = await anyio.to_thread.run_sync(AnswerLog, settings.out)
         stack.callback(output.close)
         await _run(settings, endpoints, cache, output, done, counters)
@@ -155,7 +143,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
 
 async def _run(
     settings: GenerateSettings,
-    endpoints: list[GenerateEndpoint],
+    endpoints: list[Sampler],
     cache: BlobCache,
     output: AnswerLog,
     done: set[str],

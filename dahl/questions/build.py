@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import re
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -22,13 +22,13 @@ from typing import Any
 import anyio
 import msgspec
 
+from dahl.adapters.endpoint import Connections, Endpoint
+from dahl.adapters.parse import parse_json_object
 from dahl.cache.refs import BlobCache
 from dahl.cache.opening import open_store
-from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.lanes._breaker import BreakerSettings
+from dahl.config import EndpointConfig
 from dahl.engine.channel import Channel
 from dahl.engine.ends import read_batches
-from dahl.lanes._lane import LaneLimits, LanePool
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import AdapterError, OutputParseError
 from dahl.questions import prompts
@@ -36,7 +36,6 @@ from dahl.questions.articles import Article, read_articles
 from dahl.questions.checks import canonical_category
 from dahl.questions.journal import ArticleQuestions, Journal, Judged, check_journal, journal_path, read_journal
 from dahl.questions.table import TableCounts, write_table
-from dahl.refs.endpoint import RefsEndpoint, parse_json_object
 
 __all__ = ["QuestionsCounters", "QuestionsReport", "QuestionsSettings", "build_questions"]
 
@@ -115,26 +114,7 @@ class QuestionsReport:
     table: TableCounts | None
 
 
-class _Endpoint(RefsEndpoint):
-    """A :class:`RefsEndpoint` asking with the questions prompts' schemas and versions."""
-
-    def __init__(self, cfg: EndpointConfig, session: Any, lane: Any, task: str) -> None:
-        super().__init__(cfg, session, lane, "extract")  # "extract": the 1024-token default budget
-        self.task = task
-        self.template = cfg.template(prompts.GENERATE_TEMPLATE if task == "generate" else prompts.JUDGE_TEMPLATE)
-        # the same settings as the refs fingerprint, under this task's name and template
-        self.fingerprint = re.sub(r"\|template=[^|]*", f"|template={self.template.version}",
-                                  self.fingerprint.replace("openai:extract|", f"openai:questions-{task}|"), count=1)
-
-    def body(self, messages: list[dict[str, str]], fmt: Any = None) -> dict[str, Any]:
-        """The request body, with this task's JSON schema in ``json_schema`` mode."""
-        body = super().body(messages, fmt)
-        if body.get("response_format", {}).get("type") == "json_schema":
-            body["response_format"] = prompts.generate_schema() if self.task == "generate" else prompts.judge_schema()
-        return body
-
-
-def _parse_questions(count: int) -> Any:
+def _parse_questions(count: int) -> Callable[[str], list[str]]:
     def parse(raw: str) -> list[str]:
         value = parse_json_object(raw).get("questions")
         if not isinstance(value, list) or not all(isinstance(q, str) for q in value):
@@ -165,19 +145,21 @@ def _key(fingerprint: str, messages: list[dict[str, str]]) -> str:
 class _Asker:
     """Generation and judge calls, behind the cache."""
 
-    def __init__(self, generate: _Endpoint, judge: _Endpoint, cache: BlobCache, counters: QuestionsCounters,
+    def __init__(self, generate: Endpoint, judge: Endpoint, cache: BlobCache, counters: QuestionsCounters,
                  per_article: int) -> None:
         self.generate_endpoint, self.judge_endpoint = generate, judge
+        self.generate_template = generate.cfg.template(prompts.GENERATE_TEMPLATE)
+        self.judge_template = judge.cfg.template(prompts.JUDGE_TEMPLATE)
         self.cache, self.counters, self.per_article = cache, counters, per_article
 
-    async def _cached(self, endpoint: _Endpoint, messages: list[dict[str, str]], parse: Any) -> Any:
+    async def _cached(self, endpoint: Endpoint, messages: list[dict[str, str]], parse: Callable[[str], Any]) -> Any:
         async def compute() -> tuple[bytes, str | None]:
-            if endpoint.task == "generate":
+            if endpoint is self.generate_endpoint:
                 self.counters.generate_calls += 1
             else:
                 self.counters.judge_calls += 1
-            value, raw = await endpoint.ask(messages, parse)
-            return msgspec.json.encode(value), raw
+            parsed = await endpoint.ask(lambda fmt: endpoint.body(messages, fmt), parse)
+            return msgspec.json.encode(parsed.get()), parsed.raw
 
         return msgspec.json.decode(await self.cache.get_or_compute(_key(endpoint.fingerprint, messages), compute))
 
@@ -188,11 +170,11 @@ class _Asker:
             AdapterError: a call failed after retries, or its reply could not be parsed.
         """
         messages = prompts.generate_messages(article.title, article.text, self.per_article,
-                                             template=self.generate_endpoint.template)
+                                             template=self.generate_template)
         texts: list[str] = await self._cached(self.generate_endpoint, messages, _parse_questions(self.per_article))
         judged = []
         for text in texts:
-            verdict = await self._cached(self.judge_endpoint, prompts.judge_messages(text, template=self.judge_endpoint.template), _parse_judgement)
+            verdict = await self._cached(self.judge_endpoint, prompts.judge_messages(text, template=self.judge_template), _parse_judgement)
             judged.append(Judged(question=text, **verdict))
         return ArticleQuestions(article_id=article.id, title=article.title, license=article.license,
                                 model=self.generate_endpoint.cfg.model,
@@ -212,19 +194,15 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
         OutputWriteError: the journal or CSV cannot be written (journaled articles are kept).
         QuotaExhausted, FatalAPIError: the API stopped the build (journaled articles are kept).
     """
-    from dahl.adapters.http import make_session  # aiohttp: only when the build runs
-
     counters = counters if counters is not None else QuestionsCounters()
     path = journal_path(settings.out)
     done = await anyio.to_thread.run_sync(read_journal, path)
     cfg = settings.endpoint
     async with AsyncExitStack() as stack:
         store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
-        lane = LanePool().get(cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
-                              LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
-                              breaker=BreakerSettings(max_outage_s=cfg.max_outage_s))
-        session = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        asker = _Asker(_Endpoint(cfg, session, lane, "generate"), _Endpoint(cfg, session, lane, "judge"),
+        session, lane = await Connections(stack).open(cfg)
+        asker = _Asker(Endpoint(cfg, session, lane, prompts.task(cfg, "generate")),
+                       Endpoint(cfg, session, lane, prompts.task(cfg, "judge")),
                        BlobCache(store, "questions/1"), counters, settings.per_article)
         await anyio.to_thread.run_sync(check_journal, path, done, asker.generate_endpoint.fingerprint,
                                        settings.per_article)
@@ -237,8 +215,8 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
     table = await anyio.to_thread.run_sync(
         lambda: write_table(settings.out, [finished[a] for a in order if a in finished], near=settings.near,
                             keep_flagged=settings.keep_flagged,
-                            prompt_version=f"{asker.generate_endpoint.template.version}+"
-                                           f"{asker.judge_endpoint.template.version}"))
+                            prompt_version=f"{asker.generate_template.version}+"
+                                           f"{asker.judge_template.version}"))
     return QuestionsReport(settings.out, counters, table)
 
 

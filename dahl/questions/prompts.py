@@ -12,8 +12,10 @@ Article text is untrusted data in tagged blocks (``<article_title>``, ``<article
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
+from dahl.adapters.bodies import Task
+from dahl.config import EndpointConfig
 from dahl.questions.checks import CATEGORIES
 from dahl.templates import PromptTemplate
 
@@ -27,6 +29,7 @@ __all__ = [
     "generate_schema",
     "judge_messages",
     "judge_schema",
+    "task",
 ]
 
 GENERATE_TEMPLATE_VERSION = "questions-generate/v1"
@@ -112,3 +115,16 @@ def judge_schema() -> dict[str, Any]:
         "category": {"type": "string", "enum": [*CATEGORIES, AMBIGUOUS]},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
     })
+
+
+#: Completion budget of a generation or judge call when the endpoint sets none, tokens.
+DEFAULT_MAX_TOKENS = 1024
+
+
+def task(cfg: EndpointConfig, name: Literal["generate", "judge"]) -> Task:
+    """The question-generation or judge task on ``cfg`` (fingerprint name ``questions-<name>``):
+    its template's version (shipped or the user's), :data:`DEFAULT_MAX_TOKENS`, its reply schema."""
+    template = cfg.template(GENERATE_TEMPLATE if name == "generate" else JUDGE_TEMPLATE)
+    schema = generate_schema() if name == "generate" else judge_schema()
+    return Task(name=f"questions-{name}", template=template.version, max_tokens=DEFAULT_MAX_TOKENS,
+                json_schema=schema, neutralize=_neutral)

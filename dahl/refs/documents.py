@@ -26,11 +26,9 @@ import anyio
 
 from dahl.cache.refs import BlobCache
 from dahl.cache.opening import open_store
-from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.lanes._breaker import BreakerSettings
+from dahl.config import EndpointConfig
 from dahl.engine.channel import Channel
 from dahl.engine.ends import read_batches
-from dahl.lanes._lane import LaneLimits, LanePool
 from dahl.lanes._spend import Spend
 from dahl.pricing import PriceTable
 from dahl.engine.stage import Stage, run_stages
@@ -160,24 +158,14 @@ async def _open_endpoints(
     spend: Spend,
 ) -> tuple[CachedExtractor, CachedRater | None]:
     """The extractor and rater, with their lanes (metered by ``spend``) and sessions (closed with ``stack``)."""
-    from dahl.adapters.http import make_session  # imports aiohttp: only when an LLM is used
-    from dahl.refs.endpoint import DEFAULT_MAX_TOKENS, RefsEndpoint
+    from dahl.adapters.endpoint import Connections, Endpoint  # imports aiohttp: only when an LLM is used
+    from dahl.refs.prompts import task
 
-    pool = LanePool()
-    sessions: dict[tuple[int, float], object] = {}
+    connections = Connections(stack)
 
-    async def endpoint(cfg: EndpointConfig, kind: Literal["extract", "rate"]) -> RefsEndpoint:
-        lane = pool.get(
-            cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
-            LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
-            breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
-        )
-        session_key = (cfg.max_in_flight, cfg.timeout_s)
-        if session_key not in sessions:
-            sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        cap = cfg.max_tokens if cfg.max_tokens is not None else DEFAULT_MAX_TOKENS[kind]
-        return RefsEndpoint(cfg, sessions[session_key], spend.lane(lane, kind, cfg.model, cap),  # type: ignore[arg-type]
-                            kind)
+    async def endpoint(cfg: EndpointConfig, kind: Literal["extract", "rate"]) -> Endpoint:
+        session, lane = await connections.open(cfg)
+        return Endpoint(cfg, session, lane, task(cfg, kind), spend=spend)
 
     extract_cache, rate_cache = caches
     inner: Extractor = RuleExtractor()

@@ -22,12 +22,13 @@ from typing import Literal, Protocol
 import anyio
 import msgspec
 
+from dahl.adapters.endpoint import Endpoint
+from dahl.adapters.parse import parse_json_object
 from dahl.adapters.rules import RuleSplitter, split_claims
 from dahl.cache.refs import BlobCache, extract_key
 from dahl.errors import OutputParseError
 from dahl.records import normalize_text
 from dahl.refs import prompts
-from dahl.refs.endpoint import RefsEndpoint, parse_json_object
 from dahl.sentences import split_sentences
 
 __all__ = [
@@ -160,13 +161,13 @@ class RuleExtractor:
 
 
 class OpenAIExtractor:
-    """LLM extractor over an OpenAI-compatible endpoint (template ``refs-extract/v1``).
+    """LLM extractor over an LLM endpoint (template ``refs-extract/v1``).
 
     Args:
-        endpoint: a :class:`RefsEndpoint` of kind ``"extract"``.
+        endpoint: the endpoint client with the extraction task (:func:`dahl.refs.prompts.task`).
     """
 
-    def __init__(self, endpoint: RefsEndpoint) -> None:
+    def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
         self.fingerprint = endpoint.fingerprint
 
@@ -177,9 +178,10 @@ class OpenAIExtractor:
             OutputParseError: the reply and the one re-ask could not be parsed.
             AdapterError: the HTTP call failed after the lane's retries.
         """
-        texts, raw = await self._endpoint.ask(prompts.extract_messages(
-            chunk.title, chunk.text, template=self._endpoint.cfg.templates.get("extract")), parse_facts)
-        return [ExtractedFact(text, chunk.span) for text in texts], raw
+        endpoint = self._endpoint
+        messages = prompts.extract_messages(chunk.title, chunk.text, template=endpoint.cfg.templates.get("extract"))
+        parsed = await endpoint.ask(lambda fmt: endpoint.body(messages, fmt), parse_facts)
+        return [ExtractedFact(text, chunk.span) for text in parsed.get()], parsed.raw
 
 
 class CachedExtractor:

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
+from dahl.adapters.bodies import Task
+from dahl.config import EndpointConfig
 from dahl.templates import PromptTemplate
 
 __all__ = [
@@ -35,13 +37,16 @@ __all__ = [
     "neutralize",
     "rate_messages",
     "rate_schema",
-    "reask_messages",
+    "task",
 ]
 
 EXTRACT_TEMPLATE_VERSION = "refs-extract/v1"
 RATE_TEMPLATE_VERSION = "refs-rate/v1"
 
 Message = dict[str, str]
+
+#: Completion budget of an extraction or rating call when the endpoint sets none, tokens.
+DEFAULT_MAX_TOKENS = 1024
 
 _TAG = re.compile(r"<(?=\s*/?\s*(?:title|source_text|question|facts)\b)", re.IGNORECASE)
 
@@ -104,17 +109,14 @@ def rate_messages(question: str, facts: Sequence[str], *, template: PromptTempla
     return (template or RATE_TEMPLATE).messages({"question": neutralize(question), "facts": lines})
 
 
-def reask_messages(messages: list[Message], reply: str, error: str) -> list[Message]:
-    """Messages of the single re-ask after an unparseable ``reply``.
-
-    Appends the reply (tags neutralized) and a follow-up user message stating the
-    parse error and repeating the original data blocks, so the last user message still
-    tells the request kind.
-    """
-    follow_up = (
-        f"Your reply could not be parsed: {error}. Reply with the JSON object only.\n\n{messages[-1]['content']}"
-    )
-    return [*messages, {"role": "assistant", "content": neutralize(reply)}, {"role": "user", "content": follow_up}]
+def task(cfg: EndpointConfig, kind: Literal["extract", "rate"]) -> Task:
+    """The extraction or rating task on ``cfg``: its template's version (the shipped one or
+    ``--template extract|rate=FILE``), :data:`DEFAULT_MAX_TOKENS`, its reply schema."""
+    if kind == "extract":
+        return Task(name="extract", template=cfg.template(EXTRACT_TEMPLATE).version,
+                    max_tokens=DEFAULT_MAX_TOKENS, json_schema=extract_schema(), neutralize=neutralize)
+    return Task(name="rate", template=cfg.template(RATE_TEMPLATE).version,
+                max_tokens=DEFAULT_MAX_TOKENS, json_schema=rate_schema(), neutralize=neutralize)
 
 
 def extract_schema() -> dict[str, Any]:

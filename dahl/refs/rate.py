@@ -17,10 +17,11 @@ from typing import Protocol
 
 import msgspec
 
+from dahl.adapters.endpoint import CountMismatch, Endpoint
+from dahl.adapters.parse import parse_json_object
 from dahl.cache.refs import BlobCache, rate_key
 from dahl.errors import OutputParseError
 from dahl.refs import prompts
-from dahl.refs.endpoint import CountMismatch, RefsEndpoint, parse_json_object
 from dahl.refs.settings import DEFAULT_BATCH
 
 __all__ = ["DEFAULT_BATCH", "CachedRater", "CountMismatch", "OpenAIRater", "Rater", "Rating", "parse_ratings"]
@@ -90,20 +91,17 @@ class Rater(Protocol):
 
 
 class OpenAIRater:
-    """LLM rater over an OpenAI-compatible endpoint (template ``refs-rate/v1``).
+    """LLM rater over an LLM endpoint (template ``refs-rate/v1``).
 
     Args:
-        endpoint: a :class:`RefsEndpoint` of kind ``"rate"``.
+        endpoint: the endpoint client with the rating task (:func:`dahl.refs.prompts.task`).
         batch: facts per call (>= 1).
-
-    Attributes:
-        calls: requests sent (re-asks included).
 
     Raises:
         ValueError: ``batch < 1``.
     """
 
-    def __init__(self, endpoint: RefsEndpoint, *, batch: int = DEFAULT_BATCH) -> None:
+    def __init__(self, endpoint: Endpoint, *, batch: int = DEFAULT_BATCH) -> None:
         if batch < 1:
             raise ValueError(f"rating batch must be >= 1, got {batch}")
         self._endpoint = endpoint
@@ -111,10 +109,10 @@ class OpenAIRater:
         self.fingerprint = endpoint.fingerprint
 
     async def _ask(self, question: str, facts: Sequence[str]) -> list[Rating]:
-        messages = prompts.rate_messages(question, facts, template=self._endpoint.cfg.templates.get("rate"))
-        ratings, _ = await self._endpoint.ask(messages, lambda raw: parse_ratings(raw, len(facts)))
-        result: list[Rating] = ratings
-        return result
+        endpoint = self._endpoint
+        messages = prompts.rate_messages(question, facts, template=endpoint.cfg.templates.get("rate"))
+        parsed = await endpoint.ask(lambda fmt: endpoint.body(messages, fmt), lambda raw: parse_ratings(raw, len(facts)))
+        return parsed.get()
 
     async def rate(self, question: str, facts: Sequence[str]) -> list[Rating]:
         """Ratings of ``facts`` for ``question``, ``batch`` facts per call.

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from dahl.adapters.base import Checker, Splitter
-from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.lanes._breaker import BreakerSettings
-from dahl.lanes._lane import Lane, LaneLimits, LanePool
+from dahl.config import EndpointConfig
+from dahl.lanes._lane import Lane, LanePool
 from dahl.engine.pipeline import PipelineOptions
 from dahl.errors import ConfigError
 from dahl.formats.needs import Needs
@@ -21,8 +20,7 @@ from dahl.formats.needs import Needs
 if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
     import aiohttp
 
-    from dahl.adapters.bodies import Kind
-    from dahl.adapters.endpoint import CallLane
+    from dahl.adapters.endpoint import Connections
     from dahl.lanes._spend import Spend
 
     from dahl.adapters.corpus import Corpus
@@ -118,24 +116,15 @@ async def open_adapters(
         lambda: [importlib.import_module(f"dahl.adapters.{m}") for m in sorted(modules)]
     )
     pool = LanePool(spend=spend)
-    sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
+    opened: Connections | None = None
 
-    async def endpoint(cfg: EndpointConfig, kind: Kind) -> tuple[aiohttp.ClientSession, CallLane]:
-        from dahl.adapters.bodies import max_tokens
-        from dahl.adapters.http import make_session
+    async def endpoint(cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:
+        nonlocal opened
+        from dahl.adapters.endpoint import Connections  # aiohttp: imported above in a worker thread
 
-        key = resolve_api_key(cfg)
-        lane = pool.get(
-            cfg.base_url,
-            api_key_id(key),
-            cfg.model,
-            LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
-            breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
-        )
-        session_key = (cfg.max_in_flight, cfg.timeout_s)
-        if session_key not in sessions:
-            sessions[session_key] = await stack.enter_async_context(make_session(cfg.max_in_flight, cfg.timeout_s))
-        return sessions[session_key], metered(pool, lane, kind, cfg.model, max_tokens(cfg, kind))
+        if opened is None:
+            opened = Connections(stack, pool)
+        return await opened.open(cfg)
 
     splitter: Splitter
     split_concurrency = 2
@@ -143,8 +132,8 @@ async def open_adapters(
         from dahl.adapters.openai import OpenAISplitter
 
         assert settings.split_endpoint is not None  # checked in __post_init__
-        session, lane = await endpoint(settings.split_endpoint, "split")
-        splitter = OpenAISplitter(settings.split_endpoint, session, lane)
+        session, lane = await endpoint(settings.split_endpoint)
+        splitter = OpenAISplitter(settings.split_endpoint, session, lane, spend=pool.spend)
         split_concurrency = settings.split_endpoint.max_in_flight
     elif settings.splitter == "given":
         from dahl.adapters.given import GivenSplitter
@@ -161,9 +150,10 @@ async def open_adapters(
         from dahl.adapters.openai import OpenAIChecker
 
         assert settings.check_endpoint is not None  # checked in __post_init__
-        session, lane = await endpoint(settings.check_endpoint, "check")
+        session, lane = await endpoint(settings.check_endpoint)
         corpus = await _corpus(settings) if settings.evidence is not None else None
-        checker = OpenAIChecker(settings.check_endpoint, session, lane, corpus=corpus, top_k=settings.top_k)
+        checker = OpenAIChecker(settings.check_endpoint, session, lane, corpus=corpus, top_k=settings.top_k,
+                                spend=pool.spend)
         check_concurrency = settings.check_endpoint.max_in_flight
     elif settings.checker == "replay":
         from dahl.adapters.replay import ReplayChecker
@@ -221,28 +211,11 @@ async def open_judge(
         raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
                           "--checker openai)")
     await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters.coverage_llm"))
-    from dahl.adapters.coverage_llm import COVER_MAX_TOKENS, OpenAICoverageJudge
-    from dahl.adapters.http import make_session
+    from dahl.adapters.coverage_llm import OpenAICoverageJudge
+    from dahl.adapters.endpoint import Connections
 
-    lane = pool.get(
-        endpoint.base_url,
-        api_key_id(resolve_api_key(endpoint)),
-        endpoint.model,
-        LaneLimits(rpm=endpoint.rpm, tpm=endpoint.tpm, max_in_flight=endpoint.max_in_flight),
-        breaker=BreakerSettings(max_outage_s=endpoint.max_outage_s),
-    )
-    session = await stack.enter_async_context(make_session(endpoint.max_in_flight, endpoint.timeout_s))
-    limit = endpoint.max_tokens if endpoint.max_tokens is not None else COVER_MAX_TOKENS
-    return OpenAICoverageJudge(endpoint, session, metered(pool, lane, "cover", endpoint.model, limit))
-
-
-def metered(pool: LanePool, lane: Lane, stage: str, model: str, max_tokens: int) -> CallLane:
-    """``lane`` as the ``stage`` calls see it: metered by ``pool.spend`` when the run has one.
-
-    Raises:
-        ConfigError: a ``--max-cost`` cap with no price for ``model``.
-    """
-    return lane if pool.spend is None else pool.spend.lane(lane, stage, model, max_tokens)
+    session, lane = await Connections(stack, pool).open(endpoint)  # its own session
+    return OpenAICoverageJudge(endpoint, session, lane, spend=pool.spend)
 
 
 def used_templates(adapters: AdapterSettings, cover: EndpointConfig | None = None) -> list[dict[str, str]]:

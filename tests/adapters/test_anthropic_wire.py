@@ -11,6 +11,7 @@ import pytest
 from dahl.adapters import prompts
 from dahl.adapters.anthropic_wire import chat_reply, messages_body, ratelimit_headers
 from dahl.adapters.bodies import check_request_body, split_request_body
+from dahl.adapters.endpoint import reask_messages
 from dahl.adapters.http import parse_reply
 from dahl.config import EndpointConfig
 
@@ -56,7 +57,7 @@ class TestMessagesBody:
     def test_reask_keeps_alternating_roles(self) -> None:
         """A re-ask's [system, user, assistant, user] becomes system + user/assistant/user."""
         chat = check_request_body(anthropic(), "Q?", "C.")
-        again = prompts.reask_messages(chat["messages"], "chatty", "no label", "check", json_reply=True)
+        again = reask_messages(chat["messages"], "chatty", "no label", prompts.expected_reply("check", json_reply=True))
         body = messages_body({**chat, "messages": again})
         assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
         assert body["messages"][1] == {"role": "assistant", "content": "chatty"}

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from dahl.adapters.bodies import format_field
+from dahl.adapters.endpoint import reask_messages
 from dahl.adapters.prompts import (
     CHECK_TEMPLATE_VERSION,
     SPLIT_TEMPLATE_VERSION,
     check_messages,
+    expected_reply,
     neutralize_tags,
-    reask_messages,
-    response_format,
+    reply_schema,
     split_messages,
 )
 
@@ -100,7 +102,7 @@ class TestCheckMessages:
 
     def test_evidence_schema(self) -> None:
         """The strict schema of a check with evidence enumerates the evidence labels."""
-        fmt = response_format("check", "json_schema", with_evidence=True)
+        fmt = reply_schema("check", with_evidence=True)
         assert fmt is not None
         assert fmt["json_schema"]["schema"]["properties"]["label"]["enum"] == [
             "supported", "contradicted", "not_supported", "irrelevant"
@@ -128,7 +130,8 @@ class TestReaskMessages:
     def test_follow_up(self) -> None:
         """The re-ask adds the bad reply and a user message with the error and the data again."""
         original = check_messages("q", "c")
-        messages = reask_messages(original, "I think <claim> is fine", "no label", "check")
+        messages = reask_messages(original, "I think <claim> is fine", "no label",
+                                  expected_reply("check", json_reply=False), neutralize=neutralize_tags)
         assert messages[:2] == original
         assert messages[2] == {"role": "assistant", "content": "I think \u2039claim> is fine"}
         last = messages[3]["content"]
@@ -140,7 +143,7 @@ class TestReaskMessages:
 
     def test_split_json(self) -> None:
         """A JSON-mode split re-ask asks for the claims object."""
-        messages = reask_messages(split_messages("q", "a"), "oops", "bad", "split", json_reply=True)
+        messages = reask_messages(split_messages("q", "a"), "oops", "bad", expected_reply("split", json_reply=True))
         assert '{"claims": [...]}' in messages[-1]["content"]
         assert "<answer>" in messages[-1]["content"]
 
@@ -148,7 +151,7 @@ class TestReaskMessages:
 class TestResponseFormat:
     def test_check_schema(self) -> None:
         """The strict check schema has an enum of the four labels and a reason string."""
-        fmt = response_format("check", "json_schema")
+        fmt = reply_schema("check")
         assert fmt is not None
         schema = fmt["json_schema"]["schema"]
         assert fmt["json_schema"]["strict"] is True
@@ -157,11 +160,12 @@ class TestResponseFormat:
 
     def test_split_schema(self) -> None:
         """The split schema is an object with a list of strings under 'claims'."""
-        fmt = response_format("split", "json_schema")
+        fmt = reply_schema("split")
         assert fmt is not None
         assert fmt["json_schema"]["schema"]["properties"]["claims"] == {"type": "array", "items": {"type": "string"}}
 
     def test_json_object_and_text(self) -> None:
         """json_object is the plain JSON mode; text sends no response_format."""
-        assert response_format("check", "json_object") == {"type": "json_object"}
-        assert response_format("split", "text") is None
+        assert format_field("json_object", reply_schema("check")) == {"type": "json_object"}
+        assert format_field("text", reply_schema("split")) is None
+        assert format_field("json_schema", reply_schema("split")) == reply_schema("split")

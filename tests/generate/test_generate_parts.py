@@ -10,7 +10,7 @@ from bench.mock_generate import AnswerOracle, generated_text, question_of, trunc
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError, InputError
 from dahl.generate.answers import answer_id, cache_key
-from dahl.generate.endpoint import GenerateEndpoint
+from dahl.generate.sampler import Sampler
 from dahl.generate.output import AnswerLog, finished_ids
 from dahl.generate.questions import GenQuestion, read_questions
 from dahl.generate.templates import GENERATE_TEMPLATES, load_template, shipped_templates
@@ -136,14 +136,14 @@ class TestBody:
     def test_completion_and_chat_bodies(self) -> None:
         """Completion mode sends the rendered prompt, chat mode one user message; seed is seed + sample."""
         cfg = EndpointConfig(base_url="http://127.0.0.1:1/v1", model="m", api_key_env="", temperature=0.6, seed=3)
-        completion = GenerateEndpoint(cfg, None, None, "completion", GENERATE_TEMPLATES["completion"],  # type: ignore[arg-type]
-                                      0.9, ("\nQuestion:",))
+        completion = Sampler(cfg, None, None, "completion", GENERATE_TEMPLATES["completion"],  # type: ignore[arg-type]
+                             0.9, ("\nQuestion:",))
         assert completion.url == "http://127.0.0.1:1/v1/completions"
         assert completion.body("Why?", 2) == {
             "model": "m", "prompt": "Question: Why?\nAnswer:", "temperature": 0.6, "max_tokens": 256,
             "top_p": 0.9, "seed": 5, "stop": ["\nQuestion:"],
         }
-        chat = GenerateEndpoint(cfg, None, None, "chat", GENERATE_TEMPLATES["chat"], None)  # type: ignore[arg-type]
+        chat = Sampler(cfg, None, None, "chat", GENERATE_TEMPLATES["chat"], None)  # type: ignore[arg-type]
         assert chat.url == "http://127.0.0.1:1/v1/chat/completions"
         assert chat.body("Why?", 0) == {
             "model": "m", "messages": [{"role": "user", "content": "Why?"}], "temperature": 0.6,

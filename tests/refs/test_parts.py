@@ -10,7 +10,7 @@ import pytest
 from dahl.errors import InputError, OutputParseError
 from dahl.records import content_id
 from dahl.refs.dedupe import distinct, fact_key
-from dahl.refs.endpoint import CountMismatch
+from dahl.refs.rate import CountMismatch
 from dahl.refs.extract import chunks, parse_facts
 from dahl.refs.output import finished_questions
 from dahl.refs.questions import Document, read_questions

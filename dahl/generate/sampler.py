@@ -1,30 +1,30 @@
-"""One model's generation requests: the request body, one call through the engine's lane.
+"""One model's generation requests: sampling settings, the body of each (question, sample), the call.
 
-The call is the Checker's (:mod:`dahl.adapters.http`): a pure body, ONE HTTP attempt
-handed to the lane (rate limits, in-flight cap, retries, breaker). Completion mode
-posts ``{"model", "prompt", ...}`` to ``/completions``, chat mode
-``{"model", "messages": [user], ...}`` to ``/chat/completions`` (an ``anthropic``
-endpoint: converted, to ``/messages``; :class:`dahl.adapters.route.ChatRoute`). The
-reply is taken as text: nothing to parse, so nothing is re-asked.
+The call is the one endpoint client's (:class:`dahl.adapters.endpoint.Endpoint`): ONE HTTP
+attempt handed to the lane (rate limits, in-flight cap, retries, breaker; the metered lane
+charges its cost). Completion mode posts ``{"model", "prompt", ...}`` to ``/completions``,
+chat mode ``{"model", "messages": [user], ...}`` to ``/chat/completions`` (an ``anthropic``
+endpoint: converted, to ``/messages``). The reply is taken as text: nothing to parse, so
+nothing is re-asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import msgspec
 
-from dahl.adapters.endpoint import CallLane
-from dahl.adapters.http import ChatReply, encode_body, post_chat
-from dahl.adapters.route import ChatRoute
+from dahl.adapters.bodies import Task
+from dahl.adapters.endpoint import CallLane, Endpoint
 from dahl.config import EndpointConfig
-from dahl.errors import ConfigError
 from dahl.generate.settings import PAPER_MAX_TOKENS
 from dahl.generate.templates import Mode, Template
 
-__all__ = ["GenerateEndpoint", "Generated"]
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
+
+__all__ = ["Generated", "Sampler"]
 
 
 class Generated(msgspec.Struct, frozen=True, array_like=True):
@@ -43,8 +43,8 @@ class Generated(msgspec.Struct, frozen=True, array_like=True):
     completion_tokens: int | None
 
 
-class GenerateEndpoint:
-    """Generation requests of one model to one OpenAI-compatible endpoint.
+class Sampler:
+    """Generation requests of one model to one LLM endpoint.
 
     Args:
         cfg: the endpoint (its ``temperature``, ``max_tokens`` (None: 256, the DAHL
@@ -56,10 +56,16 @@ class GenerateEndpoint:
         top_p: nucleus sampling mass, or None to omit it.
         stop: stop sequences (e.g. ``"\nQuestion:"``, so a base model does not go on
             to a next question), or ``()`` to send none.
+        spend: the run's money meter (calls reported under the model's name), or None.
+
+    Attributes:
+        url: the URL requests are posted to (it keys the cache).
+        max_tokens: completion budget, tokens.
 
     Raises:
         ConfigError: (on construction) the API key variable (or one a header names) is
-            unset, or completion mode on an ``anthropic`` endpoint (it has no ``/completions``).
+            unset; completion mode on an ``anthropic`` endpoint (it has no ``/completions``);
+            a cost cap and no price for the model.
     """
 
     def __init__(
@@ -71,19 +77,19 @@ class GenerateEndpoint:
         template: Template,
         top_p: float | None,
         stop: tuple[str, ...] = (),
+        *,
+        spend: Spend | None = None,
     ) -> None:
         self.cfg = cfg
         self.mode: Mode = mode
         self.template = template
         self.top_p = top_p
         self.stop = stop
-        self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else PAPER_MAX_TOKENS
-        if mode == "completion" and cfg.provider == "anthropic":
-            raise ConfigError(f"{cfg.base_url} is an anthropic endpoint: it has no /completions; use chat mode")
-        self._route = ChatRoute(cfg)
-        self.url = self._route.url if mode == "chat" else f"{cfg.base_url}/completions"
-        self._session = session
-        self._lane = lane
+        task = Task(name="generate", template=template.version, max_tokens=PAPER_MAX_TOKENS)
+        self._endpoint = Endpoint(cfg, session, lane, task, completion=mode == "completion", spend=spend,
+                                  meter_as=cfg.model)
+        self.max_tokens = self._endpoint.max_tokens
+        self.url = self._endpoint.url
 
     def sampling(self, sample: int) -> dict[str, Any]:
         """The sampling settings of sample ``sample`` (0-based): mode, temperature, max_tokens,
@@ -119,21 +125,7 @@ class GenerateEndpoint:
             AdapterError: the HTTP call failed after the lane's retries (quota and fatal
                 errors stop the run).
         """
-        session, route = self._session, self._route
-        if self.mode == "chat":
-            data = route.encode(body)
-
-            def attempt() -> Awaitable[ChatReply]:
-                return route.post(session, data)
-        else:
-            data = encode_body(body)
-            url, key, headers, secrets = self.url, route.api_key, route.headers, route.secrets
-
-            def attempt() -> Awaitable[ChatReply]:
-                return post_chat(session, url, key, data, headers=headers, secrets=secrets)
-
-        text = body.get("prompt") or "".join(m["content"] for m in body.get("messages", ()))
-        reply = await self._lane.call(attempt, estimated_tokens=-(-len(text) // 4) + self.max_tokens)
+        reply = await self._endpoint.send(body)
         usage = reply.usage
         return Generated(
             text=reply.content,
