@@ -37,6 +37,7 @@ from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.errors import AdapterError, OutputParseError, PermanentAPIError
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._lane import Lane, LaneLimits, LanePool
+from dahl.lanes._limiter import Limiter
 from dahl.lanes._spend import UsageReply
 from dahl.records import Usage
 
@@ -63,7 +64,13 @@ Message = dict[str, str]
 
 
 class CallLane(Protocol):
-    """What the client needs from ``dahl.lanes._lane.Lane``: run one attempt under its limits."""
+    """What the client needs from ``dahl.lanes._lane.Lane``: run one attempt under its limits,
+    and the limiter that keeps the spend cap's state (for metering)."""
+
+    @property
+    def limiter(self) -> Limiter:
+        """The lane's limiter."""
+        ...
 
     async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
         """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""

@@ -181,6 +181,11 @@ class MeteredLane:
         self.meter = meter
         self.max_tokens = max_tokens
 
+    @property
+    def limiter(self) -> Limiter:
+        """The wrapped lane's limiter (the metered calls share its limits and spend ledger)."""
+        return self.inner.limiter
+
     async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
         """Run ``attempt`` through the lane once its upper-bound price fits under the cap.
 
