@@ -21,6 +21,8 @@ import pytest
 from aiohttp import web
 
 from dahl.adapters.http import make_session
+from dahl.lanes._limits import LaneLimits
+from dahl.lanes._memory import MemoryLimiter
 
 R = TypeVar("R")
 
@@ -119,10 +121,14 @@ class ScriptedServer:
 
 
 class DirectLane:
-    """Stand-in for ``dahl.lanes._lane.Lane``: runs each attempt once, no waiting or retry."""
+    """Stand-in for ``dahl.lanes._lane.Lane``: runs each attempt once, no waiting or retry.
+
+    Its ``limiter`` (no limits) keeps the spend cap's ledger, as a real lane's does.
+    """
 
     def __init__(self) -> None:
         self.estimates: list[int] = []
+        self.limiter = MemoryLimiter("direct", LaneLimits())
 
     async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
         self.estimates.append(estimated_tokens)
