@@ -8,17 +8,11 @@
   migration in :mod:`dahl.cache.schema`.
 - :mod:`dahl.cache.keyfilter`: a Bloom filter of the keys on disk, so lookups of
   absent keys skip the database.
-- :mod:`dahl.cache.remote`: check keys and verdict reads of a large re-score in a child
-  process (:mod:`dahl.cache.lookup_process`), on another core.
 - :mod:`dahl.cache.flight`: single flight for identical in-flight calls.
 - :mod:`dahl.cache.wrap`, :mod:`dahl.cache.splits`: the caching Checker and Splitter
   wrappers used by the pipeline.
 - :mod:`dahl.cache.answers`: finished answers stored whole, so a re-score of an
   unchanged answer skips splitting and checking.
-- :mod:`dahl.cache.whole_input`: a large re-score's input read in a child process
-  (:mod:`dahl.cache.whole_input_process`) that finds unchanged answers whole and
-  encodes their lines, on another core.
-- :mod:`dahl.cache.children`: how those two child processes start and stop.
 """
 
 from __future__ import annotations

@@ -42,7 +42,6 @@ from typing import Any, Literal
 import msgspec
 
 from dahl.adapters.base import Checker, Splitter
-from dahl.adapters.keybody import fill_content
 from dahl.records import Answer, Claim, GivenClaim, Label, normalize_text
 
 __all__ = [
@@ -53,7 +52,6 @@ __all__ = [
     "check_key_recipe",
     "check_keys",
     "key_of",
-    "recipe_keys",
     "split_key",
 ]
 
@@ -218,14 +216,13 @@ def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, by
 
 @dataclass(frozen=True)
 class CheckKeyRecipe:
-    """What it takes to compute a Checker's check keys without the Checker (picklable).
+    """Everything but the claim that a Checker's check keys are made of.
 
     For a Checker whose key material is a constant frame plus one templated message
     per claim (the OpenAI-compatible Checker), the key of a claim is blake2b-128 over
     ``before + msgpack(content) + after``, where ``content`` is
     :func:`~dahl.adapters.keybody.fill_content` of ``parts`` with the normalized question
-    and claim. :func:`recipe_keys` computes exactly :func:`check_keys`' keys from it, in
-    another process (:mod:`dahl.cache.remote`).
+    and claim. Whole-answer keys (:mod:`dahl.cache.answers`) hash it in.
 
     Attributes:
         before, after: the canonical key bytes around the per-claim content.
@@ -256,16 +253,6 @@ def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | 
     if split is None or parts is None:
         return None
     return CheckKeyRecipe(before=split[1], after=split[2], parts=parts, parser_version=parser_version)
-
-
-def recipe_keys(recipe: CheckKeyRecipe, question: str, texts: Sequence[str]) -> list[str]:
-    """Check keys of the claim ``texts`` of an answer to ``question`` (raw texts; normalized here).
-
-    Equal to :func:`check_keys` of the Checker ``recipe`` came from.
-    """
-    head = hashlib.blake2b(recipe.before, digest_size=16)
-    parts, q = recipe.parts, normalize_text(question)
-    return _keys_around(head, (fill_content(parts, q, normalize_text(text)) for text in texts), recipe.after)
 
 
 def _covers_input(adapter: object) -> bool:

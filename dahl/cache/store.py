@@ -56,7 +56,6 @@ from dahl.cache.database import DirectoryLock, RowReader, delete_rows, row_count
 from dahl.cache.envelope import CachedEntry, Value
 from dahl.cache.keyfilter import KeyFilter
 from dahl.cache.reader import BatchReader
-from dahl.cache.remote import ProcessReader
 from dahl.cache.schema import DB_NAME, CacheUnusable, open_database
 from dahl.cache.writer import BatchWriter
 from dahl.errors import CacheError
@@ -121,8 +120,6 @@ class CacheStore:
         self._writer = BatchWriter(
             self._path, flush_items=flush_items, flush_interval_s=flush_interval_s, on_committed=self._committed
         )
-        self._process: ProcessReader | None = None
-        self._process_failed = False
         # The Bloom filter of keys on disk (dahl.cache.keyfilter), built by a thread of
         # its own; until it is published, keys committed are kept in _early to be added then.
         self._filter: KeyFilter | None = None
@@ -331,25 +328,6 @@ class CacheStore:
             found[i] = entry
         return found
 
-    def process_reader(self) -> ProcessReader | None:
-        """The store's lookup process, started on the first call; None if it cannot start.
-
-        See :mod:`dahl.cache.remote`: it computes check keys and reads committed
-        verdicts in a child process, so large re-scores use a second core. It is
-        stopped by :meth:`close`.
-
-        Raises:
-            CacheError: the store is closed.
-        """
-        self._check_open()
-        if self._process is None and not self._process_failed:
-            try:
-                self._process = ProcessReader(self._path, self.directory)
-            except OSError as exc:
-                self._process_failed = True
-                log.warning("cannot start a cache lookup process (%s); looking up in this process", exc)
-        return self._process
-
     # -- lifecycle and maintenance ----------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -412,8 +390,6 @@ class CacheStore:
             return
         self._closed = True
         try:
-            if self._process is not None:
-                self._process.close()
             # The writer's connection closes last: SQLite checkpoints the WAL into the database
             # only when the last connection to close can write (the reader's is read-only).
             self._reader.close()

@@ -30,14 +30,13 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from dahl.adapters.base import Checker
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
-from dahl.cache.remote import Found, ProcessReader
 from dahl.cache.reparse import reparse_verdict
 from dahl.cache.store import CachedEntry, CacheStore
 from dahl.results._counters import RunCounters
 from dahl.errors import CacheError
 from dahl.records import Answer, Claim, Label, Verdict
 
-__all__ = ["PROCESS_AFTER_CLAIMS", "CachingAdapter", "CachingChecker", "Lookup"]
+__all__ = ["CachingAdapter", "CachingChecker", "Lookup"]
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +55,6 @@ class Lookup(NamedTuple):
     verdicts: list[Verdict | None]
     keys: list[str]
     generation: int
-
-
-#: Claims a run looks up before it starts the store's lookup process (the default of
-#: :class:`CachingChecker`'s ``process_after``): starting one costs ~0.3 s of CPU.
-PROCESS_AFTER_CLAIMS = 20_000
 
 
 class CachingAdapter(Generic[A]):
@@ -97,33 +91,14 @@ class CachingChecker(CachingAdapter[Checker]):
         inner: the Checker doing the work.
         store: the result store, or None to disable caching (single flight stays).
         counters: the run's counters; updated on the event loop thread only.
-        process_after: after this many claims looked up, at least half of them found,
-            :meth:`look_up` starts the store's lookup process (:mod:`dahl.cache.remote`)
-            and, once it runs, has it compute keys and read verdicts on another core,
-            for a Checker that offers a key recipe
-            (:func:`dahl.cache.keys.check_key_recipe`); 0: from the first lookup, hits or
-            not; None: never. Small runs, first runs (mostly misses) and runs whose
-            claims mostly come in answers found whole (:mod:`dahl.cache.answers`;
-            fewer claims looked up than half the claims done) do not pay for starting
-            a process (~0.3 s of CPU).
 
     Attributes:
         fingerprint: ``inner.fingerprint``.
         inner: the wrapped Checker.
     """
 
-    def __init__(
-        self,
-        inner: Checker,
-        store: CacheStore | None,
-        counters: RunCounters,
-        *,
-        process_after: int | None = PROCESS_AFTER_CLAIMS,
-    ) -> None:
+    def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
-        self._process_after = process_after
-        self._looked_up = 0  # claims looked up, and how many of them were found
-        self._found = 0
         self._recipe: tuple[object, CheckKeyRecipe | None] = (None, None)  # (frame it holds for, recipe)
         # Flight outcome: (verdict, came from the store).
         self._flights: SingleFlight[tuple[Verdict, bool]] = SingleFlight()
@@ -171,11 +146,6 @@ class CachingChecker(CachingAdapter[Checker]):
         if store is None:
             raise CacheError("look_up needs a cache store")
         generation = store.generation  # read before the lookup, see CacheStore.generation
-        remote = self._remote(store, len(claims))
-        if remote is not None:
-            got = await remote[0].look_up(remote[1], answer.question, [c.text for c in claims])
-            if got is not None:
-                return await self._completed(store, got[0], got[1], generation)
         await self._prepare(claims, answer)
         keys = check_keys(self.inner, claims, answer)
         entries = await store.get_many(keys, parser_version=self._parser_version)
@@ -186,30 +156,7 @@ class CachingChecker(CachingAdapter[Checker]):
             found += verdict is not None
             verdicts.append(verdict)
         self._counters.claims_cached += found
-        self._found += found
         return Lookup(verdicts, keys, generation)
-
-    def _remote(self, store: CacheStore, claims: int) -> tuple[ProcessReader, CheckKeyRecipe] | None:
-        """The lookup process and the key recipe to use now, or None (look up here)."""
-        if self._process_after is None:
-            return None
-        self._looked_up += claims
-        # The process speeds up hits only: a run that mostly misses (a first run) keeps
-        # looking up here, where a miss costs less than a round trip to the child. Nor
-        # does a run whose claims mostly come in answers found whole (a re-score after
-        # a few edits): its few claim lookups do not pay for starting a process.
-        if self._looked_up < self._process_after or (
-            self._process_after and (2 * self._found < self._looked_up or 2 * self._looked_up < self._counters.claims_done)
-        ):
-            return None
-        recipe = self.key_recipe()
-        if recipe is None:
-            self._process_after = None  # this Checker offers no recipe: stop asking
-            return None
-        reader = store.process_reader()
-        if reader is None or not reader.ready:
-            return None
-        return reader, recipe
 
     def key_recipe(self) -> CheckKeyRecipe | None:
         """The wrapped Checker's key recipe now (:func:`~dahl.cache.keys.check_key_recipe`), or None.
@@ -224,27 +171,6 @@ class CachingChecker(CachingAdapter[Checker]):
             recipe = check_key_recipe(self.inner, self._parser_version) if frame is not None else None
             self._recipe = (frame, recipe)
         return recipe
-
-    async def _completed(self, store: CacheStore, keys: list[str], found: list[Found], generation: int) -> Lookup:
-        """The lookup process's findings as a :class:`Lookup`, completed here.
-
-        A claim with nothing committed may have a value put and not committed yet
-        (memory); a raw reply alone is re-parsed.
-        """
-        verdicts: list[Verdict | None] = [None] * len(found)
-        for i, got in enumerate(found):
-            if isinstance(got, Verdict):
-                verdicts[i] = got
-            else:  # None or a raw reply: a value put since comes first
-                value = store.recent(keys[i], parser_version=self._parser_version)
-                if isinstance(value, Verdict):
-                    verdicts[i] = value
-                elif isinstance(got, str):
-                    verdicts[i] = self._from_store(store, keys[i], CachedEntry(None, got))
-        hits = len(verdicts) - verdicts.count(None)
-        self._counters.claims_cached += hits
-        self._found += hits
-        return Lookup(verdicts, keys, generation)
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
