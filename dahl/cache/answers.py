@@ -114,11 +114,11 @@ class AnswerCache:
         self._checker = checker
         # A cheap Splitter (given claims, rules) is a function of the answer, which the
         # input hash covers with its fingerprint; a cached one adds its request material.
-        self._split_inner = splitter.inner if getattr(splitter.inner, "cacheable", True) else None
+        self._split_inner = splitter.inner if splitter.cacheable else None
         self._settings = (
             bool(preprocess),
             int(max_response_chars),
-            str(getattr(splitter.inner, "parser_version", "1")),
+            splitter.parser_version,
             code_digest(),
         )
         self._recipe: CheckKeyRecipe | None = None

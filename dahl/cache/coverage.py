@@ -48,6 +48,7 @@ class CachingJudge:
     Attributes:
         fingerprint: ``inner.fingerprint``.
         cacheable: ``inner.cacheable``.
+        parser_version: ``inner.parser_version``.
         facts_cached: facts answered from the store.
         facts_judged: facts handed to ``inner``.
     """
@@ -57,7 +58,7 @@ class CachingJudge:
         self.fingerprint = inner.fingerprint
         self.cacheable = inner.cacheable
         self._store = store if inner.cacheable else None
-        self._version = str(getattr(inner, "parser_version", "1"))
+        self.parser_version = self._version = inner.parser_version
         self.facts_cached = 0
         self.facts_judged = 0
 

@@ -1,14 +1,14 @@
 """The caching, single-flight wrapper around a Splitter (DESIGN.md §5).
 
-The optional adapter attributes it reads (``cacheable``, ``parser_version``,
-``parse_raw``, ``split_with_raw``, ``cache_request``) are described in
-:mod:`dahl.cache.wrap`, whose :class:`~dahl.cache.wrap.CachingChecker` is its Checker
-counterpart.
+What it reads of the Splitter it wraps is declared in :mod:`dahl.adapters.base`
+(``cacheable``, ``parser_version``; :class:`~dahl.adapters.base.RawSplitter`,
+:class:`~dahl.adapters.base.RequestKeyedSplitter`); :class:`~dahl.cache.wrap.CachingChecker`
+is its Checker counterpart.
 """
 
 from __future__ import annotations
 
-from dahl.adapters.base import Splitter
+from dahl.adapters.base import RawSplitter, Splitter
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import split_key
 from dahl.cache.reparse import reparse_claims
@@ -43,6 +43,7 @@ class CachingSplitter(CachingAdapter[Splitter]):
 
     def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
+        self._raw = inner if isinstance(inner, RawSplitter) else None
         self._flights: SingleFlight[list[Claim]] = SingleFlight()
         self.splits_called = 0
         self.splits_cached = 0
@@ -89,9 +90,8 @@ class CachingSplitter(CachingAdapter[Splitter]):
                         return claims
         self.splits_called += 1
         raw: str | None = None
-        split_with_raw = getattr(self.inner, "split_with_raw", None)
-        if split_with_raw is not None:
-            claims, raw = await split_with_raw(answer)
+        if self._raw is not None:
+            claims, raw = await self._raw.split_with_raw(answer)
         else:
             claims = await self.inner.split(answer)
         if store is not None:
@@ -99,4 +99,4 @@ class CachingSplitter(CachingAdapter[Splitter]):
         return claims
 
     def _reparse(self, raw: str, answer: Answer) -> list[Claim] | None:
-        return reparse_claims(self.inner, raw, answer)
+        return reparse_claims(self._raw, raw, answer)

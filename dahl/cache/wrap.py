@@ -1,23 +1,11 @@
 """The caching, single-flight wrapper around a Checker (DESIGN.md §5).
 
-The Splitter's counterpart is in :mod:`dahl.cache.splits`. Optional adapter attributes
-read by both (duck-typed):
-
-- ``cacheable`` (bool, default True): False marks a cheap, deterministic adapter
-  (replay, fake, given, rules): it is called directly, with no store, key or single
-  flight; only the counting applies.
-- ``parser_version`` (str, default ``"1"``): version of the adapter's output parser;
-  stored in the result's row, not part of the key (a new version re-parses the
-  row's raw reply).
-- ``parse_raw``: Checker ``parse_raw(raw: str) -> Verdict``, Splitter
-  ``parse_raw(raw: str, answer: Answer) -> list[Claim]``: re-parse a stored raw reply
-  after a parser change, instead of calling the model again.
-- Splitter ``split_with_raw(answer) -> tuple[list[Claim], str | None]``: the claims and
-  the raw reply they were parsed from (so the raw reply can be stored).
-- ``cache_request``: see :mod:`dahl.cache.keys`.
-- Checker ``async prepare_keys(claims, answer) -> None``: blocking work its
-  ``cache_request`` needs (the evidence passages of each claim) done off the event
-  loop, awaited before the claims' keys are computed.
+The Splitter's counterpart is in :mod:`dahl.cache.splits`. What both read of the
+adapter they wrap is declared in :mod:`dahl.adapters.base`: ``fingerprint``,
+``cacheable`` and ``parser_version`` on every adapter, and the optional capability
+protocols (:class:`~dahl.adapters.base.ReparsingChecker`,
+:class:`~dahl.adapters.base.PreparedKeys`, :class:`~dahl.adapters.base.FramedKeys`;
+:class:`~dahl.adapters.base.RawSplitter`).
 """
 
 from __future__ import annotations
@@ -25,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
-from dahl.adapters.base import Checker
+from dahl.adapters.base import Checker, FramedKeys, Lookup, PreparedKeys, ReparsingChecker, Splitter
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
 from dahl.cache.reparse import reparse_verdict
@@ -40,21 +28,7 @@ __all__ = ["CachingAdapter", "CachingChecker", "Lookup"]
 
 log = logging.getLogger(__name__)
 
-A = TypeVar("A")
-
-
-class Lookup(NamedTuple):
-    """What :meth:`CachingChecker.look_up` found for one answer's claims.
-
-    Attributes:
-        verdicts: per claim, the stored verdict, or None when not found.
-        keys: per claim, its cache key (hand it to :meth:`CachingChecker.check_missed`).
-        generation: the store's write generation read before the lookup.
-    """
-
-    verdicts: list[Verdict | None]
-    keys: list[str]
-    generation: int
+A = TypeVar("A", Splitter, Checker)
 
 
 class CachingAdapter(Generic[A]):
@@ -65,15 +39,21 @@ class CachingAdapter(Generic[A]):
         store: the result store; kept only if ``inner`` is cacheable (a cheap adapter,
             ``cacheable = False``, is called directly, never cached).
         counters: the run's counters.
+
+    Attributes:
+        inner: the wrapped adapter.
+        fingerprint, cacheable, parser_version: ``inner``'s.
     """
 
     def __init__(self, inner: A, store: CacheStore | None, counters: RunCounters) -> None:
-        self.inner = inner
-        self.fingerprint: str = getattr(inner, "fingerprint")
-        self._store = store if getattr(inner, "cacheable", True) else None
-        self._direct = not getattr(inner, "cacheable", True)
+        self.inner: A = inner
+        self.fingerprint: str = inner.fingerprint
+        self.cacheable: bool = inner.cacheable
+        self.parser_version: str = inner.parser_version
+        self._store = store if inner.cacheable else None
+        self._direct = not inner.cacheable
         self._counters = counters
-        self._parser_version = str(getattr(inner, "parser_version", "1"))
+        self._parser_version = inner.parser_version
 
 
 class CachingChecker(CachingAdapter[Checker]):
@@ -99,6 +79,9 @@ class CachingChecker(CachingAdapter[Checker]):
 
     def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
+        self._prepare_keys = inner if isinstance(inner, PreparedKeys) else None
+        self._reparser = inner if isinstance(inner, ReparsingChecker) else None
+        self._framed = inner if isinstance(inner, FramedKeys) and inner.cache_request_covers_input else None
         self._recipe: tuple[object, CheckKeyRecipe | None] = (None, None)  # (frame it holds for, recipe)
         # Flight outcome: (verdict, came from the store).
         self._flights: SingleFlight[tuple[Verdict, bool]] = SingleFlight()
@@ -106,11 +89,6 @@ class CachingChecker(CachingAdapter[Checker]):
     def __repr__(self) -> str:
         """Show the wrapped Checker and whether the store is used."""
         return f"<CachingChecker {self.inner!r} store={self._store is not None}>"
-
-    @property
-    def concurrency(self) -> Any:
-        """``inner.concurrency`` (the pipeline's worker-count hint), or None."""
-        return getattr(self.inner, "concurrency", None)
 
     @property
     def in_flight(self) -> int:
@@ -164,8 +142,7 @@ class CachingChecker(CachingAdapter[Checker]):
         None when the Checker offers no constant request frame (then keys are computed
         claim by claim). Rebuilt only when the Checker hands out a new frame object.
         """
-        frame_of = getattr(self.inner, "cache_request_frame", None)
-        frame = frame_of() if frame_of is not None else None
+        frame = self._framed.cache_request_frame() if self._framed is not None else None
         held_for, recipe = self._recipe
         if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
             recipe = check_key_recipe(self.inner, self._parser_version) if frame is not None else None
@@ -188,9 +165,8 @@ class CachingChecker(CachingAdapter[Checker]):
 
     async def _prepare(self, claims: Sequence[Claim], answer: Answer) -> None:
         """Let the wrapped Checker do the blocking part of its keys off the loop (``prepare_keys``)."""
-        prepare = getattr(self.inner, "prepare_keys", None)
-        if prepare is not None:
-            await prepare(claims, answer)
+        if self._prepare_keys is not None:
+            await self._prepare_keys.prepare_keys(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
         """:meth:`check` for a claim that :meth:`look_up` did not find.
@@ -273,4 +249,4 @@ class CachingChecker(CachingAdapter[Checker]):
         return verdict
 
     def _reparse(self, raw: str) -> Verdict | None:
-        return reparse_verdict(self.inner, raw)
+        return reparse_verdict(self._reparser, raw)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from dahl.adapters.base import Checker, Splitter
+from dahl.adapters.base import Checker, ConcurrencyHint, Splitter
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._lane import Lane, LaneLimits, LanePool
@@ -179,7 +179,8 @@ async def open_adapters(
         checker = EvidenceChecker(await _corpus(settings))
 
     if settings.checker != "openai":
-        check_concurrency = int(getattr(checker, "concurrency", check_concurrency))
+        if isinstance(checker, ConcurrencyHint):
+            check_concurrency = checker.concurrency
     options = PipelineOptions(
         split_concurrency=split_concurrency,
         check_concurrency=check_concurrency,
