@@ -46,7 +46,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -184,6 +184,16 @@ class CacheStore:
         if self._closed:  # _check_open inlined: a put is made for every result
             raise CacheError(f"cache {self.directory} is closed")
         self._writer.put(key, value, raw, parser_version)
+
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
+        """Queue ``(key, value, raw)`` entries as :meth:`put` does, in one step; never blocks.
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        if self._closed:
+            raise CacheError(f"cache {self.directory} is closed")
+        self._writer.put_many(items, parser_version)
 
     def _committed(self, keys: list[str]) -> None:
         """Writer thread: keys just committed join the key filter, a batch at once.

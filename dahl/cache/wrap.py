@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 from dahl.adapters.base import Checker, FramedKeys, Lookup, PreparedKeys, ReparsingChecker, Splitter
-from dahl.cache.flight import SingleFlight
+from dahl.cache.cached import Cached
 from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
 from dahl.cache.reparse import reparse_verdict
 from dahl.cache.store import CachedEntry, CacheStore
@@ -83,8 +83,7 @@ class CachingChecker(CachingAdapter[Checker]):
         self._reparser = inner if isinstance(inner, ReparsingChecker) else None
         self._framed = inner if isinstance(inner, FramedKeys) and inner.cache_request_covers_input else None
         self._recipe: tuple[object, CheckKeyRecipe | None] = (None, None)  # (frame it holds for, recipe)
-        # Flight outcome: (verdict, came from the store).
-        self._flights: SingleFlight[tuple[Verdict, bool]] = SingleFlight()
+        self._cached: Cached[Verdict] = Cached(self._store, self._parser_version, self._verdict_of)
 
     def __repr__(self) -> str:
         """Show the wrapped Checker and whether the store is used."""
@@ -93,7 +92,7 @@ class CachingChecker(CachingAdapter[Checker]):
     @property
     def in_flight(self) -> int:
         """Distinct checks in flight now."""
-        return len(self._flights)
+        return len(self._cached.flight)
 
     @property
     def can_look_up(self) -> bool:
@@ -126,14 +125,8 @@ class CachingChecker(CachingAdapter[Checker]):
         generation = store.generation  # read before the lookup, see CacheStore.generation
         await self._prepare(claims, answer)
         keys = check_keys(self.inner, claims, answer)
-        entries = await store.get_many(keys, parser_version=self._parser_version)
-        verdicts: list[Verdict | None] = []
-        found = 0
-        for key, entry in zip(keys, entries, strict=True):
-            verdict = self._from_store(store, key, entry)
-            found += verdict is not None
-            verdicts.append(verdict)
-        self._counters.claims_cached += found
+        verdicts = await self._cached.get_many(keys)
+        self._counters.claims_cached += len(verdicts) - verdicts.count(None)
         return Lookup(verdicts, keys, generation)
 
     def key_recipe(self) -> CheckKeyRecipe | None:
@@ -185,8 +178,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return await self._check(key, claim, answer, generation)
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
-        flights = self._flights
-        # SingleFlight.run inlined: this is the path of every cache hit.
+        flights = self._cached.flight
+        # Cached.once inlined: this is the path of every cache hit.
         while flights.busy(key):
             try:
                 shared = await flights.join(key)
@@ -216,37 +209,30 @@ class CachingChecker(CachingAdapter[Checker]):
         self, key: str, claim: Claim, answer: Answer, generation: int | None
     ) -> tuple[Verdict, bool]:
         """Return the verdict and whether it came from the store; count it."""
-        store = self._store
-        version = self._parser_version
+        store, cached = self._store, self._cached
         if store is not None:
             # After a lookup that missed, the disk is read again only if the key may
             # have been written since; memory (values put since) is always consulted.
-            since = store.after_miss(key, generation, parser_version=version) if generation is not None else False
+            since = store.after_miss(key, generation, parser_version=cached.parser_version) if generation is not None else False
             if since is False:
-                stored = self._from_store(store, key, await store.get(key, parser_version=version))
+                (stored,) = await cached.get_many((key,))
             else:
                 stored = since if isinstance(since, Verdict) else None
             if stored is not None:
                 self._counters.claims_cached += 1
                 return stored, True
         self._counters.claims_checked += 1
+        cached.counts.computed += 1
         verdict = await self.inner.check(claim, answer)
-        if store is not None and verdict.label is not Label.ERROR:
-            store.put(key, verdict, verdict.raw, parser_version=version)
+        if verdict.label is not Label.ERROR:
+            cached.put(key, verdict, verdict.raw)
         return verdict, False
 
-    def _from_store(self, store: CacheStore, key: str, entry: CachedEntry | None) -> Verdict | None:
-        """The verdict a lookup found: the stored one, or its raw reply re-parsed (and stored)."""
-        if entry is None:
-            return None
+    def _verdict_of(self, key: str, entry: CachedEntry) -> Verdict | None:
+        """The verdict a lookup found: the stored one, or its raw reply re-parsed (and put back with it)."""
         if isinstance(entry.value, Verdict):
             return entry.value
-        if entry.raw is None:
-            return None
-        verdict = self._reparse(entry.raw)
+        verdict = reparse_verdict(self._reparser, entry.raw)
         if verdict is not None:  # the raw reply goes along: a later parser change re-parses it again
-            store.put(key, verdict, entry.raw, parser_version=self._parser_version)
+            self._cached.put(key, verdict, entry.raw)
         return verdict
-
-    def _reparse(self, raw: str) -> Verdict | None:
-        return reparse_verdict(self._reparser, raw)

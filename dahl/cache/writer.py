@@ -12,7 +12,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -126,15 +126,26 @@ class BatchWriter:
         """Queue one entry; returns at once (memory is unbounded, batches are not)."""
         entry = _new_put(_Put, (key, value, raw, parser_version))
         with self._lock:
-            self._recent[key] = entry
-            self._uncommitted += 1
-            batch = self._open
-            batch.append(entry)
-            if len(batch) == 1:
-                self._queue.put(_Opened(time.monotonic()))
-            if len(batch) >= self._flush_items:
-                self._queue.put(_Sealed(batch))
-                self._open = []
+            self._queue_entry(entry)
+
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]], parser_version: str) -> None:
+        """Queue ``(key, value, raw)`` entries under one lock; returns at once."""
+        entries = [_new_put(_Put, (key, value, raw, parser_version)) for key, value, raw in items]
+        with self._lock:
+            for entry in entries:
+                self._queue_entry(entry)
+
+    def _queue_entry(self, entry: _Put) -> None:
+        """Add one entry to the open batch (the lock held); seal the batch when full."""
+        self._recent[entry.key] = entry
+        self._uncommitted += 1
+        batch = self._open
+        batch.append(entry)
+        if len(batch) == 1:
+            self._queue.put(_Opened(time.monotonic()))
+        if len(batch) >= self._flush_items:
+            self._queue.put(_Sealed(batch))
+            self._open = []
 
     @property
     def has_recent(self) -> bool:
