@@ -8,9 +8,12 @@
   migration in :mod:`dahl.cache.schema`.
 - :mod:`dahl.cache.keyfilter`: a Bloom filter of the keys on disk, so lookups of
   absent keys skip the database.
-- :mod:`dahl.cache.flight`: single flight for identical in-flight calls.
-- :mod:`dahl.cache.wrap`, :mod:`dahl.cache.splits`: the caching Checker and Splitter
-  wrappers used by the pipeline.
+- :mod:`dahl.cache.cached`: the one caching wrapper (batched lookups, puts, single
+  flight and counts) every stage's cache is built on; single flight itself in
+  :mod:`dahl.cache.flight`.
+- :mod:`dahl.cache.wrap`, :mod:`dahl.cache.splits`, :mod:`dahl.cache.coverage`: the
+  caching Checker, Splitter and coverage judge used by the pipeline;
+  :mod:`dahl.cache.refs`: blobs of the other jobs.
 - :mod:`dahl.cache.answers`: finished answers stored whole, so a re-score of an
   unchanged answer skips splitting and checking.
 """
