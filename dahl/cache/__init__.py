@@ -6,8 +6,6 @@
   (:mod:`dahl.cache.writer`) and one reader thread (:mod:`dahl.cache.reader`); rows in
   :mod:`dahl.cache.database`; the table (dahl's own schema), its checks and its
   migration in :mod:`dahl.cache.schema`.
-- :mod:`dahl.cache.keyfilter`: a Bloom filter of the keys on disk, so lookups of
-  absent keys skip the database.
 - :mod:`dahl.cache.cached`: the one caching wrapper (batched lookups, puts, single
   flight and counts) every stage's cache is built on; single flight itself in
   :mod:`dahl.cache.flight`.

@@ -79,8 +79,6 @@ class BatchWriter:
             uses (and closes) its own connection.
         flush_items: entries per transaction, at most.
         flush_interval_s: longest an entry waits before it is written, seconds.
-        on_committed: called on the writer thread with the keys of each committed
-            batch, before they leave memory (:meth:`recent`).
 
     Attributes:
         transactions: transactions committed.
@@ -95,9 +93,7 @@ class BatchWriter:
         *,
         flush_items: int,
         flush_interval_s: float,
-        on_committed: Callable[[list[str]], None] | None = None,
     ) -> None:
-        self._on_committed = on_committed
         self._rows = RowWriter(path)
         self._directory = path.parent
         self._flush_items = flush_items
@@ -257,7 +253,7 @@ class BatchWriter:
     def _write(self, batch: list[_Put]) -> None:
         if not batch:
             return
-        committed = self._commit(batch)
+        self._commit(batch)
         names = [put.key for put in batch]
         with self._lock:
             # Counted before the entries leave memory: a reader that finds an entry
@@ -273,8 +269,6 @@ class BatchWriter:
                 for name in old_names:
                     if self._written.get(name) == old:
                         del self._written[name]
-        if committed and self._on_committed is not None:
-            self._on_committed(names)
         self._forget(batch)
 
     def _forget(self, batch: list[_Put]) -> None:
