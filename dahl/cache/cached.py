@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 
 from dahl.cache.envelope import CachedEntry, Value
 from dahl.cache.flight import SingleFlight
-from dahl.cache.store import CacheStore
+from dahl.cache.store import Store
 
 __all__ = ["CacheCounts", "Cached", "Decode"]
 
@@ -52,7 +52,7 @@ class Cached(Generic[V]):
     """One stage's values by key in the run's store, with single flight and counts.
 
     Args:
-        store: the run's store, or None (no cache).
+        store: the run's store (:class:`~dahl.cache.store.Store`), or None (no cache).
         parser_version: version of the stage's parser or encoding; stored with each
             value (a lookup by another version gets the raw reply alone).
         decode: the value of a stored entry, or None for a miss.
@@ -64,7 +64,7 @@ class Cached(Generic[V]):
         flight: the stage's single flight: value and whether it came from the store.
     """
 
-    def __init__(self, store: CacheStore | None, parser_version: str, decode: Decode[V]) -> None:
+    def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
         self.store = store
         self.parser_version = parser_version
         self._decode = decode
@@ -107,7 +107,7 @@ class Cached(Generic[V]):
             CacheError: the store is closed.
         """
         if self.store is not None:
-            self.store.put(key, value, raw, parser_version=self.parser_version)
+            self.store.put_many(((key, value, raw),), parser_version=self.parser_version)
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]]) -> None:
         """Queue ``(key, value, raw)`` entries as :meth:`put` does; never blocks.

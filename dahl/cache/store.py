@@ -40,7 +40,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import platformdirs
 
@@ -51,12 +51,41 @@ from dahl.cache.schema import DB_NAME, CacheUnusable, open_database
 from dahl.cache.writer import BatchWriter
 from dahl.errors import CacheError
 
-__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "default_cache_dir"]
+__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "Store", "default_cache_dir"]
 
 log = logging.getLogger(__name__)
 
 #: Environment variable overriding the default cache directory.
 CACHE_DIR_ENV = "DAHL_CACHE_DIR"
+
+class Store(Protocol):
+    """The store interface the caching wrapper (:class:`~dahl.cache.cached.Cached`) uses.
+
+    :class:`CacheStore` implements it. Keys come from :mod:`dahl.cache.keys`; a value
+    is stored with the parser version that produced it and its raw reply.
+    """
+
+    async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
+        """One entry per key, in order: the value put by ``parser_version``, else the raw reply
+        alone, else None (a miss; a failed read is a miss too).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        ...
+
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
+        """Queue ``(key, value, raw)`` entries; never blocks, never stores errors (the caller's rule).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        ...
+
+    def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
+        """The value put under ``key`` by ``parser_version`` and not yet written (memory only)."""
+        ...
+
 
 def default_cache_dir() -> Path:
     """Return ``$DAHL_CACHE_DIR`` if set, else the platform user cache dir for ``dahl``.
