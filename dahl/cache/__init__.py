@@ -19,24 +19,28 @@
 from __future__ import annotations
 
 from dahl.cache.answers import AnswerCache
+from dahl.cache.cached import CacheCounts, Cached
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.cache.schema import CacheUnusable
-from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, default_cache_dir
+from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, Store, default_cache_dir
 from dahl.cache.splits import CachingSplitter
 from dahl.cache.wrap import CachingChecker
 
 __all__ = [
     "AnswerCache",
     "CACHE_DIR_ENV",
+    "CacheCounts",
     "CacheStore",
     "CacheUnusable",
+    "Cached",
     "CachedEntry",
     "CachingChecker",
     "CachingSplitter",
     "KEY_VERSION",
     "KeyMaterial",
     "SingleFlight",
+    "Store",
     "check_key",
     "check_keys",
     "default_cache_dir",
