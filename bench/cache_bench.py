@@ -51,6 +51,8 @@ class _OfflineChecker:
     """An offline Checker (no cache_request hook) that must never be called."""
 
     fingerprint = "offline-bench/v1:corpus=0123456789abcdef"
+    cacheable = True
+    parser_version = "1"
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         raise AssertionError("cache miss: the checker was called")

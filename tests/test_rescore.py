@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from dahl.run._plan import AdapterSettings
-from dahl.cache import AnswerCache
 from dahl.cli import main
 from dahl.config import EndpointConfig
 from dahl.exit_status import ExitStatus
@@ -232,88 +231,6 @@ class TestWholeAnswers:
         assert cached_whole == 30 - len(failed) - sum(
             1 for r in lines(tmp_path / "a").values() if r["status"] == "error" and not r["claims"]
         )
-
-
-def wait_for_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the first lookup wait until the lookup process is up (these runs end before it would be)."""
-    from dahl.cache.remote import ProcessReader
-
-    started = ProcessReader.ready.fget
-    assert started is not None
-
-    def ready_after_start(reader: ProcessReader) -> bool:
-        reader._started.result(timeout=60)
-        return bool(started(reader))
-
-    monkeypatch.setattr(ProcessReader, "ready", property(ready_after_start))
-
-
-class TestLookupProcess:
-    def test_rescore_through_the_lookup_process_equals_one_without(
-        self, tmp_path: Path, mocks: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        """With the lookup process on from the first claim, requests and answers.jsonl are those of a run without it."""
-        import re
-
-        import dahl.cache.wrap
-
-        wait_for_the_child(monkeypatch)
-        # Claim by claim: whole answers found in the cache would bypass the child.
-        monkeypatch.setattr(AnswerCache, "for_run", classmethod(lambda cls, *a, **k: None))
-        caplog.set_level(logging.DEBUG, logger="dahl.cache.remote")
-        url = mocks.start()
-        answers, edited = tmp_path / "answers.jsonl", tmp_path / "edited.jsonl"
-        write_answers(answers, 60)
-        write_answers(edited, 60, edited=frozenset({3, 17, 40}))
-        monkeypatch.setattr(dahl.cache.wrap, "PROCESS_AFTER_CLAIMS", 0)
-        score(answers, tmp_path / "first", url)
-        first = mocks.stats(url)["requests"]
-        assert first == 60 + 180
-        score(edited, tmp_path / "process", url)
-        assert mocks.stats(url)["requests"] - first == 3 + 3  # 3 splits, 3 new last sentences
-        served = [re.search(r"(\d+) batches, (\d+) claims found", r.getMessage()) for r in caplog.records]
-        found = [int(m.group(2)) for m in served if m]
-        assert found == [0, 180 - 3]  # first run: all new; re-score: all but the 3 edited claims
-        monkeypatch.setattr(dahl.cache.wrap, "PROCESS_AFTER_CLAIMS", None)
-        score(edited, tmp_path / "here", url)
-        assert mocks.stats(url)["requests"] - first == 6
-        assert (tmp_path / "process" / "answers.jsonl").read_bytes() == (tmp_path / "here" / "answers.jsonl").read_bytes()
-        assert without_run_fields(tmp_path / "process" / "summary.json") == without_run_fields(
-            tmp_path / "here" / "summary.json"
-        )
-
-    def test_parser_changes_reparse_through_the_lookup_process(
-        self, tmp_path: Path, mocks: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        """Two parser changes in a row re-score with 0 requests through the lookup process, same answers."""
-        import re
-
-        import dahl.cache.wrap
-        from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
-
-        wait_for_the_child(monkeypatch)
-        caplog.set_level(logging.DEBUG, logger="dahl.cache.remote")
-        url = mocks.start()
-        answers = tmp_path / "answers.jsonl"
-        write_answers(answers, 40)
-        score(answers, tmp_path / "first", url)
-        first = mocks.stats(url)["requests"]
-        assert first == 40 + 120
-        monkeypatch.setattr(dahl.cache.wrap, "PROCESS_AFTER_CLAIMS", 0)
-        for version in ("10", "11"):  # above every shipped version of both parsers
-            monkeypatch.setattr(OpenAIChecker, "parser_version", version)
-            monkeypatch.setattr(OpenAISplitter, "parser_version", version)
-            caplog.clear()
-            score(answers, tmp_path / f"v{version}", url)
-            assert mocks.stats(url)["requests"] == first  # every split and verdict re-parsed from its row
-            served = [re.search(r"(\d+) batches, (\d+) claims found", r.getMessage()) for r in caplog.records]
-            # The child serves the lookups and finds rows of the previous version only: raw replies,
-            # no verdict of this version.
-            batches_found = [(int(m.group(1)), int(m.group(2))) for m in served if m]
-            assert len(batches_found) == 1 and batches_found[0][0] >= 1 and batches_found[0][1] == 0
-            assert (tmp_path / f"v{version}" / "answers.jsonl").read_bytes() == (
-                tmp_path / "first" / "answers.jsonl"
-            ).read_bytes()
 
 
 class TestResumeAfterAStoppedFirstRun:

@@ -10,10 +10,6 @@ from typing import Any
 
 import pytest
 
-from dahl.cache import CacheStore
-from dahl.cache.database import DB_NAME
-from dahl.cache.whole_input import WholeInputProcess
-from dahl.cache.whole_input_child import Bad, Start
 from dahl.engine.pipeline import QueuedAnswer
 from dahl.run._source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
 from dahl.formats import Needs
@@ -30,7 +26,7 @@ def record(answer_id: str, **fields: Any) -> str:
 def read(inputs: list[Path], needs: Needs = Needs.NOTHING) -> tuple[list[str], InputErrors]:
     """Ids of the answers answer_source yields (read here), and its error collector."""
     errors = InputErrors()
-    items = answer_source(inputs, "auto", None, RUN_FP, set(), {}, errors, [0], None, needs)
+    items = answer_source(inputs, "auto", None, RUN_FP, set(), {}, errors, [0], needs)
     return [item.answer.id for item in items if isinstance(item, QueuedAnswer)], errors
 
 
@@ -53,45 +49,16 @@ class TestNeeds:
         assert ids == ["a"]
         assert [(e.line, e.field) for e in errors.first] == [(2, "claims")]
 
-    def test_the_input_child_rejects_it_too(self, tmp_path: Path) -> None:
-        """The whole-answer input child reads with the run's needs: the same record is its Bad (line 2, claims)."""
-        path = tmp_path / "a.jsonl"
-        path.write_text(self.CLAIMED)
-        CacheStore(tmp_path / "cache").close()
-        child = WholeInputProcess()
-        try:
-            child.begin(Start([str(path)], "auto", None, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
-                              10.0, 64, 4, Needs.CLAIMS.value))
-            records = list(child.records())
-        finally:
-            child.close()
-        bad = [(r.line, r.field) for r in records if isinstance(r, Bad)]
-        assert (len(records), bad) == (3, [(2, "claims")])
-
-
-def start_child(tmp_path: Path, inputs: list[Path]) -> WholeInputProcess:
-    """A real whole-answer input child reading ``inputs`` against an empty cache."""
-    CacheStore(tmp_path / "cache").close()
-    child = WholeInputProcess()
-    child.begin(Start([str(p) for p in inputs], "auto", None, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
-                      10.0, 64, 4))
-    return child
-
 
 class TestDeepNesting:
-    def test_the_input_child_rejects_a_deep_line(self, tmp_path: Path) -> None:
-        """The whole-answer input child reads with the same reader: a line nested 1,000 levels is its Bad, line 2."""
+    def test_a_deep_line_is_rejected_naming_its_line(self, tmp_path: Path) -> None:
+        """A line nested 1,000 levels is an input error on line 2; the records around it are read."""
         path = tmp_path / "a.jsonl"
         deep = '{"question":"Q?","response":"A.","meta":' + '{"a":' * 1000 + "1" + "}" * 1001 + "\n"
         path.write_text(record("a") + deep + record("c"))
-        child = start_child(tmp_path, [path])
-        try:
-            records = list(child.records())
-        finally:
-            child.close()
-        bad = [(r.line, r.message) for r in records if isinstance(r, Bad)]
-        assert len(records) == 3
-        assert bad == [(2, NESTED_TOO_DEEPLY)]
+        ids, errors = read([path])
+        assert ids == ["a", "c"]
+        assert [(e.line, e.message) for e in errors.first] == [(2, NESTED_TOO_DEEPLY)]
 
 
 class TestDuplicates:
@@ -156,17 +123,13 @@ class TestDuplicates:
             "<stdin>:2, field 'id': duplicate answer (same id and content as <stdin>:1) skipped"
         ]
 
-    def test_the_input_child_gives_the_same_errors(self, tmp_path: Path) -> None:
-        """Read through the whole-answer input child, duplicates are named with the same lines."""
+    def test_a_repeat_and_a_reuse_name_their_own_lines(self, tmp_path: Path) -> None:
+        """"a" repeated on line 3 and "b" reused with other content on line 4: two answers, errors on lines 3 and 4."""
         path = tmp_path / "a.jsonl"
         path.write_text(record("a") + record("b") + record("a") + record("b", response="Other."))
-        expected = read([path])[1].first
-        errors = InputErrors()
-        child = start_child(tmp_path, [path])
-        items = list(answer_source([path], "auto", None, RUN_FP, set(), {}, errors, [0], child))
-        assert len(items) == 2
-        assert [str(e) for e in errors.first] == [str(e) for e in expected]
-        assert [e.line for e in expected] == [3, 4]
+        ids, errors = read([path])
+        assert ids == ["a", "b"]
+        assert [e.line for e in errors.first] == [3, 4]
 
 
 class TestNewFormats:
@@ -199,29 +162,17 @@ class TestNewFormats:
         assert [(e.line, e.field) for e in errors.first] == [(3, "id"), (3, "id")]
         assert errors.first[0].message == f"duplicate answer (same id and content as {path}:1) skipped"
 
-    def test_input_child_takes_fields_needs_and_columns(self, tmp_path: Path) -> None:
-        """The child's Start carries the mapping, the needs and a tuple of response columns:
-        its answers and Bad records match reading here."""
+    def test_fields_needs_and_columns_together(self, tmp_path: Path) -> None:
+        """A field mapping, Needs.CLAIMS and two response columns: the first record gives one answer per
+        column, the claimless second one an error per column (line 2, claims)."""
         path = tmp_path / "a.jsonl"
         path.write_text(json.dumps({"prompt": "Q?", "x": "A.", "y": "B.", "claims": ["c"]}) + "\n"
                         + json.dumps({"prompt": "Q2?", "x": "C.", "y": "D."}) + "\n")
-        fields, columns = {"question": "prompt"}, ("x", "y")
-        here = InputErrors()
-        expected = [item.answer for item in answer_source([path], "auto", columns, RUN_FP, set(), {}, here, [0],
-                                                          None, Needs.CLAIMS, fields=fields)
-                    if isinstance(item, QueuedAnswer)]
-        CacheStore(tmp_path / "cache").close()
-        child = WholeInputProcess()
         errors = InputErrors()
-        child.begin(Start([str(path)], "auto", columns, RUN_FP, b"material", str(tmp_path / "cache" / DB_NAME),
-                          10.0, 64, 4, Needs.CLAIMS.value, fields))
-        answers = [item.answer for item in answer_source([path], "auto", columns, RUN_FP, set(), {}, errors, [0],
-                                                         child, Needs.CLAIMS, fields=fields)
-                   if isinstance(item, QueuedAnswer)]
+        answers = [item.answer for item in answer_source([path], "auto", ("x", "y"), RUN_FP, set(), {}, errors, [0],
+                                                         Needs.CLAIMS, fields={"question": "prompt"})]
         assert [(a.question, a.model, a.response) for a in answers] == [("Q?", "x", "A."), ("Q?", "y", "B.")]
-        assert answers == expected
-        assert [(e.line, e.field) for e in errors.first] == [(e.line, e.field) for e in here.first] == [
-            (2, "claims"), (2, "claims")]
+        assert [(e.line, e.field) for e in errors.first] == [(2, "claims"), (2, "claims")]
 
 
 class TestWarningCap:

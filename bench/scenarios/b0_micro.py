@@ -123,6 +123,8 @@ class _OfflineChecker:
     """Key material of an offline Checker (no ``cache_request`` hook); never called."""
 
     fingerprint = "evidence/v1:corpus=0123456789abcdef:k=5"
+    cacheable = True
+    parser_version = "1"
 
     async def check(self, claim: Any, answer: Any) -> Any:
         raise AssertionError("B0 never checks a claim")

@@ -132,8 +132,8 @@ def edit_answers(src: Path, dst: Path, every: int, limit_answers: int | None = N
 async def cli_run(argv: list[str], mock: MockProcess, out_dir: Path, timeout_s: float = 3600.0) -> dict[str, Any]:
     """Run ``dahl score`` to the end; requests it sent, exit status, wall seconds, CPU seconds, summary ``run``.
 
-    ``cpu_s`` is the process's user + system CPU time, its lookup process included (the
-    rusage of reaped children; the mock server, still running, is not counted).
+    ``cpu_s`` is the process's user + system CPU time (the rusage of reaped children;
+    the mock server, still running, is not counted).
     """
     sent0 = int((await mock.stats())["requests"])
     cpu0 = _children_cpu_s()

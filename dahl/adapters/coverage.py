@@ -70,10 +70,12 @@ class CoverageJudge(Protocol):
         fingerprint: stable string naming the judge and every setting that changes its
             labels (goes into coverage cache keys and the run fingerprint).
         cacheable: False for cheap deterministic judges (never cached).
+        parser_version: version of its output parser (stored beside a cached label).
     """
 
     fingerprint: str
     cacheable: bool
+    parser_version: str
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
         """Label each fact of ``facts`` (normalized texts) against ``result``.
@@ -98,6 +100,7 @@ class ExactJudge:
 
     fingerprint = "exact/v1"
     cacheable = False
+    parser_version = "1"
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
         """See :class:`CoverageJudge`; never raises."""
@@ -117,6 +120,7 @@ class LexicalJudge:
     """
 
     cacheable = False
+    parser_version = "1"
 
     def __init__(self, covered: float = LEXICAL_COVERED, partial: float = LEXICAL_PARTIAL) -> None:
         if not 0.0 < partial <= covered <= 1.0:

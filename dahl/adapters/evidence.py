@@ -214,6 +214,11 @@ class EvidenceChecker:
         ConfigError: a setting is out of range, or the shipped model is missing or malformed.
     """
 
+    cacheable = True
+    parser_version = "1"
+    #: ``cache_request`` holds document ids only: the key keeps the question and claim texts.
+    cache_request_covers_input = False
+
     def __init__(
         self,
         corpus: Corpus,

@@ -36,6 +36,7 @@ class FakeChecker:
     concurrency = 8
     #: Never stored in the result cache: computing a verdict is cheaper than storing it.
     cacheable = False
+    parser_version = "1"
 
     def __init__(
         self,

@@ -22,6 +22,7 @@ class GivenSplitter:
     fingerprint: str = "given/v1"
     #: Splitting is cheap and deterministic: the verdict cache does not store it.
     cacheable: bool = False
+    parser_version: str = "1"
 
     async def split(self, answer: Answer) -> list[Claim]:
         """Return the claims given with ``answer``.

@@ -55,8 +55,8 @@ __all__ = [
 class OpenAISplitter:
     """Splitter over an OpenAI-compatible endpoint (template ``split/v1``).
 
-    Also implements the optional cache hooks of :mod:`dahl.cache.wrap`
-    (``cache_request``, ``split_with_raw``, ``parse_raw``, ``parser_version``).
+    Also implements :class:`~dahl.adapters.base.RequestKeyedSplitter` and
+    :class:`~dahl.adapters.base.RawSplitter` (``cache_request``, ``split_with_raw``, ``parse_raw``).
 
     Args:
         cfg: the split endpoint settings.
@@ -76,6 +76,7 @@ class OpenAISplitter:
     """
 
     parser_version = "1"
+    cacheable = True
 
     def __init__(
         self, cfg: EndpointConfig, session: aiohttp.ClientSession, lane: CallLane, *, spend: Spend | None = None

@@ -118,6 +118,7 @@ class OpenAIChecker:
     # 2: qualified verdicts ("True, but only ...") and "Supported? No." are unsupported
     # 3: reasons for unsupported (contradicted / no_evidence); contradicted, not_supported
     parser_version = "3"
+    cacheable = True
     #: ``cache_request`` holds the question and claim as sent (see :mod:`dahl.cache.keys`).
     cache_request_covers_input = True
 

@@ -21,6 +21,7 @@ class ReplayChecker:
     concurrency = 4
     #: Never stored in the result cache: the labels are in the input already.
     cacheable = False
+    parser_version = "1"
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         """Return ``claim.given_label`` as the verdict (``unknown`` when absent)."""

@@ -578,6 +578,7 @@ class RuleSplitter:
     fingerprint: str = "rules/v7"
     #: Splitting is cheap and deterministic: the verdict cache does not store it.
     cacheable: bool = False
+    parser_version: str = "1"
 
     async def split(self, answer: Answer) -> list[Claim]:
         """Split ``answer.response`` into claims (spans index ``answer.response``).

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from dahl.adapters.base import Checker, Splitter
+from dahl.adapters.base import Batched, Checker, PreparedKeys, Splitter
 from dahl.adapters.bodies import split_request_body
 from dahl.run._plan import open_adapters
 from dahl.batch.requests import BatchRequest, StageMeta
@@ -106,12 +106,12 @@ async def plan_wave(config: ScoreConfig) -> Wave:
         split_cfg, check_cfg = settings.split_endpoint, settings.check_endpoint
         if settings.checker == "openai":
             assert check_cfg is not None  # open_adapters requires it for the openai Checker
-            wave.stages["check"] = StageMeta(checker.fingerprint, str(getattr(checker, "parser_version", "1")),
+            wave.stages["check"] = StageMeta(checker.fingerprint, checker.parser_version,
                                              check_cfg.base_url, check_cfg.model, check_cfg.api_key_env or "",
                                              with_evidence=settings.evidence is not None)
-        cached_split = getattr(splitter, "cacheable", True)
+        cached_split = splitter.cacheable
         if cached_split and split_cfg is not None:
-            wave.stages["split"] = StageMeta(splitter.fingerprint, str(getattr(splitter, "parser_version", "1")),
+            wave.stages["split"] = StageMeta(splitter.fingerprint, splitter.parser_version,
                                              split_cfg.base_url, split_cfg.model, split_cfg.api_key_env or "")
         cover = None
         if recall is not None:
@@ -143,8 +143,10 @@ class _Planner:
                  split_cfg: EndpointConfig | None, cover: CoverPlanner | None) -> None:
         self.wave, self.store, self.splitter, self.checker = wave, store, splitter, checker
         self.split_cfg, self.cover = split_cfg, cover
-        self.split_version = str(getattr(splitter, "parser_version", "1"))
-        self.check_version = str(getattr(checker, "parser_version", "1"))
+        self.split_version = splitter.parser_version
+        self.check_version = checker.parser_version if checker is not None else "1"
+        self.prepare = checker if isinstance(checker, PreparedKeys) else None
+        self.batched = checker if isinstance(checker, Batched) else None
         self.seen: set[str] = set()
 
     async def add(self, read: Answer, answer: Answer) -> None:
@@ -173,17 +175,18 @@ class _Planner:
     async def _checks(self, claims: list[Claim], answer: Answer, checker: Checker) -> None:
         """The check requests of ``claims`` whose verdicts the cache does not hold."""
         wave = self.wave
-        prepare_keys = getattr(checker, "prepare_keys", None)
-        if prepare_keys is not None:
-            await prepare_keys(claims, answer)  # the passages' retrieval, in a worker thread
+        if self.prepare is not None:
+            await self.prepare.prepare_keys(claims, answer)  # the passages' retrieval, in a worker thread
         keys = check_keys(checker, claims, answer)
         entries = await self.store.get_many(keys, parser_version=self.check_version)
-        request_of = getattr(checker, "request_of")
+        batched = self.batched
+        if batched is None:
+            raise ConfigError(f"batch mode cannot send the requests of {checker.fingerprint}")
         for claim, key, entry in zip(claims, keys, entries, strict=True):
             if entry is not None and (isinstance(entry.value, Verdict) or _reparses(checker, entry.raw)):
                 wave.checks_cached += 1
             elif key not in self.seen:
-                made = request_of(claim, answer)
+                made = batched.request_of(claim, answer)
                 if made is None:
                     self.seen.add(key)
                     wave.no_passage += 1

@@ -6,42 +6,41 @@
   (:mod:`dahl.cache.writer`) and one reader thread (:mod:`dahl.cache.reader`); rows in
   :mod:`dahl.cache.database`; the table (dahl's own schema), its checks and its
   migration in :mod:`dahl.cache.schema`.
-- :mod:`dahl.cache.keyfilter`: a Bloom filter of the keys on disk, so lookups of
-  absent keys skip the database.
-- :mod:`dahl.cache.remote`: check keys and verdict reads of a large re-score in a child
-  process (:mod:`dahl.cache.lookup_process`), on another core.
-- :mod:`dahl.cache.flight`: single flight for identical in-flight calls.
-- :mod:`dahl.cache.wrap`, :mod:`dahl.cache.splits`: the caching Checker and Splitter
-  wrappers used by the pipeline.
+- :mod:`dahl.cache.cached`: the one caching wrapper (batched lookups, puts, single
+  flight and counts) every stage's cache is built on; single flight itself in
+  :mod:`dahl.cache.flight`.
+- :mod:`dahl.cache.wrap`, :mod:`dahl.cache.splits`, :mod:`dahl.cache.coverage`: the
+  caching Checker, Splitter and coverage judge used by the pipeline;
+  :mod:`dahl.cache.refs`: blobs of the other jobs.
 - :mod:`dahl.cache.answers`: finished answers stored whole, so a re-score of an
   unchanged answer skips splitting and checking.
-- :mod:`dahl.cache.whole_input`: a large re-score's input read in a child process
-  (:mod:`dahl.cache.whole_input_process`) that finds unchanged answers whole and
-  encodes their lines, on another core.
-- :mod:`dahl.cache.children`: how those two child processes start and stop.
 """
 
 from __future__ import annotations
 
 from dahl.cache.answers import AnswerCache
+from dahl.cache.cached import CacheCounts, Cached
 from dahl.cache.flight import SingleFlight
 from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.cache.schema import CacheUnusable
-from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, default_cache_dir
+from dahl.cache.store import CACHE_DIR_ENV, CachedEntry, CacheStore, Store, default_cache_dir
 from dahl.cache.splits import CachingSplitter
 from dahl.cache.wrap import CachingChecker
 
 __all__ = [
     "AnswerCache",
     "CACHE_DIR_ENV",
+    "CacheCounts",
     "CacheStore",
     "CacheUnusable",
+    "Cached",
     "CachedEntry",
     "CachingChecker",
     "CachingSplitter",
     "KEY_VERSION",
     "KeyMaterial",
     "SingleFlight",
+    "Store",
     "check_key",
     "check_keys",
     "default_cache_dir",

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import msgspec
 
+from dahl.cache.cached import Cached
+from dahl.cache.envelope import CachedEntry
 from dahl.cache.keys import CheckKeyRecipe, split_key
 from dahl.cache.splits import CachingSplitter
 from dahl.cache.store import CacheStore
@@ -110,22 +112,31 @@ class AnswerCache:
         preprocess: bool,
         max_response_chars: int,
     ) -> None:
-        self._store = store
+        self._cached: Cached[FoundAnswer] = Cached(store, "1", _found)
         self._checker = checker
         # A cheap Splitter (given claims, rules) is a function of the answer, which the
         # input hash covers with its fingerprint; a cached one adds its request material.
-        self._split_inner = splitter.inner if getattr(splitter.inner, "cacheable", True) else None
+        self._split_inner = splitter.inner if splitter.cacheable else None
         self._settings = (
             bool(preprocess),
             int(max_response_chars),
-            str(getattr(splitter.inner, "parser_version", "1")),
+            splitter.parser_version,
             code_digest(),
         )
         self._recipe: CheckKeyRecipe | None = None
         self._head: hashlib.blake2b | None = None
-        self.hits = 0
-        self.misses = 0
+        self._uncacheable = 0
         self.kept = 0
+
+    @property
+    def hits(self) -> int:
+        """Answers found whole in this run."""
+        return self._cached.counts.hits
+
+    @property
+    def misses(self) -> int:
+        """Answers looked up and not found whole in this run (those that cannot be stored whole included)."""
+        return self._cached.counts.misses + self._uncacheable
 
     @classmethod
     def for_run(
@@ -195,17 +206,9 @@ class AnswerCache:
         """
         keys = self.keys(items)
         wanted = [key for key in keys if key is not None]
-        entries = iter(await self._store.get_many(wanted) if wanted else [])
-        found: list[FoundAnswer | None] = []
-        for key in keys:
-            entry = next(entries) if key is not None else None
-            got = decode_whole_entry(entry.value) if entry is not None else None
-            if got is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-            found.append(got)
-        return keys, found
+        self._uncacheable += len(keys) - len(wanted)
+        got = iter(await self._cached.get_many(wanted))
+        return keys, [next(got) if key is not None else None for key in keys]
 
     def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
         """Store an answer's finished result under ``key`` (from :meth:`look_up`); never blocks.
@@ -225,7 +228,7 @@ class AnswerCache:
         stored = StoredAnswer(
             _JSON_ENCODER.encode(result.claims), result.question_id, result.response if cleaned else None
         )
-        self._store.put(key, _ENCODER.encode(stored), None)
+        self._cached.put(key, _ENCODER.encode(stored))
         self.kept += 1
 
 
@@ -253,6 +256,10 @@ def code_digest() -> str:
         hasher.update(str(path.relative_to(root)).encode())
         hasher.update(path.read_bytes())
     return hasher.hexdigest()
+
+
+def _found(key: str, entry: CachedEntry) -> FoundAnswer | None:
+    return decode_whole_entry(entry.value)
 
 
 def decode_whole_entry(value: object) -> FoundAnswer | None:

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 import msgspec
 
 from dahl.adapters.coverage import CoverageJudge, Judgement
+from dahl.cache.cached import Cached
+from dahl.cache.envelope import CachedEntry
 from dahl.cache.keys import KEY_VERSION
 from dahl.cache.store import CacheStore
 from dahl.records import AnswerResult, Coverage, normalize_text
@@ -27,6 +29,10 @@ __all__ = ["CachingJudge", "coverage_key"]
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 _BY_VALUE = {label.value.encode(): label for label in Coverage if label is not Coverage.ERROR}
+
+
+def _label(key: str, entry: CachedEntry) -> Coverage | None:
+    return _BY_VALUE.get(entry.value) if isinstance(entry.value, bytes) else None
 
 
 def coverage_key(fingerprint: str, question: str, response: str, fact: str) -> str:
@@ -48,6 +54,7 @@ class CachingJudge:
     Attributes:
         fingerprint: ``inner.fingerprint``.
         cacheable: ``inner.cacheable``.
+        parser_version: ``inner.parser_version``.
         facts_cached: facts answered from the store.
         facts_judged: facts handed to ``inner``.
     """
@@ -56,8 +63,10 @@ class CachingJudge:
         self.inner = inner
         self.fingerprint = inner.fingerprint
         self.cacheable = inner.cacheable
-        self._store = store if inner.cacheable else None
-        self._version = str(getattr(inner, "parser_version", "1"))
+        self.parser_version = inner.parser_version
+        self._cached: Cached[Coverage] | None = (
+            Cached(store, inner.parser_version, _label) if store is not None and inner.cacheable else None
+        )
         self.facts_cached = 0
         self.facts_judged = 0
 
@@ -67,16 +76,12 @@ class CachingJudge:
         Raises:
             AdapterError: from ``inner`` (nothing is stored then).
         """
-        store = self._store
-        if store is None:
+        cached = self._cached
+        if cached is None:
             self.facts_judged += len(facts)
             return await self.inner.judge(result, facts)
         keys = [coverage_key(self.fingerprint, result.question, result.response, f) for f in facts]
-        found = await store.get_many(keys, parser_version=self._version)
-        out: list[Judgement | None] = []
-        for entry in found:
-            label = _BY_VALUE.get(entry.value) if entry is not None and isinstance(entry.value, bytes) else None
-            out.append(Judgement(label=label) if label is not None else None)
+        out = [Judgement(label=label) if label is not None else None for label in await cached.get_many(keys)]
         missing = [i for i, j in enumerate(out) if j is None]
         self.facts_cached += len(facts) - len(missing)
         if missing:
@@ -84,6 +89,6 @@ class CachingJudge:
             judged = await self.inner.judge(result, [facts[i] for i in missing])
             for i, judgement in zip(missing, judged, strict=True):
                 out[i] = judgement
-                if judgement.label is not Coverage.ERROR:
-                    store.put(keys[i], judgement.label.value.encode(), None, parser_version=self._version)
+            cached.put_many((keys[i], j.label.value.encode(), None) for i, j in zip(missing, judged, strict=True)
+                            if j.label is not Coverage.ERROR)
         return [j for j in out if j is not None]

@@ -171,39 +171,6 @@ class RowReader:
                 packed.append(values)
         return found, b"".join(packed)
 
-    def row_bound(self) -> int:
-        """At least the number of stored rows (the highest row id), read in O(log n).
-
-        Raises:
-            sqlite3.Error: the database cannot be read.
-        """
-        row = self._connection().execute("SELECT max(rowid) FROM entries").fetchone()
-        return int(row[0]) if row is not None and row[0] is not None else 0
-
-    def key_blocks(self, rows: int = 65536) -> Iterator[str]:
-        """Every stored key of 32 characters (the length of a cache key), concatenated.
-
-        One string per ``rows`` row ids, built by SQLite (``group_concat``): the thread
-        holds the interpreter lock for a few string operations per block, not one
-        object per row. A key inserted while this runs may be missed (the caller adds
-        keys put meanwhile itself).
-
-        Raises:
-            sqlite3.Error: the database cannot be read.
-        """
-        con = self._connection()
-        low, high = con.execute("SELECT min(rowid), max(rowid) FROM entries").fetchone()
-        if low is None:
-            return
-        for start in range(int(low), int(high) + 1, rows):
-            (block,) = con.execute(
-                "SELECT group_concat(key, '') FROM entries"
-                " WHERE rowid >= ? AND rowid < ? AND typeof(key) = 'text' AND length(key) = 32",
-                (start, start + rows),
-            ).fetchone()
-            if block:
-                yield block
-
     def close(self) -> None:
         """Close the connection (call from the thread that used it)."""
         if self._con is not None:

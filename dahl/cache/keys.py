@@ -7,8 +7,9 @@ nothing that cannot (API key, timeouts, retries, concurrency, rate limits) does.
 
 What goes in, per adapter:
 
-- An adapter with a ``cache_request`` method (duck-typed, optional) supplies the
-  material that fully determines its output. The OpenAI-compatible adapters return
+- An adapter with a ``cache_request`` method (:class:`~dahl.adapters.base.RequestKeyed`,
+  :class:`~dahl.adapters.base.RequestKeyedSplitter`) supplies the material that fully
+  determines its output. The OpenAI-compatible adapters return
   the exact request body (messages after templating, temperature, seed, max_tokens,
   response_format, extra_body), the normalized base URL, the model and the template
   version. Checker: ``cache_request(claim, answer) -> dict``; Splitter:
@@ -16,7 +17,7 @@ What goes in, per adapter:
 - Every adapter contributes its ``fingerprint`` (offline adapters: e.g. the evidence
   Checker's corpus content hash and thresholds), and the normalized question and
   input text, unless its hook's material already holds them as they are sent (the
-  adapter sets ``cache_request_covers_input = True``, as the OpenAI-compatible
+  adapter declares ``cache_request_covers_input = True``, as the OpenAI-compatible
   Checker does): then they are left out (``""``), since hashing them twice costs
   time on every cache hit and adds nothing. A hook that returns only settings (the
   evidence Checker's document ids) leaves the texts in.
@@ -37,12 +38,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from dahl.adapters.base import Checker, Splitter
-from dahl.adapters.keybody import fill_content
+from dahl.adapters.base import Checker, FramedKeys, RequestKeyed, RequestKeyedSplitter, Splitter
 from dahl.records import Answer, Claim, GivenClaim, Label, normalize_text
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "check_key_recipe",
     "check_keys",
     "key_of",
-    "recipe_keys",
     "split_key",
 ]
 
@@ -99,19 +98,41 @@ def key_of(material: KeyMaterial) -> str:
     return hashlib.blake2b(_ENCODER.encode(material), digest_size=16).hexdigest()
 
 
-def _request(adapter: object, *args: object) -> dict[str, Any] | None:
-    hook = getattr(adapter, "cache_request", None)
-    if hook is None:
-        return None
-    request: dict[str, Any] = hook(*args)
-    return request
+class _Capabilities(NamedTuple):
+    """What a Checker offers for its keys: its request hook, and its frame hooks when the hook covers the input."""
+
+    keyed: RequestKeyed | None
+    framed: FramedKeys | None
+
+
+#: Capabilities per Checker (by identity; the Checker is held so its id is not reused):
+#: a protocol isinstance test costs ~30 µs, so each Checker is tested once.
+_CAPABILITIES: dict[int, tuple[Checker, _Capabilities]] = {}
+
+
+#: The request hook per Splitter, held like :data:`_CAPABILITIES`.
+_SPLITTERS: dict[int, tuple[Splitter, RequestKeyedSplitter | None]] = {}
+
+
+def _capabilities(checker: Checker) -> _Capabilities:
+    held = _CAPABILITIES.get(id(checker))
+    if held is not None and held[0] is checker:
+        return held[1]
+    keyed = checker if isinstance(checker, RequestKeyed) else None
+    framed = checker if keyed is not None and keyed.cache_request_covers_input and isinstance(checker, FramedKeys) else None
+    found = _Capabilities(keyed, framed)
+    if len(_CAPABILITIES) >= 64:
+        _CAPABILITIES.clear()
+    _CAPABILITIES[id(checker)] = (checker, found)
+    return found
 
 
 def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
     """Key of ``checker``'s verdict on ``claim`` within ``answer``.
 
     Args:
-        checker: the Checker; its optional ``cache_request(claim, answer)`` is used.
+        checker: the Checker; its ``cache_request(claim, answer)`` is used if it is
+            :class:`~dahl.adapters.base.RequestKeyed`.
         claim: the claim (its text is normalized before hashing).
         answer: the claim's answer (its question is normalized before hashing).
 
@@ -121,8 +142,9 @@ def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
     """
-    question = "" if _covers_input(checker) else normalize_text(answer.question)
-    return _check_key(checker, claim, answer, question)
+    keyed = _capabilities(checker).keyed
+    question = "" if keyed is not None and keyed.cache_request_covers_input else normalize_text(answer.question)
+    return _check_key(checker, keyed, claim, answer, question)
 
 
 def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> list[str]:
@@ -130,28 +152,22 @@ def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> lis
 
     Equal to ``[check_key(checker, c, answer) for c in claims]``. The question is
     normalized once for the whole answer; and for a Checker whose material splits
-    into a constant frame and one templated text per claim (``cache_request_frame``
-    and ``cache_request_content``, as the OpenAI-compatible Checker offers), the
+    into a constant frame and one templated text per claim
+    (:class:`~dahl.adapters.base.FramedKeys`, as the OpenAI-compatible Checker offers), the
     canonical bytes before and after that text are hashed once: per claim only the
     text is encoded and fed to a copy of the hash state.
 
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
     """
-    covered = _covers_input(checker)
-    frame_of = getattr(checker, "cache_request_frame", None)
-    content_of = getattr(checker, "cache_request_content", None)
-    if covered and frame_of is not None and content_of is not None:
-        frame = frame_of()
+    keyed, framed = _capabilities(checker)
+    if framed is not None:
+        frame = framed.cache_request_frame()
         split = None if frame is None else _split_material(checker.fingerprint, frame)
         if split is not None:
-            contents_of = getattr(checker, "cache_request_contents", None)
-            contents = contents_of(claims, answer) if contents_of is not None else [
-                content_of(claim, answer) for claim in claims
-            ]
-            return _keys_around(split[0], contents, split[2])
-    question = "" if covered else normalize_text(answer.question)
-    return [_check_key(checker, claim, answer, question) for claim in claims]
+            return _keys_around(split[0], framed.cache_request_contents(claims, answer), split[2])
+    question = "" if keyed is not None and keyed.cache_request_covers_input else normalize_text(answer.question)
+    return [_check_key(checker, keyed, claim, answer, question) for claim in claims]
 
 
 #: A string no request contains (NUL bytes): marks where the per-claim text is encoded.
@@ -218,14 +234,13 @@ def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, by
 
 @dataclass(frozen=True)
 class CheckKeyRecipe:
-    """What it takes to compute a Checker's check keys without the Checker (picklable).
+    """Everything but the claim that a Checker's check keys are made of.
 
     For a Checker whose key material is a constant frame plus one templated message
     per claim (the OpenAI-compatible Checker), the key of a claim is blake2b-128 over
     ``before + msgpack(content) + after``, where ``content`` is
     :func:`~dahl.adapters.keybody.fill_content` of ``parts`` with the normalized question
-    and claim. :func:`recipe_keys` computes exactly :func:`check_keys`' keys from it, in
-    another process (:mod:`dahl.cache.remote`).
+    and claim. Whole-answer keys (:mod:`dahl.cache.answers`) hash it in.
 
     Attributes:
         before, after: the canonical key bytes around the per-claim content.
@@ -242,45 +257,27 @@ class CheckKeyRecipe:
 def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | None:
     """The recipe of ``checker``'s check keys now, or None if it offers none.
 
-    Needs the hooks ``cache_request_frame()`` and ``cache_request_parts()`` and
-    ``cache_request_covers_input``; None when either hook returns None (the fast
-    template is unusable). The recipe holds for as long as the frame is the same.
+    Needs a :class:`~dahl.adapters.base.FramedKeys` Checker whose material covers its
+    input; None otherwise, or when either hook returns None (the fast template is
+    unusable). The recipe holds for as long as the frame is the same.
     """
-    frame_of = getattr(checker, "cache_request_frame", None)
-    parts_of = getattr(checker, "cache_request_parts", None)
-    if not _covers_input(checker) or frame_of is None or parts_of is None:
+    framed = _capabilities(checker).framed
+    if framed is None:
         return None
-    frame = frame_of()
-    parts = parts_of()
+    frame = framed.cache_request_frame()
+    parts = framed.cache_request_parts()
     split = None if frame is None or parts is None else _split_material(checker.fingerprint, frame)
     if split is None or parts is None:
         return None
     return CheckKeyRecipe(before=split[1], after=split[2], parts=parts, parser_version=parser_version)
 
 
-def recipe_keys(recipe: CheckKeyRecipe, question: str, texts: Sequence[str]) -> list[str]:
-    """Check keys of the claim ``texts`` of an answer to ``question`` (raw texts; normalized here).
-
-    Equal to :func:`check_keys` of the Checker ``recipe`` came from.
-    """
-    head = hashlib.blake2b(recipe.before, digest_size=16)
-    parts, q = recipe.parts, normalize_text(question)
-    return _keys_around(head, (fill_content(parts, q, normalize_text(text)) for text in texts), recipe.after)
-
-
-def _covers_input(adapter: object) -> bool:
-    """Whether the adapter's ``cache_request`` material holds its input texts as sent."""
-    return getattr(adapter, "cache_request", None) is not None and bool(
-        getattr(adapter, "cache_request_covers_input", False)
-    )
-
-
-def _check_key(checker: Checker, claim: Claim, answer: Answer, question: str) -> str:
-    request = _request(checker, claim, answer)
+def _check_key(checker: Checker, keyed: RequestKeyed | None, claim: Claim, answer: Answer, question: str) -> str:
+    request = keyed.cache_request(claim, answer) if keyed is not None else None
     # A hook that covers its input (the HTTP Checkers: the templated message holds the
     # question and claim as sent) keys on that alone; any other hook may return only
     # extra settings (the evidence Checker returns its document ids), so the texts go in.
-    covered = request is not None and bool(getattr(checker, "cache_request_covers_input", False))
+    covered = keyed is not None and keyed.cache_request_covers_input
     return key_of(
         KeyMaterial(
             version=KEY_VERSION,
@@ -300,7 +297,8 @@ def split_key(splitter: Splitter, answer: Answer) -> str:
     """Key of ``splitter``'s claims for ``answer``.
 
     Args:
-        splitter: the Splitter; its optional ``cache_request(answer)`` is used.
+        splitter: the Splitter; its ``cache_request(answer)`` is used if it is
+            :class:`~dahl.adapters.base.RequestKeyedSplitter`.
         answer: the (preprocessed) answer; its response is hashed verbatim (spans index it).
 
     Returns:
@@ -309,7 +307,13 @@ def split_key(splitter: Splitter, answer: Answer) -> str:
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
     """
-    request = _request(splitter, answer)
+    held = _SPLITTERS.get(id(splitter))
+    if held is None or held[0] is not splitter:
+        if len(_SPLITTERS) >= 64:
+            _SPLITTERS.clear()
+        held = _SPLITTERS[id(splitter)] = (splitter, splitter if isinstance(splitter, RequestKeyedSplitter) else None)
+    keyed = held[1]
+    request = keyed.cache_request(answer) if keyed is not None else None
     return key_of(
         KeyMaterial(
             version=KEY_VERSION,

@@ -16,14 +16,14 @@ errors are never put, and a failed read is a miss (the store's policy).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import msgspec
 
-from dahl.cache.flight import SingleFlight
+from dahl.cache.cached import Cached
+from dahl.cache.envelope import CachedEntry
 from dahl.cache.store import CacheStore
 from dahl.records import normalize_text
 
@@ -67,78 +67,39 @@ def rate_key(fingerprint: str, question: str, fact: str) -> str:
     return _key(RefsKeyMaterial(REFS_KEY_VERSION, "rate", fingerprint, normalize_text(question), normalize_text(fact)))
 
 
-@dataclasses.dataclass
-class BlobCounters:
-    """Lookups of one :class:`BlobCache`.
-
-    Attributes:
-        hits: values found in the store.
-        misses: values not found (then computed, and put unless they failed).
-        shared: values another caller was computing at the same time (single flight).
-    """
-
-    hits: int = 0
-    misses: int = 0
-    shared: int = 0
+def _blob(key: str, entry: CachedEntry) -> bytes | None:
+    return entry.value if isinstance(entry.value, bytes) else None
 
 
-class BlobCache:
+class BlobCache(Cached[bytes]):
     """Opaque results (bytes) by key, in the run's :class:`CacheStore`, with single flight.
+
+    A :class:`~dahl.cache.cached.Cached` of blobs.
 
     Args:
         store: the cache, or None (``--no-cache``: nothing read or written, single flight kept).
         parser_version: version of the caller's parser/encoding of the blobs.
+
+    Attributes:
+        counters: hits, misses, shared and computed values (:class:`~dahl.cache.cached.CacheCounts`).
     """
 
     def __init__(self, store: CacheStore | None, parser_version: str) -> None:
-        self._store = store
-        self._version = parser_version
-        self._flight: SingleFlight[bytes] = SingleFlight()
-        self.counters = BlobCounters()
+        super().__init__(store, parser_version, _blob)
+        self.counters = self.counts
 
-    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """The stored blobs of ``keys`` (None = a miss), counting hits and misses.
+    async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[tuple[bytes, str | None]]]) -> bytes:
+        """The blob of ``key``: from an identical call in flight, from the store, or ``compute()``.
+
+        ``compute`` returns ``(blob, raw reply)``; its blob is put. Whatever it raises
+        propagates (to every caller sharing the call) and nothing is put.
 
         Raises:
             CacheError: the store is closed.
         """
-        if self._store is None:
-            self.counters.misses += len(keys)
-            return [None] * len(keys)
-        found: list[bytes | None] = []
-        for entry in await self._store.get_many(keys, parser_version=self._version):
-            value = entry.value if entry is not None else None
-            found.append(value if isinstance(value, bytes) else None)
-        hits = sum(v is not None for v in found)
-        self.counters.hits += hits
-        self.counters.misses += len(found) - hits
-        return found
 
-    def put(self, key: str, blob: bytes, raw: str | None = None) -> None:
-        """Queue ``blob`` (a finished, non-error result) as ``key``'s value; never blocks."""
-        if self._store is not None:
-            self._store.put(key, blob, raw, parser_version=self._version)
-
-    async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[tuple[bytes, str | None]]]) -> bytes:
-        """The blob of ``key``: from the store, from an identical call in flight, or ``compute()``.
-
-        ``compute`` returns ``(blob, raw reply)``; its blob is put. Whatever it raises
-        propagates (to every caller sharing the call) and nothing is put.
-        """
-        (found,) = await self.get_many([key])
-        if found is not None:
-            return found
-
-        async def work() -> bytes:
-            if self._store is not None:  # an identical call may have ended while we looked up
-                recent = self._store.recent(key, parser_version=self._version)
-                if isinstance(recent, bytes):
-                    return recent
+        async def stored() -> tuple[bytes, bytes, str | None]:
             blob, raw = await compute()
-            self.put(key, blob, raw)
-            return blob
+            return blob, blob, raw
 
-        def on_shared() -> None:
-            self.counters.shared += 1
-
-        return await self._flight.run(key, work, on_shared)
+        return await self.resolve(key, stored)

@@ -8,8 +8,7 @@ dry run and the batch planner all decide "does this entry answer the call?" here
 from __future__ import annotations
 
 import logging
-from typing import Any
-
+from dahl.adapters.base import RawSplitter, ReparsingChecker
 from dahl.errors import DahlError
 from dahl.records import Answer, Claim, Label, Verdict
 
@@ -18,29 +17,28 @@ __all__ = ["reparse_claims", "reparse_verdict"]
 log = logging.getLogger(__name__)
 
 
-def reparse_claims(splitter: Any, raw: str | None, answer: Answer) -> list[Claim] | None:
+def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Claim] | None:
     """``splitter.parse_raw(raw, answer)``, or None when there is no raw reply, the Splitter
-    has no ``parse_raw``, or the current parser rejects the reply (a split call is needed)."""
-    parse = getattr(splitter, "parse_raw", None)
-    if raw is None or parse is None:
+    is no :class:`~dahl.adapters.base.RawSplitter`, or the current parser rejects the reply
+    (a split call is needed)."""
+    if raw is None or not isinstance(splitter, RawSplitter):
         return None
     try:
-        claims: list[Claim] = parse(raw, answer)
+        claims = splitter.parse_raw(raw, answer)
     except DahlError as exc:
         log.debug("stored split reply no longer parses (%s); splitting again", exc)
         return None
     return claims
 
 
-def reparse_verdict(checker: Any, raw: str | None) -> Verdict | None:
-    """``checker.parse_raw(raw)``, or None when there is no raw reply, the Checker has no
-    ``parse_raw``, the current parser rejects the reply, or it parses to an error verdict
-    (then the claim is checked again)."""
-    parse = getattr(checker, "parse_raw", None)
-    if raw is None or parse is None:
+def reparse_verdict(checker: object, raw: str | None) -> Verdict | None:
+    """``checker.parse_raw(raw)``, or None when there is no raw reply, the Checker is no
+    :class:`~dahl.adapters.base.ReparsingChecker` (or None), the current parser rejects
+    the reply, or it parses to an error verdict (then the claim is checked again)."""
+    if raw is None or not isinstance(checker, ReparsingChecker):
         return None
     try:
-        verdict: Verdict = parse(raw)
+        verdict = checker.parse_raw(raw)
     except DahlError as exc:
         log.debug("stored reply no longer parses (%s); checking again", exc)
         return None

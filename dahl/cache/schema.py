@@ -7,7 +7,7 @@ One SQLite file, ``cache.db``, in WAL mode, holding one table::
             stored_at REAL NOT NULL)  -- time.time() of the write, seconds
 
 ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. dahl reads and writes this table
-with plain SQL from threads and child processes (batched ``key IN (...)`` reads, multi-row
+with plain SQL from threads (batched ``key IN (...)`` reads, multi-row
 upserts): owning the schema, rather than reading diskcache's private tables, means no
 third-party release can change the layout under those readers.
 

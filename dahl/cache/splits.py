@@ -1,15 +1,16 @@
 """The caching, single-flight wrapper around a Splitter (DESIGN.md §5).
 
-The optional adapter attributes it reads (``cacheable``, ``parser_version``,
-``parse_raw``, ``split_with_raw``, ``cache_request``) are described in
-:mod:`dahl.cache.wrap`, whose :class:`~dahl.cache.wrap.CachingChecker` is its Checker
-counterpart.
+What it reads of the Splitter it wraps is declared in :mod:`dahl.adapters.base`
+(``cacheable``, ``parser_version``; :class:`~dahl.adapters.base.RawSplitter`,
+:class:`~dahl.adapters.base.RequestKeyedSplitter`); :class:`~dahl.cache.wrap.CachingChecker`
+is its Checker counterpart.
 """
 
 from __future__ import annotations
 
-from dahl.adapters.base import Splitter
-from dahl.cache.flight import SingleFlight
+from dahl.adapters.base import RawSplitter, Splitter
+from dahl.cache.cached import Cached
+from dahl.cache.envelope import CachedEntry, Value
 from dahl.cache.keys import split_key
 from dahl.cache.reparse import reparse_claims
 from dahl.cache.store import CacheStore
@@ -25,7 +26,8 @@ class CachingSplitter(CachingAdapter[Splitter]):
 
     Implements :class:`dahl.adapters.base.Splitter`. Only complete claim lists are
     stored (``inner.split`` returned); exceptions are never stored. Each caller gets
-    its own list.
+    its own list. Lookups, puts and single flight go through one
+    :class:`~dahl.cache.cached.Cached`.
 
     Args:
         inner: the Splitter doing the work.
@@ -36,21 +38,32 @@ class CachingSplitter(CachingAdapter[Splitter]):
     Attributes:
         fingerprint: ``inner.fingerprint``.
         inner: the wrapped Splitter.
-        splits_called: answers split by ``inner`` in this run.
-        splits_cached: answers whose claims came from the store.
-        splits_deduped: answers that shared an identical in-flight split.
     """
 
     def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
-        self._flights: SingleFlight[list[Claim]] = SingleFlight()
-        self.splits_called = 0
-        self.splits_cached = 0
-        self.splits_deduped = 0
+        self._raw = inner if isinstance(inner, RawSplitter) else None
+        self._cached: Cached[list[Claim]] = Cached(self._store, self._parser_version, _stored_claims)
+        self._direct_calls = 0
 
     def __repr__(self) -> str:
         """Show the wrapped Splitter and whether the store is used."""
         return f"<CachingSplitter {self.inner!r} store={self._store is not None}>"
+
+    @property
+    def splits_called(self) -> int:
+        """Answers split by ``inner`` in this run."""
+        return self._cached.counts.computed + self._direct_calls
+
+    @property
+    def splits_cached(self) -> int:
+        """Answers whose claims came from the store."""
+        return self._cached.counts.hits
+
+    @property
+    def splits_deduped(self) -> int:
+        """Answers that shared an identical in-flight split."""
+        return self._cached.counts.shared
 
     async def split(self, answer: Answer) -> list[Claim]:
         """Return the claims of ``answer``: shared, cached, or from ``inner``.
@@ -61,42 +74,28 @@ class CachingSplitter(CachingAdapter[Splitter]):
             TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
         """
         if self._direct:  # cheap and deterministic: no key, no single flight
-            self.splits_called += 1
+            self._direct_calls += 1
             return list(await self.inner.split(answer))
-        key = split_key(self.inner, answer)
-        claims = await self._flights.run(
-            key, lambda: self._resolve(key, answer), self._count_deduped
-        )
-        return list(claims)
 
-    def _count_deduped(self) -> None:
-        self.splits_deduped += 1
+        async def call() -> tuple[list[Claim], Value | None, str | None]:
+            raw: str | None = None
+            if self._raw is not None:
+                claims, raw = await self._raw.split_with_raw(answer)
+            else:
+                claims = await self.inner.split(answer)
+            return claims, list(claims), raw
 
-    async def _resolve(self, key: str, answer: Answer) -> list[Claim]:
-        store = self._store
-        version = self._parser_version
-        if store is not None:
-            entry = await store.get(key, parser_version=version)
-            if entry is not None:
-                if isinstance(entry.value, list):
-                    self.splits_cached += 1
-                    return entry.value
-                if entry.raw is not None:
-                    claims = self._reparse(entry.raw, answer)
-                    if claims is not None:  # keep the raw reply for a later parser change
-                        store.put(key, claims, entry.raw, parser_version=version)
-                        self.splits_cached += 1
-                        return claims
-        self.splits_called += 1
-        raw: str | None = None
-        split_with_raw = getattr(self.inner, "split_with_raw", None)
-        if split_with_raw is not None:
-            claims, raw = await split_with_raw(answer)
-        else:
-            claims = await self.inner.split(answer)
-        if store is not None:
-            store.put(key, list(claims), raw, parser_version=version)
-        return claims
+        def claims_of(key: str, entry: CachedEntry) -> list[Claim] | None:
+            """The stored claims, or the stored raw reply re-parsed (and put back with it)."""
+            if isinstance(entry.value, list):
+                return entry.value
+            claims = reparse_claims(self._raw, entry.raw, answer)
+            if claims is not None:  # keep the raw reply for a later parser change
+                self._cached.put(key, claims, entry.raw)
+            return claims
 
-    def _reparse(self, raw: str, answer: Answer) -> list[Claim] | None:
-        return reparse_claims(self.inner, raw, answer)
+        return list(await self._cached.resolve(split_key(self.inner, answer), call, claims_of))
+
+
+def _stored_claims(key: str, entry: CachedEntry) -> list[Claim] | None:
+    return entry.value if isinstance(entry.value, list) else None

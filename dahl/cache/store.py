@@ -23,12 +23,6 @@ Threads (the event loop never touches SQLite, DESIGN.md §1):
   (:class:`~dahl.cache.reader.BatchReader`) that serves every pending group in one
   call: N hits cost about N / 256 thread hops.
 
-Absent keys: a Bloom filter of the keys on disk (:mod:`dahl.cache.keyfilter`), built
-at open by a scanner thread from one read of every key and then fed by the writer
-thread with each committed batch (before it leaves memory), answers most lookups of a
-key that is not stored without the reader thread (a first run's lookups). Until it is
-built, every lookup reads the database.
-
 Failure policy: a read error (SQLite, decode) is a miss plus one warning per store; a
 write error drops that batch plus one warning per store; a damaged database found on
 open is renamed ``cache.db.corrupt-<timestamp>`` and a fresh one is created; a
@@ -41,32 +35,57 @@ The pieces live in :mod:`dahl.cache.database`, :mod:`dahl.cache.reader` and
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import sqlite3
-import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import platformdirs
 
 from dahl.cache.database import DirectoryLock, RowReader, delete_rows, row_count
 from dahl.cache.envelope import CachedEntry, Value
-from dahl.cache.keyfilter import KeyFilter
 from dahl.cache.reader import BatchReader
-from dahl.cache.remote import ProcessReader
 from dahl.cache.schema import DB_NAME, CacheUnusable, open_database
 from dahl.cache.writer import BatchWriter
 from dahl.errors import CacheError
 
-__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "default_cache_dir"]
+__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "Store", "default_cache_dir"]
 
 log = logging.getLogger(__name__)
 
 #: Environment variable overriding the default cache directory.
 CACHE_DIR_ENV = "DAHL_CACHE_DIR"
+
+class Store(Protocol):
+    """The store interface the caching wrapper (:class:`~dahl.cache.cached.Cached`) uses.
+
+    :class:`CacheStore` implements it. Keys come from :mod:`dahl.cache.keys`; a value
+    is stored with the parser version that produced it and its raw reply.
+    """
+
+    async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
+        """One entry per key, in order: the value put by ``parser_version``, else the raw reply
+        alone, else None (a miss; a failed read is a miss too).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        ...
+
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
+        """Queue ``(key, value, raw)`` entries; never blocks, never stores errors (the caller's rule).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        ...
+
+    def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
+        """The value put under ``key`` by ``parser_version`` and not yet written (memory only)."""
+        ...
+
 
 def default_cache_dir() -> Path:
     """Return ``$DAHL_CACHE_DIR`` if set, else the platform user cache dir for ``dahl``.
@@ -118,22 +137,7 @@ class CacheStore:
         self._closed = False
         self._memory_hits = 0  # written by the event loop thread only
         self._reader = BatchReader(RowReader(self._path), self.directory)
-        self._writer = BatchWriter(
-            self._path, flush_items=flush_items, flush_interval_s=flush_interval_s, on_committed=self._committed
-        )
-        self._process: ProcessReader | None = None
-        self._process_failed = False
-        # The Bloom filter of keys on disk (dahl.cache.keyfilter), built by a thread of
-        # its own; until it is published, keys committed are kept in _early to be added then.
-        self._filter: KeyFilter | None = None
-        self._filter_lock = threading.Lock()
-        self._early: list[str] | None = []
-        self._filtered = 0  # lookups the filter answered (certain misses), event loop only
-        self._scanner = threading.Thread(
-            target=self._build_filter, args=(RowReader(self._path, read_only=True),),
-            name="dahl-cache-scan", daemon=True,
-        )
-        self._scanner.start()
+        self._writer = BatchWriter(self._path, flush_items=flush_items, flush_interval_s=flush_interval_s)
 
     def __repr__(self) -> str:
         """Show the directory and this session's counts."""
@@ -188,51 +192,15 @@ class CacheStore:
             raise CacheError(f"cache {self.directory} is closed")
         self._writer.put(key, value, raw, parser_version)
 
-    def _committed(self, keys: list[str]) -> None:
-        """Writer thread: keys just committed join the key filter, a batch at once.
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
+        """Queue ``(key, value, raw)`` entries as :meth:`put` does, in one step; never blocks.
 
-        Called before they leave the writer's memory, so a lookup always finds a key
-        put in this run in one or the other. Until the filter is published they wait
-        in ``_early``. Should adding fail, the filter is dropped: every lookup then
-        reads the cache (a filter missing a key would make a stored verdict a miss).
+        Raises:
+            CacheError: the store is closed.
         """
-        key_filter = self._filter
-        if key_filter is None:
-            with self._filter_lock:
-                if self._early is not None:
-                    self._early.extend(keys)
-                    return
-                key_filter = self._filter
-        if key_filter is None:
-            return
-        try:
-            key_filter.add_many(keys, dense=False)
-        except Exception as exc:  # noqa: BLE001 - the writer thread must go on writing
-            log.warning("key filter of %s dropped (%s); every lookup reads the cache", self.directory, exc)
-            self._filter = None
-
-    def _build_filter(self, rows: RowReader) -> None:
-        """Scanner thread: fill a :class:`KeyFilter` with every key on disk, then publish it.
-
-        On a read error the filter is never published and every lookup goes to disk.
-        """
-        try:
-            key_filter = KeyFilter(2 * rows.row_bound() + 1_000_000)
-            key_filter.add_blocks(itertools.takewhile(lambda _: not self._closed, rows.key_blocks()))
-            if self._closed:
-                return
-        except Exception as exc:  # noqa: BLE001 - without a filter every lookup reads the cache
-            log.debug("no key filter for %s (%s); every lookup reads the cache", self.directory, exc)
-            with self._filter_lock:
-                self._early = None  # puts stop collecting keys for a filter that will not come
-            return
-        finally:
-            rows.close()
-        with self._filter_lock:
-            for key in self._early or ():
-                key_filter.add(key)
-            self._early = None
-            self._filter = key_filter
+        if self._closed:
+            raise CacheError(f"cache {self.directory} is closed")
+        self._writer.put_many(items, parser_version)
 
     async def flush(self) -> None:
         """Wait until every entry queued before this call is committed to disk.
@@ -314,41 +282,18 @@ class CacheStore:
             raise CacheError(f"cache {self.directory} is closed")
         found: list[CachedEntry | None] = [None] * len(keys)
         in_memory = 0
-        if self._writer.has_recent:  # values put and not committed yet: not on disk, nor in the filter
+        if self._writer.has_recent:  # values put and not committed yet: not on disk
             for i, value in enumerate(self._writer.recent_many(keys, parser_version)):
                 if value is not None:
                     in_memory += 1
                     found[i] = CachedEntry(value, None)
         self._memory_hits += in_memory
-        key_filter = self._filter
-        # A key the filter rules out is certainly not on disk.
-        on_disk = key_filter.candidates(keys) if key_filter is not None else range(len(keys))
-        wanted = [(i, keys[i], parser_version) for i in on_disk if found[i] is None]
-        self._filtered += len(keys) - in_memory - len(wanted)
+        wanted = [(i, key, parser_version) for i, key in enumerate(keys) if found[i] is None]
         if not wanted:
             return found
         for (i, _, _), entry in zip(wanted, await self._reader.read(wanted), strict=True):
             found[i] = entry
         return found
-
-    def process_reader(self) -> ProcessReader | None:
-        """The store's lookup process, started on the first call; None if it cannot start.
-
-        See :mod:`dahl.cache.remote`: it computes check keys and reads committed
-        verdicts in a child process, so large re-scores use a second core. It is
-        stopped by :meth:`close`.
-
-        Raises:
-            CacheError: the store is closed.
-        """
-        self._check_open()
-        if self._process is None and not self._process_failed:
-            try:
-                self._process = ProcessReader(self._path, self.directory)
-            except OSError as exc:
-                self._process_failed = True
-                log.warning("cannot start a cache lookup process (%s); looking up in this process", exc)
-        return self._process
 
     # -- lifecycle and maintenance ----------------------------------------------------
 
@@ -378,7 +323,7 @@ class CacheStore:
             "size_bytes": size,
             "hits": self._reader.hits + self._memory_hits,
             "raw_hits": self._reader.raw_hits,
-            "misses": self._reader.misses + self._filtered,
+            "misses": self._reader.misses,
             "read_errors": self._reader.read_errors,
             "read_batches": self._reader.read_batches,
             "writes": self._writer.writes,
@@ -412,12 +357,9 @@ class CacheStore:
             return
         self._closed = True
         try:
-            if self._process is not None:
-                self._process.close()
             # The writer's connection closes last: SQLite checkpoints the WAL into the database
             # only when the last connection to close can write (the reader's is read-only).
             self._reader.close()
-            self._scanner.join()
             self._writer.stop()
         finally:
             self._lock.release()

@@ -1,23 +1,11 @@
 """The caching, single-flight wrapper around a Checker (DESIGN.md §5).
 
-The Splitter's counterpart is in :mod:`dahl.cache.splits`. Optional adapter attributes
-read by both (duck-typed):
-
-- ``cacheable`` (bool, default True): False marks a cheap, deterministic adapter
-  (replay, fake, given, rules): it is called directly, with no store, key or single
-  flight; only the counting applies.
-- ``parser_version`` (str, default ``"1"``): version of the adapter's output parser;
-  stored in the result's row, not part of the key (a new version re-parses the
-  row's raw reply).
-- ``parse_raw``: Checker ``parse_raw(raw: str) -> Verdict``, Splitter
-  ``parse_raw(raw: str, answer: Answer) -> list[Claim]``: re-parse a stored raw reply
-  after a parser change, instead of calling the model again.
-- Splitter ``split_with_raw(answer) -> tuple[list[Claim], str | None]``: the claims and
-  the raw reply they were parsed from (so the raw reply can be stored).
-- ``cache_request``: see :mod:`dahl.cache.keys`.
-- Checker ``async prepare_keys(claims, answer) -> None``: blocking work its
-  ``cache_request`` needs (the evidence passages of each claim) done off the event
-  loop, awaited before the claims' keys are computed.
+The Splitter's counterpart is in :mod:`dahl.cache.splits`. What both read of the
+adapter they wrap is declared in :mod:`dahl.adapters.base`: ``fingerprint``,
+``cacheable`` and ``parser_version`` on every adapter, and the optional capability
+protocols (:class:`~dahl.adapters.base.ReparsingChecker`,
+:class:`~dahl.adapters.base.PreparedKeys`, :class:`~dahl.adapters.base.FramedKeys`;
+:class:`~dahl.adapters.base.RawSplitter`).
 """
 
 from __future__ import annotations
@@ -25,42 +13,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
-from dahl.adapters.base import Checker
-from dahl.cache.flight import SingleFlight
+from dahl.adapters.base import Checker, FramedKeys, Lookup, PreparedKeys, ReparsingChecker, Splitter
+from dahl.cache.cached import Cached
 from dahl.cache.keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
-from dahl.cache.remote import Found, ProcessReader
 from dahl.cache.reparse import reparse_verdict
 from dahl.cache.store import CachedEntry, CacheStore
 from dahl.results._counters import RunCounters
 from dahl.errors import CacheError
 from dahl.records import Answer, Claim, Label, Verdict
 
-__all__ = ["PROCESS_AFTER_CLAIMS", "CachingAdapter", "CachingChecker", "Lookup"]
+__all__ = ["CachingAdapter", "CachingChecker", "Lookup"]
 
 log = logging.getLogger(__name__)
 
-A = TypeVar("A")
-
-
-class Lookup(NamedTuple):
-    """What :meth:`CachingChecker.look_up` found for one answer's claims.
-
-    Attributes:
-        verdicts: per claim, the stored verdict, or None when not found.
-        keys: per claim, its cache key (hand it to :meth:`CachingChecker.check_missed`).
-        generation: the store's write generation read before the lookup.
-    """
-
-    verdicts: list[Verdict | None]
-    keys: list[str]
-    generation: int
-
-
-#: Claims a run looks up before it starts the store's lookup process (the default of
-#: :class:`CachingChecker`'s ``process_after``): starting one costs ~0.3 s of CPU.
-PROCESS_AFTER_CLAIMS = 20_000
+A = TypeVar("A", Splitter, Checker)
 
 
 class CachingAdapter(Generic[A]):
@@ -71,15 +39,21 @@ class CachingAdapter(Generic[A]):
         store: the result store; kept only if ``inner`` is cacheable (a cheap adapter,
             ``cacheable = False``, is called directly, never cached).
         counters: the run's counters.
+
+    Attributes:
+        inner: the wrapped adapter.
+        fingerprint, cacheable, parser_version: ``inner``'s.
     """
 
     def __init__(self, inner: A, store: CacheStore | None, counters: RunCounters) -> None:
-        self.inner = inner
-        self.fingerprint: str = getattr(inner, "fingerprint")
-        self._store = store if getattr(inner, "cacheable", True) else None
-        self._direct = not getattr(inner, "cacheable", True)
+        self.inner: A = inner
+        self.fingerprint: str = inner.fingerprint
+        self.cacheable: bool = inner.cacheable
+        self.parser_version: str = inner.parser_version
+        self._store = store if inner.cacheable else None
+        self._direct = not inner.cacheable
         self._counters = counters
-        self._parser_version = str(getattr(inner, "parser_version", "1"))
+        self._parser_version = inner.parser_version
 
 
 class CachingChecker(CachingAdapter[Checker]):
@@ -97,50 +71,28 @@ class CachingChecker(CachingAdapter[Checker]):
         inner: the Checker doing the work.
         store: the result store, or None to disable caching (single flight stays).
         counters: the run's counters; updated on the event loop thread only.
-        process_after: after this many claims looked up, at least half of them found,
-            :meth:`look_up` starts the store's lookup process (:mod:`dahl.cache.remote`)
-            and, once it runs, has it compute keys and read verdicts on another core,
-            for a Checker that offers a key recipe
-            (:func:`dahl.cache.keys.check_key_recipe`); 0: from the first lookup, hits or
-            not; None: never. Small runs, first runs (mostly misses) and runs whose
-            claims mostly come in answers found whole (:mod:`dahl.cache.answers`;
-            fewer claims looked up than half the claims done) do not pay for starting
-            a process (~0.3 s of CPU).
 
     Attributes:
         fingerprint: ``inner.fingerprint``.
         inner: the wrapped Checker.
     """
 
-    def __init__(
-        self,
-        inner: Checker,
-        store: CacheStore | None,
-        counters: RunCounters,
-        *,
-        process_after: int | None = PROCESS_AFTER_CLAIMS,
-    ) -> None:
+    def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
-        self._process_after = process_after
-        self._looked_up = 0  # claims looked up, and how many of them were found
-        self._found = 0
+        self._prepare_keys = inner if isinstance(inner, PreparedKeys) else None
+        self._reparser = inner if isinstance(inner, ReparsingChecker) else None
+        self._framed = inner if isinstance(inner, FramedKeys) and inner.cache_request_covers_input else None
         self._recipe: tuple[object, CheckKeyRecipe | None] = (None, None)  # (frame it holds for, recipe)
-        # Flight outcome: (verdict, came from the store).
-        self._flights: SingleFlight[tuple[Verdict, bool]] = SingleFlight()
+        self._cached: Cached[Verdict] = Cached(self._store, self._parser_version, self._verdict_of)
 
     def __repr__(self) -> str:
         """Show the wrapped Checker and whether the store is used."""
         return f"<CachingChecker {self.inner!r} store={self._store is not None}>"
 
     @property
-    def concurrency(self) -> Any:
-        """``inner.concurrency`` (the pipeline's worker-count hint), or None."""
-        return getattr(self.inner, "concurrency", None)
-
-    @property
     def in_flight(self) -> int:
         """Distinct checks in flight now."""
-        return len(self._flights)
+        return len(self._cached.flight)
 
     @property
     def can_look_up(self) -> bool:
@@ -171,45 +123,11 @@ class CachingChecker(CachingAdapter[Checker]):
         if store is None:
             raise CacheError("look_up needs a cache store")
         generation = store.generation  # read before the lookup, see CacheStore.generation
-        remote = self._remote(store, len(claims))
-        if remote is not None:
-            got = await remote[0].look_up(remote[1], answer.question, [c.text for c in claims])
-            if got is not None:
-                return await self._completed(store, got[0], got[1], generation)
         await self._prepare(claims, answer)
         keys = check_keys(self.inner, claims, answer)
-        entries = await store.get_many(keys, parser_version=self._parser_version)
-        verdicts: list[Verdict | None] = []
-        found = 0
-        for key, entry in zip(keys, entries, strict=True):
-            verdict = self._from_store(store, key, entry)
-            found += verdict is not None
-            verdicts.append(verdict)
-        self._counters.claims_cached += found
-        self._found += found
+        verdicts = await self._cached.get_many(keys)
+        self._counters.claims_cached += len(verdicts) - verdicts.count(None)
         return Lookup(verdicts, keys, generation)
-
-    def _remote(self, store: CacheStore, claims: int) -> tuple[ProcessReader, CheckKeyRecipe] | None:
-        """The lookup process and the key recipe to use now, or None (look up here)."""
-        if self._process_after is None:
-            return None
-        self._looked_up += claims
-        # The process speeds up hits only: a run that mostly misses (a first run) keeps
-        # looking up here, where a miss costs less than a round trip to the child. Nor
-        # does a run whose claims mostly come in answers found whole (a re-score after
-        # a few edits): its few claim lookups do not pay for starting a process.
-        if self._looked_up < self._process_after or (
-            self._process_after and (2 * self._found < self._looked_up or 2 * self._looked_up < self._counters.claims_done)
-        ):
-            return None
-        recipe = self.key_recipe()
-        if recipe is None:
-            self._process_after = None  # this Checker offers no recipe: stop asking
-            return None
-        reader = store.process_reader()
-        if reader is None or not reader.ready:
-            return None
-        return reader, recipe
 
     def key_recipe(self) -> CheckKeyRecipe | None:
         """The wrapped Checker's key recipe now (:func:`~dahl.cache.keys.check_key_recipe`), or None.
@@ -217,34 +135,12 @@ class CachingChecker(CachingAdapter[Checker]):
         None when the Checker offers no constant request frame (then keys are computed
         claim by claim). Rebuilt only when the Checker hands out a new frame object.
         """
-        frame_of = getattr(self.inner, "cache_request_frame", None)
-        frame = frame_of() if frame_of is not None else None
+        frame = self._framed.cache_request_frame() if self._framed is not None else None
         held_for, recipe = self._recipe
         if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
             recipe = check_key_recipe(self.inner, self._parser_version) if frame is not None else None
             self._recipe = (frame, recipe)
         return recipe
-
-    async def _completed(self, store: CacheStore, keys: list[str], found: list[Found], generation: int) -> Lookup:
-        """The lookup process's findings as a :class:`Lookup`, completed here.
-
-        A claim with nothing committed may have a value put and not committed yet
-        (memory); a raw reply alone is re-parsed.
-        """
-        verdicts: list[Verdict | None] = [None] * len(found)
-        for i, got in enumerate(found):
-            if isinstance(got, Verdict):
-                verdicts[i] = got
-            else:  # None or a raw reply: a value put since comes first
-                value = store.recent(keys[i], parser_version=self._parser_version)
-                if isinstance(value, Verdict):
-                    verdicts[i] = value
-                elif isinstance(got, str):
-                    verdicts[i] = self._from_store(store, keys[i], CachedEntry(None, got))
-        hits = len(verdicts) - verdicts.count(None)
-        self._counters.claims_cached += hits
-        self._found += hits
-        return Lookup(verdicts, keys, generation)
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
         """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
@@ -262,9 +158,8 @@ class CachingChecker(CachingAdapter[Checker]):
 
     async def _prepare(self, claims: Sequence[Claim], answer: Answer) -> None:
         """Let the wrapped Checker do the blocking part of its keys off the loop (``prepare_keys``)."""
-        prepare = getattr(self.inner, "prepare_keys", None)
-        if prepare is not None:
-            await prepare(claims, answer)
+        if self._prepare_keys is not None:
+            await self._prepare_keys.prepare_keys(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
         """:meth:`check` for a claim that :meth:`look_up` did not find.
@@ -283,8 +178,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return await self._check(key, claim, answer, generation)
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
-        flights = self._flights
-        # SingleFlight.run inlined: this is the path of every cache hit.
+        flights = self._cached.flight
+        # Cached.once inlined: this is the path of every cache hit.
         while flights.busy(key):
             try:
                 shared = await flights.join(key)
@@ -314,37 +209,30 @@ class CachingChecker(CachingAdapter[Checker]):
         self, key: str, claim: Claim, answer: Answer, generation: int | None
     ) -> tuple[Verdict, bool]:
         """Return the verdict and whether it came from the store; count it."""
-        store = self._store
-        version = self._parser_version
+        store, cached = self._store, self._cached
         if store is not None:
             # After a lookup that missed, the disk is read again only if the key may
             # have been written since; memory (values put since) is always consulted.
-            since = store.after_miss(key, generation, parser_version=version) if generation is not None else False
+            since = store.after_miss(key, generation, parser_version=cached.parser_version) if generation is not None else False
             if since is False:
-                stored = self._from_store(store, key, await store.get(key, parser_version=version))
+                (stored,) = await cached.get_many((key,))
             else:
                 stored = since if isinstance(since, Verdict) else None
             if stored is not None:
                 self._counters.claims_cached += 1
                 return stored, True
         self._counters.claims_checked += 1
+        cached.counts.computed += 1
         verdict = await self.inner.check(claim, answer)
-        if store is not None and verdict.label is not Label.ERROR:
-            store.put(key, verdict, verdict.raw, parser_version=version)
+        if verdict.label is not Label.ERROR:
+            cached.put(key, verdict, verdict.raw)
         return verdict, False
 
-    def _from_store(self, store: CacheStore, key: str, entry: CachedEntry | None) -> Verdict | None:
-        """The verdict a lookup found: the stored one, or its raw reply re-parsed (and stored)."""
-        if entry is None:
-            return None
+    def _verdict_of(self, key: str, entry: CachedEntry) -> Verdict | None:
+        """The verdict a lookup found: the stored one, or its raw reply re-parsed (and put back with it)."""
         if isinstance(entry.value, Verdict):
             return entry.value
-        if entry.raw is None:
-            return None
-        verdict = self._reparse(entry.raw)
+        verdict = reparse_verdict(self._reparser, entry.raw)
         if verdict is not None:  # the raw reply goes along: a later parser change re-parses it again
-            store.put(key, verdict, entry.raw, parser_version=self._parser_version)
+            self._cached.put(key, verdict, entry.raw)
         return verdict
-
-    def _reparse(self, raw: str) -> Verdict | None:
-        return reparse_verdict(self.inner, raw)

@@ -12,7 +12,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -79,8 +79,6 @@ class BatchWriter:
             uses (and closes) its own connection.
         flush_items: entries per transaction, at most.
         flush_interval_s: longest an entry waits before it is written, seconds.
-        on_committed: called on the writer thread with the keys of each committed
-            batch, before they leave memory (:meth:`recent`).
 
     Attributes:
         transactions: transactions committed.
@@ -95,9 +93,7 @@ class BatchWriter:
         *,
         flush_items: int,
         flush_interval_s: float,
-        on_committed: Callable[[list[str]], None] | None = None,
     ) -> None:
-        self._on_committed = on_committed
         self._rows = RowWriter(path)
         self._directory = path.parent
         self._flush_items = flush_items
@@ -126,15 +122,26 @@ class BatchWriter:
         """Queue one entry; returns at once (memory is unbounded, batches are not)."""
         entry = _new_put(_Put, (key, value, raw, parser_version))
         with self._lock:
-            self._recent[key] = entry
-            self._uncommitted += 1
-            batch = self._open
-            batch.append(entry)
-            if len(batch) == 1:
-                self._queue.put(_Opened(time.monotonic()))
-            if len(batch) >= self._flush_items:
-                self._queue.put(_Sealed(batch))
-                self._open = []
+            self._queue_entry(entry)
+
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]], parser_version: str) -> None:
+        """Queue ``(key, value, raw)`` entries under one lock; returns at once."""
+        entries = [_new_put(_Put, (key, value, raw, parser_version)) for key, value, raw in items]
+        with self._lock:
+            for entry in entries:
+                self._queue_entry(entry)
+
+    def _queue_entry(self, entry: _Put) -> None:
+        """Add one entry to the open batch (the lock held); seal the batch when full."""
+        self._recent[entry.key] = entry
+        self._uncommitted += 1
+        batch = self._open
+        batch.append(entry)
+        if len(batch) == 1:
+            self._queue.put(_Opened(time.monotonic()))
+        if len(batch) >= self._flush_items:
+            self._queue.put(_Sealed(batch))
+            self._open = []
 
     @property
     def has_recent(self) -> bool:
@@ -246,7 +253,7 @@ class BatchWriter:
     def _write(self, batch: list[_Put]) -> None:
         if not batch:
             return
-        committed = self._commit(batch)
+        self._commit(batch)
         names = [put.key for put in batch]
         with self._lock:
             # Counted before the entries leave memory: a reader that finds an entry
@@ -262,8 +269,6 @@ class BatchWriter:
                 for name in old_names:
                     if self._written.get(name) == old:
                         del self._written[name]
-        if committed and self._on_committed is not None:
-            self._on_committed(names)
         self._forget(batch)
 
     def _forget(self, batch: list[_Put]) -> None:

@@ -18,7 +18,7 @@ import logging
 from dahl.adapters.base import Coverer
 from dahl.engine.channel import Channel
 from dahl.results._counters import RunCounters
-from dahl.results._assemble import EncodedResult, FoundLine
+from dahl.results._assemble import EncodedResult
 from dahl.engine.stage import Stage
 from dahl.errors import AdapterError, ConfigError
 from dahl.records import AnswerRecall, AnswerResult, Coverage
@@ -51,7 +51,7 @@ class Covering:
         *,
         counters: RunCounters,
         results: Channel[AnswerResult],
-        covered: Channel[AnswerResult | EncodedResult | FoundLine],
+        covered: Channel[AnswerResult | EncodedResult],
         workers: int,
     ) -> None:
         self._coverer = coverer
@@ -63,7 +63,7 @@ class Covering:
             "cover", results, self._cover, workers=workers, outputs=(covered,), on_error=self._failed
         )
 
-    async def emit(self, result: AnswerResult | EncodedResult | FoundLine) -> None:
+    async def emit(self, result: AnswerResult | EncodedResult) -> None:
         """Send a finished answer to the cover stage.
 
         Raises:
@@ -71,8 +71,8 @@ class Covering:
                 a ValueError, and the DahlError the run stops with.
         """
         if not isinstance(result, AnswerResult):
-            raise ConfigError("an answer found whole cannot be covered: turn the whole-answer cache and the "
-                             "input process off when the run has a Coverer")
+            raise ConfigError("an answer found whole cannot be covered: turn the whole-answer cache off "
+                              "when the run has a Coverer")
         self._counters.answers_covering += 1
         await self._results.send(result)
 

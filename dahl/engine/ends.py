@@ -8,7 +8,7 @@ answer log in a thread (DESIGN.md §1).
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TypeVar
 
 import anyio
@@ -17,7 +17,7 @@ from dahl.engine.channel import Channel, EndOfChannel
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
 from dahl.engine.queued import QueuedAnswer
-from dahl.results._assemble import EncodedResult, FoundLine
+from dahl.results._assemble import EncodedResult
 from dahl.records import AnswerResult
 
 __all__ = ["Reader", "Writer", "next_batch", "read_batches"]
@@ -25,7 +25,7 @@ __all__ = ["Reader", "Writer", "next_batch", "read_batches"]
 T = TypeVar("T")
 
 #: A line the writer appends.
-Line = AnswerResult | EncodedResult | FoundLine
+Line = AnswerResult | EncodedResult
 
 
 def next_batch(source: Iterator[T], size: int) -> list[T]:
@@ -44,43 +44,35 @@ async def read_batches(source: Iterator[T], size: int) -> AsyncIterator[list[T]]
 
 
 class Reader:
-    """Reads ``source`` in batches of ``read_batch`` (in a thread) and routes each item.
+    """Reads ``source`` in batches of ``read_batch`` (in a thread) and routes each batch.
 
-    A :class:`FoundLine` (found whole by the source) goes to ``emit``; an answer still
-    to look up whole goes to ``batches`` with the others of its batch; every other
-    answer goes to ``answers``. Built before the run starts, it counts itself as a
-    sender of ``answers``, ``batches`` and ``results``.
+    With a whole-answer cache a batch goes to ``batches`` to be looked up whole;
+    without one its answers go to ``answers``. Built before the run starts, it counts
+    itself as a sender of ``answers`` and ``batches``.
 
     Args:
-        source: answers and found lines; a blocking iterator.
-        read_batch: items taken per thread hop.
-        counters: ``answers_read`` and, for found lines, the cached counts are updated.
+        source: answers to score; a blocking iterator.
+        read_batch: answers taken per thread hop.
+        counters: ``answers_read`` is updated.
         answers: answers to split.
         batches: batches of answers to look up whole, or None without a whole-answer cache.
-        results: the channel ``emit`` sends to.
-        emit: sends a found line on to ``results``.
     """
 
     def __init__(
         self,
-        source: Iterator[QueuedAnswer | FoundLine],
+        source: Iterator[QueuedAnswer],
         *,
         read_batch: int,
         counters: RunCounters,
         answers: Channel[QueuedAnswer],
         batches: Channel[list[QueuedAnswer]] | None,
-        results: Channel[Line],
-        emit: Callable[[FoundLine], Awaitable[None]],
     ) -> None:
         self._source = source
         self._read_batch = read_batch
         self._counters = counters
         self._answers = answers
         self._batches = batches
-        self._results = results
-        self._emit = emit
         answers.open_sender()
-        results.open_sender()
         if batches is not None:
             batches.open_sender()
 
@@ -90,23 +82,13 @@ class Reader:
         try:
             async for batch in read_batches(self._source, self._read_batch):
                 counters.answers_read += len(batch)
-                to_look_up: list[QueuedAnswer] = []
+                if batches is not None:
+                    await batches.send(batch)
+                    continue
                 for item in batch:
-                    if isinstance(item, FoundLine):  # found whole by the source
-                        counters.answers_cached += 1
-                        counters.claims_cached += item.claims
-                        counters.claims_done += item.claims
-                        await self._emit(item)
-                    elif batches is not None and item.whole_key is None:
-                        to_look_up.append(item)
-                    else:  # no whole-answer cache, or the source looked it up already
-                        await answers.send(item)
-                if to_look_up:
-                    assert batches is not None
-                    await batches.send(to_look_up)
+                    await answers.send(item)
         finally:
             answers.close_sender()
-            self._results.close_sender()
             if batches is not None:
                 batches.close_sender()
 

@@ -12,9 +12,6 @@ memory is O(workers + queue sizes) whatever the input size (DESIGN.md §1):
 With a whole-answer cache (:class:`WholeAnswers`), each batch the reader reads is looked
 up at once; an answer found whole goes straight to the results, the others go on to
 splitting, and each answer finished without an error is stored whole for next time.
-A source may also yield the finished lines of answers it found whole itself
-(:class:`~dahl.results._assemble.FoundLine`, see :mod:`dahl.cache.whole_input`): they go
-straight to the writer, and the answers it looked up and did not find skip the lookup.
 
 With a cache (a Checker offering ``look_up``, i.e. :class:`dahl.cache.CachingChecker`
 with a store), lookup workers look all claims of an answer up in one batched read;
@@ -43,7 +40,6 @@ from dahl.engine.ends import Line, Reader, Writer
 from dahl.engine.options import PipelineOptions
 from dahl.results._log import AnswerLog
 from dahl.engine.queued import QueuedAnswer, WholeAnswers
-from dahl.results._assemble import FoundLine
 from dahl.engine.scoring import WHOLE_WORKERS, Scoring
 from dahl.engine.stage import Stage, run_stages
 from dahl.errors import ConfigError
@@ -55,7 +51,7 @@ log = logging.getLogger(__name__)
 
 
 async def run_pipeline(
-    source: Iterator[QueuedAnswer | FoundLine],
+    source: Iterator[QueuedAnswer],
     splitter: Splitter,
     checker: Checker,
     log_file: AnswerLog,
@@ -69,9 +65,7 @@ async def run_pipeline(
     """Stream every answer of ``source`` through split and check (and cover) into ``log_file``.
 
     Args:
-        source: answers still to score, and lines of answers it found whole
-            (:class:`~dahl.results._assemble.FoundLine`, written as they are); a blocking
-            iterator, read in a thread.
+        source: answers still to score; a blocking iterator, read in a thread.
         splitter: turns each answer into claims.
         checker: gives each claim a verdict.
         log_file: an open :class:`AnswerLog`; results are appended in batches.
@@ -86,8 +80,7 @@ async def run_pipeline(
 
     Raises:
         ConfigError: (a ValueError) ``coverer`` is given with ``whole`` (lines found whole
-            carry no recall), or ``source`` yields a :class:`FoundLine` in a run with a
-            coverer (lines before it may be written).
+            carry no recall).
         QuotaExhausted: the API quota ran out; results finished before are written.
         FatalAPIError: the endpoint cannot work (bad key, unreachable, breaker tripped);
             results finished before are written, and a re-run continues.
@@ -106,8 +99,7 @@ async def run_pipeline(
                             workers=options.cover_workers)
         emit = covering.emit
     # Every producer is counted (by building it) before any task runs, so no channel ends early.
-    reader = Reader(source, read_batch=options.read_batch, counters=counters, answers=answers, batches=batches,
-                    results=results, emit=emit)
+    reader = Reader(source, read_batch=options.read_batch, counters=counters, answers=answers, batches=batches)
     stages.extend(Scoring(splitter=splitter, checker=checker, whole=whole, options=options, counters=counters,
                           answers=answers, batches=batches, results=results, emit=emit).stages())
     if coverer is not None:

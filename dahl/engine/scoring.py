@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from dahl.adapters.base import Checker, Splitter
+from dahl.adapters.base import Checker, LookingUp, Splitter
 from dahl.engine.channel import Channel
 from dahl.results._counters import RunCounters
 from dahl.engine.options import PipelineOptions
@@ -73,9 +73,10 @@ class Scoring:
 
     Args:
         splitter: turns each answer into claims.
-        checker: gives each claim a verdict; with ``can_look_up`` and ``look_up`` (a
-            :class:`dahl.cache.CachingChecker` with a store) a lookup stage reads an
-            answer's cached verdicts in one batched call, and ``check_missed`` checks the rest.
+        checker: gives each claim a verdict; a :class:`~dahl.adapters.base.LookingUp` one
+            that ``can_look_up`` (a :class:`dahl.cache.CachingChecker` with a store) gets a
+            lookup stage that reads an answer's cached verdicts in one batched call, and
+            ``check_missed`` checks the rest.
         whole: the whole-answer cache, or None.
         options: worker counts, queue sizes, γ and K.
         counters: the run's counters.
@@ -107,8 +108,7 @@ class Scoring:
         self.batches = batches
         self.results = results
         self.emit = emit
-        self.look_up = getattr(checker, "look_up", None) if getattr(checker, "can_look_up", False) else None
-        self.check_missed = getattr(checker, "check_missed", None)
+        self.looking_up = checker if isinstance(checker, LookingUp) and checker.can_look_up else None
         self.gamma = options.gamma
         self.k = options.k
 
@@ -123,7 +123,7 @@ class Scoring:
         # not per claim): with many producers on a full channel, per-claim sends made every
         # claim a blocked, woken and often re-blocked sender.
         self.claims: Channel[ClaimJob] = Channel(max(1, o.queue_size // 4))
-        if self.look_up is not None:
+        if self.looking_up is not None:
             self.split: Channel[Pending] = Channel(o.queue_size)
             out.append(Stage("split", self.answers, self._split, workers=o.split_concurrency,
                              outputs=(self.split, self.results), on_error=self._split_failed))
@@ -170,7 +170,7 @@ class Scoring:
             await self.emit(build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k))
             return
         pending = Pending(QueuedAnswer(answer, item.input_hash, item.whole_key), parts, answer is not item.answer)
-        if self.look_up is not None:
+        if self.looking_up is not None:
             await self.split.send(pending)
         else:
             await self.claims.send((pending, range(len(parts))))
@@ -181,8 +181,8 @@ class Scoring:
                                      split_error=error_text(exc)))
 
     async def _lookup(self, pending: Pending) -> None:
-        assert self.look_up is not None
-        found = await self.look_up(pending.claims, pending.item.answer)
+        assert self.looking_up is not None
+        found = await self.looking_up.look_up(pending.claims, pending.item.answer)
         pending.keys = found.keys
         pending.generation = found.generation
         missing: list[int] = []
@@ -205,8 +205,8 @@ class Scoring:
         counters = self.counters
         counters.checks_in_flight += 1
         try:
-            if pending.keys is not None and self.check_missed is not None:
-                verdict = await self.check_missed(claim, pending.item.answer, pending.keys[i], pending.generation)
+            if pending.keys is not None and self.looking_up is not None:
+                verdict = await self.looking_up.check_missed(claim, pending.item.answer, pending.keys[i], pending.generation)
             else:
                 verdict = await self.checker.check(claim, pending.item.answer)
         finally:

@@ -23,7 +23,7 @@ from dahl.records import (
     content_id,
 )
 
-__all__ = ["EncodedResult", "FoundAnswer", "FoundLine", "build_result", "label_counts", "result_of_claims", "result_of_encoded",
+__all__ = ["EncodedResult", "FoundAnswer", "build_result", "label_counts", "result_of_claims", "result_of_encoded",
            "result_of_found"]
 
 _LABEL_NAMES = tuple(label.value for label in LABELS)
@@ -91,30 +91,6 @@ class EncodedResult(msgspec.Struct, frozen=True, kw_only=True):
 
 _JSON_ENCODER = msgspec.json.Encoder()
 _RESULT_DECODER = msgspec.json.Decoder(AnswerResult)
-
-
-class FoundLine(NamedTuple):
-    """An answer's finished ``answers.jsonl`` line, encoded elsewhere (:mod:`dahl.cache.whole_input`).
-
-    Attributes:
-        line: the JSON line, without its newline (what :class:`EncodedResult` encodes to).
-        key: its resume key (:func:`dahl.results._log.line_key` of id and input hash).
-        status: the result's status (a :class:`~dahl.records.Status` value).
-        claims: its number of claims.
-    """
-
-    line: bytes
-    key: int
-    status: str
-    claims: int
-
-    def decoded(self) -> AnswerResult:
-        """The result as an :class:`~dahl.records.AnswerResult`.
-
-        Raises:
-            msgspec.ValidationError: the line is not a result.
-        """
-        return _RESULT_DECODER.decode(self.line)
 
 
 def label_counts(labels: Iterable[Label]) -> tuple[int, ...]:

@@ -23,7 +23,7 @@ from typing import IO
 import msgspec
 import numpy as np
 
-from dahl.results._assemble import EncodedResult, FoundLine
+from dahl.results._assemble import EncodedResult
 from dahl.errors import OutputWriteError
 from dahl.records import Answer, AnswerResult, ResultDigest
 
@@ -186,7 +186,7 @@ class AnswerLog:
         self._start = self._file.tell()
         self._keys, self._ends = array("Q"), array("q")
 
-    def append(self, results: Iterable[AnswerResult | EncodedResult | FoundLine]) -> None:
+    def append(self, results: Iterable[AnswerResult | EncodedResult]) -> None:
         """Append results and flush them to the OS (blocking; call from a thread).
 
         Raises:
@@ -200,12 +200,8 @@ class AnswerLog:
         ends: list[int] = []
         end = self._ends[-1] if self._ends else (self._start or 0)
         for r in results:
-            if isinstance(r, FoundLine):  # encoded by the whole-answer input process
-                buf += r.line
-                keys.append(r.key)
-            else:
-                buf += _ENCODER.encode(r)
-                keys.append(line_key(r.id, r.input_hash))
+            buf += _ENCODER.encode(r)
+            keys.append(line_key(r.id, r.input_hash))
             buf += b"\n"
             ends.append(end + len(buf))
         with writing(self.path):

@@ -41,6 +41,7 @@ from typing import Any
 import anyio
 import msgspec
 
+from dahl.adapters.base import Checker, PreparedKeys
 from dahl.run._plan import AdapterSettings, open_adapters
 from dahl.cache.database import DB_NAME
 from dahl.cache.reader import BatchReader, CachedEntry
@@ -111,8 +112,8 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
             reader, cache = await anyio.to_thread.run_sync(_open_reader, config.cache_dir)
             if reader is not None:
                 stack.push_async_callback(anyio.to_thread.run_sync, reader.close)  # joins its thread
-        split_version = str(getattr(splitter, "parser_version", "1"))
-        check_version = str(getattr(checker, "parser_version", "1"))
+        split_version, check_version = splitter.parser_version, checker.parser_version
+        prepare = checker if isinstance(checker, PreparedKeys) else None
         # Without a cache every call is a miss: past the sample, answers are counted, not prepared.
         chunks = _chunks(config, settings, options.preprocess, options.max_response_chars, exact=reader is not None)
         rules = settings.splitter == "rules"
@@ -160,7 +161,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                 claims += len(parts)
                 calls_before, prompt_before = check.calls, check.prompt_tokens
                 if check_cfg is not None and parts:
-                    await _count_checks(check, check_cfg, checker, reader, check_version, answer, parts,
+                    await _count_checks(check, check_cfg, checker, prepare, reader, check_version, answer, parts,
                                         missing_checks)
                 if rules:
                     rules_sample.cached += 1  # answers
@@ -252,15 +253,15 @@ def _count_unknown(tally: _Tally, cfg: EndpointConfig, answer: Answer, texts: li
         tally.prompt_tokens += estimate_tokens(check_request_body(cfg, answer.question, claim.text)) - cap
 
 
-async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Any, reader: BatchReader | None,
+async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Checker, prepare: PreparedKeys | None,
+                        reader: BatchReader | None,
                         version: str, answer: Answer, parts: list[Claim], missing: set[str]) -> None:
     """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does."""
     from dahl.adapters.bodies import check_request_body, estimate_tokens
     from dahl.cache.keys import check_keys
 
-    prepare = getattr(checker, "prepare_keys", None)
     if prepare is not None:
-        await prepare(parts, answer)
+        await prepare.prepare_keys(parts, answer)
     keys = check_keys(checker, parts, answer)
     found = await _look_up(reader, keys, version)
     cap = max_tokens_of(cfg, "check")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from dahl.adapters.base import Checker, Splitter
+from dahl.adapters.base import Checker, ConcurrencyHint, Splitter
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import Lane, LanePool
 from dahl.engine.pipeline import PipelineOptions
@@ -169,7 +169,8 @@ async def open_adapters(
         checker = EvidenceChecker(await _corpus(settings))
 
     if settings.checker != "openai":
-        check_concurrency = int(getattr(checker, "concurrency", check_concurrency))
+        if isinstance(checker, ConcurrencyHint):
+            check_concurrency = checker.concurrency
     options = PipelineOptions(
         split_concurrency=split_concurrency,
         check_concurrency=check_concurrency,

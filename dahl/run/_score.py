@@ -24,12 +24,8 @@ from dahl.results import _manifest as manifest
 from dahl.run._plan import AdapterSettings, open_adapters, used_templates
 from dahl.adapters.recall import RecallCoverer, RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
-from dahl.cache import wrap as cache_wrap  # PROCESS_AFTER_CLAIMS is read at run time (tests lower it)
 from dahl.cache.answers import code_digest
-from dahl.cache.database import DB_NAME
 from dahl.cache.opening import open_store
-from dahl.cache.whole_input import WholeInputProcess
-from dahl.cache.whole_input_child import Start
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, run_pipeline
@@ -39,7 +35,7 @@ from dahl.errors import ConfigError, OutputWriteError
 from dahl.formats import FORMATS, read_answers
 from dahl.formats.arrow import is_saved_dataset
 from dahl.formats.inline import Input, as_inputs
-from dahl.formats.lines import STDIN, check_input_path, input_bytes, is_stream
+from dahl.formats.lines import STDIN, check_input_path
 from dahl.locking import FolderLock
 from dahl.pricing import Price, PriceTable
 from dahl.records import AnswerResult
@@ -53,12 +49,6 @@ from dahl.run._outputs import collect, run_summary, write_summary
 __all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
 
 log = logging.getLogger(__name__)
-
-#: Inputs of at least this many bytes in all are read by a whole-answer input process
-#: (:mod:`dahl.cache.whole_input`) when the run allows one: starting it costs ~0.4 s of
-#: CPU (on the other core), and it saves ~30 µs of the interpreter lock per answer.
-INPUT_PROCESS_AFTER_BYTES = 16 << 20
-
 
 @dataclass(frozen=True)
 class ScoreConfig:
@@ -86,12 +76,8 @@ class ScoreConfig:
             (``$DAHL_CACHE_DIR`` or the platform cache folder).
         use_cache: False turns the cache off (identical in-flight claims are still
             checked once).
-        input_process: read the input in a child process that finds unchanged answers
-            whole (:mod:`dahl.cache.whole_input`); None: when the inputs total at least
-            :data:`INPUT_PROCESS_AFTER_BYTES` and the run allows one (a whole-answer
-            cache, a Splitter that is not cached). True still needs what the run allows.
         recall: reference facts and recall settings (``--refs``); None = precision only.
-            With recall the whole-answer cache and the input process are off: every
+            With recall the whole-answer cache is off: every
             answer is assembled from its cached claims and verdicts and then covered.
         prices: price overrides by model (``[prices."MODEL"]`` in --config, ``--price``)
             over the shipped table (:mod:`dahl.pricing`); summary.json's ``cost`` block
@@ -114,7 +100,6 @@ class ScoreConfig:
     pipeline: PipelineOptions | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
-    input_process: bool | None = None
     recall: RecallSettings | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)
     max_cost_usd: float | None = None
@@ -254,7 +239,6 @@ class _Reading:
     resumed: list[int] = field(default_factory=lambda: [0])
 
 
-
 async def _score_locked(
     config: ScoreConfig, counters: RunCounters, on_result: Callable[[AnswerResult], None] | None
 ) -> ScoreReport:
@@ -273,14 +257,11 @@ async def _score_locked(
     answer_log = AnswerLog(out_dir / "answers.jsonl")
     reading = _Reading(InputErrors(counters))
     async with AsyncExitStack() as stack:
-        child = None if config.recall is not None else await anyio.to_thread.run_sync(_spawn_input_process, config)
-        if child is not None:
-            stack.push_async_callback(_close_input_process, child)
         parts = await _open_parts(config, counters, stack)
         # From here answers.jsonl changes: the folder is stale until the run completes
         # (not before: a run refused for its settings leaves the last summary valid).
         await anyio.to_thread.run_sync(manifest.mark_started, out_dir, previous, started_at, parts.config_hash)
-        await _run_stages(config, parts, counters, on_result, answer_log, reading, child)
+        await _run_stages(config, parts, counters, on_result, answer_log, reading)
     reading.errors.log_suppressed()
     summary, summary_path = await _summarize(config, parts, counters, answer_log, reading, input_files, previous,
                                              started_at)
@@ -313,7 +294,7 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
         if unusable is not None:
             cache_state = f"disabled ({unusable})"
     splitter = CachingSplitter(inner_splitter, cache, counters)
-    checker = CachingChecker(inner_checker, cache, counters, process_after=cache_wrap.PROCESS_AFTER_CLAIMS)
+    checker = CachingChecker(inner_checker, cache, counters)
     if config.pipeline is not None:
         options = config.pipeline
     options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
@@ -341,7 +322,6 @@ async def _run_stages(
     on_result: Callable[[AnswerResult], None] | None,
     answer_log: AnswerLog,
     reading: _Reading,
-    child: WholeInputProcess | None,
 ) -> None:
     """Read the input and run split, check and cover into ``answers.jsonl``, which is closed on the way out.
 
@@ -350,9 +330,6 @@ async def _run_stages(
     """
     finished = await anyio.to_thread.run_sync(answer_log.finished_keys)
     await anyio.to_thread.run_sync(answer_log.open)
-    if child is not None:  # a pipe write, or a wait for the child to end: off the loop
-        child = await anyio.to_thread.run_sync(_begin_input_process, child, config, parts.run_fp, parts.whole,
-                                               parts.cache, parts.options)
     # A full cyclic-GC pass over everything imported and built so far (modules,
     # a corpus index) takes ~50-100 ms and would stall the event loop mid-run:
     # leave those long-lived objects out of the collector until the run ends.
@@ -361,7 +338,7 @@ async def _run_stages(
     try:
         await run_pipeline(
             answer_source(config.inputs, config.fmt, config.response_column, parts.run_fp, finished, reading.order,
-                          reading.errors, reading.resumed, child, config.adapters.input_needs, counters,
+                          reading.errors, reading.resumed, config.adapters.input_needs, counters,
                           fields=config.fields),
             parts.splitter,
             parts.checker,
@@ -416,44 +393,6 @@ async def _summarize(
     return summary, await write_summary(summary, config.out_dir, answer_log, collected, parts.config_hash)
 
 
-def _spawn_input_process(config: ScoreConfig) -> WholeInputProcess | None:
-    """Start the run's whole-answer input process early, if it may get one (see :attr:`ScoreConfig.input_process`)."""
-    # Whole-answer keys of this form need the cache, a Checker with a key recipe (the
-    # openai one) and a Splitter that is not cached (a cached one adds its split request).
-    if (config.input_process is False or not config.use_cache or config.adapters.checker != "openai"
-            or config.adapters.splitter == "openai"):
-        return None
-    files = [p for p in config.inputs if isinstance(p, Path) and not is_stream(p)]
-    if len(files) < len(config.inputs):  # the child reads files only, and a stream can be read once
-        return None
-    if config.input_process is None and sum(input_bytes(p) or 0 for p in files) < INPUT_PROCESS_AFTER_BYTES:
-        return None
-    try:
-        return WholeInputProcess()
-    except OSError as exc:
-        log.warning("cannot start the whole-answer input process (%s); reading the input here", exc)
-        return None
-
-
-def _begin_input_process(
-    child: WholeInputProcess,
-    config: ScoreConfig,
-    run_fp: bytes,
-    whole: AnswerCache | None,
-    cache: CacheStore | None,
-    options: PipelineOptions,
-) -> WholeInputProcess | None:
-    """Tell ``child`` what to read, or stop it when the run's adapters allow no whole-answer keys of that form."""
-    material = whole.key_material() if whole is not None else None
-    if material is None or cache is None:
-        child.close()
-        return None
-    child.begin(Start([str(p) for p in config.inputs], config.fmt, config.response_column, run_fp, material,
-                      str(cache.directory / DB_NAME), config.gamma, config.k, options.read_batch,
-                      config.adapters.input_needs.value, config.fields))
-    return child
-
-
 def _check_inputs(config: ScoreConfig) -> None:
     """Open every input as the run will (format detection, CSV columns); raise ConfigError early.
 
@@ -474,13 +413,6 @@ def _lock_output(out_dir: Path) -> FolderLock:
         hint="wait for it to finish, or write to another folder with -o",
         error=ConfigError,
     )
-
-
-async def _close_input_process(child: WholeInputProcess) -> None:
-    """Stop the whole-answer input process (a wait of up to 2 s) in a thread, even when the run is cancelled."""
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(child.close)
-
 
 
 def _close_log(answer_log: AnswerLog, stopped: bool) -> None:

@@ -8,15 +8,8 @@ id in ``answers.jsonl``: the first one read is kept); an answer the output
 folder already holds (``finished``) is skipped and counted as resumed; every kept key
 gets its input position (``order``, which :meth:`AnswerLog.finalize` sorts by).
 
-With a :class:`~dahl.cache.whole_input.WholeInputProcess` the records come from that
-child: answers it found whole arrive as finished lines
-(:class:`~dahl.results._assemble.FoundLine`), the others as their JSON with their
-input hash. Should the child stop, the input is read here from where its
-records end.
-
-It sits beside :mod:`dahl.run._score`, above both ``engine/`` and ``cache/``: it joins the
-readers, the engine's queue records and the cache's input child, so neither lower
-layer imports the other.
+It sits beside :mod:`dahl.run._score`, above ``engine/``: it joins the readers and the
+engine's queue records, so neither imports the other.
 """
 
 from __future__ import annotations
@@ -26,14 +19,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import msgspec
-
-from dahl.cache.whole_input import WholeInputFailed, WholeInputProcess
-from dahl.cache.whole_input_child import Bad, Hit
 from dahl.results._counters import RunCounters
 from dahl.results._log import answer_input_hash, line_key
 from dahl.engine.pipeline import QueuedAnswer
-from dahl.results._assemble import FoundLine
 from dahl.errors import InputError
 from dahl.formats import Needs, Records, read_answers
 from dahl.formats.lines import input_name
@@ -47,7 +35,6 @@ log = logging.getLogger(__name__)
 #: further ones are counted and logged as one line (:meth:`InputErrors.log_suppressed`).
 MAX_REPORTED_INPUT_ERRORS = 20
 
-_ANSWER_DECODER = msgspec.json.Decoder(Answer)
 _LINE_MASK = (1 << 40) - 1
 
 
@@ -98,12 +85,11 @@ def answer_source(
     order: dict[int, int],
     errors: Callable[[InputError], None],
     resumed: list[int],
-    child: WholeInputProcess | None = None,
     needs: Needs = Needs.NOTHING,
     counters: RunCounters | None = None,
     fields: dict[str, str] | None = None,
-) -> Iterator[QueuedAnswer | FoundLine]:
-    """Yield the answers of ``inputs`` still to score, and the lines of those found whole.
+) -> Iterator[QueuedAnswer]:
+    """Yield the answers of ``inputs`` still to score.
 
     Args:
         inputs, fmt, response_column, fields: the run's inputs (see :func:`dahl.formats.read_answers`).
@@ -112,8 +98,6 @@ def answer_source(
         order: filled with the input position of every key.
         errors: called with each rejected record (bad record, duplicate).
         resumed: ``resumed[0]`` counts the answers skipped as finished.
-        child: the process reading the input, if one was started; closed at the end
-            (it was started with the same ``needs``).
         needs: what every answer must carry for the run's adapters (claims, labels).
         counters: the run's counters; ``answers_resumed`` follows ``resumed[0]`` as it grows.
 
@@ -130,14 +114,14 @@ def answer_source(
         path, line = input_name(inputs[where >> 40]), where & _LINE_MASK
         return f"{path}:{line}" if line else path
 
-    def admit(key: int, answer_id: str, file: int, line: int, answer: Answer | None = None) -> bool:
+    def admit(key: int, answer_id: str, file: int, line: int, answer: Answer) -> bool:
         nonlocal position
         first = first_seen.get(hash(answer_id))
         if first is not None:
             if key in order:
                 message = f"duplicate answer (same id and content as {at(first)}) skipped"
             else:
-                derived = answer is not None and answer_id == content_id(answer.model, answer.question, answer.response)
+                derived = answer_id == content_id(answer.model, answer.question, answer.response)
                 how = " (an id derived from model, question and response)" if derived else ""
                 message = (f"answer id {answer_id!r}{how} is already used by {at(first)} with different content; "
                            "skipped (give each answer its own id)")
@@ -153,44 +137,9 @@ def answer_source(
             return False
         return True
 
-    # Records of each file taken from the child: where reading here picks up should it stop.
-    answers_taken = [0] * len(inputs)
-    rejected_taken = [0] * len(inputs)
-    if child is not None:
-        try:
-            for record in child.records():
-                if isinstance(record, Bad):
-                    rejected_taken[record.file] += 1
-                    errors(InputError(record.message, file=record.path, line=record.line, field=record.field))
-                    continue
-                answers_taken[record.file] += 1
-                if isinstance(record, Hit):
-                    if admit(record.key, record.id, record.file, record.at):
-                        yield FoundLine(record.line, record.key, record.status, record.claims)
-                    continue
-                answer = _ANSWER_DECODER.decode(record.answer)
-                if admit(record.key, answer.id, record.file, record.at, answer):
-                    yield QueuedAnswer(answer, record.input_hash, record.whole_key or None)
-            return
-        except WholeInputFailed as exc:
-            log.warning("the whole-answer input process stopped (%s); reading the rest of the input here", exc)
-        finally:
-            child.close()
     for file, path in enumerate(inputs):
-        skip_answers, skip_rejected = answers_taken[file], rejected_taken[file]
-
-        def rejected(err: InputError) -> None:
-            nonlocal skip_rejected
-            if skip_rejected:  # the child sent it already
-                skip_rejected -= 1
-                return
-            errors(err)
-
         for line, answer in read_answers(path, fmt, response_column=response_column, fields=fields,
-                                         on_error=rejected, needs=needs).pairs():
-            if skip_answers:
-                skip_answers -= 1
-                continue
+                                         on_error=errors, needs=needs).pairs():
             input_hash = answer_input_hash(answer, run_fp)
             if admit(line_key(answer.id, input_hash), answer.id, file, line or 0, answer):
                 yield QueuedAnswer(answer, input_hash)

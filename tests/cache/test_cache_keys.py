@@ -23,6 +23,8 @@ class StubChecker:
     """Offline checker without a cache_request hook."""
 
     fingerprint = "stub/v1"
+    cacheable = True
+    parser_version = "1"
 
     async def check(self, claim: Claim, answer: Answer) -> Any:  # pragma: no cover - never called
         raise AssertionError
@@ -32,6 +34,8 @@ class StubSplitter:
     """Offline splitter without a cache_request hook."""
 
     fingerprint = "stubsplit/v1"
+    cacheable = True
+    parser_version = "1"
 
     async def split(self, answer: Answer) -> list[Claim]:  # pragma: no cover - never called
         raise AssertionError
@@ -236,6 +240,7 @@ class TestHookWithoutText:
 
         class OnlySettings:
             fingerprint = "only-settings/v1"
+            cache_request_covers_input = False
 
             def cache_request(self, claim: Claim, answer: Answer) -> dict[str, list[str]]:
                 return {"doc_ids": ["d1"]}

@@ -186,31 +186,23 @@ class TestReader:
         with pytest.raises(asyncio.CancelledError):
             await doomed
 
-    async def test_a_committed_key_joins_the_key_filter(self, store: CacheStore) -> None:
-        """A key put is served from memory until its commit, then read from disk through the key filter.
-
-        The writer thread adds each committed batch to the filter before the batch
-        leaves memory, so the lookup finds the key at every moment in one or the other.
-        """
-        with anyio.fail_after(10):
-            while store._filter is None:  # the scanner publishes it (an empty cache: at once)
-                await asyncio.sleep(0.01)
+    async def test_a_committed_key_is_read_from_disk(self, store: CacheStore) -> None:
+        """A key put is served from memory until its commit, then read from disk; an absent key is a read miss."""
         store.put(KEY, VERDICT, None)
         assert await store.get(KEY) == CachedEntry(VERDICT, None)
         assert store._memory_hits == 1
         await store.flush()
-        assert KEY in store._filter
         assert await store.get(KEY) == CachedEntry(VERDICT, None)
         assert (store._memory_hits, store._reader.hits) == (1, 1)
         assert await store.get(_key(7)) is None
-        assert store._filtered == 1  # ruled out without a read (a 3 % false positive would read)
+        assert store._reader.misses == 1
 
     async def test_read_error_is_miss_with_one_warning(
         self, store: CacheStore, caplog: pytest.LogCaptureFixture
     ) -> None:
         """A database that fails mid-run gives misses and exactly one warning."""
         store.put(KEY, VERDICT, None)
-        store.put(_key(1), VERDICT, None)  # on disk too: the key filter cannot rule it out
+        store.put(_key(1), VERDICT, None)
         await store.flush()
         con = sqlite3.connect(store.directory / "cache.db")
         con.execute("ALTER TABLE entries RENAME TO gone")
@@ -524,13 +516,7 @@ class TestOneRowLayout:
         assert (stats["hits"], stats["raw_hits"], stats["misses"]) == (1, 1, 298)
 
     async def test_600_keys_are_two_queries(self, store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A reader call of 600 absent keys runs two SELECTs (500 names per IN list), not four.
-
-        With no key filter, as before the scanner publishes it (on an empty cache it may
-        be published before the lookup, and would answer all 600 without a read).
-        """
-        store._scanner.join()
-        store._filter = None
+        """A reader call of 600 absent keys runs two SELECTs (500 names per IN list), not four."""
         selects = _trace_selects(store, monkeypatch)
         assert await store.get_many([_key(i) for i in range(600)]) == [None] * 600
         assert store.read_batches == 1
@@ -545,9 +531,7 @@ class TestOneRowLayout:
             assert await slow.get(KEY, parser_version="2") == CachedEntry(VERDICT, None)
             assert slow.read_batches == 0
             assert await slow.get(KEY, parser_version="1") is None  # nothing on disk yet
-            # Read from disk, or ruled out by the key filter if the scanner published it
-            # (an uncommitted key is not in it): either way one lookup beyond memory.
-            assert slow.read_batches + slow._filtered == 1
+            assert slow.read_batches == 1
             assert slow.transactions == 0
 
     async def test_a_later_put_replaces_the_row(self, store: CacheStore) -> None:

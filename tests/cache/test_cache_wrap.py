@@ -25,6 +25,7 @@ class StubChecker:
     """Labels 'true' claims supported; fails claims containing 'fail'; counts calls."""
 
     fingerprint = "stubcheck/v1"
+    cacheable = True
 
     def __init__(self, *, delay_s: float = 0.0, parser_version: str = "1") -> None:
         self.delay_s = delay_s
@@ -64,6 +65,7 @@ class StubSplitter:
     """Splits on '. '; raises for responses containing 'fail'; counts calls."""
 
     fingerprint = "stubsplit/v1"
+    cacheable = True
 
     def __init__(self, *, delay_s: float = 0.0, parser_version: str = "1") -> None:
         self.delay_s = delay_s

@@ -13,8 +13,8 @@ import pytest
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
 from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
-from dahl.results._assemble import FoundAnswer, FoundLine
-from dahl.errors import ConfigError, FatalAPIError, PermanentAPIError, QuotaExhausted
+from dahl.results._assemble import FoundAnswer
+from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted
 from dahl.metrics import answer_recall
 from dahl.records import Answer, AnswerRecall, AnswerResult, Coverage, FactResult
 
@@ -207,19 +207,6 @@ class TestCoverStage:
             await run_pipeline(source(), SentenceSplitter(), CountingChecker(), log_file,  # type: ignore[arg-type]
                                options=PipelineOptions(), counters=RunCounters(), whole=NoWhole(),
                                coverer=KeywordCoverer())
-
-    async def test_a_line_found_whole_by_the_source_is_refused(self, tmp_path: Path) -> None:
-        """A FoundLine reaching the cover stage stops the run with ConfigError (a ValueError), not a group."""
-        line = FoundLine(line=b'{"id":"x"}', key=1, status="scored", claims=0)
-        log_file = AnswerLog(tmp_path / "a.jsonl")
-        log_file.open()
-        try:
-            with pytest.raises(ConfigError, match="an answer found whole cannot be covered"):
-                await run_pipeline(iter([line]), SentenceSplitter(), CountingChecker(), log_file,  # type: ignore[arg-type]
-                                   options=PipelineOptions(), counters=RunCounters(), coverer=KeywordCoverer())
-        finally:
-            log_file.close()
-        assert (tmp_path / "a.jsonl").read_bytes() == b""
 
     async def test_cover_counters_reach_the_summary_only_with_a_coverer(self, tmp_path: Path) -> None:
         """as_dict() gains answers_covered, facts_judged, facts_failed with a coverer; without one it is unchanged."""

@@ -66,6 +66,7 @@ class GatedChecker:
     def __init__(self, *holds: str) -> None:
         self.inner = FakeChecker()
         self.fingerprint = self.inner.fingerprint
+        self.cacheable, self.parser_version = True, "1"
         self.holds = holds
         self.held = 0
 
@@ -77,7 +78,7 @@ class GatedChecker:
         return await self.inner.check(claim, answer)
 
 
-def config_for(answers: Path, out_dir: Path, url: str, *, input_process: bool | None = None) -> ScoreConfig:
+def config_for(answers: Path, out_dir: Path, url: str) -> ScoreConfig:
     """An openai-Checker run of ``answers`` into ``out_dir`` with up to 1,000 checks in flight.
 
     Built before the detector starts: a ScoreConfig checks its files when built, at the
@@ -86,7 +87,6 @@ def config_for(answers: Path, out_dir: Path, url: str, *, input_process: bool | 
     return ScoreConfig(
         inputs=(answers,),
         out_dir=out_dir,
-        input_process=input_process,
         adapters=AdapterSettings(
             splitter="given",
             checker="openai",
@@ -117,35 +117,26 @@ class TestNoBlockingCallOnTheLoop:
         assert report.counters.claims_done == 1000
         assert mocks.stats(mock_url)["check"] == 1000
 
-    @pytest.mark.parametrize("input_process", [False, True], ids=["input-read-here", "input-process"])
-    async def test_rescore_from_the_cache(
-        self, tmp_path: Path, mock_url: str, mocks: Any, input_process: bool
-    ) -> None:
-        """A re-score into a new folder finds all 100 answers whole, sends 0 requests, blocks nothing.
-
-        With ``input_process`` the input is read by the whole-answer child process and the
-        loop reads its frames from a pipe.
-        """
+    async def test_rescore_from_the_cache(self, tmp_path: Path, mock_url: str, mocks: Any) -> None:
+        """A re-score into a new folder finds all 100 answers whole, sends 0 requests, blocks nothing."""
         write_answers(tmp_path / "answers.jsonl", N_ANSWERS, CLAIMS_EACH)
         await score_async(config_for(tmp_path / "answers.jsonl", tmp_path / "first", mock_url))
         assert mocks.stats(mock_url)["check"] == 1000
-        again = config_for(tmp_path / "answers.jsonl", tmp_path / "again", mock_url, input_process=input_process)
+        again = config_for(tmp_path / "answers.jsonl", tmp_path / "again", mock_url)
         with blockbuster_ctx():
             report = await score_async(again)
         assert (report.counters.answers_cached, report.counters.claims_cached) == (100, 1000)
         assert mocks.stats(mock_url)["check"] == 1000  # not one more
 
-    async def test_failed_rescore_stops_the_input_process_off_the_loop(
-        self, tmp_path: Path, mock_url: str
-    ) -> None:
-        """A run that fails with the input process open stops it in a thread; each answer is written once.
+    async def test_failed_rescore_writes_each_answer_once(self, tmp_path: Path, mock_url: str) -> None:
+        """A re-score whose ``on_result`` raises stops without blocking the loop; each answer is written once.
 
         ``on_result`` raising after a write batch made the writer append that batch again,
         on the loop: 200 lines for 100 answers.
         """
         write_answers(tmp_path / "answers.jsonl", N_ANSWERS, CLAIMS_EACH)
         await score_async(config_for(tmp_path / "answers.jsonl", tmp_path / "first", mock_url))
-        again = config_for(tmp_path / "answers.jsonl", tmp_path / "again", mock_url, input_process=True)
+        again = config_for(tmp_path / "answers.jsonl", tmp_path / "again", mock_url)
 
         def fail(result: object) -> None:
             raise RuntimeError("the caller gives up")

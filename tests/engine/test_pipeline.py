@@ -23,6 +23,8 @@ class SentenceSplitter:
     """Splits on '. ' so tests do not depend on the rule Splitter."""
 
     fingerprint = "test-sentences"
+    cacheable = True
+    parser_version = "1"
 
     async def split(self, answer: Answer) -> list[Claim]:
         parts = [p.strip().rstrip(".") for p in answer.response.split(". ") if p.strip()]
@@ -33,6 +35,8 @@ class CountingChecker:
     """Supported unless the claim contains 'wrong'; counts calls; can fail or block."""
 
     fingerprint = "test-counting"
+    cacheable = True
+    parser_version = "1"
 
     def __init__(self, *, fail_on: str | None = None, quota_on: str | None = None, fatal_on: str | None = None) -> None:
         self.calls = 0
@@ -99,6 +103,8 @@ class TestRunPipeline:
 
         class Gathering:
             fingerprint = "test-gathering"
+            cacheable = True
+            parser_version = "1"
 
             def __init__(self) -> None:
                 self.in_flight = 0

@@ -19,7 +19,7 @@ class TestUnbatched:
 
         async def work(item: int) -> None:
             taken.append(item)
-            holders[item] = str(id(anyio.get_current_task()))
+            holders[item] = str(anyio.get_current_task().id)  # not id(TaskInfo): a freed one is reused
             await release.wait()
 
         stage: Stage[int] = Stage("t", Unbatched(batches, lambda b: b), work, workers=3)
