@@ -1,4 +1,4 @@
-"""The Splitter and Checker protocols every adapter implements, and the capabilities the cache reads (DESIGN.md §6).
+"""The Splitter and Checker protocols every adapter implements, and the capabilities the cache reads.
 
 Every Splitter and Checker declares what the cache needs to know of it:
 

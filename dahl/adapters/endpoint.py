@@ -17,7 +17,7 @@ A stage keeps its template and its parser and describes what it asks as a
   reply format (HTTP 400 or 422 naming ``response_format``, or for Anthropic the forced
   tool, ``tools`` / ``tool_choice``) is asked in text mode from then on (logged once);
 * the one re-ask: a reply the stage's parser rejects is asked again once, with the parse
-  error (DESIGN.md §5); the usage of both calls is summed.
+  error; the usage of both calls is summed.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 OpenAI-compatible ``/chat/completions`` here (:func:`post_chat`); Anthropic ``/messages``
 sends through :func:`post_bytes` and :func:`decode_json` too (:mod:`dahl.adapters.anthropic`).
 
-This is the only module that imports aiohttp's exceptions (STYLE.md 4): every
+This is the only module that imports aiohttp's exceptions: every
 transport, status and body failure leaves it as a :mod:`dahl.errors` type, which
 the engine's lane turns into a retry decision:
 

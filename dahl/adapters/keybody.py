@@ -1,4 +1,4 @@
-"""Cache-key material of the OpenAI-compatible Checker's request body (DESIGN.md §5).
+"""Cache-key material of the OpenAI-compatible Checker's request body.
 
 The key must cover the body as sent; hashing a whole templated body per claim costs
 more than the rest of a cache hit, so the body is split once into a constant frame

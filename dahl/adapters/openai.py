@@ -5,7 +5,7 @@ kept as evidence), vLLM, Ollama, Together and others. One call = build the body
 (:func:`split_request_body` / :func:`check_request_body`, pure, so the cache can
 hash exactly what is sent), hand ONE HTTP attempt to the engine's lane (which
 does all waiting, rate limiting and retrying), then parse strictly. A reply that
-cannot be parsed is re-asked once with the parse error (DESIGN.md §5); after
+cannot be parsed is re-asked once with the parse error; after
 that the Checker returns label ``error`` and the Splitter raises.
 
 The format fallback and the re-ask are the endpoint client's

@@ -12,7 +12,7 @@ not_supported (by the evidence) / irrelevant, so an unsupported verdict says
 whether the evidence contradicts the claim or only does not say it ("Beyond
 Precision" error analysis; FActScore's retrieve-then-ask Checker, Min et al. 2023).
 
-Text under evaluation is untrusted (DESIGN.md §6): it is placed in tagged data
+Text under evaluation is untrusted: it is placed in tagged data
 blocks (``<question>``, ``<answer>``, ``<claim>``, ``<evidence>``), any tag-like
 sequence of those names inside the data is neutralized (``<`` becomes ``‹``) so
 the data cannot close its block, and the system message says that block

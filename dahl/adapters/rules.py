@@ -55,7 +55,7 @@ No model is called. The rules, applied to each sentence of
    cut after "Patients"), on "and"/"but" ("a rare but serious side effect" stays whole) or
    right after an abbreviation that binds to what follows ("20% resp. in").
    (rules/v5 emitted every growing prefix instead, "Takeo Miki died", "Lactic
-   acidosis is a rare"; issue 19.)
+   acidosis is a rare".)
    rules/v6 also (in :mod:`dahl.adapters.clauses`): a year in parentheses
    after a title is a claim ("Rashomon (1950)" -> "Rashomon is from 1950"; a
    range "ran from A to B"); a place chain ending a claim names the places that

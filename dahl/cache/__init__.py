@@ -1,4 +1,4 @@
-"""Content-hash cache of split and check results (DESIGN.md §5, issue 4).
+"""Content-hash cache of split and check results.
 
 - :mod:`dahl.cache.keys`: canonical, versioned keys (blake2b-128 of msgspec
   deterministic bytes).

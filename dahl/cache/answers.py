@@ -4,7 +4,7 @@ Per-claim entries (:mod:`dahl.cache.wrap`) make a re-score call the API only for
 changed claims, but every claim still costs a key, a lookup and its share of
 assembling the result. An answer whose input and settings are unchanged has the
 same claims and verdicts as before, so its finished claims are stored under one
-key, and a re-score of it costs one lookup (issue 4: ≥ 50,000 cached claims/s).
+key, and a re-score of it costs one lookup (≥ 50,000 cached claims/s).
 
 Key: blake2b-128 over
 

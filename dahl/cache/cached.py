@@ -1,4 +1,4 @@
-"""The one caching wrapper every stage's cache goes through (DESIGN.md §5).
+"""The one caching wrapper every stage's cache goes through.
 
 A :class:`Cached` holds one stage's view of the run's store: the parser version its
 values are stored under, how a stored entry becomes a value (``decode``: take the

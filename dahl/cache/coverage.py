@@ -1,4 +1,4 @@
-"""The caching wrapper around a coverage judge (DESIGN.md §5, like :class:`~dahl.cache.wrap.CachingChecker`).
+"""The caching wrapper around a coverage judge (like :class:`~dahl.cache.wrap.CachingChecker`).
 
 One cache entry per (answer text, fact, judge): the key is blake2b-128 of the canonical
 msgpack array ``[KEY_VERSION, "cover", judge fingerprint, blake2b-128 of the normalized

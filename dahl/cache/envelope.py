@@ -4,7 +4,7 @@ Every cached result is ONE row named by its bare cache key (32 hex digits, see
 :mod:`dahl.cache.keys`) whose value is a msgpack-encoded :class:`Stored` envelope.
 A lookup resolves an envelope for the caller's parser version with :func:`entry_of`:
 the same version gives the value; another version gives the raw reply to re-parse
-(DESIGN.md §5: a parser change re-parses without calling the model again).
+(a parser change re-parses without calling the model again).
 
 Rows of the old layout (``f"{key}:v{version}"`` and ``f"{key}:raw"``) are never read:
 their names differ from every bare key.

@@ -1,4 +1,4 @@
-"""Single flight: identical keys in flight share one call (DESIGN.md §5)."""
+"""Single flight: identical keys in flight share one call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Canonical cache keys for split and check results (DESIGN.md §5, issue 4 item 1).
+"""Canonical cache keys for split and check results.
 
 A key is the blake2b-128 hex digest (32 hex characters) of the deterministic
 msgpack encoding (``msgspec``, ``order="deterministic"``: map keys sorted) of a

@@ -1,4 +1,4 @@
-"""The cache's reader thread: batched lookups off the event loop (DESIGN.md §1).
+"""The cache's reader thread: batched lookups off the event loop.
 
 :meth:`BatchReader.read` parks a group of keys with one future. Pending groups go to
 ONE reader-thread call (``loop.run_in_executor``) when they hold 256 keys; else, when

@@ -1,4 +1,4 @@
-"""The caching, single-flight wrapper around a Splitter (DESIGN.md §5).
+"""The caching, single-flight wrapper around a Splitter.
 
 What it reads of the Splitter it wraps is declared in :mod:`dahl.adapters.base`
 (``cacheable``, ``parser_version``; :class:`~dahl.adapters.base.RawSplitter`,

@@ -8,11 +8,11 @@ Verdict's own ``raw``. One row per result halves the writer's rows and lets a ba
 of lookups, misses included, take one query.
 
 A lookup with the stored ``parser_version`` gets the value; with another one it gets
-the raw reply alone, so the caller re-parses without calling the model again
-(DESIGN.md §5), and its put of the re-parsed value keeps the raw reply. Rows of the
-former two-row layout (``k:v1``, ``k:raw``) are never read: they are misses.
+the raw reply alone, so the caller re-parses without calling the model again,
+and its put of the re-parsed value keeps the raw reply. Rows of another layout
+(``k:v1``, ``k:raw``) are never read: they are misses.
 
-Threads (the event loop never touches SQLite, DESIGN.md §1):
+Threads (the event loop never touches SQLite):
 
 - Writes: :meth:`CacheStore.put` only enqueues. ONE writer thread commits batches in a
   single transaction when ``flush_items`` are queued or ``flush_interval_s`` has
@@ -106,7 +106,7 @@ class CacheStore:
         flush_interval_s: longest an entry waits in the queue before it is written,
             seconds. 0.15 by default: a commit itself takes tens of milliseconds while
             the loop keeps working, so an entry is on disk within ~0.25 s of its put and
-            a killed run loses at most that much (issue 4: batches of ≤ 250 ms).
+            a killed run loses at most that much (batches of ≤ 250 ms).
 
     Attributes:
         directory: the cache directory.

@@ -1,4 +1,4 @@
-"""The caching, single-flight wrapper around a Checker (DESIGN.md §5).
+"""The caching, single-flight wrapper around a Checker.
 
 The Splitter's counterpart is in :mod:`dahl.cache.splits`. What both read of the
 adapter they wrap is declared in :mod:`dahl.adapters.base`: ``fingerprint``,

@@ -1,4 +1,4 @@
-"""The cache's single writer thread: batched transactions off the event loop (DESIGN.md §1).
+"""The cache's single writer thread: batched transactions off the event loop.
 
 Each put becomes ONE row named by its bare key, holding a
 :class:`~dahl.cache.envelope.Stored` envelope (parser version, value, raw reply).

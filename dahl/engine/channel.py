@@ -1,6 +1,6 @@
 """A bounded queue between pipeline stages that ends when its last sender closes.
 
-The asyncio equivalent of an anyio memory object stream (DESIGN.md §1), without
+The asyncio equivalent of an anyio memory object stream, without
 its per-item checkpoint: ``send`` and ``receive`` return at once when the queue
 has room or an item, so a claim costs no extra trip through the event loop.
 Backpressure is unchanged: ``send`` waits while ``size`` items are queued.

@@ -1,6 +1,6 @@
 """The cover stage: every finished answer gets its recall from a Coverer before it is written.
 
-Between the scoring stages and the writer (DESIGN.md §1, §4 recall):
+Between the scoring stages and the writer:
 
     ... --results--> cover workers (coverer.cover) --covered--> writer
 

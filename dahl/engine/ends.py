@@ -2,7 +2,7 @@
 
 Both are plain tasks of :func:`~dahl.engine.stage.run_stages`, not stages: the reader
 takes batches of a blocking iterator in a thread, the writer appends batches to the
-answer log in a thread (DESIGN.md §1).
+answer log in a thread.
 """
 
 from __future__ import annotations

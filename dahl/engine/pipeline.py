@@ -3,7 +3,7 @@
 A run is a set of :class:`~dahl.engine.stage.Stage` s joined by bounded channels,
 with the reader and the writer as plain tasks, all in one task group
 (:func:`~dahl.engine.stage.run_stages`). Each stage is a fixed pool of workers, so
-memory is O(workers + queue sizes) whatever the input size (DESIGN.md §1):
+memory is O(workers + queue sizes) whatever the input size:
 
     reader (thread, batches) [--batches--> whole] --answers--> split [--split--> lookup]
         --claims--> check --results--> [cover --covered-->] writer (thread, batches of

@@ -1,6 +1,6 @@
 """The stages that score answers: whole-answer lookup, split, cache lookup and check.
 
-Each is a :class:`~dahl.engine.stage.Stage` (DESIGN.md §1); :func:`dahl.engine.pipeline.run_pipeline`
+Each is a :class:`~dahl.engine.stage.Stage`; :func:`dahl.engine.pipeline.run_pipeline`
 wires them between the reader and the writer:
 
     batches --whole--> answers --split--> split --lookup--> claims --check--> results

@@ -1,6 +1,6 @@
 """A stage: a fixed pool of workers reading one bounded channel and writing others.
 
-Runs are composed of stages (DESIGN.md §1): split and check in ``dahl score``, cover
+Runs are composed of stages: split and check in ``dahl score``, cover
 when recall is asked for, extract and rate in ``dahl refs build``. Each stage owns its
 error policy; what a worker does with an item (call an adapter, look the cache up, send
 the item on) is its ``work`` function, which also counts what the run reports

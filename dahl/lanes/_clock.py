@@ -1,7 +1,7 @@
 """Time sources for the engine: the :class:`Clock` protocol and a virtual-time event loop.
 
 Limiters, the pause gate and the retry loop read time and sleep only through a
-:class:`Clock`, so tests and dry runs can replace real time (STYLE.md point 9).
+:class:`Clock`, so tests and dry runs can replace real time.
 
 :class:`SystemClock` reads the running event loop's clock. Because it asks the
 *loop*, running code on a :class:`VirtualTimeLoop` makes every ``SystemClock``,

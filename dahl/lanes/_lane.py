@@ -1,6 +1,6 @@
 """Lanes: one rate-limited, retrying channel per (endpoint, API key, model).
 
-A :class:`Lane` owns what DESIGN.md §5 puts on one endpoint: the retry loop of
+A :class:`Lane` owns what belongs to one endpoint in this process: the retry loop of
 :mod:`dahl.lanes._retry`, an in-flight cap and the start ramp, and -- behind its
 :class:`~dahl.lanes._limiter.Limiter`, shared with every process calling the endpoint
 -- an RPM bucket, a TPM bucket (reserve prompt estimate + max_tokens; see
@@ -8,7 +8,7 @@ A :class:`Lane` owns what DESIGN.md §5 puts on one endpoint: the retry loop of
 (``Retry-After``, ``x-ratelimit-reset-*``), the circuit breaker and the run's spend
 cap. Split and check calls to the same endpoint share one lane. :class:`LanePool`
 builds lanes (and their limiters, with its ``limiter_factory``) inside a run; there is
-no module-global registry (STYLE.md point 8).
+no module-global registry.
 
 One attempt goes: breaker admits -> take an in-flight slot -> (start ramp) -> the
 limiter's acquire (pause gate, RPM, TPM) -> send -> settle the reservation against

@@ -6,8 +6,8 @@ what every caller of one endpoint, key and model shares: the RPM and TPM buckets
 pause gate, the breaker's state and the run's spend cap. A
 :class:`~dahl.lanes._lane.LanePool` builds one limiter per lane with its
 ``limiter_factory`` (:class:`LimiterFactory`): :class:`~dahl.lanes._memory.MemoryLimiters`,
-for one process, by default; a shared backend (Redis, for shards: DESIGN.md §5
-Scale-out) implements the same protocol.
+for one process, by default; a shared backend (Redis, for shards) implements the same
+protocol.
 
 One attempt, as the lane drives it::
 

@@ -2,7 +2,7 @@
 
 :class:`RateBucket` enforces a per-minute rate. It starts (nearly) empty and
 paces acquires at the rate, holds at most ``burst_s`` seconds of rate after an
-idle spell (DESIGN.md §5: "burst ≤ 1 s of rate"), and keeps a sliding log so
+idle spell ("burst ≤ 1 s of rate"), and keeps a sliding log so
 that no span of ``window_s`` seconds admits more than ``window_s`` seconds of
 rate. That last cap matters because servers count in fixed windows: OpenAI
 enforces per-minute limits in shorter periods ("60,000 requests/minute may be
@@ -29,7 +29,7 @@ burst of one request it paces correctly, but (aiolimiter 1.3) its wake-up
 timer is set for the exact instant the level reaches the threshold, and the
 float leak often lands a hair short (``AsyncLimiter(1, 0.1)``, five waiters:
 2.2e-16 left at 0.4 s), so it re-arms a timer at the current time; real time
-moves on, but the virtual-time loop the tests run on (STYLE.md point 9) does
+moves on, but the virtual-time loop the tests run on does
 not, and the acquire spins forever. It also reads only the loop's clock,
 cannot hold for a pause or give back an unsent unit, and every late wake-up of
 a one-request bucket is lost (0.1025 s per send instead of 0.1 on a loaded

@@ -1,6 +1,6 @@
 """The retry policy: a typed decision per error, backoff with full jitter, and caps.
 
-One retry layer for the whole program (DESIGN.md §5; SDK retries stay off):
+One retry layer for the whole program (SDK retries stay off):
 
 * ``RateLimited`` (429) -> ``rate_limit``: wait for the server's reset, plus jitter.
 * ``TransientAPIError`` (408, 409, 5xx, reset, timeout) -> ``transient``:

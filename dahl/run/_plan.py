@@ -92,7 +92,7 @@ async def open_adapters(
     Blocking set-up (loading and indexing a corpus) runs in a worker thread.
     The ``openai`` adapters get one lane per (base URL, key identity, model),
     built here for this run only, so a Splitter and Checker on the same
-    endpoint share its limits (DESIGN.md §5).
+    endpoint share its limits.
 
     Raises:
         ConfigError: unknown names, missing files, an unset API key variable.
