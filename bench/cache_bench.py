@@ -33,7 +33,7 @@ from typing import Any
 
 import anyio
 
-from dahl.adapters.openai import OpenAIChecker
+from dahl.adapters._openai import OpenAIChecker
 from dahl.cache import CacheStore, CachingChecker, check_key
 from dahl.config import EndpointConfig
 from dahl.results._counters import RunCounters

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.train_checker import SPLIT, healthver_rows
-from dahl.adapters.corpus import Corpus
-from dahl.adapters.evidence import EvidenceChecker
+from dahl.adapters._corpus import Corpus
+from dahl.adapters._evidence import EvidenceChecker
 from dahl.records import Answer, Claim
 
 __all__ = ["healthver_figures", "macro_f1"]
@@ -65,7 +65,7 @@ def healthver_figures(data: Path, part: str = "heldout", **settings: Any) -> dic
     Args:
         data: the shared data folder.
         part: ``"heldout"`` (not trained on), ``"train"`` or ``"all"``.
-        settings: :class:`~dahl.adapters.evidence.EvidenceChecker` settings.
+        settings: :class:`~dahl.adapters._evidence.EvidenceChecker` settings.
     """
     rows = healthver_rows(data)
     corpus = Corpus.from_documents((r["id"], "", r["evidence"]) for r in rows)

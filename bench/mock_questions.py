@@ -1,6 +1,6 @@
 """What the mock server says to ``dahl questions build``: question generation and the judge.
 
-The prompts (:mod:`dahl.questions.prompts`) tag their data: a generation user message
+The prompts (:mod:`dahl.questions._prompts`) tag their data: a generation user message
 holds ``<count>``, ``<article_title>`` and ``<article_text>``; a judge user message holds
 ``<exam_question>``. Replies are JSON in every mode and computable by hand:
 
@@ -21,7 +21,7 @@ import json
 import re
 
 from bench.mock_refs import tagged_block
-from dahl.questions.checks import CATEGORIES
+from dahl.questions._checks import CATEGORIES
 from dahl.records import normalize_text
 
 __all__ = ["KINDS", "classify", "judgement", "questions", "reply_content"]

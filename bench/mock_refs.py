@@ -1,6 +1,6 @@
 """What the mock server says to ``dahl refs build``: fact extraction and rating, deterministically.
 
-The refs prompts (:mod:`dahl.refs.prompts`) delimit their data with tags: an extraction
+The refs prompts (:mod:`dahl.refs._prompts`) delimit their data with tags: an extraction
 user message holds ``<title>`` and ``<source_text>``; a rating user message holds
 ``<question>`` and ``<facts>`` (one ``N. fact`` line per fact). Replies are JSON in every
 mode, so a test can compute them by hand:

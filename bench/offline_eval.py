@@ -31,7 +31,7 @@ Figures:
   question's Knowledge text; ``claim_overlap`` = per claim the same share,
   supported when ≥ 0.5, precision = supported / claims.
 
-Claims come from ``dahl.adapters.rules.RuleSplitter`` when it is importable,
+Claims come from ``dahl.adapters._rules.RuleSplitter`` when it is importable,
 else from ``dahl.sentences.split_sentences``, else a regex sentence split;
 the output names the one used.
 """
@@ -54,8 +54,8 @@ import anyio
 
 from bench.datasets import Row, medhallu, pubmedqa, shared_data_dir
 from bench.healthver_eval import healthver_figures
-from dahl.adapters.corpus import Corpus
-from dahl.adapters.evidence import EvidenceChecker, EvidenceSettings
+from dahl.adapters._corpus import Corpus
+from dahl.adapters._evidence import EvidenceChecker, EvidenceSettings
 from dahl.records import Answer, Claim, Label, normalize_text
 
 __all__ = [
@@ -82,7 +82,7 @@ _BASELINE_STOP = frozenset(
 def _load_splitter() -> tuple[str, Callable[[Answer], list[Claim]]]:
     """Pick the best available way to split an answer into claims."""
     try:
-        from dahl.adapters.rules import RuleSplitter  # another helper's module; may be absent
+        from dahl.adapters._rules import RuleSplitter  # another helper's module; may be absent
 
         splitter = RuleSplitter()
 

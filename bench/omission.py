@@ -21,7 +21,7 @@ The key sentence is the sentence of LONG_ANSWER (:func:`dahl.sentences.split_sen
 that covers the largest importance weight of F* (weights from
 :func:`dahl.metrics.fact_weight`: 1 when unrated), the first on a tie. A sentence covers
 a fact when at least :data:`MATCH_SHARE` (80 %) of the fact's terms occur among the
-sentence's terms, terms being :func:`dahl.adapters.corpus.analyze` output (lower-cased
+sentence's terms, terms being :func:`dahl.adapters._corpus.analyze` output (lower-cased
 word and number tokens, English stopwords removed, Snowball-stemmed), and the fact has
 at least one term. Records whose LONG_ANSWER has one sentence are left out (B would be
 empty) and counted. The printed JSON also gives a preview with the same lexical match
@@ -43,12 +43,12 @@ import anyio
 
 from bench.datasets import shared_data_dir
 
-from dahl.adapters.corpus import analyze
-from dahl.formats.refs import read_refs
+from dahl.adapters._corpus import analyze
+from dahl.formats._refs import read_refs
 from dahl.metrics import fact_weight
 from dahl.records import RefSet, normalize_text
-from dahl.refs.documents import build_refs
-from dahl.refs.settings import BuildSettings
+from dahl.refs._documents import build_refs
+from dahl.refs._settings import BuildSettings
 from dahl.sentences import split_sentences
 
 __all__ = ["MATCH_SHARE", "key_sentence", "main", "omission", "sentence_covers"]

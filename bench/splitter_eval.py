@@ -5,7 +5,7 @@ Data: the FActScore human annotations (Min et al. 2023, "FActScore",
 read directly with :mod:`json`. For every non-abstained answer (``annotations``
 not null) three per-answer counts are compared with the human count:
 
-* ``rules``: claims from :func:`dahl.adapters.rules.split_claims` on ``output``;
+* ``rules``: claims from :func:`dahl.adapters._rules.split_claims` on ``output``;
 * ``instructgpt_facts``: FActScore's automatic splitter (InstructGPT), the sum of
   ``model-atomic-facts`` over all sentences;
 * ``sentences``: sentences from :func:`dahl.sentences.split_sentences`;
@@ -44,7 +44,7 @@ from typing import Any
 
 from scipy.stats import pearsonr  # type: ignore[import-untyped]
 
-from dahl.adapters.rules import split_claims
+from dahl.adapters._rules import split_claims
 from dahl.sentences import split_sentences
 
 MODELS = ("InstructGPT", "ChatGPT", "PerplexityAI")

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dahl._version import __version__
     from dahl.run._plan import AdapterSettings
-    from dahl.adapters.recall import RecallSettings
+    from dahl.adapters._recall import RecallSettings
     from dahl.config import EndpointConfig
     from dahl.results._counters import RunCounters
-    from dahl.engine.pipeline import PipelineOptions
+    from dahl.engine._pipeline import PipelineOptions
     from dahl.errors import (
         AdapterError,
         CacheError,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         TransientAPIError,
     )
     from dahl.exit_status import ExitStatus
-    from dahl.formats.inline import Records
+    from dahl.formats._inline import Records
     from dahl.pricing import Price, PriceTable
     from dahl.records import (
         Answer,
@@ -65,17 +65,17 @@ if TYPE_CHECKING:
 _SOURCES: dict[str, tuple[str, ...]] = {
     "dahl._version": ("__version__",),
     "dahl.run._plan": ("AdapterSettings",),
-    "dahl.adapters.recall": ("RecallSettings",),
+    "dahl.adapters._recall": ("RecallSettings",),
     "dahl.config": ("EndpointConfig",),
     "dahl.results._counters": ("RunCounters",),
-    "dahl.engine.pipeline": ("PipelineOptions",),
+    "dahl.engine._pipeline": ("PipelineOptions",),
     "dahl.errors": (
         "AdapterError", "CacheError", "ConfigError", "CostCapReached", "DahlError", "FatalAPIError", "InputError",
         "OutputParseError", "OutputWriteError", "PermanentAPIError", "QuotaExhausted", "RateLimited",
         "TransientAPIError",
     ),
     "dahl.exit_status": ("ExitStatus",),
-    "dahl.formats.inline": ("Records",),
+    "dahl.formats._inline": ("Records",),
     "dahl.pricing": ("Price", "PriceTable"),
     "dahl.records": (
         "Answer", "AnswerMetrics", "AnswerResult", "Claim", "ClaimResult", "Evidence", "GivenClaim", "Label",

@@ -8,7 +8,7 @@ and header values that name variables in :func:`resolve_headers`.
 Providers and auth: ``provider = "openai"`` (any chat-completions server; the default)
 POSTs ``{base_url}/chat/completions``; ``provider = "anthropic"`` (inferred for
 ``api.anthropic.com``) POSTs ``{base_url}/messages`` with ``anthropic-version``, key in
-``x-api-key``, JSON replies through a forced tool (:mod:`dahl.adapters.anthropic_wire`).
+``x-api-key``, JSON replies through a forced tool (:mod:`dahl.adapters._anthropic_wire`).
 ``auth`` says which header carries the key: ``bearer`` (``Authorization: Bearer``,
 default for openai), ``api-key`` (Azure OpenAI), ``x-api-key`` (default for anthropic)
 or ``none`` (keyless local servers: vLLM, Ollama; same as ``api_key_env = ""``).
@@ -70,7 +70,7 @@ from typing import Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from dahl.errors import ConfigError
-from dahl.formats.fields import check_fields
+from dahl.formats._fields import check_fields
 from dahl.templates import STAGES, PromptTemplate, load_prompt_template
 
 __all__ = [

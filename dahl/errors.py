@@ -20,7 +20,7 @@ Every error dahl raises on purpose derives from one root, so callers can catch
     └── OutputWriteError              an output file cannot be written (disk full, read-only)
 
 Third-party exceptions (aiohttp, msgspec, OSError) are translated into this
-tree where they cross a module boundary (see ``dahl.adapters.http``).
+tree where they cross a module boundary (see ``dahl.adapters._http``).
 """
 
 from __future__ import annotations

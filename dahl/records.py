@@ -177,7 +177,7 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
         score: retrieval or support score, unit defined by the Checker.
         title: the document's or web page's title, when known.
         passage_id: id of the corpus passage (``"<doc_id>#<start>-<end>"``, see
-            :attr:`dahl.adapters.corpus.Passage.id`), when the snippet is one.
+            :attr:`dahl.adapters._corpus.Passage.id`), when the snippet is one.
     """
 
     text: str = ""

@@ -1,7 +1,7 @@
 """Sentence segmentation: character spans of the sentences of a text.
 
 Shared by :mod:`dahl.preprocess` and the rule Splitter
-(:mod:`dahl.adapters.rules`). Segmentation inside a paragraph is done by
+(:mod:`dahl.adapters._rules`). Segmentation inside a paragraph is done by
 pysbd (Sadvilkar & Neumann 2020, "PySBD: Pragmatic Sentence Boundary
 Disambiguation", a port of the Golden Rules tested Ruby segmenter), which
 handles abbreviations ("e.g.", "i.e.", "et al.", "vs.", "Dr."), decimals

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from dahl.adapters.bodies import endpoint_fingerprint
-from dahl.adapters.route import ChatRoute
+from dahl.adapters._bodies import endpoint_fingerprint
+from dahl.adapters._route import ChatRoute
 from dahl.cli import main
 from dahl.config import EndpointConfig, endpoint_configs, load_config, resolve_api_key, resolve_headers
 from dahl.errors import ConfigError

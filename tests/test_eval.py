@@ -251,7 +251,7 @@ class TestEvalSteps:
         """Another server keeps a model's answers file; another template or max_tokens starts a new one."""
         import dataclasses
 
-        from dahl.generate.templates import load_template
+        from dahl.generate._templates import load_template
         from dahl.run._eval import answers_file
 
         (model, _) = load_eval_config(EXAMPLE / "eval.toml").models

@@ -121,11 +121,11 @@ class TestOverrides:
 class TestBatchCost:
     def test_collected_tokens_at_half_the_online_price(self) -> None:
         """gpt-4o-mini: 1M prompt + 1M completion tokens online cost 0.15 + 0.60; in a batch half."""
-        from dahl.batch.costs import batch_cost
+        from dahl.batch._costs import batch_cost
 
         assert batch_cost("gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx((0.15 + 0.60) * 0.5)
 
     def test_unknown_model_is_unknown(self) -> None:
-        from dahl.batch.costs import batch_cost
+        from dahl.batch._costs import batch_cost
 
         assert batch_cost("no-such-model", 10, 10) is None

@@ -1,4 +1,4 @@
-"""Specification of dahl.metrics.recall: importance, F*, Rec, Rec^w, R@k, F1 ("Beyond Precision")."""
+"""Specification of dahl.metrics._recall: importance, F*, Rec, Rec^w, R@k, F1 ("Beyond Precision")."""
 
 from __future__ import annotations
 

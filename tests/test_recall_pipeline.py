@@ -8,11 +8,11 @@ import anyio
 import msgspec
 import pytest
 
-from dahl.adapters.fake import FakeChecker
-from dahl.adapters.given import GivenSplitter
+from dahl.adapters._fake import FakeChecker
+from dahl.adapters._given import GivenSplitter
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
-from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
+from dahl.engine._pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import QuotaExhausted
 from dahl.records import AnswerRecall, AnswerResult, GivenClaim, Answer
 

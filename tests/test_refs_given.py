@@ -1,4 +1,4 @@
-"""Specification of dahl.formats.refs: given reference sets, dahl's layout and FactRBench's."""
+"""Specification of dahl.formats._refs: given reference sets, dahl's layout and FactRBench's."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from dahl.errors import InputError
-from dahl.formats.refs import RefIndex, read_refs, refs_sha256, write_refs
+from dahl.formats._refs import RefIndex, read_refs, refs_sha256, write_refs
 from dahl.records import FactSource, RefFact, RefSet, content_id
-from dahl.refs.given import convert_given
+from dahl.refs._given import convert_given
 
 
 def write_lines(path: Path, rows: list[Any]) -> Path:

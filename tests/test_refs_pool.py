@@ -1,4 +1,4 @@
-"""Specification of dahl.refs.pool (pooled reference sets) and dahl.refs.dedupe."""
+"""Specification of dahl.refs._pool (pooled reference sets) and dahl.refs._dedupe."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from click.testing import CliRunner
 
 from dahl.cli import main
 from dahl.errors import ConfigError, InputError
-from dahl.formats.refs import read_refs, write_refs
+from dahl.formats._refs import read_refs, write_refs
 from dahl.metrics import answer_recall, fstar
 from dahl.records import AnswerResult, Coverage, FactResult, FactSource, Label, Status, content_id
 from dahl.analysis._recall_summary import RecordedRecallSettings
 from dahl.analysis._summary import SummaryBuilder
-from dahl.refs.dedupe import fact_key, near_groups
-from dahl.refs.pool import pool_runs
+from dahl.refs._dedupe import fact_key, near_groups
+from dahl.refs._pool import pool_runs
 
 MODELS = ("InstructGPT", "ChatGPT", "PerplexityAI")
 

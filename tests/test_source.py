@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from dahl.engine.pipeline import QueuedAnswer
+from dahl.engine._pipeline import QueuedAnswer
 from dahl.run._source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
 from dahl.formats import Needs
-from dahl.formats.jsonpath import NESTED_TOO_DEEPLY
-from dahl.formats.lines import STDIN
+from dahl.formats._jsonpath import NESTED_TOO_DEEPLY
+from dahl.formats._lines import STDIN
 
 RUN_FP = b'{"run": "source-test"}'
 

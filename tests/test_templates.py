@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from dahl.adapters import prompts
+from dahl.adapters import _prompts as prompts
 from dahl.cli import main
 from dahl.config import load_templates
 from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
-from dahl.generate.templates import shipped_prompt_templates
+from dahl.generate._templates import shipped_prompt_templates
 from dahl.records import content_id
 from dahl.analysis._runs import differences, run_info
 from dahl.templates import PromptTemplate, load_prompt_template, to_toml
@@ -123,8 +123,8 @@ class TestBodies:
     @pytest.mark.parametrize("stage", ["split", "check", "check-evidence", "cover"])
     def test_endpoint_template_is_in_the_body_and_fingerprint(self, stage: str, tmp_path: Path) -> None:
         """An EndpointConfig's template for the stage is the body's system message and the fingerprint's version."""
-        from dahl.adapters.bodies import check_request_body, endpoint_fingerprint, split_request_body
-        from dahl.adapters.coverage_llm import cover_request_body
+        from dahl.adapters._bodies import check_request_body, endpoint_fingerprint, split_request_body
+        from dahl.adapters._coverage_llm import cover_request_body
         from dahl.config import EndpointConfig
 
         template = load_prompt_template(stage, _edited(stage, tmp_path, "Note 17."))

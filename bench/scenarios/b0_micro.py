@@ -3,12 +3,12 @@
 Measured in this process, each step timed over all items with ``time.perf_counter``:
 
 - preprocessing (:func:`dahl.preprocess.preprocess`) per answer and per claim (answer
-  cost divided by the claims :func:`dahl.adapters.rules.split_claims` finds in it);
-- rule splitting (:func:`dahl.adapters.rules.split_claims`) per sentence;
-- cache keys (:func:`dahl.cache.keys.check_key`) per claim, for the OpenAI-compatible
+  cost divided by the claims :func:`dahl.adapters._rules.split_claims` finds in it);
+- rule splitting (:func:`dahl.adapters._rules.split_claims`) per sentence;
+- cache keys (:func:`dahl.cache._keys.check_key`) per claim, for the OpenAI-compatible
   Checker (templated request body) and for an offline Checker (fingerprint + texts);
 - canonical encoding (msgspec msgpack, ``order="deterministic"``) of a claim's
-  :class:`~dahl.cache.keys.KeyMaterial`;
+  :class:`~dahl.cache._keys.KeyMaterial`;
 - cache put (queue + writer-thread commit until :meth:`CacheStore.flush` returns) and
   get (a fresh :class:`CacheStore`, 64 concurrent ``get`` callers, batched reads), per claim;
 - the hit path as the pipeline's lookup stage takes it: ``check_keys`` and one
@@ -99,7 +99,7 @@ def _per_item_us(items: list[Any], step: Callable[[Any], object]) -> float:
 
 def _text_costs(answers: list[tuple[str, str]]) -> dict[str, float]:
     """Preprocess µs per answer and per claim, split µs per sentence, claims and sentences counted."""
-    from dahl.adapters.rules import split_claims
+    from dahl.adapters._rules import split_claims
     from dahl.preprocess import preprocess
     from dahl.sentences import split_sentences
 
@@ -160,8 +160,8 @@ def _by_answer(items: list[tuple[Any, Any]]) -> list[tuple[list[Any], Any]]:
 
 def _key_costs(n: int) -> dict[str, float]:
     """µs per claim of check_key (openai and offline Checker) and of the canonical encoding alone."""
-    from dahl.adapters.openai import OpenAIChecker
-    from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys
+    from dahl.adapters._openai import OpenAIChecker
+    from dahl.cache._keys import KEY_VERSION, KeyMaterial, check_key, check_keys
     from dahl.config import EndpointConfig
     from dahl.records import normalize_text
 
@@ -191,7 +191,7 @@ def _key_costs(n: int) -> dict[str, float]:
 async def _cache_costs(n: int, directory: Path) -> dict[str, float]:
     """µs per claim of put (until flushed) and of batched gets from a reopened store; all must hit."""
     from dahl.cache import CacheStore
-    from dahl.cache.keys import check_key
+    from dahl.cache._keys import check_key
     from dahl.records import Label, Verdict
 
     offline = _OfflineChecker()

@@ -4,7 +4,7 @@ Steps (one zero-latency mock process for all runs, so the base URL, which is par
 every cache key, stays the same; requests per run are ``/stats`` differences):
 
 1. Write N seeded claims (quick 20,000, full 1,000,000; 10 per answer).
-2. Fill the cache directly: for every claim, :func:`dahl.cache.keys.check_key` with an
+2. Fill the cache directly: for every claim, :func:`dahl.cache._keys.check_key` with an
    OpenAI-compatible Checker configured as ``dahl score --checker openai --base-url MOCK
    --model mock --api-key-env ''`` builds it, and :class:`dahl.cache.CacheStore` stores a
    verdict (a first run against the mock would give the same entries, slower).
@@ -12,7 +12,7 @@ every cache key, stays the same; requests per run are ``/stats`` differences):
 4. Claim-by-claim re-score: ``dahl score`` on all N unedited claims into a fresh output
    folder sends 0 requests; every claim is a hit found claim by claim (figure: its
    claims/s). Like any finished run, it stores each answer whole
-   (:mod:`dahl.cache.answers`), as a first run against the model would have.
+   (:mod:`dahl.cache._answers`), as a first run against the model would have.
 5. Unchanged re-score: ``dahl score`` on the same N claims into another fresh output
    folder sends 0 requests and finds every answer whole (figure: its claims/s, the
    cache-hit re-score of N cached claims after any finished run).
@@ -67,7 +67,7 @@ def fill_cache(answers: Path, cache: Path, url: str) -> dict[str, float]:
     Returns:
         ``{"claims", "key_s", "put_s"}`` (seconds spent computing keys and storing).
     """
-    from dahl.adapters.openai import OpenAIChecker
+    from dahl.adapters._openai import OpenAIChecker
     from dahl.cache import CacheStore, check_key
     from dahl.config import EndpointConfig
     from dahl.records import Answer, Claim, Label, Verdict

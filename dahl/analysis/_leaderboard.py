@@ -5,7 +5,7 @@
   :func:`dahl.metrics.bootstrap_ci` with the same per-model seed as
   ``summary.json`` (so the DAHL Score CI there and here agree).
 * Runs scored with reference facts add the recall of "Beyond Precision"
-  (:mod:`dahl.metrics.recall`): Rec, Rec^w, F1 and F1^w are the means of the per-answer values of the
+  (:mod:`dahl.metrics._recall`): Rec, Rec^w, F1 and F1^w are the means of the per-answer values of the
   verdict store's recall columns over the answers where each is defined (an
   abstained answer counts 0), ρ the mean number of claims per responding answer;
   any of the four can rank the board (CIs seeded as the DAHL Score's).
@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from dahl.errors import ConfigError
 from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes
-from dahl.metrics.precision import MAX_N_BOOT
+from dahl.metrics._precision import MAX_N_BOOT
 from dahl.analysis._paired_bootstrap import joint_paired_bootstrap, paired_bootstrap
 from dahl.records import Status
 from dahl.analysis._runs import checker_label

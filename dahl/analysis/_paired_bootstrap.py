@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dahl.errors import ConfigError
-from dahl.metrics.precision import MAX_N_BOOT
+from dahl.metrics._precision import MAX_N_BOOT
 
 __all__ = ["joint_paired_bootstrap", "paired_bootstrap"]
 

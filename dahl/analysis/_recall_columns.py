@@ -9,7 +9,7 @@ A run scored with reference facts (``dahl score --refs``) adds two files to
                                                -1 when the answer has no recall
 
 The metrics are the per-answer values of :class:`dahl.records.AnswerRecall`
-("Beyond Precision"; formulas in :mod:`dahl.metrics.recall`):
+("Beyond Precision"; formulas in :mod:`dahl.metrics._recall`):
 Rec, Rec^w, F1 and F1^w with the answer's DAHL precision, R@5, R@10, R@20.
 """
 

@@ -4,7 +4,7 @@
 (NaN where a metric is None) and a one-byte reason code; :class:`RecallSummary` is a group's
 ``recall`` object and :class:`RecordedRecallSettings` the ``recall_settings`` object at the top
 of ``summary.json``. The per-answer formulas are in
-:mod:`dahl.metrics.recall` ("Beyond Precision"); this module only averages them.
+:mod:`dahl.metrics._recall` ("Beyond Precision"); this module only averages them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         refs: path of the reference set file, as given.
-        refs_sha256: hex SHA-256 of that file's bytes (:func:`dahl.formats.refs.refs_sha256`).
+        refs_sha256: hex SHA-256 of that file's bytes (:func:`dahl.formats._refs.refs_sha256`).
         coverage: fingerprint of the coverage judge.
         partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
         fstar_k: F* cut to the top k facts by importance, None for no cut.

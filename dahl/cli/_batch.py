@@ -1,4 +1,4 @@
-"""``dahl batch``: a run's cache misses through provider batch APIs (a thin layer over :mod:`dahl.batch.ops`).
+"""``dahl batch``: a run's cache misses through provider batch APIs (a thin layer over :mod:`dahl.batch._ops`).
 
     dahl batch prepare INPUT... -o BATCHDIR [--provider openai|anthropic|file] [score's Splitter, Checker and recall options]
     dahl batch submit | status | collect | resubmit --only failed|expired | cancel BATCHDIR
@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import anyio
 import click
 
-from dahl.batch import ops
-from dahl.batch.costs import batch_cost
-from dahl.batch.shards import LIMITS, Limits
+from dahl.batch import _ops as ops
+from dahl.batch._costs import batch_cost
+from dahl.batch._shards import LIMITS, Limits
 from dahl.cli._recall_options import RECALL_OPTION_NAMES
 from dahl.cli._score_config import score_config
 from dahl.errors import AdapterError, DahlError, FatalAPIError
@@ -135,7 +135,7 @@ def status(folder: Path, base_url: str | None, api_key_env: str | None) -> None:
 
 
 def _money(rows: list[ops.ShardStatus], prompt: int, completion: int) -> str:
-    """The collected tokens' cost (:func:`dahl.batch.costs.batch_cost`), ``unknown`` without a price."""
+    """The collected tokens' cost (:func:`dahl.batch._costs.batch_cost`), ``unknown`` without a price."""
     if not rows:
         return "unknown"
     stages = rows[0].shard.wave["stages"]

@@ -12,7 +12,7 @@ from dahl.cli._options import cache_and_progress_options
 from dahl.results._counters import RunCounters
 from dahl.errors import DahlError
 from dahl.exit_status import ExitStatus
-from dahl.generate.settings import GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate._settings import GenerateCounters, GenerateReport, GenerateSettings
 from dahl.run._score import ScoreConfig
 from dahl.run._report import ScoreReport
 

@@ -17,8 +17,8 @@ from dahl.cli._options import parse_template_options
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError, DahlError
 from dahl.exit_status import ExitStatus
-from dahl.generate.settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE, GenerateCounters, GenerateReport, GenerateSettings
-from dahl.generate.templates import load_template, shipped_prompt_templates, shipped_templates
+from dahl.generate._settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE, GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate._templates import load_template, shipped_prompt_templates, shipped_templates
 
 __all__ = ["generate", "parse_temperatures", "templates"]
 
@@ -66,7 +66,7 @@ def _unescape(text: str) -> str:
 
 async def _run(settings: GenerateSettings, counters: GenerateCounters, every_s: float | None) -> GenerateReport:
     from dahl.cli._console import console
-    from dahl.generate.answers import generate_answers
+    from dahl.generate._answers import generate_answers
 
     return await run_ticking(lambda: generate_answers(settings, counters), lambda elapsed_s: _line(counters, elapsed_s), console, every_s)
 
@@ -123,7 +123,7 @@ def generate(ctx: click.Context, questions: Path, models: tuple[str, ...], base_
     answers apart (dahl study temperature groups by it).
     """
     from dahl.cli._console import run_stoppable, console, exit_stopped, out as stdout, price_overrides
-    from dahl.generate import answers  # noqa: F401  (aiohttp: imported here, not on the event loop)
+    from dahl.generate import _answers as answers  # noqa: F401  (aiohttp: imported here, not on the event loop)
 
     try:
         fields: dict[str, Any] = {"api_key_env": api_key_env, "rpm": rpm, "tpm": tpm,

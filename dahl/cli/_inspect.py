@@ -11,7 +11,7 @@ from rich.markup import escape
 from dahl.cli._console import EXIT_USAGE, console, out
 from dahl.errors import DahlError
 from dahl.formats import FORMATS, describe_input
-from dahl.formats.fields import parse_field_options
+from dahl.formats._fields import parse_field_options
 
 __all__ = ["inspect"]
 

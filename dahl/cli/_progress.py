@@ -33,7 +33,7 @@ from rich.text import Text
 from dahl.results._counters import RunCounters
 from dahl.errors import DahlError
 from dahl.formats import Records, detect_format
-from dahl.formats.lines import is_stream, numbered_lines
+from dahl.formats._lines import is_stream, numbered_lines
 from dahl.run._score import ScoreConfig, ScoreReport, score_async
 
 __all__ = [

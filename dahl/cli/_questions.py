@@ -1,10 +1,10 @@
 """``dahl questions``: build a benchmark's exam questions from articles, and check them.
 
 ``dahl questions build ARTICLES -o questions.csv`` generates N questions per article with
-an LLM, judges and flags each (:mod:`dahl.questions.build`) and writes DAHL's
-``question, category`` CSV with provenance columns (:mod:`dahl.questions.table`).
-``dahl questions lint FILE`` runs the same checks (:mod:`dahl.questions.checks`) on an
-existing file and prints the report of :mod:`dahl.questions.lint`.
+an LLM, judges and flags each (:mod:`dahl.questions._build`) and writes DAHL's
+``question, category`` CSV with provenance columns (:mod:`dahl.questions._table`).
+``dahl questions lint FILE`` runs the same checks (:mod:`dahl.questions._checks`) on an
+existing file and prints the report of :mod:`dahl.questions._lint`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dahl.cli._options import FINITE, cache_and_progress_options, parse_template
 from dahl.config import EndpointConfig
 from dahl.errors import DahlError
 from dahl.exit_status import ExitStatus
-from dahl.questions.checks import NEAR_THRESHOLD
-from dahl.questions.lint import LintReport, lint_questions
+from dahl.questions._checks import NEAR_THRESHOLD
+from dahl.questions._lint import LintReport, lint_questions
 
 __all__ = ["questions"]
 
@@ -40,7 +40,7 @@ def _line(c: Any, elapsed_s: float) -> str:
 
 async def _run(settings: Any, counters: Any, every_s: float | None) -> Any:
     from dahl.cli._console import console
-    from dahl.questions.build import build_questions
+    from dahl.questions._build import build_questions
 
     return await run_ticking(lambda: build_questions(settings, counters), lambda elapsed_s: _line(counters, elapsed_s), console, every_s)
 
@@ -54,7 +54,7 @@ def _stop(exc: BaseException, out: Path) -> NoReturn:
 def _fetch(ids: Path, out: Path, eutils_url: str | None, key_env: str) -> Path:
     """Fetch the PMC ids of ``ids`` into ``OUT.articles.jsonl``; report metadata-only ones."""
     from dahl.cli._console import run_stoppable, console, out as stdout
-    from dahl.questions.fetch import EUTILS_URL, FetchSettings, fetch_articles
+    from dahl.questions._fetch import EUTILS_URL, FetchSettings, fetch_articles
 
     target = out.with_name(out.name + ".articles.jsonl")
     settings = FetchSettings(ids=ids, out=target, base_url=eutils_url or EUTILS_URL,
@@ -123,7 +123,7 @@ def build(articles: Path, out: Path, pmc_ids: bool, eutils_url: str | None, ncbi
     subset (metadata only) are reported and left out.
     """
     from dahl.cli._console import run_stoppable, console, out as stdout
-    from dahl.questions.build import QuestionsCounters, QuestionsSettings  # aiohttp: before the loop runs
+    from dahl.questions._build import QuestionsCounters, QuestionsSettings  # aiohttp: before the loop runs
 
     fields: dict[str, Any] = {"base_url": base_url, "model": model, "api_key_env": api_key_env, "rpm": rpm,
                               "tpm": tpm, "max_in_flight": max_in_flight, "temperature": temperature,

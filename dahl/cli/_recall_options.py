@@ -9,12 +9,12 @@ from typing import Any, TypeVar, get_args
 
 import click
 
-from dahl.adapters.coverage import COVERAGE_JUDGES
-from dahl.adapters.recall import RecallSettings
+from dahl.adapters._coverage import COVERAGE_JUDGES
+from dahl.adapters._recall import RecallSettings
 from dahl.cli._options import FINITE
 from dahl.config import EndpointConfig, endpoint_configs
 from dahl.errors import ConfigError
-from dahl.metrics.recall import Partial
+from dahl.metrics._recall import Partial
 
 __all__ = ["RECALL_OPTION_NAMES", "recall_options", "recall_settings"]
 

@@ -2,9 +2,9 @@
 
 ``dahl refs build -o refs.jsonl`` builds one set per question, from one of three
 mutually exclusive inputs: QUESTIONS (documents given per question or retrieved from
-``--evidence``; :mod:`dahl.refs.documents`), ``--pool RUN_DIR...`` (the supported claims
-of finished runs; :mod:`dahl.refs.pool`) or ``--given FILE`` (a user's own set or
-FactRBench's layout, converted; :mod:`dahl.refs.given`).
+``--evidence``; :mod:`dahl.refs._documents`), ``--pool RUN_DIR...`` (the supported claims
+of finished runs; :mod:`dahl.refs._pool`) or ``--given FILE`` (a user's own set or
+FactRBench's layout, converted; :mod:`dahl.refs._given`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dahl.cli._options import FINITE, cache_and_progress_options, parse_template
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError, DahlError, OutputWriteError
 from dahl.exit_status import ExitStatus
-from dahl.refs.dedupe import NEAR_THRESHOLD
-from dahl.refs.settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
+from dahl.refs._dedupe import NEAR_THRESHOLD
+from dahl.refs._settings import DEFAULT_BATCH, EXTRACTORS, RATERS, BuildCounters, BuildReport, BuildSettings
 
 __all__ = ["refs"]
 
@@ -41,7 +41,7 @@ def _line(c: BuildCounters, elapsed_s: float) -> str:
 
 async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float | None) -> BuildReport:
     from dahl.cli._console import console
-    from dahl.refs.documents import build_refs  # imported by build() before the loop runs
+    from dahl.refs._documents import build_refs  # imported by build() before the loop runs
 
     return await run_ticking(lambda: build_refs(settings, counters), lambda elapsed_s: _line(counters, elapsed_s), console, every_s, last=True)
 
@@ -49,9 +49,9 @@ async def _run(settings: BuildSettings, counters: BuildCounters, every_s: float 
 def _convert(pool: tuple[Path, ...], given: Path | None, near: float | None, out: Path) -> None:
     """The --pool and --given modes: no call to any model, so no engine."""
     from dahl.cli._console import out as stdout
-    from dahl.formats.refs import write_refs
-    from dahl.refs.given import convert_given
-    from dahl.refs.pool import check_output, pool_runs
+    from dahl.formats._refs import write_refs
+    from dahl.refs._given import convert_given
+    from dahl.refs._pool import check_output, pool_runs
 
     try:
         if given is not None:
@@ -149,7 +149,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
     Given (--given FILE): a dahl refs.jsonl or FactRBench file, checked and converted.
     """
     from dahl.cli._console import run_stoppable, console, out as stdout, price_overrides
-    from dahl.refs import documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
+    from dahl.refs import _documents as documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
 
     modes = {"QUESTIONS": questions is not None, "--pool RUN_DIR...": bool(pool), "--given FILE": given is not None}
     if sum(modes.values()) != 1:

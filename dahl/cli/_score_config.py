@@ -16,7 +16,7 @@ from dahl.cli._recall_options import recall_settings
 from dahl.cli._templates import SCORE_STAGES, apply_score_templates
 from dahl.cli._options import parse_template_options
 from dahl.config import endpoint_configs, load_fields, load_templates
-from dahl.formats.fields import parse_field_options
+from dahl.formats._fields import parse_field_options
 from dahl.run._score import ScoreConfig
 
 __all__ = ["ENDPOINT_OPTIONS", "score_config"]

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from dahl.adapters.recall import RecallSettings
+from dahl.adapters._recall import RecallSettings
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError
 from dahl.templates import PromptTemplate

@@ -7,20 +7,20 @@ compressed. Format overview:
 
 ========== =====================================================================
 jsonl      one JSON object per line: question, response, optional id, model,
-           category, claims, claim_labels, abstained, meta (:mod:`dahl.formats.jsonl`)
+           category, claims, claim_labels, abstained, meta (:mod:`dahl.formats._jsonl`)
 csv        header with question, category and one or more response columns
-           (:mod:`dahl.formats.table`)
-json       a JSON array of jsonl records (:mod:`dahl.formats.jsonarray`)
-parquet    a Parquet file of jsonl records (:mod:`dahl.formats.arrow`, ``dahl[arrow]``)
+           (:mod:`dahl.formats._table`)
+json       a JSON array of jsonl records (:mod:`dahl.formats._jsonarray`)
+parquet    a Parquet file of jsonl records (:mod:`dahl.formats._arrow`, ``dahl[arrow]``)
 hf         a datasets ``save_to_disk`` folder, or a hub name in the local cache
-           (:mod:`dahl.formats.arrow`, ``dahl[hf]``)
-factscore  FActScore ``data/labeled/<Model>.jsonl`` (:mod:`dahl.formats.factscore`)
-safe       SAFE / LongFact result JSON (:mod:`dahl.formats.safe`)
-veriscore  VeriScore output JSONL (:mod:`dahl.formats.veriscore`)
+           (:mod:`dahl.formats._arrow`, ``dahl[hf]``)
+factscore  FActScore ``data/labeled/<Model>.jsonl`` (:mod:`dahl.formats._factscore`)
+safe       SAFE / LongFact result JSON (:mod:`dahl.formats._safe`)
+veriscore  VeriScore output JSONL (:mod:`dahl.formats._veriscore`)
 ========== =====================================================================
 
 ``fields`` (``--field question=prompt``) maps dahl's field names to the file's
-for jsonl, csv, json, parquet and hf (:mod:`dahl.formats.fields`);
+for jsonl, csv, json, parquet and hf (:mod:`dahl.formats._fields`);
 ``response_column`` names one or more response columns in the same formats.
 """
 
@@ -30,21 +30,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
-from dahl.formats.arrow import is_saved_dataset, read_hf, read_parquet
-from dahl.formats.detect import FORMATS, detect_format
-from dahl.formats.factscore import read_factscore
-from dahl.formats.fields import check_fields
-from dahl.formats.inline import Records
-from dahl.formats.jsonarray import read_json_array
-from dahl.formats.jsonl import read_jsonl
-from dahl.formats.lines import input_name, is_stream, open_checked
-from dahl.formats.needs import Needs
-from dahl.formats.rows import RowOptions, jsonl_rows, response_columns, stream_rows
-from dahl.formats.safe import read_safe
-from dahl.formats.stats import InputStats, summarize, summarize_csv
-from dahl.formats.stream import AnswerStream
-from dahl.formats.table import read_csv
-from dahl.formats.veriscore import read_veriscore
+from dahl.formats._arrow import is_saved_dataset, read_hf, read_parquet
+from dahl.formats._detect import FORMATS, detect_format
+from dahl.formats._factscore import read_factscore
+from dahl.formats._fields import check_fields
+from dahl.formats._inline import Records
+from dahl.formats._jsonarray import read_json_array
+from dahl.formats._jsonl import read_jsonl
+from dahl.formats._lines import input_name, is_stream, open_checked
+from dahl.formats._needs import Needs
+from dahl.formats._rows import RowOptions, jsonl_rows, response_columns, stream_rows
+from dahl.formats._safe import read_safe
+from dahl.formats._stats import InputStats, summarize, summarize_csv
+from dahl.formats._stream import AnswerStream
+from dahl.formats._table import read_csv
+from dahl.formats._veriscore import read_veriscore
 
 __all__ = ["FORMATS", "AnswerStream", "InputStats", "Needs", "Records", "describe_input", "detect_format",
            "read_answers"]
@@ -150,14 +150,14 @@ def read_answers(
 
     Args:
         path: the answer file (for ``hf``: a ``save_to_disk`` folder or a cached hub name),
-            or in-memory :class:`~dahl.formats.inline.Records` (read as they are, whatever ``fmt``).
+            or in-memory :class:`~dahl.formats._inline.Records` (read as they are, whatever ``fmt``).
         fmt: ``"auto"`` (see :func:`detect_format`) or one of :data:`FORMATS`.
         response_column: the column (field) holding the answers (default ``"response"``),
             or several: one answer per record and column, ``model`` = the column name.
         fields: ``{dahl field: the file's field}``, e.g. ``{"question": "prompt"}``.
         on_error: called with each bad record's InputError, which is then skipped;
             when None the first bad record raises.
-        needs: what every answer must carry (:class:`~dahl.formats.needs.Needs`); a
+        needs: what every answer must carry (:class:`~dahl.formats._needs.Needs`); a
             record without it is a bad record.
 
     Returns:

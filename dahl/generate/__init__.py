@@ -1,10 +1,10 @@
 """``dahl generate``: answers from models to questions, as dahl JSONL ready for ``dahl score``.
 
-:mod:`~dahl.generate.questions` reads the questions, :mod:`~dahl.generate.templates`
-holds the prompt templates, :mod:`~dahl.generate.sampler` builds and sends one
-request, :mod:`~dahl.generate.answers` runs the pipeline (one engine stage).
+:mod:`~dahl.generate._questions` reads the questions, :mod:`~dahl.generate._templates`
+holds the prompt templates, :mod:`~dahl.generate._sampler` builds and sends one
+request, :mod:`~dahl.generate._answers` runs the pipeline (one engine stage).
 """
 
-from dahl.generate.settings import GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate._settings import GenerateCounters, GenerateReport, GenerateSettings
 
 __all__ = ["GenerateCounters", "GenerateReport", "GenerateSettings"]

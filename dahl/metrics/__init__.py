@@ -1,13 +1,13 @@
 """Metric formulas: pure functions, no I/O.
 
-:mod:`dahl.metrics.precision` holds the precision side (factual precision, DAHL Score,
-FActScore, F1@K, bootstrap intervals); :mod:`dahl.metrics.recall` the recall side of
+:mod:`dahl.metrics._precision` holds the precision side (factual precision, DAHL Score,
+FActScore, F1@K, bootstrap intervals); :mod:`dahl.metrics._recall` the recall side of
 "Beyond Precision" (importance, F*, Rec, Rec^w, R@k, F1, F1^w).
 """
 
 from __future__ import annotations
 
-from dahl.metrics.precision import (
+from dahl.metrics._precision import (
     REASONS,
     answer_metrics,
     answer_status,
@@ -23,7 +23,7 @@ from dahl.metrics.precision import (
     factscore_values,
     precision,
 )
-from dahl.metrics.recall import (
+from dahl.metrics._recall import (
     PARTIAL_CREDIT,
     RECALL_AT,
     Partial,

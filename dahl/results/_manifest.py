@@ -23,8 +23,8 @@ import orjson
 
 from dahl._version import __version__
 from dahl.results._log import writing
-from dahl.formats.inline import Input, Records
-from dahl.formats.lines import input_name, is_stream
+from dahl.formats._inline import Input, Records
+from dahl.formats._lines import input_name, is_stream
 
 __all__ = [
     "COMPLETE",
@@ -73,7 +73,7 @@ def hash_inputs(paths: Sequence[Input]) -> list[dict[str, Any]]:
 
     Args:
         paths: the run's input files; in-memory records are hashed as their canonical
-            JSON (:meth:`~dahl.formats.inline.Records.content_hash`), with ``bytes`` None.
+            JSON (:meth:`~dahl.formats._inline.Records.content_hash`), with ``bytes`` None.
 
     Returns:
         One ``{"path", "bytes", "blake2b"}`` per input, in order; an input that cannot

@@ -41,12 +41,12 @@ from typing import Any
 import anyio
 import msgspec
 
-from dahl.adapters.base import Checker, PreparedKeys
+from dahl.adapters._base import Checker, PreparedKeys
 from dahl.run._plan import AdapterSettings, open_adapters
-from dahl.cache.database import DB_NAME
-from dahl.cache.reader import BatchReader, CachedEntry
-from dahl.cache.reparse import reparse_claims, reparse_verdict
-from dahl.cache.store import default_cache_dir
+from dahl.cache._database import DB_NAME
+from dahl.cache._reader import BatchReader, CachedEntry
+from dahl.cache._reparse import reparse_claims, reparse_verdict
+from dahl.cache._store import default_cache_dir
 from dahl.config import EndpointConfig
 from dahl.run._dryrun_report import DryRunReport, StageEstimate
 from dahl.errors import InputError
@@ -121,8 +121,8 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
             answers += chunk.read
             known: list[tuple[Answer, list[Claim]]] = []
             if split_cfg is not None:
-                from dahl.adapters.bodies import estimate_tokens, max_tokens, split_request_body
-                from dahl.cache.keys import split_key
+                from dahl.adapters._bodies import estimate_tokens, max_tokens, split_request_body
+                from dahl.cache._keys import split_key
 
                 keys = [split_key(splitter, a) for a, _ in chunk.answers]
                 found = await _look_up(reader, keys, split_version)
@@ -198,7 +198,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
 
 def max_tokens_of(cfg: EndpointConfig, kind: str) -> int:
     """Completion cap of a ``kind`` (split or check) request of ``cfg``, tokens."""
-    from dahl.adapters.bodies import max_tokens
+    from dahl.adapters._bodies import max_tokens
 
     return max_tokens(cfg, "split" if kind == "split" else "check")
 
@@ -213,7 +213,7 @@ def _keyless(settings: AdapterSettings) -> AdapterSettings:
 
 def _open_reader(cache_dir: Path | None) -> tuple[BatchReader | None, str]:
     """A read-only reader of the cache database (blocking), or None and why not."""
-    from dahl.cache.database import RowReader
+    from dahl.cache._database import RowReader
 
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     path = directory / DB_NAME
@@ -244,7 +244,7 @@ def _split_completion(parts: list[Claim]) -> int:
 
 def _count_unknown(tally: _Tally, cfg: EndpointConfig, answer: Answer, texts: list[Claim]) -> None:
     """Checks of estimated claims: all calls (keys unknown before their split)."""
-    from dahl.adapters.bodies import check_request_body, estimate_tokens
+    from dahl.adapters._bodies import check_request_body, estimate_tokens
 
     cap = max_tokens_of(cfg, "check")
     for claim in texts:
@@ -257,8 +257,8 @@ async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Checker, pr
                         reader: BatchReader | None,
                         version: str, answer: Answer, parts: list[Claim], missing: set[str]) -> None:
     """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does."""
-    from dahl.adapters.bodies import check_request_body, estimate_tokens
-    from dahl.cache.keys import check_keys
+    from dahl.adapters._bodies import check_request_body, estimate_tokens
+    from dahl.cache._keys import check_keys
 
     if prepare is not None:
         await prepare.prepare_keys(parts, answer)
@@ -308,7 +308,7 @@ def _chunks(config: ScoreConfig, settings: AdapterSettings, clean: bool, limit: 
     the claims are None; without ``exact`` (no cache to look keys up in) those answers
     are neither preprocessed nor split: the run's figures are scaled from the sample.
     """
-    from dahl.adapters.rules import split_claims
+    from dahl.adapters._rules import split_claims
 
     llm_split = settings.splitter == "openai"
     sampled = 0
@@ -346,9 +346,9 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     recall = config.recall
     if recall is None or recall.judge_name(config.adapters.checker) != "openai":
         return None
-    from dahl.adapters.coverage_llm import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
-    from dahl.adapters.bodies import estimate_tokens
-    from dahl.formats.refs import RefIndex, read_refs
+    from dahl.adapters._coverage_llm import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
+    from dahl.adapters._bodies import estimate_tokens
+    from dahl.formats._refs import RefIndex, read_refs
     from dahl.metrics import fstar
 
     cfg = recall.endpoint or config.adapters.check_endpoint

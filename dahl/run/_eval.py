@@ -6,7 +6,7 @@ re-run of a finished eval sends no request:
 
 * ``questions/``: the stratified sample of the questions (:func:`dahl.analysis._sampling.sample_file`),
   rewritten only when it changes; without ``fraction`` the questions file is used as it is.
-* ``answers/``: one ``NAME.DIGEST.jsonl`` per model (:func:`dahl.generate.answers.generate_answers`).
+* ``answers/``: one ``NAME.DIGEST.jsonl`` per model (:func:`dahl.generate._answers.generate_answers`).
   DIGEST (blake2b-48 hex) covers what the answer ids cover (the questions' bytes, the
   model, template, mode, sampling settings, samples) but not the server: a changed
   setting starts a new file (replies already cached are not asked again) and leaves
@@ -38,9 +38,9 @@ from dahl.results._counters import RunCounters
 from dahl.results._log import writing
 from dahl.run._eval_config import EvalConfig, ModelSpec
 from dahl.exit_status import ExitStatus
-from dahl.generate.answers import generate_answers  # imports aiohttp, as dahl.run._score does
-from dahl.generate.settings import GenerateCounters, GenerateReport, GenerateSettings
-from dahl.generate.templates import GENERATE_TEMPLATES, Template, load_template
+from dahl.generate._answers import generate_answers  # imports aiohttp, as dahl.run._score does
+from dahl.generate._settings import GenerateCounters, GenerateReport, GenerateSettings
+from dahl.generate._templates import GENERATE_TEMPLATES, Template, load_template
 from dahl.run._score import ScoreConfig, score_async
 from dahl.run._report import ScoreReport
 
@@ -228,7 +228,7 @@ async def run_eval(
     Args:
         config: the eval, from :func:`dahl.run._eval_config.load_eval_config`.
         generate_runner: runs one model's generate step (default
-            :func:`~dahl.generate.answers.generate_answers`); the CLI wraps it in progress lines.
+            :func:`~dahl.generate._answers.generate_answers`); the CLI wraps it in progress lines.
         score_runner: runs the score step (default :func:`~dahl.run._score.score_async`).
 
     Returns:

@@ -58,13 +58,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dahl.run._plan import AdapterSettings
-from dahl.adapters.recall import RecallSettings
+from dahl.adapters._recall import RecallSettings
 from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig
 from dahl.errors import ConfigError
-from dahl.generate.settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE
-from dahl.generate.templates import Mode
+from dahl.generate._settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE
+from dahl.generate._templates import Mode
 from dahl.analysis._leaderboard import BOARD_METRICS
-from dahl.metrics.precision import MAX_N_BOOT
+from dahl.metrics._precision import MAX_N_BOOT
 
 __all__ = ["EvalConfig", "LeaderboardSpec", "ModelSpec", "QuestionsSpec", "load_eval_config"]
 

@@ -10,21 +10,21 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from dahl.adapters.base import Checker, ConcurrencyHint, Splitter
+from dahl.adapters._base import Checker, ConcurrencyHint, Splitter
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import Lane, LanePool
-from dahl.engine.pipeline import PipelineOptions
+from dahl.engine._pipeline import PipelineOptions
 from dahl.errors import ConfigError
-from dahl.formats.needs import Needs
+from dahl.formats._needs import Needs
 
 if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
     import aiohttp
 
-    from dahl.adapters.endpoint import Connections
+    from dahl.adapters._endpoint import Connections
     from dahl.lanes._spend import Spend
 
-    from dahl.adapters.corpus import Corpus
-    from dahl.adapters.coverage import CoverageJudge
+    from dahl.adapters._corpus import Corpus
+    from dahl.adapters._coverage import CoverageJudge
 
 __all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters", "open_judge", "used_templates"]
 
@@ -46,7 +46,7 @@ class AdapterSettings:
         check_endpoint: endpoint of the ``openai`` Checker.
         top_k: passages per claim given to the ``openai`` Checker with ``evidence`` (>= 1).
         index_dir: folder where corpus indexes are saved per corpus fingerprint and
-            loaded by later runs (:mod:`dahl.adapters.documents`); None = index in
+            loaded by later runs (:mod:`dahl.adapters._documents`); None = index in
             memory each run. ``dahl score`` passes a folder under the cache directory.
     """
 
@@ -113,14 +113,14 @@ async def open_adapters(
     if "evidence" in modules or (settings.checker == "openai" and settings.evidence is not None):
         modules.update(("corpus", "documents"))
     await anyio.to_thread.run_sync(
-        lambda: [importlib.import_module(f"dahl.adapters.{m}") for m in sorted(modules)]
+        lambda: [importlib.import_module(f"dahl.adapters._{m}") for m in sorted(modules)]
     )
     pool = LanePool(spend=spend)
     opened: Connections | None = None
 
     async def endpoint(cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:
         nonlocal opened
-        from dahl.adapters.endpoint import Connections  # aiohttp: imported above in a worker thread
+        from dahl.adapters._endpoint import Connections  # aiohttp: imported above in a worker thread
 
         if opened is None:
             opened = Connections(stack, pool)
@@ -129,25 +129,25 @@ async def open_adapters(
     splitter: Splitter
     split_concurrency = 2
     if settings.splitter == "openai":
-        from dahl.adapters.openai import OpenAISplitter
+        from dahl.adapters._openai import OpenAISplitter
 
         assert settings.split_endpoint is not None  # checked in __post_init__
         session, lane = await endpoint(settings.split_endpoint)
         splitter = OpenAISplitter(settings.split_endpoint, session, lane, spend=pool.spend)
         split_concurrency = settings.split_endpoint.max_in_flight
     elif settings.splitter == "given":
-        from dahl.adapters.given import GivenSplitter
+        from dahl.adapters._given import GivenSplitter
 
         splitter = GivenSplitter()
     else:
-        from dahl.adapters.rules import RuleSplitter
+        from dahl.adapters._rules import RuleSplitter
 
         splitter = RuleSplitter()
 
     checker: Checker
     check_concurrency = 8
     if settings.checker == "openai":
-        from dahl.adapters.openai import OpenAIChecker
+        from dahl.adapters._openai import OpenAIChecker
 
         assert settings.check_endpoint is not None  # checked in __post_init__
         session, lane = await endpoint(settings.check_endpoint)
@@ -156,15 +156,15 @@ async def open_adapters(
                                 spend=pool.spend)
         check_concurrency = settings.check_endpoint.max_in_flight
     elif settings.checker == "replay":
-        from dahl.adapters.replay import ReplayChecker
+        from dahl.adapters._replay import ReplayChecker
 
         checker = ReplayChecker()
     elif settings.checker == "fake":
-        from dahl.adapters.fake import FakeChecker
+        from dahl.adapters._fake import FakeChecker
 
         checker = FakeChecker()
     else:
-        from dahl.adapters.evidence import EvidenceChecker
+        from dahl.adapters._evidence import EvidenceChecker
 
         checker = EvidenceChecker(await _corpus(settings))
 
@@ -182,7 +182,7 @@ async def open_adapters(
 
 async def _corpus(settings: AdapterSettings) -> Corpus:
     """Load (or read the saved index of) ``settings.evidence`` in a worker thread."""
-    from dahl.adapters.documents import open_corpus
+    from dahl.adapters._documents import open_corpus
 
     assert settings.evidence is not None
     path, index_dir = settings.evidence, settings.index_dir
@@ -192,7 +192,7 @@ async def _corpus(settings: AdapterSettings) -> Corpus:
 async def open_judge(
     name: str, endpoint: EndpointConfig | None, stack: AsyncExitStack, pool: LanePool
 ) -> CoverageJudge:
-    """Construct the coverage judge ``name`` (:data:`dahl.adapters.coverage.COVERAGE_JUDGES`).
+    """Construct the coverage judge ``name`` (:data:`dahl.adapters._coverage.COVERAGE_JUDGES`).
 
     The ``openai`` judge gets the lane of its endpoint from ``pool`` (so it shares the
     Checker's limits on the same endpoint) and its own HTTP session, closed with ``stack``.
@@ -200,7 +200,7 @@ async def open_judge(
     Raises:
         ConfigError: unknown name; ``openai`` without an endpoint; an unset API key variable.
     """
-    from dahl.adapters.coverage import COVERAGE_JUDGES, ExactJudge, LexicalJudge
+    from dahl.adapters._coverage import COVERAGE_JUDGES, ExactJudge, LexicalJudge
 
     if name == "exact":
         return ExactJudge()
@@ -211,9 +211,9 @@ async def open_judge(
     if endpoint is None:
         raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
                           "--checker openai)")
-    await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters.coverage_llm"))
-    from dahl.adapters.coverage_llm import OpenAICoverageJudge
-    from dahl.adapters.endpoint import Connections
+    await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters._coverage_llm"))
+    from dahl.adapters._coverage_llm import OpenAICoverageJudge
+    from dahl.adapters._endpoint import Connections
 
     session, lane = await Connections(stack, pool).open(endpoint)  # its own session
     return OpenAICoverageJudge(endpoint, session, lane, spend=pool.spend)
@@ -231,7 +231,7 @@ def used_templates(adapters: AdapterSettings, cover: EndpointConfig | None = Non
         check-evidence, cover); ``source`` is ``"shipped"`` or ``"file"``; empty for an
         offline run.
     """
-    from dahl.adapters import prompts
+    from dahl.adapters import _prompts as prompts
 
     found = []
     if adapters.splitter == "openai" and adapters.split_endpoint is not None:
@@ -240,7 +240,7 @@ def used_templates(adapters: AdapterSettings, cover: EndpointConfig | None = Non
         shipped = prompts.CHECK_EVIDENCE_TEMPLATE if adapters.evidence is not None else prompts.CHECK_TEMPLATE
         found.append(adapters.check_endpoint.template(shipped))
     if cover is not None:
-        from dahl.adapters.coverage_llm import COVER_TEMPLATE
+        from dahl.adapters._coverage_llm import COVER_TEMPLATE
 
         found.append(cover.template(COVER_TEMPLATE))
     return [{"stage": t.stage, "version": t.version, "source": t.source} for t in found]

@@ -13,12 +13,12 @@ import anyio
 
 from dahl.results import _manifest as manifest
 from dahl.run._plan import AdapterSettings, open_judge
-from dahl.adapters.recall import RecallCoverer, RecallSettings
-from dahl.cache.coverage import CachingJudge
-from dahl.cache.store import CacheStore
+from dahl.adapters._recall import RecallCoverer, RecallSettings
+from dahl.cache._coverage import CachingJudge
+from dahl.cache._store import CacheStore
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import LanePool
-from dahl.formats.refs import RefIndex, read_refs, refs_sha256
+from dahl.formats._refs import RefIndex, read_refs, refs_sha256
 from dahl.analysis._recall_summary import RecordedRecallSettings
 
 __all__ = ["RunRecall", "load_refs", "open_recall"]

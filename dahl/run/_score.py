@@ -22,20 +22,20 @@ import orjson
 
 from dahl.results import _manifest as manifest
 from dahl.run._plan import AdapterSettings, open_adapters, used_templates
-from dahl.adapters.recall import RecallCoverer, RecallSettings
+from dahl.adapters._recall import RecallCoverer, RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
-from dahl.cache.answers import code_digest
-from dahl.cache.opening import open_store
+from dahl.cache._answers import code_digest
+from dahl.cache._opening import open_store
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
-from dahl.engine.pipeline import PipelineOptions, run_pipeline
+from dahl.engine._pipeline import PipelineOptions, run_pipeline
 from dahl.lanes._spend import Spend
 from dahl.run._source import InputErrors, answer_source
 from dahl.errors import ConfigError, OutputWriteError
 from dahl.formats import FORMATS, read_answers
-from dahl.formats.arrow import is_saved_dataset
-from dahl.formats.inline import Input, as_inputs
-from dahl.formats.lines import STDIN, check_input_path
+from dahl.formats._arrow import is_saved_dataset
+from dahl.formats._inline import Input, as_inputs
+from dahl.formats._lines import STDIN, check_input_path
 from dahl.locking import FolderLock
 from dahl.pricing import Price, PriceTable
 from dahl.records import AnswerResult
@@ -55,7 +55,7 @@ class ScoreConfig:
     """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
 
     Attributes:
-        inputs: answer files and in-memory :class:`~dahl.formats.inline.Records`, read
+        inputs: answer files and in-memory :class:`~dahl.formats._inline.Records`, read
             in order; given a path, a sequence of paths, or an iterable of Answers or
             dicts (checked like dahl JSONL lines), it is stored as such a tuple. For
             ``hf`` a path may be a ``save_to_disk`` folder or a cached hub name; ``-`` is

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from dahl.results._counters import RunCounters
 from dahl.results._log import answer_input_hash, line_key
-from dahl.engine.pipeline import QueuedAnswer
+from dahl.engine._pipeline import QueuedAnswer
 from dahl.errors import InputError
 from dahl.formats import Needs, Records, read_answers
-from dahl.formats.lines import input_name
+from dahl.formats._lines import input_name
 from dahl.records import Answer, content_id
 
 __all__ = ["InputErrors", "answer_source"]

@@ -20,7 +20,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from dahl.adapters.http import make_session
+from dahl.adapters._http import make_session
 from dahl.lanes._limits import LaneLimits
 from dahl.lanes._memory import MemoryLimiter
 

@@ -11,11 +11,11 @@ import pytest
 
 from bench import mockserver
 from bench.mock_reply import default_label
-from dahl.adapters.anthropic_wire import ratelimit_headers
-from dahl.adapters.bodies import check_request_body
-from dahl.adapters.http import decode_json, make_session
-from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
-from dahl.adapters.route import ChatRoute
+from dahl.adapters._anthropic_wire import ratelimit_headers
+from dahl.adapters._bodies import check_request_body
+from dahl.adapters._http import decode_json, make_session
+from dahl.adapters._openai import OpenAIChecker, OpenAISplitter
+from dahl.adapters._route import ChatRoute
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import Lane, LaneLimits
 from dahl.lanes._retry import RetryPolicy

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from dahl.adapters import prompts
-from dahl.adapters.anthropic_wire import chat_reply, messages_body, ratelimit_headers
-from dahl.adapters.bodies import check_request_body, split_request_body
-from dahl.adapters.endpoint import reask_messages
-from dahl.adapters.http import parse_reply
+from dahl.adapters import _prompts as prompts
+from dahl.adapters._anthropic_wire import chat_reply, messages_body, ratelimit_headers
+from dahl.adapters._bodies import check_request_body, split_request_body
+from dahl.adapters._endpoint import reask_messages
+from dahl.adapters._http import parse_reply
 from dahl.config import EndpointConfig
 
 CHECK_SCHEMA = {

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from dahl.run._plan import AdapterSettings
-from dahl.adapters.http import make_session
-from dahl.adapters.openai import OpenAIChecker
+from dahl.adapters._http import make_session
+from dahl.adapters._openai import OpenAIChecker
 from dahl.config import EndpointConfig, load_config
 from dahl.lanes._lane import Lane, LaneLimits
 from dahl.lanes._retry import RetryPolicy

@@ -1,4 +1,4 @@
-"""Tests for dahl.adapters.corpus: loading, passages, analysis, BM25 search, fingerprint."""
+"""Tests for dahl.adapters._corpus: loading, passages, analysis, BM25 search, fingerprint."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dahl.adapters.documents import open_corpus
-from dahl.adapters.corpus import Corpus, analyze, split_sentences
+from dahl.adapters._documents import open_corpus
+from dahl.adapters._corpus import Corpus, analyze, split_sentences
 from dahl.errors import ConfigError, InputError
 
 

@@ -1,4 +1,4 @@
-"""Tests for the coverage judges (dahl.adapters.coverage, dahl.adapters.coverage_llm) and the RecallCoverer."""
+"""Tests for the coverage judges (dahl.adapters._coverage, dahl.adapters._coverage_llm) and the RecallCoverer."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import msgspec
 import orjson
 import pytest
 
-from dahl.adapters.base import Coverer
-from dahl.adapters.coverage import CoverageJudge, ExactJudge, Judgement, LexicalJudge
-from dahl.adapters.coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_messages, parse_coverage
-from dahl.adapters.recall import RecallCoverer, RecallSettings
+from dahl.adapters._base import Coverer
+from dahl.adapters._coverage import CoverageJudge, ExactJudge, Judgement, LexicalJudge
+from dahl.adapters._coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_messages, parse_coverage
+from dahl.adapters._recall import RecallCoverer, RecallSettings
 from dahl.config import EndpointConfig
 from dahl.results._assemble import build_result
 from dahl.errors import ConfigError, OutputParseError, QuotaExhausted, TransientAPIError
-from dahl.formats.refs import RefIndex
+from dahl.formats._refs import RefIndex
 from dahl.records import Answer, AnswerResult, Claim, Coverage, Label, RefFact, RefSet, Verdict, content_id
 
 ENV = "DAHL_TEST_COVER_KEY"

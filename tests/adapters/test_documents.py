@@ -1,4 +1,4 @@
-"""Tests for dahl.adapters.documents: folder corpora, passage spans, and the saved BM25 index."""
+"""Tests for dahl.adapters._documents: folder corpora, passage spans, and the saved BM25 index."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dahl.adapters.corpus import analyze, sentence_spans
-from dahl.adapters.documents import open_corpus, read_documents
+from dahl.adapters._corpus import analyze, sentence_spans
+from dahl.adapters._documents import open_corpus, read_documents
 from dahl.errors import ConfigError, InputError
 
 TEXT = "Metformin lowers glucose.  It was approved in 1994.\nAspirin thins blood."

@@ -1,4 +1,4 @@
-"""Tests for dahl.adapters.endpoint: the one client's fallback, re-ask, usage and cost."""
+"""Tests for dahl.adapters._endpoint: the one client's fallback, re-ask, usage and cost."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from dahl.adapters.bodies import Task, format_field
-from dahl.adapters.endpoint import CountMismatch, Endpoint, reask_messages, rejects_format
-from dahl.adapters.parse import parse_json_object
+from dahl.adapters._bodies import Task, format_field
+from dahl.adapters._endpoint import CountMismatch, Endpoint, reask_messages, rejects_format
+from dahl.adapters._parse import parse_json_object
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError, PermanentAPIError, TransientAPIError
 from dahl.lanes._spend import Spend
@@ -86,7 +86,7 @@ class TestFallback:
         server.push(server.error(400, "Invalid parameter: 'response_format' is not supported"),
                     server.chat('{"facts": ["a"]}'), server.chat('{"facts": ["b"]}'))
         endpoint = make(server, session, lane, "json_object")
-        with caplog.at_level(logging.WARNING, logger="dahl.adapters.endpoint"):
+        with caplog.at_level(logging.WARNING, logger="dahl.adapters._endpoint"):
             first = await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts)
             second = await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts)
         assert (first.value, second.value, endpoint.reply_format, endpoint.calls) == (["a"], ["b"], "text", 3)

@@ -1,4 +1,4 @@
-"""Tests for dahl.adapters.evidence: the offline evidence Checker's support decision."""
+"""Tests for dahl.adapters._evidence: the offline evidence Checker's support decision."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from dahl.adapters.base import Checker
-from dahl.adapters.corpus import Corpus, Hit
-from dahl.adapters.evidence import EvidenceChecker
+from dahl.adapters._base import Checker
+from dahl.adapters._corpus import Corpus, Hit
+from dahl.adapters._evidence import EvidenceChecker
 from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, Label
 

@@ -1,11 +1,11 @@
-"""Tests for dahl.adapters.given: claims supplied with the input."""
+"""Tests for dahl.adapters._given: claims supplied with the input."""
 
 from __future__ import annotations
 
 import pytest
 
-from dahl.adapters.base import Splitter
-from dahl.adapters.given import GivenSplitter
+from dahl.adapters._base import Splitter
+from dahl.adapters._given import GivenSplitter
 from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, GivenClaim, Label
 

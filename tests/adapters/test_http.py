@@ -1,4 +1,4 @@
-"""Tests for dahl.adapters.http: one request, every failure mapped to the dahl error tree."""
+"""Tests for dahl.adapters._http: one request, every failure mapped to the dahl error tree."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dahl.adapters.http import encode_body, make_session, parse_duration_s, post_chat, retry_after_s
+from dahl.adapters._http import encode_body, make_session, parse_duration_s, post_chat, retry_after_s
 from dahl.errors import (
     ConnectError,
     FatalAPIError,

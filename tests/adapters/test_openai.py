@@ -1,4 +1,4 @@
-"""Tests for dahl.adapters.openai against a scripted loopback server."""
+"""Tests for dahl.adapters._openai against a scripted loopback server."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import logging
 import orjson
 import pytest
 
-from dahl.adapters import openai as openai_adapter
-from dahl.adapters import prompts
-from dahl.adapters.base import Checker, Splitter
-from dahl.adapters.openai import (
+from dahl.adapters import _openai as openai_adapter
+from dahl.adapters import _prompts as prompts
+from dahl.adapters._base import Checker, Splitter
+from dahl.adapters._openai import (
     OpenAIChecker,
     OpenAISplitter,
     check_request_body,

@@ -1,4 +1,4 @@
-"""Tests for the cache hooks of dahl.adapters.openai, through dahl.cache on a scripted server."""
+"""Tests for the cache hooks of dahl.adapters._openai, through dahl.cache on a scripted server."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dahl.adapters import keybody
-from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
+from dahl.adapters import _keybody as keybody
+from dahl.adapters._openai import OpenAIChecker, OpenAISplitter
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter
 from dahl.config import EndpointConfig
 from dahl.results._counters import RunCounters

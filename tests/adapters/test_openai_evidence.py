@@ -9,12 +9,12 @@ import msgspec
 import orjson
 import pytest
 
-from dahl.adapters import prompts
-from dahl.adapters.corpus import Corpus
+from dahl.adapters import _prompts as prompts
+from dahl.adapters._corpus import Corpus
 from dahl.run._plan import AdapterSettings
-from dahl.adapters.openai import NO_PASSAGE, OpenAIChecker
+from dahl.adapters._openai import NO_PASSAGE, OpenAIChecker
 from dahl.cache import CacheStore, CachingChecker
-from dahl.cache.keys import check_key
+from dahl.cache._keys import check_key
 from dahl.config import EndpointConfig
 from dahl.results._counters import RunCounters
 from dahl.errors import ConfigError

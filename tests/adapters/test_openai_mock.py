@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dahl.adapters.http import make_session
-from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
+from dahl.adapters._http import make_session
+from dahl.adapters._openai import OpenAIChecker, OpenAISplitter
 from dahl.config import EndpointConfig
 from dahl.records import Answer, Claim, Label
 

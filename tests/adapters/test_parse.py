@@ -1,10 +1,10 @@
-"""Tests for dahl.adapters.parse: strict label and claim-list parsing."""
+"""Tests for dahl.adapters._parse: strict label and claim-list parsing."""
 
 from __future__ import annotations
 
 import pytest
 
-from dahl.adapters.parse import parse_claims, parse_label, parse_verdict
+from dahl.adapters._parse import parse_claims, parse_label, parse_verdict
 from dahl.errors import OutputParseError
 from dahl.records import Label
 

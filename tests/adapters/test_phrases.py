@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from dahl.adapters.phrases import phrase_claims
-from dahl.adapters.rules import split_claims
+from dahl.adapters._phrases import phrase_claims
+from dahl.adapters._rules import split_claims
 
 
 class TestPhraseClaims:

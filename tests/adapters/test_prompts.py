@@ -1,12 +1,12 @@
-"""Tests for dahl.adapters.prompts: delimited data, neutralized tags, schemas, re-ask."""
+"""Tests for dahl.adapters._prompts: delimited data, neutralized tags, schemas, re-ask."""
 
 from __future__ import annotations
 
 import pytest
 
-from dahl.adapters.bodies import format_field
-from dahl.adapters.endpoint import reask_messages
-from dahl.adapters.prompts import (
+from dahl.adapters._bodies import format_field
+from dahl.adapters._endpoint import reask_messages
+from dahl.adapters._prompts import (
     CHECK_TEMPLATE_VERSION,
     SPLIT_TEMPLATE_VERSION,
     check_messages,

@@ -1,4 +1,4 @@
-"""Tests for dahl.adapters.rules: the offline rule Splitter."""
+"""Tests for dahl.adapters._rules: the offline rule Splitter."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dahl.adapters.base import Splitter
-from dahl.adapters.rules import RuleSplitter, split_claims
+from dahl.adapters._base import Splitter
+from dahl.adapters._rules import RuleSplitter, split_claims
 from dahl.records import Answer, Claim
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dahl.adapters.rules import split_claims
+from dahl.adapters._rules import split_claims
 from dahl.sentences import ABBREVIATIONS, NON_FINAL, split_sentences
 
 

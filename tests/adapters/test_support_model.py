@@ -9,14 +9,14 @@ import json
 import numpy as np
 import pytest
 
-from dahl.adapters.support_features import (
+from dahl.adapters._support_features import (
     FEATURE_NAMES,
     claim_terms,
     names_with_digits,
     numbers_with_units,
     pair_features,
 )
-from dahl.adapters.support_model import CLASSES, load_support_model, parse_support_model
+from dahl.adapters._support_model import CLASSES, load_support_model, parse_support_model
 from dahl.errors import ConfigError
 from tests.conftest import require_data
 

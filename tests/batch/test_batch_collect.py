@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dahl.batch.collect import parse_outcomes
-from dahl.batch.extras import Extra, read_extras, write_extras
-from dahl.batch.requests import StageMeta
-from dahl.batch.providers import parse_openai_line
+from dahl.batch._collect import parse_outcomes
+from dahl.batch._extras import Extra, read_extras, write_extras
+from dahl.batch._requests import StageMeta
+from dahl.batch._providers import parse_openai_line
 from dahl.records import Claim, Evidence, Label, Usage, Verdict
 
 META = {"check": StageMeta("fp-check", "3", "http://x/v1", "m", ""), "split": StageMeta("fp-split", "1", "u", "m", "")}

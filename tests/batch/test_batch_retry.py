@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from dahl.batch import ops
+from dahl.batch import _ops as ops
 from dahl.lanes._retry import RetryPolicy
 from dahl.errors import TransientAPIError
 from tests.batch.batch_runs import batch_stats, dahl, endpoint, ledger_events, write_answers
@@ -74,8 +74,8 @@ class TestRetriedCalls:
         """A 404 (no such batch) is raised at once (0 retries); the command exits 4."""
         import aiohttp
 
-        from dahl.batch.ledger import Ledger
-        from dahl.batch.providers import OpenAIBatches
+        from dahl.batch._ledger import Ledger
+        from dahl.batch._providers import OpenAIBatches
         from dahl.errors import PermanentAPIError
 
         url = mocks.start()

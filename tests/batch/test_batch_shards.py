@@ -7,10 +7,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from dahl.adapters.anthropic_wire import chat_reply, messages_body
-from dahl.batch.ledger import LEDGER_NAME, Ledger
-from dahl.batch.requests import BatchRequest
-from dahl.batch.shards import LIMITS, Limits, cut, request_line, write_shards
+from dahl.adapters._anthropic_wire import chat_reply, messages_body
+from dahl.batch._ledger import LEDGER_NAME, Ledger
+from dahl.batch._requests import BatchRequest
+from dahl.batch._shards import LIMITS, Limits, cut, request_line, write_shards
 from dahl.errors import InputError
 
 

@@ -207,8 +207,8 @@ class TestLostCreateReply:
 
         import aiohttp
 
-        from dahl.batch.ledger import Ledger
-        from dahl.batch.providers import OpenAIBatches
+        from dahl.batch._ledger import Ledger
+        from dahl.batch._providers import OpenAIBatches
 
         url = mocks.start()
         source = str(write_answers(tmp_path / "answers.jsonl", 1, 10))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.mock_oracle import Oracle
 from bench.mock_reply import parse_prompt, reply_content
-from dahl.adapters import prompts
+from dahl.adapters import _prompts as prompts
 
 PASSAGES = [("d1#0-10", "Drug", "Drug lowers glucose."), ("d2#0-5", "", "Other text.")]
 

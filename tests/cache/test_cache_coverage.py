@@ -1,4 +1,4 @@
-"""Tests for dahl.cache.coverage: per-fact coverage labels in the real SQLite store."""
+"""Tests for dahl.cache._coverage: per-fact coverage labels in the real SQLite store."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dahl.adapters.coverage import Judgement
-from dahl.cache.coverage import CachingJudge, coverage_key
-from dahl.cache.store import CacheStore
+from dahl.adapters._coverage import Judgement
+from dahl.cache._coverage import CachingJudge, coverage_key
+from dahl.cache._store import CacheStore
 from dahl.results._assemble import build_result
 from dahl.errors import TransientAPIError
 from dahl.records import Answer, AnswerResult, Coverage

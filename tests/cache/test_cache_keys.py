@@ -1,4 +1,4 @@
-"""Tests for dahl.cache.keys: canonical, complete, versioned cache keys."""
+"""Tests for dahl.cache._keys: canonical, complete, versioned cache keys."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from dahl.adapters.openai import OpenAIChecker, OpenAISplitter
-from dahl.cache.keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
+from dahl.adapters._openai import OpenAIChecker, OpenAISplitter
+from dahl.cache._keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.config import EndpointConfig
 from dahl.records import Answer, Claim, GivenClaim, Label
 
@@ -101,7 +101,7 @@ class TestCheckKeyOpenAI:
 
     def test_template_version_changes_key(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Bumping the check template version changes the key."""
-        from dahl.adapters import prompts
+        from dahl.adapters import _prompts as prompts
 
         first = check_key(_checker(_cfg()), CLAIM, ANSWER)
         monkeypatch.setattr(prompts, "CHECK_TEMPLATE", dataclasses.replace(prompts.CHECK_TEMPLATE, version="check/v2"))
@@ -216,8 +216,8 @@ class TestSplitKey:
 class TestEvidenceCheckerKey:
     def test_evidence_ids_and_corpus_in_key(self) -> None:
         """The evidence Checker's key follows meta evidence_ids and the corpus content."""
-        from dahl.adapters.corpus import Corpus
-        from dahl.adapters.evidence import EvidenceChecker
+        from dahl.adapters._corpus import Corpus
+        from dahl.adapters._evidence import EvidenceChecker
 
         docs = [("asp", "", "Aspirin reduces the risk of myocardial infarction.")]
         checker = EvidenceChecker(Corpus.from_documents(docs))

@@ -1,4 +1,4 @@
-"""Tests for dahl.cache.store: batched writer thread, batched reads, lock, corruption."""
+"""Tests for dahl.cache._store: batched writer thread, batched reads, lock, corruption."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import msgspec
 import platformdirs
 import pytest
 
-from dahl.cache.store import CachedEntry, CacheStore, default_cache_dir
+from dahl.cache._store import CachedEntry, CacheStore, default_cache_dir
 from dahl.errors import CacheError
 from dahl.records import Claim, Evidence, Label, Usage, Verdict
 
@@ -137,7 +137,7 @@ class TestWriter:
         self, store: CacheStore, caplog: pytest.LogCaptureFixture
     ) -> None:
         """A batch that cannot be written is dropped with one warning; later batches are written."""
-        with caplog.at_level(logging.WARNING, logger="dahl.cache.writer"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._writer"):
             store.put(_key(1), object(), None)  # type: ignore[arg-type]  # not encodable
             await store.flush()
             store.put(_key(2), object(), None)  # type: ignore[arg-type]
@@ -208,7 +208,7 @@ class TestReader:
         con.execute("ALTER TABLE entries RENAME TO gone")
         con.commit()
         con.close()
-        with caplog.at_level(logging.WARNING, logger="dahl.cache.store"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._store"):
             assert await store.get(KEY) is None
             assert await store.get(_key(1)) is None
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -227,7 +227,7 @@ class TestReader:
         con.execute("INSERT INTO entries (key, value, stored_at) VALUES (?, ?, 0)", (KEY, b"\xc1not msgpack"))
         con.commit()
         con.close()
-        with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache.store"):
+        with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache._store"):
             assert await store.get(KEY) is None
         assert len(caplog.records) == 1
 
@@ -267,7 +267,7 @@ class TestCorruption:
                 f.truncate(size // 2)
         else:
             db.write_bytes(b"this is not a database" * 100)
-        with caplog.at_level(logging.WARNING, logger="dahl.cache.database"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._database"):
             s = CacheStore(directory)
         try:
             assert any("is corrupt" in r.getMessage() for r in caplog.records)
@@ -316,8 +316,8 @@ class TestDefaultDir:
 class TestRowWriter:
     def test_rows_read_back_as_written(self, tmp_path: Path) -> None:
         """Rows written in two batches read back by key, the second write of a key replacing the first."""
-        from dahl.cache.database import RowReader, RowWriter
-        from dahl.cache.schema import open_database
+        from dahl.cache._database import RowReader, RowWriter
+        from dahl.cache._schema import open_database
 
         path = open_database(tmp_path)
         writer = RowWriter(path)
@@ -339,8 +339,8 @@ class TestRowWriter:
 
     def test_a_megabyte_value_lives_in_its_row(self, tmp_path: Path) -> None:
         """A 1 MiB value is one row like any other (no side files) and reads back whole."""
-        from dahl.cache.database import RowReader, RowWriter
-        from dahl.cache.schema import open_database
+        from dahl.cache._database import RowReader, RowWriter
+        from dahl.cache._schema import open_database
 
         path = open_database(tmp_path)
         writer = RowWriter(path)
@@ -465,7 +465,7 @@ class TestOneRowLayout:
 
     async def test_verdict_raw_is_stored_once(self, store: CacheStore) -> None:
         """A Verdict put with its own raw reply keeps it only inside the Verdict; a claim list keeps it beside."""
-        from dahl.cache.envelope import ENVELOPE_DECODER, Stored
+        from dahl.cache._envelope import ENVELOPE_DECODER, Stored
 
         store.put(_key(1), VERDICT, VERDICT.raw)
         store.put(_key(2), CLAIMS, "raw split reply", parser_version="3")
@@ -547,7 +547,7 @@ class TestOneRowLayout:
 
     async def test_old_two_row_layout_is_a_miss(self, store: CacheStore) -> None:
         """Rows named key:v1 and key:raw (the former layout) are never read."""
-        from dahl.cache.database import RowWriter
+        from dahl.cache._database import RowWriter
 
         writer = RowWriter(store.directory / "cache.db")
         writer.write([(f"{KEY}:v1", msgspec.msgpack.encode(VERDICT)), (f"{KEY}:raw", b"Supported.")])

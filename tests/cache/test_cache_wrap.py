@@ -1,4 +1,4 @@
-"""Tests for dahl.cache.wrap and dahl.cache.flight: counting, single flight, caching rules."""
+"""Tests for dahl.cache._wrap and dahl.cache._flight: counting, single flight, caching rules."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import anyio
 import msgspec
 import pytest
 
-from dahl.adapters.base import Checker, Splitter
-from dahl.adapters.fake import FakeChecker
+from dahl.adapters._base import Checker, Splitter
+from dahl.adapters._fake import FakeChecker
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter, SingleFlight, check_key
-from dahl.cache.wrap import Lookup
+from dahl.cache._wrap import Lookup
 from dahl.results._counters import RunCounters
 from dahl.errors import OutputParseError, TransientAPIError
 from dahl.records import Answer, Claim, Label, Verdict

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from dahl.engine.channel import Channel, EndOfChannel
+from dahl.engine._channel import Channel, EndOfChannel
 
 
 class TestChannel:

@@ -12,7 +12,7 @@ import pytest
 
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
-from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
+from dahl.engine._pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.results._assemble import FoundAnswer
 from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted
 from dahl.metrics import answer_recall

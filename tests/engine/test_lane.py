@@ -832,8 +832,8 @@ class TestLaneAgainstTheMock:
     async def check_all(config: object, claims: int, limits: LaneLimits) -> tuple[dict[str, object], Lane, int]:
         """Check ``claims`` claims through one lane; return (mock stats, lane, claims labelled error)."""
         mockserver = pytest.importorskip("bench.mockserver")
-        from dahl.adapters.http import make_session
-        from dahl.adapters.openai import OpenAIChecker
+        from dahl.adapters._http import make_session
+        from dahl.adapters._openai import OpenAIChecker
         from dahl.config import EndpointConfig
         from dahl.records import Answer, Claim, Label
 

@@ -24,10 +24,10 @@ import pytest
 from blockbuster import BlockingError, blockbuster_ctx
 
 from dahl import AdapterSettings, EndpointConfig, RunCounters, ScoreConfig, score_async
-from dahl.adapters.fake import FakeChecker
-from dahl.adapters.given import GivenSplitter
+from dahl.adapters._fake import FakeChecker
+from dahl.adapters._given import GivenSplitter
 from dahl.results._log import AnswerLog
-from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
+from dahl.engine._pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.records import Answer, Claim, GivenClaim, Verdict
 
 N_ANSWERS = 100

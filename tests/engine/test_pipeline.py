@@ -9,10 +9,10 @@ import anyio
 import msgspec
 import pytest
 
-from dahl.adapters.fake import FakeChecker
+from dahl.adapters._fake import FakeChecker
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog, line_key
-from dahl.engine.pipeline import PipelineOptions, QueuedAnswer, run_pipeline
+from dahl.engine._pipeline import PipelineOptions, QueuedAnswer, run_pipeline
 from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted
 from dahl.records import Answer, AnswerResult, Claim, Label, Verdict
 

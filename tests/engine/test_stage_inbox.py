@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
-from dahl.engine.channel import Channel
-from dahl.engine.stage import Stage, Unbatched, run_stages
+from dahl.engine._channel import Channel
+from dahl.engine._stage import Stage, Unbatched, run_stages
 
 
 class TestUnbatched:

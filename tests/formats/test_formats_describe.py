@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dahl.formats import InputStats, describe_input
-from dahl.formats.stats import MAX_INVALID_EXAMPLES
+from dahl.formats._stats import MAX_INVALID_EXAMPLES
 
 
 class TestDescribeInput:

@@ -8,7 +8,7 @@ import pytest
 
 from dahl.errors import ConfigError, InputError
 from dahl.formats import FORMATS, detect_format, read_answers
-from dahl.formats.detect import SNIFF_LINES
+from dahl.formats._detect import SNIFF_LINES
 
 
 def write(tmp_path: Path, data: str | bytes, name: str = "input.txt") -> Path:

@@ -15,7 +15,7 @@ import zstandard
 
 from dahl.errors import ConfigError, InputError
 from dahl.formats import Needs, read_answers
-from dahl.formats.lines import STDIN
+from dahl.formats._lines import STDIN
 from tests.formats.test_formats_arrow import save_to_disk_folder
 from tests.formats.test_formats_lines import FakeStdin, feed_fifo
 

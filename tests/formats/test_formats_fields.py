@@ -9,7 +9,7 @@ import pytest
 from dahl.config import load_fields
 from dahl.errors import ConfigError, InputError
 from dahl.formats import describe_input, read_answers
-from dahl.formats.fields import check_fields, parse_field_options
+from dahl.formats._fields import check_fields, parse_field_options
 from dahl.records import GivenClaim, Label
 
 

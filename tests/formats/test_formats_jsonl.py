@@ -9,8 +9,8 @@ import pytest
 from dahl.errors import InputError
 from dahl.formats import read_answers
 from dahl.errors import ConfigError
-from dahl.formats.jsonl import parse_label
-from dahl.formats.needs import Needs
+from dahl.formats._jsonl import parse_label
+from dahl.formats._needs import Needs
 from dahl.records import Answer, GivenClaim, Label, content_id
 
 

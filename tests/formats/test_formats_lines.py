@@ -11,7 +11,7 @@ import pytest
 
 from dahl.errors import ConfigError, InputError
 from dahl.formats import read_answers
-from dahl.formats.lines import STDIN, check_input_path
+from dahl.formats._lines import STDIN, check_input_path
 
 LINES = b'{"id": "a", "question": "Q?", "response": "R."}\n{bad\n{"id": "c", "question": "Q?", "response": "R."}\n'
 

@@ -9,11 +9,11 @@ import pytest
 from bench.mock_generate import AnswerOracle, generated_text, question_of, truncate
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError, InputError
-from dahl.generate.answers import answer_id, cache_key
-from dahl.generate.sampler import Sampler
-from dahl.generate.output import AnswerLog, finished_ids
-from dahl.generate.questions import GenQuestion, read_questions
-from dahl.generate.templates import GENERATE_TEMPLATES, load_template, shipped_templates
+from dahl.generate._answers import answer_id, cache_key
+from dahl.generate._sampler import Sampler
+from dahl.generate._output import AnswerLog, finished_ids
+from dahl.generate._questions import GenQuestion, read_questions
+from dahl.generate._templates import GENERATE_TEMPLATES, load_template, shipped_templates
 from dahl.preprocess import preprocess
 from tests.conftest import require_data
 

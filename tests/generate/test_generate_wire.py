@@ -174,7 +174,7 @@ class TestErrors:
         the holder's pid, with no request (both runs generated every answer and wrote it twice)."""
         import os
 
-        from dahl.generate.output import lock_answers
+        from dahl.generate._output import lock_answers
 
         url = mocks.start()
         out = tmp_path / "answers.jsonl"

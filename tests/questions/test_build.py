@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from dahl.cli import main
 from dahl.errors import InputError
 from dahl.exit_status import ExitStatus
-from dahl.questions.articles import read_articles
-from dahl.questions.journal import ArticleQuestions, Judged
-from dahl.questions.table import COLUMNS, write_table
+from dahl.questions._articles import read_articles
+from dahl.questions._journal import ArticleQuestions, Judged
+from dahl.questions._table import COLUMNS, write_table
 
 TITLE = "Metformin and the liver"
 ARTICLES = [

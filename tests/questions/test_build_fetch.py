@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from dahl.cli import main
 from dahl.errors import InputError
 from dahl.exit_status import ExitStatus
-from dahl.questions.fetch import ncbi_limits, read_ids
-from dahl.questions.jats import METADATA_ONLY, NOT_FOUND, parse_jats
+from dahl.questions._fetch import ncbi_limits, read_ids
+from dahl.questions._jats import METADATA_ONLY, NOT_FOUND, parse_jats
 from bench.mock_questions import efetch_xml
 
 

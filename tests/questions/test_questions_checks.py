@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dahl.errors import ConfigError
-from dahl.questions.checks import (
+from dahl.questions._checks import (
     CATEGORIES,
     CONTEXT_FLAGS,
     OTHER,

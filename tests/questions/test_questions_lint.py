@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from dahl.cli import main
 from dahl.errors import InputError
-from dahl.questions.checks import context_flags
-from dahl.questions.lint import lint_questions, read_questions
+from dahl.questions._checks import context_flags
+from dahl.questions._lint import lint_questions, read_questions
 from tests.conftest import require_data
 
 

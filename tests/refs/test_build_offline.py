@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from tests.conftest import require_data
 from dahl.cli import main
 from dahl.exit_status import ExitStatus
-from dahl.formats.refs import read_refs
-from dahl.refs.dedupe import fact_key
-from dahl.refs.documents import build_refs
-from dahl.refs.settings import BuildSettings
+from dahl.formats._refs import read_refs
+from dahl.refs._dedupe import fact_key
+from dahl.refs._documents import build_refs
+from dahl.refs._settings import BuildSettings
 
 
 def pubmedqa_questions(path: Path, n: int) -> dict[str, dict[str, str]]:

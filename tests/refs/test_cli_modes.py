@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from dahl.cli import main
-from dahl.formats.refs import read_refs
+from dahl.formats._refs import read_refs
 from dahl.records import content_id
 
 QUESTION = "Tell me a bio of Ada Lovelace."

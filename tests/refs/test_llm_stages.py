@@ -10,13 +10,13 @@ import orjson
 import pytest
 from aiohttp import web
 
-from dahl.adapters.endpoint import Endpoint
-from dahl.adapters.http import make_session
+from dahl.adapters._endpoint import Endpoint
+from dahl.adapters._http import make_session
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError
-from dahl.refs.extract import Chunk, OpenAIExtractor
-from dahl.refs.prompts import task
-from dahl.refs.rate import OpenAIRater, Rating
+from dahl.refs._extract import Chunk, OpenAIExtractor
+from dahl.refs._prompts import task
+from dahl.refs._rate import OpenAIRater, Rating
 
 R = TypeVar("R")
 KEY_ENV = "DAHL_REFS_TEST_KEY"

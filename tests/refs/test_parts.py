@@ -9,12 +9,12 @@ import pytest
 
 from dahl.errors import InputError, OutputParseError
 from dahl.records import content_id
-from dahl.refs.dedupe import distinct, fact_key
-from dahl.refs.rate import CountMismatch
-from dahl.refs.extract import chunks, parse_facts
-from dahl.refs.output import finished_questions
-from dahl.refs.questions import Document, read_questions
-from dahl.refs.rate import Rating, parse_ratings
+from dahl.refs._dedupe import distinct, fact_key
+from dahl.refs._rate import CountMismatch
+from dahl.refs._extract import chunks, parse_facts
+from dahl.refs._output import finished_questions
+from dahl.refs._questions import Document, read_questions
+from dahl.refs._rate import Rating, parse_ratings
 
 
 class TestReadQuestions:

@@ -15,7 +15,7 @@ from dahl.cli import main
 from dahl.errors import InputError
 from dahl.records import AnswerMetrics, AnswerRecall, AnswerResult, ClaimResult, Coverage, Evidence, FactResult, Label, Status
 from dahl.report import build_report
-from dahl.report.answers import write_answer_data
+from dahl.report._answers import write_answer_data
 from dahl.analysis._verdicts import rebuild
 
 S, U = Label.SUPPORTED, Label.UNSUPPORTED

@@ -1,0 +1,239 @@
+"""Anthropic Messages API on the wire: chat-completions bodies in, chat-completion replies out.
+
+dahl builds every request as an OpenAI chat-completions body (the cache hashes that
+body) and its parsers read a chat-completion reply. For an endpoint with
+``provider = "anthropic"`` the body is converted just before sending and the reply
+just after, so the Splitter, Checker and coverage judge work unchanged:
+
+==========================================  ==========================================
+chat-completions body                       Anthropic Messages body (API 2023-06-01)
+==========================================  ==========================================
+``messages[role=system]``                   top-level ``system`` (joined by a blank line)
+``messages`` (user / assistant)             ``messages`` (same roles; runs of one role merged)
+``max_tokens``                              ``max_tokens`` (required: 1024 when absent)
+``response_format`` json_schema             one tool whose ``input_schema`` is the schema,
+                                            forced by ``tool_choice {"type": "tool"}``
+``response_format`` json_object             the same with ``input_schema {"type": "object"}``
+``stop``                                    ``stop_sequences``
+``seed``                                    dropped (the Messages API has none)
+anything else (``temperature``, extras)     copied as is
+==========================================  ==========================================
+
+The reply's ``tool_use`` input becomes the message content as JSON text (the parsers
+read JSON content already); without one, its text blocks joined. ``usage`` is
+``input_tokens`` (plus cache reads and writes) and ``output_tokens``, in tokens.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "chat_reply",
+    "messages_body",
+    "ratelimit_headers",
+]
+
+#: The ``anthropic-version`` header dahl sends (the Messages API version its bodies follow).
+ANTHROPIC_VERSION = "2023-06-01"
+#: ``max_tokens`` of a converted body that had none (Anthropic requires the field), tokens.
+DEFAULT_MAX_TOKENS = 1024
+
+# Keys messages_body handles itself; every other key of the chat body is copied.
+_OWN_KEYS = frozenset({"messages", "max_tokens", "response_format", "stop", "seed"})
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length"}
+
+
+def _text(content: Any) -> str:
+    """Text of a chat message's content: a string, or the ``text`` of its parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def _tool(response_format: Any) -> dict[str, Any] | None:
+    """The forced tool for a ``response_format``, or None (text mode)."""
+    if not isinstance(response_format, Mapping):
+        return None
+    if response_format.get("type") == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        return {
+            "name": str(spec.get("name") or "reply"),
+            "description": "Give the reply as this tool's input.",
+            "input_schema": spec.get("schema") or {"type": "object"},
+        }
+    if response_format.get("type") == "json_object":
+        return {"name": "reply", "description": "Give the reply as this tool's input.",
+                "input_schema": {"type": "object"}}
+    return None
+
+
+def messages_body(chat_body: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert a chat-completions request body (as dahl builds it) to an Anthropic Messages body.
+
+    Pure and deterministic (same input, same output, key order included); the input is
+    not modified. See the module table for the mapping.
+
+    Args:
+        chat_body: ``{"model", "messages": [{"role", "content"}], "temperature",
+            "max_tokens", ["seed"], ["response_format"], ["stop"], **extras}``.
+
+    Returns:
+        ``{"model", "max_tokens", ["system"], "messages", ...copied keys, ["stop_sequences"],
+        ["tools", "tool_choice"]}``. ``messages`` alternate user / assistant as the API requires:
+        consecutive messages of one role are merged with a blank line.
+
+    Raises:
+        ValueError: ``chat_body`` has no ``messages`` list, or a message role other than
+            system / user / assistant.
+    """
+    messages = chat_body.get("messages")
+    if not isinstance(messages, list):
+        raise ValueError("chat body has no messages list")
+    system: list[str] = []
+    turns: list[dict[str, str]] = []
+    for message in messages:
+        role = message.get("role")
+        text = _text(message.get("content"))
+        if role == "system":
+            system.append(text)
+        elif role in ("user", "assistant"):
+            if turns and turns[-1]["role"] == role:
+                turns[-1] = {"role": role, "content": f"{turns[-1]['content']}\n\n{text}"}
+            else:
+                turns.append({"role": role, "content": text})
+        else:
+            raise ValueError(f"message role {role!r} has no Anthropic equivalent")
+    limit = chat_body.get("max_tokens")
+    body: dict[str, Any] = {
+        "model": chat_body.get("model"),
+        "max_tokens": limit if isinstance(limit, int) and not isinstance(limit, bool) else DEFAULT_MAX_TOKENS,
+    }
+    if system:
+        body["system"] = "\n\n".join(system)
+    body["messages"] = turns
+    body.update((k, v) for k, v in chat_body.items() if k not in _OWN_KEYS and k != "model")
+    stop = chat_body.get("stop")
+    if stop is not None:
+        body["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    tool = _tool(chat_body.get("response_format"))
+    if tool is not None:
+        body["tools"] = [tool]
+        body["tool_choice"] = {"type": "tool", "name": tool["name"]}
+    return body
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def chat_reply(message: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert an Anthropic Message (a 200 reply of ``/v1/messages``) to a chat-completion reply.
+
+    Pure. The content is the first ``tool_use`` block's ``input`` as compact JSON (keys
+    in the order given), else the ``text`` blocks joined; ``finish_reason`` is ``length``
+    for ``stop_reason: max_tokens``, ``stop`` otherwise.
+
+    Args:
+        message: ``{"id", "type": "message", "model", "content": [blocks], "stop_reason",
+            "usage": {"input_tokens", "output_tokens", ["cache_creation_input_tokens"],
+            ["cache_read_input_tokens"]}}``.
+
+    Returns:
+        ``{"id", "object": "chat.completion", "model", "choices": [{"index": 0, "message":
+        {"role": "assistant", "content"}, "finish_reason"}], ["usage": {"prompt_tokens",
+        "completion_tokens", "total_tokens"}]}``; prompt tokens count cache reads and writes.
+
+    Raises:
+        ValueError: ``message`` has no ``content`` list (not a Message: e.g. an error body).
+    """
+    blocks = message.get("content")
+    if not isinstance(blocks, list):
+        raise ValueError("Anthropic reply has no content list")
+    content: str | None = None
+    for block in blocks:
+        if isinstance(block, Mapping) and block.get("type") == "tool_use":
+            content = orjson.dumps(block.get("input")).decode()
+            break
+    if content is None:
+        content = "".join(
+            str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
+        )
+    stop = message.get("stop_reason")
+    reply: dict[str, Any] = {
+        "id": message.get("id"),
+        "object": "chat.completion",
+        "model": message.get("model"),
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": _STOP_REASONS.get(stop, "stop") if isinstance(stop, str) else None,
+        }],
+    }
+    usage = message.get("usage")
+    if isinstance(usage, Mapping):
+        prompt = sum(_count(usage.get(k)) for k in
+                     ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        completion = _count(usage.get("output_tokens"))
+        reply["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion}
+    return reply
+
+
+def _reset_s(stamp: str, now: float) -> float | None:
+    """Seconds from ``now`` (Unix time) to an RFC 3339 UTC time ``2026-01-01T00:00:30Z``; None if unreadable."""
+    text = stamp.strip()
+    if text.endswith("Z"):
+        text = text[:-1]
+    elif text.endswith("+00:00"):
+        text = text[:-6]
+    else:
+        return None
+    whole, _, fraction = text.partition(".")
+    try:
+        seconds = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
+        part = float(f"0.{fraction}") if fraction else 0.0
+    except ValueError:
+        return None
+    return max(0.0, seconds + part - now)
+
+
+def ratelimit_headers(headers: Mapping[str, str], *, now: float | None = None) -> dict[str, str]:
+    """Reply headers with Anthropic's rate-limit headers added in OpenAI's ``x-ratelimit-*`` names.
+
+    ``anthropic-ratelimit-{requests,tokens}-{limit,remaining}`` are copied to
+    ``x-ratelimit-{limit,remaining}-{requests,tokens}``; ``-reset`` (an RFC 3339 time)
+    becomes ``x-ratelimit-reset-*`` as seconds from ``now`` (``"1.500s"``), the duration
+    form the lane and :func:`dahl.adapters._http.retry_after_s` read. ``retry-after``
+    is kept as sent. Existing ``x-ratelimit-*`` headers are not overwritten.
+
+    Args:
+        headers: response headers with lowercase names.
+        now: current Unix time, seconds (default ``time.time()``).
+
+    Returns:
+        A new dict: ``headers`` plus the translated names.
+    """
+    out = dict(headers)
+    if not any(name.startswith("anthropic-ratelimit-") for name in headers):
+        return out
+    now = time.time() if now is None else now
+    for budget in ("requests", "tokens"):
+        for field in ("limit", "remaining"):
+            value = headers.get(f"anthropic-ratelimit-{budget}-{field}")
+            if value is not None:
+                out.setdefault(f"x-ratelimit-{field}-{budget}", value)
+        stamp = headers.get(f"anthropic-ratelimit-{budget}-reset")
+        seconds = _reset_s(stamp, now) if stamp is not None else None
+        if seconds is not None:
+            out.setdefault(f"x-ratelimit-reset-{budget}", f"{seconds:.3f}s")
+    return out

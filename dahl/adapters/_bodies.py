@@ -1,0 +1,235 @@
+"""Request bodies of every LLM stage: what is sent, its token estimate, its fingerprint, its task.
+
+Pure functions of the endpoint settings and the texts (no I/O), shared by the one
+endpoint client (:mod:`dahl.adapters._endpoint`), the cache keys
+(:mod:`dahl.adapters._keybody`), the batch planners and the dry run (:mod:`dahl.run._dryrun`).
+A stage describes what it asks as a :class:`Task` (its name, template version, default
+budget, reply schema and re-ask wording); the body around its messages is the same for
+every stage (:func:`chat_body`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from dahl.adapters import _prompts as prompts
+from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig
+
+__all__ = [
+    "Format",
+    "Kind",
+    "Task",
+    "adapter_task",
+    "chat_body",
+    "check_request_body",
+    "endpoint_fingerprint",
+    "estimate_tokens",
+    "fingerprint",
+    "format_field",
+    "max_tokens",
+    "split_request_body",
+    "template_version",
+]
+
+Format = Literal["json_schema", "json_object", "text"]
+Kind = Literal["split", "check"]
+
+
+def _same(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one stage asks an endpoint; the rest of a request is the same for every stage.
+
+    Attributes:
+        name: the stage as fingerprints name it (``split``, ``check``, ``cover``,
+            ``extract``, ``rate``, ``questions-generate``, ``questions-judge``, ``generate``).
+        template: version of the template the stage's messages come from (``split/v1``,
+            ``file:<blake2b-64 hex>`` for a user's file).
+        max_tokens: completion budget, tokens, when the endpoint sets none.
+        json_schema: the ``response_format`` value of a ``json_schema`` reply
+            (``{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}``);
+            None: the stage asks ``json_object`` in that mode.
+        reask_json: what the one re-ask says a JSON-mode reply must be
+            (``'answer with a JSON object {"claims": [...]} and nothing else'``).
+        reask_text: the same in text mode.
+        neutralize: makes the unparseable reply safe to quote back between the stage's
+            data tags (``<`` of a block tag becomes ``‹``).
+    """
+
+    name: str
+    template: str
+    max_tokens: int
+    json_schema: Mapping[str, Any] | None = None
+    reask_json: str = "reply with the JSON object only"
+    reask_text: str = "reply with the JSON object only"
+    neutralize: Callable[[str], str] = _same
+
+
+def format_field(fmt: Format, json_schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``response_format`` request field of reply format ``fmt``: ``json_schema``
+    (None: json_object), ``{"type": "json_object"}``, or None (text mode sends no field)."""
+    if fmt == "json_schema" and json_schema is not None:
+        return dict(json_schema)
+    if fmt in ("json_schema", "json_object"):
+        return {"type": "json_object"}
+    return None
+
+
+def chat_body(
+    cfg: EndpointConfig, messages: list[dict[str, str]], *, max_tokens: int,
+    response_format: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The chat-completions body of ``messages`` (pure; the cache hashes it).
+
+    Returns:
+        ``{"model", "messages", "temperature", "max_tokens", ["seed"], ["response_format"],
+        **cfg.extra_body}``; never the API key.
+    """
+    body: dict[str, Any] = {
+        "model": cfg.model,
+        "messages": messages,
+        "temperature": cfg.temperature,
+        "max_tokens": max_tokens,
+    }
+    if cfg.seed is not None:
+        body["seed"] = cfg.seed
+    if response_format is not None:
+        body["response_format"] = response_format
+    body.update(cfg.extra_body)
+    return body
+
+
+def max_tokens(cfg: EndpointConfig, kind: Kind) -> int:
+    """Completion token cap of a ``kind`` request: ``cfg.max_tokens``, else the stage's default."""
+    if cfg.max_tokens is not None:
+        return cfg.max_tokens
+    return SPLIT_MAX_TOKENS if kind == "split" else CHECK_MAX_TOKENS
+
+
+def _body(
+    cfg: EndpointConfig, kind: Kind, messages: list[dict[str, str]], fmt: Format, *, with_evidence: bool = False
+) -> dict[str, Any]:
+    return chat_body(cfg, messages, max_tokens=max_tokens(cfg, kind),
+                     response_format=format_field(fmt, prompts.reply_schema(kind, with_evidence=with_evidence)))
+
+
+def split_request_body(
+    cfg: EndpointConfig, question: str, answer_text: str, *, fmt: Format | None = None
+) -> dict[str, Any]:
+    """The exact JSON body of a split request (pure; the cache hashes it).
+
+    Args:
+        cfg: the split endpoint.
+        question: the answer's question.
+        answer_text: the preprocessed answer.
+        fmt: reply format override (the adapter passes ``"text"`` after a fallback);
+            default ``cfg.effective_format()``.
+
+    Returns:
+        ``{"model", "messages", "temperature", "max_tokens", ["seed"], ["response_format"],
+        **cfg.extra_body}``; never the API key.
+    """
+    fmt = fmt or cfg.effective_format()
+    messages = prompts.split_messages(
+        question, answer_text, json_reply=fmt != "text", template=cfg.templates.get("split")
+    )
+    return _body(cfg, "split", messages, fmt)
+
+
+def check_request_body(
+    cfg: EndpointConfig,
+    question: str,
+    claim: str,
+    *,
+    evidence: Sequence[prompts.PromptPassage] | None = None,
+    fmt: Format | None = None,
+) -> dict[str, Any]:
+    """The exact JSON body of a check request (pure; the cache hashes it).
+
+    Args:
+        cfg: the check endpoint.
+        question: the answer's question.
+        claim: the claim text.
+        evidence: passages to judge against as (passage id, title, text), if any
+            (template ``check-evidence/v1`` and its label schema).
+        fmt: reply format override; default ``cfg.effective_format()``.
+
+    Returns:
+        As :func:`split_request_body`, with the check messages and schema.
+    """
+    fmt = fmt or cfg.effective_format()
+    messages = prompts.check_messages(
+        question, claim, evidence, json_reply=fmt != "text",
+        template=cfg.templates.get("check"), evidence_template=cfg.templates.get("check-evidence"),
+    )
+    return _body(cfg, "check", messages, fmt, with_evidence=bool(evidence))
+
+
+def estimate_tokens(body: dict[str, Any]) -> int:
+    """Tokens to reserve for ``body``: message (or ``prompt``) characters / 4 (rounded up)
+    + ``max_tokens``.
+
+    The 4-characters-per-token rule of thumb for English (OpenAI tokenizer guidance);
+    the lane refunds the difference from the reported usage.
+    """
+    chars = sum(len(m.get("content", "")) for m in body.get("messages", ())) + len(body.get("prompt") or "")
+    return -(-chars // 4) + int(body.get("max_tokens") or 0)
+
+
+def template_version(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> str:
+    """The version of the template a ``kind`` request of ``cfg`` uses: the user's file
+    (``file:<blake2b-64 hex>``) or the shipped one (``split/v1``, ``check/v1``, ``check-evidence/v1``)."""
+    if kind == "split":
+        return cfg.template(prompts.SPLIT_TEMPLATE).version
+    return cfg.template(prompts.CHECK_EVIDENCE_TEMPLATE if with_evidence else prompts.CHECK_TEMPLATE).version
+
+
+def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> str:
+    """Stable string of every setting that changes a ``kind`` reply of ``cfg``.
+
+    Includes the normalized base URL, model, template version (``check-evidence/v1``
+    for a check against evidence passages; ``file:<hash>`` for a user's template, see
+    :func:`template_version`), temperature, seed, max_tokens, reply
+    format, extra_body (canonical JSON, sorted keys) and a provider other than
+    ``openai`` (``|provider=anthropic``: the same body asks differently there); never the
+    API key, auth, headers, timeouts or concurrency limits.
+    """
+    return fingerprint(cfg, kind, template_version(cfg, kind, with_evidence=with_evidence), max_tokens(cfg, kind))
+
+
+def fingerprint(cfg: EndpointConfig, name: str, template: str, budget: int) -> str:
+    """Stable string of every setting that changes a reply of stage ``name`` on ``cfg``.
+
+    ``openai:<name>|<base URL>|model=|template=|temperature=|seed=|max_tokens=<budget>|format=|extra=``
+    (extra_body as canonical JSON, sorted keys), then ``|provider=<provider>`` for a provider
+    other than ``openai``; never the API key, auth, headers, timeouts or concurrency limits.
+    """
+    extra = orjson.dumps(cfg.extra_body, option=orjson.OPT_SORT_KEYS).decode()
+    return (
+        f"openai:{name}|{cfg.base_url}|model={cfg.model}|template={template}"
+        f"|temperature={cfg.temperature!r}|seed={cfg.seed}|max_tokens={budget}"
+        f"|format={cfg.effective_format()}|extra={extra}"
+        + ("" if cfg.provider == "openai" else f"|provider={cfg.provider}")
+    )
+
+
+def adapter_task(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> Task:
+    """The :class:`Task` of the Splitter (``split``) or the Checker (``check``; with evidence
+    passages, template ``check-evidence/v1`` and its labels) on ``cfg``."""
+    default = SPLIT_MAX_TOKENS if kind == "split" else CHECK_MAX_TOKENS
+    return Task(
+        name=kind,
+        template=template_version(cfg, kind, with_evidence=with_evidence),
+        max_tokens=default,
+        json_schema=prompts.reply_schema(kind, with_evidence=with_evidence),
+        reask_json=prompts.expected_reply(kind, json_reply=True, with_evidence=with_evidence),
+        reask_text=prompts.expected_reply(kind, json_reply=False, with_evidence=with_evidence),
+        neutralize=prompts.neutralize_tags,
+    )

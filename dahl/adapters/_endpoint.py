@@ -1,0 +1,345 @@
+"""The one LLM endpoint client: every stage (split, check, cover, extract, rate, generate,
+questions) sends its requests through an :class:`Endpoint`.
+
+A stage keeps its template and its parser and describes what it asks as a
+:class:`~dahl.adapters._bodies.Task`; the endpoint owns the rest of a call:
+
+* the route (:class:`~dahl.adapters._route.ChatRoute`: OpenAI-compatible
+  ``/chat/completions`` or ``/completions``, or Anthropic ``/messages``), key and headers;
+* the request body around the stage's messages (:meth:`Endpoint.body`);
+* the lane: each request is ONE HTTP attempt handed to the engine's lane (rate limits,
+  in-flight cap, retries, breaker);
+* usage and cost: a reply's reported tokens (summed over a re-ask), and, given the run's
+  :class:`~dahl.lanes._spend.Spend`, the money of every call under the stage's name
+  (reserved at the request's upper bound, settled from the usage; the run's cap refuses a
+  call that could pass it);
+* structured output and its one text fallback: a server that rejects the structured
+  reply format (HTTP 400 or 422 naming ``response_format``, or for Anthropic the forced
+  tool, ``tools`` / ``tool_choice``) is asked in text mode from then on (logged once);
+* the one re-ask: a reply the stage's parser rejects is asked again once, with the parse
+  error; the usage of both calls is summed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+
+import aiohttp
+
+from dahl.adapters._bodies import Format, Task, chat_body, estimate_tokens, fingerprint, format_field
+from dahl.adapters._http import ChatReply, make_session
+from dahl.adapters._route import ChatRoute
+from dahl.config import EndpointConfig, api_key_id, resolve_api_key
+from dahl.errors import AdapterError, OutputParseError, PermanentAPIError
+from dahl.lanes._breaker import BreakerSettings
+from dahl.lanes._lane import Lane, LaneLimits, LanePool
+from dahl.lanes._limiter import Limiter
+from dahl.lanes._spend import UsageReply
+from dahl.records import Usage
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
+
+__all__ = [
+    "CallLane",
+    "Connections",
+    "CountMismatch",
+    "Endpoint",
+    "Parsed",
+    "reask_messages",
+    "rejects_format",
+    "total_usage",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R", bound=UsageReply)
+
+Message = dict[str, str]
+
+
+class CallLane(Protocol):
+    """What the client needs from ``dahl.lanes._lane.Lane``: run one attempt under its limits,
+    and the limiter that keeps the spend cap's state (for metering)."""
+
+    @property
+    def limiter(self) -> Limiter:
+        """The lane's limiter."""
+        ...
+
+    async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
+        """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""
+        ...
+
+
+class CountMismatch(OutputParseError):
+    """A reply that parsed but did not answer each numbered item exactly once.
+
+    Never re-asked as a whole (:meth:`Endpoint.ask` returns it at once): the stage asks
+    each item alone, and never pads.
+    """
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[T]):
+    """A reply and what the stage's parser made of it.
+
+    Attributes:
+        value: the parsed value; None when ``error`` is set.
+        error: the parse error of the last reply (after the one re-ask), or None.
+        reply: the last reply (the re-ask's, after one); ``reply.content`` is its raw text.
+        usage: tokens of the call and of its re-ask, summed; None if none reported.
+    """
+
+    value: T | None
+    error: OutputParseError | None
+    reply: ChatReply
+    usage: Usage | None
+
+    @property
+    def raw(self) -> str:
+        """The raw text of the last reply."""
+        return self.reply.content
+
+    def get(self) -> T:
+        """The parsed value.
+
+        Raises:
+            OutputParseError: the parser's error of the last reply (``CountMismatch`` included).
+        """
+        if self.error is not None:
+            raise self.error
+        return cast(T, self.value)
+
+
+def total_usage(*usages: Usage | None) -> Usage | None:
+    """Sum of the reported usages (a re-asked reply costs both calls); None if none reported."""
+    known = [u for u in usages if u is not None]
+    if not known:
+        return None
+    return Usage(
+        prompt_tokens=sum(u.prompt_tokens for u in known),
+        completion_tokens=sum(u.completion_tokens for u in known),
+    )
+
+
+def rejects_format(exc: AdapterError, *, anthropic: bool) -> bool:
+    """Whether ``exc`` is a server's rejection of the structured reply format.
+
+    An HTTP 400 or 422 whose message names ``response_format`` (chat completions) or,
+    for an Anthropic endpoint, also the forced tool (``tools`` / ``tool_choice``).
+    """
+    if not isinstance(exc, PermanentAPIError) or exc.status not in (400, 422):
+        return False
+    words = ("response_format", "tool_choice", "tools") if anthropic else ("response_format",)
+    return any(word in str(exc) for word in words)
+
+
+def reask_messages(
+    messages: list[Message], reply: str, error: str, expected: str, *,
+    neutralize: Callable[[str], str] = str,
+) -> list[Message]:
+    """Messages of the single re-ask after an unparseable ``reply`` to ``messages``.
+
+    Appends the reply (passed through ``neutralize``, so it cannot close a data block) and
+    a follow-up user message ``"Your reply could not be parsed: {error}; {expected}.\\n\\n"``
+    followed by the original last user message (so it still carries the data blocks and
+    tells the request kind).
+    """
+    follow_up = f"Your reply could not be parsed: {error}; {expected}.\n\n{messages[-1]['content']}"
+    return [*messages, {"role": "assistant", "content": neutralize(reply)}, {"role": "user", "content": follow_up}]
+
+
+class Connections:
+    """The lanes and HTTP sessions of a run's LLM endpoints.
+
+    One lane per (normalized base URL, key identity, model) from ``pool``, built with the
+    endpoint's RPM, TPM and in-flight limits and outage breaker, so the stages on one
+    endpoint share its limits; one session per (in-flight cap, timeout), opened on first
+    use and closed with ``stack``. Must be used inside a running event loop.
+
+    Args:
+        stack: the run's exit stack.
+        pool: the run's lane pool (a new one by default).
+    """
+
+    def __init__(self, stack: AsyncExitStack, pool: LanePool | None = None) -> None:
+        self._stack = stack
+        self.pool = pool if pool is not None else LanePool()
+        self._sessions: dict[tuple[int, float], aiohttp.ClientSession] = {}
+
+    async def open(self, cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:
+        """The session and the lane for ``cfg``.
+
+        Raises:
+            ConfigError: the API key variable is unset; the base URL is not a URL.
+        """
+        lane = self.pool.get(
+            cfg.base_url, api_key_id(resolve_api_key(cfg)), cfg.model,
+            LaneLimits(rpm=cfg.rpm, tpm=cfg.tpm, max_in_flight=cfg.max_in_flight),
+            breaker=BreakerSettings(max_outage_s=cfg.max_outage_s),
+        )
+        key = (cfg.max_in_flight, cfg.timeout_s)
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = await self._stack.enter_async_context(make_session(*key))
+        return session, lane
+
+
+class Endpoint:
+    """One stage's requests to one LLM endpoint, through its lane.
+
+    Args:
+        cfg: the endpoint settings.
+        session: shared session from :func:`dahl.adapters._http.make_session`.
+        lane: the endpoint's lane (``dahl.lanes._lane.Lane``), shared by the stages on the
+            same endpoint.
+        task: what the stage asks (:class:`~dahl.adapters._bodies.Task`).
+        completion: send to ``/completions`` (a ``{"prompt"}`` body) instead of the chat route.
+        spend: the run's money meter, None: calls are not metered.
+        meter_as: the name the money is reported under (default ``task.name``).
+
+    Attributes:
+        cfg: the settings.
+        task: the task.
+        max_tokens: completion budget of a request, tokens (``cfg.max_tokens``, else the task's).
+        fingerprint: every setting that changes a reply (:func:`~dahl.adapters._bodies.fingerprint`).
+        calls: requests handed to the lane (fallbacks and re-asks included).
+        system_digests: memo of system-prompt digests for cache keys (:mod:`dahl.adapters._keybody`).
+
+    Raises:
+        ConfigError: (on construction) the API key variable (or one a header names) is
+            unset; ``completion`` on an Anthropic endpoint; a cost cap on ``spend`` and no
+            price for ``cfg.model``.
+    """
+
+    def __init__(
+        self,
+        cfg: EndpointConfig,
+        session: aiohttp.ClientSession,
+        lane: CallLane,
+        task: Task,
+        *,
+        completion: bool = False,
+        spend: Spend | None = None,
+        meter_as: str | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.task = task
+        self._session = session
+        self._route = ChatRoute(cfg, completion=completion)  # key and headers: the same for every request
+        self._fmt: Format = cfg.effective_format()
+        self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else task.max_tokens
+        self._lane: CallLane = (
+            lane if spend is None else spend.lane(lane, meter_as or task.name, cfg.model, self.max_tokens)
+        )
+        self.fingerprint = fingerprint(cfg, task.name, task.template, self.max_tokens)
+        self.calls = 0
+        self.system_digests: dict[str, str] = {}
+
+    def __repr__(self) -> str:  # never the key
+        return f"<Endpoint {self.task.name} {self._route!r} format={self._fmt}>"
+
+    @property
+    def url(self) -> str:
+        """The URL requests are posted to."""
+        return self._route.url
+
+    @property
+    def reply_format(self) -> Format:
+        """Reply format currently requested (``text`` after a fallback)."""
+        return self._fmt
+
+    def body(self, messages: list[Message], fmt: Format | None = None) -> dict[str, Any]:
+        """The chat body of ``messages`` under reply format ``fmt`` (default :attr:`reply_format`).
+
+        Returns:
+            As :func:`~dahl.adapters._bodies.chat_body`, with the task's schema in
+            ``json_schema`` mode; never the API key.
+        """
+        fmt = fmt or self._fmt
+        return chat_body(self.cfg, messages, max_tokens=self.max_tokens,
+                         response_format=format_field(fmt, self.task.json_schema))
+
+    async def send(self, body: dict[str, Any]) -> ChatReply:
+        """Send ``body`` through the lane (one HTTP attempt per lane try); its reply.
+
+        The body is encoded once here; every attempt (retry) sends the same bytes.
+
+        Raises:
+            AdapterError: the call failed after the lane's retries.
+        """
+        route, session = self._route, self._session
+        data = route.encode(body)
+
+        def attempt() -> Awaitable[ChatReply]:
+            return route.post(session, data)
+
+        self.calls += 1
+        return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
+
+    async def request(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any]]:
+        """Send the body ``build(format)``; after a rejection of the reply format, switch to
+        text mode for good and send ``build("text")``.
+
+        Returns:
+            ``(reply, body sent)``.
+
+        Raises:
+            AdapterError: the call failed after the lane's retries (a rejection in text
+                mode, or a second one, stands).
+        """
+        body = build(self._fmt)
+        try:
+            return await self.send(body), body
+        except PermanentAPIError as exc:
+            if self._fmt == "text" or not rejects_format(exc, anthropic=self.cfg.provider == "anthropic"):
+                raise
+            log.warning(
+                "%s rejected response_format=%s (%s); using text mode for the rest of the run",
+                self.cfg.base_url, self._fmt, exc,
+            )
+            self._fmt = "text"
+            body = build(self._fmt)
+            return await self.send(body), body
+
+    async def ask(
+        self, build: Callable[[Format], dict[str, Any]], parse: Callable[[str], T], *, reask: bool = True
+    ) -> Parsed[T]:
+        """Send ``build(format)`` (as :meth:`request`) and parse the reply with ``parse``;
+        re-ask once with the parse error when it fails.
+
+        Args:
+            build: the stage's body for a reply format (e.g. ``lambda fmt: endpoint.body(messages, fmt)``).
+            parse: the stage's strict parser of a reply text; raises ``OutputParseError``.
+            reask: False: a parse error is not re-asked (the stage has its own recourse).
+
+        Returns:
+            The parsed reply, or the parse error of the last one (:meth:`Parsed.get` raises
+            it); a ``CountMismatch`` is never re-asked.
+
+        Raises:
+            AdapterError: a call failed after the lane's retries.
+        """
+        reply, body = await self.request(build)
+        try:
+            return Parsed(parse(reply.content), None, reply, reply.usage)
+        except OutputParseError as first:
+            if not reask or isinstance(first, CountMismatch):
+                return Parsed(None, first, reply, reply.usage)
+            error = first
+        task = self.task
+        expected = task.reask_json if self._fmt != "text" else task.reask_text
+        messages = reask_messages(body["messages"], reply.content, str(error), expected, neutralize=task.neutralize)
+        usage = reply.usage
+        reply = await self.send({**body, "messages": messages})
+        usage = total_usage(usage, reply.usage)
+        try:
+            return Parsed(parse(reply.content), None, reply, usage)
+        except OutputParseError as second:
+            return Parsed(None, second, reply, usage)

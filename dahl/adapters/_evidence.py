@@ -1,0 +1,491 @@
+"""The offline ``evidence`` Checker: BM25 retrieval over a local corpus plus a learned support model.
+
+This module holds the product's offline judgement of a claim. It calls no
+LLM: it retrieves the best passages of a local :class:`~dahl.adapters._corpus.Corpus`
+and scores each (claim, passage) pair with a small multinomial logistic
+regression (:mod:`dahl.adapters._support_model`, shipped as
+``support_model.json``, trained by ``python -m bench.train_checker`` on
+HealthVer's training part, COVID-Fact and Factcheck-GPT claim-evidence
+stance) over explainable features (:mod:`dahl.adapters._support_features`:
+BM25, overlap of content words, numbers with units, names with digits,
+entities, negation, antonyms, refutation cues).
+
+Decision, for one claim (thresholds are :class:`EvidenceSettings`):
+
+1. **Retrieve.** Query = the answer's question + the claim (``use_question=True``,
+   the default) or the claim alone; BM25 top ``top_k`` passages. When
+   ``answer.meta["evidence_ids"]`` is a list of document ids and
+   ``restrict=True``, only those documents are searched.
+2. **Nothing found → unknown.** No passage shares a term with the query, or
+   the best BM25 score is below ``min_score``.
+3. **Content terms.** A claim without a content word (function, hedging and
+   reporting words do not count) → irrelevant. With ``discount_question``
+   (default) a claim whose own words (its span's text, when the Splitter
+   carried a head onto a phrase) add no content term to the question only
+   restates it → irrelevant.
+4. **Off-topic → unknown.** When the whole corpus was searched (no evidence
+   ids), no kept passage is on the question's topic (holds ``on_topic`` of
+   the idf weight of the question's content terms) and none holds
+   ``unknown_below`` of the idf weight of the terms the claim adds, the
+   corpus does not speak about the claim. A passage on the question's topic
+   that lacks the claim's new words does speak: the model decides (mostly
+   "not stated", so unsupported), as it does against an answer's own evidence.
+5. **Stated → supported.** When one sentence of a kept passage holds
+   ``stated_share`` (0.9) of the claim's content terms and no veto of step 7
+   applies to that passage, the claim is supported whatever the model says
+   (the model learned from COVID-Fact's word-swapped counter-claims that
+   full overlap often means "refutes", and rejected README claims such as
+   "Metformin is a biguanide").
+6. **Model.** Each of the best ``n_evidence`` passages gets P(supports),
+   P(refutes), P(neutral); the passage with the highest P(supports)
+   decides: supported when its P(supports) ≥ ``support_threshold``,
+   else unsupported (contradicted when P(refutes) ≥ P(neutral), else not
+   stated).
+7. **Vetoes.** A supported claim is unsupported when that passage lacks one of
+   its numbers, holds the opposite of one of its words, or has a sentence with
+   ≥ 80 % of its content terms and the other polarity of negation.
+
+The verdict keeps the best ``n_evidence`` passages as evidence (text, document
+id, BM25 score) and in ``raw`` the deciding passage, its three probabilities,
+the three features that weighed most on the decided class and the closest
+sentence.
+
+Measured (``python -m bench.offline_eval``, support model support/v1, threshold 0.35,
+stated_share 0.9, on_topic 0.5, rules/v7 claims):
+
+* HealthVer held-back part (690 rows, 89 claims never trained on; model classes
+  used directly): 3-way accuracy 0.517, macro-F1 0.444, Supports-vs-Refutes
+  accuracy 0.649; always-Neutral 0.484 / 0.217, token overlap 0.483 / 0.246.
+* MedHallu pairwise (ties fail), each answer against its own Knowledge: odd
+  rows 0.600 (even 0.488, where the threshold was chosen), against 0.564 for
+  token share. End to end through ``dahl score`` (``python -m bench.pairwise``):
+  0.545 of 1,000 (odd rows 0.600).
+* MedHallu answers against the PubMedQA abstracts: 1 of 2,000 excluded (a claim
+  unknown) when each searches its own abstract; 159 (8.0 %) when each searches
+  all 1,000 (about 72 % without rule 4's topic test), pairwise 0.568 on the
+  odd rows.
+
+It is still a lexical model, not entailment: paraphrases score low and a
+claim that reuses the evidence's words in a wrong relation scores high.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from dahl.adapters._corpus import Corpus, Hit, analyze
+from dahl.adapters._lexicon import NON_CONTENT
+from dahl.adapters._support_features import FEATURE_NAMES
+from dahl.adapters._support_features import claim_terms as claim_terms_of
+from dahl.adapters._support_features import pair_features
+from dahl.adapters._support_model import SupportModel, load_support_model
+from dahl.errors import ConfigError
+from dahl.records import Answer, Claim, Evidence, Label, Verdict, normalize_text
+
+__all__ = ["Assessment", "EvidenceChecker", "EvidenceSettings"]
+
+logger = logging.getLogger(__name__)
+
+_ADDED_SHARE = FEATURE_NAMES.index("added_share_idf")
+_NUMBER_MISSING = FEATURE_NAMES.index("number_missing_share")
+_ANTONYM = FEATURE_NAMES.index("antonym_conflicts")
+_NEGATION_SHARE = FEATURE_NAMES.index("negation_mismatch_x_share")
+_SHARE_IDF = FEATURE_NAMES.index("content_share_idf")
+_SENTENCE_SHARE = FEATURE_NAMES.index("sentence_share")
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The decision on one claim with its intermediate figures.
+
+    Attributes:
+        label: supported, unsupported, irrelevant or unknown.
+        coverage: idf-weighted share of the claim's content terms found in the
+            deciding passage, in [0, 1]; None when no passage decided.
+        reason: one-line account of the decision (goes into ``Verdict.raw``).
+        hits: the evidence passages kept (best first, at most ``n_evidence``).
+        probabilities: the support model's (P supports, P refutes, P neutral)
+            for the deciding passage, float64 array of shape (3,); None when the
+            model was not consulted.
+        stated: the claim was supported because one sentence states it
+            (``stated_share``), not by the model's probabilities.
+    """
+
+    label: Label
+    coverage: float | None
+    reason: str
+    hits: tuple[Hit, ...]
+    probabilities: np.ndarray | None = None
+    stated: bool = False
+
+
+@dataclass(frozen=True)
+class EvidenceSettings:
+    """Thresholds of the evidence Checker (see the module docstring for the rule).
+
+    Attributes:
+        top_k: passages retrieved per claim (>= 1).
+        n_evidence: best passages the model scores (1 <= n_evidence <= top_k).
+        use_question: query with question + claim (True) or the claim alone.
+        restrict: honour ``answer.meta["evidence_ids"]`` (search only those documents).
+        discount_question: a claim adding no content term to its question is
+            irrelevant; "added" terms are those of the claim's own span.
+        support_threshold: P(supports) of the deciding passage at or above
+            which a claim is supported, in [0, 1]; 0.35 was the best of 0.1-0.5 on
+            the even rows of MedHallu (``python -m bench.offline_eval``).
+        unknown_below: idf-weighted share of the claim's added terms below which,
+            in every kept passage, an unrestricted search gives unknown, in [0, 1].
+        min_score: best BM25 score below which the claim is unknown (unitless, >= 0).
+        on_topic: idf-weighted share of the question's content terms a kept
+            passage must hold, in an unrestricted search, for the corpus to
+            speak about the question (so rule 4 gives no unknown), in [0, 1];
+            None turns the exemption off (and so does an empty question).
+        stated_share: share of the claim's content terms one sentence of a kept
+            passage must hold for the claim to count as stated there (supported
+            unless a veto applies, whatever the model says), in [0, 1]; None
+            turns the rule off.
+    """
+
+    top_k: int = 5
+    n_evidence: int = 3
+    use_question: bool = True
+    restrict: bool = True
+    discount_question: bool = True
+    support_threshold: float = 0.35
+    unknown_below: float = 0.2
+    min_score: float = 0.0
+    stated_share: float | None = 0.9
+    on_topic: float | None = 0.5
+
+    def __post_init__(self) -> None:
+        """Validate ranges.
+
+        Raises:
+            ConfigError: a setting is out of range.
+        """
+        if self.top_k < 1 or not 1 <= self.n_evidence <= self.top_k:
+            raise ConfigError(
+                f"need top_k >= 1 and 1 <= n_evidence <= top_k, got {self.top_k}, {self.n_evidence}"
+            )
+        for name in ("support_threshold", "unknown_below", "stated_share", "on_topic"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1], got {value}")
+        if self.min_score < 0.0:
+            raise ConfigError(f"min_score must be >= 0, got {self.min_score}")
+
+    def tag(self) -> str:
+        """Compact, stable text of every setting (goes into the fingerprint)."""
+        return (
+            f"k={self.top_k},n={self.n_evidence},q={int(self.use_question)},"
+            f"r={int(self.restrict)},d={int(self.discount_question)},s={self.support_threshold:g},"
+            f"u={self.unknown_below:g},m={self.min_score:g}"
+            + ("" if self.stated_share is None else f",t={self.stated_share:g}")
+            + ("" if self.on_topic is None else f",o={self.on_topic:g}")
+        )
+
+
+class EvidenceChecker:
+    """Checker that judges claims against a local corpus, offline.
+
+    Implements :class:`dahl.adapters._base.Checker`. CPU work (retrieval and
+    the decision) runs in a worker thread under a capacity limiter, so the
+    event loop never blocks.
+
+    Args:
+        corpus: the indexed corpus (:func:`dahl.adapters._documents.open_corpus`).
+        top_k, n_evidence, use_question, restrict, discount_question, support_threshold,
+            unknown_below, min_score, stated_share, on_topic: see :class:`EvidenceSettings`.
+        max_threads: worker threads used at once (1 or 2 is plenty).
+        model: the support model; None = the one shipped in the package.
+
+    Attributes:
+        fingerprint: ``"evidence/v5:<corpus fingerprint>:<model digest>:<settings>"``.
+        settings: the thresholds in force.
+        model: the support model in use.
+
+    Raises:
+        ConfigError: a setting is out of range, or the shipped model is missing or malformed.
+    """
+
+    cacheable = True
+    parser_version = "1"
+    #: ``cache_request`` holds document ids only: the key keeps the question and claim texts.
+    cache_request_covers_input = False
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        *,
+        top_k: int = 5,
+        n_evidence: int = 3,
+        use_question: bool = True,
+        restrict: bool = True,
+        discount_question: bool = True,
+        support_threshold: float = 0.35,
+        unknown_below: float = 0.2,
+        min_score: float = 0.0,
+        stated_share: float | None = 0.9,
+        on_topic: float | None = 0.5,
+        max_threads: int = 1,
+        model: SupportModel | None = None,
+    ) -> None:
+        if max_threads < 1:
+            raise ConfigError(f"max_threads must be >= 1, got {max_threads}")
+        self.corpus = corpus
+        self.settings = EvidenceSettings(
+            top_k=top_k,
+            n_evidence=n_evidence,
+            use_question=use_question,
+            restrict=restrict,
+            discount_question=discount_question,
+            support_threshold=support_threshold,
+            unknown_below=unknown_below,
+            min_score=min_score,
+            stated_share=stated_share,
+            on_topic=on_topic,
+        )
+        self.model = model if model is not None else load_support_model()
+        self.fingerprint = f"evidence/v5:{corpus.fingerprint}:{self.model.digest}:{self.settings.tag()}"
+        self._max_threads = max_threads
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def __repr__(self) -> str:
+        """Show the fingerprint."""
+        return f"<EvidenceChecker {self.fingerprint}>"
+
+    def cache_request(
+        self, claim: Claim, answer: Answer
+    ) -> dict[str, list[str] | str | None]:
+        """What the verdict depends on beyond fingerprint, question and claim (cache keys).
+
+        Returns:
+            ``{"doc_ids": [...], "own": ...}``: the ``meta["evidence_ids"]``
+            retrieval is restricted to (None when unrestricted), and the words the
+            claim adds (its span's text, see step 3 of the module docstring; None
+            when the whole claim is judged). See :mod:`dahl.cache._keys`.
+        """
+        return {"doc_ids": self._doc_ids(answer), "own": _own_text(claim, answer)}
+
+    def _capacity(self) -> anyio.CapacityLimiter:
+        # Created on first use: a limiter belongs to the running event loop.
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._max_threads)
+        return self._limiter
+
+    async def check(self, claim: Claim, answer: Answer) -> Verdict:
+        """Judge one claim in a worker thread.
+
+        Args:
+            claim: the claim.
+            answer: its answer (question and ``meta["evidence_ids"]`` are read).
+
+        Returns:
+            A verdict labelled supported, unsupported, irrelevant or unknown.
+        """
+        return await anyio.to_thread.run_sync(
+            self.check_sync, claim, answer, limiter=self._capacity()
+        )
+
+    async def check_batch(self, items: Sequence[tuple[Claim, Answer]]) -> list[Verdict]:
+        """Judge many claims in one worker-thread hop (cheaper than one hop per claim).
+
+        Args:
+            items: (claim, answer) pairs, any number.
+
+        Returns:
+            One verdict per pair, in the same order.
+        """
+        return await anyio.to_thread.run_sync(
+            self.check_many_sync, list(items), limiter=self._capacity()
+        )
+
+    def check_many_sync(self, items: Sequence[tuple[Claim, Answer]]) -> list[Verdict]:
+        """Blocking form of :meth:`check_batch`; call it from a worker thread or a script."""
+        return [self.check_sync(claim, answer) for claim, answer in items]
+
+    def check_sync(self, claim: Claim, answer: Answer) -> Verdict:
+        """Blocking form of :meth:`check`; call it from a worker thread or a script.
+
+        Args:
+            claim: the claim.
+            answer: its answer.
+
+        Returns:
+            The verdict (see the module docstring for the rule).
+        """
+        a = self.assess(claim, answer)
+        evidence = tuple(
+            Evidence(text=h.passage.text, source=h.passage.doc_id, score=round(h.score, 4))
+            for h in a.hits
+        )
+        return Verdict(label=a.label, checker=self.fingerprint, raw=a.reason, evidence=evidence)
+
+    def assess(self, claim: Claim, answer: Answer) -> Assessment:
+        """Apply the decision and return its intermediate figures (blocking).
+
+        Args:
+            claim: the claim.
+            answer: its answer.
+
+        Returns:
+            The label with the support model's class probabilities for the
+            deciding passage, the reason and the evidence passages kept.
+        """
+        s = self.settings
+        claim_terms = analyze(claim.text)
+        asked = analyze(answer.question) if answer.question else []
+        query = claim_terms + asked if s.use_question else claim_terms
+        doc_ids = self._doc_ids(answer)
+        hits = self.corpus.search(query, k=s.top_k, doc_ids=doc_ids)
+        if not hits or hits[0].score < s.min_score:
+            best = f"{hits[0].score:.3g}" if hits else "none"
+            return Assessment(Label.UNKNOWN, None, f"no passage found (best score {best})", ())
+        kept = tuple(hits[: s.n_evidence])
+        terms = claim_terms_of(claim.text, asked if s.discount_question else ())
+        own = _own_text(claim, answer) if s.discount_question else None
+        if own is not None:
+            # Only the words the claim's own span adds are judged new; the head the
+            # Splitter carried onto a phrase still counts for every other feature.
+            owned = set(analyze(own))
+            terms = replace(terms, added=tuple(t for t in terms.added if t in owned))
+        if not terms.content:
+            return Assessment(Label.IRRELEVANT, None, "claim has no content word", kept)
+        if s.discount_question and not terms.added:
+            return Assessment(Label.IRRELEVANT, None, "claim adds no term to the question", kept)
+        query_idf = sum(self.corpus.idf(t) for t in dict.fromkeys(query))
+        texts = [f"{h.passage.title} {h.passage.text}" for h in kept]
+        rows = [
+            pair_features(terms, text, h.passage.sentences, h.score, query_idf, self.corpus.idf)
+            for text, h in zip(texts, kept, strict=True)
+        ]
+        x = np.stack([r[0] for r in rows])
+        probs = self.model.probabilities(x)
+        if (
+            doc_ids is None
+            and float(x[:, _ADDED_SHARE].max()) < s.unknown_below
+            and not self._on_topic(asked, texts)
+        ):
+            note = f"best share of the claim's words {float(x[:, _ADDED_SHARE].max()):.3f}"
+            return Assessment(Label.UNKNOWN, None, f"off-topic: {note}", kept, probs[0])
+        stated = self._stated(x, rows)
+        if stated is not None:
+            return Assessment(
+                Label.SUPPORTED, float(x[stated, _SHARE_IDF]),
+                f"passage {kept[stated].passage.id} states it: {x[stated, _SENTENCE_SHARE]:.0%} of its content "
+                f"words in one sentence, same numbers, negation and opposites "
+                f"(P supports={probs[stated, 0]:.2f}); sentence: {rows[stated][1][:160]!r}",
+                kept, probs[stated], stated=True,
+            )
+        # The passage most likely to support the claim decides (a passage about
+        # something else must not refute it).
+        top_row = int(np.argmax(probs[:, 0]))
+        p = probs[top_row]
+        label = Label.SUPPORTED if p[0] >= s.support_threshold else Label.UNSUPPORTED
+        veto = _veto(x[top_row])
+        if veto and label == Label.SUPPORTED:
+            return Assessment(
+                Label.UNSUPPORTED, float(x[top_row, _SHARE_IDF]),
+                f"passage {kept[top_row].passage.id} {veto} (P supports={p[0]:.2f})", kept, p,
+            )
+        cls = 0 if label == Label.SUPPORTED else (1 if p[1] >= p[2] else 2)
+        top = ", ".join(f"{n} {v:+.2f}" for n, v in self.model.contributions(x[top_row], cls)[:3])
+        verdict = ("supports", "contradicts", "does not state")[cls]
+        note = (
+            f"passage {kept[top_row].passage.id} {verdict} it (P supports={p[0]:.2f} refutes={p[1]:.2f} "
+            f"neutral={p[2]:.2f}; top: {top})"
+        )
+        if rows[top_row][1]:
+            note += f"; closest sentence: {rows[top_row][1][:160]!r}"
+        return Assessment(label, float(x[top_row, _SHARE_IDF]), note, kept, p)
+
+    def _on_topic(self, asked: Sequence[str], texts: Sequence[str]) -> bool:
+        """Whether a kept passage holds ``on_topic`` of the idf weight of the question's content terms.
+
+        Words that ask rather than name a topic ("please", "explain", "briefly") do not count: absent
+        from most corpora, they would carry the largest idf.
+        """
+        limit = self.settings.on_topic
+        wanted = [t for t in dict.fromkeys(asked) if t not in NON_CONTENT and t not in _ASKING]
+        total = sum(self.corpus.idf(t) for t in wanted)
+        if limit is None or total <= 0:
+            return False
+        for text in texts:
+            have = set(analyze(text))
+            if sum(self.corpus.idf(t) for t in wanted if t in have) / total >= limit:
+                return True
+        return False
+
+    def _stated(self, x: np.ndarray, rows: Sequence[tuple[np.ndarray, str]]) -> int | None:
+        """Row of the first kept passage that states the claim nearly verbatim, or None.
+
+        The model learned from COVID-Fact, whose refuted claims are word swaps of
+        supported ones, that full overlap often means "refutes"; a claim one
+        sentence states (``stated_share`` of its content terms) with no veto
+        (:func:`_veto`) is supported instead.
+        """
+        limit = self.settings.stated_share
+        if limit is None:
+            return None
+        for i, (row, sentence) in enumerate(rows):
+            if sentence and row[_SENTENCE_SHARE] >= limit and _veto(row) is None:
+                return i
+        return None
+
+    def _doc_ids(self, answer: Answer) -> list[str] | None:
+        if not self.settings.restrict:
+            return None
+        ids = answer.meta.get("evidence_ids") if answer.meta else None
+        if not isinstance(ids, list):
+            return None
+        return [str(i) for i in ids]
+
+
+#: Index terms of words that ask for an answer instead of naming what it is about.
+_ASKING = frozenset(
+    t
+    for w in "please tell explain describe answer briefly brief detail detailed help give list discuss "
+    "summarize summarise know question".split()
+    for t in analyze(w)
+)
+
+
+def _veto(x: np.ndarray) -> str | None:
+    """Why a passage cannot support the claim whatever the model says, or None.
+
+    The model rarely saw these in training (HealthVer has few numbers and
+    opposites), so they stay hard rules: a number of the claim absent from the
+    passage ("type 1" where it says "type 2"), an opposite of a claim word the
+    passage holds instead ("Gram-positive" vs "Gram-negative"), and a negation
+    in only one of claim and a sentence holding >= 80 % of its content terms.
+    """
+    if x[_NUMBER_MISSING] > 0:
+        return "lacks a number of the claim"
+    if x[_ANTONYM] > 0:
+        return "says the opposite of a claim word"
+    if x[_NEGATION_SHARE] >= 0.8:
+        return "differs in negation"
+    return None
+
+
+def _own_text(claim: Claim, answer: Answer) -> str | None:
+    """The words the claim adds: ``answer.response[claim.span]`` when it lies inside the claim.
+
+    A Splitter that carries a subject or head onto a phrase points the span at
+    the phrase (rules/v5). The span text is used only when, normalized, it
+    occurs in the claim's text, so a span into another version of the
+    response (or no span) gives None: the whole claim is judged.
+    """
+    if claim.span is None:
+        return None
+    start, end = claim.span
+    if not 0 <= start < end <= len(answer.response):
+        return None
+    own = normalize_text(answer.response[start:end]).strip(" ,;.")
+    return own if own and own in claim.text else None

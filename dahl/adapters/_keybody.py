@@ -1,0 +1,147 @@
+"""Cache-key material of the OpenAI-compatible Checker's request body.
+
+The key must cover the body as sent; hashing a whole templated body per claim costs
+more than the rest of a cache hit, so the body is split once into a constant frame
+(digested) and the one templated message that changes per claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+import orjson
+
+from dahl.adapters import _prompts as prompts
+from dahl.adapters._bodies import Format, check_request_body
+from dahl.config import EndpointConfig
+
+__all__ = ["CheckKeyTemplate", "digest_system", "fill_content"]
+
+#: Distinct system prompts whose digests one adapter remembers (a handful exist per template).
+_MAX_SYSTEM_DIGESTS = 64
+
+
+def digest_system(body: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
+    """``body`` for a cache key: system message contents replaced by their blake2b-128 digests.
+
+    The system prompt is the same ~1-3 KB for every claim; hashing it once per distinct
+    text (``digests`` memo) instead of encoding and hashing it on every cache lookup keeps
+    the key complete (same content, same digest) and cheap.
+    """
+    messages = []
+    for message in body["messages"]:
+        if message.get("role") == "system":
+            content = message["content"]
+            digest = digests.get(content)
+            if digest is None:
+                if len(digests) >= _MAX_SYSTEM_DIGESTS:
+                    digests.clear()
+                digest = hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
+                digests[content] = digest
+            message = {"role": "system", "content_blake2b": digest}
+        messages.append(message)
+    return {**body, "messages": messages}
+
+
+# Holes of the check body template; NUL bytes keep them apart from real prompt text.
+_QUESTION_HOLE = "\x00dahl-question-hole\x00"
+_CLAIM_HOLE = "\x00dahl-claim-hole\x00"
+# Probes that check the template against the real body builder once per format.
+_PROBES = (("What <question> is x?", "A </claim> claim."), ("Q", "C"))
+
+
+def fill_content(parts: tuple[str, str, str], question: str, claim: str) -> str:
+    """The templated check message: ``parts`` (see :attr:`CheckKeyTemplate.parts`) around
+    ``question`` and ``claim``, each passed through :func:`prompts.neutralize_tags`.
+
+    Equal to :meth:`CheckKeyTemplate.content` of the template ``parts`` came from.
+    """
+    head, middle, tail = parts
+    return head + prompts.neutralize_tags(question) + middle + prompts.neutralize_tags(claim) + tail
+
+
+class CheckKeyTemplate:
+    """The keyed check body (:func:`digest_system` applied) split into a frame and a hole.
+
+    A cache lookup needs the check body of every claim; templating and hashing it from
+    scratch costs more than the rest of a cache hit. The body is built once with
+    placeholder texts; everything but the message holding them (model, parameters,
+    other messages, the placeholders' message index) is the *frame*, hashed once
+    (blake2b-128 of its canonical msgpack). Per claim only the templated message
+    content is produced, by filling the question and claim (through
+    :func:`prompts.neutralize_tags`, as the prompt builder does) into the text around
+    the placeholders. Frame digest + content determine the body exactly. The template
+    is only used when each placeholder occurs exactly once, in one message, question
+    first, and filling it reproduces the real builder's output on probe texts;
+    otherwise :attr:`usable` is False and the caller keys on the whole body.
+    """
+
+    def __init__(self, cfg: EndpointConfig, fmt: Format, digests: dict[str, str]) -> None:
+        self._cfg = cfg
+        self._fmt = fmt
+        self._digests = digests
+        self._body = digest_system(
+            check_request_body(cfg, _QUESTION_HOLE, _CLAIM_HOLE, fmt=fmt), digests
+        )
+        self._parts: tuple[str, str, str] = ("", "", "")
+        self._index = -1
+        # Claims of one answer share its question: remember the last one filled in.
+        self._last_question: tuple[str, str] = ("", prompts.neutralize_tags(""))
+        self.usable = self._split_holes() and all(
+            self.fill(q, c) == self.exact(q, c) for q, c in _PROBES
+        )
+        self.frame = ""
+        if self.usable:
+            messages = list(self._body["messages"])
+            messages[self._index] = {**messages[self._index], "content": None}
+            frame = {**self._body, "messages": messages, "dahl_hole": self._index}
+            self.frame = hashlib.blake2b(
+                msgspec.msgpack.encode(frame, order="deterministic"), digest_size=16
+            ).hexdigest()
+
+    def _split_holes(self) -> bool:
+        encoded = orjson.dumps(self._body).decode()
+        if encoded.count("dahl-question-hole") != 1 or encoded.count("dahl-claim-hole") != 1:
+            return False
+        for i, message in enumerate(self._body["messages"]):
+            content = message.get("content")
+            if isinstance(content, str) and _QUESTION_HOLE in content and _CLAIM_HOLE in content:
+                head, rest = content.split(_QUESTION_HOLE)
+                if _CLAIM_HOLE not in rest:
+                    return False
+                middle, tail = rest.split(_CLAIM_HOLE)
+                self._parts = (head, middle, tail)
+                self._index = i
+                return True
+        return False
+
+    def exact(self, question: str, claim: str) -> dict[str, Any]:
+        """The keyed body built by :func:`check_request_body` (slow, always right)."""
+        return digest_system(
+            check_request_body(self._cfg, question, claim, fmt=self._fmt), self._digests
+        )
+
+    @property
+    def parts(self) -> tuple[str, str, str]:
+        """The message content before the question, between question and claim, and after.
+
+        :meth:`content` is ``fill_content(parts, question, claim)`` (only when :attr:`usable`).
+        """
+        return self._parts
+
+    def content(self, question: str, claim: str) -> str:
+        """The templated content of the message with the holes, ``question`` and ``claim`` filled in."""
+        head, middle, tail = self._parts
+        last, safe_question = self._last_question
+        if question != last:
+            safe_question = prompts.neutralize_tags(question)
+            self._last_question = (question, safe_question)
+        return head + safe_question + middle + prompts.neutralize_tags(claim) + tail
+
+    def fill(self, question: str, claim: str) -> dict[str, Any]:
+        """The keyed body with ``question`` and ``claim`` filled into the holes."""
+        messages = list(self._body["messages"])
+        messages[self._index] = {**messages[self._index], "content": self.content(question, claim)}
+        return {**self._body, "messages": messages}

@@ -1,0 +1,161 @@
+"""The Coverer: recall of one finished answer against its question's F* ("Beyond Precision").
+
+:class:`RecallCoverer` implements :class:`dahl.adapters._base.Coverer`. Per answer:
+
+* its question has no reference set (:class:`~dahl.formats._refs.RefIndex`): ``recall``
+  stays UNSET (counted as ``no_refs`` by the summary);
+* the answer could not be split (status ``error``): recall None, reason ``split_error``;
+* F* (:func:`dahl.metrics.fstar`) is empty: recall None, reason ``empty_fstar``;
+* the answer abstained: it covers nothing (every fact ``not_covered``, recall 0), no
+  judge call;
+* else the judge labels every fact of F* against the response; a judge
+  :class:`~dahl.errors.AdapterError` labels those facts ``error`` (reason
+  ``coverage_error``: never counted as not covered); QuotaExhausted and FatalAPIError
+  stop the run.
+
+The metrics are :func:`dahl.metrics.answer_recall` with the answer's DAHL precision.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import orjson
+
+from dahl.adapters._coverage import COVERAGE_JUDGES, CoverageJudge
+from dahl.config import EndpointConfig
+from dahl.errors import AdapterError, ConfigError, FatalAPIError, QuotaExhausted
+from dahl.formats._refs import RefIndex
+from dahl.metrics import PARTIAL_CREDIT, answer_recall, fstar
+from dahl.metrics._recall import Partial
+from dahl.records import AnswerRecall, AnswerResult, Coverage, FactResult, Status
+
+__all__ = ["RecallCoverer", "RecallSettings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    """How a run computes recall (``dahl score --refs ...``).
+
+    Attributes:
+        refs: the reference fact sets (``refs.jsonl``, :mod:`dahl.formats._refs`).
+        coverage: the judge, one of :data:`~dahl.adapters._coverage.COVERAGE_JUDGES`; None
+            picks by the Checker: ``exact`` for ``replay`` (labels replayed from the input,
+            for a pooled set of supported claims), ``openai`` for ``openai`` (the judge
+            uses the Checker's endpoint), ``lexical`` for the offline Checkers (an offline
+            run stays offline).
+        partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
+        fstar_k: F* = the top ``k`` facts by importance; None = all.
+        fstar_min_importance: F* = the facts with importance >= this; None = all.
+        alpha, beta: importance weights of relevance and salience (paper: 0.5, 0.5).
+        endpoint: the ``openai`` judge's endpoint; None = the Checker's.
+    """
+
+    refs: Path
+    coverage: str | None = None
+    partial: Partial = "strict"
+    fstar_k: int | None = None
+    fstar_min_importance: float | None = None
+    alpha: float = 0.5
+    beta: float = 0.5
+    endpoint: EndpointConfig | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.coverage is not None and self.coverage not in COVERAGE_JUDGES:
+            raise ConfigError(f"unknown coverage judge {self.coverage!r}; choose one of {', '.join(COVERAGE_JUDGES)}")
+        if self.partial not in PARTIAL_CREDIT:
+            raise ConfigError(f"--partial must be one of {', '.join(PARTIAL_CREDIT)}, got {self.partial!r}")
+        if self.fstar_k is not None and self.fstar_min_importance is not None:
+            raise ConfigError("give --fstar-k or --fstar-min-importance, not both")
+        if self.fstar_k is not None and self.fstar_k < 1:
+            raise ConfigError(f"--fstar-k must be >= 1, got {self.fstar_k}")
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if not (0.0 <= value < float("inf")):
+                raise ConfigError(f"--{name} must be a finite number >= 0, got {value}")
+        if not self.refs.is_file():
+            raise ConfigError(f"reference facts file not found: {self.refs}")
+
+    def judge_name(self, checker: str) -> str:
+        """The judge a run with Checker ``checker`` uses (see ``coverage``)."""
+        if self.coverage is not None:
+            return self.coverage
+        return {"replay": "exact", "openai": "openai"}.get(checker, "lexical")
+
+
+class RecallCoverer:
+    """Adds recall to finished answers (implements :class:`dahl.adapters._base.Coverer`).
+
+    Args:
+        index: the run's reference sets.
+        judge: the coverage judge (usually :class:`dahl.cache._coverage.CachingJudge`).
+        settings: F* cut, α, β and the partial mode.
+        refs_sha256: hex digest of the refs file (goes into the fingerprint).
+
+    Attributes:
+        fingerprint: canonical JSON of the judge fingerprint, the refs hash and every
+            recall setting.
+        judge_fingerprint: the judge's fingerprint.
+        covered, no_refs, judge_errors: answers given recall, answers without a set,
+            judge calls that failed.
+    """
+
+    def __init__(self, index: RefIndex, judge: CoverageJudge, settings: RecallSettings, *, refs_sha256: str) -> None:
+        self._index = index
+        self._judge = judge
+        self._settings = settings
+        self.judge_fingerprint = judge.fingerprint
+        self.fingerprint = orjson.dumps(
+            {"coverage": judge.fingerprint, "refs_sha256": refs_sha256, "partial": settings.partial,
+             "fstar_k": settings.fstar_k, "fstar_min_importance": settings.fstar_min_importance,
+             "alpha": settings.alpha, "beta": settings.beta},
+            option=orjson.OPT_SORT_KEYS,
+        ).decode()
+        self.covered = 0
+        self.no_refs = 0
+        self.judge_errors = 0
+
+    async def cover(self, result: AnswerResult) -> AnswerResult:
+        """Return ``result`` with its recall (UNSET when its question has no reference set).
+
+        Raises:
+            QuotaExhausted, FatalAPIError: from the judge; the run stops.
+        """
+        ref_set = self._index.of(result)
+        if ref_set is None:
+            self.no_refs += 1
+            return result
+        self.covered += 1
+        s = self._settings
+        if result.status is Status.ERROR:
+            return msgspec.structs.replace(result, recall=AnswerRecall(reason="split_error"))
+        ranked = fstar(ref_set.facts, k=s.fstar_k, min_importance=s.fstar_min_importance, alpha=s.alpha, beta=s.beta)
+        precision = result.metrics.precision
+        abstained = result.status is Status.ABSTAINED
+        if not ranked or abstained:
+            facts = tuple(FactResult(id=f.id, text=f.text, weight=w, label=Coverage.NOT_COVERED) for f, w in ranked)
+            recall = answer_recall(facts, precision=precision, abstained=abstained, partial=s.partial)
+            return msgspec.structs.replace(result, recall=recall)
+        try:
+            judged = await self._judge.judge(result, [f.text for f, _ in ranked])
+        except (QuotaExhausted, FatalAPIError):
+            raise
+        except AdapterError as exc:
+            self.judge_errors += 1
+            error = f"{type(exc).__name__}: {exc}"
+            log.debug("coverage of answer %s failed: %s", result.id, error)
+            facts = tuple(FactResult(id=f.id, text=f.text, weight=w, label=Coverage.ERROR, error=error)
+                          for f, w in ranked)
+        else:
+            facts = tuple(
+                FactResult(id=f.id, text=f.text, weight=w, label=j.label, raw=j.raw, error=j.error)
+                for (f, w), j in zip(ranked, judged, strict=True)
+            )
+        return msgspec.structs.replace(
+            result, recall=answer_recall(facts, precision=precision, partial=s.partial)
+        )

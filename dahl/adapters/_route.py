@@ -1,0 +1,89 @@
+"""Where and how one endpoint's chat requests go: URL, headers, key and wire protocol.
+
+Every stage builds chat-completions bodies (generation in completion mode: ``{"prompt"}``
+bodies to ``/completions``); a :class:`ChatRoute` sends them as its endpoint's provider wants. ``openai``: the body
+as built, to ``/chat/completions``. ``anthropic``: the body converted by
+:func:`dahl.adapters._anthropic_wire.messages_body`, to ``/messages`` with
+``anthropic-version``; the reply converted back by
+:func:`~dahl.adapters._anthropic_wire.chat_reply` and its ``anthropic-ratelimit-*``
+headers given the ``x-ratelimit-*`` names the lane reads. HTTP 529 (overloaded) is
+``RateLimited`` (:mod:`dahl.adapters._http`): the lane pauses and retries as for a 429.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from dahl.adapters._anthropic_wire import ANTHROPIC_VERSION, chat_reply, messages_body, ratelimit_headers
+from dahl.adapters._http import ChatReply, decode_json, encode_body, parse_reply, post_bytes, post_chat, request_headers
+from dahl.config import EndpointConfig, resolve_api_key, resolve_headers
+from dahl.errors import ConfigError, TransientAPIError
+
+__all__ = ["ChatRoute"]
+
+
+class ChatRoute:
+    """One endpoint's request route, built once per adapter (the headers are the same for every call).
+
+    Args:
+        cfg: the endpoint; its key and headers are read from the environment here.
+        completion: post ``{"prompt"}`` bodies to ``{base_url}/completions`` (OpenAI-compatible
+            only) instead of the chat route.
+
+    Attributes:
+        url: the POST URL (:attr:`EndpointConfig.request_url`; ``/completions`` with ``completion``).
+        api_key: the key (redacted from replies and messages; never logged or cached).
+        headers: the request headers: ``cfg.auth``'s key header, ``anthropic-version``
+            for anthropic, then ``cfg.headers`` resolved.
+        secrets: the resolved values of ``cfg.headers`` that name an environment variable,
+            redacted from replies and error messages as the key is.
+
+    Raises:
+        ConfigError: the key variable or a variable a header names is unset; ``completion``
+            on an anthropic endpoint (it has no ``/completions``).
+    """
+
+    def __init__(self, cfg: EndpointConfig, *, completion: bool = False) -> None:
+        self.anthropic = cfg.provider == "anthropic"
+        if completion and self.anthropic:
+            raise ConfigError(f"{cfg.base_url} is an anthropic endpoint: it has no /completions; use chat mode")
+        self.url = f"{cfg.base_url}/completions" if completion else cfg.request_url
+        self.api_key = resolve_api_key(cfg)
+        extra = resolve_headers(cfg)
+        # Values read from the environment may be tokens: redacted from replies like the key.
+        self.secrets = tuple(extra[name] for name, text in cfg.headers.items() if "${" in text)
+        if self.anthropic:
+            extra = {"anthropic-version": ANTHROPIC_VERSION, **extra}
+        self.headers = request_headers(self.api_key, auth=cfg.auth or "bearer", extra=extra)
+
+    def __repr__(self) -> str:  # never the key or header values
+        return f"<ChatRoute {self.url} {'anthropic' if self.anthropic else 'openai'}>"
+
+    def encode(self, body: Mapping[str, Any]) -> bytes:
+        """The bytes to send for the chat-completions ``body`` (converted for anthropic); encode once per call.
+
+        Raises:
+            ValueError: the body has a message role Anthropic has no equivalent for.
+        """
+        return encode_body(messages_body(body) if self.anthropic else body)
+
+    async def post(self, session: aiohttp.ClientSession, data: bytes) -> ChatReply:
+        """Send ONE request of :meth:`encode`'s ``data``; the reply in chat-completion form. No retry.
+
+        Raises:
+            AdapterError: as :func:`dahl.adapters._http.post_chat` (a 529 is ``RateLimited``);
+                ``TransientAPIError`` for an anthropic 200 that is not a Message.
+        """
+        if not self.anthropic:
+            return await post_chat(session, self.url, self.api_key, data, headers=self.headers, secrets=self.secrets)
+        status, raw_headers, payload = await post_bytes(session, self.url, data, self.headers)
+        headers = ratelimit_headers(raw_headers)
+        message = decode_json(status, headers, payload, self.api_key, self.url, secrets=self.secrets)
+        try:
+            chat = chat_reply(message) if isinstance(message, dict) else chat_reply({})
+        except ValueError as exc:
+            raise TransientAPIError(f"malformed reply: {exc}") from exc
+        return parse_reply(chat, headers)

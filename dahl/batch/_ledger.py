@@ -1,0 +1,140 @@
+"""BATCHDIR/ledger.jsonl: the append-only record of a batch folder (every line fsynced).
+
+Every uploaded file id and every batch id is appended before the command that got
+it moves on, so a killed ``dahl batch submit`` loses nothing and its restart sends
+only what the ledger does not show as sent. Events (one JSON object per line):
+
+- ``wave``: shards written by ``prepare`` (or ``resubmit``): provider, cache folder,
+  stage settings (:class:`~dahl.batch._requests.StageMeta`), ``shards``: ``[{path, stage,
+  requests}]`` (paths relative to BATCHDIR), ``resubmit_of`` (a shard path or null).
+- ``uploaded``: ``{shard, file_id}``; ``submitted``: ``{shard, batch_id}``.
+- ``collected``: ``{shard, batch_id, results, succeeded, errors: {class: n}, expired,
+  prompt_tokens, completion_tokens}``; ``results`` names the saved result file.
+- ``canceled``: ``{shard, batch_id}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dahl.errors import InputError
+from dahl.formats._appendlog import LineAppender
+
+__all__ = ["LEDGER_NAME", "Ledger", "Shard"]
+
+LEDGER_NAME = "ledger.jsonl"
+
+
+@dataclass
+class Shard:
+    """One batch input file and what happened to it, as the ledger tells.
+
+    Attributes:
+        path: relative to BATCHDIR.
+        stage: ``"split"``, ``"check"`` or ``"cover"``.
+        provider: ``openai``, ``anthropic`` or ``file``.
+        requests: lines in the file.
+        wave: the wave event that wrote it.
+        file_id: the uploaded file's id (OpenAI), once uploaded.
+        batch_id: the batch's id, once submitted.
+        collected: the ``collected`` event, once collected.
+        resubmitted: the kinds (``failed``, ``expired``) ``resubmit`` wrote a shard of.
+        canceled: True once canceled.
+    """
+
+    path: str
+    stage: str
+    provider: str
+    requests: int
+    wave: dict[str, Any]
+    file_id: str | None = None
+    batch_id: str | None = None
+    collected: dict[str, Any] | None = None
+    resubmitted: set[str] = field(default_factory=set)
+    canceled: bool = False
+
+
+@dataclass
+class Ledger:
+    """The ledger of ``folder`` (blocking methods: call them in a worker thread or outside a loop).
+
+    Attributes:
+        folder: BATCHDIR.
+        shards: every shard by path, in the order written.
+        waves: every ``wave`` event, in order.
+    """
+
+    folder: Path
+    shards: dict[str, Shard] = field(default_factory=dict)
+    waves: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, folder: Path) -> Ledger:
+        """Read ``folder/ledger.jsonl`` (absent: an empty ledger); a torn last line is ignored.
+
+        Raises:
+            InputError: a whole line is not a JSON object (file and line named).
+        """
+        ledger = cls(folder)
+        path = folder / LEDGER_NAME
+        if not path.exists():
+            return ledger
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        if not data.endswith(b"\n"):
+            lines = lines[:-1]  # a kill mid-write: that event never happened
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"not JSON: {exc}", file=str(path), line=number) from None
+            if not isinstance(event, dict) or "event" not in event:
+                raise InputError("not a ledger event", file=str(path), line=number, field="event")
+            ledger._apply(event)
+        return ledger
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "wave":
+            self.waves.append(event)
+            for shard in event["shards"]:
+                self.shards[shard["path"]] = Shard(shard["path"], shard["stage"], event["provider"],
+                                                   shard["requests"], event)
+            if event.get("resubmit_of") in self.shards:
+                self.shards[event["resubmit_of"]].resubmitted.add(str(event.get("only")))
+            return
+        shard = self.shards.get(event.get("shard", ""))
+        if shard is None:
+            return
+        if kind == "uploaded":
+            shard.file_id = event["file_id"]
+        elif kind == "submitted":
+            shard.batch_id = event["batch_id"]
+        elif kind == "collected":
+            shard.collected = event
+        elif kind == "canceled":
+            shard.canceled = True
+
+    def append(self, event: dict[str, Any]) -> None:
+        """Append ``event`` (flushed and fsynced before this returns) and apply it.
+
+        Raises:
+            OutputWriteError: the ledger cannot be written.
+        """
+        appender = LineAppender(self.folder / LEDGER_NAME, trim_torn=True)
+        try:
+            appender.append(orjson.dumps(event))
+        finally:
+            appender.close()
+        self._apply(event)
+
+    @property
+    def next_wave(self) -> int:
+        """The number of the next wave (1 for an empty ledger)."""
+        return len(self.waves) + 1

@@ -1,0 +1,249 @@
+"""The requests of one batch wave: what ``dahl score`` would send now that the cache cannot answer.
+
+A wave is every request whose inputs are known: the split request of each answer
+whose split is not cached, and, for an answer whose claims are known (cached split,
+rule or given Splitter), the check request of each claim whose verdict is not cached
+and its cover requests (recall's ``openai`` judge, :mod:`dahl.batch._cover_plan`).
+Once a split wave is collected, the next wave holds those answers' checks and covers.
+Each request is keyed exactly as the online run keys it (:mod:`dahl.cache._keys`), and
+that key becomes the provider's ``custom_id``; equal keys are one request. A check
+against corpus passages (``--evidence``) carries the body and passages of
+:meth:`~dahl.adapters._openai_check.OpenAIChecker.request_of`; a claim no passage
+matches needs no call (``dahl score`` gives its verdict offline).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import anyio
+
+from dahl.adapters._base import Batched, Checker, PreparedKeys, Splitter
+from dahl.adapters._bodies import split_request_body
+from dahl.run._plan import open_adapters
+from dahl.batch._requests import BatchRequest, StageMeta
+from dahl.cache._keys import check_keys, split_key
+from dahl.cache._opening import open_store
+from dahl.cache._reparse import reparse_claims, reparse_verdict
+from dahl.cache._store import CacheStore, default_cache_dir
+from dahl.config import EndpointConfig
+from dahl.engine._scoring import prepare_answer
+from dahl.errors import ConfigError, InputError
+from dahl.formats import read_answers
+from dahl.records import Answer, Claim, Verdict
+from dahl.run._score import ScoreConfig
+
+if TYPE_CHECKING:
+    from dahl.batch._cover_plan import CoverPlanner
+
+__all__ = ["Wave", "plan_wave"]
+
+@dataclass
+class Wave:
+    """The requests of a wave and what the cache already answered.
+
+    Attributes:
+        requests: the misses, de-duplicated by key, in input order.
+        stages: :class:`StageMeta` of each stage that goes through an endpoint.
+        answers: answers read (bad records skipped, as ``dahl score`` skips them).
+        splits_cached: answers whose split the cache holds.
+        checks_cached: claims whose verdict the cache holds.
+        no_passage: claims no corpus passage matches (their verdict needs no call).
+        facts_cached: facts of F* whose coverage the cache holds (recall's cover stage).
+        waiting: answers whose checks (and covers) wait for their split (the next wave).
+    """
+
+    requests: list[BatchRequest] = field(default_factory=list)
+    stages: dict[str, StageMeta] = field(default_factory=dict)
+    answers: int = 0
+    splits_cached: int = 0
+    checks_cached: int = 0
+    no_passage: int = 0
+    facts_cached: int = 0
+    waiting: int = 0
+
+
+async def plan_wave(config: ScoreConfig) -> Wave:
+    """Walk ``config``'s inputs as ``dahl score`` would and collect the requests of the current wave.
+
+    Reads the cache (never writes it) and calls no endpoint.
+
+    Args:
+        config: the run's settings: the ``openai`` Checker (with or without ``--evidence``)
+            or recall's ``openai`` coverage judge (or both), any Splitter.
+
+    Returns:
+        The wave.
+
+    Raises:
+        ConfigError: settings with nothing to batch (no ``openai`` Checker or coverage
+            judge), or the cache is off or unusable.
+        InputError: an adapter's own input is bad.
+    """
+    from dahl.batch._cover_plan import open_cover_planner
+
+    settings = config.adapters
+    recall = config.recall
+    judged = recall is not None and recall.judge_name(settings.checker) == "openai"
+    if settings.checker != "openai" and not judged:
+        raise ConfigError("batch mode needs --checker openai or --refs with --coverage openai: only their "
+                          "requests go to a batch API")
+    if not config.use_cache:
+        raise ConfigError("batch mode needs the cache: collected results are stored there")
+    if settings.evidence is not None and settings.index_dir is None:  # the corpus index dahl score saves
+        root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
+        settings = replace(settings, index_dir=root / "corpus-index")
+    wave = Wave()
+    async with AsyncExitStack() as stack:
+        splitter, checker, options, pool = await open_adapters(settings, stack)
+        store, unusable = await open_store(stack, config.cache_dir)
+        if store is None:
+            raise ConfigError(f"batch mode needs the cache, which is unusable: {unusable}")
+        split_cfg, check_cfg = settings.split_endpoint, settings.check_endpoint
+        if settings.checker == "openai":
+            assert check_cfg is not None  # open_adapters requires it for the openai Checker
+            wave.stages["check"] = StageMeta(checker.fingerprint, checker.parser_version,
+                                             check_cfg.base_url, check_cfg.model, check_cfg.api_key_env or "",
+                                             with_evidence=settings.evidence is not None)
+        cached_split = splitter.cacheable
+        if cached_split and split_cfg is not None:
+            wave.stages["split"] = StageMeta(splitter.fingerprint, splitter.parser_version,
+                                             split_cfg.base_url, split_cfg.model, split_cfg.api_key_env or "")
+        cover = None
+        if recall is not None:
+            cover = await open_cover_planner(recall, settings.checker, check_cfg, stack, pool, store)
+            if cover is not None:
+                wave.stages["cover"] = cover.meta
+        planner = _Planner(wave, store, splitter, checker if settings.checker == "openai" else None,
+                           split_cfg if cached_split else None, cover)
+        stream = _answers(config)
+        while chunk := await anyio.to_thread.run_sync(_prepared, stream, options.preprocess,
+                                                      options.max_response_chars):
+            for read, answer, skip in chunk:
+                wave.answers += 1
+                if not skip:  # too long (scored as ResponseTooLong, never sent) or abstained
+                    await planner.add(read, answer)
+        if cover is not None:
+            wave.facts_cached = cover.facts_cached
+    return wave
+
+
+class _Planner:
+    """Adds each answer's missed requests to a wave (split, or the checks and covers of known claims).
+
+    ``checker`` is the openai Checker, None when checks need no call; ``cover`` None
+    when recall needs no call.
+    """
+
+    def __init__(self, wave: Wave, store: CacheStore, splitter: Splitter, checker: Checker | None,
+                 split_cfg: EndpointConfig | None, cover: CoverPlanner | None) -> None:
+        self.wave, self.store, self.splitter, self.checker = wave, store, splitter, checker
+        self.split_cfg, self.cover = split_cfg, cover
+        self.split_version = splitter.parser_version
+        self.check_version = checker.parser_version if checker is not None else "1"
+        self.prepare = checker if isinstance(checker, PreparedKeys) else None
+        self.batched = checker if isinstance(checker, Batched) else None
+        self.seen: set[str] = set()
+
+    async def add(self, read: Answer, answer: Answer) -> None:
+        """Plan ``answer`` (``read`` preprocessed): its split request if not cached, else its missed checks and covers."""
+        wave = self.wave
+        if self.split_cfg is None:  # rules or given: claims known now
+            claims = list(await self.splitter.split(answer))
+        else:
+            key = split_key(self.splitter, answer)
+            found = await _cached_split(self.store, key, self.split_version, self.splitter, answer)
+            if found is None:
+                wave.waiting += 1
+                if key not in self.seen:
+                    self.seen.add(key)
+                    body = split_request_body(self.split_cfg, answer.question, answer.response)
+                    wave.requests.append(BatchRequest(key, "split", body))
+                return
+            wave.splits_cached += 1
+            claims = found
+        if self.cover is not None:  # the online run covers the answer as scored: as read when it has no claims
+            for request in await self.cover.requests(answer, answer.response if claims else read.response):
+                self._append(request)
+        if claims and self.checker is not None:
+            await self._checks(claims, answer, self.checker)
+
+    async def _checks(self, claims: list[Claim], answer: Answer, checker: Checker) -> None:
+        """The check requests of ``claims`` whose verdicts the cache does not hold."""
+        wave = self.wave
+        if self.prepare is not None:
+            await self.prepare.prepare_keys(claims, answer)  # the passages' retrieval, in a worker thread
+        keys = check_keys(checker, claims, answer)
+        entries = await self.store.get_many(keys, parser_version=self.check_version)
+        batched = self.batched
+        if batched is None:
+            raise ConfigError(f"batch mode cannot send the requests of {checker.fingerprint}")
+        for claim, key, entry in zip(claims, keys, entries, strict=True):
+            if entry is not None and (isinstance(entry.value, Verdict) or _reparses(checker, entry.raw)):
+                wave.checks_cached += 1
+            elif key not in self.seen:
+                made = batched.request_of(claim, answer)
+                if made is None:
+                    self.seen.add(key)
+                    wave.no_passage += 1
+                    continue
+                body, evidence = made
+                self._append(BatchRequest(key, "check", body, evidence=evidence))
+
+    def _append(self, request: BatchRequest) -> None:
+        if request.custom_id not in self.seen:
+            self.seen.add(request.custom_id)
+            self.wave.requests.append(request)
+
+
+#: Answers read and preprocessed per worker-thread hop.
+CHUNK = 512
+
+
+def _answers(config: ScoreConfig) -> Iterator[Answer]:
+    """Every answer of the inputs, bad records skipped as a run skips them (lazy; blocking reads)."""
+    for path in config.inputs:
+        yield from read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
+                                on_error=_skip, needs=config.adapters.input_needs)
+
+
+def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> list[tuple[Answer, Answer, bool]]:
+    """The next :data:`CHUNK` answers as read and preprocessed as the pipeline does, with "skip it" (blocking).
+
+    Skipped: a response over ``max_chars`` (the run scores it ResponseTooLong) or an
+    abstention (no claims).
+    """
+    out: list[tuple[Answer, Answer, bool]] = []
+    for read in itertools.islice(stream, CHUNK):
+        if len(read.response) > max_chars:
+            out.append((read, read, True))
+            continue
+        answer, abstained = read, read.abstained
+        if preprocess and not abstained:
+            answer, abstained = prepare_answer(read)
+        out.append((read, answer, abstained))
+    return out
+
+
+def _skip(_: InputError) -> None:
+    """A bad record is reported by ``dahl score``; here it makes no request."""
+
+
+async def _cached_split(store: CacheStore, key: str, version: str, splitter: object,
+                        answer: Answer) -> list[Claim] | None:
+    """The cached claims of ``key`` (a stored raw reply re-parsed), or None."""
+    entry = await store.get(key, parser_version=version)
+    if entry is None:
+        return None
+    if isinstance(entry.value, list):
+        return entry.value
+    return reparse_claims(splitter, entry.raw, answer)
+
+
+def _reparses(checker: object, raw: str | None) -> bool:
+    """Whether a stored raw reply (from an older parser) still parses: then the run needs no call."""
+    return reparse_verdict(checker, raw) is not None

@@ -1,0 +1,277 @@
+"""Whole answers in the cache: a re-score skips splitting and checking of unchanged answers.
+
+Per-claim entries (:mod:`dahl.cache._wrap`) make a re-score call the API only for
+changed claims, but every claim still costs a key, a lookup and its share of
+assembling the result. An answer whose input and settings are unchanged has the
+same claims and verdicts as before, so its finished claims are stored under one
+key, and a re-score of it costs one lookup (≥ 50,000 cached claims/s).
+
+Key: blake2b-128 over
+
+- :data:`WHOLE_VERSION`;
+- the answer's input hash (:func:`dahl.run._score` computes it from the answer's canonical
+  JSON and the run fingerprint: Splitter and Checker fingerprints, γ and K);
+- the Checker's key recipe (:class:`~dahl.cache._keys.CheckKeyRecipe`: the canonical
+  key bytes around each claim, i.e. base URL, model, request body and template, and
+  its parser version). A Checker without a recipe gets no whole-answer entries;
+- for a cached Splitter, the answer's split key (its request material);
+- the pipeline's preprocess switch and response-length limit, and the Splitter's
+  parser version;
+- :func:`code_digest`, the digest of dahl's own source: preprocessing and the offline
+  Splitters have no version that every change bumps.
+
+So whatever changes a claim's key or the claims themselves changes this key, and
+what cannot change them (API key, timeouts, concurrency) stays out. The stored
+value is the claims with their verdicts as the JSON ``answers.jsonl`` holds them,
+the question's id, and the response as scored when preprocessing changed it. A hit
+splices that JSON into the answer's line (:class:`~dahl.results._assemble.EncodedResult`):
+the claims are read for their labels only (counts, status and metrics are
+recomputed from them, and a damaged entry fails there and is a miss). Only answers
+whose claims all have a non-error verdict are stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from dahl.cache._cached import Cached
+from dahl.cache._envelope import CachedEntry
+from dahl.cache._keys import CheckKeyRecipe, split_key
+from dahl.cache._splits import CachingSplitter
+from dahl.cache._store import CacheStore
+from dahl.cache._wrap import CachingChecker
+from dahl.results._assemble import FoundAnswer, label_counts
+from dahl.records import LABELS, Answer, AnswerResult, Label
+
+__all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest", "decode_whole_entry", "whole_key"]
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever what a whole-answer entry holds, or how its key is made, changes.
+WHOLE_VERSION = 2
+
+
+class StoredAnswer(msgspec.Struct, frozen=True, array_like=True):
+    """A whole-answer entry (msgpack).
+
+    Attributes:
+        claims: JSON array of the answer's claims with verdicts, in answer order, as
+            ``answers.jsonl`` writes them (at least one, none labelled ``error``).
+        question_id: :func:`~dahl.records.content_id` of the question.
+        response: the response as scored, when preprocessing changed it; else None
+            (the input's response).
+    """
+
+    claims: bytes
+    question_id: str
+    response: str | None = None
+
+
+class _Labelled(msgspec.Struct, frozen=True):
+    label: Label
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(StoredAnswer)
+_JSON_ENCODER = msgspec.json.Encoder()
+# Reads a claim's label and skips the rest (text, evidence, raw reply) without building it.
+_LABELS_DECODER = msgspec.json.Decoder(tuple[_Labelled, ...])
+_ERROR_INDEX = LABELS.index(Label.ERROR)
+
+
+class AnswerCache:
+    """Finished answers stored whole in a :class:`CacheStore` (implements the pipeline's ``WholeAnswers``).
+
+    Build it with :meth:`for_run`, which returns None when the run's adapters do not
+    allow whole-answer entries.
+
+    Args:
+        store: the run's store.
+        splitter: the run's caching Splitter.
+        checker: the run's caching Checker (it must have a key recipe).
+        preprocess: whether the pipeline preprocesses answers.
+        max_response_chars: the pipeline's response-length limit, characters.
+
+    Attributes:
+        hits, misses: answers found whole, and not found, in this run.
+        kept: answers stored whole in this run.
+    """
+
+    def __init__(
+        self,
+        store: CacheStore,
+        splitter: CachingSplitter,
+        checker: CachingChecker,
+        *,
+        preprocess: bool,
+        max_response_chars: int,
+    ) -> None:
+        self._cached: Cached[FoundAnswer] = Cached(store, "1", _found)
+        self._checker = checker
+        # A cheap Splitter (given claims, rules) is a function of the answer, which the
+        # input hash covers with its fingerprint; a cached one adds its request material.
+        self._split_inner = splitter.inner if splitter.cacheable else None
+        self._settings = (
+            bool(preprocess),
+            int(max_response_chars),
+            splitter.parser_version,
+            code_digest(),
+        )
+        self._recipe: CheckKeyRecipe | None = None
+        self._head: hashlib.blake2b | None = None
+        self._uncacheable = 0
+        self.kept = 0
+
+    @property
+    def hits(self) -> int:
+        """Answers found whole in this run."""
+        return self._cached.counts.hits
+
+    @property
+    def misses(self) -> int:
+        """Answers looked up and not found whole in this run (those that cannot be stored whole included)."""
+        return self._cached.counts.misses + self._uncacheable
+
+    @classmethod
+    def for_run(
+        cls,
+        store: CacheStore | None,
+        splitter: CachingSplitter,
+        checker: CachingChecker,
+        *,
+        preprocess: bool,
+        max_response_chars: int,
+    ) -> AnswerCache | None:
+        """An answer cache for this run, or None: no store, or a Checker that is not cached or has no key recipe."""
+        if store is None or not checker.can_look_up or checker.key_recipe() is None:
+            return None
+        return cls(store, splitter, checker, preprocess=preprocess, max_response_chars=max_response_chars)
+
+    def _key_head(self) -> hashlib.blake2b | None:
+        """Hash state of everything but the answer; None if the Checker has no recipe now."""
+        recipe = self._checker.key_recipe()
+        if recipe is None:
+            return None
+        if recipe is not self._recipe or self._head is None:
+            self._head = hashlib.blake2b(self._material(recipe), digest_size=16)
+            self._recipe = recipe
+        return self._head
+
+    def _material(self, recipe: CheckKeyRecipe) -> bytes:
+        return _ENCODER.encode(
+            [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version, *self._settings]
+        )
+
+    def key_material(self) -> bytes | None:
+        """The bytes every whole-answer key starts with, when a key is those and the input hash alone.
+
+        A key is blake2b-128 of these bytes followed by the input hash (ASCII hex). None
+        when a key needs more (a cached Splitter adds the answer's split key) or the
+        Checker has no key recipe now.
+        """
+        recipe = self._checker.key_recipe()
+        if recipe is None or self._split_inner is not None:
+            return None
+        return self._material(recipe)
+
+    def keys(self, items: Sequence[tuple[Answer, str]]) -> list[str | None]:
+        """Whole-answer keys of (answer, input hash) ``items``; None for all when none can be made.
+
+        Raises:
+            TypeError: the Splitter's ``cache_request`` returned material msgspec cannot encode.
+        """
+        head = self._key_head()
+        if head is None:
+            return [None] * len(items)
+        split = self._split_inner
+        return [whole_key(head, input_hash, split_key(split, answer) if split is not None else None)
+                for answer, input_hash in items]
+
+    async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
+        """Look the (answer, input hash) ``items`` up with one batched read.
+
+        Returns:
+            Per item, its key (None: it cannot be stored whole) and what is stored, or
+            None (a miss; an entry that does not decode, or holds no claim or an error
+            claim, is a miss too).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        keys = self.keys(items)
+        wanted = [key for key in keys if key is not None]
+        self._uncacheable += len(keys) - len(wanted)
+        got = iter(await self._cached.get_many(wanted))
+        return keys, [next(got) if key is not None else None for key in keys]
+
+    def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
+        """Store an answer's finished result under ``key`` (from :meth:`look_up`); never blocks.
+
+        Nothing is stored when there is no claim or a claim is labelled ``error``.
+
+        Args:
+            key: the answer's whole-answer key.
+            result: its result.
+            cleaned: preprocessing changed the response (``result.response`` is stored).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted once, when the result was built
+            return
+        stored = StoredAnswer(
+            _JSON_ENCODER.encode(result.claims), result.question_id, result.response if cleaned else None
+        )
+        self._cached.put(key, _ENCODER.encode(stored))
+        self.kept += 1
+
+
+def whole_key(head: hashlib.blake2b, input_hash: str, split: str | None = None) -> str:
+    """A whole-answer key: ``head`` (blake2b-128 of :meth:`AnswerCache.key_material`'s bytes),
+    then the input hash and, for a cached Splitter, the answer's split key (hex)."""
+    hasher = head.copy()
+    hasher.update(input_hash.encode())
+    if split is not None:
+        hasher.update(split.encode())
+    return hasher.hexdigest()
+
+
+@functools.cache
+def code_digest() -> str:
+    """blake2b-128 of the source of every module of the ``dahl`` package (hex; read once).
+
+    Preprocessing, the offline Splitters and result assembly can change with the code
+    while their fingerprints stay the same: whole answers made by other code are never
+    used (their claims are found claim by claim instead, from the per-claim cache).
+    """
+    root = Path(__file__).resolve().parents[1]
+    hasher = hashlib.blake2b(digest_size=16)
+    for path in sorted(root.rglob("*.py")):
+        hasher.update(str(path.relative_to(root)).encode())
+        hasher.update(path.read_bytes())
+    return hasher.hexdigest()
+
+
+def _found(key: str, entry: CachedEntry) -> FoundAnswer | None:
+    return decode_whole_entry(entry.value)
+
+
+def decode_whole_entry(value: object) -> FoundAnswer | None:
+    """The whole answer in a stored ``value`` (:class:`StoredAnswer` bytes), or None if it is not one (or is damaged)."""
+    if not isinstance(value, bytes):
+        return None
+    try:
+        stored = _DECODER.decode(value)
+        counts = label_counts([c.label for c in _LABELS_DECODER.decode(stored.claims)])
+    except msgspec.DecodeError as exc:
+        log.debug("undecodable whole-answer entry (%s); treated as a miss", exc)
+        return None
+    if not sum(counts) or counts[_ERROR_INDEX]:
+        return None
+    return FoundAnswer(msgspec.Raw(stored.claims), counts, stored.question_id, stored.response)

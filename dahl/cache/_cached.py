@@ -1,0 +1,158 @@
+"""The one caching wrapper every stage's cache goes through.
+
+A :class:`Cached` holds one stage's view of the run's store: the parser version its
+values are stored under, how a stored entry becomes a value (``decode``: take the
+stored value, or re-parse the stored raw reply), the stage's single flight, and its
+counts. The Splitter and Checker wrappers, the coverage judge, the whole-answer
+cache and the blob caches of the other jobs are built on it, so each of them keeps
+only what its stage does with a value.
+
+Policy (the store's, kept here): a failed read is a miss; the caller puts only
+finished, non-error values; without a store (``--no-cache``) nothing is read or
+written and identical calls in flight are still made once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from dahl.cache._envelope import CachedEntry, Value
+from dahl.cache._flight import SingleFlight
+from dahl.cache._store import Store
+
+__all__ = ["CacheCounts", "Cached", "Decode"]
+
+V = TypeVar("V")
+
+#: Turns the entry stored under a key into a value, or None (a miss). It may put a
+#: re-parsed value back (see :meth:`Cached.put`).
+Decode = Callable[[str, CachedEntry], "V | None"]
+
+
+@dataclass
+class CacheCounts:
+    """What one :class:`Cached` did in this run.
+
+    Attributes:
+        hits: keys whose value came from the store (a re-parsed raw reply included).
+        misses: keys looked up and not found.
+        shared: calls that took the outcome of an identical call in flight.
+        computed: values computed (the stage's call was made).
+    """
+
+    hits: int = 0
+    misses: int = 0
+    shared: int = 0
+    computed: int = 0
+
+
+class Cached(Generic[V]):
+    """One stage's values by key in the run's store, with single flight and counts.
+
+    Args:
+        store: the run's store (:class:`~dahl.cache._store.Store`), or None (no cache).
+        parser_version: version of the stage's parser or encoding; stored with each
+            value (a lookup by another version gets the raw reply alone).
+        decode: the value of a stored entry, or None for a miss.
+
+    Attributes:
+        store: the store, or None.
+        parser_version: as given.
+        counts: this wrapper's counts.
+        flight: the stage's single flight: value and whether it came from the store.
+    """
+
+    def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
+        self.store = store
+        self.parser_version = parser_version
+        self._decode = decode
+        self.counts = CacheCounts()
+        self.flight: SingleFlight[tuple[V, bool]] = SingleFlight()
+
+    def decode(self, key: str, entry: CachedEntry | None) -> V | None:
+        """The value of ``entry`` (what a lookup of ``key`` returned), or None; not counted."""
+        return self._decode(key, entry) if entry is not None else None
+
+    async def get_many(self, keys: Sequence[str], decode: Decode[V] | None = None) -> list[V | None]:
+        """The stored values of ``keys``, in order (None = a miss); one batched read, counted.
+
+        ``decode`` replaces the wrapper's for this call (a re-parse that needs the input).
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        store = self.store
+        if store is None or not keys:
+            self.counts.misses += len(keys)
+            return [None] * len(keys)
+        decode = decode or self._decode
+        found = [decode(key, entry) if entry is not None else None
+                 for key, entry in zip(keys, await store.get_many(keys, parser_version=self.parser_version),
+                                       strict=True)]
+        hits = len(found) - found.count(None)
+        self.counts.hits += hits
+        self.counts.misses += len(found) - hits
+        return found
+
+    def recent(self, key: str) -> Value | None:
+        """The value put under ``key`` by this parser version and not yet committed (memory only)."""
+        return self.store.recent(key, parser_version=self.parser_version) if self.store is not None else None
+
+    def put(self, key: str, value: Value, raw: str | None = None) -> None:
+        """Queue ``value`` (finished, never an error) with its raw reply as ``key``'s; never blocks.
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        if self.store is not None:
+            self.store.put_many(((key, value, raw),), parser_version=self.parser_version)
+
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]]) -> None:
+        """Queue ``(key, value, raw)`` entries as :meth:`put` does; never blocks.
+
+        Raises:
+            CacheError: the store is closed.
+        """
+        if self.store is not None:
+            self.store.put_many(items, parser_version=self.parser_version)
+
+    async def once(self, key: str, work: Callable[[], Awaitable[tuple[V, bool]]]) -> tuple[V, bool]:
+        """``await work()``, or the outcome of the identical call in flight (counted ``shared``).
+
+        Raises:
+            BaseException: what ``work`` raised, in the owner and every caller sharing it.
+        """
+        return await self.flight.run(key, work, self._count_shared)
+
+    def _count_shared(self) -> None:
+        self.counts.shared += 1
+
+    async def resolve(
+        self,
+        key: str,
+        compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
+        decode: Decode[V] | None = None,
+    ) -> V:
+        """The value of ``key``: from an identical call in flight, from the store, or ``compute()``.
+
+        ``compute`` returns ``(value, what to store or None, raw reply)``; the stored
+        form is put. Whatever it raises reaches every caller sharing the call and
+        nothing is put. ``decode`` replaces the wrapper's for this lookup.
+
+        Raises:
+            CacheError: the store is closed.
+        """
+
+        async def work() -> tuple[V, bool]:
+            (found,) = await self.get_many([key], decode)
+            if found is not None:
+                return found, True
+            value, stored, raw = await compute()
+            self.counts.computed += 1
+            if stored is not None:
+                self.put(key, stored, raw)
+            return value, False
+
+        return (await self.once(key, work))[0]

@@ -1,0 +1,91 @@
+"""What one cache row holds: the stored result, its parser version and its raw reply.
+
+Every cached result is ONE row named by its bare cache key (32 hex digits, see
+:mod:`dahl.cache._keys`) whose value is a msgpack-encoded :class:`Stored` envelope.
+A lookup resolves an envelope for the caller's parser version with :func:`entry_of`:
+the same version gives the value; another version gives the raw reply to re-parse
+(a parser change re-parses without calling the model again).
+
+Rows of the old layout (``f"{key}:v{version}"`` and ``f"{key}:raw"``) are never read:
+their names differ from every bare key.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import msgspec
+
+from dahl.records import Claim, Verdict
+
+__all__ = ["ENVELOPE_DECODER", "ENVELOPES_DECODER", "CachedEntry", "Stored", "Value", "encode_envelope", "entry_of"]
+
+#: What the cache stores as a result: a Verdict, a claim list, or an opaque blob
+#: (bytes, returned as is).
+Value = Verdict | list[Claim] | bytes
+
+
+class Stored(msgspec.Struct, array_like=True, frozen=True):
+    """The envelope stored in a result's row (msgpack array: version, value, raw).
+
+    Attributes:
+        parser_version: version of the parser that produced ``value``.
+        value: the result; bytes are an opaque blob.
+        raw: the model's raw reply when it is not ``value.raw`` (always for a claim
+            list); None for a Verdict whose own ``raw`` is the reply, or when no
+            reply is kept.
+    """
+
+    parser_version: str
+    value: Value
+    raw: str | None = None
+
+
+class CachedEntry(NamedTuple):
+    """What a lookup found.
+
+    Attributes:
+        value: the stored value for the requested parser version, or None when only
+            the raw reply is usable (the caller re-parses it).
+        raw: the raw reply; only filled when ``value`` is None.
+    """
+
+    value: Value | None
+    raw: str | None
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+#: Decodes one envelope.
+ENVELOPE_DECODER: msgspec.msgpack.Decoder[Stored] = msgspec.msgpack.Decoder(Stored)
+#: Decodes a msgpack array of envelopes (concatenated rows behind an array header).
+ENVELOPES_DECODER: msgspec.msgpack.Decoder[list[Stored]] = msgspec.msgpack.Decoder(list[Stored])
+
+
+def encode_envelope(value: Value, raw: str | None, parser_version: str) -> bytes:
+    """The row bytes of ``value`` with its ``raw`` reply, made by parser ``parser_version``.
+
+    A Verdict whose ``raw`` equals ``raw`` (or a ``raw`` of None) keeps the reply once,
+    in the Verdict.
+
+    Raises:
+        TypeError: ``value`` is not something msgspec can encode.
+    """
+    if raw is not None and isinstance(value, Verdict) and value.raw == raw:
+        raw = None
+    return _ENCODER.encode(Stored(parser_version, value, raw))
+
+
+def entry_of(stored: Stored, parser_version: str) -> CachedEntry | None:
+    """What ``stored`` gives a caller with parser ``parser_version``.
+
+    Returns:
+        ``CachedEntry(value, None)`` for the same version; for another version
+        ``CachedEntry(None, raw)`` with the envelope's raw reply (a Verdict's own
+        ``raw`` when the envelope has none); None when there is no raw reply.
+    """
+    if stored.parser_version == parser_version:
+        return CachedEntry(stored.value, None)
+    raw = stored.raw
+    if raw is None and isinstance(stored.value, Verdict):
+        raw = stored.value.raw
+    return None if raw is None else CachedEntry(None, raw)

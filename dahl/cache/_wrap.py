@@ -1,0 +1,238 @@
+"""The caching, single-flight wrapper around a Checker.
+
+The Splitter's counterpart is in :mod:`dahl.cache._splits`. What both read of the
+adapter they wrap is declared in :mod:`dahl.adapters._base`: ``fingerprint``,
+``cacheable`` and ``parser_version`` on every adapter, and the optional capability
+protocols (:class:`~dahl.adapters._base.ReparsingChecker`,
+:class:`~dahl.adapters._base.PreparedKeys`, :class:`~dahl.adapters._base.FramedKeys`;
+:class:`~dahl.adapters._base.RawSplitter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+from dahl.adapters._base import Checker, FramedKeys, Lookup, PreparedKeys, ReparsingChecker, Splitter
+from dahl.cache._cached import Cached
+from dahl.cache._keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
+from dahl.cache._reparse import reparse_verdict
+from dahl.cache._store import CachedEntry, CacheStore
+from dahl.results._counters import RunCounters
+from dahl.errors import CacheError
+from dahl.records import Answer, Claim, Label, Verdict
+
+__all__ = ["CachingAdapter", "CachingChecker", "Lookup"]
+
+log = logging.getLogger(__name__)
+
+A = TypeVar("A", Splitter, Checker)
+
+
+class CachingAdapter(Generic[A]):
+    """What both caching wrappers hold: the wrapped adapter, its store and the run's counters.
+
+    Args:
+        inner: the adapter doing the work (a Checker or a Splitter).
+        store: the result store; kept only if ``inner`` is cacheable (a cheap adapter,
+            ``cacheable = False``, is called directly, never cached).
+        counters: the run's counters.
+
+    Attributes:
+        inner: the wrapped adapter.
+        fingerprint, cacheable, parser_version: ``inner``'s.
+    """
+
+    def __init__(self, inner: A, store: CacheStore | None, counters: RunCounters) -> None:
+        self.inner: A = inner
+        self.fingerprint: str = inner.fingerprint
+        self.cacheable: bool = inner.cacheable
+        self.parser_version: str = inner.parser_version
+        self._store = store if inner.cacheable else None
+        self._direct = not inner.cacheable
+        self._counters = counters
+        self._parser_version = inner.parser_version
+
+
+class CachingChecker(CachingAdapter[Checker]):
+    """A Checker that answers from the cache, shares identical in-flight checks, and stores.
+
+    Implements :class:`dahl.adapters._base.Checker`. Per claim, exactly one of these
+    counters of ``counters`` is incremented: ``claims_cached`` (the store had it, or
+    had its raw reply and ``inner.parse_raw`` re-parsed it, also when the lookup was
+    shared with an identical claim in flight), ``claims_deduped`` (an identical
+    ``inner.check`` call was in flight; its outcome is shared), or ``claims_checked``
+    (``inner.check`` was called). Verdicts labelled ``error`` and exceptions are
+    never stored.
+
+    Args:
+        inner: the Checker doing the work.
+        store: the result store, or None to disable caching (single flight stays).
+        counters: the run's counters; updated on the event loop thread only.
+
+    Attributes:
+        fingerprint: ``inner.fingerprint``.
+        inner: the wrapped Checker.
+    """
+
+    def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
+        super().__init__(inner, store, counters)
+        self._prepare_keys = inner if isinstance(inner, PreparedKeys) else None
+        self._reparser = inner if isinstance(inner, ReparsingChecker) else None
+        self._framed = inner if isinstance(inner, FramedKeys) and inner.cache_request_covers_input else None
+        self._recipe: tuple[object, CheckKeyRecipe | None] = (None, None)  # (frame it holds for, recipe)
+        self._cached: Cached[Verdict] = Cached(self._store, self._parser_version, self._verdict_of)
+
+    def __repr__(self) -> str:
+        """Show the wrapped Checker and whether the store is used."""
+        return f"<CachingChecker {self.inner!r} store={self._store is not None}>"
+
+    @property
+    def in_flight(self) -> int:
+        """Distinct checks in flight now."""
+        return len(self._cached.flight)
+
+    @property
+    def can_look_up(self) -> bool:
+        """Whether :meth:`look_up` may be used (a store is in use)."""
+        return self._store is not None
+
+    async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
+        """Look every claim of ``answer`` up in the store at once (one batched read).
+
+        A found verdict counts as ``claims_cached``; a stored raw reply is re-parsed
+        with ``inner.parse_raw`` (and the result stored). Claims not found must then
+        go through :meth:`check_missed` with the lookup's key and generation, which
+        skips a second read when nothing was committed in between.
+
+        Args:
+            claims: the answer's claims, in order.
+            answer: their answer.
+
+        Returns:
+            The verdict found per claim (None = not found), the claims' keys, and the
+            store's write generation read before the lookup.
+
+        Raises:
+            CacheError: the store is closed, or the wrapper has no store.
+            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
+        """
+        store = self._store
+        if store is None:
+            raise CacheError("look_up needs a cache store")
+        generation = store.generation  # read before the lookup, see CacheStore.generation
+        await self._prepare(claims, answer)
+        keys = check_keys(self.inner, claims, answer)
+        verdicts = await self._cached.get_many(keys)
+        self._counters.claims_cached += len(verdicts) - verdicts.count(None)
+        return Lookup(verdicts, keys, generation)
+
+    def key_recipe(self) -> CheckKeyRecipe | None:
+        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None.
+
+        None when the Checker offers no constant request frame (then keys are computed
+        claim by claim). Rebuilt only when the Checker hands out a new frame object.
+        """
+        frame = self._framed.cache_request_frame() if self._framed is not None else None
+        held_for, recipe = self._recipe
+        if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
+            recipe = check_key_recipe(self.inner, self._parser_version) if frame is not None else None
+            self._recipe = (frame, recipe)
+        return recipe
+
+    async def check(self, claim: Claim, answer: Answer) -> Verdict:
+        """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
+
+        Raises:
+            AdapterError: raised by ``inner.check`` (to the caller and every waiter of
+                the same single flight); never cached.
+            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
+        """
+        if self._direct:  # cheap and deterministic: no key, no single flight
+            self._counters.claims_checked += 1
+            return await self.inner.check(claim, answer)
+        await self._prepare((claim,), answer)
+        return await self._check(check_key(self.inner, claim, answer), claim, answer, None)
+
+    async def _prepare(self, claims: Sequence[Claim], answer: Answer) -> None:
+        """Let the wrapped Checker do the blocking part of its keys off the loop (``prepare_keys``)."""
+        if self._prepare_keys is not None:
+            await self._prepare_keys.prepare_keys(claims, answer)
+
+    async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
+        """:meth:`check` for a claim that :meth:`look_up` did not find.
+
+        Args:
+            claim: the claim.
+            answer: its answer.
+            key: its key from the lookup.
+            generation: the lookup's generation; unless the store wrote this key since
+                (or cannot tell), only memory (values put since) and identical checks
+                in flight are consulted, not the disk again.
+
+        Raises:
+            AdapterError: raised by ``inner.check``; never cached.
+        """
+        return await self._check(key, claim, answer, generation)
+
+    async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
+        flights = self._cached.flight
+        # Cached.once inlined: this is the path of every cache hit.
+        while flights.busy(key):
+            try:
+                shared = await flights.join(key)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                self._counters.claims_deduped += 1
+                raise
+            if shared is not None:
+                verdict, cached = shared[0]
+                if cached:  # the shared outcome is a cache hit: count it as one
+                    self._counters.claims_cached += 1
+                else:
+                    self._counters.claims_deduped += 1
+                return verdict
+            # The owner was cancelled: loop, and become the owner if nobody did.
+        call = flights.open(key)
+        try:
+            outcome = await self._resolve(key, claim, answer, generation)
+        except BaseException as exc:
+            flights.close(key, call, exc=exc)
+            raise
+        flights.close(key, call, result=outcome)
+        return outcome[0]
+
+    async def _resolve(
+        self, key: str, claim: Claim, answer: Answer, generation: int | None
+    ) -> tuple[Verdict, bool]:
+        """Return the verdict and whether it came from the store; count it."""
+        store, cached = self._store, self._cached
+        if store is not None:
+            # After a lookup that missed, the disk is read again only if the key may
+            # have been written since; memory (values put since) is always consulted.
+            since = store.after_miss(key, generation, parser_version=cached.parser_version) if generation is not None else False
+            if since is False:
+                (stored,) = await cached.get_many((key,))
+            else:
+                stored = since if isinstance(since, Verdict) else None
+            if stored is not None:
+                self._counters.claims_cached += 1
+                return stored, True
+        self._counters.claims_checked += 1
+        cached.counts.computed += 1
+        verdict = await self.inner.check(claim, answer)
+        if verdict.label is not Label.ERROR:
+            cached.put(key, verdict, verdict.raw)
+        return verdict, False
+
+    def _verdict_of(self, key: str, entry: CachedEntry) -> Verdict | None:
+        """The verdict a lookup found: the stored one, or its raw reply re-parsed (and put back with it)."""
+        if isinstance(entry.value, Verdict):
+            return entry.value
+        verdict = reparse_verdict(self._reparser, entry.raw)
+        if verdict is not None:  # the raw reply goes along: a later parser change re-parses it again
+            self._cached.put(key, verdict, entry.raw)
+        return verdict

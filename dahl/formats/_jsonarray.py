@@ -1,0 +1,91 @@
+"""A JSON file holding one top-level array of dahl records (``[{...}, {...}]``).
+
+The array is parsed incrementally (ijson): memory is one element, not the file.
+Each element is a record as in :mod:`dahl.formats._jsonl`; errors name the
+element's 1-based position as the line. Broken JSON cannot be resynchronised,
+so it ends the file: it is reported (or raised) and reading stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import ijson
+
+from dahl.errors import InputError
+from dahl.formats._compressed import open_bytes
+from dahl.formats._needs import Needs
+from dahl.formats._rows import RowOptions, stream_rows
+from dahl.formats._stream import AnswerStream
+
+__all__ = ["json_items", "read_json_array"]
+
+
+def json_items(
+    path: Path, prefix: str, *, on_error: Callable[[InputError], None] | None
+) -> Iterator[tuple[int, Any]]:
+    """Yield ``(position, value)`` for each item under ``prefix`` (ijson syntax, e.g. ``"item"``).
+
+    Args:
+        path: a JSON file (``.gz`` / ``.zst`` are decompressed as read).
+        prefix: ijson prefix of the items: ``"item"`` for a top-level array.
+        on_error: receives the InputError of broken JSON (then iteration ends);
+            None: it is raised.
+
+    Raises:
+        ConfigError: the file cannot be opened or is binary.
+        InputError: malformed JSON (names the file and the item after the last good
+            one) when ``on_error`` is None.
+    """
+    position = 0
+    with open_bytes(path) as handle:
+        try:
+            for position, value in enumerate(ijson.items(handle, prefix, use_float=True), start=1):
+                yield position, value
+        except ijson.JSONError as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            error = InputError(f"malformed JSON: {detail}", file=str(path), line=position + 1)
+            if on_error is None:
+                raise error from exc
+            on_error(error)
+
+
+def read_json_array(
+    path: Path,
+    *,
+    options: RowOptions = RowOptions(),
+    on_error: Callable[[InputError], None] | None = None,
+    needs: Needs = Needs.NOTHING,
+) -> AnswerStream:
+    """Stream the Answers of a JSON array file, one element in memory at a time.
+
+    Args:
+        path: the file.
+        options: field mapping and response columns (:class:`~dahl.formats._rows.RowOptions`).
+        on_error: called with each bad element's InputError, which is then skipped;
+            when None the first bad element raises.
+        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+
+    Returns:
+        The answers, numbered by element position (1-based) as their line.
+
+    Raises:
+        ConfigError: the file cannot be opened or is binary.
+        InputError: a bad element (its position is the line), an element that is not
+            an object, or malformed JSON, when ``on_error`` is None.
+    """
+    file = str(path)
+
+    def objects() -> Iterator[tuple[int, dict[str, Any]]]:
+        for position, value in json_items(path, "item", on_error=on_error):
+            if isinstance(value, dict):
+                yield position, value
+                continue
+            error = InputError(f"expected a JSON object, got {type(value).__name__}", file=file, line=position)
+            if on_error is None:
+                raise error
+            on_error(error)
+
+    return stream_rows(objects(), options, file=file, on_error=on_error, needs=needs)

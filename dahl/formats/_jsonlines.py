@@ -1,0 +1,92 @@
+"""The record loop shared by the JSON Lines readers: decode, validate, convert, report."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from dahl.errors import InputError
+from dahl.formats._jsonpath import nesting_error, validation_error
+from dahl.formats._lines import decode_line, input_name, numbered_lines
+from dahl.formats._needs import Needs, check_needs
+from dahl.formats._stream import AnswerStream
+from dahl.records import Answer
+
+__all__ = ["read_records"]
+
+R = TypeVar("R")
+
+
+_AT_BYTE = re.compile(r"\(byte (\d+)\)$")
+
+
+def _hint(raw: bytes, exc: msgspec.DecodeError) -> str:
+    """A hint for the one malformed-JSON case exporters cause most: pandas' bare NaN / Infinity."""
+    at = _AT_BYTE.search(str(exc))
+    if at and raw[int(at.group(1)) :].startswith((b"NaN", b"Infinity", b"-Infinity")):
+        return " (a bare NaN or Infinity, as pandas writes for a missing value, is not JSON; write null)"
+    return ""
+
+
+def read_records(
+    path: Path,
+    decoder: msgspec.json.Decoder[R],
+    convert: Callable[[R, str, int], Answer],
+    on_error: Callable[[InputError], None] | None,
+    needs: Needs = Needs.NOTHING,
+) -> AnswerStream:
+    """Stream ``convert(record, file, line)`` for each non-blank line of ``path``.
+
+    Args:
+        path: a JSON Lines file.
+        decoder: decodes and validates one line into a record.
+        convert: turns a record into an Answer; may raise InputError.
+        on_error: called with each bad line's InputError, which is then skipped;
+            when None the first bad line raises.
+        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+
+    Raises:
+        InputError: invalid UTF-8, malformed JSON, JSON nested too deeply to decode,
+            a validation or conversion error, an answer lacking what ``needs`` asks,
+            when ``on_error`` is None.
+        ConfigError: the file cannot be opened.
+    """
+    return AnswerStream(_numbered(path, decoder, convert, on_error, needs))
+
+
+def _numbered(
+    path: Path,
+    decoder: msgspec.json.Decoder[R],
+    convert: Callable[[R, str, int], Answer],
+    on_error: Callable[[InputError], None] | None,
+    needs: Needs,
+) -> Iterator[tuple[int | None, Answer]]:
+    """The ``(line, answer)`` pairs of :func:`read_records`."""
+    file = input_name(path)
+    checked = needs is not Needs.NOTHING  # a Flag's truth is a Python call: test it once
+    for number, raw in numbered_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            text = decode_line(raw, file=file, line=number)
+            try:
+                record = decoder.decode(text)
+            except msgspec.ValidationError as exc:
+                raise validation_error(exc, file=file, line=number) from exc
+            except msgspec.DecodeError as exc:
+                raise InputError(f"malformed JSON: {exc}{_hint(raw, exc)}", file=file, line=number) from exc
+            except RecursionError:
+                raise nesting_error(file=file, line=number) from None
+            answer = convert(record, file, number)
+            if checked:
+                check_needs(answer, needs, file=file, line=number)
+        except InputError as error:
+            if on_error is None:
+                raise
+            on_error(error)
+            continue
+        yield number, answer

@@ -1,0 +1,130 @@
+"""Numbered lines of an input, read in binary and decoded one line at a time.
+
+Reading bytes and decoding per line means one invalid UTF-8 byte costs one
+record, not the whole file, and the error can name its line. An input is a
+regular file, or a stream read once: ``-`` (standard input) or a FIFO (such as
+the ``/dev/fd/63`` of a shell's ``<(command)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import stat
+import sys
+from collections.abc import Generator
+from pathlib import Path
+
+from dahl.errors import ConfigError, InputError
+from dahl.formats._compressed import CORRUPT_ERRORS, open_bytes, open_stream
+
+__all__ = ["STDIN", "check_input_path", "decode_line", "input_bytes", "input_name", "is_stream", "numbered_lines",
+           "open_checked"]
+
+#: The input path that means standard input.
+STDIN = Path("-")
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def is_stream(path: Path) -> bool:
+    """True for an input read once, from start to end: standard input (``-``) or a FIFO."""
+    if path == STDIN:
+        return True
+    try:
+        return stat.S_ISFIFO(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def input_name(path: object) -> str:
+    """How messages name an input: its path, ``<stdin>``, or the ``str`` of in-memory records."""
+    return "<stdin>" if path == STDIN else str(path)
+
+
+def input_bytes(path: Path) -> int | None:
+    """Size of an input file in bytes; None for a stream, whose size is unknown, and for
+    what is not a file (a datasets folder, a hub name)."""
+    return None if is_stream(path) or not path.is_file() else path.stat().st_size
+
+
+def check_input_path(path: Path) -> Path:
+    """Return ``path`` if it can be read as an input: a regular file, ``-`` (stdin) or a FIFO.
+
+    Raises:
+        ConfigError: the path does not exist, is a directory, or is another kind of
+            file (a socket, a device); the message names the path.
+    """
+    if path == STDIN or is_stream(path):
+        return path
+    if not path.exists():
+        raise ConfigError(f"input file not found: {path}")
+    if path.is_dir():
+        raise ConfigError(f"input path is a directory, not a file: {path} (pass the files in it, e.g. {path}/*.jsonl; "
+                          "a folder is read only when datasets' save_to_disk wrote it)")
+    if not path.is_file():
+        raise ConfigError(f"input path is not a regular file: {path}")
+    return path
+
+
+def open_checked(path: Path) -> Path:
+    """Return ``path`` if it names a readable input (see :func:`check_input_path`).
+
+    Raises:
+        ConfigError: the path does not exist or is not a file (message names the path).
+    """
+    return check_input_path(path)
+
+
+def numbered_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
+    """Yield ``(line_number, raw_bytes)`` for every line of ``path``, 1-based.
+
+    Lines keep their terminator (``b"\\n"`` or ``b"\\r\\n"``); a UTF-8 byte-order
+    mark at the start of the file is dropped. Memory is one line at a time.
+    ``-`` reads standard input (left open: it is not ours to close). ``.gz`` / ``.zst``
+    files are decompressed as read, a stream when its first bytes say gzip or zstd
+    (:mod:`dahl.formats._compressed`); either way the input is read once.
+
+    Raises:
+        ConfigError: the file cannot be opened, or is binary (names the format and
+            how to read it).
+        InputError: compressed data that is damaged or cut short (names the line after
+            the last good one).
+    """
+    name = input_name(path)
+    with contextlib.ExitStack() as stack:
+        if path == STDIN:  # left open: not ours to close
+            handle = open_stream(sys.stdin.buffer, name)
+        elif is_stream(path):
+            try:
+                fifo = stack.enter_context(path.open("rb"))
+            except OSError as exc:
+                raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
+            handle = stack.enter_context(open_stream(fifo, name))
+        else:
+            handle = stack.enter_context(open_bytes(path))
+        number = 0
+        try:
+            for number, raw in enumerate(handle, start=1):
+                if number == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
+                yield number, raw
+        except CORRUPT_ERRORS as exc:
+            raise InputError(
+                f"compressed data is damaged or cut short: {exc}", file=name, line=number + 1
+            ) from exc
+
+
+def decode_line(raw: bytes, *, file: str, line: int) -> str:
+    """Decode one line as strict UTF-8.
+
+    Raises:
+        InputError: the bytes are not valid UTF-8 (names the file, line and byte offset).
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"invalid UTF-8 byte 0x{raw[exc.start]:02x} at byte {exc.start} of the line",
+            file=file,
+            line=line,
+        ) from exc

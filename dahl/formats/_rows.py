@@ -1,0 +1,188 @@
+"""Answers of records read as dicts (JSON arrays, Parquet and Arrow rows).
+
+A row holds dahl's record fields (:mod:`dahl.formats._jsonl`), possibly under
+other names (``fields``). ``response_columns`` names the fields holding answers:
+one answer per row and column; with two or more, ``model`` is the column name
+and a given ``id`` gets ``/<column>`` appended. A null value counts as absent
+(Parquet columns are nullable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from dahl.errors import InputError
+from dahl.formats._fields import rename_row
+from dahl.formats._jsonl import RecordIn, record_answer
+from dahl.formats._jsonpath import nesting_error, validation_error
+from dahl.formats._lines import decode_line, input_name, numbered_lines
+from dahl.formats._needs import Needs, check_needs
+from dahl.formats._stream import AnswerStream
+from dahl.records import Answer
+
+__all__ = ["RowOptions", "jsonl_rows", "record_of", "response_columns", "row_records", "stream_rows"]
+
+
+_OBJECT = msgspec.json.Decoder(dict[str, Any])
+_ENCODER = msgspec.json.Encoder()
+
+
+class RowOptions(msgspec.Struct, frozen=True):
+    """How dict rows become answers.
+
+    Attributes:
+        fields: ``{dahl field: the row's key}``, checked already.
+        response_columns: keys holding the answers; empty: the ``response`` field.
+    """
+
+    fields: dict[str, str] = {}
+    response_columns: tuple[str, ...] = ()
+
+
+def row_records(row: Mapping[str, Any], options: RowOptions) -> list[dict[str, Any]]:
+    """The records of one row, before validation: one per response column.
+
+    The mapping is applied and nulls dropped; each response column's value becomes
+    ``response`` (the other response columns are left out of the record).
+    """
+    record = {k: v for k, v in rename_row(row, options.fields).items() if v is not None}
+    columns = options.response_columns
+    if not columns:
+        return [record]
+    several = len(columns) > 1
+    base = {k: v for k, v in record.items() if k not in columns}
+    records = []
+    for column in columns:
+        one = {**base, "response": record.get(column)}
+        if several:
+            one["model"] = column
+            if isinstance(one.get("id"), str) and one["id"].strip():
+                one["id"] = f"{one['id']}/{column}"
+        records.append(one)
+    return records
+
+
+def record_of(record: dict[str, Any], *, file: str, line: int, column: str | None = None) -> Answer:
+    """Validate one record and build its Answer.
+
+    Args:
+        record: as from :func:`row_records`.
+        file, line: where the row is, for errors (``line`` is the 1-based row number
+            in a Parquet or Arrow file, the element number in a JSON array).
+        column: the response column it came from, named by errors on the response.
+
+    Raises:
+        InputError: a missing, empty or mistyped field (named as in the row), or a
+            value nested too deeply to convert.
+    """
+    if column is not None and record.get("response") is None:
+        raise InputError(f"no value in response column {column!r}", file=file, line=line, field=column)
+    try:
+        parsed = msgspec.convert(record, RecordIn)
+    except msgspec.ValidationError as exc:
+        raise validation_error(exc, file=file, line=line) from exc
+    except RecursionError:
+        raise nesting_error(file=file, line=line) from None
+    if parsed.meta:  # rows arrive parsed (ijson, pyarrow): a depth the JSON decoder refuses would fail at hashing
+        try:
+            _ENCODER.encode(parsed.meta)
+        except RecursionError:
+            raise nesting_error(file=file, line=line) from None
+    return record_answer(parsed, file=file, line=line)
+
+
+def jsonl_rows(
+    path: Path, *, on_error: Callable[[InputError], None] | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line, object)`` for each non-blank line of a JSON Lines file.
+
+    Raises:
+        InputError: invalid UTF-8, malformed JSON, JSON nested too deeply or a line that
+            is not an object, when ``on_error`` is None (else it receives them and the
+            line is skipped).
+        ConfigError: the file cannot be opened or is binary.
+    """
+    file = input_name(path)
+    for number, raw in numbered_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            try:
+                value = _OBJECT.decode(decode_line(raw, file=file, line=number))
+            except msgspec.ValidationError as exc:
+                raise InputError(f"expected a JSON object: {exc}", file=file, line=number) from exc
+            except msgspec.DecodeError as exc:
+                raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
+            except RecursionError:
+                raise nesting_error(file=file, line=number) from None
+        except InputError as error:
+            if on_error is None:
+                raise
+            on_error(error)
+            continue
+        yield number, value
+
+
+def stream_rows(
+    rows: Iterable[tuple[int, Mapping[str, Any]]],
+    options: RowOptions,
+    *,
+    file: str,
+    on_error: Callable[[InputError], None] | None,
+    needs: Needs = Needs.NOTHING,
+) -> AnswerStream:
+    """Stream the answers of ``(line, row)`` pairs in order, one per row and response column.
+
+    A bad record goes to ``on_error`` and is skipped (the row's other columns are
+    still read); when ``on_error`` is None it raises.
+
+    Args:
+        rows: ``(line, row)`` pairs; the line is the row's (or element's) 1-based number.
+        options: field mapping and response columns.
+        file: how errors name the input.
+        on_error: as in :func:`dahl.formats.read_answers`.
+        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+
+    Returns:
+        An :class:`~dahl.formats._stream.AnswerStream` numbered by ``rows``' lines.
+
+    Raises:
+        InputError: a bad record, or one lacking what ``needs`` asks, when ``on_error`` is None.
+    """
+    return AnswerStream(_pairs(rows, options, file, on_error, needs))
+
+
+def _pairs(
+    rows: Iterable[tuple[int, Mapping[str, Any]]],
+    options: RowOptions,
+    file: str,
+    on_error: Callable[[InputError], None] | None,
+    needs: Needs,
+) -> Iterator[tuple[int | None, Answer]]:
+    columns: tuple[str | None, ...] = options.response_columns or (None,)
+    checked = needs is not Needs.NOTHING
+    for line, row in rows:
+        for column, record in zip(columns, row_records(row, options), strict=True):
+            try:
+                answer = record_of(record, file=file, line=line, column=column)
+                if checked:
+                    check_needs(answer, needs, file=file, line=line)
+            except InputError as error:
+                if on_error is None:
+                    raise
+                on_error(error)
+                continue
+            yield line, answer
+
+
+def response_columns(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Normalize a ``response_column`` argument (one name, several, or None) to a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)

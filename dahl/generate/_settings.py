@@ -1,0 +1,133 @@
+"""Settings, live counters and the report of one ``dahl generate`` run."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dahl.config import EndpointConfig
+from dahl.errors import ConfigError
+from dahl.exit_status import ExitStatus
+from dahl.generate._templates import GENERATE_TEMPLATES, Mode, Template
+from dahl.pricing import Price
+
+if TYPE_CHECKING:
+    from dahl.lanes._spend import Spend
+
+__all__ = ["GenerateCounters", "GenerateReport", "GenerateSettings"]
+
+#: The DAHL paper's generation settings (Seo et al. 2024, §3.3 and Fig. 8).
+PAPER_TEMPERATURE = 0.6
+PAPER_MAX_TOKENS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateSettings:
+    """What to generate.
+
+    Attributes:
+        questions: the questions file (:func:`dahl.generate._questions.read_questions`).
+        out: the answers JSONL to write; a re-run continues it.
+        endpoints: one endpoint per model, or per (model, temperature) for a temperature
+            study (base URL, model, key variable, limits, ``temperature``, ``max_tokens``,
+            ``seed``); answered in this order. Endpoints of one model share its lane.
+        mode: ``"completion"`` (``/completions``, a plain prompt: pretrained base models,
+            as the DAHL paper) or ``"chat"`` (``/chat/completions``: instruct models).
+        top_p: nucleus sampling mass in (0, 1], or None to omit it.
+        stop: stop sequences sent with every request (OpenAI allows up to 4), or ``()``.
+        samples: answers per (question, model), >= 1; sample ``i`` sends ``seed + i``
+            when a seed is set.
+        template: the generation template; None = the shipped one of ``mode``.
+        cache_dir: cache folder; None = the default.
+        use_cache: read and write the cache.
+        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
+        max_cost_usd: stop before this run's calls could cost more than this, USD
+            (``CostCapReached``, resumable); None = no cap. Needs every model's price.
+
+    Raises:
+        ConfigError: no endpoint, two endpoints for one (model, temperature), ``samples < 1``,
+            ``top_p`` outside (0, 1], or an empty stop sequence.
+    """
+
+    questions: Path
+    out: Path
+    endpoints: tuple[EndpointConfig, ...]
+    mode: Mode = "completion"
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    samples: int = 1
+    template: Template | None = None
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
+    max_cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            raise ConfigError("give at least one --model")
+        keys = [(cfg.model, cfg.temperature) for cfg in self.endpoints]
+        if len(set(keys)) != len(keys):
+            raise ConfigError(f"a model is given twice: {', '.join(cfg.model for cfg in self.endpoints)}")
+        if self.samples < 1:
+            raise ConfigError(f"samples must be >= 1, got {self.samples}")
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if any(not s for s in self.stop):
+            raise ConfigError("a stop sequence must not be empty")
+        if self.mode not in GENERATE_TEMPLATES:
+            raise ConfigError(f"mode must be chat or completion, got {self.mode!r}")
+
+    @property
+    def effective_template(self) -> Template:
+        """The template used: the user's, else the shipped one of ``mode``."""
+        return self.template if self.template is not None else GENERATE_TEMPLATES[self.mode]
+
+
+@dataclasses.dataclass
+class GenerateCounters:
+    """What a run did so far (read by the progress line).
+
+    Attributes:
+        questions: questions read.
+        answers: answers asked for (questions x models x temperatures x samples).
+        resumed: answers already in the output (not asked again).
+        written: answers written by this run.
+        cached: of those, answers taken from the cache (no request).
+        truncated: written answers whose reply ended at the token limit (``finish_reason`` length).
+        failed: answers whose request failed after the lane's retries (not written).
+        duplicates: answers asked for twice (a question repeated in the file): answered once.
+        spend: money of this run's calls per model (set by the run).
+    """
+
+    questions: int = 0
+    answers: int = 0
+    resumed: int = 0
+    written: int = 0
+    cached: int = 0
+    truncated: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    spend: Spend | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateReport:
+    """The outcome of a finished run.
+
+    Attributes:
+        out: the answers file.
+        counters: the final counters.
+    """
+
+    out: Path
+    counters: GenerateCounters
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        """0 when every answer is in ``out``; 6 when some failed; 5 when none is there."""
+        c = self.counters
+        if c.written + c.resumed == 0:
+            return ExitStatus.NOTHING_SCORED
+        return ExitStatus.PARTIAL if c.failed else ExitStatus.OK

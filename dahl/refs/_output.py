@@ -1,0 +1,115 @@
+"""``refs.jsonl`` written one set at a time as questions finish, and resumed.
+
+Each set is appended as one line, flushed and fsynced before the next (the policy of
+``answers.jsonl``: a kill loses at most the set being written). On a re-run the file's
+question ids are read first and those questions are skipped; a last line cut short by a
+kill (no newline, not JSON) is truncated away, since its question is built again.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import msgspec
+
+from dahl.errors import InputError
+from dahl.formats._appendlog import LineAppender
+from dahl.records import RefSet
+
+__all__ = ["RefsLog", "check_settings", "finished_questions"]
+
+log = logging.getLogger(__name__)
+
+
+class _Id(msgspec.Struct):
+    question_id: str
+
+
+class _Meta(msgspec.Struct):
+    meta: dict[str, object] = {}
+
+
+_ID = msgspec.json.Decoder(_Id)
+_META = msgspec.json.Decoder(_Meta)
+_ENCODER = msgspec.json.Encoder()
+
+
+def finished_questions(path: Path) -> set[str]:
+    """Question ids of the sets already in ``path`` (blocking); truncates a torn last line.
+
+    Returns:
+        The ids; empty when the file does not exist.
+
+    Raises:
+        InputError: a complete line (one ending in a newline) is not a reference set
+            line: the file is not a ``refs.jsonl`` of this command, so nothing is touched.
+    """
+    if not path.exists():
+        return set()
+    done: set[str] = set()
+    good = 0
+    with path.open("rb") as handle:
+        for n, line in enumerate(handle, 1):
+            try:
+                done.add(_ID.decode(line).question_id)
+            except msgspec.DecodeError:
+                if line.endswith(b"\n"):
+                    raise InputError("not a reference set line; choose another -o", file=str(path), line=n) from None
+                log.warning("%s:%d: dropping a set cut short by an earlier stop", path, n)
+                break
+            good += len(line)
+    if good != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(good)
+    return done
+
+
+def check_settings(path: Path, meta: dict[str, object]) -> None:
+    """Refuse to continue ``path`` when its first set was built with other settings (blocking).
+
+    A set's ``meta`` (method, extractor, rater, granularity, α, β, near-duplicate
+    threshold, corpus) records how it was built; a re-run that differs would mix two
+    kinds of sets in one file. ``documents`` differs per question and is not compared.
+
+    Raises:
+        InputError: the settings differ (the file and the settings are named).
+    """
+    if not path.exists():
+        return
+    with path.open("rb") as handle:
+        line = next((raw for raw in handle if raw.strip()), None)
+    if line is None:
+        return
+    try:
+        old = _META.decode(line).meta
+    except msgspec.DecodeError:
+        return  # a torn line: finished_questions deals with it
+    differ = sorted(k for k in {*old, *meta} - {"documents"} if old.get(k) != meta.get(k))
+    if differ:
+        raise InputError(f"its sets were built with other settings ({', '.join(differ)}); re-run with the same "
+                         "options, or choose another -o", file=str(path))
+
+
+class RefsLog(LineAppender):
+    """The output file, opened for appending (blocking methods: call them in a worker thread).
+
+    Args:
+        path: ``refs.jsonl``.
+
+    Raises:
+        OutputWriteError: (on open) the file cannot be opened for writing.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.written = 0
+
+    def write(self, ref_set: RefSet) -> None:
+        """Append one line, flushed and fsynced.
+
+        Raises:
+            OutputWriteError: the disk is full or the file read-only (earlier lines are kept).
+        """
+        self.append(_ENCODER.encode(ref_set))
+        self.written += 1

@@ -1,0 +1,151 @@
+"""Settings, live counters and the report of ``dahl refs build`` from documents."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from dahl.config import EndpointConfig
+from dahl.errors import ConfigError
+from dahl.exit_status import ExitStatus
+from dahl.metrics import importance
+from dahl.pricing import Price
+from dahl.refs._dedupe import NEAR_THRESHOLD
+
+if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
+    from dahl.lanes._spend import Spend
+    from dahl.refs._extract import Granularity
+
+__all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings"]
+
+#: Facts per rating call.
+DEFAULT_BATCH = 20
+
+#: Fact extractors: the offline rule Splitter, or an LLM.
+EXTRACTORS = ("rules", "openai")
+#: Raters: none (facts weigh 1), or an LLM.
+RATERS = ("none", "openai")
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSettings:
+    """What ``dahl refs build`` does (built at the CLI edge, immutable).
+
+    Attributes:
+        questions: the questions input (:func:`dahl.refs._questions.read_questions`).
+        out: the ``refs.jsonl`` to write (appended to, resumed).
+        evidence: the JSONL corpus to retrieve documents from (and look ``doc_ids`` up in).
+        fmt: the questions input format (``"auto"``, ``"questions"`` or an answers format).
+        docs_per_question: documents retrieved per question (>= 1).
+        extractor: ``"rules"`` (offline) or ``"openai"``.
+        granularity: ``"chunk"`` or ``"sentence"`` (extraction call unit).
+        rater: ``"none"`` (facts unrated, weight 1) or ``"openai"``.
+        extract_endpoint: the ``openai`` extractor's endpoint.
+        rate_endpoint: the ``openai`` rater's endpoint.
+        rate_batch: facts per rating call (>= 1).
+        alpha: α of the importance (>= 0).
+        beta: β of the importance (>= 0).
+        near: near-duplicate threshold, rapidfuzz ``fuzz.ratio`` 0-100 (100: exact only).
+        cache_dir: the cache folder; None = :func:`dahl.cache.default_cache_dir`.
+        use_cache: read and write the cache.
+        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
+        max_cost_usd: stop before this build's calls could cost more than this, USD
+            (``CostCapReached``, resumable); None = no cap. Needs the model's price.
+
+    Raises:
+        ConfigError: an unknown extractor or rater, a missing endpoint, a value out of range.
+    """
+
+    questions: Path
+    out: Path
+    evidence: Path | None = None
+    fmt: str = "auto"
+    docs_per_question: int = 3
+    extractor: Literal["rules", "openai"] = "rules"
+    granularity: Granularity = "chunk"
+    rater: Literal["none", "openai"] = "none"
+    extract_endpoint: EndpointConfig | None = None
+    rate_endpoint: EndpointConfig | None = None
+    rate_batch: int = DEFAULT_BATCH
+    alpha: float = 0.5
+    beta: float = 0.5
+    near: float = NEAR_THRESHOLD
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
+    max_cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.extractor not in EXTRACTORS:
+            raise ConfigError(f"unknown extractor {self.extractor!r}; choose one of {', '.join(EXTRACTORS)}")
+        if self.rater not in RATERS:
+            raise ConfigError(f"unknown rater {self.rater!r}; choose one of {', '.join(RATERS)}")
+        if self.granularity not in ("chunk", "sentence"):
+            raise ConfigError(f"granularity must be chunk or sentence, got {self.granularity!r}")
+        if self.extractor == "openai" and self.extract_endpoint is None:
+            raise ConfigError("--extractor openai needs --base-url and --model")
+        if self.rater == "openai" and self.rate_endpoint is None:
+            raise ConfigError("--rater openai needs --base-url and --model")
+        if self.docs_per_question < 1:
+            raise ConfigError(f"--docs-per-question must be >= 1, got {self.docs_per_question}")
+        if self.rate_batch < 1:
+            raise ConfigError(f"the rating batch must be >= 1, got {self.rate_batch}")
+        if not 0.0 <= self.near <= 100.0:
+            raise ConfigError(f"--near-threshold must be in [0, 100], got {self.near}")
+        importance(1, 1, alpha=self.alpha, beta=self.beta)  # ConfigError on a bad α or β
+        if self.evidence is not None and not self.evidence.exists():
+            raise ConfigError(f"evidence corpus not found: {self.evidence} (a JSONL file or a folder of .txt/.md)")
+
+
+@dataclasses.dataclass
+class BuildCounters:
+    """What a build did so far (read by the progress line).
+
+    Attributes:
+        questions: distinct questions read.
+        resumed: questions skipped because their set is already in the output.
+        written: sets written by this run.
+        facts: facts in the sets written by this run.
+        failed: questions whose calls failed (not written; a re-run retries them).
+        skipped: questions with bad input (an unknown doc id, no documents source).
+        chunks: chunks extracted (cache hits included).
+        extract_calls: chunks sent to the extractor (cache misses).
+        rated: facts sent to the rater (cache misses).
+        rating_hits: fact ratings found in the cache.
+        spend: money of this build's calls per stage (extract, rate), set by the build.
+    """
+
+    questions: int = 0
+    resumed: int = 0
+    written: int = 0
+    facts: int = 0
+    failed: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    extract_calls: int = 0
+    rated: int = 0
+    rating_hits: int = 0
+    spend: Spend | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildReport:
+    """The outcome of :func:`build_refs`.
+
+    Attributes:
+        out: the file written.
+        counters: the final counts.
+    """
+
+    out: Path
+    counters: BuildCounters
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        """0 when every question has its set; 6 when some failed or were skipped; 5 when none has."""
+        c = self.counters
+        if c.written + c.resumed == 0:
+            return ExitStatus.NOTHING_SCORED
+        return ExitStatus.PARTIAL if c.failed or c.skipped else ExitStatus.OK
