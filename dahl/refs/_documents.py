@@ -28,7 +28,7 @@ from dahl.cache._refs import BlobCache
 from dahl.cache._opening import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel
-from dahl.engine._ends import read_batches
+from dahl.engine._ends import Reader, Writer
 from dahl.lanes._spend import Spend
 from dahl.pricing import PriceTable
 from dahl.engine._stage import Stage, run_stages
@@ -241,20 +241,14 @@ async def _run(builder: _Builder, output: RefsLog, done: set[str]) -> None:
     questions: Channel[RefQuestion] = Channel(2 * extract_workers)
     extracted: Channel[_Extracted] = Channel(2 * rate_workers)
     finished: Channel[RefSet] = Channel(64)
-    questions.open_sender()
 
-    async def read() -> None:
-        try:
-            source = iter(read_questions(settings.questions, settings.fmt))
-            async for batch in read_batches(source, _READ_BATCH):
-                for question in batch:
-                    counters.questions += 1
-                    if question.question_id in done:
-                        counters.resumed += 1
-                        continue
-                    await questions.send(question)
-        finally:
-            questions.close_sender()
+    async def take(batch: list[RefQuestion]) -> None:
+        for question in batch:
+            counters.questions += 1
+            if question.question_id in done:
+                counters.resumed += 1
+                continue
+            await questions.send(question)
 
     async def extract(question: RefQuestion) -> None:
         item = await builder.extract(question)
@@ -269,10 +263,12 @@ async def _run(builder: _Builder, output: RefsLog, done: set[str]) -> None:
         question = item.question if isinstance(item, _Extracted) else item
         log.warning("question %s failed: %s: %s", getattr(question, "question_id", "?"), type(exc).__name__, exc)
 
-    async def write() -> None:
-        async for ref_set in finished:
-            with anyio.CancelScope(shield=True):  # a finished set is written whole, even when stopping
-                await anyio.to_thread.run_sync(output.write, ref_set)
+    def append(sets: list[RefSet]) -> None:
+        for ref_set in sets:  # each set flushed and fsynced alone
+            output.write(ref_set)
+
+    def written(sets: list[RefSet]) -> None:
+        for ref_set in sets:
             counters.written += 1
             counters.facts += len(ref_set.facts)
 
@@ -280,4 +276,5 @@ async def _run(builder: _Builder, output: RefsLog, done: set[str]) -> None:
         Stage("extract", questions, extract, workers=extract_workers, outputs=[extracted], on_error=failed),
         Stage("rate", extracted, rate, workers=rate_workers, outputs=[finished], on_error=failed),
     ]
-    await run_stages(stages, [read, write])
+    reader = Reader(read_questions(settings.questions, settings.fmt), take, outputs=[questions], batch=_READ_BATCH)
+    await run_stages(stages, [reader, Writer(finished, append, written=written)])
