@@ -1,10 +1,36 @@
-"""Sizes and scoring parameters of one pipeline run."""
+"""The settings every job shares: the cache and the money of its calls; and the sizes
+and scoring parameters of one scoring pipeline."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["PipelineOptions"]
+from dahl.pricing import Price
+
+__all__ = ["CallSettings", "PipelineOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallSettings:
+    """The cache and the money of a job's calls, shared by the settings of ``dahl generate``
+    and ``dahl refs build`` (each a subclass; these fields are keyword-only).
+
+    Attributes:
+        cache_dir: cache folder; None = :func:`dahl.cache.default_cache_dir`
+            (``$DAHL_CACHE_DIR`` or the platform cache folder).
+        use_cache: read and write the cache.
+        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
+        max_cost_usd: stop before the job's calls could cost more than this, USD
+            (``CostCapReached``, resumable); None = no cap. Needs every model's price.
+    """
+
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
+    max_cost_usd: float | None = None
 
 
 @dataclass(frozen=True)

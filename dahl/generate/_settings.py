@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dahl.config import EndpointConfig
+from dahl.engine._options import CallSettings
 from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
 from dahl.generate._templates import GENERATE_TEMPLATES, Mode, Template
-from dahl.pricing import Price
 
 if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
@@ -24,7 +23,7 @@ PAPER_MAX_TOKENS = 256
 
 
 @dataclasses.dataclass(frozen=True)
-class GenerateSettings:
+class GenerateSettings(CallSettings):
     """What to generate.
 
     Attributes:
@@ -40,11 +39,8 @@ class GenerateSettings:
         samples: answers per (question, model), >= 1; sample ``i`` sends ``seed + i``
             when a seed is set.
         template: the generation template; None = the shipped one of ``mode``.
-        cache_dir: cache folder; None = the default.
-        use_cache: read and write the cache.
-        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
-        max_cost_usd: stop before this run's calls could cost more than this, USD
-            (``CostCapReached``, resumable); None = no cap. Needs every model's price.
+        cache_dir, use_cache, prices, max_cost_usd: the cache and the money of its calls
+            (:class:`~dahl.engine._options.CallSettings`; keyword-only).
 
     Raises:
         ConfigError: no endpoint, two endpoints for one (model, temperature), ``samples < 1``,
@@ -59,10 +55,6 @@ class GenerateSettings:
     stop: tuple[str, ...] = ()
     samples: int = 1
     template: Template | None = None
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
-    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if not self.endpoints:

@@ -67,14 +67,12 @@ class _Builder:
         library: DocumentLibrary | None,
         extractor: CachedExtractor,
         rater: CachedRater | None,
-        rate_cache: BlobCache | None,
     ) -> None:
         self.settings = settings
         self.counters = counters
         self.library = library
         self.extractor = extractor
         self.rater = rater
-        self.rate_cache = rate_cache
         self.meta: dict[str, object] = {
             "method": "documents",
             "extractor": extractor.fingerprint,
@@ -118,7 +116,6 @@ class _Builder:
             for chunk in await anyio.to_thread.run_sync(chunks, doc.id, doc.title, doc.text, granularity):
                 found = await self.extractor.extract(chunk)
                 self.counters.chunks += 1
-                self.counters.extract_calls = self.extractor.calls
                 facts.extend((doc.id, fact) for fact in found)
         near = self.settings.near
         unique = await anyio.to_thread.run_sync(lambda: distinct(facts, lambda f: f[1].text, near=near))
@@ -130,9 +127,6 @@ class _Builder:
         ratings: list[Rating | None] = [None] * len(texts)
         if self.rater is not None and texts:
             ratings = list(await self.rater.rate(item.question.question, texts))
-            self.counters.rated = self.rater.rated
-            if self.rate_cache is not None:
-                self.counters.rating_hits = self.rate_cache.counters.hits
         alpha, beta = self.settings.alpha, self.settings.beta
         facts = tuple(
             RefFact(
@@ -155,9 +149,10 @@ class _Builder:
 
 async def _open_endpoints(
     settings: BuildSettings, stack: AsyncExitStack, caches: tuple[BlobCache | None, BlobCache | None],
-    spend: Spend,
+    counters: BuildCounters,
 ) -> tuple[CachedExtractor, CachedRater | None]:
-    """The extractor and rater, with their lanes (metered by ``spend``) and sessions (closed with ``stack``)."""
+    """The extractor and rater (counting into ``counters``), with their lanes (metered by
+    ``counters.spend``) and sessions (closed with ``stack``)."""
     from dahl.adapters._endpoint import Connections, Endpoint  # imports aiohttp: only when an LLM is used
     from dahl.refs._prompts import task
 
@@ -165,7 +160,7 @@ async def _open_endpoints(
 
     async def endpoint(cfg: EndpointConfig, kind: Literal["extract", "rate"]) -> Endpoint:
         session, lane = await connections.open(cfg)
-        return Endpoint(cfg, session, lane, task(cfg, kind), spend=spend)
+        return Endpoint(cfg, session, lane, task(cfg, kind), spend=counters.spend)
 
     extract_cache, rate_cache = caches
     inner: Extractor = RuleExtractor()
@@ -174,14 +169,14 @@ async def _open_endpoints(
 
         assert settings.extract_endpoint is not None  # checked in __post_init__
         inner = OpenAIExtractor(await endpoint(settings.extract_endpoint, "extract"))
-    extractor = CachedExtractor(inner, extract_cache if settings.extractor != "rules" else None)
+    extractor = CachedExtractor(inner, extract_cache if settings.extractor != "rules" else None, counters)
     rater: CachedRater | None = None
     if settings.rater == "openai":
         from dahl.refs._rate import OpenAIRater
 
         assert settings.rate_endpoint is not None and rate_cache is not None
         inner_rater: Rater = OpenAIRater(await endpoint(settings.rate_endpoint, "rate"), batch=settings.rate_batch)
-        rater = CachedRater(inner_rater, rate_cache)
+        rater = CachedRater(inner_rater, rate_cache, counters)
     return extractor, rater
 
 
@@ -219,9 +214,9 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
         extract_cache = BlobCache(store, "extract/1") if store is not None else None
         rate_cache = BlobCache(store, "rate/1")
         table = await anyio.to_thread.run_sync(PriceTable.shipped)
-        spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
-        extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache), spend)
-        builder = _Builder(settings, counters, library, extractor, rater, rate_cache)
+        counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
+        extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache), counters)
+        builder = _Builder(settings, counters, library, extractor, rater)
         await anyio.to_thread.run_sync(check_settings, settings.out, builder.meta)
         output = await anyio.to_thread.run_sync(RefsLog, settings.out)
         stack.callback(output.close)

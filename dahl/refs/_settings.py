@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from dahl.config import EndpointConfig
+from dahl.engine._options import CallSettings
 from dahl.errors import ConfigError
 from dahl.exit_status import ExitStatus
 from dahl.metrics import importance
-from dahl.pricing import Price
 from dahl.refs._dedupe import NEAR_THRESHOLD
 
 if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
     from dahl.lanes._spend import Spend
-    from dahl.refs._extract import Granularity
 
-__all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings"]
+__all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings", "Granularity"]
+
+#: The extraction call unit: a few sentences of a document, or one sentence.
+Granularity = Literal["chunk", "sentence"]
 
 #: Facts per rating call.
 DEFAULT_BATCH = 20
@@ -30,7 +31,7 @@ RATERS = ("none", "openai")
 
 
 @dataclasses.dataclass(frozen=True)
-class BuildSettings:
+class BuildSettings(CallSettings):
     """What ``dahl refs build`` does (built at the CLI edge, immutable).
 
     Attributes:
@@ -48,11 +49,8 @@ class BuildSettings:
         alpha: α of the importance (>= 0).
         beta: β of the importance (>= 0).
         near: near-duplicate threshold, rapidfuzz ``fuzz.ratio`` 0-100 (100: exact only).
-        cache_dir: the cache folder; None = :func:`dahl.cache.default_cache_dir`.
-        use_cache: read and write the cache.
-        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
-        max_cost_usd: stop before this build's calls could cost more than this, USD
-            (``CostCapReached``, resumable); None = no cap. Needs the model's price.
+        cache_dir, use_cache, prices, max_cost_usd: the cache and the money of its calls
+            (:class:`~dahl.engine._options.CallSettings`; keyword-only).
 
     Raises:
         ConfigError: an unknown extractor or rater, a missing endpoint, a value out of range.
@@ -72,10 +70,6 @@ class BuildSettings:
     alpha: float = 0.5
     beta: float = 0.5
     near: float = NEAR_THRESHOLD
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
-    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.extractor not in EXTRACTORS:
@@ -111,9 +105,11 @@ class BuildCounters:
         failed: questions whose calls failed (not written; a re-run retries them).
         skipped: questions with bad input (an unknown doc id, no documents source).
         chunks: chunks extracted (cache hits included).
-        extract_calls: chunks sent to the extractor (cache misses).
-        rated: facts sent to the rater (cache misses).
-        rating_hits: fact ratings found in the cache.
+        extract_calls: chunks sent to the extractor (cache misses), counted by
+            :class:`~dahl.refs._extract.CachedExtractor`.
+        rated: facts sent to the rater (cache misses), counted by
+            :class:`~dahl.refs._rate.CachedRater`.
+        rating_hits: fact ratings found in the cache, counted by ``CachedRater``.
         spend: money of this build's calls per stage (extract, rate), set by the build.
     """
 

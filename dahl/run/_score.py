@@ -231,12 +231,10 @@ class _Reading:
     Attributes:
         errors: rejected input records (the first ones kept for the report).
         order: input position of every answer key read.
-        resumed: ``[n]``, answers skipped because a previous run finished them.
     """
 
     errors: InputErrors
     order: dict[int, int] = field(default_factory=dict)
-    resumed: list[int] = field(default_factory=lambda: [0])
 
 
 async def _score_locked(
@@ -297,14 +295,14 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
     checker = CachingChecker(inner_checker, cache, counters)
     if config.pipeline is not None:
         options = config.pipeline
-    options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
+    options = replace(options, gamma=config.gamma, k=config.k)
     recall = await open_recall(config.recall, config.adapters, stack, lanes, cache) if config.recall else None
     coverer = recall.coverer if recall is not None else None
     if recall is not None:
         if len(lanes):
             counters.lane_statistics = lanes.statistics
         if recall.endpoint is not None and config.pipeline is None:  # an LLM judge: as many covers as requests
-            options = PipelineOptions(**{**options.__dict__, "cover_concurrency": recall.endpoint.max_in_flight})
+            options = replace(options, cover_concurrency=recall.endpoint.max_in_flight)
     run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
                               coverer.fingerprint if coverer is not None else None)
     if cache is not None:
@@ -338,7 +336,7 @@ async def _run_stages(
     try:
         await run_pipeline(
             answer_source(config.inputs, config.fmt, config.response_column, parts.run_fp, finished, reading.order,
-                          reading.errors, reading.resumed, config.adapters.input_needs, counters,
+                          reading.errors, config.adapters.input_needs, counters,
                           fields=config.fields),
             parts.splitter,
             parts.checker,
