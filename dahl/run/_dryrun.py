@@ -36,7 +36,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -55,6 +55,9 @@ from dahl.preprocess import preprocess
 from dahl.pricing import PriceTable
 from dahl.records import Answer, Claim, Verdict, content_id
 from dahl.run._score import ScoreConfig
+
+if TYPE_CHECKING:
+    from dahl.adapters._bodies import Task
 
 __all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "SAMPLE", "DryRunReport", "StageEstimate", "dry_run", "dry_run_async"]
 
@@ -96,6 +99,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
     table = (await anyio.to_thread.run_sync(PriceTable.shipped)).with_overrides(config.prices)
     split_cfg = settings.split_endpoint if settings.splitter == "openai" else None
     check_cfg = settings.check_endpoint if settings.checker == "openai" else None
+    split_cap, check_cap = _adapter_budget(split_cfg, "split"), _adapter_budget(check_cfg, "check")
     split, check = _Tally(), _Tally()
     answers = claims = estimated_claims = 0
     missing_checks: set[str] = set()  # keys of checks counted as calls (identical claims share one)
@@ -121,7 +125,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
             answers += chunk.read
             known: list[tuple[Answer, list[Claim]]] = []
             if split_cfg is not None:
-                from dahl.adapters._bodies import estimate_tokens, max_tokens, split_request_body
+                from dahl.adapters._bodies import estimate_tokens, split_request_body
                 from dahl.cache._keys import split_key
 
                 keys = [split_key(splitter, a) for a, _ in chunk.answers]
@@ -140,7 +144,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                     missing_splits.add(key)
                     split.calls += 1
                     body = split_request_body(split_cfg, answer.question, answer.response)
-                    split.prompt_tokens += estimate_tokens(body) - max_tokens(split_cfg, "split")
+                    split.prompt_tokens += estimate_tokens(body) - split_cap
                     if rule_claims is None:  # past the sample: scaled from it below
                         unsampled += 1
                         continue
@@ -149,7 +153,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                     sample.estimated += len(rule_claims)
                     if check_cfg is not None:
                         before = check.prompt_tokens
-                        _count_unknown(check, check_cfg, answer, rule_claims)
+                        _count_unknown(check, check_cfg, check_cap, answer, rule_claims)
                         sample.prompt_tokens += check.prompt_tokens - before
             else:
                 for answer, prepared in chunk.answers:
@@ -161,8 +165,8 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                 claims += len(parts)
                 calls_before, prompt_before = check.calls, check.prompt_tokens
                 if check_cfg is not None and parts:
-                    await _count_checks(check, check_cfg, checker, prepare, reader, check_version, answer, parts,
-                                        missing_checks)
+                    await _count_checks(check, check_cfg, check_cap, checker, prepare, reader, check_version, answer,
+                                        parts, missing_checks)
                 if rules:
                     rules_sample.cached += 1  # answers
                     rules_sample.estimated += len(parts)
@@ -183,9 +187,9 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
         check.prompt_tokens += round(per * rules_sample.prompt_tokens)
     stages: list[tuple[StageEstimate, EndpointConfig]] = []
     if split_cfg is not None:
-        stages.append((_estimate("split", split_cfg, split, max_tokens_of(split_cfg, "split")), split_cfg))
+        stages.append((_estimate("split", split_cfg, split, split_cap), split_cfg))
     if check_cfg is not None:
-        stages.append((_estimate("check", check_cfg, check, max_tokens_of(check_cfg, "check")), check_cfg))
+        stages.append((_estimate("check", check_cfg, check, check_cap), check_cfg))
     cover = _cover_stage(config)
     if cover is not None:
         stages.append(cover)
@@ -196,11 +200,17 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                         bound, bound_by, cache, table.date)
 
 
-def max_tokens_of(cfg: EndpointConfig, kind: str) -> int:
-    """Completion cap of a ``kind`` (split or check) request of ``cfg``, tokens."""
-    from dahl.adapters._bodies import max_tokens
+def _budget(cfg: EndpointConfig, task: Task) -> int:
+    """Completion budget of each ``task`` request on ``cfg``, tokens, as
+    :class:`~dahl.adapters._endpoint.Endpoint` sends it: ``cfg.max_tokens``, else the task's."""
+    return cfg.max_tokens if cfg.max_tokens is not None else task.max_tokens
 
-    return max_tokens(cfg, "split" if kind == "split" else "check")
+
+def _adapter_budget(cfg: EndpointConfig | None, kind: Literal["split", "check"]) -> int:
+    """:func:`_budget` of the ``openai`` Splitter's or Checker's task on ``cfg`` (0 without one)."""
+    from dahl.adapters._bodies import adapter_task
+
+    return 0 if cfg is None else _budget(cfg, adapter_task(cfg, kind))
 
 
 def _keyless(settings: AdapterSettings) -> AdapterSettings:
@@ -242,21 +252,20 @@ def _split_completion(parts: list[Claim]) -> int:
     return math.ceil((14 + sum(len(c.text) + 4 for c in parts)) / 4)
 
 
-def _count_unknown(tally: _Tally, cfg: EndpointConfig, answer: Answer, texts: list[Claim]) -> None:
-    """Checks of estimated claims: all calls (keys unknown before their split)."""
+def _count_unknown(tally: _Tally, cfg: EndpointConfig, cap: int, answer: Answer, texts: list[Claim]) -> None:
+    """Checks of estimated claims: all calls (keys unknown before their split); ``cap``: their budget."""
     from dahl.adapters._bodies import check_request_body, estimate_tokens
 
-    cap = max_tokens_of(cfg, "check")
     for claim in texts:
         tally.calls += 1
         tally.estimated += 1
         tally.prompt_tokens += estimate_tokens(check_request_body(cfg, answer.question, claim.text)) - cap
 
 
-async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Checker, prepare: PreparedKeys | None,
+async def _count_checks(tally: _Tally, cfg: EndpointConfig, cap: int, checker: Checker, prepare: PreparedKeys | None,
                         reader: BatchReader | None,
                         version: str, answer: Answer, parts: list[Claim], missing: set[str]) -> None:
-    """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does."""
+    """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does; ``cap``: a check's budget."""
     from dahl.adapters._bodies import check_request_body, estimate_tokens
     from dahl.cache._keys import check_keys
 
@@ -264,7 +273,6 @@ async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Checker, pr
         await prepare.prepare_keys(parts, answer)
     keys = check_keys(checker, parts, answer)
     found = await _look_up(reader, keys, version)
-    cap = max_tokens_of(cfg, "check")
     for claim, key, entry in zip(parts, keys, found, strict=True):
         verdict = _verdict_of(checker, entry)
         if verdict is not None:
@@ -346,7 +354,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     recall = config.recall
     if recall is None or recall.judge_name(config.adapters.checker) != "openai":
         return None
-    from dahl.adapters._coverage_llm import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
+    from dahl.adapters._coverage_llm import MAX_FACTS, cover_request_body, cover_task
     from dahl.adapters._bodies import estimate_tokens
     from dahl.formats._refs import RefIndex, read_refs
     from dahl.metrics import fstar
@@ -355,7 +363,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     if cfg is None:
         return None
     cfg = dataclasses.replace(cfg, max_tokens=None) if recall.endpoint is None else cfg
-    cap = cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS
+    cap = _budget(cfg, cover_task(cfg))
     index = RefIndex(read_refs(recall.refs), file=str(recall.refs))
     tally = _Tally()
     for path in config.inputs:
