@@ -33,7 +33,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,7 +48,7 @@ from dahl.cache._reader import BatchReader, CachedEntry
 from dahl.cache._reparse import reparse_claims, reparse_verdict
 from dahl.cache._store import default_cache_dir
 from dahl.config import EndpointConfig
-from dahl.run._dryrun_report import DryRunReport, StageEstimate
+from dahl.run._estimate import DEFAULT_COMPLETION_TOKENS, DryRunReport, StageEstimate, Tally, stage_estimate, time_bound
 from dahl.errors import InputError
 from dahl.formats import read_answers
 from dahl.preprocess import preprocess
@@ -65,21 +65,7 @@ __all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "SAMPLE", "DryRunReport", "Stag
 CHUNK = 256
 #: Answers rule-split to estimate the claims of splits not cached (the rest is scaled).
 SAMPLE = 200
-#: Completion tokens per call when the cache holds no reply of the stage: a split lists
-#: ~20 claims of ~15 tokens; a check is a label and a one-sentence reason; a cover
-#: labels up to 30 facts.
-DEFAULT_COMPLETION_TOKENS = {"split": 300, "check": 40, "cover": 200}
 
-
-@dataclass
-class _Tally:
-    """Running counts of one stage."""
-
-    calls: int = 0
-    cached: int = 0
-    estimated: int = 0
-    prompt_tokens: int = 0
-    seen_completions: list[int] = field(default_factory=list)
 
 
 def dry_run(config: ScoreConfig) -> DryRunReport:
@@ -100,13 +86,13 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
     split_cfg = settings.split_endpoint if settings.splitter == "openai" else None
     check_cfg = settings.check_endpoint if settings.checker == "openai" else None
     split_cap, check_cap = _adapter_budget(split_cfg, "split"), _adapter_budget(check_cfg, "check")
-    split, check = _Tally(), _Tally()
+    split, check = Tally(), Tally()
     answers = claims = estimated_claims = 0
     missing_checks: set[str] = set()  # keys of checks counted as calls (identical claims share one)
     missing_splits: set[str] = set()
-    sample = _Tally()  # split misses rule-split for the estimate: answers, claims, their check prompt tokens
+    sample = Tally()  # split misses rule-split for the estimate: answers, claims, their check prompt tokens
     unsampled = 0  # split misses past the sample
-    rules_sample = _Tally()  # rule-split answers prepared (cached = answers): claims, check calls, prompt tokens
+    rules_sample = Tally()  # rule-split answers prepared (cached = answers): claims, check calls, prompt tokens
     unsampled_rules = 0  # rule-split answers past the sample (no cache: counted, not split)
     cache = "off"
     async with AsyncExitStack() as stack:
@@ -187,15 +173,15 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
         check.prompt_tokens += round(per * rules_sample.prompt_tokens)
     stages: list[tuple[StageEstimate, EndpointConfig]] = []
     if split_cfg is not None:
-        stages.append((_estimate("split", split_cfg, split, split_cap), split_cfg))
+        stages.append((stage_estimate("split", split_cfg, split, split_cap), split_cfg))
     if check_cfg is not None:
-        stages.append((_estimate("check", check_cfg, check, check_cap), check_cfg))
+        stages.append((stage_estimate("check", check_cfg, check, check_cap), check_cfg))
     cover = _cover_stage(config)
     if cover is not None:
         stages.append(cover)
     for i, (est, cfg) in enumerate(stages):
         stages[i] = (dataclasses.replace(est, price=table.price_for(cfg.model)), cfg)
-    bound, bound_by = _time_bound(stages)
+    bound, bound_by = time_bound(stages)
     return DryRunReport(answers, claims + estimated_claims, estimated_claims == 0, tuple(s for s, _ in stages),
                         bound, bound_by, cache, table.date)
 
@@ -252,7 +238,7 @@ def _split_completion(parts: list[Claim]) -> int:
     return math.ceil((14 + sum(len(c.text) + 4 for c in parts)) / 4)
 
 
-def _count_unknown(tally: _Tally, cfg: EndpointConfig, cap: int, answer: Answer, texts: list[Claim]) -> None:
+def _count_unknown(tally: Tally, cfg: EndpointConfig, cap: int, answer: Answer, texts: list[Claim]) -> None:
     """Checks of estimated claims: all calls (keys unknown before their split); ``cap``: their budget."""
     from dahl.adapters._bodies import check_request_body, estimate_tokens
 
@@ -262,7 +248,7 @@ def _count_unknown(tally: _Tally, cfg: EndpointConfig, cap: int, answer: Answer,
         tally.prompt_tokens += estimate_tokens(check_request_body(cfg, answer.question, claim.text)) - cap
 
 
-async def _count_checks(tally: _Tally, cfg: EndpointConfig, cap: int, checker: Checker, prepare: PreparedKeys | None,
+async def _count_checks(tally: Tally, cfg: EndpointConfig, cap: int, checker: Checker, prepare: PreparedKeys | None,
                         reader: BatchReader | None,
                         version: str, answer: Answer, parts: list[Claim], missing: set[str]) -> None:
     """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does; ``cap``: a check's budget."""
@@ -365,7 +351,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     cfg = dataclasses.replace(cfg, max_tokens=None) if recall.endpoint is None else cfg
     cap = _budget(cfg, cover_task(cfg))
     index = RefIndex(read_refs(recall.refs), file=str(recall.refs))
-    tally = _Tally()
+    tally = Tally()
     for path in config.inputs:
         for answer in read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
                                    on_error=_skip, needs=config.adapters.input_needs):
@@ -380,37 +366,8 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
                                           fmt=cfg.effective_format())
                 tally.calls += 1
                 tally.prompt_tokens += estimate_tokens(body) - cap
-    return _estimate("cover", cfg, tally, cap), cfg
+    return stage_estimate("cover", cfg, tally, cap), cfg
 
 
 def _skip(_: InputError) -> None:
     """Bad records are skipped here as in a real run."""
-
-
-def _estimate(stage: str, cfg: EndpointConfig, tally: _Tally, cap: int) -> StageEstimate:
-    seen = tally.seen_completions
-    if seen:
-        per_call, source = sum(seen) / len(seen), f"mean of {len(seen):,} cached replies"
-    else:
-        per_call, source = float(min(DEFAULT_COMPLETION_TOKENS[stage], cap)), "default: no cached reply"
-    return StageEstimate(stage, f"{cfg.base_url} {cfg.model}", cfg.model, tally.calls, tally.cached, tally.estimated,
-                         tally.prompt_tokens, per_call, source, cap, None)
-
-
-def _time_bound(stages: list[tuple[StageEstimate, EndpointConfig]]) -> tuple[float | None, str | None]:
-    """Minutes each lane needs at its RPM and TPM (upper-bound tokens); the slowest lane bounds the run."""
-    lanes: dict[tuple[str, str, str | None], list[tuple[StageEstimate, EndpointConfig]]] = {}
-    for est, cfg in stages:
-        lanes.setdefault((cfg.base_url, cfg.model, cfg.api_key_env), []).append((est, cfg))
-    best: tuple[float, str] | None = None
-    for members in lanes.values():
-        cfg = members[0][1]
-        calls = sum(e.calls for e, _ in members)
-        tokens = sum(e.tokens_upper for e, _ in members)
-        names = "+".join(e.stage for e, _ in members)
-        for limit, amount, unit in ((cfg.rpm, calls, "requests/min"), (cfg.tpm, tokens, "tokens/min")):
-            if limit:
-                seconds = 60.0 * amount / limit
-                if best is None or seconds > best[0]:
-                    best = (seconds, f"{names}: {limit:g} {unit}")
-    return (best[0], best[1]) if best else (None, None)
