@@ -7,20 +7,28 @@ which sends its items on; the :class:`Writer` collects finished items and append
 in batches in a worker thread, written when a batch is full or its first item waited
 long enough. Cancelled (Ctrl-C, quota, a fatal error), the writer still writes what it
 holds, so a stop loses nothing finished, and a kill at most the batch being written.
+A job that appends one line per finished item reads them back with :func:`read_back` to
+resume.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import anyio
+import msgspec
 
 from dahl.engine._channel import Channel, EndOfChannel
+from dahl.errors import InputError
 
-__all__ = ["Reader", "Writer", "next_batch", "read_batches"]
+__all__ = ["Reader", "Writer", "next_batch", "read_back", "read_batches"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -147,3 +155,38 @@ class Writer(Generic[T]):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(append, batch)
                     self._record(batch)
+
+
+def read_back(path: Path, decode: Callable[[bytes], T], what: str) -> list[T]:
+    """The items a job appended to ``path`` one line each, in file order (blocking).
+
+    A last line cut short by a kill (no newline, not decodable) is truncated away: its
+    item is made again.
+
+    Args:
+        path: the job's output or journal; missing: nothing finished yet.
+        decode: one line to its item (a msgspec decoder's ``decode``).
+        what: the line's name in the error (``"reference set"``: "not a reference set line").
+
+    Raises:
+        InputError: a complete line does not decode: the file is not this job's, and
+            nothing is touched.
+    """
+    if not path.exists():
+        return []
+    items: list[T] = []
+    good = 0
+    with path.open("rb") as handle:
+        for n, line in enumerate(handle, 1):
+            try:
+                items.append(decode(line))
+            except msgspec.DecodeError:
+                if line.endswith(b"\n"):
+                    raise InputError(f"not a {what} line; choose another -o", file=str(path), line=n) from None
+                log.warning("%s:%d: dropping a line cut short by an earlier stop", path, n)
+                break
+            good += len(line)
+    if good != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(good)
+    return items

@@ -24,7 +24,7 @@ import msgspec
 from dahl.adapters._http import BytesReply, get_bytes, make_session
 from dahl.engine._channel import Channel
 from dahl.lanes._lane import LaneLimits, LanePool
-from dahl.engine._ends import Reader, Writer
+from dahl.engine._ends import Reader, Writer, read_back
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError, OutputWriteError
 from dahl.questions._articles import Article
@@ -122,24 +122,7 @@ def _log_path(out: Path) -> Path:
 
 
 def _read_log(path: Path) -> dict[str, _Logged]:
-    if not path.exists():
-        return {}
-    done: dict[str, _Logged] = {}
-    good = 0
-    with path.open("rb") as handle:
-        for n, line in enumerate(handle, 1):
-            try:
-                item = _LOG_DECODER.decode(line)
-            except msgspec.DecodeError:
-                if line.endswith(b"\n"):
-                    raise InputError("not a fetch log line; choose another -o", file=str(path), line=n) from None
-                break
-            done[item.id] = item
-            good += len(line)
-    if good != path.stat().st_size:
-        with path.open("r+b") as handle:
-            handle.truncate(good)
-    return done
+    return {item.id: item for item in read_back(path, _LOG_DECODER.decode, "fetch log")}
 
 
 def _append(path: Path, item: _Logged) -> None:
