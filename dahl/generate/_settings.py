@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dahl.config import EndpointConfig
 from dahl.engine._options import CallSettings
 from dahl.errors import ConfigError
-from dahl.exit_status import ExitStatus
 from dahl.generate._templates import GENERATE_TEMPLATES, Mode, Template
-
-if TYPE_CHECKING:
-    from dahl.lanes._spend import Spend
+from dahl.results._counters import JobCounters, JobReport
 
 __all__ = ["GenerateCounters", "GenerateReport", "GenerateSettings"]
 
@@ -78,48 +74,25 @@ class GenerateSettings(CallSettings):
 
 
 @dataclasses.dataclass
-class GenerateCounters:
-    """What a run did so far (read by the progress line).
+class GenerateCounters(JobCounters):
+    """What a run did so far (read by the progress line); items are answers.
 
     Attributes:
         questions: questions read.
         answers: answers asked for (questions x models x temperatures x samples).
-        resumed: answers already in the output (not asked again).
-        written: answers written by this run.
-        cached: of those, answers taken from the cache (no request).
+        cached: of the written answers, those taken from the cache (no request).
         truncated: written answers whose reply ended at the token limit (``finish_reason`` length).
-        failed: answers whose request failed after the lane's retries (not written).
         duplicates: answers asked for twice (a question repeated in the file): answered once.
-        spend: money of this run's calls per model (set by the run).
+        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`
+            (``spend``: per model).
     """
 
     questions: int = 0
     answers: int = 0
-    resumed: int = 0
-    written: int = 0
     cached: int = 0
     truncated: int = 0
-    failed: int = 0
     duplicates: int = 0
-    spend: Spend | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class GenerateReport:
-    """The outcome of a finished run.
-
-    Attributes:
-        out: the answers file.
-        counters: the final counters.
-    """
-
-    out: Path
-    counters: GenerateCounters
-
-    @property
-    def exit_status(self) -> ExitStatus:
-        """0 when every answer is in ``out``; 6 when some failed; 5 when none is there."""
-        c = self.counters
-        if c.written + c.resumed == 0:
-            return ExitStatus.NOTHING_SCORED
-        return ExitStatus.PARTIAL if c.failed else ExitStatus.OK
+class GenerateReport(JobReport[GenerateCounters]):
+    """The outcome of a finished run (``out``: the answers file)."""

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from dahl.config import EndpointConfig
 from dahl.engine._options import CallSettings
 from dahl.errors import ConfigError
-from dahl.exit_status import ExitStatus
 from dahl.metrics import importance
 from dahl.refs._dedupe import NEAR_THRESHOLD
-
-if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
-    from dahl.lanes._spend import Spend
+from dahl.results._counters import JobCounters, JobReport
 
 __all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings", "Granularity"]
 
@@ -94,15 +91,12 @@ class BuildSettings(CallSettings):
 
 
 @dataclasses.dataclass
-class BuildCounters:
-    """What a build did so far (read by the progress line).
+class BuildCounters(JobCounters):
+    """What a build did so far (read by the progress line); items are questions' sets.
 
     Attributes:
         questions: distinct questions read.
-        resumed: questions skipped because their set is already in the output.
-        written: sets written by this run.
         facts: facts in the sets written by this run.
-        failed: questions whose calls failed (not written; a re-run retries them).
         skipped: questions with bad input (an unknown doc id, no documents source).
         chunks: chunks extracted (cache hits included).
         extract_calls: chunks sent to the extractor (cache misses), counted by
@@ -110,38 +104,23 @@ class BuildCounters:
         rated: facts sent to the rater (cache misses), counted by
             :class:`~dahl.refs._rate.CachedRater`.
         rating_hits: fact ratings found in the cache, counted by ``CachedRater``.
-        spend: money of this build's calls per stage (extract, rate), set by the build.
+        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`
+            (``spend``: per stage, extract and rate).
     """
 
     questions: int = 0
-    resumed: int = 0
-    written: int = 0
     facts: int = 0
-    failed: int = 0
     skipped: int = 0
     chunks: int = 0
     extract_calls: int = 0
     rated: int = 0
     rating_hits: int = 0
-    spend: Spend | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class BuildReport:
-    """The outcome of :func:`build_refs`.
-
-    Attributes:
-        out: the file written.
-        counters: the final counts.
-    """
-
-    out: Path
-    counters: BuildCounters
 
     @property
-    def exit_status(self) -> ExitStatus:
-        """0 when every question has its set; 6 when some failed or were skipped; 5 when none has."""
-        c = self.counters
-        if c.written + c.resumed == 0:
-            return ExitStatus.NOTHING_SCORED
-        return ExitStatus.PARTIAL if c.failed or c.skipped else ExitStatus.OK
+    def incomplete(self) -> bool:
+        """Some question has no set: one failed or was skipped."""
+        return self.failed > 0 or self.skipped > 0
+
+
+class BuildReport(JobReport[BuildCounters]):
+    """The outcome of :func:`~dahl.refs._documents.build_refs` (``out``: the ``refs.jsonl``)."""
