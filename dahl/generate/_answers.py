@@ -27,14 +27,12 @@ from dahl.cache._refs import BlobCache
 from dahl.cache._opening import open_store
 from dahl.engine._channel import Channel
 from dahl.engine._ends import Reader, Writer
-from dahl.lanes._spend import Spend
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import AdapterError
 from dahl.generate._sampler import Generated, Sampler
 from dahl.generate._output import AnswerLog, finished_ids, lock_answers
 from dahl.generate._questions import GenQuestion, read_questions
 from dahl.generate._settings import GenerateCounters, GenerateReport, GenerateSettings
-from dahl.pricing import PriceTable
 
 __all__ = ["answer_id", "cache_key", "generate_answers"]
 
@@ -128,8 +126,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
         cache = BlobCache(store, "generate/1")
         connections = Connections(stack)
-        table = await anyio.to_thread.run_sync(PriceTable.shipped)
-        spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
+        spend = counters.spend = await settings.open_spend()
         endpoints: list[Sampler] = []
         for cfg in settings.endpoints:
             session, lane = await connections.open(cfg)

@@ -53,6 +53,7 @@ class GenerateSettings(CallSettings):
     template: Template | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.endpoints:
             raise ConfigError("give at least one --model")
         keys = [(cfg.model, cfg.temperature) for cfg in self.endpoints]

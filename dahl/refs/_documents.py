@@ -29,8 +29,6 @@ from dahl.cache._opening import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel
 from dahl.engine._ends import Reader, Writer
-from dahl.lanes._spend import Spend
-from dahl.pricing import PriceTable
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError
 from dahl.metrics import importance
@@ -213,8 +211,7 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
             store = (await open_store(stack, settings.cache_dir))[0]
         extract_cache = BlobCache(store, "extract/1") if store is not None else None
         rate_cache = BlobCache(store, "rate/1")
-        table = await anyio.to_thread.run_sync(PriceTable.shipped)
-        counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
+        counters.spend = await settings.open_spend()
         extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache), counters)
         builder = _Builder(settings, counters, library, extractor, rater)
         await anyio.to_thread.run_sync(check_settings, settings.out, builder.meta)

@@ -69,6 +69,7 @@ class BuildSettings(CallSettings):
     near: float = NEAR_THRESHOLD
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.extractor not in EXTRACTORS:
             raise ConfigError(f"unknown extractor {self.extractor!r}; choose one of {', '.join(EXTRACTORS)}")
         if self.rater not in RATERS:
