@@ -1,31 +1,36 @@
-"""The two ends of a pipeline: the reader feeding answers in, the writer appending results.
+"""The two ends of a job run by :func:`~dahl.engine._stage.run_stages`: the reader, the writer.
 
-Both are plain tasks of :func:`~dahl.engine._stage.run_stages`, not stages: the reader
-takes batches of a blocking iterator in a thread, the writer appends batches to the
-answer log in a thread.
+Both are plain tasks, not stages, and every job uses the same two (``dahl score``,
+``refs build``, ``generate``, ``questions build``): the :class:`Reader` takes batches of
+a blocking iterator in a worker thread and hands each to the job on the event loop,
+which sends its items on; the :class:`Writer` collects finished items and appends them
+in batches in a worker thread, written when a batch is full or its first item waited
+long enough. Cancelled (Ctrl-C, quota, a fatal error), the writer still writes what it
+holds, so a stop loses nothing finished, and a kill at most the batch being written.
+A job that appends one line per finished item reads them back with :func:`read_back` to
+resume.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TypeVar
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import anyio
+import msgspec
 
 from dahl.engine._channel import Channel, EndOfChannel
-from dahl.results._counters import RunCounters
-from dahl.results._log import AnswerLog
-from dahl.engine._queued import QueuedAnswer
-from dahl.results._assemble import EncodedResult
-from dahl.records import AnswerResult
+from dahl.errors import InputError
 
-__all__ = ["Reader", "Writer", "next_batch", "read_batches"]
+__all__ = ["Reader", "Writer", "next_batch", "read_back", "read_batches"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: A line the writer appends.
-Line = AnswerResult | EncodedResult
 
 
 def next_batch(source: Iterator[T], size: int) -> list[T]:
@@ -43,101 +48,87 @@ async def read_batches(source: Iterator[T], size: int) -> AsyncIterator[list[T]]
         yield batch
 
 
-class Reader:
-    """Reads ``source`` in batches of ``read_batch`` (in a thread) and routes each batch.
+class Reader(Generic[T]):
+    """Reads ``source`` in batches of ``batch`` items (each in a worker thread) and hands
+    each batch to ``take`` on the event loop.
 
-    With a whole-answer cache a batch goes to ``batches`` to be looked up whole;
-    without one its answers go to ``answers``. Built before the run starts, it counts
-    itself as a sender of ``answers`` and ``batches``.
+    Built before the run starts, it counts itself as a sender of every channel in
+    ``outputs``, and closes them when ``source`` is exhausted (or the run stops), so the
+    first stage ends exactly when the input does.
 
     Args:
-        source: answers to score; a blocking iterator.
-        read_batch: answers taken per thread hop.
-        counters: ``answers_read`` is updated.
-        answers: answers to split.
-        batches: batches of answers to look up whole, or None without a whole-answer cache.
+        source: the items; a blocking iterable, iterated in worker threads only.
+        take: counts one batch and sends its items on (to ``outputs``), skipping
+            finished ones (resume).
+        outputs: the channels ``take`` sends to.
+        batch: items taken per thread hop (>= 1).
     """
 
     def __init__(
         self,
-        source: Iterator[QueuedAnswer],
+        source: Iterable[T],
+        take: Callable[[list[T]], Awaitable[None]],
         *,
-        read_batch: int,
-        counters: RunCounters,
-        answers: Channel[QueuedAnswer],
-        batches: Channel[list[QueuedAnswer]] | None,
+        outputs: Sequence[Channel[Any]],
+        batch: int,
     ) -> None:
         self._source = source
-        self._read_batch = read_batch
-        self._counters = counters
-        self._answers = answers
-        self._batches = batches
-        answers.open_sender()
-        if batches is not None:
-            batches.open_sender()
+        self._take = take
+        self._outputs = tuple(outputs)
+        self._batch = batch
+        for channel in self._outputs:
+            channel.open_sender()
 
     async def __call__(self) -> None:
         """Read until ``source`` is exhausted, then close this reader's senders."""
-        counters, answers, batches = self._counters, self._answers, self._batches
+        take = self._take
         try:
-            async for batch in read_batches(self._source, self._read_batch):
-                counters.answers_read += len(batch)
-                if batches is not None:
-                    await batches.send(batch)
-                    continue
-                for item in batch:
-                    await answers.send(item)
+            async for batch in read_batches(iter(self._source), self._batch):
+                await take(batch)
         finally:
-            answers.close_sender()
-            if batches is not None:
-                batches.close_sender()
+            for channel in self._outputs:
+                channel.close_sender()
 
 
-class Writer:
-    """Appends the lines of ``inbox`` to ``log_file`` in batches, in a thread.
+class Writer(Generic[T]):
+    """Appends the items of ``inbox`` in batches, each in a worker thread.
 
-    A batch is written when it holds ``flush_items`` lines or its first line waited
+    A batch is written when it holds ``flush_items`` items or its first item waited
     ``flush_interval_s`` seconds; cancelled (Ctrl-C, quota), the writer still writes
-    what it holds (shielded), so no finished answer is lost.
+    what it holds (shielded), so no finished item is lost.
 
     Args:
-        inbox: the finished lines.
-        log_file: an open :class:`AnswerLog`.
-        counters: ``answers_done`` and ``status`` are counted as lines are written.
-        on_result: called on the event loop for every written result, or None.
-        flush_items: lines per write batch.
-        flush_interval_s: longest a line waits before being written, seconds.
+        inbox: the finished items.
+        append: writes one batch (blocking: it runs in a worker thread).
+        written: called on the event loop with each batch once it is written (to count
+            it), or None.
+        flush_items: items per write batch (>= 1; 1: every item is written as it arrives).
+        flush_interval_s: longest an item waits before being written, seconds.
     """
 
     def __init__(
         self,
-        inbox: Channel[Line],
-        log_file: AnswerLog,
+        inbox: Channel[T],
+        append: Callable[[list[T]], None],
         *,
-        counters: RunCounters,
-        on_result: Callable[[AnswerResult], None] | None,
-        flush_items: int,
-        flush_interval_s: float,
+        written: Callable[[list[T]], None] | None = None,
+        flush_items: int = 1,
+        flush_interval_s: float = math.inf,
     ) -> None:
         self._inbox = inbox
-        self._log_file = log_file
-        self._counters = counters
-        self._on_result = on_result
+        self._append = append
+        self._written = written
         self._flush_items = flush_items
         self._flush_interval_s = flush_interval_s
 
-    def _record(self, batch: list[Line]) -> None:
-        counters, on_result = self._counters, self._on_result
-        for r in batch:
-            counters.answers_done += 1
-            counters.status[str(r.status)] += 1
-            if on_result is not None:
-                on_result(r if isinstance(r, AnswerResult) else r.decoded())
+    def _record(self, batch: list[T]) -> None:
+        if self._written is not None:
+            self._written(batch)
 
     async def __call__(self) -> None:
         """Write until ``inbox`` ends (or the run is cancelled: what is held is still written)."""
-        batch: list[Line] = []
-        inbox, append = self._inbox, self._log_file.append
+        batch: list[T] = []
+        inbox, append = self._inbox, self._append
 
         async def flush() -> None:
             # Cancelled before the thread starts, the batch is still held and the finally
@@ -164,3 +155,38 @@ class Writer:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(append, batch)
                     self._record(batch)
+
+
+def read_back(path: Path, decode: Callable[[bytes], T], what: str) -> list[T]:
+    """The items a job appended to ``path`` one line each, in file order (blocking).
+
+    A last line cut short by a kill (no newline, not decodable) is truncated away: its
+    item is made again.
+
+    Args:
+        path: the job's output or journal; missing: nothing finished yet.
+        decode: one line to its item (a msgspec decoder's ``decode``).
+        what: the line's name in the error (``"reference set"``: "not a reference set line").
+
+    Raises:
+        InputError: a complete line does not decode: the file is not this job's, and
+            nothing is touched.
+    """
+    if not path.exists():
+        return []
+    items: list[T] = []
+    good = 0
+    with path.open("rb") as handle:
+        for n, line in enumerate(handle, 1):
+            try:
+                items.append(decode(line))
+            except msgspec.DecodeError:
+                if line.endswith(b"\n"):
+                    raise InputError(f"not a {what} line; choose another -o", file=str(path), line=n) from None
+                log.warning("%s:%d: dropping a line cut short by an earlier stop", path, n)
+                break
+            good += len(line)
+    if good != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(good)
+    return items

@@ -1,10 +1,54 @@
-"""Sizes and scoring parameters of one pipeline run."""
+"""The settings every job shares: the cache and the money of its calls; and the sizes
+and scoring parameters of one scoring pipeline."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["PipelineOptions"]
+import anyio
+
+from dahl.errors import ConfigError
+from dahl.lanes._spend import Spend
+from dahl.pricing import Price, PriceTable
+
+__all__ = ["CallSettings", "PipelineOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallSettings:
+    """The cache and the money of a job's calls, shared by the settings of ``dahl score``,
+    ``dahl generate`` and ``dahl refs build`` (each a subclass; these fields are keyword-only).
+
+    Attributes:
+        cache_dir: cache folder; None = :func:`dahl.cache.default_cache_dir`
+            (``$DAHL_CACHE_DIR`` or the platform cache folder).
+        use_cache: read and write the cache.
+        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
+        max_cost_usd: stop before the job's calls could cost more than this, USD
+            (``CostCapReached``, resumable); None = no cap. Needs every model's price.
+
+    Raises:
+        ConfigError: ``max_cost_usd`` is negative or not finite.
+    """
+
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
+    max_cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_cost_usd is not None and not (math.isfinite(self.max_cost_usd) and self.max_cost_usd >= 0):
+            raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {self.max_cost_usd}")
+
+    async def open_spend(self) -> Spend:
+        """The money meter of the job's calls: the shipped price table (read in a worker
+        thread) with ``prices`` over it, capped at ``max_cost_usd``."""
+        table = await anyio.to_thread.run_sync(PriceTable.shipped)
+        return Spend(table.with_overrides(self.prices), max_cost_usd=self.max_cost_usd)
 
 
 @dataclass(frozen=True)

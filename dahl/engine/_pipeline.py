@@ -36,10 +36,10 @@ from dahl.adapters._base import Checker, Coverer, Splitter
 from dahl.engine._channel import Channel
 from dahl.results._counters import RunCounters
 from dahl.engine._cover import Covering
-from dahl.engine._ends import Line, Reader, Writer
+from dahl.engine._ends import Reader, Writer
 from dahl.engine._options import PipelineOptions
 from dahl.results._log import AnswerLog
-from dahl.engine._queued import QueuedAnswer, WholeAnswers
+from dahl.engine._queued import Line, QueuedAnswer, WholeAnswers
 from dahl.engine._scoring import WHOLE_WORKERS, Scoring
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import ConfigError
@@ -99,11 +99,44 @@ async def run_pipeline(
                             workers=options.cover_workers)
         emit = covering.emit
     # Every producer is counted (by building it) before any task runs, so no channel ends early.
-    reader = Reader(source, read_batch=options.read_batch, counters=counters, answers=answers, batches=batches)
+    reader = Reader(source, _router(counters, answers, batches), outputs=[answers, *([batches] if batches else [])],
+                    batch=options.read_batch)
     stages.extend(Scoring(splitter=splitter, checker=checker, whole=whole, options=options, counters=counters,
                           answers=answers, batches=batches, results=results, emit=emit).stages())
     if coverer is not None:
         stages.append(covering.stage)
-    writer = Writer(written, log_file, counters=counters, on_result=on_result, flush_items=options.flush_items,
+    writer = Writer(written, log_file.append, written=_recorder(counters, on_result), flush_items=options.flush_items,
                     flush_interval_s=options.flush_interval_s)
     await run_stages(stages, [reader, writer])
+
+
+def _router(
+    counters: RunCounters, answers: Channel[QueuedAnswer], batches: Channel[list[QueuedAnswer]] | None
+) -> Callable[[list[QueuedAnswer]], Awaitable[None]]:
+    """What the reader does with a batch: count it, then send it whole to ``batches`` (to be
+    looked up in the whole-answer cache) or, without one, its answers to ``answers``."""
+
+    async def take(batch: list[QueuedAnswer]) -> None:
+        counters.answers_read += len(batch)
+        if batches is not None:
+            await batches.send(batch)
+            return
+        for item in batch:
+            await answers.send(item)
+
+    return take
+
+
+def _recorder(
+    counters: RunCounters, on_result: Callable[[AnswerResult], None] | None
+) -> Callable[[list[Line]], None]:
+    """What the writer does with a written batch: count ``answers_done`` and ``status``, call ``on_result``."""
+
+    def written(batch: list[Line]) -> None:
+        for r in batch:
+            counters.answers_done += 1
+            counters.status[str(r.status)] += 1
+            if on_result is not None:
+                on_result(r if isinstance(r, AnswerResult) else r.decoded())
+
+    return written

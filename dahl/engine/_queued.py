@@ -1,4 +1,4 @@
-"""What travels between the scoring stages: queued answers and answers being checked."""
+"""What travels between the scoring stages: queued answers, answers being checked, finished lines."""
 
 from __future__ import annotations
 
@@ -6,10 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dahl.results._assemble import FoundAnswer
+from dahl.results._assemble import EncodedResult, FoundAnswer
 from dahl.records import Answer, AnswerResult, Claim, Verdict
 
-__all__ = ["ClaimJob", "Pending", "QueuedAnswer", "WholeAnswers"]
+__all__ = ["ClaimJob", "Line", "Pending", "QueuedAnswer", "WholeAnswers"]
+
+#: A finished answer's line of ``answers.jsonl``, as the writer appends it (an answer
+#: found whole in the cache keeps its claims encoded).
+Line = AnswerResult | EncodedResult
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,7 @@ from dahl.adapters._base import Checker, LookingUp, Splitter
 from dahl.engine._channel import Channel
 from dahl.results._counters import RunCounters
 from dahl.engine._options import PipelineOptions
-from dahl.engine._queued import ClaimJob, Pending, QueuedAnswer, WholeAnswers
-from dahl.engine._ends import Line
+from dahl.engine._queued import ClaimJob, Line, Pending, QueuedAnswer, WholeAnswers
 from dahl.results._assemble import build_result, result_of_found
 from dahl.engine._stage import Stage, Unbatched
 from dahl.errors import AdapterError

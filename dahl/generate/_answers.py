@@ -26,15 +26,13 @@ from dahl.adapters._endpoint import Connections
 from dahl.cache._refs import BlobCache
 from dahl.cache._opening import open_store
 from dahl.engine._channel import Channel
-from dahl.engine._ends import read_batches
-from dahl.lanes._spend import Spend
+from dahl.engine._ends import Reader, Writer
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import AdapterError
 from dahl.generate._sampler import Generated, Sampler
 from dahl.generate._output import AnswerLog, finished_ids, lock_answers
 from dahl.generate._questions import GenQuestion, read_questions
 from dahl.generate._settings import GenerateCounters, GenerateReport, GenerateSettings
-from dahl.pricing import PriceTable
 
 __all__ = ["answer_id", "cache_key", "generate_answers"]
 
@@ -128,8 +126,7 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         store = (await open_store(stack, settings.cache_dir))[0] if settings.use_cache else None
         cache = BlobCache(store, "generate/1")
         connections = Connections(stack)
-        table = await anyio.to_thread.run_sync(PriceTable.shipped)
-        spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
+        spend = counters.spend = await settings.open_spend()
         endpoints: list[Sampler] = []
         for cfg in settings.endpoints:
             session, lane = await connections.open(cfg)
@@ -153,30 +150,24 @@ async def _run(
     workers = max(cfg.max_in_flight for cfg in settings.endpoints) * len({cfg.model for cfg in settings.endpoints})
     jobs: Channel[_Job] = Channel(2 * workers)
     finished: Channel[dict[str, Any]] = Channel(64)
-    jobs.open_sender()
     asked: set[str] = set()
 
-    async def read() -> None:
-        try:
-            source = iter(read_questions(settings.questions))
-            async for batch in read_batches(source, _READ_BATCH):
-                for question in batch:
-                    counters.questions += 1
-                    for endpoint in endpoints:
-                        for sample in range(settings.samples):
-                            counters.answers += 1
-                            job_id = answer_id(question.question, endpoint.cfg.model, endpoint.template.version,
-                                               endpoint.sampling(sample), sample)
-                            if job_id in done:
-                                counters.resumed += 1
-                                continue
-                            if job_id in asked:  # a question given twice is answered once
-                                counters.duplicates += 1
-                                continue
-                            asked.add(job_id)
-                            await jobs.send(_Job(question, endpoint, sample, job_id))
-        finally:
-            jobs.close_sender()
+    async def take(batch: list[GenQuestion]) -> None:
+        for question in batch:
+            counters.questions += 1
+            for endpoint in endpoints:
+                for sample in range(settings.samples):
+                    counters.answers += 1
+                    job_id = answer_id(question.question, endpoint.cfg.model, endpoint.template.version,
+                                       endpoint.sampling(sample), sample)
+                    if job_id in done:
+                        counters.resumed += 1
+                        continue
+                    if job_id in asked:  # a question given twice is answered once
+                        counters.duplicates += 1
+                        continue
+                    asked.add(job_id)
+                    await jobs.send(_Job(question, endpoint, sample, job_id))
 
     async def generate(job: _Job) -> None:
         endpoint = job.endpoint
@@ -203,11 +194,13 @@ async def _run(
         log.warning("answer %s (%s, sample %d) failed: %s: %s", job.id, job.endpoint.cfg.model, job.sample,
                     type(exc).__name__, exc)
 
-    async def write() -> None:
-        async for record in finished:
-            with anyio.CancelScope(shield=True):  # a finished answer is written whole, even when stopping
-                await anyio.to_thread.run_sync(output.write, record)
-            counters.written += 1
+    def append(records: list[dict[str, Any]]) -> None:
+        for record in records:  # each answer flushed and fsynced alone
+            output.write(record)
+
+    def written(records: list[dict[str, Any]]) -> None:
+        counters.written += len(records)
 
     stage = Stage("generate", jobs, generate, workers=workers, outputs=[finished], on_error=failed)
-    await run_stages([stage], [read, write])
+    reader = Reader(read_questions(settings.questions), take, outputs=[jobs], batch=_READ_BATCH)
+    await run_stages([stage], [reader, Writer(finished, append, written=written)])

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dahl.config import EndpointConfig
+from dahl.engine._options import CallSettings
 from dahl.errors import ConfigError
-from dahl.exit_status import ExitStatus
 from dahl.generate._templates import GENERATE_TEMPLATES, Mode, Template
-from dahl.pricing import Price
-
-if TYPE_CHECKING:
-    from dahl.lanes._spend import Spend
+from dahl.results._counters import JobCounters, JobReport
 
 __all__ = ["GenerateCounters", "GenerateReport", "GenerateSettings"]
 
@@ -24,7 +19,7 @@ PAPER_MAX_TOKENS = 256
 
 
 @dataclasses.dataclass(frozen=True)
-class GenerateSettings:
+class GenerateSettings(CallSettings):
     """What to generate.
 
     Attributes:
@@ -40,11 +35,8 @@ class GenerateSettings:
         samples: answers per (question, model), >= 1; sample ``i`` sends ``seed + i``
             when a seed is set.
         template: the generation template; None = the shipped one of ``mode``.
-        cache_dir: cache folder; None = the default.
-        use_cache: read and write the cache.
-        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
-        max_cost_usd: stop before this run's calls could cost more than this, USD
-            (``CostCapReached``, resumable); None = no cap. Needs every model's price.
+        cache_dir, use_cache, prices, max_cost_usd: the cache and the money of its calls
+            (:class:`~dahl.engine._options.CallSettings`; keyword-only).
 
     Raises:
         ConfigError: no endpoint, two endpoints for one (model, temperature), ``samples < 1``,
@@ -59,12 +51,9 @@ class GenerateSettings:
     stop: tuple[str, ...] = ()
     samples: int = 1
     template: Template | None = None
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
-    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.endpoints:
             raise ConfigError("give at least one --model")
         keys = [(cfg.model, cfg.temperature) for cfg in self.endpoints]
@@ -86,48 +75,25 @@ class GenerateSettings:
 
 
 @dataclasses.dataclass
-class GenerateCounters:
-    """What a run did so far (read by the progress line).
+class GenerateCounters(JobCounters):
+    """What a run did so far (read by the progress line); items are answers.
 
     Attributes:
         questions: questions read.
         answers: answers asked for (questions x models x temperatures x samples).
-        resumed: answers already in the output (not asked again).
-        written: answers written by this run.
-        cached: of those, answers taken from the cache (no request).
+        cached: of the written answers, those taken from the cache (no request).
         truncated: written answers whose reply ended at the token limit (``finish_reason`` length).
-        failed: answers whose request failed after the lane's retries (not written).
         duplicates: answers asked for twice (a question repeated in the file): answered once.
-        spend: money of this run's calls per model (set by the run).
+        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`
+            (``spend``: per model).
     """
 
     questions: int = 0
     answers: int = 0
-    resumed: int = 0
-    written: int = 0
     cached: int = 0
     truncated: int = 0
-    failed: int = 0
     duplicates: int = 0
-    spend: Spend | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class GenerateReport:
-    """The outcome of a finished run.
-
-    Attributes:
-        out: the answers file.
-        counters: the final counters.
-    """
-
-    out: Path
-    counters: GenerateCounters
-
-    @property
-    def exit_status(self) -> ExitStatus:
-        """0 when every answer is in ``out``; 6 when some failed; 5 when none is there."""
-        c = self.counters
-        if c.written + c.resumed == 0:
-            return ExitStatus.NOTHING_SCORED
-        return ExitStatus.PARTIAL if c.failed else ExitStatus.OK
+class GenerateReport(JobReport[GenerateCounters]):
+    """The outcome of a finished run (``out``: the answers file)."""

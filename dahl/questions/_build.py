@@ -28,7 +28,7 @@ from dahl.cache._refs import BlobCache
 from dahl.cache._opening import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel
-from dahl.engine._ends import read_batches
+from dahl.engine._ends import Reader, Writer
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import AdapterError, OutputParseError
 from dahl.questions import _prompts as prompts
@@ -228,22 +228,16 @@ async def _run(settings: QuestionsSettings, asker: _Asker, journal: Journal,
     workers = settings.endpoint.max_in_flight
     articles: Channel[Article] = Channel(2 * workers)
     finished: Channel[ArticleQuestions] = Channel(64)
-    articles.open_sender()
     order: list[str] = []
 
-    async def read() -> None:
-        try:
-            source = iter(read_articles(settings.articles))
-            async for items in read_batches(source, _READ_BATCH):
-                for article in items:
-                    counters.articles += 1
-                    order.append(article.id)
-                    if article.id in done:
-                        counters.resumed += 1
-                        continue
-                    await articles.send(article)
-        finally:
-            articles.close_sender()
+    async def take(batch: list[Article]) -> None:
+        for article in batch:
+            counters.articles += 1
+            order.append(article.id)
+            if article.id in done:
+                counters.resumed += 1
+                continue
+            await articles.send(article)
 
     async def generate(article: Article) -> None:
         await finished.send(await asker.article(article))
@@ -252,12 +246,14 @@ async def _run(settings: QuestionsSettings, asker: _Asker, journal: Journal,
         counters.failed += 1
         log.warning("article %s failed: %s: %s", article.id, type(exc).__name__, exc)
 
-    async def write() -> None:
-        async for item in finished:
-            with anyio.CancelScope(shield=True):  # a finished article is journaled whole, even when stopping
-                await anyio.to_thread.run_sync(journal.write, item)
-            counters.done += 1
+    def append(items: list[ArticleQuestions]) -> None:
+        for item in items:  # each article journaled (flushed, fsynced) alone
+            journal.write(item)
+
+    def written(items: list[ArticleQuestions]) -> None:
+        counters.done += len(items)
 
     stage = Stage("generate", articles, generate, workers=workers, outputs=[finished], on_error=failed)
-    await run_stages([stage], [read, write])
+    reader = Reader(read_articles(settings.articles), take, outputs=[articles], batch=_READ_BATCH)
+    await run_stages([stage], [reader, Writer(finished, append, written=written)])
     return order

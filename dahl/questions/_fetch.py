@@ -24,6 +24,7 @@ import msgspec
 from dahl.adapters._http import BytesReply, get_bytes, make_session
 from dahl.engine._channel import Channel
 from dahl.lanes._lane import LaneLimits, LanePool
+from dahl.engine._ends import Reader, Writer, read_back
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError, OutputWriteError
 from dahl.questions._articles import Article
@@ -121,24 +122,7 @@ def _log_path(out: Path) -> Path:
 
 
 def _read_log(path: Path) -> dict[str, _Logged]:
-    if not path.exists():
-        return {}
-    done: dict[str, _Logged] = {}
-    good = 0
-    with path.open("rb") as handle:
-        for n, line in enumerate(handle, 1):
-            try:
-                item = _LOG_DECODER.decode(line)
-            except msgspec.DecodeError:
-                if line.endswith(b"\n"):
-                    raise InputError("not a fetch log line; choose another -o", file=str(path), line=n) from None
-                break
-            done[item.id] = item
-            good += len(line)
-    if good != path.stat().st_size:
-        with path.open("r+b") as handle:
-            handle.truncate(good)
-    return done
+    return {item.id: item for item in read_back(path, _LOG_DECODER.decode, "fetch log")}
 
 
 def _append(path: Path, item: _Logged) -> None:
@@ -184,20 +168,16 @@ async def fetch_articles(settings: FetchSettings, counters: FetchCounters | None
     url = settings.base_url.rstrip("/") + "/efetch.fcgi"
     todo: Channel[str] = Channel(2 * limits.max_in_flight)
     done: Channel[_Logged] = Channel(16)
-    todo.open_sender()
     counters.ids = len(ids)
 
     async with make_session(limits.max_in_flight, settings.timeout_s) as session:
 
-        async def read() -> None:
-            try:
-                for pmc_id in ids:
-                    if pmc_id in logged:
-                        counters.resumed += 1
-                    else:
-                        await todo.send(pmc_id)
-            finally:
-                todo.close_sender()
+        async def take(batch: list[str]) -> None:
+            for pmc_id in batch:
+                if pmc_id in logged:
+                    counters.resumed += 1
+                else:
+                    await todo.send(pmc_id)
 
         async def fetch(pmc_id: str) -> None:
             params = {"db": "pmc", "id": pmc_id.removeprefix("PMC"), "retmode": "xml"}
@@ -218,14 +198,16 @@ async def fetch_articles(settings: FetchSettings, counters: FetchCounters | None
             counters.failed += 1
             log.warning("%s not fetched: %s: %s", pmc_id, type(exc).__name__, exc)
 
-        async def write() -> None:
-            async for item in done:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(_append, log_path, item)
-                logged[item.id] = item
+        def append(items: list[_Logged]) -> None:
+            for item in items:
+                _append(log_path, item)
+
+        def written(items: list[_Logged]) -> None:
+            logged.update((item.id, item) for item in items)
 
         stage = Stage("fetch", todo, fetch, workers=limits.max_in_flight, outputs=[done], on_error=failed)
-        await run_stages([stage], [read, write])
+        reader = Reader(ids, take, outputs=[todo], batch=len(ids) or 1)
+        await run_stages([stage], [reader, Writer(done, append, written=written)])
     for pmc_id in ids:
         item = logged.get(pmc_id)
         if item is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import msgspec
 
+from dahl.engine._ends import read_back
 from dahl.errors import InputError
 from dahl.formats._appendlog import LineAppender
 
@@ -70,25 +71,7 @@ def read_journal(path: Path) -> dict[str, ArticleQuestions]:
     Raises:
         InputError: a complete line is not a journal line (the file is not this command's).
     """
-    if not path.exists():
-        return {}
-    done: dict[str, ArticleQuestions] = {}
-    good = 0
-    with path.open("rb") as handle:
-        for n, line in enumerate(handle, 1):
-            try:
-                item = _DECODER.decode(line)
-            except msgspec.DecodeError:
-                if line.endswith(b"\n"):
-                    raise InputError("not a questions journal line; choose another -o", file=str(path),
-                                     line=n) from None
-                break
-            done[item.article_id] = item
-            good += len(line)
-    if good != path.stat().st_size:
-        with path.open("r+b") as handle:
-            handle.truncate(good)
-    return done
+    return {item.article_id: item for item in read_back(path, _DECODER.decode, "questions journal")}
 
 
 def check_journal(path: Path, done: dict[str, ArticleQuestions], generator: str, per_article: int) -> None:

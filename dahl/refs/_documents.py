@@ -28,9 +28,7 @@ from dahl.cache._refs import BlobCache
 from dahl.cache._opening import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel
-from dahl.engine._ends import read_batches
-from dahl.lanes._spend import Spend
-from dahl.pricing import PriceTable
+from dahl.engine._ends import Reader, Writer
 from dahl.engine._stage import Stage, run_stages
 from dahl.errors import AdapterError, InputError
 from dahl.metrics import importance
@@ -67,14 +65,12 @@ class _Builder:
         library: DocumentLibrary | None,
         extractor: CachedExtractor,
         rater: CachedRater | None,
-        rate_cache: BlobCache | None,
     ) -> None:
         self.settings = settings
         self.counters = counters
         self.library = library
         self.extractor = extractor
         self.rater = rater
-        self.rate_cache = rate_cache
         self.meta: dict[str, object] = {
             "method": "documents",
             "extractor": extractor.fingerprint,
@@ -118,7 +114,6 @@ class _Builder:
             for chunk in await anyio.to_thread.run_sync(chunks, doc.id, doc.title, doc.text, granularity):
                 found = await self.extractor.extract(chunk)
                 self.counters.chunks += 1
-                self.counters.extract_calls = self.extractor.calls
                 facts.extend((doc.id, fact) for fact in found)
         near = self.settings.near
         unique = await anyio.to_thread.run_sync(lambda: distinct(facts, lambda f: f[1].text, near=near))
@@ -130,9 +125,6 @@ class _Builder:
         ratings: list[Rating | None] = [None] * len(texts)
         if self.rater is not None and texts:
             ratings = list(await self.rater.rate(item.question.question, texts))
-            self.counters.rated = self.rater.rated
-            if self.rate_cache is not None:
-                self.counters.rating_hits = self.rate_cache.counters.hits
         alpha, beta = self.settings.alpha, self.settings.beta
         facts = tuple(
             RefFact(
@@ -155,9 +147,10 @@ class _Builder:
 
 async def _open_endpoints(
     settings: BuildSettings, stack: AsyncExitStack, caches: tuple[BlobCache | None, BlobCache | None],
-    spend: Spend,
+    counters: BuildCounters,
 ) -> tuple[CachedExtractor, CachedRater | None]:
-    """The extractor and rater, with their lanes (metered by ``spend``) and sessions (closed with ``stack``)."""
+    """The extractor and rater (counting into ``counters``), with their lanes (metered by
+    ``counters.spend``) and sessions (closed with ``stack``)."""
     from dahl.adapters._endpoint import Connections, Endpoint  # imports aiohttp: only when an LLM is used
     from dahl.refs._prompts import task
 
@@ -165,7 +158,7 @@ async def _open_endpoints(
 
     async def endpoint(cfg: EndpointConfig, kind: Literal["extract", "rate"]) -> Endpoint:
         session, lane = await connections.open(cfg)
-        return Endpoint(cfg, session, lane, task(cfg, kind), spend=spend)
+        return Endpoint(cfg, session, lane, task(cfg, kind), spend=counters.spend)
 
     extract_cache, rate_cache = caches
     inner: Extractor = RuleExtractor()
@@ -174,14 +167,14 @@ async def _open_endpoints(
 
         assert settings.extract_endpoint is not None  # checked in __post_init__
         inner = OpenAIExtractor(await endpoint(settings.extract_endpoint, "extract"))
-    extractor = CachedExtractor(inner, extract_cache if settings.extractor != "rules" else None)
+    extractor = CachedExtractor(inner, extract_cache if settings.extractor != "rules" else None, counters)
     rater: CachedRater | None = None
     if settings.rater == "openai":
         from dahl.refs._rate import OpenAIRater
 
         assert settings.rate_endpoint is not None and rate_cache is not None
         inner_rater: Rater = OpenAIRater(await endpoint(settings.rate_endpoint, "rate"), batch=settings.rate_batch)
-        rater = CachedRater(inner_rater, rate_cache)
+        rater = CachedRater(inner_rater, rate_cache, counters)
     return extractor, rater
 
 
@@ -218,10 +211,9 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
             store = (await open_store(stack, settings.cache_dir))[0]
         extract_cache = BlobCache(store, "extract/1") if store is not None else None
         rate_cache = BlobCache(store, "rate/1")
-        table = await anyio.to_thread.run_sync(PriceTable.shipped)
-        spend = counters.spend = Spend(table.with_overrides(settings.prices), max_cost_usd=settings.max_cost_usd)
-        extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache), spend)
-        builder = _Builder(settings, counters, library, extractor, rater, rate_cache)
+        counters.spend = await settings.open_spend()
+        extractor, rater = await _open_endpoints(settings, stack, (extract_cache, rate_cache), counters)
+        builder = _Builder(settings, counters, library, extractor, rater)
         await anyio.to_thread.run_sync(check_settings, settings.out, builder.meta)
         output = await anyio.to_thread.run_sync(RefsLog, settings.out)
         stack.callback(output.close)
@@ -241,20 +233,14 @@ async def _run(builder: _Builder, output: RefsLog, done: set[str]) -> None:
     questions: Channel[RefQuestion] = Channel(2 * extract_workers)
     extracted: Channel[_Extracted] = Channel(2 * rate_workers)
     finished: Channel[RefSet] = Channel(64)
-    questions.open_sender()
 
-    async def read() -> None:
-        try:
-            source = iter(read_questions(settings.questions, settings.fmt))
-            async for batch in read_batches(source, _READ_BATCH):
-                for question in batch:
-                    counters.questions += 1
-                    if question.question_id in done:
-                        counters.resumed += 1
-                        continue
-                    await questions.send(question)
-        finally:
-            questions.close_sender()
+    async def take(batch: list[RefQuestion]) -> None:
+        for question in batch:
+            counters.questions += 1
+            if question.question_id in done:
+                counters.resumed += 1
+                continue
+            await questions.send(question)
 
     async def extract(question: RefQuestion) -> None:
         item = await builder.extract(question)
@@ -269,10 +255,12 @@ async def _run(builder: _Builder, output: RefsLog, done: set[str]) -> None:
         question = item.question if isinstance(item, _Extracted) else item
         log.warning("question %s failed: %s: %s", getattr(question, "question_id", "?"), type(exc).__name__, exc)
 
-    async def write() -> None:
-        async for ref_set in finished:
-            with anyio.CancelScope(shield=True):  # a finished set is written whole, even when stopping
-                await anyio.to_thread.run_sync(output.write, ref_set)
+    def append(sets: list[RefSet]) -> None:
+        for ref_set in sets:  # each set flushed and fsynced alone
+            output.write(ref_set)
+
+    def written(sets: list[RefSet]) -> None:
+        for ref_set in sets:
             counters.written += 1
             counters.facts += len(ref_set.facts)
 
@@ -280,4 +268,5 @@ async def _run(builder: _Builder, output: RefsLog, done: set[str]) -> None:
         Stage("extract", questions, extract, workers=extract_workers, outputs=[extracted], on_error=failed),
         Stage("rate", extracted, rate, workers=rate_workers, outputs=[finished], on_error=failed),
     ]
-    await run_stages(stages, [read, write])
+    reader = Reader(read_questions(settings.questions, settings.fmt), take, outputs=[questions], batch=_READ_BATCH)
+    await run_stages(stages, [reader, Writer(finished, append, written=written)])

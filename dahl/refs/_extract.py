@@ -17,7 +17,7 @@ many questions is extracted once.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -28,6 +28,7 @@ from dahl.adapters._rules import RuleSplitter, split_claims
 from dahl.cache._refs import BlobCache, extract_key
 from dahl.errors import OutputParseError
 from dahl.records import normalize_text
+from dahl.refs._settings import BuildCounters, Granularity
 from dahl.refs import _prompts as prompts
 from dahl.sentences import split_sentences
 
@@ -44,7 +45,6 @@ __all__ = [
     "parse_facts",
 ]
 
-Granularity = Literal["chunk", "sentence"]
 
 #: Sentences per chunk at ``granularity="chunk"``: a short passage, one call.
 SENTENCES_PER_CHUNK = 5
@@ -192,18 +192,17 @@ class CachedExtractor:
     Args:
         inner: the extractor.
         cache: the run's blob cache for extraction (None: no caching).
-
-    Attributes:
-        calls: chunks the inner extractor was asked for (cache misses).
+        counters: the build's; ``extract_calls`` counts the chunks the inner extractor
+            is asked for (cache misses).
     """
 
     parser_version = "1"
 
-    def __init__(self, inner: Extractor, cache: BlobCache | None) -> None:
+    def __init__(self, inner: Extractor, cache: BlobCache | None, counters: BuildCounters) -> None:
         self._inner = inner
         self._cache = cache
+        self._counters = counters
         self.fingerprint = inner.fingerprint
-        self.calls = 0
 
     async def extract(self, chunk: Chunk) -> list[ExtractedFact]:
         """The facts of ``chunk``, computed at most once per (fingerprint, title, text).
@@ -215,13 +214,13 @@ class CachedExtractor:
             AdapterError: the inner extractor failed (nothing is cached).
         """
         if self._cache is None:
-            self.calls += 1
+            self._counters.extract_calls += 1
             return (await self._inner.extract(chunk))[0]
         key = extract_key(self.fingerprint, chunk.title, chunk.text)
         base = chunk.span[0]
 
         async def compute() -> tuple[bytes, str | None]:
-            self.calls += 1
+            self._counters.extract_calls += 1
             facts, raw = await self._inner.extract(chunk)
             relative = [ExtractedFact(f.text, (f.span[0] - base, f.span[1] - base)) for f in facts]
             return _FACTS.encode(relative), raw

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import msgspec
 
+from dahl.engine._ends import read_back
 from dahl.errors import InputError
 from dahl.formats._appendlog import LineAppender
 from dahl.records import RefSet
@@ -45,24 +46,7 @@ def finished_questions(path: Path) -> set[str]:
         InputError: a complete line (one ending in a newline) is not a reference set
             line: the file is not a ``refs.jsonl`` of this command, so nothing is touched.
     """
-    if not path.exists():
-        return set()
-    done: set[str] = set()
-    good = 0
-    with path.open("rb") as handle:
-        for n, line in enumerate(handle, 1):
-            try:
-                done.add(_ID.decode(line).question_id)
-            except msgspec.DecodeError:
-                if line.endswith(b"\n"):
-                    raise InputError("not a reference set line; choose another -o", file=str(path), line=n) from None
-                log.warning("%s:%d: dropping a set cut short by an earlier stop", path, n)
-                break
-            good += len(line)
-    if good != path.stat().st_size:
-        with path.open("r+b") as handle:
-            handle.truncate(good)
-    return done
+    return {item.question_id for item in read_back(path, _ID.decode, "reference set")}
 
 
 def check_settings(path: Path, meta: dict[str, object]) -> None:

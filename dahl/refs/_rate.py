@@ -22,7 +22,7 @@ from dahl.adapters._parse import parse_json_object
 from dahl.cache._refs import BlobCache, rate_key
 from dahl.errors import OutputParseError
 from dahl.refs import _prompts as prompts
-from dahl.refs._settings import DEFAULT_BATCH
+from dahl.refs._settings import DEFAULT_BATCH, BuildCounters
 
 __all__ = ["DEFAULT_BATCH", "CachedRater", "CountMismatch", "OpenAIRater", "Rater", "Rating", "parse_ratings"]
 
@@ -141,16 +141,15 @@ class CachedRater:
     Args:
         inner: the rater.
         cache: the run's blob cache for ratings.
-
-    Attributes:
-        rated: facts sent to the inner rater (cache misses).
+        counters: the build's; ``rated`` counts the facts sent to the inner rater (cache
+            misses), ``rating_hits`` the ratings found in the cache.
     """
 
-    def __init__(self, inner: Rater, cache: BlobCache) -> None:
+    def __init__(self, inner: Rater, cache: BlobCache, counters: BuildCounters) -> None:
         self._inner = inner
         self._cache = cache
+        self._counters = counters
         self.fingerprint = inner.fingerprint
-        self.rated = 0
 
     async def rate(self, question: str, facts: Sequence[str]) -> list[Rating]:
         """One rating per fact, in order; only facts without a cached rating are sent.
@@ -162,8 +161,9 @@ class CachedRater:
         found = await self._cache.get_many(keys)
         ratings: list[Rating | None] = [None if b is None else _RATING_DECODER.decode(b) for b in found]
         missing = [i for i, r in enumerate(ratings) if r is None]
+        self._counters.rating_hits += len(keys) - len(missing)
         if missing:
-            self.rated += len(missing)
+            self._counters.rated += len(missing)
             fresh = await self._inner.rate(question, [facts[i] for i in missing])
             for i, rating in zip(missing, fresh, strict=True):
                 ratings[i] = rating

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from dahl.config import EndpointConfig
+from dahl.engine._options import CallSettings
 from dahl.errors import ConfigError
-from dahl.exit_status import ExitStatus
 from dahl.metrics import importance
-from dahl.pricing import Price
 from dahl.refs._dedupe import NEAR_THRESHOLD
+from dahl.results._counters import JobCounters, JobReport
 
-if TYPE_CHECKING:  # the CLI imports this module: keep pysbd and aiohttp out of its start-up
-    from dahl.lanes._spend import Spend
-    from dahl.refs._extract import Granularity
+__all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings", "Granularity"]
 
-__all__ = ["DEFAULT_BATCH", "EXTRACTORS", "RATERS", "BuildCounters", "BuildReport", "BuildSettings"]
+#: The extraction call unit: a few sentences of a document, or one sentence.
+Granularity = Literal["chunk", "sentence"]
 
 #: Facts per rating call.
 DEFAULT_BATCH = 20
@@ -30,7 +28,7 @@ RATERS = ("none", "openai")
 
 
 @dataclasses.dataclass(frozen=True)
-class BuildSettings:
+class BuildSettings(CallSettings):
     """What ``dahl refs build`` does (built at the CLI edge, immutable).
 
     Attributes:
@@ -48,11 +46,8 @@ class BuildSettings:
         alpha: α of the importance (>= 0).
         beta: β of the importance (>= 0).
         near: near-duplicate threshold, rapidfuzz ``fuzz.ratio`` 0-100 (100: exact only).
-        cache_dir: the cache folder; None = :func:`dahl.cache.default_cache_dir`.
-        use_cache: read and write the cache.
-        prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
-        max_cost_usd: stop before this build's calls could cost more than this, USD
-            (``CostCapReached``, resumable); None = no cap. Needs the model's price.
+        cache_dir, use_cache, prices, max_cost_usd: the cache and the money of its calls
+            (:class:`~dahl.engine._options.CallSettings`; keyword-only).
 
     Raises:
         ConfigError: an unknown extractor or rater, a missing endpoint, a value out of range.
@@ -72,12 +67,9 @@ class BuildSettings:
     alpha: float = 0.5
     beta: float = 0.5
     near: float = NEAR_THRESHOLD
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    prices: Mapping[str, Price] = dataclasses.field(default_factory=dict)
-    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.extractor not in EXTRACTORS:
             raise ConfigError(f"unknown extractor {self.extractor!r}; choose one of {', '.join(EXTRACTORS)}")
         if self.rater not in RATERS:
@@ -100,52 +92,36 @@ class BuildSettings:
 
 
 @dataclasses.dataclass
-class BuildCounters:
-    """What a build did so far (read by the progress line).
+class BuildCounters(JobCounters):
+    """What a build did so far (read by the progress line); items are questions' sets.
 
     Attributes:
         questions: distinct questions read.
-        resumed: questions skipped because their set is already in the output.
-        written: sets written by this run.
         facts: facts in the sets written by this run.
-        failed: questions whose calls failed (not written; a re-run retries them).
         skipped: questions with bad input (an unknown doc id, no documents source).
         chunks: chunks extracted (cache hits included).
-        extract_calls: chunks sent to the extractor (cache misses).
-        rated: facts sent to the rater (cache misses).
-        rating_hits: fact ratings found in the cache.
-        spend: money of this build's calls per stage (extract, rate), set by the build.
+        extract_calls: chunks sent to the extractor (cache misses), counted by
+            :class:`~dahl.refs._extract.CachedExtractor`.
+        rated: facts sent to the rater (cache misses), counted by
+            :class:`~dahl.refs._rate.CachedRater`.
+        rating_hits: fact ratings found in the cache, counted by ``CachedRater``.
+        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`
+            (``spend``: per stage, extract and rate).
     """
 
     questions: int = 0
-    resumed: int = 0
-    written: int = 0
     facts: int = 0
-    failed: int = 0
     skipped: int = 0
     chunks: int = 0
     extract_calls: int = 0
     rated: int = 0
     rating_hits: int = 0
-    spend: Spend | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class BuildReport:
-    """The outcome of :func:`build_refs`.
-
-    Attributes:
-        out: the file written.
-        counters: the final counts.
-    """
-
-    out: Path
-    counters: BuildCounters
 
     @property
-    def exit_status(self) -> ExitStatus:
-        """0 when every question has its set; 6 when some failed or were skipped; 5 when none has."""
-        c = self.counters
-        if c.written + c.resumed == 0:
-            return ExitStatus.NOTHING_SCORED
-        return ExitStatus.PARTIAL if c.failed or c.skipped else ExitStatus.OK
+    def incomplete(self) -> bool:
+        """Some question has no set: one failed or was skipped."""
+        return self.failed > 0 or self.skipped > 0
+
+
+class BuildReport(JobReport[BuildCounters]):
+    """The outcome of :func:`~dahl.refs._documents.build_refs` (``out``: the ``refs.jsonl``)."""

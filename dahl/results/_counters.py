@@ -2,7 +2,9 @@
 
 :class:`RunCounters` is updated live by the run's stages; :meth:`RunCounters.snapshot` reads
 it into a :class:`RunCounts`, the counters part of summary.json's ``run`` block (the bench
-and the summary both take it from there).
+and the summary both take it from there). The jobs that write one line per item
+(``dahl generate``, ``dahl refs build``) keep :class:`JobCounters` and end with a
+:class:`JobReport`.
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from dahl.exit_status import ExitStatus
 from dahl.lanes._lane import LaneStatistics
 
 if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
 
-__all__ = ["RunCounters", "RunCounts"]
+__all__ = ["JobCounters", "JobReport", "RunCounters", "RunCounts"]
 
 
 class RunCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -182,3 +186,50 @@ class RunCounters:
         """
         out: dict[str, object] = msgspec.to_builtins(self.snapshot())
         return out
+
+
+@dataclass
+class JobCounters:
+    """What a job writing one line per item did so far (read by its progress line).
+
+    Attributes:
+        resumed: items already in the output (not made again).
+        written: items written by this run.
+        failed: items whose calls failed after the lane's retries (not written; a re-run
+            retries them).
+        spend: money of this run's calls (set by the job).
+    """
+
+    resumed: int = 0
+    written: int = 0
+    failed: int = 0
+    spend: Spend | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        """Some item of the input is not in the output: one failed."""
+        return self.failed > 0
+
+
+C = TypeVar("C", bound=JobCounters)
+
+
+@dataclass(frozen=True)
+class JobReport(Generic[C]):
+    """The outcome of a finished job.
+
+    Attributes:
+        out: the file written.
+        counters: the final counters.
+    """
+
+    out: Path
+    counters: C
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        """0 when every item is in ``out``; 6 when some are not (failed); 5 when none is."""
+        c = self.counters
+        if c.written + c.resumed == 0:
+            return ExitStatus.NOTHING_SCORED
+        return ExitStatus.PARTIAL if c.incomplete else ExitStatus.OK

@@ -33,10 +33,10 @@ import dataclasses
 import math
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -48,7 +48,7 @@ from dahl.cache._reader import BatchReader, CachedEntry
 from dahl.cache._reparse import reparse_claims, reparse_verdict
 from dahl.cache._store import default_cache_dir
 from dahl.config import EndpointConfig
-from dahl.run._dryrun_report import DryRunReport, StageEstimate
+from dahl.run._estimate import DEFAULT_COMPLETION_TOKENS, DryRunReport, StageEstimate, Tally, stage_estimate, time_bound
 from dahl.errors import InputError
 from dahl.formats import read_answers
 from dahl.preprocess import preprocess
@@ -56,27 +56,16 @@ from dahl.pricing import PriceTable
 from dahl.records import Answer, Claim, Verdict, content_id
 from dahl.run._score import ScoreConfig
 
+if TYPE_CHECKING:
+    from dahl.adapters._bodies import Task
+
 __all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "SAMPLE", "DryRunReport", "StageEstimate", "dry_run", "dry_run_async"]
 
 #: Answers read and prepared per worker-thread call.
 CHUNK = 256
 #: Answers rule-split to estimate the claims of splits not cached (the rest is scaled).
 SAMPLE = 200
-#: Completion tokens per call when the cache holds no reply of the stage: a split lists
-#: ~20 claims of ~15 tokens; a check is a label and a one-sentence reason; a cover
-#: labels up to 30 facts.
-DEFAULT_COMPLETION_TOKENS = {"split": 300, "check": 40, "cover": 200}
 
-
-@dataclass
-class _Tally:
-    """Running counts of one stage."""
-
-    calls: int = 0
-    cached: int = 0
-    estimated: int = 0
-    prompt_tokens: int = 0
-    seen_completions: list[int] = field(default_factory=list)
 
 
 def dry_run(config: ScoreConfig) -> DryRunReport:
@@ -96,13 +85,14 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
     table = (await anyio.to_thread.run_sync(PriceTable.shipped)).with_overrides(config.prices)
     split_cfg = settings.split_endpoint if settings.splitter == "openai" else None
     check_cfg = settings.check_endpoint if settings.checker == "openai" else None
-    split, check = _Tally(), _Tally()
+    split_cap, check_cap = _adapter_budget(split_cfg, "split"), _adapter_budget(check_cfg, "check")
+    split, check = Tally(), Tally()
     answers = claims = estimated_claims = 0
     missing_checks: set[str] = set()  # keys of checks counted as calls (identical claims share one)
     missing_splits: set[str] = set()
-    sample = _Tally()  # split misses rule-split for the estimate: answers, claims, their check prompt tokens
+    sample = Tally()  # split misses rule-split for the estimate: answers, claims, their check prompt tokens
     unsampled = 0  # split misses past the sample
-    rules_sample = _Tally()  # rule-split answers prepared (cached = answers): claims, check calls, prompt tokens
+    rules_sample = Tally()  # rule-split answers prepared (cached = answers): claims, check calls, prompt tokens
     unsampled_rules = 0  # rule-split answers past the sample (no cache: counted, not split)
     cache = "off"
     async with AsyncExitStack() as stack:
@@ -121,7 +111,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
             answers += chunk.read
             known: list[tuple[Answer, list[Claim]]] = []
             if split_cfg is not None:
-                from dahl.adapters._bodies import estimate_tokens, max_tokens, split_request_body
+                from dahl.adapters._bodies import estimate_tokens, split_request_body
                 from dahl.cache._keys import split_key
 
                 keys = [split_key(splitter, a) for a, _ in chunk.answers]
@@ -140,7 +130,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                     missing_splits.add(key)
                     split.calls += 1
                     body = split_request_body(split_cfg, answer.question, answer.response)
-                    split.prompt_tokens += estimate_tokens(body) - max_tokens(split_cfg, "split")
+                    split.prompt_tokens += estimate_tokens(body) - split_cap
                     if rule_claims is None:  # past the sample: scaled from it below
                         unsampled += 1
                         continue
@@ -149,7 +139,7 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                     sample.estimated += len(rule_claims)
                     if check_cfg is not None:
                         before = check.prompt_tokens
-                        _count_unknown(check, check_cfg, answer, rule_claims)
+                        _count_unknown(check, check_cfg, check_cap, answer, rule_claims)
                         sample.prompt_tokens += check.prompt_tokens - before
             else:
                 for answer, prepared in chunk.answers:
@@ -161,8 +151,8 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
                 claims += len(parts)
                 calls_before, prompt_before = check.calls, check.prompt_tokens
                 if check_cfg is not None and parts:
-                    await _count_checks(check, check_cfg, checker, prepare, reader, check_version, answer, parts,
-                                        missing_checks)
+                    await _count_checks(check, check_cfg, check_cap, checker, prepare, reader, check_version, answer,
+                                        parts, missing_checks)
                 if rules:
                     rules_sample.cached += 1  # answers
                     rules_sample.estimated += len(parts)
@@ -183,24 +173,30 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
         check.prompt_tokens += round(per * rules_sample.prompt_tokens)
     stages: list[tuple[StageEstimate, EndpointConfig]] = []
     if split_cfg is not None:
-        stages.append((_estimate("split", split_cfg, split, max_tokens_of(split_cfg, "split")), split_cfg))
+        stages.append((stage_estimate("split", split_cfg, split, split_cap), split_cfg))
     if check_cfg is not None:
-        stages.append((_estimate("check", check_cfg, check, max_tokens_of(check_cfg, "check")), check_cfg))
+        stages.append((stage_estimate("check", check_cfg, check, check_cap), check_cfg))
     cover = _cover_stage(config)
     if cover is not None:
         stages.append(cover)
     for i, (est, cfg) in enumerate(stages):
         stages[i] = (dataclasses.replace(est, price=table.price_for(cfg.model)), cfg)
-    bound, bound_by = _time_bound(stages)
+    bound, bound_by = time_bound(stages)
     return DryRunReport(answers, claims + estimated_claims, estimated_claims == 0, tuple(s for s, _ in stages),
                         bound, bound_by, cache, table.date)
 
 
-def max_tokens_of(cfg: EndpointConfig, kind: str) -> int:
-    """Completion cap of a ``kind`` (split or check) request of ``cfg``, tokens."""
-    from dahl.adapters._bodies import max_tokens
+def _budget(cfg: EndpointConfig, task: Task) -> int:
+    """Completion budget of each ``task`` request on ``cfg``, tokens, as
+    :class:`~dahl.adapters._endpoint.Endpoint` sends it: ``cfg.max_tokens``, else the task's."""
+    return cfg.max_tokens if cfg.max_tokens is not None else task.max_tokens
 
-    return max_tokens(cfg, "split" if kind == "split" else "check")
+
+def _adapter_budget(cfg: EndpointConfig | None, kind: Literal["split", "check"]) -> int:
+    """:func:`_budget` of the ``openai`` Splitter's or Checker's task on ``cfg`` (0 without one)."""
+    from dahl.adapters._bodies import adapter_task
+
+    return 0 if cfg is None else _budget(cfg, adapter_task(cfg, kind))
 
 
 def _keyless(settings: AdapterSettings) -> AdapterSettings:
@@ -242,21 +238,20 @@ def _split_completion(parts: list[Claim]) -> int:
     return math.ceil((14 + sum(len(c.text) + 4 for c in parts)) / 4)
 
 
-def _count_unknown(tally: _Tally, cfg: EndpointConfig, answer: Answer, texts: list[Claim]) -> None:
-    """Checks of estimated claims: all calls (keys unknown before their split)."""
+def _count_unknown(tally: Tally, cfg: EndpointConfig, cap: int, answer: Answer, texts: list[Claim]) -> None:
+    """Checks of estimated claims: all calls (keys unknown before their split); ``cap``: their budget."""
     from dahl.adapters._bodies import check_request_body, estimate_tokens
 
-    cap = max_tokens_of(cfg, "check")
     for claim in texts:
         tally.calls += 1
         tally.estimated += 1
         tally.prompt_tokens += estimate_tokens(check_request_body(cfg, answer.question, claim.text)) - cap
 
 
-async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Checker, prepare: PreparedKeys | None,
+async def _count_checks(tally: Tally, cfg: EndpointConfig, cap: int, checker: Checker, prepare: PreparedKeys | None,
                         reader: BatchReader | None,
                         version: str, answer: Answer, parts: list[Claim], missing: set[str]) -> None:
-    """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does."""
+    """Look the claims' check keys up as :meth:`dahl.cache.CachingChecker.look_up` does; ``cap``: a check's budget."""
     from dahl.adapters._bodies import check_request_body, estimate_tokens
     from dahl.cache._keys import check_keys
 
@@ -264,7 +259,6 @@ async def _count_checks(tally: _Tally, cfg: EndpointConfig, checker: Checker, pr
         await prepare.prepare_keys(parts, answer)
     keys = check_keys(checker, parts, answer)
     found = await _look_up(reader, keys, version)
-    cap = max_tokens_of(cfg, "check")
     for claim, key, entry in zip(parts, keys, found, strict=True):
         verdict = _verdict_of(checker, entry)
         if verdict is not None:
@@ -346,7 +340,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     recall = config.recall
     if recall is None or recall.judge_name(config.adapters.checker) != "openai":
         return None
-    from dahl.adapters._coverage_llm import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
+    from dahl.adapters._coverage_llm import MAX_FACTS, cover_request_body, cover_task
     from dahl.adapters._bodies import estimate_tokens
     from dahl.formats._refs import RefIndex, read_refs
     from dahl.metrics import fstar
@@ -355,9 +349,9 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     if cfg is None:
         return None
     cfg = dataclasses.replace(cfg, max_tokens=None) if recall.endpoint is None else cfg
-    cap = cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS
+    cap = _budget(cfg, cover_task(cfg))
     index = RefIndex(read_refs(recall.refs), file=str(recall.refs))
-    tally = _Tally()
+    tally = Tally()
     for path in config.inputs:
         for answer in read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
                                    on_error=_skip, needs=config.adapters.input_needs):
@@ -372,37 +366,8 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
                                           fmt=cfg.effective_format())
                 tally.calls += 1
                 tally.prompt_tokens += estimate_tokens(body) - cap
-    return _estimate("cover", cfg, tally, cap), cfg
+    return stage_estimate("cover", cfg, tally, cap), cfg
 
 
 def _skip(_: InputError) -> None:
     """Bad records are skipped here as in a real run."""
-
-
-def _estimate(stage: str, cfg: EndpointConfig, tally: _Tally, cap: int) -> StageEstimate:
-    seen = tally.seen_completions
-    if seen:
-        per_call, source = sum(seen) / len(seen), f"mean of {len(seen):,} cached replies"
-    else:
-        per_call, source = float(min(DEFAULT_COMPLETION_TOKENS[stage], cap)), "default: no cached reply"
-    return StageEstimate(stage, f"{cfg.base_url} {cfg.model}", cfg.model, tally.calls, tally.cached, tally.estimated,
-                         tally.prompt_tokens, per_call, source, cap, None)
-
-
-def _time_bound(stages: list[tuple[StageEstimate, EndpointConfig]]) -> tuple[float | None, str | None]:
-    """Minutes each lane needs at its RPM and TPM (upper-bound tokens); the slowest lane bounds the run."""
-    lanes: dict[tuple[str, str, str | None], list[tuple[StageEstimate, EndpointConfig]]] = {}
-    for est, cfg in stages:
-        lanes.setdefault((cfg.base_url, cfg.model, cfg.api_key_env), []).append((est, cfg))
-    best: tuple[float, str] | None = None
-    for members in lanes.values():
-        cfg = members[0][1]
-        calls = sum(e.calls for e, _ in members)
-        tokens = sum(e.tokens_upper for e, _ in members)
-        names = "+".join(e.stage for e, _ in members)
-        for limit, amount, unit in ((cfg.rpm, calls, "requests/min"), (cfg.tpm, tokens, "tokens/min")):
-            if limit:
-                seconds = 60.0 * amount / limit
-                if best is None or seconds > best[0]:
-                    best = (seconds, f"{names}: {limit:g} {unit}")
-    return (best[0], best[1]) if best else (None, None)

@@ -10,7 +10,7 @@ import gc
 import hashlib
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -28,6 +28,7 @@ from dahl.cache._answers import code_digest
 from dahl.cache._opening import open_store
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
+from dahl.engine._options import CallSettings
 from dahl.engine._pipeline import PipelineOptions, run_pipeline
 from dahl.lanes._spend import Spend
 from dahl.run._source import InputErrors, answer_source
@@ -37,7 +38,6 @@ from dahl.formats._arrow import is_saved_dataset
 from dahl.formats._inline import Input, as_inputs
 from dahl.formats._lines import STDIN, check_input_path
 from dahl.locking import FolderLock
-from dahl.pricing import Price, PriceTable
 from dahl.records import AnswerResult
 from dahl.run._recall import RunRecall, open_recall
 from dahl.run._report import ScoreReport, run_status, single_error
@@ -51,7 +51,7 @@ __all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
 log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
-class ScoreConfig:
+class ScoreConfig(CallSettings):
     """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
 
     Attributes:
@@ -72,19 +72,14 @@ class ScoreConfig:
         seed: seed of the bootstrap generator.
         n_boot: bootstrap resamples for confidence intervals.
         pipeline: concurrency and batching; None picks defaults from the adapters.
-        cache_dir: verdict cache folder; None = :func:`dahl.cache.default_cache_dir`
-            (``$DAHL_CACHE_DIR`` or the platform cache folder).
-        use_cache: False turns the cache off (identical in-flight claims are still
-            checked once).
         recall: reference facts and recall settings (``--refs``); None = precision only.
             With recall the whole-answer cache is off: every
             answer is assembled from its cached claims and verdicts and then covered.
-        prices: price overrides by model (``[prices."MODEL"]`` in --config, ``--price``)
-            over the shipped table (:mod:`dahl.pricing`); summary.json's ``cost`` block
-            prices the run's reported tokens with them.
-        max_cost_usd: stop before this run's calls could cost more than this, USD
-            (:class:`~dahl.errors.CostCapReached`, resumable); None = no cap. Needs a
-            known price for every model the run calls.
+        cache_dir, use_cache, prices, max_cost_usd: the verdict cache and the money of the
+            run's calls (:class:`~dahl.engine._options.CallSettings`; keyword-only). Without
+            the cache identical in-flight claims are still checked once; ``prices``
+            (``[prices."MODEL"]`` in --config, ``--price``) also price summary.json's
+            ``cost`` block.
     """
 
     inputs: tuple[Input, ...]
@@ -98,13 +93,10 @@ class ScoreConfig:
     seed: int = 0
     n_boot: int = 1000
     pipeline: PipelineOptions | None = None
-    cache_dir: Path | None = None
-    use_cache: bool = True
     recall: RecallSettings | None = None
-    prices: Mapping[str, Price] = field(default_factory=dict)
-    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "inputs", as_inputs(self.inputs))  # frozen: normalised once, here
         if not self.inputs:
             raise ConfigError("no input files given")
@@ -122,8 +114,6 @@ class ScoreConfig:
             raise ConfigError("--k must be >= 1")
         if self.k >= 2**63:  # summary.json and verdicts/ hold it as a 64-bit integer
             raise ConfigError(f"--k must be below 2**63 claims, got {self.k}")
-        if self.max_cost_usd is not None and not (math.isfinite(self.max_cost_usd) and self.max_cost_usd >= 0):
-            raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {self.max_cost_usd}")
 
 
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, recall_fp: str | None = None) -> bytes:
@@ -231,12 +221,10 @@ class _Reading:
     Attributes:
         errors: rejected input records (the first ones kept for the report).
         order: input position of every answer key read.
-        resumed: ``[n]``, answers skipped because a previous run finished them.
     """
 
     errors: InputErrors
     order: dict[int, int] = field(default_factory=dict)
-    resumed: list[int] = field(default_factory=lambda: [0])
 
 
 async def _score_locked(
@@ -281,9 +269,7 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
     if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
         cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
         adapters = replace(adapters, index_dir=cache_root / "corpus-index")
-    table = await anyio.to_thread.run_sync(PriceTable.shipped)  # reads the package's file once
-    spend = Spend(table.with_overrides(config.prices), max_cost_usd=config.max_cost_usd)
-    counters.spend = spend
+    spend = counters.spend = await config.open_spend()
     inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend)
     if len(lanes):
         counters.lane_statistics = lanes.statistics
@@ -297,14 +283,14 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
     checker = CachingChecker(inner_checker, cache, counters)
     if config.pipeline is not None:
         options = config.pipeline
-    options = PipelineOptions(**{**options.__dict__, "gamma": config.gamma, "k": config.k})
+    options = replace(options, gamma=config.gamma, k=config.k)
     recall = await open_recall(config.recall, config.adapters, stack, lanes, cache) if config.recall else None
     coverer = recall.coverer if recall is not None else None
     if recall is not None:
         if len(lanes):
             counters.lane_statistics = lanes.statistics
         if recall.endpoint is not None and config.pipeline is None:  # an LLM judge: as many covers as requests
-            options = PipelineOptions(**{**options.__dict__, "cover_concurrency": recall.endpoint.max_in_flight})
+            options = replace(options, cover_concurrency=recall.endpoint.max_in_flight)
     run_fp = _run_fingerprint(config, splitter.fingerprint, checker.fingerprint,
                               coverer.fingerprint if coverer is not None else None)
     if cache is not None:
@@ -338,7 +324,7 @@ async def _run_stages(
     try:
         await run_pipeline(
             answer_source(config.inputs, config.fmt, config.response_column, parts.run_fp, finished, reading.order,
-                          reading.errors, reading.resumed, config.adapters.input_needs, counters,
+                          reading.errors, config.adapters.input_needs, counters,
                           fields=config.fields),
             parts.splitter,
             parts.checker,

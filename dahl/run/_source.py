@@ -84,7 +84,6 @@ def answer_source(
     finished: set[int],
     order: dict[int, int],
     errors: Callable[[InputError], None],
-    resumed: list[int],
     needs: Needs = Needs.NOTHING,
     counters: RunCounters | None = None,
     fields: dict[str, str] | None = None,
@@ -97,9 +96,9 @@ def answer_source(
         finished: resume keys of the answers the output folder already holds.
         order: filled with the input position of every key.
         errors: called with each rejected record (bad record, duplicate).
-        resumed: ``resumed[0]`` counts the answers skipped as finished.
         needs: what every answer must carry for the run's adapters (claims, labels).
-        counters: the run's counters; ``answers_resumed`` follows ``resumed[0]`` as it grows.
+        counters: the run's counters; ``answers_resumed`` counts the answers skipped as
+            finished, as they are read.
 
     Raises:
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
@@ -131,9 +130,8 @@ def answer_source(
         order[key] = position
         position += 1
         if key in finished:
-            resumed[0] += 1
             if counters is not None:
-                counters.answers_resumed = resumed[0]
+                counters.answers_resumed += 1
             return False
         return True
 

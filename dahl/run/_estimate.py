@@ -1,13 +1,39 @@
-"""What ``dahl score --dry-run`` reports: per-stage calls, tokens and money (:mod:`dahl.run._dryrun`)."""
+"""The estimate of a run: per-stage calls, tokens, money and the time bound that limits
+set; what ``dahl score --dry-run`` reports (counted by :mod:`dahl.run._dryrun`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from dahl.config import EndpointConfig
 from dahl.pricing import PER_TOKENS, Price
 
-__all__ = ["DryRunReport", "StageEstimate"]
+__all__ = ["DEFAULT_COMPLETION_TOKENS", "DryRunReport", "StageEstimate", "Tally", "stage_estimate", "time_bound"]
+
+#: Completion tokens per call when the cache holds no reply of the stage: a split lists
+#: ~20 claims of ~15 tokens; a check is a label and a one-sentence reason; a cover
+#: labels up to 30 facts.
+DEFAULT_COMPLETION_TOKENS = {"split": 300, "check": 40, "cover": 200}
+
+
+@dataclass
+class Tally:
+    """Running counts of one stage, as the dry run finds them.
+
+    Attributes:
+        calls: requests the cache cannot answer.
+        cached: requests the cache answers.
+        estimated: of ``calls``, those for claims estimated by the rule Splitter.
+        prompt_tokens: prompt tokens of ``calls`` (chars / 4).
+        seen_completions: completion tokens of the cached replies seen.
+    """
+
+    calls: int = 0
+    cached: int = 0
+    estimated: int = 0
+    prompt_tokens: int = 0
+    seen_completions: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -115,3 +141,35 @@ class DryRunReport:
 
 def _total(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def stage_estimate(stage: str, cfg: EndpointConfig, tally: Tally, cap: int) -> StageEstimate:
+    """The :class:`StageEstimate` of ``tally`` (price unset): completions per call are the mean
+    of the cached replies seen, else :data:`DEFAULT_COMPLETION_TOKENS` (at most ``cap``, the
+    stage's completion budget)."""
+    seen = tally.seen_completions
+    if seen:
+        per_call, source = sum(seen) / len(seen), f"mean of {len(seen):,} cached replies"
+    else:
+        per_call, source = float(min(DEFAULT_COMPLETION_TOKENS[stage], cap)), "default: no cached reply"
+    return StageEstimate(stage, f"{cfg.base_url} {cfg.model}", cfg.model, tally.calls, tally.cached, tally.estimated,
+                         tally.prompt_tokens, per_call, source, cap, None)
+
+
+def time_bound(stages: list[tuple[StageEstimate, EndpointConfig]]) -> tuple[float | None, str | None]:
+    """Minutes each lane needs at its RPM and TPM (upper-bound tokens); the slowest lane bounds the run."""
+    lanes: dict[tuple[str, str, str | None], list[tuple[StageEstimate, EndpointConfig]]] = {}
+    for est, cfg in stages:
+        lanes.setdefault((cfg.base_url, cfg.model, cfg.api_key_env), []).append((est, cfg))
+    best: tuple[float, str] | None = None
+    for members in lanes.values():
+        cfg = members[0][1]
+        calls = sum(e.calls for e, _ in members)
+        tokens = sum(e.tokens_upper for e, _ in members)
+        names = "+".join(e.stage for e, _ in members)
+        for limit, amount, unit in ((cfg.rpm, calls, "requests/min"), (cfg.tpm, tokens, "tokens/min")):
+            if limit:
+                seconds = 60.0 * amount / limit
+                if best is None or seconds > best[0]:
+                    best = (seconds, f"{names}: {limit:g} {unit}")
+    return (best[0], best[1]) if best else (None, None)
