@@ -7,9 +7,9 @@ counts. The Splitter and Checker wrappers, the coverage judge, the whole-answer
 cache and the blob caches of the other jobs are built on it, so each of them keeps
 only what its stage does with a value.
 
-Policy (the store's, kept here): a failed read is a miss; the caller puts only
-finished, non-error values; without a store (``--no-cache``) nothing is read or
-written and identical calls in flight are still made once.
+Policy: a failed read is a miss; the caller puts only finished, non-error values;
+without a store (``--no-cache``) nothing is read or written and identical calls in
+flight are still made once. The single flight comes from the store (:meth:`Store.flight`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Cached(Generic[V]):
         store: the store, or None.
         parser_version: as given.
         counts: this wrapper's counts.
-        flight: the stage's single flight: value and whether it came from the store.
+        flight: the stage's single flight (the store's): value and whether it came from the store.
     """
 
     def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
@@ -69,7 +69,7 @@ class Cached(Generic[V]):
         self.parser_version = parser_version
         self._decode = decode
         self.counts = CacheCounts()
-        self.flight: SingleFlight[tuple[V, bool]] = SingleFlight()
+        self.flight: SingleFlight[tuple[V, bool]] = store.flight() if store is not None else SingleFlight()
 
     def decode(self, key: str, entry: CachedEntry | None) -> V | None:
         """The value of ``entry`` (what a lookup of ``key`` returned), or None; not counted."""
@@ -95,10 +95,6 @@ class Cached(Generic[V]):
         self.counts.hits += hits
         self.counts.misses += len(found) - hits
         return found
-
-    def recent(self, key: str) -> Value | None:
-        """The value put under ``key`` by this parser version and not yet committed (memory only)."""
-        return self.store.recent(key, parser_version=self.parser_version) if self.store is not None else None
 
     def put(self, key: str, value: Value, raw: str | None = None) -> None:
         """Queue ``value`` (finished, never an error) with its raw reply as ``key``'s; never blocks.

@@ -1,31 +1,21 @@
-"""The cache database's schema, which is dahl's own, and how a cache.db is opened.
+"""The cache database, ``cache.db``: its one table (dahl's own schema) and how it is opened.
 
-One SQLite file, ``cache.db``, in WAL mode, holding one table::
+::
 
-    entries(key TEXT PRIMARY KEY,  -- a cache key: 32 hex digits (dahl.cache._keys)
-            value BLOB NOT NULL,   -- a msgpack Stored envelope (dahl.cache._envelope)
+    entries(key TEXT PRIMARY KEY,     -- a cache key: 32 hex digits (dahl.cache._keys)
+            value BLOB NOT NULL,      -- a msgpack Stored envelope (dahl.cache._envelope)
             stored_at REAL NOT NULL)  -- time.time() of the write, seconds
 
-``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. dahl reads and writes this table
-with plain SQL from threads (batched ``key IN (...)`` reads, multi-row
-upserts): owning the schema, rather than reading diskcache's private tables, means no
-third-party release can change the layout under those readers.
-
-:func:`open_database` runs when a store opens, under the directory lock:
+WAL mode; ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. :func:`open_database`:
 
 - no file: a fresh database is created;
-- a cache written by dahl before it owned its schema (diskcache's ``Cache`` table,
-  ``user_version`` 0) is migrated in place, once, in one transaction: its results were
-  paid for, and copying them costs ~1 s per million rows; diskcache's value files
-  (results of 32 KiB or more) are read into rows and deleted;
-- a damaged database (``PRAGMA quick_check`` reports a problem, or SQLite says it is not
-  a database) is renamed ``cache.db.corrupt-<YYYYmmddTHHMMSS>`` with its ``-wal`` and
-  ``-shm`` files, one warning is logged, and a fresh database is created. Without this,
-  every run would read past the damaged pages, warn and send their claims again.
-  ``quick_check`` reads every page: ~0.4 s per million rows, once per run;
-- a database that cannot be opened or created (``cache.db`` is a folder, the folder is
-  read-only) or that a newer dahl wrote raises :class:`CacheUnusable`: the run goes on
-  without the cache.
+- a cache of older dahl (diskcache's ``Cache`` table, ``user_version`` 0) is migrated
+  in place, once, in one transaction; its value files are read into rows and deleted;
+- a damaged database (``PRAGMA quick_check``, or "not a database") is renamed
+  ``cache.db.corrupt-<YYYYmmddTHHMMSS>`` with its ``-wal`` and ``-shm`` files, with one
+  warning, and a fresh one is created;
+- a database that cannot be opened or created, or that a newer dahl wrote, raises
+  :class:`CacheUnusable`: the run goes on without the cache.
 """
 
 from __future__ import annotations
@@ -59,10 +49,8 @@ _DISKCACHE_ROW, _DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE = 1, 2, 3
 class CacheUnusable(CacheError):
     """The cache directory or its database cannot be used at all; a run goes on without it.
 
-    Raised for a folder that cannot be created or locked (read-only, immutable), a
-    ``cache.db`` that cannot be opened or created (e.g. it is a folder), or a schema
-    newer than this dahl's. Another run holding the directory is a plain
-    :class:`~dahl.errors.CacheError` instead: that run fails fast.
+    Raised for a folder that cannot be created, a ``cache.db`` that cannot be opened or
+    created (read-only folder, a folder named cache.db), or a schema newer than this dahl's.
     """
 
 
@@ -79,7 +67,7 @@ def open_database(directory: Path) -> Path:
     """Make ``directory``'s cache.db ready for use (see the module docstring); return its path.
 
     Args:
-        directory: an existing cache directory, locked by the caller.
+        directory: an existing cache directory.
 
     Returns:
         The database file, holding the ``entries`` table at :data:`SCHEMA_VERSION`.
@@ -119,7 +107,7 @@ def _prepare(path: Path) -> str | None:
     con = connect(path)
     try:
         try:
-            if _is_empty_file(path):
+            if path.stat().st_size == 0:
                 _create(con)
                 return None
             checked = con.execute("PRAGMA quick_check(1)").fetchone()
@@ -145,10 +133,6 @@ def _prepare(path: Path) -> str | None:
         con.close()
 
 
-def _is_empty_file(path: Path) -> bool:
-    return path.stat().st_size == 0
-
-
 def _has_table(con: sqlite3.Connection, name: str) -> bool:
     row = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
     return row is not None
@@ -162,15 +146,17 @@ def _create(con: sqlite3.Connection) -> None:
 
 
 def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
-    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables.
+    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables (one transaction).
 
-    One transaction: an interrupted migration leaves the old database as it was. Rows of
-    other kinds (pickled values, non-text keys) were never written by dahl and are dropped.
+    Rows of other kinds (pickled values, non-text keys) were never written by dahl: dropped.
     """
     con.execute("PRAGMA journal_mode = WAL")
     files: list[Path] = []
     con.execute("BEGIN IMMEDIATE")
     try:
+        if not _has_table(con, "Cache"):  # another process migrated it meanwhile
+            con.execute("ROLLBACK")
+            return
         con.execute(_CREATE)
         con.execute(
             "INSERT OR REPLACE INTO entries (key, value, stored_at)"

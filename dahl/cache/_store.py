@@ -1,68 +1,67 @@
-"""The on-disk result store: one SQLite table behind one writer thread and one reader thread.
+"""The result store: its interface, and the local backend (one SQLite table, :mod:`dahl.cache._schema`).
 
-Layout per cache key ``k`` (see :mod:`dahl.cache._keys`): ONE row of the ``entries``
-table (:mod:`dahl.cache._schema`, dahl's own schema) keyed ``k`` (32 hex digits)
-holding a :class:`~dahl.cache._envelope.Stored` envelope, msgpack-encoded with msgspec: the parser version, the value (a :class:`~dahl.records.Verdict`, a
-``list[Claim]``, or opaque bytes) and the model's raw reply when it is not the
-Verdict's own ``raw``. One row per result halves the writer's rows and lets a batch
-of lookups, misses included, take one query.
+Each result is one row named by its cache key (:mod:`dahl.cache._keys`) holding a
+:class:`~dahl.cache._envelope.Stored` envelope. The event loop never touches SQLite:
 
-A lookup with the stored ``parser_version`` gets the value; with another one it gets
-the raw reply alone, so the caller re-parses without calling the model again,
-and its put of the re-parsed value keeps the raw reply. Rows of another layout
-(``k:v1``, ``k:raw``) are never read: they are misses.
+- puts only append to the open batch; ONE writer thread commits a batch in one
+  transaction when it holds ``flush_items`` entries or ``flush_interval_s`` after its
+  first entry, so a killed process loses at most one batch. Until committed, a value is
+  served from memory;
+- a lookup answers uncommitted keys from memory and parks the rest; every group parked
+  at that moment goes to ONE reader thread as one call (one query per 500 keys).
 
-Threads (the event loop never touches SQLite):
-
-- Writes: :meth:`CacheStore.put` only enqueues. ONE writer thread commits batches in a
-  single transaction when ``flush_items`` are queued or ``flush_interval_s`` has
-  passed since the batch's first item, whichever comes first. Until committed, a put
-  value is served from memory, so a repeat right after a put is a hit, not a miss.
-- Reads: :meth:`CacheStore.get_many` answers keys put and not yet committed from
-  memory and hands the rest, as one group, to ONE reader thread
-  (:class:`~dahl.cache._reader.BatchReader`) that serves every pending group in one
-  call: N hits cost about N / 256 thread hops.
-
-Failure policy: a read error (SQLite, decode) is a miss plus one warning per store; a
-write error drops that batch plus one warning per store; a damaged database found on
-open is renamed ``cache.db.corrupt-<timestamp>`` and a fresh one is created; a
-directory or database that cannot be used at all raises
-:class:`~dahl.cache._schema.CacheUnusable` (the run goes on without a cache). A lock
-file (:mod:`dahl.locking`) makes one directory usable by one run at a time.
-The pieces live in :mod:`dahl.cache._database`, :mod:`dahl.cache._reader` and
-:mod:`dahl.cache._writer`.
+Failure policy: a failed read is a miss and a failed commit drops its batch, each with
+one warning per store. Several processes may share a directory (WAL, busy timeouts).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import functools
 import logging
 import os
+import queue
 import sqlite3
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import msgspec
 import platformdirs
 
-from dahl.cache._database import DirectoryLock, RowReader, delete_rows, row_count
-from dahl.cache._envelope import CachedEntry, Value
-from dahl.cache._reader import BatchReader
-from dahl.cache._schema import DB_NAME, CacheUnusable, open_database
-from dahl.cache._writer import BatchWriter
+from dahl.cache._envelope import ENVELOPE_DECODER, ENVELOPES_DECODER, CachedEntry, Stored, Value, encode_envelope, entry_of
+from dahl.cache._flight import SingleFlight
+from dahl.cache._schema import DB_NAME, WRITE_TIMEOUT_S, CacheUnusable, connect, open_database
 from dahl.errors import CacheError
 
-__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "Store", "default_cache_dir"]
+__all__ = ["CACHE_DIR_ENV", "BatchReader", "CacheStore", "CachedEntry", "Store", "default_cache_dir"]
 
 log = logging.getLogger(__name__)
 
 #: Environment variable overriding the default cache directory.
 CACHE_DIR_ENV = "DAHL_CACHE_DIR"
+#: Keys per ``key IN (...)`` query, and the list lengths used (few prepared statements).
+_IN_SIZES = (8, 32, 128, 500)
+#: Pending keys handed to the reader thread at once, without waiting for it to be idle.
+_READ_BATCH = 256
+#: Reader connection: lock wait (s), memory map and page cache (bytes).
+_READ_TIMEOUT_S, _READ_MMAP, _CACHE_BYTES = 10.0, 2**28, 2**26
+#: Rows per multi-row upsert (3 parameters each); WAL pages between checkpoints.
+_ROWS_PER_STATEMENT, _WAL_CHECKPOINT_PAGES = 1000, 10_000
+#: Write batches whose keys are remembered (see :meth:`CacheStore.after_miss`).
+_HISTORY = 128
+
 
 class Store(Protocol):
     """The store interface the caching wrapper (:class:`~dahl.cache._cached.Cached`) uses.
 
-    :class:`CacheStore` implements it. Keys come from :mod:`dahl.cache._keys`; a value
-    is stored with the parser version that produced it and its raw reply.
+    :class:`CacheStore` is the local backend. Keys come from :mod:`dahl.cache._keys`;
+    a value is stored with the parser version that produced it and its raw reply.
     """
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
@@ -82,45 +81,333 @@ class Store(Protocol):
         """
         ...
 
-    def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
-        """The value put under ``key`` by ``parser_version`` and not yet written (memory only)."""
+    def flight(self) -> SingleFlight[Any]:
+        """A single flight for one stage: identical keys in flight share one call."""
         ...
 
 
 def default_cache_dir() -> Path:
-    """Return ``$DAHL_CACHE_DIR`` if set, else the platform user cache dir for ``dahl``.
-
-    The only place dahl reads :data:`CACHE_DIR_ENV`. Linux default:
-    ``~/.cache/dahl`` (``platformdirs.user_cache_dir``).
-    """
+    """``$DAHL_CACHE_DIR`` if set (the one place dahl reads it), else ``platformdirs.user_cache_dir("dahl")``."""
     env = os.environ.get(CACHE_DIR_ENV, "").strip()
     return Path(env) if env else Path(platformdirs.user_cache_dir("dahl"))
 
 
-class CacheStore:
-    """Split and check results on disk, keyed by content hash.
+@functools.cache
+def _select(size: int, packed: bool) -> str:
+    marks = ",".join("?" * size)
+    if packed:  # one row per query: both group_concat calls walk the same rows in the same order
+        return f"SELECT group_concat(key, char(10)), CAST(group_concat(value, '') AS BLOB) FROM entries WHERE key IN ({marks})"
+    return f"SELECT key, value FROM entries WHERE key IN ({marks})"
+
+
+def _chunks(names: list[str]) -> Iterable[tuple[int, list[str]]]:
+    """``names`` by 500, each padded with ``""`` (never a key) to a length of :data:`_IN_SIZES`."""
+    for start in range(0, len(names), _IN_SIZES[-1]):
+        chunk = names[start : start + _IN_SIZES[-1]]
+        size = next(b for b in _IN_SIZES if b >= len(chunk))
+        yield size, chunk + [""] * (size - len(chunk))
+
+
+_Wanted = list[tuple[int, str, str]]  # (index in the caller's list, key, parser version)
+
+
+class BatchReader:
+    """ONE thread that looks up, in one call, every group of keys pending at that moment.
 
     Args:
-        directory: cache directory (created if missing).
+        path: the database file.
+        read_only: open it read-only (a missing file is an error, never created).
+
+    Attributes:
+        hits, raw_hits, misses, read_errors: keys found with a value of the caller's
+            parser version, with a raw reply only, not found, failed (also misses).
+        read_batches: reader-thread calls made.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self._path, self._read_only = path, read_only
+        self._con: sqlite3.Connection | None = None
+        self.hits = self.raw_hits = self.misses = self.read_errors = self.read_batches = 0
+        self._warned = self._closed = self._scheduled = False
+        self._pending: list[tuple[_Wanted, asyncio.Future[list[CachedEntry | None]]]] = []
+        self._pending_keys = self._in_flight = 0
+        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-cache-read")
+
+    async def read(self, wanted: _Wanted) -> list[CachedEntry | None]:
+        """Per item of ``wanted``: its entry for its parser version, or None (a miss; after close, all miss)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[CachedEntry | None]] = loop.create_future()
+        self._pending.append((wanted, future))
+        self._pending_keys += len(wanted)
+        if self._pending_keys >= _READ_BATCH:
+            self._dispatch(loop)  # the thread starts while the loop goes on
+        elif not self._scheduled and not self._in_flight:
+            self._scheduled = True  # after the ready tasks have run (they may add keys)
+            loop.call_soon(self._dispatch, loop)
+        return await future
+
+    def close(self) -> None:
+        """Close the connection in the thread that used it, then end the thread (blocking)."""
+        self._closed = True
+        try:
+            self._thread.submit(self._close_connection).result()
+        finally:
+            self._thread.shutdown(wait=True)
+
+    def _close_connection(self) -> None:
+        if self._con is not None:
+            self._con.close()
+
+    def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduled = False
+        batch, self._pending, self._pending_keys = self._pending, [], 0
+        if not batch:
+            return
+        if self._closed:
+            for wanted, future in batch:
+                if not future.done():
+                    future.set_result([None] * len(wanted))
+            return
+        self._in_flight += 1
+        keys = [(key, version) for wanted, _ in batch for _, key, version in wanted]
+        loop.run_in_executor(self._thread, self._lookup, keys).add_done_callback(
+            functools.partial(self._deliver, loop, batch))
+
+    def _deliver(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[_Wanted, asyncio.Future[list[CachedEntry | None]]]],
+                 done: asyncio.Future[list[CachedEntry | None]]) -> None:
+        self._in_flight -= 1
+        if self._pending and not self._in_flight and not self._scheduled:
+            self._scheduled = True  # what gathered meanwhile goes next
+            loop.call_soon(self._dispatch, loop)
+        found = done.result() if not done.cancelled() and done.exception() is None else None
+        start = 0
+        for wanted, future in batch:
+            if not future.done():  # its getter may have been cancelled
+                future.set_result(found[start : start + len(wanted)] if found is not None else [None] * len(wanted))
+            start += len(wanted)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._con is None:
+            if self._read_only:
+                uri = f"{self._path.resolve().as_uri()}?mode=ro"
+                self._con = sqlite3.connect(uri, uri=True, timeout=_READ_TIMEOUT_S, isolation_level=None)
+            else:
+                self._con = connect(self._path, timeout_s=_READ_TIMEOUT_S)
+            self._con.execute(f"PRAGMA mmap_size = {_READ_MMAP}")
+            self._con.execute(f"PRAGMA cache_size = -{_CACHE_BYTES // 1024}")
+        return self._con
+
+    def _lookup(self, keys: list[tuple[str, str]]) -> list[CachedEntry | None]:
+        """Reader thread: every key's entry; a read or decode error is a miss."""
+        self.read_batches += 1
+        try:
+            stored, undecodable = self._envelopes([key for key, _ in keys])
+        except sqlite3.Error as exc:
+            self._failed(exc, len(keys))
+            return [None] * len(keys)
+        found: list[CachedEntry | None] = []
+        for key, version in keys:
+            envelope = stored.get(key)
+            entry = None if envelope is None else entry_of(envelope, version)
+            if entry is None:
+                self.misses += key not in undecodable  # an undecodable row was counted as failed
+            elif entry.value is None:
+                self.raw_hits += 1
+            else:
+                self.hits += 1
+            found.append(entry)
+        return found
+
+    def _envelopes(self, keys: list[str]) -> tuple[dict[str, Stored], set[str]]:
+        """The envelopes stored under ``keys`` (one query per 500, decoded by one call), and the damaged keys."""
+        con = self._connection()
+        found: list[str] = []
+        packed: list[bytes] = []
+        for size, params in _chunks(keys):
+            names, values = con.execute(_select(size, True), params).fetchone() or (None, None)
+            if names and isinstance(values, bytes):
+                found += names.split("\n")
+                packed.append(values)
+        if not found:
+            return {}, set()
+        with contextlib.suppress(msgspec.DecodeError):
+            decoded = ENVELOPES_DECODER.decode(b"\xdd" + len(found).to_bytes(4, "big") + b"".join(packed))
+            return dict(zip(found, decoded, strict=True)), set()
+        out: dict[str, Stored] = {}  # a damaged row: read and decode one by one
+        for size, params in _chunks(found):
+            for key, blob in con.execute(_select(size, False), params):
+                try:
+                    out[key] = ENVELOPE_DECODER.decode(bytes(blob))
+                except msgspec.DecodeError as exc:
+                    self._failed(exc, 1)
+        return out, set(found) - set(out)
+
+    def _failed(self, exc: BaseException, n: int) -> None:
+        self.read_errors += n
+        self.misses += n
+        if not self._warned:
+            self._warned = True
+            log.warning("cache read from %s failed (%s: %s); treated as a miss (further read errors are counted, "
+                        "not logged)", self._path.parent, type(exc).__name__, exc)
+
+
+_Put = tuple[str, Value, "str | None", str]  # key, value, raw reply, parser version
+
+
+class _Writer:
+    """ONE thread committing queued entries in batches, one transaction each (see the module docstring).
+
+    The queue carries a sealed batch (list), the time a batch opened (float), a flush's
+    callback, or None (stop). :meth:`put_many` wakes the thread twice per batch, not per entry.
+    """
+
+    def __init__(self, path: Path, flush_items: int, flush_interval_s: float) -> None:
+        self._path, self._flush_items, self._interval = path, flush_items, flush_interval_s
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._lock = threading.Lock()  # guards _open, _recent, _written, _history, generation
+        self._open: list[_Put] = []
+        self._recent: dict[str, _Put] = {}  # key -> its newest put not yet committed
+        self._written: dict[str, int] = {}  # key -> generation that wrote it, for the last _HISTORY batches
+        self._history: collections.deque[tuple[int, list[str]]] = collections.deque()
+        self._warned = False
+        self._con: sqlite3.Connection | None = None
+        self._rows = 1
+        self.transactions = self.generation = self.writes = self.write_errors = self.queued = 0
+        self._thread = threading.Thread(target=self._run, name="dahl-cache-write")
+        self._thread.start()
+
+    def put_many(self, entries: list[_Put]) -> None:
+        with self._lock:
+            for entry in entries:
+                self._recent[entry[0]] = entry
+                self._open.append(entry)
+                if len(self._open) == 1:
+                    self._queue.put(time.monotonic())
+                if len(self._open) >= self._flush_items:
+                    self._queue.put(self._open)
+                    self._open = []
+            self.queued += len(entries)
+
+    def recent(self, key: str, parser_version: str) -> Value | None:
+        put = self._recent.get(key)  # one dict read: atomic, no lock
+        return put[1] if put is not None and put[3] == parser_version else None
+
+    def after_miss(self, key: str, generation: int, parser_version: str) -> Value | None | Literal[False]:
+        put = self._recent.get(key)  # read first: an entry leaves memory after its generation is counted
+        if put is not None:
+            return put[1] if put[3] == parser_version else None
+        if self.generation == generation:
+            return None
+        written = self._written.get(key)
+        if self.generation - generation > _HISTORY or (written is not None and written > generation):
+            return False
+        return None if self.generation - generation <= _HISTORY else False  # trimmed meanwhile?
+
+    def send(self, marker: object) -> None:
+        """Hand the open batch over, then ``marker``, in order."""
+        with self._lock:
+            if self._open:
+                self._queue.put(self._open)
+                self._open = []
+            self._queue.put(marker)
+
+    def _connect(self) -> sqlite3.Connection:
+        con = self._con = connect(self._path, timeout_s=WRITE_TIMEOUT_S)
+        con.execute("PRAGMA synchronous = 1")  # NORMAL: with WAL, durable across a killed process
+        con.execute(f"PRAGMA cache_size = -{_CACHE_BYTES // 1024}")
+        con.execute(f"PRAGMA wal_autocheckpoint = {_WAL_CHECKPOINT_PAGES}")
+        self._rows = max(1, min(_ROWS_PER_STATEMENT, con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 3))
+        return con
+
+    def _run(self) -> None:
+        deadline: float | None = None  # when the open batch is due
+        try:
+            while True:
+                try:
+                    op = self._queue.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    deadline = None
+                    with self._lock:
+                        op, self._open = self._open, []
+                if isinstance(op, float):
+                    due = op + self._interval
+                    deadline = due if deadline is None else min(deadline, due)
+                elif isinstance(op, list):
+                    self._write(op)
+                    if not self._open:
+                        deadline = None
+                elif op is None:
+                    return
+                elif callable(op):
+                    op()
+        finally:
+            if self._con is not None:
+                self._con.close()  # the last connection to close checkpoints the WAL into the database
+
+    def _write(self, batch: list[_Put]) -> None:
+        if not batch:
+            return
+        try:
+            con = self._con or self._connect()
+            rows = self._rows
+            values = [(key, encode_envelope(value, raw, version)) for key, value, raw, version in batch]
+            now = time.time()
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                for start in range(0, len(values), rows):
+                    chunk = values[start : start + rows]
+                    con.execute("INSERT INTO entries (key, value, stored_at) VALUES " + ",".join(["(?, ?, ?)"] * len(chunk))
+                                + " ON CONFLICT(key) DO UPDATE SET value = excluded.value, stored_at = excluded.stored_at",
+                                [p for name, value in chunk for p in (name, value, now)])
+                con.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("ROLLBACK")
+                raise
+            self.transactions += 1
+            self.writes += len(batch)
+        except Exception as exc:  # noqa: BLE001 - the writer thread must survive any failed batch
+            self.write_errors += len(batch)
+            if not self._warned:
+                self._warned = True
+                log.warning("cache write to %s failed (%s: %s); %d results not cached (further write errors are "
+                            "counted, not logged)", self._path.parent, type(exc).__name__, exc, len(batch))
+        names = [put[0] for put in batch]
+        with self._lock:
+            self.generation += 1  # counted before the entries leave memory (see after_miss)
+            for name in names:
+                self._written[name] = self.generation
+            self._history.append((self.generation, names))
+            while self._history[0][0] <= self.generation - _HISTORY:
+                old, old_names = self._history.popleft()
+                for name in old_names:
+                    if self._written.get(name) == old:
+                        del self._written[name]
+            self.queued -= len(batch)
+            for put in batch:
+                if self._recent.get(put[0]) is put:
+                    del self._recent[put[0]]
+
+
+class CacheStore:
+    """Split and check results on disk, keyed by content hash: the local :class:`Store`.
+
+    Args:
+        directory: cache directory (created if missing); other processes may use it too.
         flush_items: queued entries that trigger a write transaction.
-        flush_interval_s: longest an entry waits in the queue before it is written,
-            seconds. 0.15 by default: a commit itself takes tens of milliseconds while
-            the loop keeps working, so an entry is on disk within ~0.25 s of its put and
-            a killed run loses at most that much (batches of ≤ 250 ms).
+        flush_interval_s: longest an entry waits before it is written, seconds (a commit
+            takes tens of ms more: on disk within ~0.25 s of its put).
 
     Attributes:
         directory: the cache directory.
 
     Raises:
-        CacheError: (on construction) another dahl run holds the directory.
-        CacheUnusable: (on construction) the directory cannot be created or locked, or
-            its database cannot be opened or created (a damaged one is moved aside).
+        CacheUnusable: (on construction) the directory cannot be created, or its database
+            cannot be opened or created (a damaged one is moved aside with a warning).
         ValueError: ``flush_items < 1`` or ``flush_interval_s <= 0``.
     """
 
-    def __init__(
-        self, directory: Path, *, flush_items: int = 500, flush_interval_s: float = 0.15
-    ) -> None:
+    def __init__(self, directory: Path, *, flush_items: int = 500, flush_interval_s: float = 0.15) -> None:
         if flush_items < 1 or flush_interval_s <= 0:
             raise ValueError("flush_items must be >= 1 and flush_interval_s > 0 seconds")
         self.directory = Path(directory)
@@ -128,69 +415,57 @@ class CacheStore:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheUnusable(f"cannot create cache directory {self.directory}: {exc}") from exc
-        self._lock = DirectoryLock(self.directory)
-        try:
-            self._path = open_database(self.directory)
-        except BaseException:
-            self._lock.release()
-            raise
+        self._path = open_database(self.directory)
         self._closed = False
-        self._memory_hits = 0  # written by the event loop thread only
-        self._reader = BatchReader(RowReader(self._path), self.directory)
-        self._writer = BatchWriter(self._path, flush_items=flush_items, flush_interval_s=flush_interval_s)
+        self._memory_hits = 0
+        self._reader = BatchReader(self._path)
+        self._writer = _Writer(self._path, flush_items, flush_interval_s)
 
     def __repr__(self) -> str:
         """Show the directory and this session's counts."""
-        return (
-            f"<CacheStore {self.directory} hits={self._reader.hits + self._memory_hits} "
-            f"misses={self._reader.misses} writes={self._writer.writes} queued={self._writer.queued()}>"
-        )
+        r, w = self._reader, self._writer
+        return f"<CacheStore {self.directory} hits={r.hits + self._memory_hits} misses={r.misses} writes={w.writes} queued={w.queued}>"
 
     def __enter__(self) -> CacheStore:
         """Return the store; :meth:`close` runs on exit."""
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        """Close the store (drains the write queue)."""
+        """Close the store (commits the queue)."""
         self.close()
 
     @property
     def transactions(self) -> int:
-        """Write transactions committed so far (each holds up to ``flush_items`` entries)."""
+        """Write transactions committed so far."""
         return self._writer.transactions
 
     @property
     def read_batches(self) -> int:
-        """Reader-thread calls made so far (each serves every get pending at that moment)."""
+        """Reader-thread calls made so far."""
         return self._reader.read_batches
+
+    @property
+    def generation(self) -> int:
+        """Write batches finished so far; read it before a lookup (see :meth:`after_miss`)."""
+        return self._writer.generation
 
     def _check_open(self) -> None:
         if self._closed:
             raise CacheError(f"cache {self.directory} is closed")
 
-    # -- writes ---------------------------------------------------------------------
+    def flight(self) -> SingleFlight[Any]:
+        """A new single flight within this process."""
+        return SingleFlight()
 
     def put(self, key: str, value: Value, raw: str | None, *, parser_version: str = "1") -> None:
-        """Queue ``value`` with its ``raw`` reply as ``key``'s one row; never blocks.
+        """Queue ``value`` and its ``raw`` reply as ``key``'s one row (replacing it); never blocks.
 
-        A later put of ``key`` replaces the row, whatever its parser version.
-
-        Args:
-            key: a key from :mod:`dahl.cache._keys`.
-            value: a non-error Verdict, a complete claim list (the caller guarantees
-                errors and partial outputs are never put), or an opaque blob (bytes,
-                returned as is to a caller with the same ``parser_version``).
-            raw: the model's raw reply, or None. A Verdict's own ``raw`` is its reply
-                when ``raw`` is None or equal to it (stored once); a claim list or a
-                blob put with None has no reply to re-parse.
-            parser_version: version of the parser that produced ``value``.
+        A Verdict's own ``raw`` is kept once. Bytes are an opaque blob.
 
         Raises:
             CacheError: the store is closed.
         """
-        if self._closed:  # _check_open inlined: a put is made for every result
-            raise CacheError(f"cache {self.directory} is closed")
-        self._writer.put(key, value, raw, parser_version)
+        self.put_many(((key, value, raw),), parser_version=parser_version)
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
         """Queue ``(key, value, raw)`` entries as :meth:`put` does, in one step; never blocks.
@@ -198,63 +473,46 @@ class CacheStore:
         Raises:
             CacheError: the store is closed.
         """
-        if self._closed:
-            raise CacheError(f"cache {self.directory} is closed")
-        self._writer.put_many(items, parser_version)
+        self._check_open()
+        self._writer.put_many([(key, value, raw, parser_version) for key, value, raw in items])
 
     async def flush(self) -> None:
-        """Wait until every entry queued before this call is committed to disk.
+        """Wait (without blocking the loop) until every entry queued before is committed.
 
         Raises:
             CacheError: the store is closed.
         """
         self._check_open()
-        await self._writer.flush()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
 
-    # -- reads ----------------------------------------------------------------------
+        def resolve() -> None:
+            if not done.done():
+                done.set_result(None)
 
-    @property
-    def generation(self) -> int:
-        """Write transactions committed so far; read it before a lookup (see :meth:`get_many`).
+        def signal() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(resolve)
 
-        If it is unchanged later, nothing was written to disk in between: a key the
-        lookup missed, and that :meth:`recent` does not hold now, is still absent.
-        """
-        return self._writer.generation
+        self._writer.send(signal)
+        await done
+
+    def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
+        """The value put under ``key`` by ``parser_version`` and not yet committed (memory only)."""
+        return self._writer.recent(key, parser_version)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
-        """A lookup missed ``key`` at write ``generation``: is it still a miss? (memory only, never blocks)
-
-        Exact for the last 128 write transactions (beyond them: False). With the cache
-        directory locked by this run nothing else writes to it, so None means: not on
-        disk unless it already was at ``generation``. A first run asks this for every
-        claim.
+        """A lookup missed ``key`` at ``generation``: is it still a miss? (memory only, never blocks)
 
         Returns:
-            The value put since by ``parser_version``; None: still a miss, the disk
-            need not be read again; False: the key may have been written since (or the
-            writer cannot tell): look it up with :meth:`get`.
+            The value put since by ``parser_version``; None: this process has not written
+            it since (exact for the last 128 batches; another process may have: a miss
+            costs a call, never a wrong value); False: read it again.
         """
         return self._writer.after_miss(key, generation, parser_version)
 
-    def recent(self, key: str, *, parser_version: str = "1") -> Value | None:
-        """The value put under ``key`` by ``parser_version`` and not yet committed (memory only, never blocks)."""
-        writer = self._writer
-        if not writer.has_recent:
-            return None
-        return writer.recent(key, parser_version)
-
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
-        """Look ``key`` up (batched with every other pending get, off the event loop).
-
-        Args:
-            key: a key from :mod:`dahl.cache._keys`.
-            parser_version: the caller's parser version.
-
-        Returns:
-            The stored value if it was put by ``parser_version``; else its raw reply
-            alone (value None); else None (a miss: nothing stored, or no raw reply).
-            A read or decode error is a miss.
+        """:meth:`get_many` of one key.
 
         Raises:
             CacheError: the store is closed.
@@ -262,104 +520,75 @@ class CacheStore:
         return (await self.get_many([key], parser_version=parser_version))[0]
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Look all ``keys`` up at once; one future for the group, batched with other gets.
-
-        Values put by ``parser_version`` and not yet committed are answered from memory.
-        The rest joins the pending lookups that go to the reader thread as one call (one
-        SQL query per 500 keys, hits and misses alike).
-
-        Args:
-            keys: keys from :mod:`dahl.cache._keys` (e.g. every claim of one answer).
-            parser_version: the caller's parser version.
-
-        Returns:
-            One entry per key, in order, as :meth:`get` returns it (None = miss).
+        """Per key, in order: the value put by ``parser_version``; else its raw reply alone
+        (value None); else None (a miss; a failed read is one). Uncommitted values come
+        from memory, the rest from one reader call shared with every other pending lookup.
 
         Raises:
             CacheError: the store is closed.
         """
-        if self._closed:
-            raise CacheError(f"cache {self.directory} is closed")
+        self._check_open()
+        recent = self._writer.recent
+        memory = [recent(key, parser_version) for key in keys] if self._writer.queued else [None] * len(keys)
         found: list[CachedEntry | None] = [None] * len(keys)
-        in_memory = 0
-        if self._writer.has_recent:  # values put and not committed yet: not on disk
-            for i, value in enumerate(self._writer.recent_many(keys, parser_version)):
-                if value is not None:
-                    in_memory += 1
-                    found[i] = CachedEntry(value, None)
-        self._memory_hits += in_memory
-        wanted = [(i, key, parser_version) for i, key in enumerate(keys) if found[i] is None]
-        if not wanted:
-            return found
-        for (i, _, _), entry in zip(wanted, await self._reader.read(wanted), strict=True):
-            found[i] = entry
+        wanted: _Wanted = []
+        for i, (key, value) in enumerate(zip(keys, memory, strict=True)):
+            if value is None:
+                wanted.append((i, key, parser_version))
+            else:
+                self._memory_hits += 1
+                found[i] = CachedEntry(value, None)
+        if wanted:
+            for (i, _, _), entry in zip(wanted, await self._reader.read(wanted), strict=True):
+                found[i] = entry
         return found
-
-    # -- lifecycle and maintenance ----------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
         """Size of the cache and this session's counts (blocking: reads SQLite).
 
         Returns:
-            ``directory`` (str); ``entries`` (stored rows: one per result, its raw
-            reply included; rows of the former two-row layout count too);
-            ``size_bytes`` (the database and its write-ahead log on disk, bytes); and
-            since open: ``hits`` (value of the caller's parser version found),
-            ``raw_hits`` (only the raw reply usable: another parser version),
-            ``misses``, ``read_errors``, ``read_batches``, ``writes`` (results
-            committed), ``write_errors``, ``transactions``, ``queued``.
+            ``directory``; ``entries`` (rows); ``size_bytes`` (database and WAL); since
+            open: ``hits``, ``raw_hits`` (another parser version: raw reply only),
+            ``misses``, ``read_errors``, ``read_batches``, ``writes``, ``write_errors``,
+            ``transactions``, ``queued``.
 
         Raises:
             CacheError: the database cannot be read.
         """
         try:
-            entries = row_count(self._path)
+            with contextlib.closing(connect(self._path, timeout_s=_READ_TIMEOUT_S)) as con:
+                entries = int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
             size = sum(p.stat().st_size for p in (self._path, self._path.with_name(f"{DB_NAME}-wal")) if p.exists())
         except (sqlite3.Error, OSError) as exc:
             raise CacheError(f"cannot read cache statistics in {self.directory}: {exc}") from exc
-        return {
-            "directory": str(self.directory),
-            "entries": entries,
-            "size_bytes": size,
-            "hits": self._reader.hits + self._memory_hits,
-            "raw_hits": self._reader.raw_hits,
-            "misses": self._reader.misses,
-            "read_errors": self._reader.read_errors,
-            "read_batches": self._reader.read_batches,
-            "writes": self._writer.writes,
-            "write_errors": self._writer.write_errors,
-            "transactions": self._writer.transactions,
-            "queued": self._writer.queued(),
-        }
+        r, w = self._reader, self._writer
+        return {"directory": str(self.directory), "entries": entries, "size_bytes": size,
+                "hits": r.hits + self._memory_hits, "raw_hits": r.raw_hits, "misses": r.misses,
+                "read_errors": r.read_errors, "read_batches": r.read_batches, "writes": w.writes,
+                "write_errors": w.write_errors, "transactions": w.transactions, "queued": w.queued}
 
     def clear(self) -> int:
-        """Remove every entry, after committing queued writes (blocking).
-
-        Returns:
-            Number of items removed.
+        """Remove every entry after committing the queue (blocking); return how many there were.
 
         Raises:
             CacheError: the store is closed or the database cannot be written.
         """
         self._check_open()
-        self._writer.drain()
+        event = threading.Event()
+        self._writer.send(event.set)
+        event.wait()
         try:
-            return delete_rows(self._path)
+            with contextlib.closing(connect(self._path)) as con:
+                return int(con.execute("DELETE FROM entries").rowcount)
         except sqlite3.Error as exc:
             raise CacheError(f"cannot clear cache {self.directory}: {exc}") from exc
 
     def close(self) -> None:
-        """Commit everything queued, stop both threads, close the database and unlock.
-
-        Idempotent. Blocks until the writer thread has drained the queue.
-        """
+        """Commit the queue, stop both threads and close the database (blocking, idempotent)."""
         if self._closed:
             return
         self._closed = True
-        try:
-            # The writer's connection closes last: SQLite checkpoints the WAL into the database
-            # only when the last connection to close can write (the reader's is read-only).
-            self._reader.close()
-            self._writer.stop()
-        finally:
-            self._lock.release()
+        self._reader.close()  # the writer's connection closes last: only it can checkpoint
+        self._writer.send(None)
+        self._writer._thread.join()
+

@@ -10,7 +10,6 @@ protocols (:class:`~dahl.adapters._base.ReparsingChecker`,
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Generic, TypeVar
@@ -178,32 +177,25 @@ class CachingChecker(CachingAdapter[Checker]):
         return await self._check(key, claim, answer, generation)
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
-        flights = self._cached.flight
-        # Cached.once inlined: this is the path of every cache hit.
-        while flights.busy(key):
-            try:
-                shared = await flights.join(key)
-            except asyncio.CancelledError:
-                raise
-            except BaseException:
-                self._counters.claims_deduped += 1
-                raise
-            if shared is not None:
-                verdict, cached = shared[0]
-                if cached:  # the shared outcome is a cache hit: count it as one
-                    self._counters.claims_cached += 1
-                else:
-                    self._counters.claims_deduped += 1
-                return verdict
-            # The owner was cancelled: loop, and become the owner if nobody did.
-        call = flights.open(key)
+        shared = False
+
+        def share() -> None:
+            nonlocal shared
+            shared = True
+
         try:
-            outcome = await self._resolve(key, claim, answer, generation)
-        except BaseException as exc:
-            flights.close(key, call, exc=exc)
+            verdict, cached = await self._cached.flight.run(
+                key, lambda: self._resolve(key, claim, answer, generation), share)
+        except BaseException:
+            if shared:
+                self._counters.claims_deduped += 1
             raise
-        flights.close(key, call, result=outcome)
-        return outcome[0]
+        if shared:  # a shared cache hit counts as one
+            if cached:
+                self._counters.claims_cached += 1
+            else:
+                self._counters.claims_deduped += 1
+        return verdict
 
     async def _resolve(
         self, key: str, claim: Claim, answer: Answer, generation: int | None
