@@ -65,8 +65,7 @@ class Store(Protocol):
     """
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """One entry per key, in order: the value put by ``parser_version``, else the raw reply
-        alone, else None (a miss; a failed read is a miss too).
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None (a miss).
 
         Raises:
             CacheError: the store is closed.
@@ -74,7 +73,7 @@ class Store(Protocol):
         ...
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
-        """Queue ``(key, value, raw)`` entries; never blocks, never stores errors (the caller's rule).
+        """Queue ``(key, value, raw)`` entries; never blocks (the caller never puts errors).
 
         Raises:
             CacheError: the store is closed.
