@@ -1,10 +1,4 @@
-"""The caching, single-flight wrapper around a Splitter.
-
-What it reads of the Splitter it wraps is declared in :mod:`dahl.adapters._base`
-(``cacheable``, ``parser_version``; :class:`~dahl.adapters._base.RawSplitter`,
-:class:`~dahl.adapters._base.RequestKeyedSplitter`); :class:`~dahl.cache._wrap.CachingChecker`
-is its Checker counterpart.
-"""
+"""The caching, single-flight wrapper around a Splitter (the Checker's is in :mod:`dahl.cache._wrap`)."""
 
 from __future__ import annotations
 
@@ -24,16 +18,12 @@ __all__ = ["CachingSplitter"]
 class CachingSplitter(CachingAdapter[Splitter]):
     """A Splitter that answers from the cache, shares identical in-flight splits, and stores.
 
-    Implements :class:`dahl.adapters._base.Splitter`. Only complete claim lists are
-    stored (``inner.split`` returned); exceptions are never stored. Each caller gets
-    its own list. Lookups, puts and single flight go through one
-    :class:`~dahl.cache._cached.Cached`.
+    Only complete claim lists are stored, never exceptions; each caller gets its own list.
 
     Args:
         inner: the Splitter doing the work.
         store: the result store, or None to disable caching (single flight stays).
-        counters: the run's counters (kept for symmetry; split counts live on this
-            wrapper, see Attributes, since :class:`RunCounters` counts claims).
+        counters: the run's counters (split counts live on this wrapper).
 
     Attributes:
         fingerprint: ``inner.fingerprint``.

@@ -1,11 +1,6 @@
-"""The caching, single-flight wrapper around a Checker.
+"""The caching, single-flight wrapper around a Checker (the Splitter's is in :mod:`dahl.cache._splits`).
 
-The Splitter's counterpart is in :mod:`dahl.cache._splits`. What both read of the
-adapter they wrap is declared in :mod:`dahl.adapters._base`: ``fingerprint``,
-``cacheable`` and ``parser_version`` on every adapter, and the optional capability
-protocols (:class:`~dahl.adapters._base.ReparsingChecker`,
-:class:`~dahl.adapters._base.PreparedKeys`, :class:`~dahl.adapters._base.FramedKeys`;
-:class:`~dahl.adapters._base.RawSplitter`).
+What both read of the adapter they wrap is declared in :mod:`dahl.adapters._base`.
 """
 
 from __future__ import annotations
@@ -58,13 +53,9 @@ class CachingAdapter(Generic[A]):
 class CachingChecker(CachingAdapter[Checker]):
     """A Checker that answers from the cache, shares identical in-flight checks, and stores.
 
-    Implements :class:`dahl.adapters._base.Checker`. Per claim, exactly one of these
-    counters of ``counters`` is incremented: ``claims_cached`` (the store had it, or
-    had its raw reply and ``inner.parse_raw`` re-parsed it, also when the lookup was
-    shared with an identical claim in flight), ``claims_deduped`` (an identical
-    ``inner.check`` call was in flight; its outcome is shared), or ``claims_checked``
-    (``inner.check`` was called). Verdicts labelled ``error`` and exceptions are
-    never stored.
+    Per claim exactly one counter is incremented: ``claims_cached`` (found, a re-parsed raw
+    reply included, also when shared), ``claims_deduped`` (an identical check in flight was
+    shared) or ``claims_checked``. Error verdicts and exceptions are never stored.
 
     Args:
         inner: the Checker doing the work.
@@ -99,20 +90,13 @@ class CachingChecker(CachingAdapter[Checker]):
         return self._store is not None
 
     async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
-        """Look every claim of ``answer`` up in the store at once (one batched read).
+        """Look every claim of ``answer`` up at once (one batched read; found ones count as cached).
 
-        A found verdict counts as ``claims_cached``; a stored raw reply is re-parsed
-        with ``inner.parse_raw`` (and the result stored). Claims not found must then
-        go through :meth:`check_missed` with the lookup's key and generation, which
-        skips a second read when nothing was committed in between.
-
-        Args:
-            claims: the answer's claims, in order.
-            answer: their answer.
+        Claims not found then go through :meth:`check_missed` with their key and the
+        lookup's generation.
 
         Returns:
-            The verdict found per claim (None = not found), the claims' keys, and the
-            store's write generation read before the lookup.
+            The verdict per claim (None = not found), the keys, the generation read before.
 
         Raises:
             CacheError: the store is closed, or the wrapper has no store.
@@ -129,11 +113,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return Lookup(verdicts, keys, generation)
 
     def key_recipe(self) -> CheckKeyRecipe | None:
-        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None.
-
-        None when the Checker offers no constant request frame (then keys are computed
-        claim by claim). Rebuilt only when the Checker hands out a new frame object.
-        """
+        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None
+        (no constant request frame); rebuilt only for a new frame object."""
         frame = self._framed.cache_request_frame() if self._framed is not None else None
         held_for, recipe = self._recipe
         if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
@@ -145,8 +126,7 @@ class CachingChecker(CachingAdapter[Checker]):
         """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
 
         Raises:
-            AdapterError: raised by ``inner.check`` (to the caller and every waiter of
-                the same single flight); never cached.
+            AdapterError: raised by ``inner.check`` (to every caller sharing it); never cached.
             TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
         """
         if self._direct:  # cheap and deterministic: no key, no single flight
@@ -161,15 +141,8 @@ class CachingChecker(CachingAdapter[Checker]):
             await self._prepare_keys.prepare_keys(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
-        """:meth:`check` for a claim that :meth:`look_up` did not find.
-
-        Args:
-            claim: the claim.
-            answer: its answer.
-            key: its key from the lookup.
-            generation: the lookup's generation; unless the store wrote this key since
-                (or cannot tell), only memory (values put since) and identical checks
-                in flight are consulted, not the disk again.
+        """:meth:`check` for a claim :meth:`look_up` did not find under ``key`` at ``generation``: the
+        disk is read again only if the store may have written the key since.
 
         Raises:
             AdapterError: raised by ``inner.check``; never cached.
@@ -203,8 +176,6 @@ class CachingChecker(CachingAdapter[Checker]):
         """Return the verdict and whether it came from the store; count it."""
         store, cached = self._store, self._cached
         if store is not None:
-            # After a lookup that missed, the disk is read again only if the key may
-            # have been written since; memory (values put since) is always consulted.
             since = store.after_miss(key, generation, parser_version=cached.parser_version) if generation is not None else False
             if since is False:
                 (stored,) = await cached.get_many((key,))
