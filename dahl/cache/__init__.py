@@ -4,7 +4,7 @@
 - :mod:`dahl.cache._store`: the store interface (get_many, put_many, flight) and its local
   backend, one SQLite table (:mod:`dahl.cache._schema`) of envelopes (:mod:`dahl.cache._envelope`).
 - :mod:`dahl.cache._cached`: the one caching wrapper (batched lookups, puts, single flight,
-  counts) under the caching Checker (:mod:`dahl.cache._wrap`), Splitter (:mod:`dahl.cache._splits`),
+  counts) under the caching Checker and Splitter (:mod:`dahl.cache._wrap`),
   coverage judge (:mod:`dahl.cache._coverage`), whole answers (:mod:`dahl.cache._answers`)
   and the other jobs' blobs (:mod:`dahl.cache._refs`).
 """
@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from dahl.cache._answers import AnswerCache
 from dahl.cache._cached import CacheCounts, Cached
-from dahl.cache._flight import SingleFlight
 from dahl.cache._keys import KEY_VERSION, KeyMaterial, check_key, check_keys, key_of, split_key
 from dahl.cache._schema import CacheUnusable
-from dahl.cache._store import CACHE_DIR_ENV, CachedEntry, CacheStore, Store, default_cache_dir
-from dahl.cache._splits import CachingSplitter
-from dahl.cache._wrap import CachingChecker
+from dahl.cache._store import CACHE_DIR_ENV, CachedEntry, CacheStore, SingleFlight, Store, default_cache_dir
+from dahl.cache._wrap import CachingChecker, CachingSplitter
 
 __all__ = [
     "AnswerCache",

@@ -23,9 +23,8 @@ import msgspec
 from dahl.cache._cached import Cached
 from dahl.cache._envelope import CachedEntry
 from dahl.cache._keys import CheckKeyRecipe, split_key
-from dahl.cache._splits import CachingSplitter
 from dahl.cache._store import CacheStore
-from dahl.cache._wrap import CachingChecker
+from dahl.cache._wrap import CachingChecker, CachingSplitter
 from dahl.results._assemble import FoundAnswer, label_counts
 from dahl.records import LABELS, Answer, AnswerResult, Label
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from dahl.cache._envelope import CachedEntry, Value
-from dahl.cache._flight import SingleFlight
-from dahl.cache._store import Store
+from dahl.cache._store import SingleFlight, Store
 
 __all__ = ["CacheCounts", "Cached", "Decode"]
 

@@ -23,7 +23,6 @@ from click.testing import CliRunner
 
 from dahl.cache import CacheStore, CacheUnusable
 from dahl.cli import main
-from dahl.errors import CacheError
 from dahl.records import Label, Verdict
 
 VERDICT = Verdict(label=Label.SUPPORTED, checker="stub/v1", raw="Supported.")
