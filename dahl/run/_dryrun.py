@@ -45,7 +45,8 @@ from dahl.adapters._base import Checker, PreparedKeys
 from dahl.run._plan import AdapterSettings, open_adapters
 from dahl.cache._schema import DB_NAME
 from dahl.cache._reparse import reparse_claims, reparse_verdict
-from dahl.cache._store import BatchReader, CachedEntry, default_cache_dir
+from dahl.cache._store import CachedEntry, default_cache_dir
+from dahl.cache._table import BatchReader
 from dahl.config import EndpointConfig
 from dahl.run._dryrun_report import DryRunReport, StageEstimate
 from dahl.errors import InputError
