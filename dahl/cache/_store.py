@@ -167,7 +167,8 @@ class CacheStore:
     def __repr__(self) -> str:
         """Show the directory and this session's counts."""
         r, w = self._reader, self._writer
-        return f"<CacheStore {self.directory} hits={r.hits + self._memory_hits} misses={r.misses} writes={w.writes} queued={w.queued}>"
+        return (f"<CacheStore {self.directory} hits={r.hits + self._memory_hits} misses={r.misses} "
+                f"writes={w.writes} queued={w.queued}>")
 
     def __enter__(self) -> CacheStore:
         """Return the store; :meth:`close` runs on exit."""

@@ -27,7 +27,9 @@ from typing import Literal
 
 import msgspec
 
-from dahl.cache._envelope import ENVELOPE_DECODER, ENVELOPES_DECODER, CachedEntry, Stored, Value, encode_envelope, entry_of
+from dahl.cache._envelope import (
+    ENVELOPE_DECODER, ENVELOPES_DECODER, CachedEntry, Stored, Value, encode_envelope, entry_of,
+)
 from dahl.cache._schema import WRITE_TIMEOUT_S, connect
 
 __all__ = ["READ_TIMEOUT_S", "BatchReader", "Wanted", "Writer"]
@@ -50,7 +52,8 @@ _HISTORY = 128
 def _select(size: int, packed: bool) -> str:
     marks = ",".join("?" * size)
     if packed:  # one row per query: both group_concat calls walk the same rows in the same order
-        return f"SELECT group_concat(key, char(10)), CAST(group_concat(value, '') AS BLOB) FROM entries WHERE key IN ({marks})"
+        return (f"SELECT group_concat(key, char(10)), CAST(group_concat(value, '') AS BLOB)"
+                f" FROM entries WHERE key IN ({marks})")
     return f"SELECT key, value FROM entries WHERE key IN ({marks})"
 
 
@@ -63,6 +66,8 @@ def _chunks(names: list[str]) -> Iterable[tuple[int, list[str]]]:
 
 
 Wanted = list[tuple[int, str, str]]  # (index in the caller's list, key, parser version)
+_Found = list[CachedEntry | None]
+_Group = tuple[Wanted, "asyncio.Future[_Found]"]
 
 
 class BatchReader:
@@ -127,8 +132,7 @@ class BatchReader:
         loop.run_in_executor(self._thread, self._lookup, keys).add_done_callback(
             functools.partial(self._deliver, loop, batch))
 
-    def _deliver(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[Wanted, asyncio.Future[list[CachedEntry | None]]]],
-                 done: asyncio.Future[list[CachedEntry | None]]) -> None:
+    def _deliver(self, loop: asyncio.AbstractEventLoop, batch: list[_Group], done: asyncio.Future[_Found]) -> None:
         self._in_flight -= 1
         if self._pending and not self._in_flight and not self._scheduled:
             self._scheduled = True  # what gathered meanwhile goes next
@@ -310,7 +314,8 @@ class Writer:
             try:
                 for start in range(0, len(values), rows):
                     chunk = values[start : start + rows]
-                    con.execute("INSERT INTO entries (key, value, stored_at) VALUES " + ",".join(["(?, ?, ?)"] * len(chunk))
+                    con.execute("INSERT INTO entries (key, value, stored_at) VALUES "
+                                + ",".join(["(?, ?, ?)"] * len(chunk))
                                 + " ON CONFLICT(key) DO UPDATE SET value = excluded.value, stored_at = excluded.stored_at",
                                 [p for name, value in chunk for p in (name, value, now)])
                 con.execute("COMMIT")

@@ -202,7 +202,6 @@ class CachingChecker(CachingAdapter[Checker]):
         return verdict
 
 
-
 class CachingSplitter(CachingAdapter[Splitter]):
     """A Splitter that answers from the cache, shares identical in-flight splits, and stores.
 
