@@ -55,22 +55,12 @@ class CacheUnusable(CacheError):
 
 
 def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connection:
-    """A connection to ``path`` in autocommit mode (transactions are explicit).
-
-    Raises:
-        sqlite3.Error: the file cannot be opened.
-    """
+    """A connection to ``path`` in autocommit mode (transactions are explicit); sqlite3.Error if it cannot open."""
     return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
 
 
 def open_database(directory: Path) -> Path:
-    """Make ``directory``'s cache.db ready for use (see the module docstring); return its path.
-
-    Args:
-        directory: an existing cache directory.
-
-    Returns:
-        The database file, holding the ``entries`` table at :data:`SCHEMA_VERSION`.
+    """Make the cache.db of the existing ``directory`` ready (see the module docstring); return its path.
 
     Raises:
         CacheUnusable: the database cannot be opened, checked or created, or a newer
@@ -81,12 +71,8 @@ def open_database(directory: Path) -> Path:
         problem = _prepare(path)
         if problem is not None:
             aside = _move_aside(directory)
-            log.warning(
-                "cache database %s is corrupt (%s); moved it to %s and started an empty cache",
-                path,
-                problem,
-                aside,
-            )
+            log.warning("cache database %s is corrupt (%s); moved it to %s and started an empty cache",
+                        path, problem, aside)
             if _prepare(path) is not None:
                 raise CacheUnusable(f"cannot create a fresh cache database {path}: it is corrupt again")
     except sqlite3.Error as exc:
@@ -119,10 +105,8 @@ def _prepare(path: Path) -> str | None:
             return " ".join(str(checked[0]).split())[:_PROBLEM_CHARS] if checked else "quick_check gave no answer"
         version = int(con.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
-            raise CacheUnusable(
-                f"cache database {path} has schema {version}, written by a newer dahl (this one reads "
-                f"{SCHEMA_VERSION}); give this run another --cache-dir"
-            )
+            raise CacheUnusable(f"cache database {path} has schema {version}, written by a newer dahl (this one "
+                                f"reads {SCHEMA_VERSION}); give this run another --cache-dir")
         if version < SCHEMA_VERSION:
             if _has_table(con, "Cache"):
                 _migrate_diskcache(con, path.parent)
@@ -193,11 +177,7 @@ def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
 
 
 def _move_aside(directory: Path) -> Path:
-    """Rename cache.db (and its -wal, -shm files) to ``cache.db.corrupt-<timestamp>``; return the new name.
-
-    Raises:
-        OSError: a file cannot be renamed.
-    """
+    """Rename cache.db (and its -wal, -shm files) to ``cache.db.corrupt-<timestamp>``; return it (OSError if not)."""
     aside = directory / f"{DB_NAME}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
     for suffix in ("", "-wal", "-shm"):
         path = directory / f"{DB_NAME}{suffix}"
