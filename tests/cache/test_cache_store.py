@@ -7,6 +7,7 @@ import contextlib
 import logging
 import re
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -243,6 +244,25 @@ class TestSharedDirectory:
             assert await other.get(_key(1)) == CachedEntry(VERDICT, None)
             assert await store.get(_key(2)) == CachedEntry(CLAIMS, None)
         assert store.stats()["entries"] == 2
+
+    async def test_two_processes_write_one_directory_at_once(self, store: CacheStore) -> None:
+        """Another process putting 2,000 entries while this one puts 2,000 leaves 4,000 rows, none lost."""
+        code = (
+            "import sys; from dahl.cache import CacheStore; from dahl.records import Label, Verdict\n"
+            "v = Verdict(label=Label.SUPPORTED, checker='stub/v1', raw='Supported.')\n"
+            "with CacheStore(sys.argv[1], flush_items=100) as s:\n"
+            "    for i in range(2000): s.put(f'{i + 10_000:032x}', v, None)\n"
+        )
+        child = await asyncio.create_subprocess_exec(sys.executable, "-c", code, str(store.directory),
+                                                     cwd=Path(__file__).resolve().parents[2])
+        for i in range(2000):
+            store.put(_key(i), VERDICT, None)
+            if i % 100 == 0:
+                await asyncio.sleep(0)
+        await store.flush()
+        assert await child.wait() == 0
+        assert (store.stats()["entries"], store.stats()["write_errors"]) == (4000, 0)
+        assert await store.get(f"{10_000 + 1999:032x}") is not None
 
     def test_reopened_after_close(self, tmp_path: Path) -> None:
         """After close, the directory can be opened again."""
