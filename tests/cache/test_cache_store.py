@@ -1,4 +1,4 @@
-"""Tests for dahl.cache._store: batched writer thread, batched reads, a shared directory, corruption."""
+"""Tests for dahl.cache._store and _table: batched writer thread, batched reads, a shared directory, corruption."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class TestWriter:
         self, store: CacheStore, caplog: pytest.LogCaptureFixture
     ) -> None:
         """A batch that cannot be written is dropped with one warning; later batches are written."""
-        with caplog.at_level(logging.WARNING, logger="dahl.cache._store"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._table"):
             store.put(_key(1), object(), None)  # type: ignore[arg-type]  # not encodable
             await store.flush()
             store.put(_key(2), object(), None)  # type: ignore[arg-type]
@@ -209,7 +209,7 @@ class TestReader:
         con.execute("ALTER TABLE entries RENAME TO gone")
         con.commit()
         con.close()
-        with caplog.at_level(logging.WARNING, logger="dahl.cache._store"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._table"):
             assert await store.get(KEY) is None
             assert await store.get(_key(1)) is None
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -228,7 +228,7 @@ class TestReader:
         con.execute("INSERT INTO entries (key, value, stored_at) VALUES (?, ?, 0)", (KEY, b"\xc1not msgpack"))
         con.commit()
         con.close()
-        with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache._store"):
+        with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache._table"):
             assert await store.get(KEY) is None
         assert len(caplog.records) == 1
 
