@@ -333,6 +333,5 @@ class CacheStore:
             return
         self._closed = True
         self._reader.close()  # the writer's connection closes last: only it can checkpoint
-        self._writer.send(None)
-        self._writer._thread.join()
+        self._writer.stop()
 

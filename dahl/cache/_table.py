@@ -261,6 +261,11 @@ class Writer:
             return False
         return None if self.generation - generation <= _HISTORY else False  # trimmed meanwhile?
 
+    def stop(self) -> None:
+        """Commit everything queued, then end the thread and wait for it (blocking)."""
+        self.send(None)
+        self._thread.join()
+
     def send(self, marker: object) -> None:
         """Hand the open batch over, then ``marker``, in order."""
         with self._lock:
