@@ -1,33 +1,13 @@
 """Whole answers in the cache: a re-score skips splitting and checking of unchanged answers.
 
-Per-claim entries (:mod:`dahl.cache._wrap`) make a re-score call the API only for
-changed claims, but every claim still costs a key, a lookup and its share of
-assembling the result. An answer whose input and settings are unchanged has the
-same claims and verdicts as before, so its finished claims are stored under one
-key, and a re-score of it costs one lookup (≥ 50,000 cached claims/s).
-
-Key: blake2b-128 over
-
-- :data:`WHOLE_VERSION`;
-- the answer's input hash (:func:`dahl.run._score` computes it from the answer's canonical
-  JSON and the run fingerprint: Splitter and Checker fingerprints, γ and K);
-- the Checker's key recipe (:class:`~dahl.cache._keys.CheckKeyRecipe`: the canonical
-  key bytes around each claim, i.e. base URL, model, request body and template, and
-  its parser version). A Checker without a recipe gets no whole-answer entries;
-- for a cached Splitter, the answer's split key (its request material);
-- the pipeline's preprocess switch and response-length limit, and the Splitter's
-  parser version;
-- :func:`code_digest`, the digest of dahl's own source: preprocessing and the offline
-  Splitters have no version that every change bumps.
-
-So whatever changes a claim's key or the claims themselves changes this key, and
-what cannot change them (API key, timeouts, concurrency) stays out. The stored
-value is the claims with their verdicts as the JSON ``answers.jsonl`` holds them,
-the question's id, and the response as scored when preprocessing changed it. A hit
-splices that JSON into the answer's line (:class:`~dahl.results._assemble.EncodedResult`):
-the claims are read for their labels only (counts, status and metrics are
-recomputed from them, and a damaged entry fails there and is a miss). Only answers
-whose claims all have a non-error verdict are stored.
+Key: blake2b-128 over :data:`WHOLE_VERSION`, the answer's input hash (its canonical JSON
+and the run fingerprint, from :mod:`dahl.run._score`), the Checker's key recipe
+(:class:`~dahl.cache._keys.CheckKeyRecipe`; a Checker without one gets no entries), a
+cached Splitter's split key, the preprocess switch, the response limit, the Splitter's
+parser version and :func:`code_digest`. The value is the claims with their verdicts as
+``answers.jsonl`` holds them, the question's id, and the response as scored when
+preprocessing changed it; a hit is spliced into the answer's line. Only answers whose
+claims all have a non-error verdict are stored.
 """
 
 from __future__ import annotations
@@ -43,9 +23,8 @@ import msgspec
 from dahl.cache._cached import Cached
 from dahl.cache._envelope import CachedEntry
 from dahl.cache._keys import CheckKeyRecipe, split_key
-from dahl.cache._splits import CachingSplitter
 from dahl.cache._store import CacheStore
-from dahl.cache._wrap import CachingChecker
+from dahl.cache._wrap import CachingChecker, CachingSplitter
 from dahl.results._assemble import FoundAnswer, label_counts
 from dahl.records import LABELS, Answer, AnswerResult, Label
 
@@ -58,15 +37,9 @@ WHOLE_VERSION = 2
 
 
 class StoredAnswer(msgspec.Struct, frozen=True, array_like=True):
-    """A whole-answer entry (msgpack).
-
-    Attributes:
-        claims: JSON array of the answer's claims with verdicts, in answer order, as
-            ``answers.jsonl`` writes them (at least one, none labelled ``error``).
-        question_id: :func:`~dahl.records.content_id` of the question.
-        response: the response as scored, when preprocessing changed it; else None
-            (the input's response).
-    """
+    """A whole-answer entry (msgpack): the claims' JSON array as ``answers.jsonl`` writes them
+    (at least one, none labelled ``error``), the question's content id, and the response as
+    scored when preprocessing changed it (else None)."""
 
     claims: bytes
     question_id: str
@@ -86,10 +59,7 @@ _ERROR_INDEX = LABELS.index(Label.ERROR)
 
 
 class AnswerCache:
-    """Finished answers stored whole in a :class:`CacheStore` (implements the pipeline's ``WholeAnswers``).
-
-    Build it with :meth:`for_run`, which returns None when the run's adapters do not
-    allow whole-answer entries.
+    """Finished answers stored whole (the pipeline's ``WholeAnswers``); build it with :meth:`for_run`.
 
     Args:
         store: the run's store.
@@ -169,12 +139,8 @@ class AnswerCache:
         )
 
     def key_material(self) -> bytes | None:
-        """The bytes every whole-answer key starts with, when a key is those and the input hash alone.
-
-        A key is blake2b-128 of these bytes followed by the input hash (ASCII hex). None
-        when a key needs more (a cached Splitter adds the answer's split key) or the
-        Checker has no key recipe now.
-        """
+        """The bytes a key hashes before the input hash, or None when a key needs more (a cached
+        Splitter's split key) or the Checker has no key recipe now."""
         recipe = self._checker.key_recipe()
         if recipe is None or self._split_inner is not None:
             return None
@@ -194,12 +160,8 @@ class AnswerCache:
                 for answer, input_hash in items]
 
     async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
-        """Look the (answer, input hash) ``items`` up with one batched read.
-
-        Returns:
-            Per item, its key (None: it cannot be stored whole) and what is stored, or
-            None (a miss; an entry that does not decode, or holds no claim or an error
-            claim, is a miss too).
+        """Per (answer, input hash) item, one batched read: its key (None: not storable) and what
+        is stored, or None (a miss; so is an undecodable entry, or one without or with an error claim).
 
         Raises:
             CacheError: the store is closed.
@@ -211,14 +173,8 @@ class AnswerCache:
         return keys, [next(got) if key is not None else None for key in keys]
 
     def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
-        """Store an answer's finished result under ``key`` (from :meth:`look_up`); never blocks.
-
-        Nothing is stored when there is no claim or a claim is labelled ``error``.
-
-        Args:
-            key: the answer's whole-answer key.
-            result: its result.
-            cleaned: preprocessing changed the response (``result.response`` is stored).
+        """Store ``result`` under ``key`` (from :meth:`look_up`) unless it has no claim or an error
+        claim; with ``cleaned`` (preprocessing changed it) its response too. Never blocks.
 
         Raises:
             CacheError: the store is closed.
@@ -244,12 +200,7 @@ def whole_key(head: hashlib.blake2b, input_hash: str, split: str | None = None) 
 
 @functools.cache
 def code_digest() -> str:
-    """blake2b-128 of the source of every module of the ``dahl`` package (hex; read once).
-
-    Preprocessing, the offline Splitters and result assembly can change with the code
-    while their fingerprints stay the same: whole answers made by other code are never
-    used (their claims are found claim by claim instead, from the per-claim cache).
-    """
+    """blake2b-128 of the source of every module of the ``dahl`` package (hex; read once)."""
     root = Path(__file__).resolve().parents[1]
     hasher = hashlib.blake2b(digest_size=16)
     for path in sorted(root.rglob("*.py")):

@@ -1,15 +1,10 @@
 """The one caching wrapper every stage's cache goes through.
 
-A :class:`Cached` holds one stage's view of the run's store: the parser version its
-values are stored under, how a stored entry becomes a value (``decode``: take the
-stored value, or re-parse the stored raw reply), the stage's single flight, and its
-counts. The Splitter and Checker wrappers, the coverage judge, the whole-answer
-cache and the blob caches of the other jobs are built on it, so each of them keeps
-only what its stage does with a value.
-
-Policy (the store's, kept here): a failed read is a miss; the caller puts only
-finished, non-error values; without a store (``--no-cache``) nothing is read or
-written and identical calls in flight are still made once.
+A :class:`Cached` is one stage's view of the run's store: the parser version its values
+are stored under, how a stored entry becomes a value, the stage's single flight (the
+store's, :meth:`~dahl.cache._store.Store.flight`) and its counts. A failed read is a
+miss; only finished, non-error values are put; without a store (``--no-cache``) nothing
+is read or written and identical calls in flight are still made once.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from dahl.cache._envelope import CachedEntry, Value
-from dahl.cache._flight import SingleFlight
-from dahl.cache._store import Store
+from dahl.cache._store import SingleFlight, Store
 
 __all__ = ["CacheCounts", "Cached", "Decode"]
 
@@ -53,15 +47,13 @@ class Cached(Generic[V]):
 
     Args:
         store: the run's store (:class:`~dahl.cache._store.Store`), or None (no cache).
-        parser_version: version of the stage's parser or encoding; stored with each
-            value (a lookup by another version gets the raw reply alone).
+        parser_version: stored with each value (another version gets the raw reply alone).
         decode: the value of a stored entry, or None for a miss.
 
     Attributes:
-        store: the store, or None.
-        parser_version: as given.
+        store, parser_version: as given.
         counts: this wrapper's counts.
-        flight: the stage's single flight: value and whether it came from the store.
+        flight: the stage's single flight (the store's): value and whether it came from the store.
     """
 
     def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
@@ -69,15 +61,10 @@ class Cached(Generic[V]):
         self.parser_version = parser_version
         self._decode = decode
         self.counts = CacheCounts()
-        self.flight: SingleFlight[tuple[V, bool]] = SingleFlight()
-
-    def decode(self, key: str, entry: CachedEntry | None) -> V | None:
-        """The value of ``entry`` (what a lookup of ``key`` returned), or None; not counted."""
-        return self._decode(key, entry) if entry is not None else None
+        self.flight: SingleFlight[tuple[V, bool]] = store.flight() if store is not None else SingleFlight()
 
     async def get_many(self, keys: Sequence[str], decode: Decode[V] | None = None) -> list[V | None]:
         """The stored values of ``keys``, in order (None = a miss); one batched read, counted.
-
         ``decode`` replaces the wrapper's for this call (a re-parse that needs the input).
 
         Raises:
@@ -95,10 +82,6 @@ class Cached(Generic[V]):
         self.counts.hits += hits
         self.counts.misses += len(found) - hits
         return found
-
-    def recent(self, key: str) -> Value | None:
-        """The value put under ``key`` by this parser version and not yet committed (memory only)."""
-        return self.store.recent(key, parser_version=self.parser_version) if self.store is not None else None
 
     def put(self, key: str, value: Value, raw: str | None = None) -> None:
         """Queue ``value`` (finished, never an error) with its raw reply as ``key``'s; never blocks.
@@ -118,28 +101,14 @@ class Cached(Generic[V]):
         if self.store is not None:
             self.store.put_many(items, parser_version=self.parser_version)
 
-    async def once(self, key: str, work: Callable[[], Awaitable[tuple[V, bool]]]) -> tuple[V, bool]:
-        """``await work()``, or the outcome of the identical call in flight (counted ``shared``).
-
-        Raises:
-            BaseException: what ``work`` raised, in the owner and every caller sharing it.
-        """
-        return await self.flight.run(key, work, self._count_shared)
-
     def _count_shared(self) -> None:
         self.counts.shared += 1
 
-    async def resolve(
-        self,
-        key: str,
-        compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
-        decode: Decode[V] | None = None,
-    ) -> V:
-        """The value of ``key``: from an identical call in flight, from the store, or ``compute()``.
-
-        ``compute`` returns ``(value, what to store or None, raw reply)``; the stored
-        form is put. Whatever it raises reaches every caller sharing the call and
-        nothing is put. ``decode`` replaces the wrapper's for this lookup.
+    async def resolve(self, key: str, compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
+                      decode: Decode[V] | None = None) -> V:
+        """The value of ``key``: from an identical call in flight (counted ``shared``), from the
+        store, or ``compute()``, which returns ``(value, what to store or None, raw reply)``.
+        What it raises reaches every caller sharing the call, and nothing is put.
 
         Raises:
             CacheError: the store is closed.
@@ -155,4 +124,4 @@ class Cached(Generic[V]):
                 self.put(key, stored, raw)
             return value, False
 
-        return (await self.once(key, work))[0]
+        return (await self.flight.run(key, work, self._count_shared))[0]

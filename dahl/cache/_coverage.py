@@ -1,14 +1,8 @@
 """The caching wrapper around a coverage judge (like :class:`~dahl.cache._wrap.CachingChecker`).
 
-One cache entry per (answer text, fact, judge): the key is blake2b-128 of the canonical
-msgpack array ``[KEY_VERSION, "cover", judge fingerprint, blake2b-128 of the normalized
-response, normalized question, normalized fact]``. The value is the label (bytes); raw
-replies are not stored (one reply holds up to 30 facts' labels). Labels ``error`` and
-exceptions are never stored; a failed read is a miss (the store's policy). A cheap judge
-(``cacheable = False``: exact, lexical) is called directly.
-
-So a re-score judges only the facts of answers whose response (or F*) changed: the
-others are all hits, and a batch of misses is sent to the judge in one call.
+One entry per (answer text, fact, judge); the value is the label (bytes), no raw reply
+(one reply holds up to 30 facts' labels). A cheap judge (``cacheable = False``) is called
+directly; a batch of misses goes to the judge in one call.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""What one cache row holds: the stored result, its parser version and its raw reply.
+"""What one cache row holds: a msgpack :class:`Stored` envelope (parser version, value, raw reply).
 
-Every cached result is ONE row named by its bare cache key (32 hex digits, see
-:mod:`dahl.cache._keys`) whose value is a msgpack-encoded :class:`Stored` envelope.
-A lookup resolves an envelope for the caller's parser version with :func:`entry_of`:
-the same version gives the value; another version gives the raw reply to re-parse
-(a parser change re-parses without calling the model again).
-
-Rows of the old layout (``f"{key}:v{version}"`` and ``f"{key}:raw"``) are never read:
-their names differ from every bare key.
+The same parser version gets the value; another one gets the raw reply to re-parse.
 """
 
 from __future__ import annotations

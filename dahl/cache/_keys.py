@@ -1,36 +1,12 @@
 """Canonical cache keys for split and check results.
 
-A key is the blake2b-128 hex digest (32 hex characters) of the deterministic
-msgpack encoding (``msgspec``, ``order="deterministic"``: map keys sorted) of a
-:class:`KeyMaterial` struct. Everything that can change a result goes in;
-nothing that cannot (API key, timeouts, retries, concurrency, rate limits) does.
-
-What goes in, per adapter:
-
-- An adapter with a ``cache_request`` method (:class:`~dahl.adapters._base.RequestKeyed`,
-  :class:`~dahl.adapters._base.RequestKeyedSplitter`) supplies the material that fully
-  determines its output. The OpenAI-compatible adapters return
-  the exact request body (messages after templating, temperature, seed, max_tokens,
-  response_format, extra_body), the normalized base URL, the model and the template
-  version. Checker: ``cache_request(claim, answer) -> dict``; Splitter:
-  ``cache_request(answer) -> dict``.
-- Every adapter contributes its ``fingerprint`` (offline adapters: e.g. the evidence
-  Checker's corpus content hash and thresholds), and the normalized question and
-  input text, unless its hook's material already holds them as they are sent (the
-  adapter declares ``cache_request_covers_input = True``, as the OpenAI-compatible
-  Checker does): then they are left out (``""``), since hashing them twice costs
-  time on every cache hit and adds nothing. A hook that returns only settings (the
-  evidence Checker's document ids) leaves the texts in.
-
-Input text: a claim is keyed by :func:`dahl.records.normalize_text` of its text
-(NFC, whitespace collapsed), as is the question. A split is keyed by the response
-exactly as given, because claim spans are character offsets into it: two
-responses that differ only in whitespace or Unicode normal form have different
-spans, so they must not share a cached split.
-
-A claim's ``given_label`` (read by the replay Checker) and an answer's given claims
-(read by the given Splitter) are part of the default material, so two claims with
-the same text but different given labels never share a result.
+A key is the blake2b-128 hex digest of the deterministic msgpack encoding (map keys
+sorted) of a :class:`KeyMaterial`: everything that can change a result (the adapter's
+fingerprint; its ``cache_request`` material, i.e. request body, base URL, model and
+template version; the normalized question and input text; given labels and claims),
+nothing that cannot (API key, timeouts, retries, concurrency, rate limits). An adapter
+whose material holds the texts as sent (``cache_request_covers_input``) leaves them out.
+A claim is keyed by its normalized text; a split by the response verbatim (spans index it).
 """
 
 from __future__ import annotations
@@ -128,16 +104,7 @@ def _capabilities(checker: Checker) -> _Capabilities:
 
 
 def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
-    """Key of ``checker``'s verdict on ``claim`` within ``answer``.
-
-    Args:
-        checker: the Checker; its ``cache_request(claim, answer)`` is used if it is
-            :class:`~dahl.adapters._base.RequestKeyed`.
-        claim: the claim (its text is normalized before hashing).
-        answer: the claim's answer (its question is normalized before hashing).
-
-    Returns:
-        32 hex digits (blake2b-128).
+    """Key of ``checker``'s verdict on ``claim`` within ``answer`` (32 hex digits).
 
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
@@ -150,12 +117,9 @@ def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
 def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> list[str]:
     """Keys of ``checker``'s verdicts on all ``claims`` of ``answer``, in order.
 
-    Equal to ``[check_key(checker, c, answer) for c in claims]``. The question is
-    normalized once for the whole answer; and for a Checker whose material splits
-    into a constant frame and one templated text per claim
-    (:class:`~dahl.adapters._base.FramedKeys`, as the OpenAI-compatible Checker offers), the
-    canonical bytes before and after that text are hashed once: per claim only the
-    text is encoded and fed to a copy of the hash state.
+    Equal to ``[check_key(checker, c, answer) for c in claims]``; for a
+    :class:`~dahl.adapters._base.FramedKeys` Checker the bytes around each claim's text
+    are hashed once, and per claim only the text is fed to a copy of the hash state.
 
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
@@ -209,15 +173,7 @@ _LAST_SPLIT: list[tuple[str, dict[str, Any], tuple[Any, bytes, bytes] | None] | 
 
 
 def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
-    material = KeyMaterial(
-        version=KEY_VERSION,
-        stage="check",
-        fingerprint=fingerprint,
-        request={**frame, "content": _CONTENT_HOLE},
-        question="",
-        text="",
-    )
-    encoded = _ENCODER.encode(material)
+    encoded = _ENCODER.encode(KeyMaterial(KEY_VERSION, "check", fingerprint, {**frame, "content": _CONTENT_HOLE}, "", ""))
     memo = (fingerprint, encoded)
     found = _SPLITS.get(memo)
     if found is None:
@@ -236,11 +192,9 @@ def _split_material_of(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, by
 class CheckKeyRecipe:
     """Everything but the claim that a Checker's check keys are made of.
 
-    For a Checker whose key material is a constant frame plus one templated message
-    per claim (the OpenAI-compatible Checker), the key of a claim is blake2b-128 over
-    ``before + msgpack(content) + after``, where ``content`` is
-    :func:`~dahl.adapters._keybody.fill_content` of ``parts`` with the normalized question
-    and claim. Whole-answer keys (:mod:`dahl.cache._answers`) hash it in.
+    A claim's key is blake2b-128 over ``before + msgpack(content) + after``, ``content``
+    being :func:`~dahl.adapters._keybody.fill_content` of ``parts`` with the normalized
+    question and claim. Whole-answer keys (:mod:`dahl.cache._answers`) hash it in.
 
     Attributes:
         before, after: the canonical key bytes around the per-claim content.
@@ -278,31 +232,14 @@ def _check_key(checker: Checker, keyed: RequestKeyed | None, claim: Claim, answe
     # question and claim as sent) keys on that alone; any other hook may return only
     # extra settings (the evidence Checker returns its document ids), so the texts go in.
     covered = keyed is not None and keyed.cache_request_covers_input
-    return key_of(
-        KeyMaterial(
-            version=KEY_VERSION,
-            stage="check",
-            fingerprint=checker.fingerprint,
-            request=request,
-            question="" if covered else question,
-            text="" if covered else normalize_text(claim.text),
-            # Only a Checker without a request hook may read the input's label (the HTTP
-            # Checkers never do): the same claim with different human labels is one request.
-            given_label=claim.given_label if request is None else None,
-        )
-    )
+    # Only a Checker without a request hook may read the input's label (the HTTP Checkers never do).
+    return key_of(KeyMaterial(KEY_VERSION, "check", checker.fingerprint, request, "" if covered else question,
+                              "" if covered else normalize_text(claim.text),
+                              claim.given_label if request is None else None))
 
 
 def split_key(splitter: Splitter, answer: Answer) -> str:
-    """Key of ``splitter``'s claims for ``answer``.
-
-    Args:
-        splitter: the Splitter; its ``cache_request(answer)`` is used if it is
-            :class:`~dahl.adapters._base.RequestKeyedSplitter`.
-        answer: the (preprocessed) answer; its response is hashed verbatim (spans index it).
-
-    Returns:
-        32 hex digits (blake2b-128).
+    """Key of ``splitter``'s claims for the (preprocessed) ``answer`` (32 hex digits).
 
     Raises:
         TypeError: ``cache_request`` returned material msgspec cannot encode.
@@ -314,14 +251,5 @@ def split_key(splitter: Splitter, answer: Answer) -> str:
         held = _SPLITTERS[id(splitter)] = (splitter, splitter if isinstance(splitter, RequestKeyedSplitter) else None)
     keyed = held[1]
     request = keyed.cache_request(answer) if keyed is not None else None
-    return key_of(
-        KeyMaterial(
-            version=KEY_VERSION,
-            stage="split",
-            fingerprint=splitter.fingerprint,
-            request=request,
-            question=normalize_text(answer.question),
-            text=answer.response,
-            given_claims=answer.claims,
-        )
-    )
+    return key_of(KeyMaterial(KEY_VERSION, "split", splitter.fingerprint, request, normalize_text(answer.question),
+                              answer.response, given_claims=answer.claims))

@@ -24,10 +24,7 @@ async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[Cac
 
     Returns:
         ``(store, None)``, or ``(None, why)`` when the cache is unusable (logged as a
-        warning; the command runs without it).
-
-    Raises:
-        CacheError: another run holds the cache (the command must not run beside it).
+        warning; the command runs without it). Other processes may use the same cache.
     """
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     try:

@@ -1,17 +1,8 @@
-"""Cache keys and lookups of ``dahl refs build``: fact extraction and importance rating.
+"""Cache keys and blobs of ``dahl refs build`` (extraction, rating) and the other jobs.
 
-Keys follow :mod:`dahl.cache._keys` (blake2b-128 of the deterministic msgpack encoding of
-a versioned struct, never an API key, timeouts or limits):
-
-- ``extract``: extractor fingerprint + the document's title and the chunk's text, so a
-  document (or chunk) shared by many questions is extracted once, whatever question
-  retrieved it. The request body (messages after templating) is in the fingerprint's
-  template version and the texts.
-- ``rate``: rater fingerprint + the normalized question + the normalized fact: one entry
-  per fact, whatever batch the fact was rated in.
-
-Values are opaque blobs (msgpack bytes chosen by the caller, with a parser version);
-errors are never put, and a failed read is a miss (the store's policy).
+Keys follow :mod:`dahl.cache._keys`: ``extract`` = extractor fingerprint + the document's
+title and chunk text (a chunk shared by many questions is extracted once); ``rate`` =
+rater fingerprint + the normalized question and fact (one entry per fact, whatever batch).
 """
 
 from __future__ import annotations
@@ -36,15 +27,9 @@ _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 
 
 class RefsKeyMaterial(msgspec.Struct, frozen=True, array_like=True):
-    """What an extraction or rating key is computed from (a fixed-order array).
-
-    Attributes:
-        version: :data:`REFS_KEY_VERSION`.
-        stage: ``"extract"`` or ``"rate"``.
-        fingerprint: the extractor's or rater's fingerprint.
-        context: extract: the document title; rate: the normalized question.
-        text: extract: the chunk text verbatim (fact spans index it); rate: the normalized fact.
-    """
+    """What an extraction or rating key is computed from (a fixed-order array): context is
+    the document title (extract) or the normalized question (rate); text the chunk verbatim
+    (fact spans index it) or the normalized fact."""
 
     version: int
     stage: Literal["extract", "rate"]
@@ -72,9 +57,7 @@ def _blob(key: str, entry: CachedEntry) -> bytes | None:
 
 
 class BlobCache(Cached[bytes]):
-    """Opaque results (bytes) by key, in the run's :class:`CacheStore`, with single flight.
-
-    A :class:`~dahl.cache._cached.Cached` of blobs.
+    """Opaque results (bytes) by key, with single flight: a :class:`~dahl.cache._cached.Cached` of blobs.
 
     Args:
         store: the cache, or None (``--no-cache``: nothing read or written, single flight kept).
@@ -89,10 +72,7 @@ class BlobCache(Cached[bytes]):
         self.counters = self.counts
 
     async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[tuple[bytes, str | None]]]) -> bytes:
-        """The blob of ``key``: from an identical call in flight, from the store, or ``compute()``.
-
-        ``compute`` returns ``(blob, raw reply)``; its blob is put. Whatever it raises
-        propagates (to every caller sharing the call) and nothing is put.
+        """The blob of ``key``, as :meth:`resolve` gives it; ``compute`` returns ``(blob, raw reply)``.
 
         Raises:
             CacheError: the store is closed.

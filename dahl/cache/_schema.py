@@ -1,31 +1,21 @@
-"""The cache database's schema, which is dahl's own, and how a cache.db is opened.
+"""The cache database, ``cache.db``: its one table (dahl's own schema) and how it is opened.
 
-One SQLite file, ``cache.db``, in WAL mode, holding one table::
+::
 
-    entries(key TEXT PRIMARY KEY,  -- a cache key: 32 hex digits (dahl.cache._keys)
-            value BLOB NOT NULL,   -- a msgpack Stored envelope (dahl.cache._envelope)
+    entries(key TEXT PRIMARY KEY,     -- a cache key: 32 hex digits (dahl.cache._keys)
+            value BLOB NOT NULL,      -- a msgpack Stored envelope (dahl.cache._envelope)
             stored_at REAL NOT NULL)  -- time.time() of the write, seconds
 
-``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. dahl reads and writes this table
-with plain SQL from threads (batched ``key IN (...)`` reads, multi-row
-upserts): owning the schema, rather than reading diskcache's private tables, means no
-third-party release can change the layout under those readers.
-
-:func:`open_database` runs when a store opens, under the directory lock:
+WAL mode; ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. :func:`open_database`:
 
 - no file: a fresh database is created;
-- a cache written by dahl before it owned its schema (diskcache's ``Cache`` table,
-  ``user_version`` 0) is migrated in place, once, in one transaction: its results were
-  paid for, and copying them costs ~1 s per million rows; diskcache's value files
-  (results of 32 KiB or more) are read into rows and deleted;
-- a damaged database (``PRAGMA quick_check`` reports a problem, or SQLite says it is not
-  a database) is renamed ``cache.db.corrupt-<YYYYmmddTHHMMSS>`` with its ``-wal`` and
-  ``-shm`` files, one warning is logged, and a fresh database is created. Without this,
-  every run would read past the damaged pages, warn and send their claims again.
-  ``quick_check`` reads every page: ~0.4 s per million rows, once per run;
-- a database that cannot be opened or created (``cache.db`` is a folder, the folder is
-  read-only) or that a newer dahl wrote raises :class:`CacheUnusable`: the run goes on
-  without the cache.
+- a cache of older dahl (diskcache's ``Cache`` table, ``user_version`` 0) is migrated
+  in place, once, in one transaction; its value files are read into rows and deleted;
+- a damaged database (``PRAGMA quick_check``, or "not a database") is renamed
+  ``cache.db.corrupt-<YYYYmmddTHHMMSS>`` with its ``-wal`` and ``-shm`` files, with one
+  warning, and a fresh one is created;
+- a database that cannot be opened or created, or that a newer dahl wrote, raises
+  :class:`CacheUnusable`: the run goes on without the cache.
 """
 
 from __future__ import annotations
@@ -59,30 +49,18 @@ _DISKCACHE_ROW, _DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE = 1, 2, 3
 class CacheUnusable(CacheError):
     """The cache directory or its database cannot be used at all; a run goes on without it.
 
-    Raised for a folder that cannot be created or locked (read-only, immutable), a
-    ``cache.db`` that cannot be opened or created (e.g. it is a folder), or a schema
-    newer than this dahl's. Another run holding the directory is a plain
-    :class:`~dahl.errors.CacheError` instead: that run fails fast.
+    Raised for a folder that cannot be created, a ``cache.db`` that cannot be opened or
+    created (read-only folder, a folder named cache.db), or a schema newer than this dahl's.
     """
 
 
 def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connection:
-    """A connection to ``path`` in autocommit mode (transactions are explicit).
-
-    Raises:
-        sqlite3.Error: the file cannot be opened.
-    """
+    """A connection to ``path`` in autocommit mode (transactions are explicit); sqlite3.Error if it cannot open."""
     return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
 
 
 def open_database(directory: Path) -> Path:
-    """Make ``directory``'s cache.db ready for use (see the module docstring); return its path.
-
-    Args:
-        directory: an existing cache directory, locked by the caller.
-
-    Returns:
-        The database file, holding the ``entries`` table at :data:`SCHEMA_VERSION`.
+    """Make the cache.db of the existing ``directory`` ready (see the module docstring); return its path.
 
     Raises:
         CacheUnusable: the database cannot be opened, checked or created, or a newer
@@ -93,12 +71,8 @@ def open_database(directory: Path) -> Path:
         problem = _prepare(path)
         if problem is not None:
             aside = _move_aside(directory)
-            log.warning(
-                "cache database %s is corrupt (%s); moved it to %s and started an empty cache",
-                path,
-                problem,
-                aside,
-            )
+            log.warning("cache database %s is corrupt (%s); moved it to %s and started an empty cache",
+                        path, problem, aside)
             if _prepare(path) is not None:
                 raise CacheUnusable(f"cannot create a fresh cache database {path}: it is corrupt again")
     except sqlite3.Error as exc:
@@ -119,7 +93,7 @@ def _prepare(path: Path) -> str | None:
     con = connect(path)
     try:
         try:
-            if _is_empty_file(path):
+            if path.stat().st_size == 0:
                 _create(con)
                 return None
             checked = con.execute("PRAGMA quick_check(1)").fetchone()
@@ -131,10 +105,8 @@ def _prepare(path: Path) -> str | None:
             return " ".join(str(checked[0]).split())[:_PROBLEM_CHARS] if checked else "quick_check gave no answer"
         version = int(con.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
-            raise CacheUnusable(
-                f"cache database {path} has schema {version}, written by a newer dahl (this one reads "
-                f"{SCHEMA_VERSION}); give this run another --cache-dir"
-            )
+            raise CacheUnusable(f"cache database {path} has schema {version}, written by a newer dahl (this one "
+                                f"reads {SCHEMA_VERSION}); give this run another --cache-dir")
         if version < SCHEMA_VERSION:
             if _has_table(con, "Cache"):
                 _migrate_diskcache(con, path.parent)
@@ -143,10 +115,6 @@ def _prepare(path: Path) -> str | None:
         return None
     finally:
         con.close()
-
-
-def _is_empty_file(path: Path) -> bool:
-    return path.stat().st_size == 0
 
 
 def _has_table(con: sqlite3.Connection, name: str) -> bool:
@@ -162,15 +130,17 @@ def _create(con: sqlite3.Connection) -> None:
 
 
 def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
-    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables.
+    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables (one transaction).
 
-    One transaction: an interrupted migration leaves the old database as it was. Rows of
-    other kinds (pickled values, non-text keys) were never written by dahl and are dropped.
+    Rows of other kinds (pickled values, non-text keys) were never written by dahl: dropped.
     """
     con.execute("PRAGMA journal_mode = WAL")
     files: list[Path] = []
     con.execute("BEGIN IMMEDIATE")
     try:
+        if not _has_table(con, "Cache"):  # another process migrated it meanwhile
+            con.execute("ROLLBACK")
+            return
         con.execute(_CREATE)
         con.execute(
             "INSERT OR REPLACE INTO entries (key, value, stored_at)"
@@ -207,11 +177,7 @@ def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
 
 
 def _move_aside(directory: Path) -> Path:
-    """Rename cache.db (and its -wal, -shm files) to ``cache.db.corrupt-<timestamp>``; return the new name.
-
-    Raises:
-        OSError: a file cannot be renamed.
-    """
+    """Rename cache.db (and its -wal, -shm files) to ``cache.db.corrupt-<timestamp>``; return it (OSError if not)."""
     aside = directory / f"{DB_NAME}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
     for suffix in ("", "-wal", "-shm"):
         path = directory / f"{DB_NAME}{suffix}"

@@ -1,30 +1,25 @@
-"""The caching, single-flight wrapper around a Checker.
+"""The caching, single-flight wrappers around a Checker and a Splitter.
 
-The Splitter's counterpart is in :mod:`dahl.cache._splits`. What both read of the
-adapter they wrap is declared in :mod:`dahl.adapters._base`: ``fingerprint``,
-``cacheable`` and ``parser_version`` on every adapter, and the optional capability
-protocols (:class:`~dahl.adapters._base.ReparsingChecker`,
-:class:`~dahl.adapters._base.PreparedKeys`, :class:`~dahl.adapters._base.FramedKeys`;
-:class:`~dahl.adapters._base.RawSplitter`).
+What they read of the adapter they wrap is declared in :mod:`dahl.adapters._base`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from dahl.adapters._base import Checker, FramedKeys, Lookup, PreparedKeys, ReparsingChecker, Splitter
+from dahl.adapters._base import Checker, FramedKeys, Lookup, PreparedKeys, RawSplitter, ReparsingChecker, Splitter
 from dahl.cache._cached import Cached
-from dahl.cache._keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys
-from dahl.cache._reparse import reparse_verdict
+from dahl.cache._envelope import Value
+from dahl.cache._keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys, split_key
+from dahl.cache._reparse import reparse_claims, reparse_verdict
 from dahl.cache._store import CachedEntry, CacheStore
 from dahl.results._counters import RunCounters
 from dahl.errors import CacheError
 from dahl.records import Answer, Claim, Label, Verdict
 
-__all__ = ["CachingAdapter", "CachingChecker", "Lookup"]
+__all__ = ["CachingAdapter", "CachingChecker", "CachingSplitter", "Lookup"]
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +54,9 @@ class CachingAdapter(Generic[A]):
 class CachingChecker(CachingAdapter[Checker]):
     """A Checker that answers from the cache, shares identical in-flight checks, and stores.
 
-    Implements :class:`dahl.adapters._base.Checker`. Per claim, exactly one of these
-    counters of ``counters`` is incremented: ``claims_cached`` (the store had it, or
-    had its raw reply and ``inner.parse_raw`` re-parsed it, also when the lookup was
-    shared with an identical claim in flight), ``claims_deduped`` (an identical
-    ``inner.check`` call was in flight; its outcome is shared), or ``claims_checked``
-    (``inner.check`` was called). Verdicts labelled ``error`` and exceptions are
-    never stored.
+    Per claim exactly one counter is incremented: ``claims_cached`` (found, a re-parsed raw
+    reply included, also when shared), ``claims_deduped`` (an identical check in flight was
+    shared) or ``claims_checked``. Error verdicts and exceptions are never stored.
 
     Args:
         inner: the Checker doing the work.
@@ -100,20 +91,13 @@ class CachingChecker(CachingAdapter[Checker]):
         return self._store is not None
 
     async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
-        """Look every claim of ``answer`` up in the store at once (one batched read).
+        """Look every claim of ``answer`` up at once (one batched read; found ones count as cached).
 
-        A found verdict counts as ``claims_cached``; a stored raw reply is re-parsed
-        with ``inner.parse_raw`` (and the result stored). Claims not found must then
-        go through :meth:`check_missed` with the lookup's key and generation, which
-        skips a second read when nothing was committed in between.
-
-        Args:
-            claims: the answer's claims, in order.
-            answer: their answer.
+        Claims not found then go through :meth:`check_missed` with their key and the
+        lookup's generation.
 
         Returns:
-            The verdict found per claim (None = not found), the claims' keys, and the
-            store's write generation read before the lookup.
+            The verdict per claim (None = not found), the keys, the generation read before.
 
         Raises:
             CacheError: the store is closed, or the wrapper has no store.
@@ -130,11 +114,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return Lookup(verdicts, keys, generation)
 
     def key_recipe(self) -> CheckKeyRecipe | None:
-        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None.
-
-        None when the Checker offers no constant request frame (then keys are computed
-        claim by claim). Rebuilt only when the Checker hands out a new frame object.
-        """
+        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None
+        (no constant request frame); rebuilt only for a new frame object."""
         frame = self._framed.cache_request_frame() if self._framed is not None else None
         held_for, recipe = self._recipe
         if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
@@ -146,8 +127,7 @@ class CachingChecker(CachingAdapter[Checker]):
         """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
 
         Raises:
-            AdapterError: raised by ``inner.check`` (to the caller and every waiter of
-                the same single flight); never cached.
+            AdapterError: raised by ``inner.check`` (to every caller sharing it); never cached.
             TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
         """
         if self._direct:  # cheap and deterministic: no key, no single flight
@@ -162,15 +142,8 @@ class CachingChecker(CachingAdapter[Checker]):
             await self._prepare_keys.prepare_keys(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
-        """:meth:`check` for a claim that :meth:`look_up` did not find.
-
-        Args:
-            claim: the claim.
-            answer: its answer.
-            key: its key from the lookup.
-            generation: the lookup's generation; unless the store wrote this key since
-                (or cannot tell), only memory (values put since) and identical checks
-                in flight are consulted, not the disk again.
+        """:meth:`check` for a claim :meth:`look_up` did not find under ``key`` at ``generation``: the
+        disk is read again only if the store may have written the key since.
 
         Raises:
             AdapterError: raised by ``inner.check``; never cached.
@@ -178,32 +151,25 @@ class CachingChecker(CachingAdapter[Checker]):
         return await self._check(key, claim, answer, generation)
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
-        flights = self._cached.flight
-        # Cached.once inlined: this is the path of every cache hit.
-        while flights.busy(key):
-            try:
-                shared = await flights.join(key)
-            except asyncio.CancelledError:
-                raise
-            except BaseException:
-                self._counters.claims_deduped += 1
-                raise
-            if shared is not None:
-                verdict, cached = shared[0]
-                if cached:  # the shared outcome is a cache hit: count it as one
-                    self._counters.claims_cached += 1
-                else:
-                    self._counters.claims_deduped += 1
-                return verdict
-            # The owner was cancelled: loop, and become the owner if nobody did.
-        call = flights.open(key)
+        shared = False
+
+        def share() -> None:
+            nonlocal shared
+            shared = True
+
         try:
-            outcome = await self._resolve(key, claim, answer, generation)
-        except BaseException as exc:
-            flights.close(key, call, exc=exc)
+            verdict, cached = await self._cached.flight.run(
+                key, lambda: self._resolve(key, claim, answer, generation), share)
+        except BaseException:
+            if shared:
+                self._counters.claims_deduped += 1
             raise
-        flights.close(key, call, result=outcome)
-        return outcome[0]
+        if shared:  # a shared cache hit counts as one
+            if cached:
+                self._counters.claims_cached += 1
+            else:
+                self._counters.claims_deduped += 1
+        return verdict
 
     async def _resolve(
         self, key: str, claim: Claim, answer: Answer, generation: int | None
@@ -211,8 +177,6 @@ class CachingChecker(CachingAdapter[Checker]):
         """Return the verdict and whether it came from the store; count it."""
         store, cached = self._store, self._cached
         if store is not None:
-            # After a lookup that missed, the disk is read again only if the key may
-            # have been written since; memory (values put since) is always consulted.
             since = store.after_miss(key, generation, parser_version=cached.parser_version) if generation is not None else False
             if since is False:
                 (stored,) = await cached.get_many((key,))
@@ -236,3 +200,79 @@ class CachingChecker(CachingAdapter[Checker]):
         if verdict is not None:  # the raw reply goes along: a later parser change re-parses it again
             self._cached.put(key, verdict, entry.raw)
         return verdict
+
+
+class CachingSplitter(CachingAdapter[Splitter]):
+    """A Splitter that answers from the cache, shares identical in-flight splits, and stores.
+
+    Only complete claim lists are stored, never exceptions; each caller gets its own list.
+
+    Args:
+        inner: the Splitter doing the work.
+        store: the result store, or None to disable caching (single flight stays).
+        counters: the run's counters (split counts live on this wrapper).
+
+    Attributes:
+        fingerprint: ``inner.fingerprint``.
+        inner: the wrapped Splitter.
+    """
+
+    def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
+        super().__init__(inner, store, counters)
+        self._raw = inner if isinstance(inner, RawSplitter) else None
+        self._cached: Cached[list[Claim]] = Cached(self._store, self._parser_version, _stored_claims)
+        self._direct_calls = 0
+
+    def __repr__(self) -> str:
+        """Show the wrapped Splitter and whether the store is used."""
+        return f"<CachingSplitter {self.inner!r} store={self._store is not None}>"
+
+    @property
+    def splits_called(self) -> int:
+        """Answers split by ``inner`` in this run."""
+        return self._cached.counts.computed + self._direct_calls
+
+    @property
+    def splits_cached(self) -> int:
+        """Answers whose claims came from the store."""
+        return self._cached.counts.hits
+
+    @property
+    def splits_deduped(self) -> int:
+        """Answers that shared an identical in-flight split."""
+        return self._cached.counts.shared
+
+    async def split(self, answer: Answer) -> list[Claim]:
+        """Return the claims of ``answer``: shared, cached, or from ``inner``.
+
+        Raises:
+            AdapterError: raised by ``inner`` (to every waiter of the same flight).
+            ConfigError: raised by ``inner`` (e.g. the given Splitter without claims).
+            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
+        """
+        if self._direct:  # cheap and deterministic: no key, no single flight
+            self._direct_calls += 1
+            return list(await self.inner.split(answer))
+
+        async def call() -> tuple[list[Claim], Value | None, str | None]:
+            raw: str | None = None
+            if self._raw is not None:
+                claims, raw = await self._raw.split_with_raw(answer)
+            else:
+                claims = await self.inner.split(answer)
+            return claims, list(claims), raw
+
+        def claims_of(key: str, entry: CachedEntry) -> list[Claim] | None:
+            """The stored claims, or the stored raw reply re-parsed (and put back with it)."""
+            if isinstance(entry.value, list):
+                return entry.value
+            claims = reparse_claims(self._raw, entry.raw, answer)
+            if claims is not None:  # keep the raw reply for a later parser change
+                self._cached.put(key, claims, entry.raw)
+            return claims
+
+        return list(await self._cached.resolve(split_key(self.inner, answer), call, claims_of))
+
+
+def _stored_claims(key: str, entry: CachedEntry) -> list[Claim] | None:
+    return entry.value if isinstance(entry.value, list) else None

@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from dahl.cache import CacheStore, default_cache_dir
-from dahl.cache._database import DB_NAME
+from dahl.cache._schema import DB_NAME
 from dahl.cli._console import EXIT_USAGE, console, out
 from dahl.errors import DahlError
 

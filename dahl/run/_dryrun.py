@@ -43,10 +43,10 @@ import msgspec
 
 from dahl.adapters._base import Checker, PreparedKeys
 from dahl.run._plan import AdapterSettings, open_adapters
-from dahl.cache._database import DB_NAME
-from dahl.cache._reader import BatchReader, CachedEntry
+from dahl.cache._schema import DB_NAME
 from dahl.cache._reparse import reparse_claims, reparse_verdict
-from dahl.cache._store import default_cache_dir
+from dahl.cache._store import CachedEntry, default_cache_dir
+from dahl.cache._table import BatchReader
 from dahl.config import EndpointConfig
 from dahl.run._estimate import DEFAULT_COMPLETION_TOKENS, DryRunReport, StageEstimate, Tally, stage_estimate, time_bound
 from dahl.errors import InputError
@@ -209,13 +209,11 @@ def _keyless(settings: AdapterSettings) -> AdapterSettings:
 
 def _open_reader(cache_dir: Path | None) -> tuple[BatchReader | None, str]:
     """A read-only reader of the cache database (blocking), or None and why not."""
-    from dahl.cache._database import RowReader
-
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     path = directory / DB_NAME
     if not path.is_file():
         return None, f"empty (no cache at {directory})"
-    return BatchReader(RowReader(path, read_only=True), directory), "on"
+    return BatchReader(path, read_only=True), "on"
 
 
 async def _look_up(reader: BatchReader | None, keys: list[str], version: str) -> list[CachedEntry | None]:

@@ -1,12 +1,13 @@
-"""Tests for dahl.cache._store: batched writer thread, batched reads, lock, corruption."""
+"""Tests for dahl.cache._store and _table: batched writer thread, batched reads, a shared directory, corruption."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
 import re
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,7 +138,7 @@ class TestWriter:
         self, store: CacheStore, caplog: pytest.LogCaptureFixture
     ) -> None:
         """A batch that cannot be written is dropped with one warning; later batches are written."""
-        with caplog.at_level(logging.WARNING, logger="dahl.cache._writer"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._table"):
             store.put(_key(1), object(), None)  # type: ignore[arg-type]  # not encodable
             await store.flush()
             store.put(_key(2), object(), None)  # type: ignore[arg-type]
@@ -208,7 +209,7 @@ class TestReader:
         con.execute("ALTER TABLE entries RENAME TO gone")
         con.commit()
         con.close()
-        with caplog.at_level(logging.WARNING, logger="dahl.cache._store"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._table"):
             assert await store.get(KEY) is None
             assert await store.get(_key(1)) is None
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -227,18 +228,43 @@ class TestReader:
         con.execute("INSERT INTO entries (key, value, stored_at) VALUES (?, ?, 0)", (KEY, b"\xc1not msgpack"))
         con.commit()
         con.close()
-        with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache._store"):
+        with CacheStore(tmp_path / "c") as store, caplog.at_level(logging.WARNING, logger="dahl.cache._table"):
             assert await store.get(KEY) is None
         assert len(caplog.records) == 1
 
 
-class TestLock:
-    def test_second_store_same_dir_raises(self, store: CacheStore) -> None:
-        """A second store on a directory in use raises CacheError naming the holder's pid."""
-        with pytest.raises(CacheError, match=rf"in use by another dahl run \(pid {os.getpid()}\)"):
-            CacheStore(store.directory)
+class TestSharedDirectory:
+    async def test_two_stores_share_one_directory(self, store: CacheStore) -> None:
+        """A second store on a directory in use opens, and each reads what the other committed."""
+        with CacheStore(store.directory) as other:
+            store.put(_key(1), VERDICT, None)
+            other.put(_key(2), CLAIMS, None)
+            await store.flush()
+            await other.flush()
+            assert await other.get(_key(1)) == CachedEntry(VERDICT, None)
+            assert await store.get(_key(2)) == CachedEntry(CLAIMS, None)
+        assert store.stats()["entries"] == 2
 
-    def test_lock_released_on_close(self, tmp_path: Path) -> None:
+    async def test_two_processes_write_one_directory_at_once(self, store: CacheStore) -> None:
+        """Another process putting 2,000 entries while this one puts 2,000 leaves 4,000 rows, none lost."""
+        code = (
+            "import sys; from dahl.cache import CacheStore; from dahl.records import Label, Verdict\n"
+            "v = Verdict(label=Label.SUPPORTED, checker='stub/v1', raw='Supported.')\n"
+            "with CacheStore(sys.argv[1], flush_items=100) as s:\n"
+            "    for i in range(2000): s.put(f'{i + 10_000:032x}', v, None)\n"
+        )
+        child = await asyncio.create_subprocess_exec(sys.executable, "-c", code, str(store.directory),
+                                                     cwd=Path(__file__).resolve().parents[2])
+        for i in range(2000):
+            store.put(_key(i), VERDICT, None)
+            if i % 100 == 0:
+                await asyncio.sleep(0)
+        await store.flush()
+        assert await child.wait() == 0
+        assert (store.stats()["entries"], store.stats()["write_errors"]) == (4000, 0)
+        assert await store.get(f"{10_000 + 1999:032x}") is not None
+
+    def test_reopened_after_close(self, tmp_path: Path) -> None:
         """After close, the directory can be opened again."""
         CacheStore(tmp_path / "c").close()
         CacheStore(tmp_path / "c").close()
@@ -267,7 +293,7 @@ class TestCorruption:
                 f.truncate(size // 2)
         else:
             db.write_bytes(b"this is not a database" * 100)
-        with caplog.at_level(logging.WARNING, logger="dahl.cache._database"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._schema"):
             s = CacheStore(directory)
         try:
             assert any("is corrupt" in r.getMessage() for r in caplog.records)
@@ -313,45 +339,29 @@ class TestDefaultDir:
         assert default_cache_dir() == Path(platformdirs.user_cache_dir("dahl"))
 
 
-class TestRowWriter:
-    def test_rows_read_back_as_written(self, tmp_path: Path) -> None:
-        """Rows written in two batches read back by key, the second write of a key replacing the first."""
-        from dahl.cache._database import RowReader, RowWriter
-        from dahl.cache._schema import open_database
-
-        path = open_database(tmp_path)
-        writer = RowWriter(path)
-        writer.write([("a", b"\x01\x02"), ("b", b"Supported"), ("c", b"")])
-        writer.write([("b", b"Unsupported")])
-        writer.close()
-        reader = RowReader(path)
-        try:
-            assert reader.fetch(["a", "b", "c", "d"]) == {"a": b"\x01\x02", "b": b"Unsupported", "c": b""}
-            found, packed = reader.fetch_packed(["c", "a", "d"])
-            assert (sorted(found), packed) == (["a", "c"], b"\x01\x02")
-        finally:
-            reader.close()
-        con = sqlite3.connect(path)
+class TestRows:
+    async def test_rows_read_back_as_written(self, tmp_path: Path) -> None:
+        """Blobs put in two batches read back by key, the second put of a key replacing the first."""
+        with CacheStore(tmp_path / "c") as s:
+            s.put_many([("a", b"\x01\x02", None), ("b", b"Supported", None), ("c", b"", None)], parser_version="b")
+            await s.flush()
+            s.put("b", b"Unsupported", None, parser_version="b")
+            await s.flush()
+            assert await s.get_many(["a", "b", "c", "d"], parser_version="b") == [
+                CachedEntry(b"\x01\x02", None), CachedEntry(b"Unsupported", None), CachedEntry(b"", None), None]
+        con = sqlite3.connect(tmp_path / "c" / "cache.db")
         try:
             assert con.execute("SELECT count(*) FROM entries").fetchone() == (3,)
         finally:
             con.close()
 
-    def test_a_megabyte_value_lives_in_its_row(self, tmp_path: Path) -> None:
+    async def test_a_megabyte_value_lives_in_its_row(self, tmp_path: Path) -> None:
         """A 1 MiB value is one row like any other (no side files) and reads back whole."""
-        from dahl.cache._database import RowReader, RowWriter
-        from dahl.cache._schema import open_database
-
-        path = open_database(tmp_path)
-        writer = RowWriter(path)
-        writer.write([("big", b"x" * 2**20)])
-        writer.close()
-        reader = RowReader(path, read_only=True)
-        try:
-            assert reader.fetch_packed(["big"]) == (["big"], b"x" * 2**20)
-        finally:
-            reader.close()
-        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("cache.db")) == []
+        with CacheStore(tmp_path / "c") as s:
+            s.put("big", b"x" * 2**20, None, parser_version="b")
+        with CacheStore(tmp_path / "c") as s:
+            assert await s.get("big", parser_version="b") == CachedEntry(b"x" * 2**20, None)
+        assert sorted(p.name for p in (tmp_path / "c").iterdir() if not p.name.startswith("cache.db")) == []
 
     async def test_large_raw_reply_round_trip(self, tmp_path: Path) -> None:
         """A 100,000-character raw reply is stored (in a file) and found after a parser change."""
@@ -430,8 +440,8 @@ class TestAfterMiss:
 
 def _trace_selects(store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """SELECT statements the store's reader thread runs from now on (SQLite trace callback)."""
-    rows = store._reader._rows
-    connect = rows._connection
+    reader = store._reader
+    connect = reader._connection
     statements: list[str] = []
 
     def traced() -> sqlite3.Connection:
@@ -439,7 +449,7 @@ def _trace_selects(store: CacheStore, monkeypatch: pytest.MonkeyPatch) -> list[s
         con.set_trace_callback(statements.append)
         return con
 
-    monkeypatch.setattr(rows, "_connection", traced)
+    monkeypatch.setattr(reader, "_connection", traced)
     return statements
 
 
@@ -547,11 +557,9 @@ class TestOneRowLayout:
 
     async def test_old_two_row_layout_is_a_miss(self, store: CacheStore) -> None:
         """Rows named key:v1 and key:raw (the former layout) are never read."""
-        from dahl.cache._database import RowWriter
-
-        writer = RowWriter(store.directory / "cache.db")
-        writer.write([(f"{KEY}:v1", msgspec.msgpack.encode(VERDICT)), (f"{KEY}:raw", b"Supported.")])
-        writer.close()
+        with contextlib.closing(sqlite3.connect(store.directory / "cache.db")) as con, con:
+            con.executemany("INSERT INTO entries VALUES (?, ?, 0)",
+                            [(f"{KEY}:v1", msgspec.msgpack.encode(VERDICT)), (f"{KEY}:raw", b"Supported.")])
         assert await store.get_many([KEY, KEY], parser_version="1") == [None, None]
         assert await store.get(KEY, parser_version="2") is None
         assert store.stats()["read_errors"] == 0

@@ -1,4 +1,4 @@
-"""Tests for dahl.cache._wrap and dahl.cache._flight: counting, single flight, caching rules."""
+"""Tests for dahl.cache._wrap and the store's single flight: counting, single flight, caching rules."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ class TestWholeAnswerRuns:
             f.write(json.dumps({"id": "long", "question": "What does drug 9 bind?", "response": long}) + "\n")
         cache = tmp_path / "cache"
         run(answers, tmp_path / "first", url, cache)
-        assert sorted(p.name for p in cache.iterdir()) == ["cache.db", "dahl.lock"]
+        assert sorted(p.name for p in cache.iterdir()) == ["cache.db"]
         sent = mocks.stats(url)["requests"]
         again = run(answers, tmp_path / "again", url, cache)
         assert mocks.stats(url)["requests"] == sent
