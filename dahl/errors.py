@@ -190,7 +190,7 @@ class OutputParseError(AdapterError):
 
 
 class CacheError(DahlError):
-    """The verdict cache cannot be opened or locked."""
+    """The verdict cache cannot be read, cleared or used (a closed store, a failed statistics read)."""
 
 
 class OutputWriteError(DahlError):

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
     """Open the cache at ``cache_dir`` (None: :func:`default_cache_dir`) in a worker thread.
 
-    The store is closed (queued writes committed, the folder unlocked) when ``stack``
+    The store is closed (queued writes committed) when ``stack``
     closes, shielded from cancellation so Ctrl-C loses no committed batch.
 
     Returns:

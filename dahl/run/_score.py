@@ -263,7 +263,6 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
 
     Raises:
         ConfigError: bad adapter or recall settings, missing files or keys.
-        CacheError: another run holds the cache.
     """
     adapters = config.adapters
     if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
@@ -275,7 +274,7 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
         counters.lane_statistics = lanes.statistics
     cache: CacheStore | None = None
     cache_state = "on" if config.use_cache else "off"
-    if config.use_cache:  # another run holding the cache is a CacheError: that one stops the run
+    if config.use_cache:  # an unusable cache folder warns and the run goes on without it
         cache, unusable = await open_store(stack, config.cache_dir)
         if unusable is not None:
             cache_state = f"disabled ({unusable})"
