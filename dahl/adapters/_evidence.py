@@ -3,11 +3,10 @@
 This module holds the product's offline judgement of a claim. It calls no
 LLM: it retrieves the best passages of a local :class:`~dahl.adapters._corpus.Corpus`
 and scores each (claim, passage) pair with a small multinomial logistic
-regression (:mod:`dahl.adapters._support_model`, shipped as
+regression (:mod:`dahl.adapters._support`, shipped as
 ``support_model.json``, trained by ``python -m bench.train_checker`` on
 HealthVer's training part, COVID-Fact and Factcheck-GPT claim-evidence
-stance) over explainable features (:mod:`dahl.adapters._support_features`:
-BM25, overlap of content words, numbers with units, names with digits,
+stance) over explainable features (BM25, overlap of content words, numbers with units, names with digits,
 entities, negation, antonyms, refutation cues).
 
 Decision, for one claim (thresholds are :class:`EvidenceSettings`):
@@ -81,10 +80,8 @@ import numpy as np
 
 from dahl.adapters._corpus import Corpus, Hit, analyze
 from dahl.adapters._lexicon import NON_CONTENT
-from dahl.adapters._support_features import FEATURE_NAMES
-from dahl.adapters._support_features import claim_terms as claim_terms_of
-from dahl.adapters._support_features import pair_features
-from dahl.adapters._support_model import SupportModel, load_support_model
+from dahl.adapters._support import FEATURE_NAMES, SupportModel, load_support_model, pair_features
+from dahl.adapters._support import claim_terms as claim_terms_of
 from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, Evidence, Label, Verdict, normalize_text
 

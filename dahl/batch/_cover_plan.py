@@ -4,9 +4,9 @@ Per answer whose claims are known (its split cached, or a rule or given Splitter
 that is not abstained or too long (no judge call online either), and whose question
 has a reference set: the facts of F* (:func:`dahl.metrics.fstar`) are looked up in
 the coverage cache (:func:`dahl.cache._coverage.coverage_key`), and the missed ones,
-in F* order, go out :data:`~dahl.adapters._coverage_llm.MAX_FACTS` to a request, as
+in F* order, go out :data:`~dahl.adapters._coverage.MAX_FACTS` to a request, as
 :class:`~dahl.cache._coverage.CachingJudge` hands its misses to
-:class:`~dahl.adapters._coverage_llm.OpenAICoverageJudge`. The response judged is the
+:class:`~dahl.adapters._coverage.OpenAICoverageJudge`. The response judged is the
 one the online run covers: preprocessed when the answer has claims, as read when it
 has none.
 """
@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 
 import anyio
 
-from dahl.adapters._coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_request_body
+from dahl.adapters._coverage import MAX_FACTS, OpenAICoverageJudge, cover_request_body
 from dahl.run._plan import open_judge
 from dahl.adapters._recall import RecallSettings
 from dahl.batch._requests import BatchRequest, StageMeta

@@ -8,7 +8,7 @@ Once a split wave is collected, the next wave holds those answers' checks and co
 Each request is keyed exactly as the online run keys it (:mod:`dahl.cache._keys`), and
 that key becomes the provider's ``custom_id``; equal keys are one request. A check
 against corpus passages (``--evidence``) carries the body and passages of
-:meth:`~dahl.adapters._openai_check.OpenAIChecker.request_of`; a claim no passage
+:meth:`~dahl.adapters._openai.OpenAIChecker.request_of`; a claim no passage
 matches needs no call (``dahl score`` gives its verdict offline).
 """
 

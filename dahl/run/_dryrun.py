@@ -346,7 +346,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     recall = config.recall
     if recall is None or recall.judge_name(config.adapters.checker) != "openai":
         return None
-    from dahl.adapters._coverage_llm import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
+    from dahl.adapters._coverage import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
     from dahl.adapters._bodies import estimate_tokens
     from dahl.formats._refs import RefIndex, read_refs
     from dahl.metrics import fstar

@@ -1,4 +1,4 @@
-"""Tests for the coverage judges (dahl.adapters._coverage, dahl.adapters._coverage_llm) and the RecallCoverer."""
+"""Tests for the coverage judges (dahl.adapters._coverage) and the RecallCoverer."""
 
 from __future__ import annotations
 
@@ -10,8 +10,16 @@ import orjson
 import pytest
 
 from dahl.adapters._base import Coverer
-from dahl.adapters._coverage import CoverageJudge, ExactJudge, Judgement, LexicalJudge
-from dahl.adapters._coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_messages, parse_coverage
+from dahl.adapters._coverage import (
+    MAX_FACTS,
+    CoverageJudge,
+    ExactJudge,
+    Judgement,
+    LexicalJudge,
+    OpenAICoverageJudge,
+    cover_messages,
+    parse_coverage,
+)
 from dahl.adapters._recall import RecallCoverer, RecallSettings
 from dahl.config import EndpointConfig
 from dahl.results._assemble import build_result
