@@ -23,7 +23,7 @@ from dahl.analysis._leaderboard import (
     to_markdown,
 )
 from dahl.records import Label, Status
-from dahl.analysis._summary import group_seed
+from dahl.metrics import group_seed
 from dahl.analysis._verdicts import Verdicts, load_runs, load_verdicts
 from tests.recall_runs import pooled_factscore_runs, recall_run
 from tests.report_runs import MODELS, replay_runs
@@ -253,7 +253,7 @@ class TestRecallBoard:
         board = build_leaderboard(recall_store, metric="recall")
         values, mask = recall_store.scores("recall")
         rows = np.asarray(recall_store.model) == recall_store.models.index("A")
-        expected = bootstrap_ci(values[rows & mask], rng=np.random.default_rng(group_seed(0, "A", None)))
+        expected = bootstrap_ci(values[rows & mask], rng=np.random.default_rng(group_seed(0, "A")))
         assert board.models[0].model == "A" and board.models[0].ci == expected
 
     def test_markdown_and_csv_columns(self, recall_store: Verdicts) -> None:

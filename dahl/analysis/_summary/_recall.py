@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dahl.errors import InputError
-from dahl.metrics import bootstrap_ci
+from dahl.metrics import bootstrap_ci, sorted_mean
 from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
 
 __all__ = ["NULL_REASONS", "RecallColumns", "RecallSummary", "RecordedRecallSettings"]
@@ -66,7 +66,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
         n: answers with Rec defined (abstained ones included).
         n_abstained: of those, answers that abstained (recall 0).
         null_by_reason: answers with no Rec, by each name of
-            :data:`dahl.analysis._recall_summary.NULL_REASONS`.
+            :data:`dahl.analysis._summary._recall.NULL_REASONS`.
         recall, recall_w, f1, f1_w: mean Rec, weighted Rec, and their F1 with precision, in [0, 1].
         recall_at_5, recall_at_10, recall_at_20: mean R@k over the top k facts by importance.
         rho: mean claims per responding answer whose question has a reference set.
@@ -94,7 +94,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
 class RecallColumns:
     """Per-answer recall metrics as numpy columns, grown with the summary's other columns.
 
-    Rows are appended in the order answers reach :class:`~dahl.analysis._summary.SummaryBuilder`;
+    Rows are appended in the order answers reach :class:`~dahl.analysis._summary._builder.SummaryBuilder`;
     :meth:`block` aggregates any subset of them.
     """
 
@@ -205,16 +205,11 @@ class RecallColumns:
         for j, name in enumerate(_METRICS):
             column = values[:, j]
             present = column[~np.isnan(column)]
-            out[name] = _mean(present)
+            out[name] = sorted_mean(present)
             if name in _WITH_CI:
                 ci = bootstrap_ci(present, rng=np.random.default_rng(seed), n_boot=n_boot, level=level)
                 out[f"{name}_ci"] = None if ci is None else [ci[0], ci[1]]
         with_refs = responded & (code != _NO_REFS)
-        out["rho"] = _mean(claims[with_refs].astype(np.float64))
-        out["facts"] = _mean(values[defined, -1])
+        out["rho"] = sorted_mean(claims[with_refs].astype(np.float64))
+        out["facts"] = sorted_mean(values[defined, -1])
         return RecallSummary(**out)
-
-
-def _mean(values: npt.NDArray[np.float64]) -> float | None:
-    """Mean summed in sorted order (exactly order-invariant), None when empty."""
-    return float(np.sort(values).mean()) if values.size else None
