@@ -46,7 +46,7 @@ from dahl.adapters._endpoint import CallLane, Endpoint
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError
 from dahl.records import AnswerResult, Coverage, Label, normalize_text
-from dahl.templates import PromptTemplate
+from dahl.templates import PromptTemplate, tag_neutralizer
 
 if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
@@ -202,7 +202,6 @@ _LABELS: dict[str, Coverage] = {
     "not_covered": Coverage.NOT_COVERED,
 }
 
-_TAG = re.compile(r"<(?=\s*/?\s*(?:question|answer|claim|evidence|response|facts)\b)", re.IGNORECASE)
 _FENCE = re.compile(r"^```[a-zA-Z]*\n?(.*?)\n?```$", re.DOTALL)
 
 _SYSTEM = """\
@@ -243,8 +242,7 @@ _SCHEMA: dict[str, Any] = {
 }
 
 
-def _neutralize(text: str) -> str:
-    return _TAG.sub("\u2039", text) if "<" in text else text
+_neutralize = tag_neutralizer("question", "answer", "claim", "evidence", "response", "facts")
 
 
 def cover_messages(

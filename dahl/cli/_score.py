@@ -11,8 +11,7 @@ import click
 from dahl.cli._console import console, exit_stopped, out, run_stoppable
 from dahl.cli._options import FINITE, HEADER, GroupedCommand, template_option
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
-from dahl.cli._recall_options import RECALL_OPTION_NAMES, recall_options
-from dahl.cli._score_config import score_config
+from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
 from dahl.config import AUTH_SCHEMES, PROVIDERS
@@ -132,7 +131,7 @@ def score(
     auth: str | None,
     header_options: tuple[tuple[str, str], ...],
     template_options: tuple[str, ...],
-    **recall_values: object,  # the options of dahl.cli._recall_options.RECALL_OPTION_NAMES
+    **recall_values: object,  # the options of dahl.cli._score_options.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
     try:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dahl.errors import ConfigError, InputError
-from dahl.formats import arrow, read_answers
+from dahl.formats import _arrow as arrow
+from dahl.formats import read_answers
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
