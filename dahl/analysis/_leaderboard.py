@@ -44,7 +44,7 @@ import numpy.typing as npt
 from dahl.errors import ConfigError
 from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes, group_seed, sorted_mean
 from dahl.metrics._precision import MAX_N_BOOT
-from dahl.analysis._paired_bootstrap import joint_paired_bootstrap, paired_bootstrap
+from dahl.analysis._paired_bootstrap import joint_paired_bootstrap
 from dahl.records import Status
 from dahl.analysis._runs import checker_label
 from dahl.analysis._verdicts import STATUSES, Verdicts
@@ -58,8 +58,6 @@ __all__ = [
     "ModelRow",
     "arena_ranks",
     "build_leaderboard",
-    "joint_paired_bootstrap",
-    "paired_bootstrap",
     "to_csv",
     "to_json",
     "to_markdown",
