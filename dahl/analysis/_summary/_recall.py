@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from dahl.analysis._recall_columns import RECALL_METRICS
 from dahl.errors import InputError
 from dahl.metrics import bootstrap_ci, sorted_mean
 from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
@@ -26,8 +27,8 @@ __all__ = ["NULL_REASONS", "RecallColumns", "RecallSummary", "RecordedRecallSett
 NULL_REASONS: tuple[str, ...] = ("empty_fstar", "zero_weight", "coverage_error", "split_error", "no_refs")
 _CODE = {reason: i + 1 for i, reason in enumerate(NULL_REASONS)}  # 0: no reason
 _NO_REFS, _SPLIT_ERROR = _CODE["no_refs"], _CODE["split_error"]
-# Float columns, in this order; the last is |F*|.
-_METRICS = ("recall", "recall_w", "f1", "f1_w", "recall_at_5", "recall_at_10", "recall_at_20")
+# Float columns: the metrics in the verdict store's order, then |F*|.
+_METRICS = RECALL_METRICS
 _WITH_CI = frozenset({"recall", "recall_w", "f1", "f1_w"})
 _WIDTH = len(_METRICS) + 1
 _NO_ROW = [float("nan")] * _WIDTH
@@ -124,8 +125,7 @@ class RecallColumns:
                 raise InputError(f"unknown recall reason {rec.reason!r} in answer {result.id!r}",
                                  field="recall.reason")
             code = found
-        values = [rec.recall, rec.recall_w, rec.f1, rec.f1_w, rec.recall_at_5, rec.recall_at_10, rec.recall_at_20]
-        out = [float("nan") if v is None else float(v) for v in values]
+        out = [float("nan") if (v := getattr(rec, name)) is None else float(v) for name in _METRICS]
         out.append(float(len(rec.facts)))
         return out, code
 
