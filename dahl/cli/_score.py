@@ -9,7 +9,7 @@ from typing import NoReturn
 import click
 
 from dahl.cli._console import console, exit_stopped, out, run_stoppable
-from dahl.cli._options import FINITE, HEADER, GroupedCommand, template_option
+from dahl.cli._options import CACHE_DIR, FINITE, HEADER, GroupedCommand, template_option
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
 from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
@@ -82,8 +82,7 @@ __all__ = ["score"]
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Verdict cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+@CACHE_DIR
 @click.option("--no-cache", is_flag=True, help="Do not read or write the verdict cache.")
 @click.option("--no-progress", is_flag=True, help="Do not show progress.")
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
