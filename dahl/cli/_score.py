@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
-from dahl.cli._console import console, exit_stopped, out, run_stoppable
+from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
 from dahl.cli._options import CACHE_DIR, FINITE, HEADER, GroupedCommand, template_option
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
 from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
@@ -16,13 +15,11 @@ from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
 from dahl.config import AUTH_SCHEMES, PROVIDERS
 from dahl.errors import DahlError
-from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS
 from dahl.results._counters import RunCounters
 from dahl.run._dryrun import DryRunReport
 from dahl.run._dryrun import dry_run as estimate
 from dahl.run._plan import CHECKERS, SPLITTERS
-from dahl.run._score import ScoreReport
 
 __all__ = ["score"]
 
@@ -145,7 +142,8 @@ def score(
         _stop(exc, out_dir)
     out.print(result_table(report.summary, k, out.width))
     print_summary(console, report, out_dir)
-    _finish(report)
+    exit_finished(report.exit_status, "[red]nothing scored:[/] no input record could be scored (exit status 5)",
+                  lambda: f"[yellow]partly scored:[/] {partial_message(report.summary, report.counters.input_errors)}")
 
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
@@ -153,17 +151,6 @@ def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
     nothing = None if (out_dir / "answers.jsonl").exists() else \
         "[yellow]interrupted[/] before any answer was written; nothing to resume."
     exit_stopped(exc, f"Finished answers are in {out_dir}; re-run the same command to continue.", nothing)
-
-
-def _finish(report: ScoreReport) -> None:
-    """Exit with the status of a run that finished (0, 5 or 6), saying why when it is not 0."""
-    status = report.exit_status
-    if status == ExitStatus.NOTHING_SCORED:
-        console.print("[red]nothing scored:[/] no input record could be scored (exit status 5)")
-    elif status == ExitStatus.PARTIAL:
-        console.print(f"[yellow]partly scored:[/] {partial_message(report.summary, report.counters.input_errors)}")
-    if status != ExitStatus.OK:
-        sys.exit(status)
 
 
 def _print_dry_run(report: DryRunReport) -> None:
