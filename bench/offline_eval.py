@@ -211,7 +211,7 @@ def evidence_pairwise(
     for answer, answer_claims in zip(answers, claims, strict=True):
         if not select(int(answer.meta["qid"])):
             continue
-        labels = [v.label for v in checker.check_many_sync([(c, answer) for c in answer_claims])]
+        labels = [checker.check_sync(c, answer).label for c in answer_claims]
         precisions[str(answer.meta["label"])].append(_precision(labels))
     return _pairwise(precisions["true"], precisions["hallucinated"])
 
@@ -274,7 +274,7 @@ def pubmedqa_score(data: Path, split: Callable[[Answer], list[Claim]], **setting
     scores: list[float] = []
     excluded = 0
     for answer, answer_claims in zip(answers, claims, strict=True):
-        labels = [v.label for v in checker.check_many_sync([(c, answer) for c in answer_claims])]
+        labels = [checker.check_sync(c, answer).label for c in answer_claims]
         for label in labels:
             counts[str(label)] += 1
         p = _precision(labels)
@@ -338,7 +338,7 @@ def medhallu_pubmedqa_exclusion(
         matched += pmid is not None
         meta = {**row["meta"], "evidence_ids": [pmid]} if pmid else {k: v for k, v in row["meta"].items() if k != "evidence_ids"}
         answer = _answer({**row, "meta": meta})
-        labels = [v.label for v in checker.check_many_sync([(c, answer) for c in split(answer)])]
+        labels = [checker.check_sync(c, answer).label for c in split(answer)]
         excluded += any(x == Label.UNKNOWN for x in labels)
     return {"n_answers": len(answer_rows), "matched_to_abstract": matched, "n_excluded": excluded,
             "excluded_share": round(excluded / len(answer_rows), 4) if answer_rows else None}

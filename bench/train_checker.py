@@ -23,7 +23,7 @@ as an integer, are 0, 1 or 2 modulo 10 (about 30 % of claims); all evidence rows
 of a claim go to the same part, so no claim is in both. The held-back part is
 what ``python -m bench.offline_eval --healthver`` reports.
 
-Features: :mod:`dahl.adapters._support_features`, computed exactly as the
+Features: :mod:`dahl.adapters._support`, computed exactly as the
 Checker does, against each evidence text indexed as one passage of a BM25
 corpus per data set. Model: scikit-learn's multinomial ``LogisticRegression``
 (lbfgs, L2 with ``C`` = 1, class weights balanced, standardized features).
@@ -49,8 +49,7 @@ import numpy as np
 
 from bench.datasets import shared_data_dir
 from dahl.adapters._corpus import Corpus, analyze
-from dahl.adapters._support_features import FEATURE_NAMES, claim_terms, pair_features
-from dahl.adapters._support_model import CLASSES
+from dahl.adapters._support import CLASSES, FEATURE_NAMES, claim_terms, pair_features
 
 __all__ = ["Pair", "featurize", "healthver_part", "healthver_rows", "training_pairs"]
 

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
         Usage,
         Verdict,
     )
-    from dahl.analysis._summary_file import Summary
+    from dahl.analysis._summary import Summary
     from dahl.run._score import ScoreConfig, ScoreReport, score, score_async
 
 #: Where each public name is defined (the TYPE_CHECKING imports above, for mypy).
@@ -82,7 +82,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "Status", "Usage", "Verdict",
     ),
     "dahl.run._score": ("ScoreConfig", "ScoreReport", "score", "score_async"),
-    "dahl.analysis._summary_file": ("Summary",),
+    "dahl.analysis._summary": ("Summary",),
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 

@@ -24,13 +24,13 @@ import functools
 import hashlib
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from dahl.errors import ConfigError
 
-__all__ = ["STAGES", "PromptTemplate", "StageSpec", "fill", "load_prompt_template", "to_toml"]
+__all__ = ["STAGES", "PromptTemplate", "StageSpec", "fill", "load_prompt_template", "tag_neutralizer", "to_toml"]
 
 Source = Literal["shipped", "file"]
 
@@ -98,6 +98,21 @@ def fill(text: str, values: Mapping[str, str]) -> str:
         return values[match.group(2)]
 
     return _PLACEHOLDER.sub(replace, text) if "{" in text else text
+
+
+def tag_neutralizer(*tags: str) -> Callable[[str], str]:
+    """A function that replaces every ``<`` opening or closing one of ``tags`` with ``‹``.
+
+    With tags ``("claim",)``: ``"x </claim> y"`` -> ``"x ‹/claim> y"``; other ``<``
+    characters are kept. The texts under evaluation pass through it before they fill a
+    template's data blocks, so no text can close its block.
+    """
+    pattern = re.compile(r"<(?=\s*/?\s*(?:" + "|".join(map(re.escape, tags)) + r")\b)", re.IGNORECASE)
+
+    def neutralize(text: str) -> str:
+        return pattern.sub("\u2039", text) if "<" in text else text
+
+    return neutralize
 
 
 def _names(text: str) -> list[str]:

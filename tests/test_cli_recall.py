@@ -120,7 +120,7 @@ class TestScoreRefs:
 class TestRecallSettingsFromOptions:
     def test_coverage_model_replaces_the_checkers_model_and_max_tokens(self, refs: Path) -> None:
         """--coverage-model gives the judge the Checker's endpoint with its own model; max_tokens left to the judge."""
-        from dahl.cli._recall_options import recall_settings
+        from dahl.cli._score_options import recall_settings
         from dahl.config import EndpointConfig
 
         check = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="checker-model", api_key_env="", max_tokens=128)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dahl import AdapterSettings, EndpointConfig, ScoreConfig
-from dahl.adapters._openai import check_request_body, estimate_tokens
+from dahl.adapters._bodies import check_request_body, estimate_tokens
 from dahl.run._dryrun import dry_run
 
 

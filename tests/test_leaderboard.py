@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import sys
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -13,17 +14,16 @@ import pytest
 
 from dahl.errors import ConfigError
 from dahl.metrics import bootstrap_ci
+from dahl.analysis._paired_bootstrap import joint_paired_bootstrap
 from dahl.analysis._leaderboard import (
     arena_ranks,
     build_leaderboard,
-    joint_paired_bootstrap,
-    paired_bootstrap,
     to_csv,
     to_json,
     to_markdown,
 )
 from dahl.records import Label, Status
-from dahl.analysis._summary import group_seed
+from dahl.metrics import group_seed
 from dahl.analysis._verdicts import Verdicts, load_runs, load_verdicts
 from tests.recall_runs import pooled_factscore_runs, recall_run
 from tests.report_runs import MODELS, replay_runs
@@ -55,6 +55,12 @@ class TestArenaRanks:
     def test_separated_intervals_get_distinct_ranks(self) -> None:
         """Three disjoint CIs rank 1, 2, 3."""
         assert arena_ranks([(0.1, 0.2), (0.5, 0.6), (0.3, 0.4)]) == [3, 1, 2]
+
+
+def paired_bootstrap(diffs: list[float], **kwargs: Any) -> tuple[float, tuple[float, float], float | None] | None:
+    """One comparison over every question: column 0 of the joint bootstrap."""
+    d = np.asarray(diffs, dtype=np.float64).reshape(-1, 1)
+    return joint_paired_bootstrap(d, np.ones(d.shape, dtype=bool), **kwargs)[0]
 
 
 class TestPairedBootstrap:
@@ -253,7 +259,7 @@ class TestRecallBoard:
         board = build_leaderboard(recall_store, metric="recall")
         values, mask = recall_store.scores("recall")
         rows = np.asarray(recall_store.model) == recall_store.models.index("A")
-        expected = bootstrap_ci(values[rows & mask], rng=np.random.default_rng(group_seed(0, "A", None)))
+        expected = bootstrap_ci(values[rows & mask], rng=np.random.default_rng(group_seed(0, "A")))
         assert board.models[0].model == "A" and board.models[0].ci == expected
 
     def test_markdown_and_csv_columns(self, recall_store: Verdicts) -> None:

@@ -121,11 +121,9 @@ class TestOverrides:
 class TestBatchCost:
     def test_collected_tokens_at_half_the_online_price(self) -> None:
         """gpt-4o-mini: 1M prompt + 1M completion tokens online cost 0.15 + 0.60; in a batch half."""
-        from dahl.batch._costs import batch_cost
-
-        assert batch_cost("gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx((0.15 + 0.60) * 0.5)
+        usage = Usage(prompt_tokens=1_000_000, completion_tokens=1_000_000)
+        assert cost_usd(usage, price_for("gpt-4o-mini", batch=True)) == pytest.approx((0.15 + 0.60) * 0.5)
 
     def test_unknown_model_is_unknown(self) -> None:
-        from dahl.batch._costs import batch_cost
-
-        assert batch_cost("no-such-model", 10, 10) is None
+        """A model without a batch price costs unknown (None), never 0."""
+        assert cost_usd(Usage(prompt_tokens=10, completion_tokens=10), price_for("no-such-model", batch=True)) is None

@@ -16,8 +16,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats._refs import read_refs, write_refs
 from dahl.metrics import answer_recall, fstar
 from dahl.records import AnswerResult, Coverage, FactResult, FactSource, Label, Status, content_id
-from dahl.analysis._recall_summary import RecordedRecallSettings
-from dahl.analysis._summary import SummaryBuilder
+from dahl.analysis._summary import RecordedRecallSettings, SummaryBuilder
 from dahl.refs._dedupe import fact_key, near_groups
 from dahl.refs._pool import pool_runs
 

@@ -17,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dahl.errors import ConfigError, InputError
-from dahl.metrics import REASONS, answer_metrics, answer_recall, bootstrap_ci
-from dahl.analysis._recall_summary import RecordedRecallSettings
+from dahl.metrics import REASONS, answer_metrics, answer_recall, bootstrap_ci, group_seed
 from dahl.records import (
     LABELS,
     AnswerRecall,
@@ -33,7 +32,7 @@ from dahl.records import (
     Status,
     UnsupportedReason,
 )
-from dahl.analysis._summary import SummaryBuilder, group_seed
+from dahl.analysis._summary import RecordedRecallSettings, SummaryBuilder
 
 BLOCK_KEYS = {
     "n_answers", "n_scored", "n_abstained", "n_excluded", "excluded_by_reason", "n_factscore",
@@ -370,7 +369,7 @@ class TestSummaryRecall:
     def test_ci_is_the_seeded_bootstrap(self) -> None:
         """recall_ci is bootstrap_ci of the per-answer Rec with the group's seed, as dahl_score_ci is seeded."""
         rec = built(recall_example(), recall_settings=SETTINGS, seed=7)["models"]["m"]["recall"]
-        expected = bootstrap_ci([0.5, 0.0, 0.5], rng=np.random.default_rng(group_seed(7, "m", None)), n_boot=200)
+        expected = bootstrap_ci([0.5, 0.0, 0.5], rng=np.random.default_rng(group_seed(7, "m")), n_boot=200)
         assert expected is not None
         assert rec["recall_ci"] == [expected[0], expected[1]]
 

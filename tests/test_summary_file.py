@@ -20,7 +20,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from dahl.analysis._summary_file import CostSummary, RunSummary, StageCost, Summary
+from dahl.analysis._summary import CostSummary, RunSummary, StageCost, Summary
 from dahl.cli import main
 from dahl.errors import ConfigError
 from dahl.lanes._lane import LaneStatistics

@@ -124,7 +124,7 @@ class TestBodies:
     def test_endpoint_template_is_in_the_body_and_fingerprint(self, stage: str, tmp_path: Path) -> None:
         """An EndpointConfig's template for the stage is the body's system message and the fingerprint's version."""
         from dahl.adapters._bodies import check_request_body, endpoint_fingerprint, split_request_body
-        from dahl.adapters._coverage_llm import cover_request_body
+        from dahl.adapters._coverage import cover_request_body
         from dahl.config import EndpointConfig
 
         template = load_prompt_template(stage, _edited(stage, tmp_path, "Note 17."))

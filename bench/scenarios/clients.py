@@ -7,7 +7,7 @@
      "concurrency": 64, "rpm": 600 | null, "tpm": null, "limit": null, "out_dir": "...",
      "bodies": "bodies.json" | null}
 
-Every client sends the same request bodies: :func:`dahl.adapters._openai.check_request_body`
+Every client sends the same request bodies: :func:`dahl.adapters._bodies.check_request_body`
 over the claims of ``answers`` (``limit`` caps how many; the sequential loop uses it). The
 orchestrator writes them to ``bodies`` (:func:`write_bodies`) for every client but dahl, so
 a peer's worker imports no dahl module and runs in the peers' virtualenv. The
@@ -41,7 +41,7 @@ _MAX_ATTEMPTS = 8
 
 def load_bodies(answers: Path, url: str, limit: int | None = None) -> list[dict[str, Any]]:
     """The check request bodies dahl would send for every claim of ``answers`` (first ``limit``)."""
-    from dahl.adapters._openai import check_request_body
+    from dahl.adapters._bodies import check_request_body
     from dahl.config import EndpointConfig
     from dahl.records import normalize_text
 

@@ -286,10 +286,6 @@ class Corpus:
         df = self._df.get(term, 0)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
-    def has_document(self, doc_id: str) -> bool:
-        """True when the corpus holds a document with id ``doc_id``."""
-        return doc_id in self._doc_rows
-
     def search(
         self,
         query_terms: Sequence[str],

@@ -1,14 +1,12 @@
 """The offline ``evidence`` Checker: BM25 retrieval over a local corpus plus a learned support model.
 
-This module holds the product's offline judgement of a claim. It calls no
-LLM: it retrieves the best passages of a local :class:`~dahl.adapters._corpus.Corpus`
+It calls no LLM: it retrieves the best passages of a local :class:`~dahl.adapters._corpus.Corpus`
 and scores each (claim, passage) pair with a small multinomial logistic
-regression (:mod:`dahl.adapters._support_model`, shipped as
+regression (:mod:`dahl.adapters._support`, shipped as
 ``support_model.json``, trained by ``python -m bench.train_checker`` on
 HealthVer's training part, COVID-Fact and Factcheck-GPT claim-evidence
-stance) over explainable features (:mod:`dahl.adapters._support_features`:
-BM25, overlap of content words, numbers with units, names with digits,
-entities, negation, antonyms, refutation cues).
+stance) over explainable features (BM25, overlap of content words, numbers with
+units, names with digits, entities, negation, antonyms, refutation cues).
 
 Decision, for one claim (thresholds are :class:`EvidenceSettings`):
 
@@ -33,9 +31,7 @@ Decision, for one claim (thresholds are :class:`EvidenceSettings`):
 5. **Stated → supported.** When one sentence of a kept passage holds
    ``stated_share`` (0.9) of the claim's content terms and no veto of step 7
    applies to that passage, the claim is supported whatever the model says
-   (the model learned from COVID-Fact's word-swapped counter-claims that
-   full overlap often means "refutes", and rejected README claims such as
-   "Metformin is a biguanide").
+   (see ARCHITECTURE.md, "The evidence Checker").
 6. **Model.** Each of the best ``n_evidence`` passages gets P(supports),
    P(refutes), P(neutral); the passage with the highest P(supports)
    decides: supported when its P(supports) ≥ ``support_threshold``,
@@ -49,21 +45,6 @@ The verdict keeps the best ``n_evidence`` passages as evidence (text, document
 id, BM25 score) and in ``raw`` the deciding passage, its three probabilities,
 the three features that weighed most on the decided class and the closest
 sentence.
-
-Measured (``python -m bench.offline_eval``, support model support/v1, threshold 0.35,
-stated_share 0.9, on_topic 0.5, rules/v7 claims):
-
-* HealthVer held-back part (690 rows, 89 claims never trained on; model classes
-  used directly): 3-way accuracy 0.517, macro-F1 0.444, Supports-vs-Refutes
-  accuracy 0.649; always-Neutral 0.484 / 0.217, token overlap 0.483 / 0.246.
-* MedHallu pairwise (ties fail), each answer against its own Knowledge: odd
-  rows 0.600 (even 0.488, where the threshold was chosen), against 0.564 for
-  token share. End to end through ``dahl score`` (``python -m bench.pairwise``):
-  0.545 of 1,000 (odd rows 0.600).
-* MedHallu answers against the PubMedQA abstracts: 1 of 2,000 excluded (a claim
-  unknown) when each searches its own abstract; 159 (8.0 %) when each searches
-  all 1,000 (about 72 % without rule 4's topic test), pairwise 0.568 on the
-  odd rows.
 
 It is still a lexical model, not entailment: paraphrases score low and a
 claim that reuses the evidence's words in a wrong relation scores high.
@@ -81,10 +62,8 @@ import numpy as np
 
 from dahl.adapters._corpus import Corpus, Hit, analyze
 from dahl.adapters._lexicon import NON_CONTENT
-from dahl.adapters._support_features import FEATURE_NAMES
-from dahl.adapters._support_features import claim_terms as claim_terms_of
-from dahl.adapters._support_features import pair_features
-from dahl.adapters._support_model import SupportModel, load_support_model
+from dahl.adapters._support import FEATURE_NAMES, SupportModel, load_support_model, pair_features
+from dahl.adapters._support import claim_terms as claim_terms_of
 from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, Evidence, Label, Verdict, normalize_text
 
@@ -292,23 +271,6 @@ class EvidenceChecker:
         return await anyio.to_thread.run_sync(
             self.check_sync, claim, answer, limiter=self._capacity()
         )
-
-    async def check_batch(self, items: Sequence[tuple[Claim, Answer]]) -> list[Verdict]:
-        """Judge many claims in one worker-thread hop (cheaper than one hop per claim).
-
-        Args:
-            items: (claim, answer) pairs, any number.
-
-        Returns:
-            One verdict per pair, in the same order.
-        """
-        return await anyio.to_thread.run_sync(
-            self.check_many_sync, list(items), limiter=self._capacity()
-        )
-
-    def check_many_sync(self, items: Sequence[tuple[Claim, Answer]]) -> list[Verdict]:
-        """Blocking form of :meth:`check_batch`; call it from a worker thread or a script."""
-        return [self.check_sync(claim, answer) for claim, answer in items]
 
     def check_sync(self, claim: Claim, answer: Answer) -> Verdict:
         """Blocking form of :meth:`check`; call it from a worker thread or a script.

@@ -1,4 +1,4 @@
-"""Rule 5 of the rule Splitter (rules/v7): one claim per phrase hung on a sentence's head.
+"""Rule 5 of the rule Splitter: one claim per phrase hung on a sentence's head.
 
 A sentence often packs several checkable facts into phrases hung one after
 another on its head: "Takeo Miki died in Tokyo at the age of 81 due to heart
@@ -34,9 +34,6 @@ after it (:data:`dahl.sentences.NON_FINAL`: "20% resp. in the two arms").
 Coordination ("and", "or", "but") is not this rule's: the clause and
 coordination rules (:mod:`dahl.adapters._clauses`) split "A and B" only when
 both sides are whole conjuncts ("a rare but serious side effect" stays whole).
-
-Measured with ``python -m bench.splitter_eval`` (FActScore human atomic-fact
-counts, 352 answers): see :mod:`dahl.adapters._rules` for the figures.
 """
 
 from __future__ import annotations

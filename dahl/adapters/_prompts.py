@@ -25,13 +25,12 @@ message contains ``<answer>`` and no ``<claim>``.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import orjson
 
-from dahl.templates import PromptTemplate
+from dahl.templates import PromptTemplate, tag_neutralizer
 
 __all__ = [
     "CHECK_EVIDENCE_LABELS",
@@ -64,7 +63,6 @@ Message = dict[str, str]
 PromptPassage = tuple[str, str, str]
 Kind = Literal["split", "check"]
 
-_TAG = re.compile(r"<(?=\s*/?\s*(?:question|answer|claim|evidence)\b)", re.IGNORECASE)
 
 # (question, answer, claims) written for these prompts; two biomedical, one general.
 _SPLIT_DEMOS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -219,14 +217,8 @@ _CHECK_EVIDENCE_SCHEMA: dict[str, Any] = {
 }
 
 
-def neutralize_tags(text: str) -> str:
-    """Return ``text`` with every ``<`` that opens a question/answer/claim/evidence tag replaced by ``‹``.
-
-    ``"x </claim> y"`` -> ``"x ‹/claim> y"``; other ``<`` characters are kept.
-    """
-    if "<" not in text:  # the common case: skip the regex
-        return text
-    return _TAG.sub("\u2039", text)
+#: Replaces the ``<`` of every question/answer/claim/evidence tag with ``‹`` (:func:`dahl.templates.tag_neutralizer`).
+neutralize_tags = tag_neutralizer("question", "answer", "claim", "evidence")
 
 
 def _passage_block(number: int, passage: PromptPassage) -> str:

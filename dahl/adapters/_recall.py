@@ -101,8 +101,6 @@ class RecallCoverer:
         fingerprint: canonical JSON of the judge fingerprint, the refs hash and every
             recall setting.
         judge_fingerprint: the judge's fingerprint.
-        covered, no_refs, judge_errors: answers given recall, answers without a set,
-            judge calls that failed.
     """
 
     def __init__(self, index: RefIndex, judge: CoverageJudge, settings: RecallSettings, *, refs_sha256: str) -> None:
@@ -116,9 +114,6 @@ class RecallCoverer:
              "alpha": settings.alpha, "beta": settings.beta},
             option=orjson.OPT_SORT_KEYS,
         ).decode()
-        self.covered = 0
-        self.no_refs = 0
-        self.judge_errors = 0
 
     async def cover(self, result: AnswerResult) -> AnswerResult:
         """Return ``result`` with its recall (UNSET when its question has no reference set).
@@ -128,9 +123,7 @@ class RecallCoverer:
         """
         ref_set = self._index.of(result)
         if ref_set is None:
-            self.no_refs += 1
             return result
-        self.covered += 1
         s = self._settings
         if result.status is Status.ERROR:
             return msgspec.structs.replace(result, recall=AnswerRecall(reason="split_error"))
@@ -146,7 +139,6 @@ class RecallCoverer:
         except (QuotaExhausted, FatalAPIError):
             raise
         except AdapterError as exc:
-            self.judge_errors += 1
             error = f"{type(exc).__name__}: {exc}"
             log.debug("coverage of answer %s failed: %s", result.id, error)
             facts = tuple(FactResult(id=f.id, text=f.text, weight=w, label=Coverage.ERROR, error=error)

@@ -13,70 +13,60 @@ No model is called. The rules, applied to each sentence of
    cut at "and <verb>" / "but <verb>" (a second predicate sharing the subject:
    "X was born in A and moved to B") and at "who <verb>" after a copula ("X is
    an actor who was born in A"); the subject is carried into the second part.
-   "has written and arranged songs" (two verbs, one object) is not cut.
+   "has written and arranged songs" (two verbs, one object) is not cut, nor a
+   part that cannot stand alone ("..., and businessman who was born ...").
 3. **Lists:** "A causes X, Y, and Z" (three or more items, the last joined by
    "and"/"or") becomes "A causes X", "A causes Y", "A causes Z": the text up
    to the last verb / "including" / "such as" before the first item (plus the
    prepositions right after it) is carried into each item. It is only clearly
    a list when every item is short (at most 8 words; 10 for the first, 4 when
-   there is no middle item), has no verb, is not led by a preposition and is
-   not a bare number, and no earlier item opens with "and". Two short items
-   ("is unconscious and immobile", at most 4 words each) split the same way.
-
+   there is no middle item; 10 after "including" / "such as", where four or
+   more comma items need no final "and"), has no verb, is not led by a
+   preposition and is not a bare number, and no earlier item opens with "and".
+   Two short items ("is unconscious and immobile", at most 4 words each) split
+   the same way; items after "a/an" get an article.
 4. **Modifiers** (on each claim's text; commas inside "(...)" and quotes are
-   ignored): an insert after a short subject ("X, an actor, was born in Y",
-   "X, which inhibits Z, reduces W") becomes "X was/is <insert>" or "X <relative
-   verb phrase>" plus "X was born in Y"; a trailing ", who/which ..." gets the
-   last noun phrase before it as subject, ", where S" gives S; a trailing
-   participle (", reducing R", ", known for K") gets the subject and "is"/"was"
-   (the tense of the first verb). Two or more time/place phrases after the verb
-   ("in", "on", "at", "during", "since", "from", "until", "after", "before",
-   "throughout") give one claim each, with the text before the first one.
-   After "including" / "such as" list items may be longer (10 words), and four
-   or more comma items need no final "and". Duplicate claims of a sentence go.
-   (rules/v3, in :mod:`dahl.adapters._clauses`:) "by", "with", "without",
-   "through", "via", "among", "between", "within" also head phrases; "A and B"
-   after a verb or preposition gives one claim per conjunct ("known for work in
-   genetics and immunology"; "the son of A and the brother of B"), an article
-   added where needed; "X (born D) is Y" and "X (1907-1988) was Y" give "X was
-   born D" / "X was born in 1907", "X died in 1988".
-   (rules/v4:) when unsure, no split: a trailing "-ing" phrase is conjugated
+   ignored; :mod:`dahl.adapters._clauses`): an insert after a short subject
+   ("X, an actor, was born in Y", "X, which inhibits Z, reduces W", "X, also
+   known as Y, ...", "X, born in D, ...") becomes its own claim about X plus "X
+   was born in Y"; a trailing ", who/which ..." gets the last noun phrase before
+   it as subject, ", where S" gives S; a trailing "-ing" phrase is conjugated
    ("X inhibits A, reducing B" -> "X reduces B"; past "earned") or kept on the
-   claim; "A and <-s word> ..." (a verb outside the lists?) is not split; a
-   phrase after a noun modified by a participle ("a disease caused by A in B")
-   or a place phrase after "by/with ... " stays whole; "a cause of A and a risk
-   factor for B" repeats subject + copula; list items after "a/an" get an article.
-5. **Phrases** (rules/v6, in :mod:`dahl.adapters._phrases`): each claim is cut
-   before subordinators, relatives, linking phrases and prepositions; a time,
-   place or cause phrase gets the head restored ("Takeo Miki died in Tokyo",
-   "Takeo Miki died at the age of 81"), any other phrase keeps the words before
-   it ("caused by mutations in the CFTR gene"). No cut stops on a verb ("He was
-   born") or before one (rules/v7: "Patients with amblyopia showed ..." is not
-   cut after "Patients"), on "and"/"but" ("a rare but serious side effect" stays whole) or
-   right after an abbreviation that binds to what follows ("20% resp. in").
-   (rules/v5 emitted every growing prefix instead, "Takeo Miki died", "Lactic
-   acidosis is a rare".)
-   rules/v6 also (in :mod:`dahl.adapters._clauses`): a year in parentheses
-   after a title is a claim ("Rashomon (1950)" -> "Rashomon is from 1950"; a
-   range "ran from A to B"); a place chain ending a claim names the places that
-   contain each other ("born in Yanai, Yamaguchi, Japan" -> "... born in
-   Yanai", "Yanai is in Yamaguchi", "Yamaguchi is in Japan"); "X, also known
-   as Y, ..." / "X, born in D, ..." give "X was also known as Y" / "X was born
-   in D"; no clause cut before a part that cannot stand alone ("..., and
-   businessman who was born ...", "..., and actor born on ...").
-6. **Kinds and names** (rules/v6, second pass): a list introduced by
-   "including", "such as", "such <noun> as" or "like" after a noun (also after a
-   comma: ", including A, B, and C") says each item is of that kind, one claim
-   per item ("Parma is among a number of clubs in Italy"), just before the
-   item's claim, its span the item's connector ("including", ",", "and"); a
-   quoted title or a capitalized name right after "the/his ... <noun>" names it
-   ('the reality TV show "New Zealand Idol"' -> 'The reality TV show is "New
-   Zealand Idol"'; "the band The Living End"), the name's span its own; a
-   "(born ...)" after a later name dates that person; "(2005–09)" is a range.
-   Quoted titles are names, never verbs ("The Blue Rose"); a comma inside a
-   closing quote ('"A," "B," and "C"') separates list items; no phrase cut
-   between two capitalized words ("Minister of State for Social Justice",
-   a month excepted: "London in March 1990").
+   claim. Two or more time/place phrases after the verb ("in", "on", "at",
+   "during", "since", "from", "until", "after", "before", "throughout", "by",
+   "with", "without", "through", "via", "among", "between", "within") give one
+   claim each, with the text before the first one, except after a noun modified
+   by a participle ("a disease caused by A in B"). "A and B" after a verb or
+   preposition gives one claim per conjunct ("known for work in genetics and
+   immunology"), an article added where needed; "a cause of A and a risk factor
+   for B" repeats subject and copula. "X (born D) is Y" and "X (1907-1988) was
+   Y" give "X was born D" / "X was born in 1907", "X died in 1988"; a year in
+   parentheses after a title is a claim ("Rashomon (1950)" -> "Rashomon is from
+   1950"; a range "ran from A to B"); a place chain ending a claim names the
+   places that contain each other ("born in Yanai, Yamaguchi, Japan" -> "...
+   born in Yanai", "Yanai is in Yamaguchi", "Yamaguchi is in Japan").
+   Duplicate claims of a sentence go.
+5. **Phrases** (:mod:`dahl.adapters._phrases`): each claim is cut before
+   subordinators, relatives, linking phrases and prepositions; a time, place or
+   cause phrase gets the head restored ("Takeo Miki died in Tokyo", "Takeo Miki
+   died at the age of 81"), any other phrase keeps the words before it ("caused
+   by mutations in the CFTR gene"). No cut stops on a verb ("He was born") or
+   before one ("Patients with amblyopia showed ..." is not cut after
+   "Patients"), on "and"/"but" ("a rare but serious side effect" stays whole),
+   right after an abbreviation that binds to what follows ("20% resp. in"), or
+   between two capitalized words ("Minister of State for Social Justice", a
+   month excepted: "London in March 1990").
+6. **Kinds and names** (second pass): a list introduced by "including", "such
+   as", "such <noun> as" or "like" after a noun (also after a comma: ",
+   including A, B, and C") says each item is of that kind, one claim per item
+   ("Parma is among a number of clubs in Italy"), just before the item's claim,
+   its span the item's connector ("including", ",", "and"); a quoted title or a
+   capitalized name right after "the/his ... <noun>" names it ('the reality TV
+   show "New Zealand Idol"' -> 'The reality TV show is "New Zealand Idol"'; "the
+   band The Living End"), the name's span its own; a "(born ...)" after a later
+   name dates that person; "(2005–09)" is a range. Quoted titles are names,
+   never verbs ("The Blue Rose"); a comma inside a closing quote ('"A," "B,"
+   and "C"') separates list items.
 
 Abbreviations (:data:`dahl.sentences.ABBREVIATIONS`, one list) never end a
 sentence before a lowercase word or a number ("approx. 5 cm", "Streptococcus
@@ -85,9 +75,7 @@ subject's claim ("Some NSAIDs, e.g. ibuprofen, reduce inflammation."). Names
 stay whole: the phrase rule never cuts at "and", and the coordination rule
 splits "A and B" only after a verb or preposition ("The U.S. Food and Drug
 Administration approved ..." is one subject; "The College of William and
-Mary" one name). Not splitting "and" between any two capitalized words was
-tried and left off: it lowered pooled r to 0.537 ("starred with A and B" is
-two human facts).
+Mary" one name).
 
 **Source span.** Every claim has a source span ``(start, end)``, character
 offsets into the response: it starts where the claim's own words begin and
@@ -98,35 +86,14 @@ So the spans of one sentence's claims tile it, and the spans of all claims of
 a response are non-empty, disjoint and in text order: no two claims share a
 character. Words a claim carries from elsewhere (a restored subject or head,
 a list's shared head) are text added to the claim, outside its span. A
-claim's own words are located by :func:`dahl.adapters._spans.locate` (the words it adds to the
-claim before it, or its longest suffix found verbatim; :mod:`dahl.adapters._spans`); a claim with no words
-of its own left in its piece is dropped.
+claim's own words are located by :func:`dahl.adapters._spans.locate`; a claim
+with no words of its own left in its piece is dropped.
 
 A "verb" is a word in a small closed list (auxiliaries, common irregular pasts
-and participles, common present-tense verbs) or a word ending in "-ed": a
-heuristic chosen to stay readable. List markers, "**" emphasis and citation
-marks like "[1]" are removed from claim text.
-
-Measured against the FActScore human atomic facts (Min et al. 2023;
-``python -m bench.splitter_eval``, 352 answers of three models), Pearson r
-between per-answer claim counts and human fact counts / mean count ratio:
-rules/v7 pooled r = 0.656, ratio 0.909 (InstructGPT 0.73 / 0.88, ChatGPT 0.82 /
-0.92, PerplexityAI 0.48 / 0.93; on the relevant sentences only, pooled r =
-0.89); rules/v6 0.664, 0.922; before rule 6, 0.60, 0.87 (0.66, 0.74, 0.42);
-rules/v5 0.55, 0.88 (0.53, 0.74, 0.34); rules/v4 0.50, 0.61
-(0.48, 0.66, 0.30); rules/v3 0.50, 0.66 (0.48, 0.67, 0.29); rules/v2 0.47, 0.50
-(0.47, 0.61, 0.26). Plain sentence
-counts reach r = 0.51 and InstructGPT's facts 0.62. Two finer rules were tried
-and left off because they lowered r: splitting adjectives off nouns ("American
-actor" is two human facts) and splitting the object off a single phrase (see
-``_ADJ`` and ``_SINGLE`` in :mod:`dahl.adapters._clauses`); measured again
-with rule 6 half built (pooled r 0.610): adjectives 0.571, a participle after
-a predicate noun ("a band formed in 1969") 0.605, a name after a noun without
-a determiner ("actor Mark Webber") 0.648 against 0.649. PerplexityAI's r
-is held down by answers whose sentences are about another person (marked
-irrelevant: human count 0): a splitter of the text counts their facts. For
-scale, a count equal to the human one on relevant sentences and InstructGPT's
-on irrelevant ones gives r = 0.67 pooled (0.45 on PerplexityAI).
+and participles, common present-tense verbs) or a word ending in "-ed". List
+markers, "**" emphasis and citation marks like "[1]" are removed from claim
+text. Agreement with the FActScore human atomic facts is in ARCHITECTURE.md
+("The rule Splitter").
 """
 
 from __future__ import annotations

@@ -29,10 +29,9 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import orjson
-
 from dahl.errors import ConfigError, InputError
 from dahl.analysis._verdicts import load_verdicts
+from dahl.formats._rows import jsonl_rows
 
 __all__ = ["Agreement", "agreement", "join_scores", "load_scores"]
 
@@ -182,8 +181,8 @@ def load_scores(
         id -> score (a run's excluded answers are absent).
 
     Raises:
-        InputError: missing file or store, a record without id or with a
-            non-numeric score, or a duplicate id.
+        InputError: missing file or store, a line that is not a JSON object, a record
+            without id or with a non-numeric score, or a duplicate id.
         ConfigError: unknown metric.
     """
     source = Path(source)
@@ -210,17 +209,8 @@ def load_scores(
             for line, row in enumerate(csv.DictReader(f), start=2):
                 put(line, dict(row))
     else:
-        with source.open("rb") as fb:
-            for line, raw in enumerate(fb, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    rec = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    raise InputError(f"invalid JSON: {exc}", file=str(source), line=line) from None
-                if not isinstance(rec, dict):
-                    raise InputError("line is not a JSON object", file=str(source), line=line)
-                put(line, rec)
+        for line, rec in jsonl_rows(source, on_error=None):
+            put(line, rec)
     return out
 
 

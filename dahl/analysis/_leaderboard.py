@@ -30,7 +30,6 @@ Renderers: :func:`to_json` (the ``board.json`` layout), :func:`to_markdown`
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import logging
 import os
@@ -43,12 +42,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dahl.errors import ConfigError
-from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes
+from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes, group_seed, sorted_mean
 from dahl.metrics._precision import MAX_N_BOOT
-from dahl.analysis._paired_bootstrap import joint_paired_bootstrap, paired_bootstrap
+from dahl.analysis._paired_bootstrap import joint_paired_bootstrap
 from dahl.records import Status
 from dahl.analysis._runs import checker_label
-from dahl.analysis._summary import group_seed
 from dahl.analysis._verdicts import STATUSES, Verdicts
 
 __all__ = [
@@ -60,8 +58,6 @@ __all__ = [
     "ModelRow",
     "arena_ranks",
     "build_leaderboard",
-    "joint_paired_bootstrap",
-    "paired_bootstrap",
     "to_csv",
     "to_json",
     "to_markdown",
@@ -82,7 +78,7 @@ BOARD_METRICS: dict[str, str] = {
 }
 #: The metrics of :data:`BOARD_METRICS` that need runs scored with reference facts.
 RECALL_BOARD_METRICS: tuple[str, ...] = ("recall", "recall_w", "f1", "f1_w")
-# Metrics whose CI uses summary.json's per-group seed (dahl.analysis._summary.group_seed).
+# Metrics whose CI uses summary.json's per-group seed (dahl.metrics.group_seed).
 _SUMMARY_SEEDED = frozenset(("dahl_score", *RECALL_BOARD_METRICS))
 
 
@@ -182,18 +178,8 @@ class Leaderboard:
     has_recall: bool = False
 
 
-def _seed(seed: int, *names: str) -> list[int]:
-    digest = hashlib.blake2b("\x00".join(names).encode("utf-8"), digest_size=8).digest()
-    return [seed, int.from_bytes(digest, "little")]
-
-
 def _ci(values: npt.NDArray[np.float64], seed: list[int], n_boot: int, level: float) -> tuple[float, float] | None:
     return bootstrap_ci(values, rng=np.random.default_rng(seed), n_boot=n_boot, level=level)
-
-
-def _mean(values: npt.NDArray[np.float64]) -> float | None:
-    # Summed in sorted order, as dahl.analysis._summary does, so the value is order-invariant.
-    return float(np.sort(values).mean()) if values.size else None
 
 
 def arena_ranks(cis: list[tuple[float, float] | None]) -> list[int]:
@@ -291,11 +277,11 @@ def build_leaderboard(
             for mname in dict.fromkeys(("dahl_score", metric)):
                 v, m = values[mname]
                 # dahl_score and recall use summary.py's seed, so summary.json shows the same interval.
-                s = group_seed(seed, name, None) if mname in _SUMMARY_SEEDED else _seed(seed, name, mname)
+                s = group_seed(seed, name) if mname in _SUMMARY_SEEDED else group_seed(seed, name, mname)
                 ci_jobs[(name, mname)] = pool.submit(_ci, v[rows][m[rows]], s, n_boot, level)
         rows_out = []
         for name, rows in groups.items():
-            means = {mname: _mean(v[rows][m[rows]]) for mname, (v, m) in values.items()}
+            means = {mname: sorted_mean(v[rows][m[rows]]) for mname, (v, m) in values.items()}
             recall_mask = values["recall"][1][rows] if has_recall else np.zeros(0, bool)
             by_reason = np.bincount(codes[rows], minlength=len(REASONS) + 1)
             n_scored = int(main_mask[rows].sum())
@@ -319,7 +305,7 @@ def build_leaderboard(
                     recall_w=means.get("recall_w"),
                     f1=means.get("f1"),
                     f1_w=means.get("f1_w"),
-                    rho=_mean(claims[rows][responded[rows]]) if has_recall else None,
+                    rho=sorted_mean(claims[rows][responded[rows]]) if has_recall else None,
                     n_recall=int(recall_mask.sum()),
                 )
             )
@@ -395,7 +381,7 @@ def _compare(
     # the order answers were written in (as bootstrap_ci sorts its values).
     by_key = np.argsort(np.asarray(store.question_ids, dtype=str), kind="stable")
     results = joint_paired_bootstrap(
-        diffs[by_key], shared[by_key], rng=np.random.default_rng(_seed(seed, "comparisons")), n_boot=n_boot, level=level
+        diffs[by_key], shared[by_key], rng=np.random.default_rng(group_seed(seed, "comparisons")), n_boot=n_boot, level=level
     )
     out = []
     for j, ((a, b), res) in enumerate(zip(pairs, results)):
@@ -424,11 +410,11 @@ def _categories(
             sub = rows[cat == code]
             cat_name = store.categories[code]
             v = values[sub][mask[sub]]
-            s = group_seed(seed, name, cat_name) if metric in _SUMMARY_SEEDED else _seed(seed, name, cat_name, metric)
+            s = group_seed(seed, name, cat_name) if metric in _SUMMARY_SEEDED else group_seed(seed, name, cat_name, metric)
             jobs[(cat_name, name)] = (pool.submit(_ci, v, s, n_boot, level), v, int(sub.size))
     out: dict[str, dict[str, CategoryCell]] = {}
     for (cat_name, name), (job, v, n) in sorted(jobs.items()):
-        out.setdefault(cat_name, {})[name] = CategoryCell(_mean(v), job.result(), int(v.size), n - int(v.size))
+        out.setdefault(cat_name, {})[name] = CategoryCell(sorted_mean(v), job.result(), int(v.size), n - int(v.size))
     return out
 
 

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from dahl.errors import ConfigError
 from dahl.metrics._precision import MAX_N_BOOT
 
-__all__ = ["joint_paired_bootstrap", "paired_bootstrap"]
+__all__ = ["joint_paired_bootstrap"]
 
 # Largest number of random draws held at once (as in dahl.metrics.bootstrap_ci).
 _DRAW_BUDGET = 4_000_000
@@ -103,21 +103,3 @@ def joint_paired_bootstrap(
         out[j] = (mean, (float(lo), float(hi)), p)
     return out
 
-
-def paired_bootstrap(
-    diffs: npt.ArrayLike, *, rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95
-) -> tuple[float, tuple[float, float], float | None] | None:
-    """Paired bootstrap of the mean of per-pair differences A − B (one comparison).
-
-    Args:
-        diffs: float array (n_pairs,) of A − B.
-        rng: seeded generator.
-        n_boot: resamples.
-        level: CI coverage.
-
-    Returns:
-        ``(mean, (lo, hi), p_value)`` as in :func:`joint_paired_bootstrap`, or None without pairs.
-        The p-value is 1.0 when every difference is 0.
-    """
-    d = np.asarray(diffs, dtype=np.float64).reshape(-1, 1)
-    return joint_paired_bootstrap(d, np.ones(d.shape, dtype=bool), rng=rng, n_boot=n_boot, level=level)[0]

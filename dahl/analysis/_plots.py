@@ -1,10 +1,11 @@
-"""Leaderboard figures: per-model scores with CI whiskers and a model × category heatmap, and
-precision against recall per model with ρ (claims per answer) as marker size.
+"""The figures: per-model scores with CI whiskers and a model × category heatmap, precision
+against recall per model with ρ (claims per answer) as marker size, and the temperature
+study's score against temperature (DAHL paper Fig. 5).
 
 The precision–recall figure is the "Beyond Precision" view (its finding: models
 are better at precision than recall, longer answers raise recall and lower
-precision): x = Rec (or Rec^w), y = DAHL Score, marker area ∝ ρ. A PNG records the
-points it draws as JSON in its ``dahl:points`` text chunk.
+precision): x = Rec (or Rec^w), y = DAHL Score, marker area ∝ ρ. The precision–recall
+and temperature PNGs record the points they draw as JSON in their ``dahl:points`` text chunk.
 
 matplotlib is an optional extra (``pip install dahl[plot]``); it is imported
 only when a plot is drawn, with the Agg backend (no display needed).
@@ -20,10 +21,19 @@ from typing import Any
 
 import orjson
 
-from dahl.errors import ConfigError
 from dahl.analysis._leaderboard import Leaderboard
+from dahl.analysis._study import TemperatureStudy
+from dahl.errors import ConfigError
 
-__all__ = ["POINTS_KEY", "RecallPoint", "board_points", "plot_leaderboard", "plot_precision_recall", "summary_points"]
+__all__ = [
+    "POINTS_KEY",
+    "RecallPoint",
+    "board_points",
+    "plot_leaderboard",
+    "plot_precision_recall",
+    "plot_temperature",
+    "summary_points",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +123,16 @@ def _pyplot() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, path: Path, dpi: int, points: object = None) -> None:
+    """Write ``fig`` to ``path`` and close it; a ``.png`` keeps ``points`` (JSON) under :data:`POINTS_KEY`."""
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    png = points is not None and path.suffix.lower() == ".png"
+    fig.savefig(path, dpi=dpi, metadata={POINTS_KEY: orjson.dumps(points).decode()} if png else None)
+    plt.close(fig)
+    logger.info("wrote %s", path)
+
+
 def plot_leaderboard(board: Leaderboard, path: Path, *, dpi: int = 150) -> Path:
     """Draw the leaderboard to a PNG (or any format matplotlib infers from the suffix).
 
@@ -183,11 +203,7 @@ def plot_leaderboard(board: Leaderboard, path: Path, *, dpi: int = 150) -> Path:
                                 color="white" if grid[i, j] < 60 else "black")
         hx.set_title(f"{label} by category (%)")
         fig.colorbar(image, ax=hx, fraction=0.04, pad=0.02)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    logger.info("wrote %s", path)
+    _save(plt, fig, path, dpi)
     return path
 
 
@@ -234,10 +250,47 @@ def plot_precision_recall(points: Sequence[RecallPoint], path: Path, *, dpi: int
     ax.set_ylabel("DAHL Score, precision (%)")
     ax.set_title("Precision against recall; marker area ∝ ρ (claims per answer)")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    metadata = {POINTS_KEY: orjson.dumps([asdict(p) for p in points]).decode()} if path.suffix.lower() == ".png" else None
-    fig.savefig(path, dpi=dpi, metadata=metadata)
-    plt.close(fig)
-    logger.info("wrote %s", path)
+    _save(plt, fig, path, dpi, [asdict(p) for p in points])
     return list(points)
+
+
+def plot_temperature(study: TemperatureStudy, path: Path, *, dpi: int = 150) -> list[dict[str, Any]]:
+    """Draw the mean score (percent) against temperature, one line per model, CI bands shaded.
+
+    Args:
+        study: from :func:`dahl.analysis._study.temperature_study`.
+        path: output file (format from the suffix; ``.png`` also stores the points).
+        dpi: resolution in dots per inch.
+
+    Returns:
+        The points drawn: ``{"model", "temperature", "mean", "ci"}`` per cell with a mean
+        (fractions in [0, 1]), models sorted, temperatures ascending.
+
+    Raises:
+        ConfigError: no cell has a mean, or matplotlib is not installed.
+    """
+    points: list[dict[str, Any]] = [{"model": c.model, "temperature": c.temperature, "mean": c.mean,
+        "ci": None if c.ci is None else [c.ci[0], c.ci[1]]} for c in study.cells if c.mean is not None]
+    if not points:
+        raise ConfigError("no model has a score at any temperature to plot")
+    plt = _pyplot()
+    label = "DAHL Score" if study.metric == "precision" else study.metric
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for model in study.models:
+        mine = [p for p in points if p["model"] == model]
+        x = [p["temperature"] for p in mine]
+        y = [100 * p["mean"] for p in mine]
+        (line,) = ax.plot(x, y, marker="o", lw=1.6, label=model)
+        lo = [100 * (p["ci"] or [p["mean"]] * 2)[0] for p in mine]
+        hi = [100 * (p["ci"] or [p["mean"]] * 2)[1] for p in mine]
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.18, lw=0)
+    temps = sorted({p["temperature"] for p in points})
+    ax.set_xticks(temps)
+    ax.set_xticklabels([f"{t:g}" for t in temps])
+    ax.set_xlabel("temperature")
+    ax.set_ylabel(f"{label} (%)")
+    ax.set_title(f"{label} against temperature ({round(100 * study.level)}% bootstrap CI)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9)
+    _save(plt, fig, path, dpi, points)
+    return points

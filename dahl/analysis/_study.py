@@ -19,7 +19,6 @@ one temperature (``--samples``) are taken as independent, as the paper does.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import itertools
 import logging
@@ -34,7 +33,7 @@ import numpy.typing as npt
 
 from dahl.errors import ConfigError, InputError
 from dahl.results._manifest import stale_reason
-from dahl.metrics import bootstrap_ci
+from dahl.metrics import bootstrap_ci, group_seed
 from dahl.analysis._sampling import pair_test
 from dahl.analysis._verdicts import canonical_metric, load_verdicts
 
@@ -194,12 +193,6 @@ def read_temperatures(path: Path) -> dict[str, float]:
     return out
 
 
-def _ci_seed(seed: int, model: str, temperature: float) -> list[int]:
-    """A bootstrap seed per cell, from the study seed and the cell's names (order-invariant)."""
-    digest = hashlib.blake2b(f"{model}\x00{temperature!r}".encode(), digest_size=8).digest()
-    return [seed, int.from_bytes(digest, "little")]
-
-
 def _pairs(temperatures: Sequence[float], compare: Compare, reference: float | None, model: str) -> list[tuple[float, float]]:
     """The (a, b) temperature pairs to test for one model (``temperatures`` ascending)."""
     if compare == "adjacent":
@@ -276,7 +269,7 @@ def temperature_study(
             rows = of_model & (temps == t)
             v = np.sort(values[rows & mask])
             samples[t] = v
-            ci = bootstrap_ci(v, rng=np.random.default_rng(_ci_seed(seed, model, t)), n_boot=n_boot, level=level)
+            ci = bootstrap_ci(v, rng=np.random.default_rng(group_seed(seed, model, repr(t))), n_boot=n_boot, level=level)
             cells.append(TemperatureCell(
                 model=model, temperature=t, n=int(v.size), excluded=int((rows & ~mask).sum()),
                 mean=float(v.mean()) if v.size else None, sd=float(v.std(ddof=1)) if v.size >= 2 else None, ci=ci,

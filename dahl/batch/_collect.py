@@ -3,9 +3,9 @@
 A split reply is parsed with :func:`~dahl.adapters._parse.parse_claims` and stored as
 ``list[Claim]`` with its raw text; a check reply is parsed with
 :func:`~dahl.adapters._parse.parse_verdict` into the :class:`~dahl.records.Verdict`
-:class:`~dahl.adapters._openai_check.OpenAIChecker` builds (raw reply, the corpus
+:class:`~dahl.adapters._openai.OpenAIChecker` builds (raw reply, the corpus
 passages of :mod:`dahl.batch._extras` and citations as evidence, usage); a cover reply
-is parsed with :func:`~dahl.adapters._coverage_llm.parse_coverage` and each label is
+is parsed with :func:`~dahl.adapters._coverage.parse_coverage` and each label is
 stored under its fact's key as :class:`~dahl.cache._coverage.CachingJudge` stores it
 (the label's bytes, no raw reply). Errors are never stored; they are counted by class
 (a reply that does not parse, or a cover reply whose count of labels differs from its
@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from dahl.adapters._coverage_llm import parse_coverage
+from dahl.adapters._coverage import parse_coverage
 from dahl.adapters._http import ChatReply, parse_reply
-from dahl.adapters._openai_check import citation_evidence
+from dahl.adapters._openai import citation_evidence
 from dahl.adapters._parse import parse_claims, parse_verdict
 from dahl.batch._extras import Extra
 from dahl.batch._requests import StageMeta

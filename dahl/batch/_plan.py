@@ -3,29 +3,41 @@
 A wave is every request whose inputs are known: the split request of each answer
 whose split is not cached, and, for an answer whose claims are known (cached split,
 rule or given Splitter), the check request of each claim whose verdict is not cached
-and its cover requests (recall's ``openai`` judge, :mod:`dahl.batch._cover_plan`).
+and its cover requests (recall's ``openai`` judge, :class:`CoverPlanner`).
 Once a split wave is collected, the next wave holds those answers' checks and covers.
 Each request is keyed exactly as the online run keys it (:mod:`dahl.cache._keys`), and
 that key becomes the provider's ``custom_id``; equal keys are one request. A check
 against corpus passages (``--evidence``) carries the body and passages of
-:meth:`~dahl.adapters._openai_check.OpenAIChecker.request_of`; a claim no passage
+:meth:`~dahl.adapters._openai.OpenAIChecker.request_of`; a claim no passage
 matches needs no call (``dahl score`` gives its verdict offline).
+
+Cover requests: per answer whose claims are known, that is not abstained or too long
+(no judge call online either), and whose question has a reference set, the facts of F*
+(:func:`dahl.metrics.fstar`) are looked up in the coverage cache
+(:func:`dahl.cache._coverage.coverage_key`), and the missed ones, in F* order, go out
+:data:`~dahl.adapters._coverage.MAX_FACTS` to a request, as
+:class:`~dahl.cache._coverage.CachingJudge` hands its misses to
+:class:`~dahl.adapters._coverage.OpenAICoverageJudge`. The response judged is the one the
+online run covers: preprocessed when the answer has claims, as read when it has none.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import anyio
 
 from dahl.adapters._base import Batched, Checker, PreparedKeys, Splitter
 from dahl.adapters._bodies import split_request_body
-from dahl.run._plan import open_adapters
+from dahl.adapters._coverage import MAX_FACTS, OpenAICoverageJudge, cover_request_body
+from dahl.adapters._recall import RecallSettings
 from dahl.batch._requests import BatchRequest, StageMeta
+from dahl.cache._coverage import coverage_key
 from dahl.cache._keys import check_keys, split_key
 from dahl.cache._opening import open_store
 from dahl.cache._reparse import reparse_claims, reparse_verdict
@@ -34,13 +46,18 @@ from dahl.config import EndpointConfig
 from dahl.engine._scoring import prepare_answer
 from dahl.errors import ConfigError, InputError
 from dahl.formats import read_answers
-from dahl.records import Answer, Claim, Verdict
+from dahl.formats._refs import RefIndex
+from dahl.lanes._lane import LanePool
+from dahl.metrics import fstar
+from dahl.records import Answer, Claim, Coverage, Verdict, content_id, normalize_text
+from dahl.run._plan import open_adapters, open_judge
+from dahl.run._recall import load_refs
 from dahl.run._score import ScoreConfig
 
-if TYPE_CHECKING:
-    from dahl.batch._cover_plan import CoverPlanner
+__all__ = ["CoverPlanner", "Wave", "open_cover_planner", "plan_wave"]
 
-__all__ = ["Wave", "plan_wave"]
+#: Stored coverage values that answer a fact (``error`` is never stored).
+_LABELS = frozenset(c.value.encode() for c in Coverage if c is not Coverage.ERROR)
 
 @dataclass
 class Wave:
@@ -84,8 +101,6 @@ async def plan_wave(config: ScoreConfig) -> Wave:
             judge), or the cache is off or unusable.
         InputError: an adapter's own input is bad.
     """
-    from dahl.batch._cover_plan import open_cover_planner
-
     settings = config.adapters
     recall = config.recall
     judged = recall is not None and recall.judge_name(settings.checker) == "openai"
@@ -247,3 +262,73 @@ async def _cached_split(store: CacheStore, key: str, version: str, splitter: obj
 def _reparses(checker: object, raw: str | None) -> bool:
     """Whether a stored raw reply (from an older parser) still parses: then the run needs no call."""
     return reparse_verdict(checker, raw) is not None
+
+
+class CoverPlanner:
+    """Adds the missed cover requests of answers to a wave.
+
+    Args:
+        index: the reference sets.
+        judge: the run's openai coverage judge (its fingerprint keys the cache).
+        cfg: the judge's endpoint.
+        settings: F* cut and weights.
+        store: the cache (read only).
+
+    Attributes:
+        meta: the stage's settings for ``collect``.
+        facts_cached: facts of F* the cache already answers.
+    """
+
+    def __init__(self, index: RefIndex, judge: OpenAICoverageJudge, cfg: EndpointConfig, settings: RecallSettings,
+                 store: CacheStore) -> None:
+        self._index, self._judge, self._cfg, self._settings, self._store = index, judge, cfg, settings, store
+        self._version = str(judge.parser_version)
+        self.meta = StageMeta(judge.fingerprint, self._version, cfg.base_url, cfg.model, cfg.api_key_env or "")
+        self.facts_cached = 0
+
+    async def requests(self, answer: Answer, response: str) -> list[BatchRequest]:
+        """The cover requests ``answer`` still needs, judging ``response`` (empty: none, or all cached)."""
+        ref_set = self._index.find(content_id(answer.question), answer.question)
+        if ref_set is None:
+            return []
+        s = self._settings
+        ranked = fstar(ref_set.facts, k=s.fstar_k, min_importance=s.fstar_min_importance, alpha=s.alpha, beta=s.beta)
+        facts = [f.text for f, _ in ranked]
+        if not facts:
+            return []
+        fingerprint = self._judge.fingerprint
+        keys = [coverage_key(fingerprint, answer.question, response, f) for f in facts]
+        found = await self._store.get_many(keys, parser_version=self._version)
+        missing = [i for i, entry in enumerate(found) if entry is None or entry.value not in _LABELS]
+        self.facts_cached += len(facts) - len(missing)
+        question = normalize_text(answer.question)
+        out = []
+        for start in range(0, len(missing), MAX_FACTS):
+            chunk = missing[start:start + MAX_FACTS]
+            texts = [normalize_text(facts[i]) for i in chunk]
+            body = cover_request_body(self._cfg, question, response, texts, fmt=self._cfg.effective_format())
+            chunk_keys = tuple(keys[i] for i in chunk)
+            custom_id = hashlib.blake2b("\n".join(("cover", *chunk_keys)).encode(), digest_size=16).hexdigest()
+            out.append(BatchRequest(custom_id, "cover", body, keys=chunk_keys))
+        return out
+
+
+async def open_cover_planner(recall: RecallSettings, checker: str, check_endpoint: EndpointConfig | None,
+                             stack: AsyncExitStack, pool: LanePool, store: CacheStore) -> CoverPlanner | None:
+    """The cover planner of a run with the ``openai`` coverage judge, else None (no cover calls to batch).
+
+    Loads the reference sets in a worker thread; the judge's endpoint is chosen as
+    :func:`dahl.run._recall.open_recall` chooses it.
+
+    Raises:
+        ConfigError: the judge's key variable is unset; InputError: a malformed refs line.
+    """
+    if recall.judge_name(checker) != "openai":
+        return None
+    index, _ = await anyio.to_thread.run_sync(load_refs, recall.refs)
+    cfg = recall.endpoint
+    if cfg is None and check_endpoint is not None:
+        cfg = dataclasses.replace(check_endpoint, max_tokens=None)
+    judge = await open_judge("openai", cfg, stack, pool)
+    assert isinstance(judge, OpenAICoverageJudge) and cfg is not None
+    return CoverPlanner(index, judge, cfg, recall, store)

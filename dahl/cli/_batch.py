@@ -19,12 +19,12 @@ import anyio
 import click
 
 from dahl.batch import _ops as ops
-from dahl.batch._costs import batch_cost
 from dahl.batch._shards import LIMITS, Limits
-from dahl.cli._recall_options import RECALL_OPTION_NAMES
-from dahl.cli._score_config import score_config
+from dahl.cli._score_options import RECALL_OPTION_NAMES, score_config
 from dahl.errors import AdapterError, DahlError, FatalAPIError
 from dahl.exit_status import ExitStatus
+from dahl.pricing import cost_usd, price_for
+from dahl.records import Usage
 
 __all__ = ["batch"]
 
@@ -135,12 +135,13 @@ def status(folder: Path, base_url: str | None, api_key_env: str | None) -> None:
 
 
 def _money(rows: list[ops.ShardStatus], prompt: int, completion: int) -> str:
-    """The collected tokens' cost (:func:`dahl.batch._costs.batch_cost`), ``unknown`` without a price."""
+    """The collected tokens' cost at the model's batch price (:mod:`dahl.pricing`), ``unknown`` without one."""
     if not rows:
         return "unknown"
     stages = rows[0].shard.wave["stages"]
     stage = stages.get("check") or stages.get("split") or stages.get("cover") or {}
-    usd = batch_cost(str(stage.get("model")), prompt, completion)
+    usd = cost_usd(Usage(prompt_tokens=prompt, completion_tokens=completion),
+                   price_for(str(stage.get("model")), batch=True))
     return "unknown" if usd is None else f"${usd:,.6f}"
 
 

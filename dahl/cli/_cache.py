@@ -11,6 +11,7 @@ from rich.markup import escape
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache._schema import DB_NAME
 from dahl.cli._console import EXIT_USAGE, console, out
+from dahl.cli._options import CACHE_DIR
 from dahl.errors import DahlError
 
 __all__ = ["cache"]
@@ -22,8 +23,7 @@ def cache() -> None:
 
 
 @cache.command("stats")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+@CACHE_DIR
 def cache_stats(cache_dir: Path | None) -> None:
     """Print the cache folder, its entries and size."""
     directory = cache_dir or default_cache_dir()
@@ -43,8 +43,7 @@ def cache_stats(cache_dir: Path | None) -> None:
 
 
 @cache.command("clear")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+@CACHE_DIR
 @click.confirmation_option(prompt="Remove every cached split and verdict?")
 def cache_clear(cache_dir: Path | None) -> None:
     """Remove every cached split and verdict."""

@@ -25,7 +25,7 @@ from dahl.errors import CostCapReached, FatalAPIError, OutputWriteError, QuotaEx
 from dahl.exit_status import ExitStatus
 from dahl.pricing import Price, load_price_overrides, parse_price_option
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_QUOTA", "EXIT_USAGE", "console", "exit_stopped", "out", "price_overrides",
+__all__ = ["EXIT_INTERRUPTED", "EXIT_QUOTA", "EXIT_USAGE", "console", "exit_finished", "exit_stopped", "out", "price_overrides",
            "run_stoppable", "setup_logging"]
 
 # Piped output gets a wide fixed width so tables are not cut to 80 columns.
@@ -142,6 +142,22 @@ def price_overrides(config_file: Path | None, options: tuple[str, ...]) -> dict[
         price = parse_price_option(text)
         prices[price.model] = price
     return prices
+
+
+def exit_finished(status: ExitStatus, nothing: str, partly: Callable[[], str]) -> None:
+    """Return when a finished command's ``status`` is 0; else print why and exit with it.
+
+    Args:
+        status: 0, ``NOTHING_SCORED`` (5) or ``PARTIAL`` (6).
+        nothing: the line printed for 5.
+        partly: builds the line printed for 6.
+    """
+    if status == ExitStatus.NOTHING_SCORED:
+        console.print(nothing)
+    elif status == ExitStatus.PARTIAL:
+        console.print(partly())
+    if status != ExitStatus.OK:
+        sys.exit(status)
 
 
 def exit_stopped(exc: BaseException, again: str, interrupted: str | None = None) -> NoReturn:

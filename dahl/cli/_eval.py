@@ -34,7 +34,7 @@ def eval_command(config_file: Path, out_dir: Path | None, cache_dir: Path | None
     step; the exit status is dahl score's (0 ok, 5 nothing scored, 6 partial,
     3/4/130 stopped). The config layout: see dahl.run._eval_config.
     """
-    from dahl.cli._console import run_stoppable, console, exit_stopped, out as stdout
+    from dahl.cli._console import run_stoppable, console, exit_finished, exit_stopped, out as stdout
     from dahl.cli._generate import _done, _run as generate_ticking
     from dahl.cli._progress import ProgressMode, count, run_with_progress
     from dahl.cli._summary import partial_message, print_summary
@@ -70,13 +70,13 @@ def eval_command(config_file: Path, out_dir: Path | None, cache_dir: Path | None
     stdout.print(escape(report.board_markdown), end="", highlight=False, soft_wrap=True)
     state = "up to date" if report.board_reused else "written"
     console.print(escape(f"leaderboard {state}: {', '.join(str(p) for p in report.board_files)}"), highlight=False)
-    status = report.exit_status
-    if status == ExitStatus.NOTHING_SCORED:
-        console.print("[red]nothing scored:[/] no answer could be scored (exit status 5)")
-    elif status == ExitStatus.PARTIAL:
+
+    scored = report.score
+
+    def partly() -> str:
         failed = sum(r.counters.failed for r in report.generated.values())
         why = f"{count(failed, 'answer')} failed to generate" if failed else \
-            partial_message(report.score.summary, report.score.counters.input_errors)
-        console.print(f"[yellow]partly done:[/] {escape(why)} (exit status 6; re-running retries them)")
-    if status != ExitStatus.OK:
-        sys.exit(status)
+            partial_message(scored.summary, scored.counters.input_errors)
+        return f"[yellow]partly done:[/] {escape(why)} (exit status 6; re-running retries them)"
+
+    exit_finished(report.exit_status, "[red]nothing scored:[/] no answer could be scored (exit status 5)", partly)

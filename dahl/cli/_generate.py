@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from dahl.cli._options import FINITE, cache_and_progress_options
 from dahl.cli._options import parse_template_options
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError, DahlError
-from dahl.exit_status import ExitStatus
 from dahl.generate._settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE, GenerateCounters, GenerateReport, GenerateSettings
 from dahl.generate._templates import load_template, shipped_prompt_templates, shipped_templates
 
@@ -122,7 +120,7 @@ def generate(ctx: click.Context, questions: Path, models: tuple[str, ...], base_
     each model is asked at every temperature; meta.sampling.temperature tells the
     answers apart (dahl study temperature groups by it).
     """
-    from dahl.cli._console import run_stoppable, console, exit_stopped, out as stdout, price_overrides
+    from dahl.cli._console import run_stoppable, console, exit_finished, exit_stopped, out as stdout, price_overrides
     from dahl.generate import _answers as answers  # noqa: F401  (aiohttp: imported here, not on the event loop)
 
     try:
@@ -152,13 +150,8 @@ def generate(ctx: click.Context, questions: Path, models: tuple[str, ...], base_
     stdout.print(escape(f"{_done(c)} to {out}"), highlight=False)
     if c.spend is not None and any(m.calls for m in c.spend.stages.values()):
         console.print(f"money: {usd(c.spend.spent_usd())} (prices of {c.spend.table.date})", highlight=False)
-    status = report.exit_status
-    if status == ExitStatus.NOTHING_SCORED:
-        console.print("[red]nothing generated:[/] no answer was written (exit status 5)")
-    elif status == ExitStatus.PARTIAL:
-        console.print(f"[yellow]partly generated:[/] {c.failed:,} failed (exit status 6; re-running retries them)")
-    if status != ExitStatus.OK:
-        sys.exit(status)
+    exit_finished(report.exit_status, "[red]nothing generated:[/] no answer was written (exit status 5)",
+                  lambda: f"[yellow]partly generated:[/] {c.failed:,} failed (exit status 6; re-running retries them)")
 
 
 @click.command()

@@ -12,8 +12,8 @@ import click
 from dahl.errors import ConfigError
 from dahl.templates import PromptTemplate, load_prompt_template
 
-__all__ = ["FINITE", "HEADER", "FiniteFloat", "GroupedCommand", "HeaderOption", "cache_and_progress_options",
-           "parse_template_options", "template_option"]
+__all__ = ["CACHE_DIR", "FINITE", "HEADER", "FiniteFloat", "GroupedCommand", "HeaderOption",
+           "cache_and_progress_options", "parse_template_options", "template_option"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -63,12 +63,16 @@ class HeaderOption(click.ParamType[tuple[str, str]]):
 HEADER = HeaderOption()
 
 
+#: ``--cache-dir``, as every command that reads or writes the cache takes it.
+CACHE_DIR = click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                         help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+
+
 def cache_and_progress_options(command: _F) -> _F:
     """``--cache-dir``, ``--no-cache``, ``--no-progress``, ``--progress-every`` (seconds),
     as every command that calls a model through the engine takes them besides ``dahl score``."""
     options = [
-        click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-                     help="Cache folder (default $DAHL_CACHE_DIR or the user cache dir)."),
+        CACHE_DIR,
         click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
         click.option("--no-progress", is_flag=True, help="Do not show progress."),
         click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,

@@ -148,7 +148,7 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
 
     Given (--given FILE): a dahl refs.jsonl or FactRBench file, checked and converted.
     """
-    from dahl.cli._console import run_stoppable, console, out as stdout, price_overrides
+    from dahl.cli._console import run_stoppable, console, exit_finished, out as stdout, price_overrides
     from dahl.refs import _documents as documents  # noqa: F401  (aiohttp, bm25s: imported here, not on the event loop)
 
     modes = {"QUESTIONS": questions is not None, "--pool RUN_DIR...": bool(pool), "--given FILE": given is not None}
@@ -194,11 +194,6 @@ def build(questions: Path | None, out: Path, pool: tuple[Path, ...], given: Path
     if c.spend is not None and any(m.calls for m in c.spend.stages.values()):
         stages = ", ".join(f"{name} {usd(m.usd)}" for name, m in c.spend.stages.items())
         console.print(f"money: {usd(c.spend.spent_usd())} ({stages}; prices of {c.spend.table.date})", highlight=False)
-    status = report.exit_status
-    if status == ExitStatus.NOTHING_SCORED:
-        console.print("[red]nothing built:[/] no question got a reference set (exit status 5)")
-    elif status == ExitStatus.PARTIAL:
-        console.print(f"[yellow]partly built:[/] {c.failed:,} failed, {c.skipped:,} skipped "
-                      "(exit status 6; re-running retries the failed ones)")
-    if status != ExitStatus.OK:
-        sys.exit(status)
+    exit_finished(report.exit_status, "[red]nothing built:[/] no question got a reference set (exit status 5)",
+                  lambda: f"[yellow]partly built:[/] {c.failed:,} failed, {c.skipped:,} skipped "
+                          "(exit status 6; re-running retries the failed ones)")

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
-from dahl.cli._console import console, exit_stopped, out, run_stoppable
-from dahl.cli._options import FINITE, HEADER, GroupedCommand, template_option
+from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
+from dahl.cli._options import CACHE_DIR, FINITE, HEADER, GroupedCommand, template_option
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
-from dahl.cli._recall_options import RECALL_OPTION_NAMES, recall_options
-from dahl.cli._score_config import score_config
+from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
 from dahl.config import AUTH_SCHEMES, PROVIDERS
 from dahl.errors import DahlError
-from dahl.exit_status import ExitStatus
 from dahl.formats import FORMATS
 from dahl.results._counters import RunCounters
 from dahl.run._dryrun import DryRunReport
 from dahl.run._dryrun import dry_run as estimate
 from dahl.run._plan import CHECKERS, SPLITTERS
-from dahl.run._score import ScoreReport
 
 __all__ = ["score"]
 
@@ -83,8 +79,7 @@ __all__ = ["score"]
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Verdict cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
+@CACHE_DIR
 @click.option("--no-cache", is_flag=True, help="Do not read or write the verdict cache.")
 @click.option("--no-progress", is_flag=True, help="Do not show progress.")
 @click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
@@ -132,7 +127,7 @@ def score(
     auth: str | None,
     header_options: tuple[tuple[str, str], ...],
     template_options: tuple[str, ...],
-    **recall_values: object,  # the options of dahl.cli._recall_options.RECALL_OPTION_NAMES
+    **recall_values: object,  # the options of dahl.cli._score_options.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
     try:
@@ -147,7 +142,8 @@ def score(
         _stop(exc, out_dir)
     out.print(result_table(report.summary, k, out.width))
     print_summary(console, report, out_dir)
-    _finish(report)
+    exit_finished(report.exit_status, "[red]nothing scored:[/] no input record could be scored (exit status 5)",
+                  lambda: f"[yellow]partly scored:[/] {partial_message(report.summary, report.counters.input_errors)}")
 
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
@@ -155,17 +151,6 @@ def _stop(exc: BaseException, out_dir: Path) -> NoReturn:
     nothing = None if (out_dir / "answers.jsonl").exists() else \
         "[yellow]interrupted[/] before any answer was written; nothing to resume."
     exit_stopped(exc, f"Finished answers are in {out_dir}; re-run the same command to continue.", nothing)
-
-
-def _finish(report: ScoreReport) -> None:
-    """Exit with the status of a run that finished (0, 5 or 6), saying why when it is not 0."""
-    status = report.exit_status
-    if status == ExitStatus.NOTHING_SCORED:
-        console.print("[red]nothing scored:[/] no input record could be scored (exit status 5)")
-    elif status == ExitStatus.PARTIAL:
-        console.print(f"[yellow]partly scored:[/] {partial_message(report.summary, report.counters.input_errors)}")
-    if status != ExitStatus.OK:
-        sys.exit(status)
 
 
 def _print_dry_run(report: DryRunReport) -> None:

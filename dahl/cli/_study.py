@@ -1,6 +1,6 @@
 """``dahl study``: studies over scored runs; ``dahl study temperature`` is the DAHL paper's (§5.2, Fig. 5).
 
-A thin click layer over :mod:`dahl.analysis._study` and :mod:`dahl.analysis._study_plot`; ``dahl.cli``
+A thin click layer over :mod:`dahl.analysis._study` and :mod:`dahl.analysis._plots`; ``dahl.cli``
 registers the group. Errors exit with one line and status 2 (8 when an output file
 cannot be written; see :mod:`dahl.exit_status`).
 """
@@ -74,7 +74,7 @@ def temperature(run_dir: Path, out_dir: Path, metric: str, compare: str, referen
                 out_dir.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
         if not no_plot:
-            from dahl.analysis._study_plot import plot_temperature
+            from dahl.analysis._plots import plot_temperature
 
             with writing(out_dir / "temperature.png"):
                 plot_temperature(result, out_dir / "temperature.png")

@@ -11,7 +11,7 @@ so answers match their set by the question text. A fact without ``id`` gets its
 1-based position (``"1"``, ``"2"``, …). :class:`RefIndex` finds an answer's set.
 
 :func:`read_refs` also reads FactRBench's released layout (``{question,
-reference_fact_set}`` rows, JSONL or Parquet; :mod:`dahl.formats._refs_factrbench`),
+reference_fact_set}`` rows, JSONL or Parquet; :mod:`dahl.formats._factrbench`),
 detected per file from its first line (a ``.parquet`` file is always FactRBench).
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from dahl.errors import InputError
-from dahl.formats._refs_factrbench import factrbench_set, is_factrbench, read_factrbench_parquet
+from dahl.formats._factrbench import factrbench_set, is_factrbench, read_factrbench_parquet
 from dahl.records import AnswerResult, FactSource, RefFact, RefSet, content_id, normalize_text
 
 __all__ = ["RefIndex", "read_refs", "refs_sha256", "write_refs"]
@@ -95,7 +95,7 @@ def read_refs(path: str | Path) -> Iterator[RefSet]:
 
     The layout is detected per file: dahl ``refs.jsonl``, or FactRBench's
     (``reference_fact_set`` in the first line, or a ``.parquet`` file), converted
-    as :mod:`dahl.formats._refs_factrbench` says.
+    as :mod:`dahl.formats._factrbench` says.
 
     Raises:
         InputError: the file cannot be read, or a line is not a valid set (names the

@@ -75,7 +75,7 @@ def load_template(path: Path) -> Template:
 def shipped_prompt_templates() -> list[PromptTemplate]:
     """Every stage's shipped prompt template, in pipeline order (both generation modes first)."""
     from dahl.adapters import _prompts as prompts
-    from dahl.adapters._coverage_llm import COVER_TEMPLATE
+    from dahl.adapters._coverage import COVER_TEMPLATE
     from dahl.questions import _prompts as questions_prompts
     from dahl.refs import _prompts as refs_prompts
 

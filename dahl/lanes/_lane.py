@@ -13,9 +13,7 @@ no module-global registry.
 One attempt goes: breaker admits -> take an in-flight slot -> (start ramp) -> the
 limiter's acquire (pause gate, RPM, TPM) -> send -> settle the reservation against
 the usage and the reply's ``x-ratelimit-*`` headers -> report the outcome to the
-breaker. The slot is taken *first* so rate units are spent only when a request is
-about to leave: units cannot pile up while waiting for a slot and then go out in a
-burst. Each failure is classified into a typed
+breaker. Each failure is classified into a typed
 :class:`~dahl.lanes._retry.RetryDecision`: ``fatal`` raises, ``rate_limit`` pauses the
 whole lane until the server's reset (the held buckets then release the waiters at
 their rate, with jitter), ``transient`` backs off with full jitter, within the
@@ -28,8 +26,7 @@ second), so a server with a low unknown limit sees a few requests, not
 ``max_in_flight``, before its ``x-ratelimit-*`` headers are known. The first reply
 opens the ramp; limits it announces are charged with the requests that went out
 unmetered (those in flight and its own), so they are not sent a second time in the
-same window. (Holding the rest behind one probe request would cost every run a full
-request latency.)
+same window.
 
 A run of permanent failures, a long outage or a fatal error (bad key) trips the
 breaker and stops the lane with ``FatalAPIError``; a call whose retries all ended in

@@ -4,12 +4,8 @@
 paces acquires at the rate, holds at most ``burst_s`` seconds of rate after an
 idle spell ("burst ≤ 1 s of rate"), and keeps a sliding log so
 that no span of ``window_s`` seconds admits more than ``window_s`` seconds of
-rate. That last cap matters because servers count in fixed windows: OpenAI
-enforces per-minute limits in shorter periods ("60,000 requests/minute may be
-enforced as 1,000 requests/second", OpenAI rate-limit guide), and a plain token
-bucket of capacity C admits up to ``C + rate * T`` in a window of T seconds; a
-paced bucket still lets one extra request into a window whenever its leftover
-balance straddles the window's start. The same class limits requests (amount 1
+rate (servers count in fixed windows; see ARCHITECTURE.md, "A paced bucket of
+dahl's own"). The same class limits requests (amount 1
 per request) and tokens (amount = reserved tokens).
 
 :class:`PauseGate` holds everyone back until a time the server named
@@ -20,21 +16,6 @@ in a thundering herd.
 
 Both are driven by timers (``Clock.sleep``), never by polling, and both are
 cancellation-safe: a cancelled waiter takes no capacity and leaves the queue.
-
-Why not aiolimiter (``AsyncLimiter``) for the request bucket: with a burst of
-one second of rate its leaky bucket admits up to two seconds of rate in the
-first second after an idle spell (a full bucket plus a second of leak), which a
-fixed-window server refuses -- the window cap above exists for that. With a
-burst of one request it paces correctly, but (aiolimiter 1.3) its wake-up
-timer is set for the exact instant the level reaches the threshold, and the
-float leak often lands a hair short (``AsyncLimiter(1, 0.1)``, five waiters:
-2.2e-16 left at 0.4 s), so it re-arms a timer at the current time; real time
-moves on, but the virtual-time loop the tests run on does
-not, and the acquire spins forever. It also reads only the loop's clock,
-cannot hold for a pause or give back an unsent unit, and every late wake-up of
-a one-request bucket is lost (0.1025 s per send instead of 0.1 on a loaded
-machine). The TPM bucket (reservations, refunds, debt) needs this class
-anyway, so both rates use it and dahl does not depend on aiolimiter.
 
 :class:`LaneLimits` is the configured RPM, TPM, in-flight cap and token
 accounting of one lane.
@@ -506,10 +487,6 @@ class PauseGate:
     def pause_until(self, t: float) -> None:
         """Close the gate until clock time ``t`` (seconds); an existing later pause is kept."""
         self._until = max(self._until, t)
-
-    def pause_for(self, seconds: float) -> None:
-        """Close the gate for ``seconds`` seconds from now (an existing later pause is kept)."""
-        self.pause_until(self._clock.now() + seconds)
 
     @property
     def paused_until(self) -> float | None:

@@ -117,11 +117,6 @@ class MemoryLimiter:
         return RateBucket(rate, clock=self._clock, unit=unit, initial=initial)
 
     @property
-    def rpm_bucket(self) -> RateBucket | None:
-        """The requests-per-minute bucket, ``None`` while unlimited."""
-        return self._rpm
-
-    @property
     def tpm_bucket(self) -> RateBucket | None:
         """The tokens-per-minute bucket, ``None`` while unlimited."""
         return self._tpm

@@ -59,11 +59,6 @@ class StartRamp:
         self._queue: deque[asyncio.Future[None]] = deque()
 
     @property
-    def is_open(self) -> bool:
-        """Whether :meth:`open` was called."""
-        return self._open
-
-    @property
     def admitted(self) -> int:
         """Callers let through by pacing (not counting those released by :meth:`open`)."""
         return self._admitted

@@ -21,7 +21,9 @@ from dahl.metrics._precision import (
     factscore,
     factscore_mask,
     factscore_values,
+    group_seed,
     precision,
+    sorted_mean,
 )
 from dahl.metrics._recall import (
     PARTIAL_CREDIT,
@@ -57,6 +59,8 @@ __all__ = [
     "factscore_mask",
     "factscore_values",
     "fstar",
+    "group_seed",
     "importance",
     "precision",
+    "sorted_mean",
 ]

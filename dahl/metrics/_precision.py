@@ -23,9 +23,9 @@ Empty sets give None, never NaN.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,13 +48,14 @@ __all__ = [
     "factscore",
     "factscore_mask",
     "factscore_values",
+    "group_seed",
     "precision",
+    "sorted_mean",
 ]
 
 logger = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.integer[Any]]
 BoolArray = npt.NDArray[np.bool_]
 
 #: Why an answer is not scored. Code ``i + 1`` in :func:`exclusion_codes` is ``REASONS[i]``; 0 is scored.
@@ -469,3 +470,18 @@ def bootstrap_ci(
     tail = (1.0 - level) / 2.0
     lo, hi = np.quantile(means, [tail, 1.0 - tail])
     return float(lo), float(hi)
+
+
+def group_seed(seed: int, *names: str) -> list[int]:
+    """Seed material of one group's bootstrap: ``[seed, blake2b-64 of the names joined by NUL]``.
+
+    The group's interval then depends on the run seed and the group's names (model,
+    category, metric), not on the order answers arrived in.
+    """
+    digest = hashlib.blake2b("\x00".join(names).encode("utf-8"), digest_size=8).digest()
+    return [seed, int.from_bytes(digest, "little")]
+
+
+def sorted_mean(values: FloatArray) -> float | None:
+    """Mean of ``values`` summed in sorted order (exactly order-invariant), None when empty."""
+    return float(np.sort(values).mean()) if values.size else None

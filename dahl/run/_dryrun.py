@@ -338,7 +338,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     recall = config.recall
     if recall is None or recall.judge_name(config.adapters.checker) != "openai":
         return None
-    from dahl.adapters._coverage_llm import MAX_FACTS, cover_request_body, cover_task
+    from dahl.adapters._coverage import MAX_FACTS, cover_request_body, cover_task
     from dahl.adapters._bodies import estimate_tokens
     from dahl.formats._refs import RefIndex, read_refs
     from dahl.metrics import fstar

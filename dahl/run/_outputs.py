@@ -1,7 +1,7 @@
 """What a finished run writes beside ``answers.jsonl``: verdict columns, ``summary.json``, the manifest.
 
 :func:`collect` reads the finished ``answers.jsonl`` once into the summary's per-answer columns
-and the verdict store; :func:`run_summary` assembles the typed :class:`~dahl.analysis._summary_file.Summary`;
+and the verdict store; :func:`run_summary` assembles the typed :class:`~dahl.analysis._summary.Summary`;
 :func:`write_summary` writes it, then the manifest that vouches for it.
 """
 
@@ -17,14 +17,14 @@ import anyio
 import orjson
 
 from dahl._version import __version__
-from dahl.analysis._summary import SummaryBuilder
-from dahl.analysis._summary_file import (
+from dahl.analysis._summary import (
     Changes,
     InputFile,
     QuestionSetSummary,
     RunConfig,
     RunSummary,
     Summary,
+    SummaryBuilder,
     SummaryStatistics,
 )
 from dahl.analysis._verdicts import VerdictWriter

@@ -211,8 +211,8 @@ async def open_judge(
     if endpoint is None:
         raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
                           "--checker openai)")
-    await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters._coverage_llm"))
-    from dahl.adapters._coverage_llm import OpenAICoverageJudge
+    await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters._coverage"))
+    from dahl.adapters._coverage import OpenAICoverageJudge
     from dahl.adapters._endpoint import Connections
 
     session, lane = await Connections(stack, pool).open(endpoint)  # its own session
@@ -240,7 +240,7 @@ def used_templates(adapters: AdapterSettings, cover: EndpointConfig | None = Non
         shipped = prompts.CHECK_EVIDENCE_TEMPLATE if adapters.evidence is not None else prompts.CHECK_TEMPLATE
         found.append(adapters.check_endpoint.template(shipped))
     if cover is not None:
-        from dahl.adapters._coverage_llm import COVER_TEMPLATE
+        from dahl.adapters._coverage import COVER_TEMPLATE
 
         found.append(cover.template(COVER_TEMPLATE))
     return [{"stage": t.stage, "version": t.version, "source": t.source} for t in found]

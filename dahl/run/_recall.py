@@ -19,7 +19,7 @@ from dahl.cache._store import CacheStore
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import LanePool
 from dahl.formats._refs import RefIndex, read_refs, refs_sha256
-from dahl.analysis._recall_summary import RecordedRecallSettings
+from dahl.analysis._summary import RecordedRecallSettings
 
 __all__ = ["RunRecall", "load_refs", "open_recall"]
 

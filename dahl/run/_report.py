@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dahl.analysis._summary_file import Summary
+from dahl.analysis._summary import Summary
 from dahl.results._counters import RunCounters
 from dahl.errors import DahlError, InputError
 from dahl.exit_status import ExitStatus

@@ -41,8 +41,7 @@ from dahl.locking import FolderLock
 from dahl.records import AnswerResult
 from dahl.run._recall import RunRecall, open_recall
 from dahl.run._report import ScoreReport, run_status, single_error
-from dahl.analysis._summary import SummaryBuilder
-from dahl.analysis._summary_file import RunConfig, Summary, TemplateUse
+from dahl.analysis._summary import RunConfig, Summary, SummaryBuilder, TemplateUse
 from dahl.analysis._verdicts import VerdictWriter
 from dahl.run._outputs import collect, run_summary, write_summary
 

@@ -1,4 +1,4 @@
-"""Tests for the coverage judges (dahl.adapters._coverage, dahl.adapters._coverage_llm) and the RecallCoverer."""
+"""Tests for the coverage judges (dahl.adapters._coverage) and the RecallCoverer."""
 
 from __future__ import annotations
 
@@ -10,8 +10,16 @@ import orjson
 import pytest
 
 from dahl.adapters._base import Coverer
-from dahl.adapters._coverage import CoverageJudge, ExactJudge, Judgement, LexicalJudge
-from dahl.adapters._coverage_llm import MAX_FACTS, OpenAICoverageJudge, cover_messages, parse_coverage
+from dahl.adapters._coverage import (
+    MAX_FACTS,
+    CoverageJudge,
+    ExactJudge,
+    Judgement,
+    LexicalJudge,
+    OpenAICoverageJudge,
+    cover_messages,
+    parse_coverage,
+)
 from dahl.adapters._recall import RecallCoverer, RecallSettings
 from dahl.config import EndpointConfig
 from dahl.results._assemble import build_result
@@ -219,14 +227,14 @@ class TestRecallCoverer:
         assert (got.recall.recall, got.recall.recall_w, len(got.recall.facts), judge.calls) == (0.0, 0.0, 3, [])
 
     async def test_split_error_no_refs_and_empty_fstar(self, tmp_path: Path) -> None:
-        """Split error: reason split_error; another question: recall UNSET and counted; F* empty: empty_fstar."""
+        """Split error: reason split_error; another question: recall UNSET, no call; F* empty: empty_fstar."""
         judge = _ScriptedJudge(LABELS)
         coverer = _coverer(tmp_path, judge, FACTS, fstar_min_importance=2.0)
         assert (await coverer.cover(result_of(split_error="boom"))).recall.reason == "split_error"
         assert (await coverer.cover(result_of(supported=["x"]))).recall.reason == "empty_fstar"
         other = await coverer.cover(result_of(question="Who was Einstein?"))
         assert "recall" not in orjson.loads(msgspec.json.encode(other))
-        assert (coverer.no_refs, judge.calls) == (1, [])
+        assert judge.calls == []
 
     async def test_judge_error_labels_error_never_not_covered(self, tmp_path: Path) -> None:
         """A judge AdapterError: every fact labelled error with its message, recall None (coverage_error)."""

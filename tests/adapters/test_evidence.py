@@ -143,17 +143,6 @@ class TestEvidenceChecker:
         assert verdict.raw is not None and verdict.raw.startswith("passage asp")
         assert "P supports=" in verdict.raw and "top: " in verdict.raw
 
-    async def test_check_batch_keeps_order(self, checker: EvidenceChecker) -> None:
-        """check_batch returns one verdict per pair, in order."""
-        question = ask("What about drugs?")
-        verdicts = await checker.check_batch(
-            [
-                (claim("The recommended starting dose of zolpidem is 5 mg."), question),
-                (claim("The Eiffel Tower stands in Paris."), question),
-            ]
-        )
-        assert [v.label for v in verdicts] == [Label.SUPPORTED, Label.UNKNOWN]
-
     async def test_runs_off_the_event_loop_thread(
         self, checker: EvidenceChecker, corpus: Corpus, monkeypatch: pytest.MonkeyPatch
     ) -> None:

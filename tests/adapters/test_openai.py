@@ -11,14 +11,8 @@ import pytest
 from dahl.adapters import _openai as openai_adapter
 from dahl.adapters import _prompts as prompts
 from dahl.adapters._base import Checker, Splitter
-from dahl.adapters._openai import (
-    OpenAIChecker,
-    OpenAISplitter,
-    check_request_body,
-    endpoint_fingerprint,
-    estimate_tokens,
-    split_request_body,
-)
+from dahl.adapters._bodies import check_request_body, endpoint_fingerprint, estimate_tokens, split_request_body
+from dahl.adapters._openai import OpenAIChecker, OpenAISplitter
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError, OutputParseError, TransientAPIError
 from dahl.records import Answer, Claim, Evidence, Label, Usage

@@ -9,14 +9,16 @@ import json
 import numpy as np
 import pytest
 
-from dahl.adapters._support_features import (
+from dahl.adapters._support import (
+    CLASSES,
     FEATURE_NAMES,
     claim_terms,
+    load_support_model,
     names_with_digits,
     numbers_with_units,
     pair_features,
+    parse_support_model,
 )
-from dahl.adapters._support_model import CLASSES, load_support_model, parse_support_model
 from dahl.errors import ConfigError
 from tests.conftest import require_data
 

@@ -7,7 +7,7 @@ import json
 from bench.mock_coverage import cover_content, default_coverage, numbered_facts
 from bench.mock_oracle import Oracle
 from bench.mock_reply import parse_prompt, reply_content
-from dahl.adapters._coverage_llm import cover_messages
+from dahl.adapters._coverage import cover_messages
 
 RESPONSE = "Ada Lovelace wrote the first program. She   worked with Babbage."
 

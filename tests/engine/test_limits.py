@@ -458,7 +458,7 @@ class TestPauseGate:
 
         async def main() -> float:
             gate = PauseGate()
-            gate.pause_for(2.0)
+            gate.pause_until(now() + 2.0)
             waiter = asyncio.create_task(gate.wait())
             await asyncio.sleep(1.0)
             gate.pause_until(8.0)
@@ -493,7 +493,7 @@ class TestPauseGate:
 
         async def main() -> tuple[int, int]:
             gate = PauseGate()
-            gate.pause_for(10.0)
+            gate.pause_until(now() + 10.0)
             waiter = asyncio.create_task(gate.wait())
             await asyncio.sleep(1.0)
             held = gate.waiting

@@ -15,8 +15,9 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from dahl.analysis._recall_columns import RECALL_METRICS
 from dahl.errors import InputError
-from dahl.metrics import bootstrap_ci
+from dahl.metrics import bootstrap_ci, sorted_mean
 from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
 
 __all__ = ["NULL_REASONS", "RecallColumns", "RecallSummary", "RecordedRecallSettings"]
@@ -26,8 +27,8 @@ __all__ = ["NULL_REASONS", "RecallColumns", "RecallSummary", "RecordedRecallSett
 NULL_REASONS: tuple[str, ...] = ("empty_fstar", "zero_weight", "coverage_error", "split_error", "no_refs")
 _CODE = {reason: i + 1 for i, reason in enumerate(NULL_REASONS)}  # 0: no reason
 _NO_REFS, _SPLIT_ERROR = _CODE["no_refs"], _CODE["split_error"]
-# Float columns, in this order; the last is |F*|.
-_METRICS = ("recall", "recall_w", "f1", "f1_w", "recall_at_5", "recall_at_10", "recall_at_20")
+# Float columns: the metrics in the verdict store's order, then |F*|.
+_METRICS = RECALL_METRICS
 _WITH_CI = frozenset({"recall", "recall_w", "f1", "f1_w"})
 _WIDTH = len(_METRICS) + 1
 _NO_ROW = [float("nan")] * _WIDTH
@@ -66,7 +67,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
         n: answers with Rec defined (abstained ones included).
         n_abstained: of those, answers that abstained (recall 0).
         null_by_reason: answers with no Rec, by each name of
-            :data:`dahl.analysis._recall_summary.NULL_REASONS`.
+            :data:`dahl.analysis._summary._recall.NULL_REASONS`.
         recall, recall_w, f1, f1_w: mean Rec, weighted Rec, and their F1 with precision, in [0, 1].
         recall_at_5, recall_at_10, recall_at_20: mean R@k over the top k facts by importance.
         rho: mean claims per responding answer whose question has a reference set.
@@ -94,7 +95,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
 class RecallColumns:
     """Per-answer recall metrics as numpy columns, grown with the summary's other columns.
 
-    Rows are appended in the order answers reach :class:`~dahl.analysis._summary.SummaryBuilder`;
+    Rows are appended in the order answers reach :class:`~dahl.analysis._summary._builder.SummaryBuilder`;
     :meth:`block` aggregates any subset of them.
     """
 
@@ -124,8 +125,7 @@ class RecallColumns:
                 raise InputError(f"unknown recall reason {rec.reason!r} in answer {result.id!r}",
                                  field="recall.reason")
             code = found
-        values = [rec.recall, rec.recall_w, rec.f1, rec.f1_w, rec.recall_at_5, rec.recall_at_10, rec.recall_at_20]
-        out = [float("nan") if v is None else float(v) for v in values]
+        out = [float("nan") if (v := getattr(rec, name)) is None else float(v) for name in _METRICS]
         out.append(float(len(rec.facts)))
         return out, code
 
@@ -205,16 +205,11 @@ class RecallColumns:
         for j, name in enumerate(_METRICS):
             column = values[:, j]
             present = column[~np.isnan(column)]
-            out[name] = _mean(present)
+            out[name] = sorted_mean(present)
             if name in _WITH_CI:
                 ci = bootstrap_ci(present, rng=np.random.default_rng(seed), n_boot=n_boot, level=level)
                 out[f"{name}_ci"] = None if ci is None else [ci[0], ci[1]]
         with_refs = responded & (code != _NO_REFS)
-        out["rho"] = _mean(claims[with_refs].astype(np.float64))
-        out["facts"] = _mean(values[defined, -1])
+        out["rho"] = sorted_mean(claims[with_refs].astype(np.float64))
+        out["facts"] = sorted_mean(values[defined, -1])
         return RecallSummary(**out)
-
-
-def _mean(values: npt.NDArray[np.float64]) -> float | None:
-    """Mean summed in sorted order (exactly order-invariant), None when empty."""
-    return float(np.sort(values).mean()) if values.size else None

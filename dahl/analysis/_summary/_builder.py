@@ -2,15 +2,14 @@
 
 :class:`SummaryBuilder` keeps only compact columns per answer (five int32 label
 counts, a one-byte flag, two int32 codes) and computes every aggregate with numpy at the end into the typed blocks of
-:mod:`dahl.analysis._summary_blocks`. The formulas live in :mod:`dahl.metrics`. When a
-run has reference facts, recall columns are kept too (:mod:`dahl.analysis._recall_summary`)
+:mod:`dahl.analysis._summary._blocks`. The formulas live in :mod:`dahl.metrics`. When a
+run has reference facts, recall columns are kept too (:mod:`dahl.analysis._summary._recall`)
 and every block gets a ``recall`` object. The columns are the figures' sufficient
 statistics: two builders merge (:meth:`SummaryBuilder.merged`) into the figures of one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
@@ -27,13 +26,15 @@ from dahl.metrics import (
     f1_values,
     factscore_mask,
     factscore_values,
+    group_seed,
     precision,
+    sorted_mean,
 )
-from dahl.analysis._recall_summary import RecallColumns, RecordedRecallSettings
-from dahl.analysis._summary_blocks import Figures, GroupSummary, ModelSummary, UnsupportedByReason
+from dahl.analysis._summary._recall import RecallColumns, RecordedRecallSettings
+from dahl.analysis._summary._blocks import Figures, GroupSummary, ModelSummary, UnsupportedByReason
 from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, UnsupportedReason
 
-__all__ = ["SummaryBuilder", "group_seed"]
+__all__ = ["SummaryBuilder"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,13 +47,6 @@ _COLUMN = {str(label): j for j, label in enumerate(LABELS)}
 # Unsupported claims counted by reason (row columns 8 and 9); the rest are "unstated".
 _REASON_COLUMN = {UnsupportedReason.CONTRADICTED: 8, UnsupportedReason.NO_EVIDENCE: 9}
 _UNSUPPORTED = LABELS.index(Label.UNSUPPORTED)
-
-
-def group_seed(seed: int, model: str, category: str | None) -> list[int]:
-    """Seed material for one group's bootstrap, independent of the order answers arrived in."""
-    name = model if category is None else f"{model}\x00{category}"
-    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
-    return [seed, int.from_bytes(digest, "little")]
 
 
 class SummaryBuilder:
@@ -256,11 +250,11 @@ class SummaryBuilder:
         """Compute the summary's figures.
 
         Returns:
-            ``models``: model -> :class:`~dahl.analysis._summary_blocks.ModelSummary`, sorted
+            ``models``: model -> :class:`~dahl.analysis._summary._blocks.ModelSummary`, sorted
             by name, each with its ``categories`` sorted by name. ``unsupported_by_reason`` is
             set only when some verdict of the run gave a reason (unsupported claims counted as
             ``contradicted``, ``no_evidence`` and ``unstated``). When recall is tracked, each
-            block also has ``recall`` (:meth:`dahl.analysis._recall_summary.RecallColumns.block`)
+            block also has ``recall`` (:meth:`dahl.analysis._summary._recall.RecallColumns.block`)
             and the figures ``recall_settings`` (None when no settings were given); otherwise
             both are UNSET (left out of summary.json).
         """
@@ -311,13 +305,13 @@ class SummaryBuilder:
             for cat in sorted(spans):
                 b, e = spans[cat]
                 cats[cat] = GroupSummary(**self._block(columns, sub[b:e], group_seed(self.seed, name, cat)))
-            out[name] = ModelSummary(**self._block(columns, rows, group_seed(self.seed, name, None)), categories=cats)
+            out[name] = ModelSummary(**self._block(columns, rows, group_seed(self.seed, name)), categories=cats)
         if self._recall is None:
             return Figures(models=out)
         return Figures(models=out, recall_settings=self.recall_settings)
 
     def _block(self, col: _Columns, rows: npt.NDArray[np.intp], seed: list[int]) -> dict[str, Any]:
-        """Fields of one group's :class:`~dahl.analysis._summary_blocks.GroupSummary` (``rows`` index the columns)."""
+        """Fields of one group's :class:`~dahl.analysis._summary._blocks.GroupSummary` (``rows`` index the columns)."""
         in_dahl = col.in_dahl[rows]
         in_fs = col.in_fs[rows]
         n_scored = int(in_dahl.sum())
@@ -333,11 +327,11 @@ class SummaryBuilder:
             "n_excluded": int(rows.size) - n_scored,
             "excluded_by_reason": {r: int(by_reason[i + 1]) for i, r in enumerate(REASONS)},
             "n_factscore": n_fs,
-            "dahl_score": _mean(prec),
+            "dahl_score": sorted_mean(prec),
             "dahl_score_ci": None if ci is None else [ci[0], ci[1]],
-            "factscore": _mean(col.fs[rows][in_fs]),
-            "factscore_init": _mean(col.fs_init[rows][in_fs]),
-            "f1_at_k": _mean(col.f1[rows][in_dahl]),
+            "factscore": sorted_mean(col.fs[rows][in_fs]),
+            "factscore_init": sorted_mean(col.fs_init[rows][in_fs]),
+            "f1_at_k": sorted_mean(col.f1[rows][in_dahl]),
             "labels": {str(label): int(label_totals[j]) for j, label in enumerate(LABELS)},
         }
         if col.reasons is not None:
@@ -381,11 +375,6 @@ class _Columns:
         self.fs = fs
         self.fs_init = fs_init
         self.reasons = reasons  # (n, 2): contradicted, no_evidence; None when no verdict gave a reason
-
-
-def _mean(values: npt.NDArray[np.float64]) -> float | None:
-    """Mean of ``values`` summed in sorted order (so it is exactly order-invariant), None when empty."""
-    return float(np.sort(values).mean()) if values.size else None
 
 
 def _joined(first: npt.NDArray[Any], second: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:

@@ -2,7 +2,7 @@
 
 Every block is a frozen msgspec Struct whose encoding (:func:`msgspec.to_builtins`) is the JSON
 object summary.json holds; a field that is ``UNSET`` is left out of it. The figures are computed
-by :class:`dahl.analysis._summary.SummaryBuilder` from per-answer columns; the formulas are in
+by :class:`dahl.analysis._summary._builder.SummaryBuilder` from per-answer columns; the formulas are in
 :mod:`dahl.metrics`.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from dahl.analysis._recall_summary import RecallSummary, RecordedRecallSettings
+from dahl.analysis._summary._recall import RecallSummary, RecordedRecallSettings
 
 __all__ = ["Figures", "GroupSummary", "ModelSummary", "UnsupportedByReason"]
 

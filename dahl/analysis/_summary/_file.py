@@ -17,9 +17,9 @@ import msgspec
 import orjson
 from msgspec import UNSET, UnsetType
 
-from dahl.analysis._recall_summary import RecordedRecallSettings
-from dahl.analysis._summary import SummaryBuilder
-from dahl.analysis._summary_blocks import Figures, ModelSummary
+from dahl.analysis._summary._recall import RecordedRecallSettings
+from dahl.analysis._summary._builder import SummaryBuilder
+from dahl.analysis._summary._blocks import Figures, ModelSummary
 from dahl.errors import ConfigError
 from dahl.lanes._lane import LaneStatistics
 from dahl.lanes._spend import Spend
@@ -305,7 +305,7 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     """The content of ``summary.json``.
 
     Attributes:
-        models: model -> its figures and its categories' (:class:`~dahl.analysis._summary_blocks.ModelSummary`).
+        models: model -> its figures and its categories' (:class:`~dahl.analysis._summary._blocks.ModelSummary`).
         recall_settings: how recall was computed; present only when the run tracks recall.
         run: this invocation's counters, clock and cost.
         config: the run's configuration.
