@@ -32,7 +32,7 @@ def eval_command(config_file: Path, out_dir: Path | None, cache_dir: Path | None
     OUT/leaderboard/ (board.md, .csv, .json, board.png, paired tests between
     the models). Re-running continues where it stopped and repeats no finished
     step; the exit status is dahl score's (0 ok, 5 nothing scored, 6 partial,
-    3/4/130 stopped). The config layout: see dahl.run._eval_config.
+    3/4/130 stopped). The config layout: docs/benchmark.md, "The whole benchmark in one command".
     """
     from dahl.cli._console import run_stoppable, console, exit_finished, exit_stopped, out as stdout
     from dahl.cli._generate import _done, _run as generate_ticking
