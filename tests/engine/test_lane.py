@@ -15,6 +15,7 @@ from dahl.lanes._lane import Lane, LaneLimits, LanePool, LaneStatistics, normali
 from dahl.lanes._limits import RateBucket
 from dahl.lanes._memory import MemoryLimiter
 from dahl.lanes._retry import RetryPolicy
+from dahl.records import Usage
 from dahl.errors import (
     ConfigError,
     OutputParseError,
@@ -32,10 +33,11 @@ def now() -> float:
 
 @dataclass(frozen=True)
 class FakeReply:
-    """A reply as adapters return it: usage and headers."""
+    """A reply as adapters return it: usage (total, and split for metered lanes) and headers."""
 
     usage_tokens: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    usage: Usage | None = None
 
 
 class Script:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import pytest
 
@@ -18,6 +16,7 @@ from dahl.lanes._spend import Spend
 from dahl.errors import CostCapReached, FatalAPIError, PermanentAPIError, RateLimited, TransientAPIError
 from dahl.pricing import Price, PriceTable
 from dahl.records import Usage
+from tests.engine.test_lane import FakeReply, Script, now
 
 #: $1 per million prompt tokens, $10 per million completion tokens.
 PRICES = PriceTable({"m": Price(model="m", input_usd=1.0, output_usd=10.0)}, "2025-05-01")
@@ -25,35 +24,6 @@ PRICES = PriceTable({"m": Price(model="m", input_usd=1.0, output_usd=10.0)}, "20
 #: A call's reservation as the adapters compute it: prompt estimate + max_tokens.
 PROMPT_ESTIMATE, MAX_TOKENS = 120, 256
 ESTIMATE = PROMPT_ESTIMATE + MAX_TOKENS  # 376
-
-
-def now() -> float:
-    """Virtual time of the running loop, in seconds."""
-    return asyncio.get_running_loop().time()
-
-
-@dataclass(frozen=True)
-class FakeReply:
-    """A reply with usage (total and split) and headers."""
-
-    usage_tokens: int | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    usage: Usage | None = None
-
-
-class Script:
-    """An attempt function that plays a list of outcomes, then succeeds; it records send times."""
-
-    def __init__(self, *outcomes: BaseException | FakeReply) -> None:
-        self.outcomes = list(outcomes)
-        self.sent: list[float] = []
-
-    async def __call__(self) -> FakeReply:
-        self.sent.append(now())
-        outcome = self.outcomes.pop(0) if self.outcomes else FakeReply()
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
 
 
 class RecordingLimiter:
