@@ -359,7 +359,7 @@ class OpenAICoverageJudge:
 
     @property
     def calls(self) -> int:
-        """HTTP calls made (format fallbacks and per-fact re-asks included)."""
+        """HTTP calls made (format fallbacks and per-fact calls included)."""
         return self._endpoint.calls
 
     async def _ask(self, question: str, response: str, facts: Sequence[str]) -> tuple[list[Coverage], str, str]:

@@ -15,7 +15,8 @@ A stage keeps its template and its parser and describes what it asks as a
   call that could pass it);
 * structured output and its one text fallback: a server that rejects the structured
   reply format (HTTP 400 or 422 naming ``response_format``, or for Anthropic the forced
-  tool, ``tools`` / ``tool_choice``) is asked in text mode from then on (logged once);
+  tool, ``tools`` / ``tool_choice``) is asked in text mode from then on (logged once per
+  endpoint; every request rejected while in flight is sent again in text);
 * the one re-ask: a reply the stage's parser rejects is asked again once, with the parse
   error; the usage of both calls is summed.
 """
@@ -26,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import aiohttp
 
@@ -37,8 +38,7 @@ from dahl.config import EndpointConfig, api_key_id, resolve_api_key
 from dahl.errors import AdapterError, OutputParseError, PermanentAPIError
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._lane import Lane, LaneLimits, LanePool
-from dahl.lanes._limiter import Limiter
-from dahl.lanes._spend import UsageReply
+from dahl.lanes._spend import InnerLane as CallLane
 from dahl.records import Usage
 
 if TYPE_CHECKING:
@@ -58,23 +58,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-R = TypeVar("R", bound=UsageReply)
 
 Message = dict[str, str]
-
-
-class CallLane(Protocol):
-    """What the client needs from ``dahl.lanes._lane.Lane``: run one attempt under its limits,
-    and the limiter that keeps the spend cap's state (for metering)."""
-
-    @property
-    def limiter(self) -> Limiter:
-        """The lane's limiter."""
-        ...
-
-    async def call(self, attempt: Callable[[], Awaitable[R]], *, estimated_tokens: int) -> R:
-        """Run ``attempt`` (one HTTP request) with rate limits and retries; return its reply."""
-        ...
 
 
 class CountMismatch(OutputParseError):
@@ -283,30 +268,36 @@ class Endpoint:
         self.calls += 1
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 
-    async def request(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any]]:
+    async def request(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any], Format]:
         """Send the body ``build(format)``; after a rejection of the reply format, switch to
         text mode for good and send ``build("text")``.
 
+        The decision is about the format the body was sent in: with many requests in flight,
+        each one rejected in the structured format is sent again in text, and the switch is
+        logged by the first.
+
         Returns:
-            ``(reply, body sent)``.
+            ``(reply, body sent, its format)``.
 
         Raises:
             AdapterError: the call failed after the lane's retries (a rejection in text
                 mode, or a second one, stands).
         """
-        body = build(self._fmt)
+        fmt = self._fmt
+        body = build(fmt)
         try:
-            return await self.send(body), body
+            return await self.send(body), body, fmt
         except PermanentAPIError as exc:
-            if self._fmt == "text" or not rejects_format(exc, anthropic=self.cfg.provider == "anthropic"):
+            if fmt == "text" or not rejects_format(exc, anthropic=self.cfg.provider == "anthropic"):
                 raise
-            log.warning(
-                "%s rejected response_format=%s (%s); using text mode for the rest of the run",
-                self.cfg.base_url, self._fmt, exc,
-            )
-            self._fmt = "text"
-            body = build(self._fmt)
-            return await self.send(body), body
+            if self._fmt == fmt:
+                log.warning(
+                    "%s rejected response_format=%s (%s); using text mode for the rest of the run",
+                    self.cfg.base_url, fmt, exc,
+                )
+                self._fmt = "text"
+            body = build("text")
+            return await self.send(body), body, "text"
 
     async def ask(
         self, build: Callable[[Format], dict[str, Any]], parse: Callable[[str], T], *, reask: bool = True
@@ -326,7 +317,7 @@ class Endpoint:
         Raises:
             AdapterError: a call failed after the lane's retries.
         """
-        reply, body = await self.request(build)
+        reply, body, fmt = await self.request(build)
         try:
             return Parsed(parse(reply.content), None, reply, reply.usage)
         except OutputParseError as first:
@@ -334,7 +325,7 @@ class Endpoint:
                 return Parsed(None, first, reply, reply.usage)
             error = first
         task = self.task
-        expected = task.reask_json if self._fmt != "text" else task.reask_text
+        expected = task.reask_json if fmt != "text" else task.reask_text
         messages = reask_messages(body["messages"], reply.content, str(error), expected, neutralize=task.neutralize)
         usage = reply.usage
         reply = await self.send({**body, "messages": messages})

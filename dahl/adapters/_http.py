@@ -1,7 +1,8 @@
 """One HTTP request to an LLM route, with error mapping.
 
 OpenAI-compatible ``/chat/completions`` here (:func:`post_chat`); Anthropic ``/messages``
-sends through :func:`post_bytes` and :func:`decode_json` too (:mod:`dahl.adapters.anthropic`).
+sends through :func:`post_bytes` and :func:`decode_json` too (:mod:`dahl.adapters._route`,
+:mod:`dahl.adapters._anthropic_wire`).
 
 This is the only module that imports aiohttp's exceptions: every
 transport, status and body failure leaves it as a :mod:`dahl.errors` type, which

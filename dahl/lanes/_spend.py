@@ -49,7 +49,7 @@ R = TypeVar("R", bound=UsageReply)
 
 
 class InnerLane(Protocol):
-    """What a :class:`MeteredLane` wraps: :class:`dahl.lanes._lane.Lane`."""
+    """What a :class:`MeteredLane` wraps and the endpoint client calls through: :class:`dahl.lanes._lane.Lane`."""
 
     @property
     def limiter(self) -> Limiter:

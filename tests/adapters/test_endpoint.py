@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 import pytest
 
 from dahl.adapters._bodies import Task, format_field
@@ -91,6 +92,25 @@ class TestFallback:
             second = await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts)
         assert (first.value, second.value, endpoint.reply_format, endpoint.calls) == (["a"], ["b"], "text", 3)
         assert ["response_format" in r for r in server.requests] == [True, False, False]
+        assert len([r for r in caplog.records if "response_format" in r.getMessage()]) == 1
+
+    async def test_concurrent_rejections_each_fall_back(self, server, session, lane, caplog) -> None:
+        """Two requests in flight, both rejected in json_object: each is sent again in text; logged once."""
+        server.push(server.error(400, "response_format is not supported"),
+                    server.error(400, "response_format is not supported"),
+                    server.chat('{"facts": ["a"]}'), server.chat('{"facts": ["a"]}'))
+        endpoint = make(server, session, lane, "json_object")
+        results: list[list[str] | None] = []
+
+        async def ask() -> None:
+            results.append((await endpoint.ask(lambda fmt: endpoint.body(MESSAGES, fmt), facts)).value)
+
+        with caplog.at_level(logging.WARNING, logger="dahl.adapters._endpoint"):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                tg.start_soon(ask)
+        assert (results, endpoint.reply_format, endpoint.calls) == ([["a"], ["a"]], "text", 4)
+        assert ["response_format" in r for r in server.requests] == [True, True, False, False]
         assert len([r for r in caplog.records if "response_format" in r.getMessage()]) == 1
 
     async def test_rejection_in_text_mode_stands(self, server, session, lane) -> None:
