@@ -99,7 +99,7 @@ async def run_pipeline(
                             workers=options.cover_workers)
         emit = covering.emit
     # Every producer is counted (by building it) before any task runs, so no channel ends early.
-    reader = Reader(source, _router(counters, answers, batches), outputs=[answers, *([batches] if batches else [])],
+    reader = Reader(source, _router(counters, answers, batches), outputs=[answers] if batches is None else [answers, batches],
                     batch=options.read_batch)
     stages.extend(Scoring(splitter=splitter, checker=checker, whole=whole, options=options, counters=counters,
                           answers=answers, batches=batches, results=results, emit=emit).stages())

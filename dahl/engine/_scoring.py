@@ -108,6 +108,7 @@ class Scoring:
         self.results = results
         self.emit = emit
         self.looking_up = checker if isinstance(checker, LookingUp) and checker.can_look_up else None
+        self._check_missed = self.looking_up.check_missed if self.looking_up is not None else None  # bound once
         self.gamma = options.gamma
         self.k = options.k
 
@@ -204,8 +205,9 @@ class Scoring:
         counters = self.counters
         counters.checks_in_flight += 1
         try:
-            if pending.keys is not None and self.looking_up is not None:
-                verdict = await self.looking_up.check_missed(claim, pending.item.answer, pending.keys[i], pending.generation)
+            check_missed = self._check_missed
+            if check_missed is not None and pending.keys is not None:
+                verdict = await check_missed(claim, pending.item.answer, pending.keys[i], pending.generation)
             else:
                 verdict = await self.checker.check(claim, pending.item.answer)
         finally:

@@ -197,13 +197,13 @@ class MeteredLane:
             CostCapReached: before sending, when the call could take the spend past the cap.
             Exception: whatever the lane raises (the reservation is released).
         """
-        spend, meter, limiter = self.spend, self.meter, self.inner.limiter
-        cap = spend.max_cost_usd
-        upper = 0.0 if meter.price is None else upper_bound_usd(estimated_tokens, self.max_tokens, meter.price)
-        if cap is None:  # nothing to hold back: no round trip to the ledger
+        cap = self.spend.max_cost_usd
+        if cap is None:  # nothing to hold back: no bound to price, no round trip to the ledger
             reply = await self.inner.call(attempt, estimated_tokens=estimated_tokens)
             self._count(reply.usage)
             return reply
+        spend, meter, limiter = self.spend, self.meter, self.inner.limiter
+        upper = 0.0 if meter.price is None else upper_bound_usd(estimated_tokens, self.max_tokens, meter.price)
         await limiter.reserve_spend(upper, cap)
         spent = 0.0
         try:
