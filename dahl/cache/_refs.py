@@ -62,14 +62,10 @@ class BlobCache(Cached[bytes]):
     Args:
         store: the cache, or None (``--no-cache``: nothing read or written, single flight kept).
         parser_version: version of the caller's parser/encoding of the blobs.
-
-    Attributes:
-        counters: hits, misses, shared and computed values (:class:`~dahl.cache._cached.CacheCounts`).
     """
 
     def __init__(self, store: CacheStore | None, parser_version: str) -> None:
         super().__init__(store, parser_version, _blob)
-        self.counters = self.counts
 
     async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[tuple[bytes, str | None]]]) -> bytes:
         """The blob of ``key``, as :meth:`resolve` gives it; ``compute`` returns ``(blob, raw reply)``.

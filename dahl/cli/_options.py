@@ -1,4 +1,4 @@
-"""Click parameter types of the ``dahl`` commands."""
+"""Click parameter types, shared options and the grouped ``--help`` of the ``dahl`` commands."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Per question ("Beyond Precision"): documents (given inline, named by ``doc_ids``,
 or the top ``docs_per_question`` retrieved from the corpus by BM25) → chunks → atomic
 facts (:mod:`dahl.refs._extract`; cached per chunk, so a document shared by many
-questions is extracted once) → duplicates removed (:mod:`dahl.refs.distinct`) →
+questions is extracted once) → duplicates removed (:mod:`dahl.refs._dedupe`) →
 relevance and salience rated 1-5 (:mod:`dahl.refs._rate`; cached per (question, fact))
 → importance imp = α·(r − 1)/4 + β·(s − 1)/4 (:func:`dahl.metrics.importance`) →
 one ``refs.jsonl`` line, appended as soon as the question is done.
