@@ -14,7 +14,7 @@ matches needs no call (``dahl score`` gives its verdict offline).
 Cover requests: per answer whose claims are known, that is not abstained or too long
 (no judge call online either), and whose question has a reference set, the facts of F*
 (:func:`dahl.metrics.fstar`) are looked up in the coverage cache
-(:func:`dahl.cache._coverage.coverage_key`), and the missed ones, in F* order, go out
+(:func:`dahl.cache._coverage.coverage_keys`), and the missed ones, in F* order, go out
 :data:`~dahl.adapters._coverage.MAX_FACTS` to a request, as
 :class:`~dahl.cache._coverage.CachingJudge` hands its misses to
 :class:`~dahl.adapters._coverage.OpenAICoverageJudge`. The response judged is the one the
@@ -37,7 +37,7 @@ from dahl.adapters._bodies import split_request_body
 from dahl.adapters._coverage import MAX_FACTS, OpenAICoverageJudge, cover_request_body
 from dahl.adapters._recall import RecallSettings
 from dahl.batch._requests import BatchRequest, StageMeta
-from dahl.cache._coverage import coverage_key
+from dahl.cache._coverage import coverage_keys
 from dahl.cache._keys import check_keys, split_key
 from dahl.cache._opening import open_store
 from dahl.cache._reparse import reparse_claims, reparse_verdict
@@ -297,7 +297,7 @@ class CoverPlanner:
         if not facts:
             return []
         fingerprint = self._judge.fingerprint
-        keys = [coverage_key(fingerprint, answer.question, response, f) for f in facts]
+        keys = coverage_keys(fingerprint, answer.question, response, facts)
         found = await self._store.get_many(keys, parser_version=self._version)
         missing = [i for i, entry in enumerate(found) if entry is None or entry.value not in _LABELS]
         self.facts_cached += len(facts) - len(missing)

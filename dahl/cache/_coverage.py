@@ -19,7 +19,7 @@ from dahl.cache._keys import KEY_VERSION
 from dahl.cache._store import CacheStore
 from dahl.records import AnswerResult, Coverage, normalize_text
 
-__all__ = ["CachingJudge", "coverage_key"]
+__all__ = ["CachingJudge", "coverage_key", "coverage_keys"]
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 _BY_VALUE = {label.value.encode(): label for label in Coverage if label is not Coverage.ERROR}
@@ -29,11 +29,18 @@ def _label(key: str, entry: CachedEntry) -> Coverage | None:
     return _BY_VALUE.get(entry.value) if isinstance(entry.value, bytes) else None
 
 
-def coverage_key(fingerprint: str, question: str, response: str, fact: str) -> str:
-    """The cache key of ``fact``'s coverage by ``response`` under the judge ``fingerprint`` (32 hex digits)."""
+def coverage_keys(fingerprint: str, question: str, response: str, facts: Sequence[str]) -> list[str]:
+    """The cache keys of each fact's coverage by ``response`` under the judge ``fingerprint``
+    (32 hex digits each, in the order of ``facts``); the answer's part is hashed once."""
     answer = hashlib.blake2b(normalize_text(response).encode("utf-8"), digest_size=16).hexdigest()
-    material = [KEY_VERSION, "cover", fingerprint, answer, normalize_text(question), normalize_text(fact)]
-    return hashlib.blake2b(_ENCODER.encode(material), digest_size=16).hexdigest()
+    head = [KEY_VERSION, "cover", fingerprint, answer, normalize_text(question)]
+    return [hashlib.blake2b(_ENCODER.encode([*head, normalize_text(fact)]), digest_size=16).hexdigest()
+            for fact in facts]
+
+
+def coverage_key(fingerprint: str, question: str, response: str, fact: str) -> str:
+    """The cache key of one ``fact``'s coverage by ``response`` (:func:`coverage_keys`)."""
+    return coverage_keys(fingerprint, question, response, [fact])[0]
 
 
 class CachingJudge:
@@ -74,7 +81,7 @@ class CachingJudge:
         if cached is None:
             self.facts_judged += len(facts)
             return await self.inner.judge(result, facts)
-        keys = [coverage_key(self.fingerprint, result.question, result.response, f) for f in facts]
+        keys = coverage_keys(self.fingerprint, result.question, result.response, facts)
         out = [Judgement(label=label) if label is not None else None for label in await cached.get_many(keys)]
         missing = [i for i, j in enumerate(out) if j is None]
         self.facts_cached += len(facts) - len(missing)
