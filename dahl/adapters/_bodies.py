@@ -106,11 +106,15 @@ def chat_body(
     return body
 
 
+def budget(cfg: EndpointConfig, default: int) -> int:
+    """Completion token cap of a request on ``cfg``: ``cfg.max_tokens``, else the stage's ``default``
+    (its :attr:`Task.max_tokens`), tokens."""
+    return cfg.max_tokens if cfg.max_tokens is not None else default
+
+
 def max_tokens(cfg: EndpointConfig, kind: Kind) -> int:
-    """Completion token cap of a ``kind`` request: ``cfg.max_tokens``, else the stage's default."""
-    if cfg.max_tokens is not None:
-        return cfg.max_tokens
-    return SPLIT_MAX_TOKENS if kind == "split" else CHECK_MAX_TOKENS
+    """Completion token cap of a Splitter (``split``) or Checker (``check``) request (:func:`budget`)."""
+    return budget(cfg, SPLIT_MAX_TOKENS if kind == "split" else CHECK_MAX_TOKENS)
 
 
 def _body(

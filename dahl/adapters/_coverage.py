@@ -41,7 +41,7 @@ import anyio
 import msgspec
 import orjson
 
-from dahl.adapters._bodies import Format, Task, chat_body, format_field
+from dahl.adapters._bodies import Format, Task, budget, chat_body, format_field
 from dahl.adapters._endpoint import CallLane, Endpoint
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError
@@ -286,7 +286,7 @@ def cover_request_body(
         **cfg.extra_body}``; never the API key.
     """
     messages = cover_messages(question, response, facts, json_reply=fmt != "text", template=cfg.templates.get("cover"))
-    return chat_body(cfg, messages, max_tokens=cfg.max_tokens if cfg.max_tokens is not None else COVER_MAX_TOKENS,
+    return chat_body(cfg, messages, max_tokens=budget(cfg, COVER_MAX_TOKENS),
                      response_format=format_field(fmt, _JSON_SCHEMA))
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import aiohttp
 
-from dahl.adapters._bodies import Format, Task, chat_body, estimate_tokens, fingerprint, format_field
+from dahl.adapters._bodies import Format, Task, budget, chat_body, estimate_tokens, fingerprint, format_field
 from dahl.adapters._http import ChatReply, make_session
 from dahl.adapters._route import ChatRoute
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
@@ -219,7 +219,7 @@ class Endpoint:
         self._session = session
         self._route = ChatRoute(cfg, completion=completion)  # key and headers: the same for every request
         self._fmt: Format = cfg.effective_format()
-        self.max_tokens = cfg.max_tokens if cfg.max_tokens is not None else task.max_tokens
+        self.max_tokens = budget(cfg, task.max_tokens)
         self._lane: CallLane = (
             lane if spend is None else spend.lane(lane, meter_as or task.name, cfg.model, self.max_tokens)
         )

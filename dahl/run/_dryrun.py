@@ -36,12 +36,13 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import anyio
 import msgspec
 
 from dahl.adapters._base import Checker, PreparedKeys
+from dahl.adapters._bodies import max_tokens
 from dahl.run._plan import AdapterSettings, open_adapters
 from dahl.cache._schema import DB_NAME
 from dahl.cache._reparse import reparse_claims, reparse_verdict
@@ -56,8 +57,6 @@ from dahl.pricing import PriceTable
 from dahl.records import Answer, Claim, Verdict, content_id
 from dahl.run._score import ScoreConfig
 
-if TYPE_CHECKING:
-    from dahl.adapters._bodies import Task
 
 __all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "SAMPLE", "DryRunReport", "StageEstimate", "dry_run", "dry_run_async"]
 
@@ -85,7 +84,8 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
     table = (await anyio.to_thread.run_sync(PriceTable.shipped)).with_overrides(config.prices)
     split_cfg = settings.split_endpoint if settings.splitter == "openai" else None
     check_cfg = settings.check_endpoint if settings.checker == "openai" else None
-    split_cap, check_cap = _adapter_budget(split_cfg, "split"), _adapter_budget(check_cfg, "check")
+    split_cap = 0 if split_cfg is None else max_tokens(split_cfg, "split")
+    check_cap = 0 if check_cfg is None else max_tokens(check_cfg, "check")
     split, check = Tally(), Tally()
     answers = claims = estimated_claims = 0
     missing_checks: set[str] = set()  # keys of checks counted as calls (identical claims share one)
@@ -184,19 +184,6 @@ async def dry_run_async(config: ScoreConfig) -> DryRunReport:
     bound, bound_by = time_bound(stages)
     return DryRunReport(answers, claims + estimated_claims, estimated_claims == 0, tuple(s for s, _ in stages),
                         bound, bound_by, cache, table.date)
-
-
-def _budget(cfg: EndpointConfig, task: Task) -> int:
-    """Completion budget of each ``task`` request on ``cfg``, tokens, as
-    :class:`~dahl.adapters._endpoint.Endpoint` sends it: ``cfg.max_tokens``, else the task's."""
-    return cfg.max_tokens if cfg.max_tokens is not None else task.max_tokens
-
-
-def _adapter_budget(cfg: EndpointConfig | None, kind: Literal["split", "check"]) -> int:
-    """:func:`_budget` of the ``openai`` Splitter's or Checker's task on ``cfg`` (0 without one)."""
-    from dahl.adapters._bodies import adapter_task
-
-    return 0 if cfg is None else _budget(cfg, adapter_task(cfg, kind))
 
 
 def _keyless(settings: AdapterSettings) -> AdapterSettings:
@@ -338,7 +325,8 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     recall = config.recall
     if recall is None or recall.judge_name(config.adapters.checker) != "openai":
         return None
-    from dahl.adapters._coverage import MAX_FACTS, cover_request_body, cover_task
+    from dahl.adapters._bodies import budget
+    from dahl.adapters._coverage import COVER_MAX_TOKENS, MAX_FACTS, cover_request_body
     from dahl.adapters._bodies import estimate_tokens
     from dahl.formats._refs import RefIndex, read_refs
     from dahl.metrics import fstar
@@ -347,7 +335,7 @@ def _cover_stage(config: ScoreConfig) -> tuple[StageEstimate, EndpointConfig] | 
     if cfg is None:
         return None
     cfg = dataclasses.replace(cfg, max_tokens=None) if recall.endpoint is None else cfg
-    cap = _budget(cfg, cover_task(cfg))
+    cap = budget(cfg, COVER_MAX_TOKENS)
     index = RefIndex(read_refs(recall.refs), file=str(recall.refs))
     tally = Tally()
     for path in config.inputs:
