@@ -1,9 +1,7 @@
-"""Word classes and the modifier rules that cut one claim into atomic claims.
+"""Word classes and the modifier rules that cut one clause-sized claim into atomic claims.
 
-Used by :mod:`dahl.adapters._rules` (rule 4 of its docstring): :func:`refine`
-takes the text of one clause-sized claim and returns the claims it holds.
-The word classes (:func:`is_verb` and friends) are small closed lists, a
-heuristic chosen to stay readable; see :mod:`dahl.adapters._rules`.
+:func:`refine` is rule 4 of :mod:`dahl.adapters._rules`; the word classes (:func:`is_verb` and
+friends) are small closed lists.
 """
 
 from __future__ import annotations
@@ -86,16 +84,12 @@ def first_verb(text: str, span: Span) -> str:
     return ""
 
 
-
 _PAST_AUX = frozenset("was were had did could would might".split())
 _PP_SPLIT = frozenset(
     "in on at during since from until after before through throughout by via with without "
     "among between within".split()
 )
 # Words between the verb and a phrase that do not make an object ("He was also born in X").
-# Off: also splitting the object off a single phrase ("joined the army" + "... in 1990") lowered
-# FActScore r (InstructGPT 0.47 -> 0.39: generic answers are rich in phrases, poor in facts).
-_SINGLE = False
 _AGENT = frozenset("by with without through via among between within".split())
 _PLACE = frozenset("in at on within among".split())
 _NOT_OBJECT = frozenset(
@@ -180,8 +174,7 @@ def _trailing_relative(claim: str) -> list[str] | None:
 def _trailing_participle(claim: str) -> list[str] | None:
     """"He won X, earning Y" -> "He won X", "He earned Y"; ", known for Y" -> "He is/was known for Y".
 
-    An "-ing" phrase is conjugated to the tense of the first verb
-    (:func:`_conjugate`); when that is unsure the phrase stays on the claim.
+    An "-ing" phrase is conjugated to the first verb's tense; when that is unsure it stays.
     """
     for match in _COMMA.finditer(claim):
         found = list(WORD.finditer(claim, match.end()))[:1]
@@ -232,9 +225,8 @@ _E_KEPT = re.compile(r"(?:[^aeiouy]{2}|[aeiou]{2}[^aeiousvcz]|er|en|ow|ss|y|x)$"
 def _conjugate(ing: str, past: bool) -> str | None:
     """Third person singular of the verb of ``ing`` ("reducing" -> "reduces", past "reduced").
 
-    Regular spelling rules only (a dropped "e", a doubled consonant; "-es" after s/sh/ch/x/z/o,
-    "-ies" after a consonant + "y") plus a short list of irregular verbs; None when the base
-    form is unsure ("visiting" or "hoping"?) or an irregular past is unknown.
+    Regular spelling rules plus a short list of irregular verbs; None when the base form is
+    unsure ("visiting" or "hoping"?) or an irregular past is unknown.
     """
     if ing in _IRREGULAR:
         return _IRREGULAR[ing][past]
@@ -273,9 +265,8 @@ _NO_REGULAR_PAST = frozenset(
 def _prepositions(claim: str) -> list[str] | None:
     """"X was born on D in P" -> "X was born on D", "X was born in P".
 
-    One claim per phrase, each with the text before the first phrase; that
-    text alone is a claim too when it holds an object after the verb ("He
-    joined the army in 1990" -> "He joined the army", "He joined the army in 1990").
+    One claim per phrase, each with the text before the first phrase, which is a claim alone
+    too when it holds an object ("He joined the army in 1990" -> also "He joined the army").
     """
     verb_end: int | None = None
     starts: list[int] = []
@@ -301,7 +292,7 @@ def _prepositions(claim: str) -> list[str] | None:
     ]
     if any(is_verb(w) for w in words(claim[starts[0] :])[1:2]):
         return None  # "has since been re-elected in ...": "since" is an adverb here, unsure
-    if len(starts) < 2 and not (obj and _SINGLE):
+    if len(starts) < 2:
         return None
     core = claim[: starts[0]].rstrip(" ,")
     bounds = [*starts, len(claim)]
@@ -320,10 +311,9 @@ _DETERMINERS = frozenset("the a an his her its their".split())
 def _coordination(claim: str) -> list[str] | None:
     """"X plays A and B in C" -> "X plays A in C", "X plays B in C".
 
-    The left conjunct runs back to the last verb, preposition, "including" or
-    comma before "and"; the right one runs on to the next comma, time/place
-    phrase, relative word or the end. Two verbs sharing an object ("wrote and
-    sang songs"), "between A and B" and "both A and B" are not split.
+    The left conjunct runs back to the last verb, preposition, "including" or comma before
+    "and"; the right one on to the next comma, time/place phrase, relative word or the end.
+    "wrote and sang songs", "between A and B" and "both A and B" are not split.
     """
     for match in _AND.finditer(claim):
         if claim.count('"', 0, match.start()) % 2:
@@ -393,11 +383,8 @@ def _coordination(claim: str) -> list[str] | None:
 
 
 def _maybe_verb_phrase(after: list[re.Match[str]]) -> bool:
-    """True when the words after "and" may open a verb phrase: "improves insulin sensitivity".
-
-    A lowercase "-s" word (not "-ss", "-us", "-is") followed by a word that is
-    not a preposition may be a verb outside the closed lists, or a plural noun.
-    """
+    """True when the words after "and" may open a verb phrase ("improves insulin sensitivity"):
+    a lowercase "-s" word (not "-ss", "-us", "-is") not followed by a preposition."""
     word = after[0].group()
     if not word.islower() or len(word) < 4 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
         return False
@@ -418,7 +405,6 @@ def _article(noun_phrase: str) -> str:
 
 
 _ADJ_SUFFIXES = ("al", "ic", "ous", "ive", "ful", "less", "able", "ible", "ary", "ian", "ese", "ish")
-_COPULA_ARTICLE = re.compile(r"\b(is|was|are|were)\s+(a|an)\s+", re.IGNORECASE)
 
 
 def _is_adjective(word: str) -> bool:
@@ -432,29 +418,6 @@ def _is_adjective(word: str) -> bool:
 _NOT_ADJECTIVES = frozenset("former individual animal capital hospital journal festival".split())
 
 
-def _adjectives(claim: str) -> list[str] | None:
-    """"X is an American actor" -> "X is American", "X is an actor" (after "is a/an" only)."""
-    if not _ADJ:
-        return None
-    match = _COPULA_ARTICLE.search(claim)
-    if match is None or first_verb(claim, (0, match.end())) != match.group(1).lower():
-        return None
-    found = list(WORD.finditer(claim, match.end()))
-    k = 0
-    while k < len(found) - 1 and _is_adjective(found[k].group()) and (
-        found[k + 1].start() - found[k].end() == 1
-    ):
-        k += 1
-    if k == 0 or found[k].group().lower() in PREPOSITIONS:
-        return None
-    core = claim[: match.start(2)]
-    rest = claim[found[k].start() :]
-    return [f"{core}{m.group()}" for m in found[:k]] + [f"{core}{_article(rest)} {rest}"]
-
-
-# Off: "is an American actor" -> "is American" + "is an actor" lowered FActScore r on all
-# three models (pooled 0.508 -> 0.466), as in rules/v2.
-_ADJ = False
 _PAREN = re.compile(r"\s*\(([^()]*)\)")
 _RANGE = re.compile(r"\s*(?:[–—-]|\bto\b)\s*")
 _YEARISH = re.compile(r"(?:c\.\s*|circa\s*)?\d{3,4}\s*(?:AD|BC|BCE|CE)?")
@@ -463,8 +426,7 @@ _YEARISH = re.compile(r"(?:c\.\s*|circa\s*)?\d{3,4}\s*(?:AD|BC|BCE|CE)?")
 def _parenthetical(claim: str) -> list[str] | None:
     """"X (born D; 1895 – 1968) is Y" -> "X is Y", "X was born D", "X was born in 1895", "X died in 1968".
 
-    Only a parenthesis right after the subject (before the first verb) that
-    opens with "born" or holds a life span gives claims; others are left alone.
+    Only a parenthesis before the first verb that opens with "born" or holds a life span.
     """
     match = _PAREN.search(claim)
     if match is None or has_verb(claim[: match.start()]) or not words(claim[: match.start()]):
@@ -497,12 +459,7 @@ _DATED_TITLE = re.compile(
 def _dated_title(claim: str) -> list[str] | None:
     """"He starred in Rashomon (1950)" -> "He starred in Rashomon", "Rashomon is from 1950".
 
-    A year in parentheses after a title (a film, album, book, series) is a fact of
-    its own: FActScore annotators write it as "Rashomon was released in 1950"; the
-    verb is unknown here, so "is from".
-
-    Only after the first verb (a year right after the subject is a life span, see
-    :func:`_parenthetical`).
+    Only after the first verb (a year right after the subject is a life span).
     """
     for match in _DATED_TITLE.finditer(claim):
         if not has_verb(claim[: match.start()]):
@@ -528,8 +485,7 @@ _BORN_NAME = re.compile(r"([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*)\s*\((born\s
 def _born_after_verb(claim: str) -> list[str] | None:
     """"They have a son, Keykhosrow (born 1971)" -> "They have a son, Keykhosrow", "Keykhosrow was born 1971".
 
-    A "(born ...)" after a name later in the claim dates that person, as the
-    subject's does (:func:`_parenthetical`); only after the first verb.
+    Only after the first verb.
     """
     for match in _BORN_NAME.finditer(claim):
         if not has_verb(claim[: match.start()]):
@@ -549,9 +505,7 @@ _PLACE_CHAIN = re.compile(rf"\b(?:in|at|from|near)\s+({_PLACE_NAME})((?:,\s+{_PL
 def _place_chain(claim: str) -> list[str] | None:
     """"He was born in Yanai, Yamaguchi, Japan." -> "He was born in Yanai", "Yanai is in Yamaguchi", "Yamaguchi is in Japan.".
 
-    A place followed by commas and capitalized names ending the claim names the
-    places that contain it; FActScore annotators write each as a fact ("Perth is
-    in Western Australia").
+    A place followed by commas and capitalized names ending the claim.
     """
     match = _PLACE_CHAIN.search(claim)
     if match is None or not has_verb(claim[: match.start()]):
@@ -602,12 +556,8 @@ def _depth(text: str, at: int) -> int:
 def _named_title(claim: str) -> list[str] | None:
     """'He won the show "Idol" in 2004' -> 'He won the show', 'The show is "Idol"', 'He won the show in 2004'.
 
-    A close apposition (a common noun, then a quoted name) says two things: what the
-    sentence says of the thing, and that the thing is named so; FActScore annotators
-    write both ("The reality TV show was called New Zealand Idol"). Only after the first
-    verb and only when the noun phrase before the title is found (:func:`_last_noun_phrase`);
-    a word that names by itself ("called", "titled") or a function word before the quote
-    gives no claim. The words after the title, if any, make a third claim.
+    A common noun then a quoted (or, after a determiner, capitalized) name, after the first verb,
+    when the noun phrase before it is found; the words after the title make a third claim.
     """
     for match in _NAMED.finditer(claim):
         noun = match.group(1).lower()
@@ -639,21 +589,25 @@ def _named_title(claim: str) -> list[str] | None:
 
 
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01
-_SPLITS = (_parenthetical, _dated_title, _born_after_verb, _named_title, _place_chain, _insert_after_subject, _trailing_relative, _trailing_participle, _coordination, _adjectives)
+_SPLITS = (
+    _parenthetical,
+    _dated_title,
+    _born_after_verb,
+    _named_title,
+    _place_chain,
+    _insert_after_subject,
+    _trailing_relative,
+    _trailing_participle,
+    _coordination,
+)
 
 
 def refine(claim: str, depth: int = 0) -> list[str]:
-    """Rule 4 of :mod:`dahl.adapters._rules` on one claim.
+    """Rule 4 of :mod:`dahl.adapters._rules` on one claim: the claims it holds, in text order,
+    at least one.
 
-    Parentheses after the subject, comma modifiers and "and" conjuncts first
-    (recursively, at most 8 levels), then time/place/agent phrases.
-
-    Args:
-        claim: one claim's text.
-        depth: recursion depth (callers pass 0).
-
-    Returns:
-        The claims, in text order, at least one.
+    Parentheses, comma modifiers and "and" conjuncts first (recursively, at most 8 levels,
+    ``depth`` being the current one), then time/place/agent phrases.
     """
     if depth < 8:
         for rule in _SPLITS:

@@ -1,53 +1,23 @@
 """The offline ``evidence`` Checker: BM25 retrieval over a local corpus plus a learned support model.
 
-It calls no LLM: it retrieves the best passages of a local :class:`~dahl.adapters._corpus.Corpus`
-and scores each (claim, passage) pair with a small multinomial logistic
-regression (:mod:`dahl.adapters._support`, shipped as
-``support_model.json``, trained by ``python -m bench.train_checker`` on
-HealthVer's training part, COVID-Fact and Factcheck-GPT claim-evidence
-stance) over explainable features (BM25, overlap of content words, numbers with
-units, names with digits, entities, negation, antonyms, refutation cues).
+Decision for one claim (thresholds are :class:`EvidenceSettings`):
 
-Decision, for one claim (thresholds are :class:`EvidenceSettings`):
+1. **Retrieve** the BM25 top ``top_k`` passages for question + claim (or the claim alone),
+   only in the documents of ``answer.meta["evidence_ids"]`` when given and ``restrict``.
+2. **Nothing found → unknown**: no hit, or the best score is below ``min_score``.
+3. **Content terms.** No content word → irrelevant; with ``discount_question``, a claim whose
+   own span adds no content term to the question → irrelevant.
+4. **Off-topic → unknown** (whole corpus searched): no kept passage holds ``on_topic`` of the
+   question's content idf weight and none ``unknown_below`` of the claim's added terms'.
+5. **Stated → supported**: one sentence of a kept passage holds ``stated_share`` of the
+   claim's content terms and no veto applies.
+6. **Model**: the passage with the highest P(supports) decides: supported at or above
+   ``support_threshold``, else contradicted when P(refutes) ≥ P(neutral), else not stated.
+7. **Vetoes**: a supported claim is unsupported when that passage lacks one of its numbers,
+   holds the opposite of one of its words, or a sentence with ≥ 80 % of its content terms has
+   the other negation polarity.
 
-1. **Retrieve.** Query = the answer's question + the claim (``use_question=True``,
-   the default) or the claim alone; BM25 top ``top_k`` passages. When
-   ``answer.meta["evidence_ids"]`` is a list of document ids and
-   ``restrict=True``, only those documents are searched.
-2. **Nothing found → unknown.** No passage shares a term with the query, or
-   the best BM25 score is below ``min_score``.
-3. **Content terms.** A claim without a content word (function, hedging and
-   reporting words do not count) → irrelevant. With ``discount_question``
-   (default) a claim whose own words (its span's text, when the Splitter
-   carried a head onto a phrase) add no content term to the question only
-   restates it → irrelevant.
-4. **Off-topic → unknown.** When the whole corpus was searched (no evidence
-   ids), no kept passage is on the question's topic (holds ``on_topic`` of
-   the idf weight of the question's content terms) and none holds
-   ``unknown_below`` of the idf weight of the terms the claim adds, the
-   corpus does not speak about the claim. A passage on the question's topic
-   that lacks the claim's new words does speak: the model decides (mostly
-   "not stated", so unsupported), as it does against an answer's own evidence.
-5. **Stated → supported.** When one sentence of a kept passage holds
-   ``stated_share`` (0.9) of the claim's content terms and no veto of step 7
-   applies to that passage, the claim is supported whatever the model says
-   (see ARCHITECTURE.md, "The evidence Checker").
-6. **Model.** Each of the best ``n_evidence`` passages gets P(supports),
-   P(refutes), P(neutral); the passage with the highest P(supports)
-   decides: supported when its P(supports) ≥ ``support_threshold``,
-   else unsupported (contradicted when P(refutes) ≥ P(neutral), else not
-   stated).
-7. **Vetoes.** A supported claim is unsupported when that passage lacks one of
-   its numbers, holds the opposite of one of its words, or has a sentence with
-   ≥ 80 % of its content terms and the other polarity of negation.
-
-The verdict keeps the best ``n_evidence`` passages as evidence (text, document
-id, BM25 score) and in ``raw`` the deciding passage, its three probabilities,
-the three features that weighed most on the decided class and the closest
-sentence.
-
-It is still a lexical model, not entailment: paraphrases score low and a
-claim that reuses the evidence's words in a wrong relation scores high.
+The verdict keeps the best ``n_evidence`` passages as evidence and a one-line reason in ``raw``.
 """
 
 from __future__ import annotations
@@ -85,15 +55,13 @@ class Assessment:
 
     Attributes:
         label: supported, unsupported, irrelevant or unknown.
-        coverage: idf-weighted share of the claim's content terms found in the
-            deciding passage, in [0, 1]; None when no passage decided.
+        coverage: idf-weighted share of the claim's content terms in the deciding passage,
+            in [0, 1]; None when no passage decided.
         reason: one-line account of the decision (goes into ``Verdict.raw``).
         hits: the evidence passages kept (best first, at most ``n_evidence``).
-        probabilities: the support model's (P supports, P refutes, P neutral)
-            for the deciding passage, float64 array of shape (3,); None when the
-            model was not consulted.
-        stated: the claim was supported because one sentence states it
-            (``stated_share``), not by the model's probabilities.
+        probabilities: (P supports, P refutes, P neutral) for the deciding passage, float64
+            array of shape (3,); None when the model was not consulted.
+        stated: supported by the ``stated_share`` rule, not by the model.
     """
 
     label: Label
@@ -113,22 +81,15 @@ class EvidenceSettings:
         n_evidence: best passages the model scores (1 <= n_evidence <= top_k).
         use_question: query with question + claim (True) or the claim alone.
         restrict: honour ``answer.meta["evidence_ids"]`` (search only those documents).
-        discount_question: a claim adding no content term to its question is
-            irrelevant; "added" terms are those of the claim's own span.
-        support_threshold: P(supports) of the deciding passage at or above
-            which a claim is supported, in [0, 1]; 0.35 was the best of 0.1-0.5 on
-            the even rows of MedHallu (``python -m bench.offline_eval``).
-        unknown_below: idf-weighted share of the claim's added terms below which,
-            in every kept passage, an unrestricted search gives unknown, in [0, 1].
+        discount_question: a claim adding no content term to its question is irrelevant.
+        support_threshold: P(supports) at or above which a claim is supported, in [0, 1].
+        unknown_below: added-terms idf share below which an unrestricted search gives
+            unknown, in [0, 1].
         min_score: best BM25 score below which the claim is unknown (unitless, >= 0).
-        on_topic: idf-weighted share of the question's content terms a kept
-            passage must hold, in an unrestricted search, for the corpus to
-            speak about the question (so rule 4 gives no unknown), in [0, 1];
-            None turns the exemption off (and so does an empty question).
-        stated_share: share of the claim's content terms one sentence of a kept
-            passage must hold for the claim to count as stated there (supported
-            unless a veto applies, whatever the model says), in [0, 1]; None
-            turns the rule off.
+        on_topic: question idf share a kept passage must hold to exempt it from rule 4, in
+            [0, 1]; None turns the exemption off.
+        stated_share: share of the claim's content terms one sentence must hold for rule 5,
+            in [0, 1]; None turns the rule off.
     """
 
     top_k: int = 5
@@ -171,17 +132,13 @@ class EvidenceSettings:
 
 
 class EvidenceChecker:
-    """Checker that judges claims against a local corpus, offline.
-
-    Implements :class:`dahl.adapters._base.Checker`. CPU work (retrieval and
-    the decision) runs in a worker thread under a capacity limiter, so the
-    event loop never blocks.
+    """Checker that judges claims against a local corpus, offline, in a worker thread.
 
     Args:
         corpus: the indexed corpus (:func:`dahl.adapters._documents.open_corpus`).
         top_k, n_evidence, use_question, restrict, discount_question, support_threshold,
             unknown_below, min_score, stated_share, on_topic: see :class:`EvidenceSettings`.
-        max_threads: worker threads used at once (1 or 2 is plenty).
+        max_threads: worker threads used at once.
         model: the support model; None = the one shipped in the package.
 
     Attributes:
@@ -242,14 +199,8 @@ class EvidenceChecker:
     def cache_request(
         self, claim: Claim, answer: Answer
     ) -> dict[str, list[str] | str | None]:
-        """What the verdict depends on beyond fingerprint, question and claim (cache keys).
-
-        Returns:
-            ``{"doc_ids": [...], "own": ...}``: the ``meta["evidence_ids"]``
-            retrieval is restricted to (None when unrestricted), and the words the
-            claim adds (its span's text, see step 3 of the module docstring; None
-            when the whole claim is judged). See :mod:`dahl.cache._keys`.
-        """
+        """``{"doc_ids": [...] | None, "own": str | None}``: the evidence ids searched and the
+        words the claim's span adds, what the verdict depends on beyond the claim (cache keys)."""
         return {"doc_ids": self._doc_ids(answer), "own": _own_text(claim, answer)}
 
     def _capacity(self) -> anyio.CapacityLimiter:
@@ -259,29 +210,13 @@ class EvidenceChecker:
         return self._limiter
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
-        """Judge one claim in a worker thread.
-
-        Args:
-            claim: the claim.
-            answer: its answer (question and ``meta["evidence_ids"]`` are read).
-
-        Returns:
-            A verdict labelled supported, unsupported, irrelevant or unknown.
-        """
+        """Judge one claim in a worker thread (see the module docstring for the rule)."""
         return await anyio.to_thread.run_sync(
             self.check_sync, claim, answer, limiter=self._capacity()
         )
 
     def check_sync(self, claim: Claim, answer: Answer) -> Verdict:
-        """Blocking form of :meth:`check`; call it from a worker thread or a script.
-
-        Args:
-            claim: the claim.
-            answer: its answer.
-
-        Returns:
-            The verdict (see the module docstring for the rule).
-        """
+        """Blocking form of :meth:`check`."""
         a = self.assess(claim, answer)
         evidence = tuple(
             Evidence(text=h.passage.text, source=h.passage.doc_id, score=round(h.score, 4))
@@ -290,16 +225,7 @@ class EvidenceChecker:
         return Verdict(label=a.label, checker=self.fingerprint, raw=a.reason, evidence=evidence)
 
     def assess(self, claim: Claim, answer: Answer) -> Assessment:
-        """Apply the decision and return its intermediate figures (blocking).
-
-        Args:
-            claim: the claim.
-            answer: its answer.
-
-        Returns:
-            The label with the support model's class probabilities for the
-            deciding passage, the reason and the evidence passages kept.
-        """
+        """Apply the decision and return its intermediate figures (blocking)."""
         s = self.settings
         claim_terms = analyze(claim.text)
         asked = analyze(answer.question) if answer.question else []
@@ -368,11 +294,8 @@ class EvidenceChecker:
         return Assessment(label, float(x[top_row, _SHARE_IDF]), note, kept, p)
 
     def _on_topic(self, asked: Sequence[str], texts: Sequence[str]) -> bool:
-        """Whether a kept passage holds ``on_topic`` of the idf weight of the question's content terms.
-
-        Words that ask rather than name a topic ("please", "explain", "briefly") do not count: absent
-        from most corpora, they would carry the largest idf.
-        """
+        """Whether a kept passage holds ``on_topic`` of the idf weight of the question's content
+        terms; asking words ("please", "explain") do not count."""
         limit = self.settings.on_topic
         wanted = [t for t in dict.fromkeys(asked) if t not in NON_CONTENT and t not in _ASKING]
         total = sum(self.corpus.idf(t) for t in wanted)
@@ -385,13 +308,7 @@ class EvidenceChecker:
         return False
 
     def _stated(self, x: np.ndarray, rows: Sequence[tuple[np.ndarray, str]]) -> int | None:
-        """Row of the first kept passage that states the claim nearly verbatim, or None.
-
-        The model learned from COVID-Fact, whose refuted claims are word swaps of
-        supported ones, that full overlap often means "refutes"; a claim one
-        sentence states (``stated_share`` of its content terms) with no veto
-        (:func:`_veto`) is supported instead.
-        """
+        """Row of the first kept passage one sentence of which states the claim with no veto, or None."""
         limit = self.settings.stated_share
         if limit is None:
             return None
@@ -419,14 +336,7 @@ _ASKING = frozenset(
 
 
 def _veto(x: np.ndarray) -> str | None:
-    """Why a passage cannot support the claim whatever the model says, or None.
-
-    The model rarely saw these in training (HealthVer has few numbers and
-    opposites), so they stay hard rules: a number of the claim absent from the
-    passage ("type 1" where it says "type 2"), an opposite of a claim word the
-    passage holds instead ("Gram-positive" vs "Gram-negative"), and a negation
-    in only one of claim and a sentence holding >= 80 % of its content terms.
-    """
+    """Why a passage cannot support the claim whatever the model says, or None."""
     if x[_NUMBER_MISSING] > 0:
         return "lacks a number of the claim"
     if x[_ANTONYM] > 0:
@@ -437,13 +347,7 @@ def _veto(x: np.ndarray) -> str | None:
 
 
 def _own_text(claim: Claim, answer: Answer) -> str | None:
-    """The words the claim adds: ``answer.response[claim.span]`` when it lies inside the claim.
-
-    A Splitter that carries a subject or head onto a phrase points the span at
-    the phrase (rules/v5). The span text is used only when, normalized, it
-    occurs in the claim's text, so a span into another version of the
-    response (or no span) gives None: the whole claim is judged.
-    """
+    """``answer.response[claim.span]`` when, normalized, it occurs in the claim's text, else None."""
     if claim.span is None:
         return None
     start, end = claim.span

@@ -1,99 +1,28 @@
-"""The offline rule Splitter: sentences, then clauses, then list items.
+"""The offline rule Splitter: sentences, then clauses, then list items, modifiers and phrases.
 
-No model is called. The rules, applied to each sentence of
-:func:`dahl.sentences.split_sentences`:
+Rules, applied to each sentence of :func:`dahl.sentences.split_sentences`:
 
-1. **Non-claims are dropped:** questions, headings (markdown ``#``, a bold-only
-   line, a sentence ending with ":"), chatter ("Sure!", "Here is ...",
-   "I hope this helps", "Let me know ...") and sentences without letters. An
-   intro ending with ":" that has a verb ("Common side effects include:") is
-   carried into the verbless list items that follow it.
-2. **Clauses:** a sentence is cut at ";" and at ", and / , but / , while /
-   , whereas / , so / , yet" when both sides have their own verb. It is also
-   cut at "and <verb>" / "but <verb>" (a second predicate sharing the subject:
-   "X was born in A and moved to B") and at "who <verb>" after a copula ("X is
-   an actor who was born in A"); the subject is carried into the second part.
-   "has written and arranged songs" (two verbs, one object) is not cut, nor a
-   part that cannot stand alone ("..., and businessman who was born ...").
-3. **Lists:** "A causes X, Y, and Z" (three or more items, the last joined by
-   "and"/"or") becomes "A causes X", "A causes Y", "A causes Z": the text up
-   to the last verb / "including" / "such as" before the first item (plus the
-   prepositions right after it) is carried into each item. It is only clearly
-   a list when every item is short (at most 8 words; 10 for the first, 4 when
-   there is no middle item; 10 after "including" / "such as", where four or
-   more comma items need no final "and"), has no verb, is not led by a
-   preposition and is not a bare number, and no earlier item opens with "and".
-   Two short items ("is unconscious and immobile", at most 4 words each) split
-   the same way; items after "a/an" get an article.
-4. **Modifiers** (on each claim's text; commas inside "(...)" and quotes are
-   ignored; :mod:`dahl.adapters._clauses`): an insert after a short subject
-   ("X, an actor, was born in Y", "X, which inhibits Z, reduces W", "X, also
-   known as Y, ...", "X, born in D, ...") becomes its own claim about X plus "X
-   was born in Y"; a trailing ", who/which ..." gets the last noun phrase before
-   it as subject, ", where S" gives S; a trailing "-ing" phrase is conjugated
-   ("X inhibits A, reducing B" -> "X reduces B"; past "earned") or kept on the
-   claim. Two or more time/place phrases after the verb ("in", "on", "at",
-   "during", "since", "from", "until", "after", "before", "throughout", "by",
-   "with", "without", "through", "via", "among", "between", "within") give one
-   claim each, with the text before the first one, except after a noun modified
-   by a participle ("a disease caused by A in B"). "A and B" after a verb or
-   preposition gives one claim per conjunct ("known for work in genetics and
-   immunology"), an article added where needed; "a cause of A and a risk factor
-   for B" repeats subject and copula. "X (born D) is Y" and "X (1907-1988) was
-   Y" give "X was born D" / "X was born in 1907", "X died in 1988"; a year in
-   parentheses after a title is a claim ("Rashomon (1950)" -> "Rashomon is from
-   1950"; a range "ran from A to B"); a place chain ending a claim names the
-   places that contain each other ("born in Yanai, Yamaguchi, Japan" -> "...
-   born in Yanai", "Yanai is in Yamaguchi", "Yamaguchi is in Japan").
-   Duplicate claims of a sentence go.
-5. **Phrases** (:mod:`dahl.adapters._phrases`): each claim is cut before
-   subordinators, relatives, linking phrases and prepositions; a time, place or
-   cause phrase gets the head restored ("Takeo Miki died in Tokyo", "Takeo Miki
-   died at the age of 81"), any other phrase keeps the words before it ("caused
-   by mutations in the CFTR gene"). No cut stops on a verb ("He was born") or
-   before one ("Patients with amblyopia showed ..." is not cut after
-   "Patients"), on "and"/"but" ("a rare but serious side effect" stays whole),
-   right after an abbreviation that binds to what follows ("20% resp. in"), or
-   between two capitalized words ("Minister of State for Social Justice", a
-   month excepted: "London in March 1990").
-6. **Kinds and names** (second pass): a list introduced by "including", "such
-   as", "such <noun> as" or "like" after a noun (also after a comma: ",
-   including A, B, and C") says each item is of that kind, one claim per item
-   ("Parma is among a number of clubs in Italy"), just before the item's claim,
-   its span the item's connector ("including", ",", "and"); a quoted title or a
-   capitalized name right after "the/his ... <noun>" names it ('the reality TV
-   show "New Zealand Idol"' -> 'The reality TV show is "New Zealand Idol"'; "the
-   band The Living End"), the name's span its own; a "(born ...)" after a later
-   name dates that person; "(2005–09)" is a range. Quoted titles are names,
-   never verbs ("The Blue Rose"); a comma inside a closing quote ('"A," "B,"
-   and "C"') separates list items.
+1. **Non-claims are dropped**: questions, headings, chatter ("Sure!", "I hope this helps") and
+   sentences without letters; an intro ending with ":" that has a verb is carried into the
+   verbless list items that follow it.
+2. **Clauses**: cut at ";" and ", and/but/while/whereas/so/yet" when both sides have a verb,
+   and at "and/but <verb>" and "who <verb>" after a copula, the subject carried over.
+3. **Lists**: "A causes X, Y, and Z" gives one claim per short, verbless item, the head (up to
+   the last verb / "including" / "such as") carried into each.
+4. **Modifiers** (:mod:`dahl.adapters._clauses`): inserts after a subject, trailing relatives
+   and participles, time/place phrases, "A and B" conjuncts, "(born ...)" and life spans,
+   dated titles and place chains.
+5. **Phrases** (:mod:`dahl.adapters._phrases`): cut before subordinators, relatives, linking
+   phrases and prepositions, the head restored for time, place and cause phrases.
+6. **Kinds and names**: "including" / "such as" after a noun gives "A is among <noun>" per
+   item, and a title right after "the ... <noun>" gives "The <noun> is <title>".
 
-Abbreviations (:data:`dahl.sentences.ABBREVIATIONS`, one list) never end a
-sentence before a lowercase word or a number ("approx. 5 cm", "Streptococcus
-sp. causes"), and the comma rules leave an "e.g." / "i.e." apposition on its
-subject's claim ("Some NSAIDs, e.g. ibuprofen, reduce inflammation."). Names
-stay whole: the phrase rule never cuts at "and", and the coordination rule
-splits "A and B" only after a verb or preposition ("The U.S. Food and Drug
-Administration approved ..." is one subject; "The College of William and
-Mary" one name).
-
-**Source span.** Every claim has a source span ``(start, end)``, character
-offsets into the response: it starts where the claim's own words begin and
-runs up to where the next claim of its sentence begins (the first claim of a
-sentence starts at the sentence, after a list marker; the last ends with the
-sentence), trimmed of spaces, commas, semicolons and a trailing conjunction.
-So the spans of one sentence's claims tile it, and the spans of all claims of
-a response are non-empty, disjoint and in text order: no two claims share a
-character. Words a claim carries from elsewhere (a restored subject or head,
-a list's shared head) are text added to the claim, outside its span. A
-claim's own words are located by :func:`dahl.adapters._spans.locate`; a claim
-with no words of its own left in its piece is dropped.
-
-A "verb" is a word in a small closed list (auxiliaries, common irregular pasts
-and participles, common present-tense verbs) or a word ending in "-ed". List
-markers, "**" emphasis and citation marks like "[1]" are removed from claim
-text. Agreement with the FActScore human atomic facts is in ARCHITECTURE.md
-("The rule Splitter").
+**Source span.** Every claim has a ``(start, end)`` span into the response where its own words
+begin, up to where the next claim of its sentence begins, trimmed of spaces, separators and a
+trailing conjunction: the spans of a response's claims are non-empty, disjoint and in text
+order. Words a claim carries from elsewhere lie outside its span; a claim with no words of
+its own left in its piece is dropped. List markers, "**" and citation marks like "[1]" are
+removed from claim text.
 """
 
 from __future__ import annotations
@@ -138,7 +67,6 @@ _AND_VERB = re.compile(r",?\s+(?:and|but|who)\s+(?=\w)", re.IGNORECASE)
 ClaimTuple = tuple[str, tuple[int, int], int]
 
 
-
 def _strip(text: str, span: Span) -> Span:
     """Shrink ``span`` to exclude surrounding whitespace and separators."""
     a, b = span
@@ -147,7 +75,6 @@ def _strip(text: str, span: Span) -> Span:
     while b > a and (text[b - 1].isspace() or text[b - 1] in ",;("):
         b -= 1
     return a, b
-
 
 
 def _clauses(text: str, span: Span) -> list[tuple[str, Span]]:
@@ -203,12 +130,8 @@ _QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
 
 
 def _is_item(item: str, max_words: int) -> bool:
-    """A list item: 1..max_words words, no verb, not led by a preposition, not a bare number.
-
-    Nor a phrase led by a possible verb outside the closed lists: "improves insulin
-    sensitivity" (an "-s" word then a word), "reducing the synthesis" (an "-ing" word then a
-    determiner).
-    """
+    """A list item: 1..max_words words, no verb, not led by a preposition, not a bare number,
+    nor led by a possible verb outside the closed lists ("improves insulin sensitivity")."""
     count = len(_words(item))
     # A quoted title is a name: its words are no verb or preposition ("The Blue Rose", "Like a Boss").
     words = _words(_QUOTED.sub(" Title ", item))
@@ -336,8 +259,6 @@ def _list_items(text: str, span: Span) -> tuple[str, list[Span]] | None:
     return text[head[0] : anchor_end].strip(), every
 
 
-
-
 _HIDDEN = "\x00"
 _HIDDEN_SEMICOLON = "\x01"
 _BRACKETED = re.compile(r'\([^()]*\)|"[^"]*"|“[^”]*”')
@@ -382,19 +303,13 @@ _ITEM_PAREN = re.compile(r"\s*\([^()]*\)")
 def _add_membership(
     text: str, span: Span, listed: tuple[str, list[Span]], found: list[tuple[str, int]], seen: set[str]
 ) -> set[str]:
-    """"films such as A, B and C" -> also "A is among films", "B is ...", "C is ..." (in place, on ``found``).
+    """"films such as A, B and C" -> also "A is among films", ... (in place, on ``found``).
 
-    "including" / "such as" after a noun says that each item is one of the kind the
-    noun names (hyponymy); FActScore annotators write it per item ("Parma is in
-    Italy", "Girls Trip is a film"). Each such claim comes just before its item's
-    claim and its own text is the connector before the item: the intro words
-    ("such as") for the first item (whose claim, located there, moves to the
-    item), the separator ("," / "and") for a later one. An item whose connector
-    already holds a claim gets none; nothing happens when the noun before the
-    intro is not found or has a verb.
+    Each membership claim comes just before its item's claim, its span the connector before
+    the item ("such as", ",", "and"); an item whose connector already holds a claim gets none.
 
     Returns:
-        The membership claims added (their spans are the connectors, kept as written).
+        The membership claims added.
     """
     items = listed[1]
     intro = _INTRO_END.search(text, span[0], items[0][0])
@@ -449,20 +364,15 @@ def _add_membership(
 
 
 def split_claims(text: str) -> list[ClaimTuple]:
-    """Split ``text`` into atomic claims with the rules of the module docstring.
-
-    Pure and CPU-light (about 0.7 ms per sentence, ~90% of it pysbd segmentation);
-    safe to call from a worker thread.
+    """Split ``text`` into atomic claims with the rules of the module docstring (pure, blocking).
 
     Args:
         text: a preprocessed response.
 
     Returns:
-        ``(claim_text, (start, end), sentence_index)`` per claim, in text
-        order: the normalized claim text (:func:`dahl.records.normalize_text`),
-        the character span in ``text`` its own words come from (a carried
-        prefix or subject lies outside it), and the 0-based index of its
-        sentence among all sentences of ``text``.
+        ``(claim_text, (start, end), sentence_index)`` per claim, in text order: the
+        normalized claim text, the span in ``text`` of its own words, and the 0-based index of
+        its sentence.
     """
     claims: list[ClaimTuple] = []
     intro = ""
@@ -548,11 +458,7 @@ class RuleSplitter:
     parser_version: str = "1"
 
     async def split(self, answer: Answer) -> list[Claim]:
-        """Split ``answer.response`` into claims (spans index ``answer.response``).
-
-        Raises:
-            Nothing on purpose: every text yields a (possibly empty) list.
-        """
+        """Split ``answer.response`` into claims (spans index ``answer.response``); never raises."""
         found = await anyio.to_thread.run_sync(split_claims, answer.response)
         return [
             Claim(text=claim, index=i, span=span, sentence=sentence)

@@ -1,42 +1,11 @@
-"""The learned support model of the evidence Checker: its features, and the model in numpy.
+"""The evidence Checker's support model: features of a (claim, passage) pair, and the model in numpy.
 
-The offline evidence Checker (:mod:`dahl.adapters._evidence`) scores each retrieved
-passage with a small multinomial logistic regression over explainable features of one
-(claim, evidence passage) pair. Every feature is a number a person can read off the two
-texts:
-
-* **retrieval**: BM25 score of the passage for the claim's query, divided by
-  the query's summed idf (so it compares across corpora);
-* **overlap of content words**: shares of the claim's content terms
-  (:func:`~dahl.adapters._corpus.analyze` terms minus function and hedging words)
-  found in the passage, plain and idf-weighted (the corpus' BM25 idf), over all
-  content terms and over the terms the claim adds to its question; the rarest
-  missing term's idf; the share held by the passage's closest sentence;
-  content-bigram share; fuzzy token-set similarity (rapidfuzz);
-* **numbers with units**: numbers standing on their own ("5", "2.5 mg",
-  "30%"), compared as number plus unit; a token joining letters and digits
-  ("COVID-19", "SARS-CoV-2", "IL-6", "H1N1") is a *name*, never a number;
-* **entities**: names with digits and capitalized words or acronyms of the
-  claim (not sentence-initial) found in the passage;
-* **negation and antonyms**: negation cues in the claim and in the closest
-  sentence, their mismatch, opposites (:data:`~dahl.adapters._lexicon.ANTONYMS`)
-  the passage holds for a claim term it lacks, and cue phrases of refutation in
-  the passage ("no evidence", "not effective", "myth");
-* **the claim's own wording**: absolute words ("cure", "always", "100%") and
-  hedges ("may", "can") (claims that promise a cure are often refuted), length.
-
-:data:`FEATURE_NAMES` fixes their order; :func:`pair_features` computes them.
-
-The model is trained by ``python -m bench.train_checker`` and shipped as
-``dahl/adapters/support_model.json``::
-
-    {"version": "...", "classes": ["supports", "refutes", "neutral"],
-     "features": [...], "mean": [...], "scale": [...],
-     "coef": [[...] x n_classes], "intercept": [...],
-     "training": {"command", "seed", "split", "files": {path: sha256}, "rows", ...}}
-
-P(class | x) = softmax(W · (x - mean) / scale + b) (the standardization is part of the
-model). No scikit-learn at run time.
+:data:`FEATURE_NAMES` fixes the features' order (retrieval, content-word overlap, numbers with
+units, names with digits, entities, negation, antonyms, refutation cues, the claim's wording);
+:func:`pair_features` computes them. The model, a multinomial logistic regression trained by
+``python -m bench.train_checker``, ships as ``support_model.json`` (``classes``, ``features``,
+``mean``, ``scale``, ``coef``, ``intercept``, ``training``):
+P(class | x) = softmax(W · (x - mean) / scale + b).
 """
 
 from __future__ import annotations
@@ -141,8 +110,7 @@ class ClaimTerms:
     Attributes:
         text: the claim's text.
         content: its content terms, first occurrences in order.
-        added: the content terms it adds to its question (all of ``content``
-            when the question is empty).
+        added: the content terms it adds to its question (all when the question is empty).
         numbers: its standalone numbers as ``(number, unit or "")``.
         names: its names with digits, lower-cased ("covid-19").
         entities: its capitalized words and acronyms, as index terms.
@@ -170,12 +138,10 @@ def names_with_digits(text: str) -> list[str]:
 
 
 def numbers_with_units(text: str) -> list[tuple[str, str]]:
-    """Standalone numbers with their unit, e.g. "2.5 mg" -> ("2.5", "mg"); names are skipped.
+    """Standalone numbers with their unit, e.g. "2.5 mg" -> ("2.5", "mg"), in order.
 
-    Returns:
-        ``(number, unit)`` pairs in order; the number with a decimal comma read
-        as a point, the unit lower-cased ("" when none follows). "COVID-19" and
-        "IL-6" give nothing.
+    A decimal comma is read as a point, the unit is lower-cased ("" when none follows), and
+    names such as "COVID-19" and "IL-6" give nothing.
     """
     named = [(a, b) for a, b, _ in _name_spans(text)]
     out: list[tuple[str, str]] = []
@@ -188,13 +154,8 @@ def numbers_with_units(text: str) -> list[tuple[str, str]]:
 
 
 def claim_terms(text: str, question_terms: Sequence[str] = ()) -> ClaimTerms:
-    """Analyze a claim once for :func:`pair_features`.
-
-    Args:
-        text: the claim (or the words of it to judge).
-        question_terms: analyzed terms of its question; content terms among
-            them are not counted as added.
-    """
+    """Analyze a claim once for :func:`pair_features`; content terms among ``question_terms``
+    (analyzed terms of its question) are not counted as added."""
     asked = set(question_terms)
     content = tuple(t for t in dict.fromkeys(analyze(text)) if t not in NON_CONTENT)
     entities = {t for m in _CAPITALIZED.findall(text) for t in analyze(m)}
@@ -236,13 +197,12 @@ def pair_features(
         passage_text: the passage (title and text).
         passage_sentences: its sentences (the closest one is looked for among them).
         bm25_score: the passage's BM25 score for the claim's query (>= 0).
-        query_idf: summed idf of the query's terms (> 0 for a scored passage).
+        query_idf: summed idf of the query's terms.
         idf: term -> idf over the corpus (e.g. :meth:`Corpus.idf`).
 
     Returns:
-        ``(vector, closest sentence)``: float64 array of shape
-        ``(len(FEATURE_NAMES),)`` in :data:`FEATURE_NAMES` order, and the
-        sentence sharing most content terms ("" when none).
+        ``(vector, closest sentence)``: float64 array of shape ``(len(FEATURE_NAMES),)``, and
+        the sentence sharing most content terms ("" when none).
     """
     passage_list = analyze(passage_text)
     have = set(passage_list)
@@ -323,8 +283,7 @@ class SupportModel:
         scale: float64 array of shape (n_features,), divided by next (> 0).
         coef: float64 array of shape (n_classes, n_features).
         intercept: float64 array of shape (n_classes,).
-        digest: first 12 hex digits of the SHA-256 of the model file (goes into
-            the Checker's fingerprint, so a retrained model is a new Checker).
+        digest: first 12 hex digits of the model file's SHA-256 (in the Checker's fingerprint).
         training: the training record (command, seed, split, data hashes).
     """
 
@@ -337,15 +296,8 @@ class SupportModel:
     training: dict[str, Any]
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
-        """Class probabilities of feature rows.
-
-        Args:
-            x: float array of shape (n_rows, n_features) or (n_features,).
-
-        Returns:
-            float64 array of shape (n_rows, 3) (or (3,)), rows summing to 1, in
-            :data:`CLASSES` order.
-        """
+        """Class probabilities, in :data:`CLASSES` order, of float rows of shape (n_rows,
+        n_features) or (n_features,): float64 of shape (n_rows, 3) or (3,)."""
         z = ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.coef.T + self.intercept
         z = z - z.max(axis=-1, keepdims=True)
         e = np.exp(z)
@@ -353,15 +305,8 @@ class SupportModel:
         return out
 
     def contributions(self, x: np.ndarray, cls: int) -> list[tuple[str, float]]:
-        """Per-feature terms of one class's logit for one row, largest magnitude first.
-
-        Args:
-            x: float array of shape (n_features,).
-            cls: class index into :data:`CLASSES`.
-
-        Returns:
-            ``(feature name, coef * standardized value)`` pairs, sorted by |value|.
-        """
+        """``(feature name, coef * standardized value)`` terms of class ``cls``'s logit for one
+        row of shape (n_features,), largest magnitude first."""
         terms = self.coef[cls] * (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
         pairs = [(n, float(v)) for n, v in zip(self.features, terms, strict=True)]
         return sorted(pairs, key=lambda p: -abs(p[1]))
@@ -371,9 +316,8 @@ def parse_support_model(data: bytes) -> SupportModel:
     """Read a model file's bytes.
 
     Raises:
-        ConfigError: not valid JSON, fields missing, shapes inconsistent, or the
-            feature names differ from :data:`FEATURE_NAMES` (a model trained for
-            other features).
+        ConfigError: not valid JSON, fields missing, shapes inconsistent, or features other
+            than :data:`FEATURE_NAMES`.
     """
     try:
         raw = msgspec.json.decode(data)
