@@ -1,12 +1,4 @@
-"""One HTTP request to an LLM route, with error mapping.
-
-OpenAI-compatible ``/chat/completions`` here (:func:`post_chat`); Anthropic ``/messages``
-sends through :func:`post_bytes` and :func:`decode_json` too (:mod:`dahl.adapters._route`,
-:mod:`dahl.adapters._anthropic_wire`).
-
-This is the only module that imports aiohttp's exceptions: every
-transport, status and body failure leaves it as a :mod:`dahl.errors` type, which
-the engine's lane turns into a retry decision:
+"""One HTTP request to an LLM route, with error mapping; the only module importing aiohttp's exceptions.
 
 =====================================================  =========================
 reply or failure                                       raised
@@ -23,9 +15,8 @@ reset, disconnect, truncated payload, timeout          ``TransientAPIError``
 200 whose body is not JSON / has no choices            ``TransientAPIError``
 =====================================================  =========================
 
-No error message, log line or reply contains the API key: server messages are
-redacted, and the key's bytes in a 200 body (content and raw JSON alike) become
-``***`` before decoding, so the key never reaches a verdict or the cache.
+No error message, log line or reply contains the API key: server messages are redacted, and
+the key's bytes in a 200 body become ``***`` before decoding.
 """
 
 from __future__ import annotations
@@ -89,11 +80,10 @@ class ChatReply:
     Attributes:
         content: text of ``choices[0].message.content`` (``""`` when the server sent null).
         usage: prompt and completion tokens, when the server reported them.
-        usage_tokens: total tokens of the call (prompt + completion), or None if not reported;
-            the lane refunds its token reservation from it.
-        headers: response headers with lowercase names (``x-ratelimit-*`` are read by the lane).
+        usage_tokens: total tokens of the call, or None if not reported.
+        headers: response headers with lowercase names.
         raw: the whole decoded JSON body.
-        citations: source URLs the server attached (Perplexity ``citations`` and
+        citations: source URLs the server attached (``citations`` and
             ``search_results[].url``), in order, without duplicates.
         finish_reason: ``choices[0].finish_reason`` (``"length"`` = cut at max_tokens).
     """
@@ -107,20 +97,16 @@ class ChatReply:
     finish_reason: str | None = None
 
 
-#: A key this long or longer is masked wherever a 200 reply echoes it. A shorter one
-#: (a local server's ``k``, ``test``) would match ordinary words and JSON names
-#: ("Un*known", "choi*ces") and corrupt the reply, so it is left alone: such a key is
-#: no secret worth the damage (error bodies are still masked, where it is harmless).
+#: A key this long or longer is masked wherever a 200 reply echoes it; a shorter one would
+#: match ordinary words and JSON names and corrupt the reply.
 MIN_REDACTED_KEY_CHARS = 12
 
-def make_session(max_in_flight: int, timeout_s: float) -> aiohttp.ClientSession:
-    """Build the shared client session for one endpoint.
 
-    Must be called inside a running event loop; the caller closes it.
+def make_session(max_in_flight: int, timeout_s: float) -> aiohttp.ClientSession:
+    """The shared client session for one endpoint (inside a running loop; the caller closes it).
 
     Args:
-        max_in_flight: connection cap, total and per host (matches the lane's in-flight cap,
-            so the connector never queues requests the lane has admitted).
+        max_in_flight: connection cap, total and per host (the lane's in-flight cap).
         timeout_s: total time allowed for one request, seconds (connect + send + read).
     """
     connector = aiohttp.TCPConnector(limit=max_in_flight, limit_per_host=max_in_flight)
@@ -135,9 +121,8 @@ def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> fl
     """Seconds a 429 reply asks us to wait, from its headers; None when it does not say.
 
     Order: ``retry-after-ms`` (milliseconds), ``Retry-After`` (seconds or an HTTP date,
-    RFC 9110 §10.2.3), then ``x-ratelimit-reset-requests``/``-tokens`` durations: the
-    reset of each exhausted budget (its ``x-ratelimit-remaining-*`` is 0 or absent),
-    the longest of those; if none is exhausted, the longest reset given.
+    RFC 9110 §10.2.3), then the longest ``x-ratelimit-reset-requests``/``-tokens`` of an
+    exhausted budget (its remaining is 0 or absent), else the longest reset given.
 
     Args:
         headers: response headers with lowercase names.
@@ -246,18 +231,13 @@ AUTH_HEADERS = {"bearer": "Authorization", "api-key": "api-key", "x-api-key": "x
 def request_headers(
     api_key: str, *, auth: str = "bearer", extra: Mapping[str, str] | None = None
 ) -> CIMultiDictProxy[str]:
-    """The request headers for ``api_key`` (read-only: aiohttp copies them).
-
-    Build them once per endpoint and pass them to :func:`post_chat`: they are the same
-    for every request. Nothing keeps them beyond the caller (the key is never cached).
+    """The read-only request headers for ``api_key``, built once per endpoint.
 
     Args:
         api_key: the key; ``""`` sends none.
-        auth: ``bearer`` (``Authorization: Bearer KEY``, OpenAI and most servers),
-            ``api-key`` (``api-key: KEY``, Azure OpenAI), ``x-api-key`` (``x-api-key: KEY``,
-            Anthropic) or ``none`` (no key header).
-        extra: further headers (an endpoint's ``headers``, resolved), set last: they
-            replace a default of the same name.
+        auth: ``bearer`` (``Authorization: Bearer KEY``), ``api-key`` (Azure OpenAI),
+            ``x-api-key`` (Anthropic) or ``none`` (no key header).
+        extra: further headers, set last: they replace a default of the same name.
 
     Raises:
         ValueError: an unknown ``auth``.
@@ -276,8 +256,6 @@ def request_headers(
 def encode_body(body: Mapping[str, Any]) -> bytes:
     """The JSON bytes :func:`post_chat` sends for ``body`` (UTF-8, compact, insertion order).
 
-    Encode once per call and pass the bytes to every attempt: retries then skip the encoding.
-
     Raises:
         TypeError: ``body`` holds a value JSON cannot represent.
     """
@@ -288,9 +266,6 @@ async def post_bytes(
     session: aiohttp.ClientSession, url: str, data: bytes, headers: CIMultiDictProxy[str]
 ) -> tuple[int, dict[str, str], bytes]:
     """Send ONE POST of ``data``; return (status, headers with lowercase names, body). No retry.
-
-    Transport failures are mapped as in the module table; the status is not judged here
-    (see :func:`decode_json`).
 
     Raises:
         ConnectError: the connection was refused or the host did not resolve.
@@ -323,13 +298,11 @@ def decode_json(
 ) -> Any:
     """The decoded JSON of a 2xx reply; the dahl error of any other (see the module table).
 
-    The key, and each of ``secrets`` (e.g. header values read from the environment), of
-    :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the body becomes ``***`` before
-    decoding; error messages are redacted of them whatever their length.
+    The key and each of ``secrets`` of :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the
+    body become ``***`` before decoding; error messages are redacted of them at any length.
 
     Raises:
-        AdapterError: the status's error (:func:`post_chat` lists them), or
-            ``TransientAPIError`` for a 2xx body that is not JSON.
+        AdapterError: the status's error, or ``TransientAPIError`` for a 2xx body that is not JSON.
     """
     if not 200 <= status < 300:
         error = _status_error(status, headers, payload, api_key, url, secrets)
@@ -338,7 +311,7 @@ def decode_json(
     for text in (api_key, *secrets):
         if len(text) >= MIN_REDACTED_KEY_CHARS:
             secret = text.encode()
-            if secret in payload:  # a server echoing the key: it must not reach verdicts or the cache
+            if secret in payload:
                 payload = payload.replace(secret, b"***")
     try:
         return orjson.loads(payload)
@@ -397,22 +370,13 @@ async def post_chat(
         url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
         api_key: the key, redacted from messages and replies; with ``headers=None`` it is
             sent as a bearer token (``""``: no Authorization header).
-        body: JSON request body, or its bytes from :func:`encode_body` (sent as they are).
-        headers: :func:`request_headers` of ``api_key``, built once by the caller; None
-            builds them here.
-        secrets: further values to redact as the key is (header values from the environment).
+        body: JSON request body, or its bytes from :func:`encode_body`.
+        headers: :func:`request_headers` of ``api_key``; None builds them here.
+        secrets: further values to redact as the key is.
 
     Raises:
-        QuotaExhausted: 402, or 403/429 whose error says insufficient_quota or billing.
-        FatalAPIError: 401, or another 403 (the key is wrong or lacks access); the message
-            names ``url``, never the key.
-        RateLimited: other 429, or 529 (overloaded); ``retry_after_s`` from the headers
-            (see :func:`retry_after_s`).
-        ConnectError: the connection was refused or the host did not resolve.
-        TransientAPIError: 408, 409, 5xx, connection reset, disconnect, truncated
-            payload, timeout, or a 200 whose body is not the expected JSON.
-        PermanentAPIError: any other 4xx (``status`` set), a 429 "Request too large",
-            or an invalid URL.
+        AdapterError: as in the module table (``QuotaExhausted``, ``FatalAPIError``,
+            ``RateLimited``, ``ConnectError``, ``TransientAPIError``, ``PermanentAPIError``).
     """
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     sent_headers = headers if headers is not None else request_headers(api_key)
@@ -422,13 +386,7 @@ async def post_chat(
 
 @dataclass(frozen=True)
 class BytesReply:
-    """A 2xx reply of a GET: its body and headers (for the lane; no token usage).
-
-    Attributes:
-        body: the response body, bytes.
-        headers: response headers with lowercase names.
-        usage_tokens: always None (not a model call).
-    """
+    """A 2xx reply of a GET: its body and headers (``usage_tokens`` always None)."""
 
     body: bytes
     headers: Mapping[str, str]
@@ -437,10 +395,7 @@ class BytesReply:
 
 async def get_bytes(session: aiohttp.ClientSession, url: str, params: Mapping[str, str], *,
                     secret: str = "") -> BytesReply:
-    """Send ONE GET (e.g. NCBI E-utilities ``efetch``) and return its body; no retry here.
-
-    Errors map as for :func:`post_chat` (429 → ``RateLimited``, 5xx/reset/timeout →
-    ``TransientAPIError``, refused → ``ConnectError``, other 4xx → ``PermanentAPIError``).
+    """Send ONE GET and return its body; no retry. Errors map as for :func:`post_chat`.
 
     Args:
         session: from :func:`make_session`.

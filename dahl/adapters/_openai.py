@@ -1,20 +1,8 @@
 """Splitter and Checker over any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
-Works with OpenAI, Perplexity, vLLM, Ollama, Together and others. One call = build the
-body (:func:`dahl.adapters._bodies.split_request_body` / ``check_request_body``, pure, so
-the cache can hash exactly what is sent), one HTTP attempt through the lane (which does
-all waiting, rate limiting and retrying), then a strict parse; the format fallback and
-the one re-ask are the endpoint client's (:class:`dahl.adapters._endpoint.Endpoint`).
-After the re-ask the Checker returns label ``error`` and the Splitter raises.
-
-The Checker judges a claim by the model's knowledge (template ``check/v1``), or by the
-web for a search-backed model (Perplexity sonar: the reply's citations, with their
-titles and snippets, become the verdict's evidence). With a corpus (``--checker openai
---evidence CORPUS``) it is FActScore's retrieve-then-ask Checker (Min et al. 2023): per
-(question, claim) the top-k BM25 passages go into the prompt (template
-``check-evidence/v1``), the verdict keeps them as evidence (passage id, title, text,
-score) and says whether an unsupported claim is contradicted by them or not in them
-(``Verdict.reason``, "Beyond Precision" error analysis).
+The Checker judges a claim by the model's knowledge (template ``check/v1``), by the web for a
+search-backed model (its citations become evidence), or, with a corpus, against its top-k BM25
+passages (template ``check-evidence/v1``; FActScore's retrieve-then-ask, Min et al. 2023).
 """
 
 from __future__ import annotations
@@ -48,11 +36,10 @@ NO_PASSAGE = "no passage of the corpus matches the claim"
 
 
 def citation_evidence(reply: ChatReply) -> tuple[Evidence, ...]:
-    """A search-backed reply's citations as evidence: URL, and title and snippet when sent.
+    """A search-backed reply's citations as evidence, in citation order.
 
-    Perplexity's chat completion carries ``citations`` (URLs) and ``search_results``
-    (``[{title, url, date?, snippet?}]``); each cited URL becomes one Evidence
-    (``source`` = URL, ``title``, ``text`` = snippet), in citation order.
+    Each URL of ``citations`` becomes one Evidence (``source`` = URL, with ``title`` and
+    ``text`` = snippet from the matching ``search_results`` entry when sent).
     """
     found: dict[str, Mapping[str, Any]] = {}
     results = reply.raw.get("search_results") if isinstance(reply.raw, dict) else None
@@ -89,16 +76,9 @@ def _passage_evidence(hits: Sequence[Hit]) -> tuple[Evidence, ...]:
 class OpenAIChecker:
     """Checker over an OpenAI-compatible endpoint (template ``check/v1``; ``check-evidence/v1`` with a corpus).
 
-    With a search-backed model (Perplexity sonar) the reply's citations become the
-    verdict's evidence (URL, title, snippet: :func:`citation_evidence`). With a corpus,
-    each claim is judged against its top ``top_k`` passages: BM25 over the analyzed
-    claim and question (:func:`dahl.adapters._corpus.analyze`), restricted to
-    ``answer.meta["evidence_ids"]`` when that is a list of document ids, as the
-    evidence Checker does. A claim no passage matches is labelled unsupported
-    (``no_evidence``) without a call. Also implements the optional cache hooks of
-    :mod:`dahl.cache._wrap` (``cache_request``, ``parse_raw``, ``parser_version``);
-    with a corpus the key material is the whole body (which holds the passages)
-    plus the passages' digests, and there is no constant frame (no key recipe).
+    With a corpus each claim is judged against its top ``top_k`` passages (restricted to
+    ``answer.meta["evidence_ids"]`` when that is a list); a claim no passage matches is
+    unsupported (``no_evidence``) without a call.
 
     Args:
         cfg: the check endpoint settings.
@@ -109,19 +89,16 @@ class OpenAIChecker:
         spend: the run's money meter (calls reported as ``check``), or None.
 
     Attributes:
-        fingerprint: see :func:`dahl.adapters._bodies.endpoint_fingerprint`; with a corpus, also the corpus
-            fingerprint and ``top_k`` (so a changed corpus re-checks every claim and a
-            finished run is not resumed across it).
-        parser_version: version of :func:`dahl.adapters._parse.parse_verdict` (bump when it
-            changes a result: cached replies are then re-parsed, not re-asked).
+        fingerprint: see :func:`dahl.adapters._bodies.endpoint_fingerprint`; with a corpus,
+            also the corpus fingerprint, analyzer version and ``top_k``.
+        parser_version: version of :func:`dahl.adapters._parse.parse_verdict`.
 
     Raises:
         ConfigError: (on construction) the API key variable is unset; top_k < 1; a cost
             cap and no price for the model.
     """
 
-    # 2: qualified verdicts ("True, but only ...") and "Supported? No." are unsupported
-    # 3: reasons for unsupported (contradicted / no_evidence); contradicted, not_supported
+    # 3: reasons for unsupported (contradicted / no_evidence)
     parser_version = "3"
     cacheable = True
     #: ``cache_request`` holds the question and claim as sent (see :mod:`dahl.cache._keys`).
@@ -158,22 +135,14 @@ class OpenAIChecker:
         self._retrievals: dict[tuple[str, str, tuple[str, ...] | None], tuple[Hit, ...]] = {}
 
     def cache_request(self, claim: Claim, answer: Answer) -> dict[str, Any]:
-        """What determines the verdict on ``claim``: base URL, model, template and request body.
+        """What determines the verdict on ``claim`` (never the API key).
 
         Returns:
-            ``{"base_url", "model", "template", "frame", "content"}``: ``content`` is the
-            templated user message as :meth:`check` would send it now (question and
-            claim normalized), ``frame`` the digest of the rest of the body (system
-            prompt, model, parameters; see :class:`CheckKeyTemplate`). When the
-            template cannot be split, ``{"base_url", "model", "template", "body"}``
-            with the whole body, its system prompt replaced by the prompt's digest
-            (:func:`digest_system`). With a corpus, ``{"base_url", "model", "template",
-            "body", "passages"}``: the whole body as sent (it holds the retrieved
-            passages' ids, titles and texts) and the passages' digests
-            (:attr:`dahl.adapters._corpus.Passage.digest`), best first; the retrieval
-            is the one :meth:`prepare_keys` did in a worker thread (run here, on the
-            caller's thread, when it was not) and is remembered for :meth:`check`.
-            Never the API key.
+            ``{"base_url", "model", "template", "frame", "content"}``: ``content`` the templated
+            user message, ``frame`` the digest of the rest of the body
+            (:class:`CheckKeyTemplate`); when the template cannot be split, ``"body"`` (the
+            whole body, system prompt digested by :func:`digest_system`) instead of both; with
+            a corpus, ``"body"`` and ``"passages"`` (the passages' digests, best first).
         """
         cfg = self._endpoint.cfg
         if self._corpus is not None:
@@ -200,13 +169,10 @@ class OpenAIChecker:
         }
 
     def cache_request_frame(self) -> dict[str, Any] | None:
-        """The part of :meth:`cache_request` that is the same for every claim now.
+        """The part of :meth:`cache_request` that is the same for every claim now, or None.
 
         ``cache_request(claim, answer) == {**frame, "content": cache_request_content(claim,
-        answer)}`` whenever this is not None (None: the fast template is unusable, or a
-        corpus is used, and the material holds the whole body).
-        :func:`dahl.cache._keys.check_keys` uses the split to hash the constant part once
-        per answer.
+        answer)}`` whenever this is not None.
         """
         if self._corpus is not None:
             return None
@@ -220,7 +186,7 @@ class OpenAIChecker:
             "template": template_version(cfg, "check"),
             "frame": template.frame,
         }
-        # Hand out one object while it is unchanged: check_keys then skips re-encoding it.
+        # One object while unchanged: check_keys then skips re-encoding it.
         if frame != self._last_frame:
             self._last_frame = frame
         return self._last_frame
@@ -232,10 +198,8 @@ class OpenAIChecker:
     def cache_request_parts(self) -> tuple[str, str, str] | None:
         """The text around question and claim in :meth:`cache_request_content`, or None.
 
-        Whenever :meth:`cache_request_frame` is not None, ``cache_request_content(claim,
-        answer) == dahl.adapters._keybody.fill_content(parts, normalize_text(answer.question),
-        normalize_text(claim.text))``; :func:`dahl.cache._keys.check_key_recipe` builds
-        keys from it in another process. None with a corpus.
+        When not None, ``cache_request_content(claim, answer) == fill_content(parts,
+        normalize_text(answer.question), normalize_text(claim.text))``.
         """
         if self._corpus is not None:
             return None
@@ -294,11 +258,7 @@ class OpenAIChecker:
         return hits
 
     async def prepare_keys(self, claims: Sequence[Claim], answer: Answer) -> None:
-        """Retrieve the passages of ``claims`` in one worker-thread hop, for :meth:`cache_request`.
-
-        The cache wrapper (:mod:`dahl.cache._wrap`) awaits this before computing keys, so
-        the BM25 searches run off the event loop; without a corpus it does nothing.
-        """
+        """Retrieve the passages of ``claims`` in one worker-thread hop, for :meth:`cache_request`."""
         if self._corpus is None:
             return
         question = self._question(answer)
@@ -324,12 +284,8 @@ class OpenAIChecker:
     def request_of(self, claim: Claim, answer: Answer) -> tuple[dict[str, Any], tuple[Evidence, ...]] | None:
         """The body :meth:`check` would send first for ``claim`` now, and the passages its verdict keeps.
 
-        For a batch API (:mod:`dahl.batch._plan`): with a corpus, await
-        :meth:`prepare_keys` first, or the retrieval runs here, on the caller's thread.
-
         Returns:
-            ``(body, evidence)``: the chat-completions body and, with a corpus, the
-            passages as :class:`Evidence` (``()`` without one); None when no passage
+            ``(body, evidence)`` (evidence ``()`` without a corpus); None when no passage
             matches (:meth:`check` then gives its verdict without a call).
         """
         question, text = self._question(answer), normalize_text(claim.text)
@@ -348,9 +304,7 @@ class OpenAIChecker:
         return self._corpus is not None
 
     def parse_raw(self, raw: str) -> Verdict:
-        """Parse a stored check reply into a verdict, as :meth:`check` does.
-
-        The verdict has no evidence or usage: those came with the original HTTP reply.
+        """Parse a stored check reply into a verdict (no evidence or usage), as :meth:`check` does.
 
         Raises:
             OutputParseError: ``raw`` cannot be parsed.
@@ -362,18 +316,16 @@ class OpenAIChecker:
         """Label ``claim`` given ``answer.question`` (and, with a corpus, its passages).
 
         Returns:
-            A Verdict with the parsed label and reason, the raw reply, the passages
-            (with a corpus) or the citations as evidence, and usage (summed over the
-            re-ask, if any); label ``error`` (``error="OutputParseError: ..."``) when
-            the reply and the one re-ask could not be parsed.
+            A Verdict with the label, reason, raw reply, passages or citations as evidence,
+            and usage (summed over the re-ask); label ``error`` when the reply and the one
+            re-ask could not be parsed.
 
         Raises:
             AdapterError: the HTTP call failed after the lane's retries.
         """
         endpoint = self._endpoint
         text = normalize_text(claim.text)
-        # Normalized like the claim, so whitespace variants share one cache key and request
-        # (remembered: the claims of an answer share it).
+        # Normalized like the claim, so whitespace variants share one cache key and request.
         question = self._question(answer)
         with_evidence = self._corpus is not None
         passages: list[prompts.PromptPassage] | None = None
@@ -422,20 +374,15 @@ def _prompt_passages(hits: Sequence[Hit]) -> list[prompts.PromptPassage]:
 class OpenAISplitter:
     """Splitter over an OpenAI-compatible endpoint (template ``split/v1``).
 
-    Also implements :class:`~dahl.adapters._base.RequestKeyedSplitter` and
-    :class:`~dahl.adapters._base.RawSplitter` (``cache_request``, ``split_with_raw``, ``parse_raw``).
-
     Args:
         cfg: the split endpoint settings.
         session: shared session from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane (``dahl.lanes._lane.Lane``), shared with the checker
-            when both stages use the same endpoint.
+        lane: the endpoint's lane, shared with the checker on the same endpoint.
         spend: the run's money meter (calls reported as ``split``), or None.
 
     Attributes:
         fingerprint: see :func:`dahl.adapters._bodies.endpoint_fingerprint`.
-        parser_version: version of :func:`dahl.adapters._parse.parse_claims` (bump when
-            it changes a result: cached replies are then re-parsed, not re-asked).
+        parser_version: version of :func:`dahl.adapters._parse.parse_claims`.
 
     Raises:
         ConfigError: (on construction) the API key variable is unset; a cost cap and no
@@ -452,13 +399,8 @@ class OpenAISplitter:
         self.fingerprint = self._endpoint.fingerprint
 
     def cache_request(self, answer: Answer) -> dict[str, Any]:
-        """What determines the split of ``answer``: base URL, model, template and request body.
-
-        Returns:
-            ``{"base_url", "model", "template", "body"}`` with ``body`` as :meth:`split`
-            would send it now, its system prompt replaced by the prompt's digest
-            (:func:`digest_system`); never the API key.
-        """
+        """``{"base_url", "model", "template", "body"}``: what determines the split of
+        ``answer``, the body's system prompt digested (:func:`digest_system`)."""
         endpoint = self._endpoint
         cfg = endpoint.cfg
         body = split_request_body(cfg, answer.question, answer.response, fmt=endpoint.reply_format)
@@ -481,8 +423,7 @@ class OpenAISplitter:
         """Split ``answer.response`` into claims via the model, in answer order.
 
         Returns:
-            Claims with ``text`` normalized and ``index`` 0..n-1 (no spans: claims are
-            rewritten, e.g. pronouns resolved). ``[]`` when the model says NONE.
+            Claims with ``text`` normalized, ``index`` 0..n-1 and no spans; ``[]`` for NONE.
 
         Raises:
             OutputParseError: the reply and the one re-ask could not be parsed.
@@ -492,12 +433,7 @@ class OpenAISplitter:
         return claims
 
     async def split_with_raw(self, answer: Answer) -> tuple[list[Claim], str]:
-        """As :meth:`split`, also returning the raw reply the claims were parsed from.
-
-        Raises:
-            OutputParseError: the reply and the one re-ask could not be parsed.
-            AdapterError: the HTTP call failed after the lane's retries.
-        """
+        """As :meth:`split`, also returning the raw reply the claims were parsed from."""
         endpoint = self._endpoint
 
         def build(fmt: Format) -> dict[str, Any]:
