@@ -1,25 +1,9 @@
 """A local document corpus cut into short passages and indexed with BM25.
 
-The offline ``evidence`` Checker (:mod:`dahl.adapters._evidence`) and the
-OpenAI-compatible Checker with ``--evidence`` retrieve passages from a
-:class:`Corpus`; ``dahl refs build`` finds each question's documents with
-:meth:`Corpus.search`. A corpus is a JSON Lines file, one document per line::
-
-    {"id": "21645374", "title": "optional", "text": "Programmed cell death ...", "url": "optional"}
-
-or a folder of ``.txt``/``.md`` files (:mod:`dahl.adapters._documents` reads both
-and keeps the index between runs). Each document is cut into passages of
-``window`` consecutive sentences taken every ``stride`` sentences (overlapping
-windows, so a fact spanning two sentences sits whole in some passage), each
-with its character span in the document, and every passage is indexed with
-BM25 (Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25
-and Beyond"; Lucene variant, k1 = 1.5, b = 0.75) through the ``bm25s`` library.
-
-Text analysis (:func:`analyze`), shared by the index, the queries and the
-support decision: lowercase, tokens are runs of word characters or numbers
-with their decimal part kept whole ("2.5" stays one token), ``bm25s``'s English
-stopword list removed, Snowball English stemmer (PyStemmer) applied to words,
-numbers left unstemmed.
+A corpus is a JSON Lines file, one ``{"id", "title"?, "text", "url"?}`` document per line, or a
+folder of ``.txt``/``.md`` files (:mod:`dahl.adapters._documents`). Each document is cut into
+overlapping passages of ``window`` sentences every ``stride`` sentences, indexed with BM25
+(Robertson & Zaragoza 2009; Lucene variant, k1 = 1.5, b = 0.75) through ``bm25s``.
 """
 
 from __future__ import annotations
@@ -65,15 +49,9 @@ def _stem(word: str) -> str:
 
 
 def analyze(text: str) -> list[str]:
-    """Return the index terms of ``text``, in order, repeats kept.
-
-    Args:
-        text: any text.
-
-    Returns:
-        Lower-cased, stopword-free, stemmed tokens; numbers unchanged
-        (``"2.5"``), with a decimal comma read as a point.
-    """
+    """The index terms of ``text``, in order, repeats kept: lower-cased, stopword-free
+    (``bm25s``'s English list), Snowball-stemmed tokens; numbers unstemmed (``"2.5"``), a
+    decimal comma read as a point."""
     terms: list[str] = []
     for token in _TOKEN.findall(text.lower()):
         if _NUMBER.search(token):
@@ -84,15 +62,8 @@ def analyze(text: str) -> list[str]:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences of ``text`` (the cut of :func:`split_sentences`).
-
-    Args:
-        text: a document.
-
-    Returns:
-        ``(start, end)`` offsets into ``text``, in order, each without surrounding
-        whitespace; pieces with no visible character are left out.
-    """
+    """``(start, end)`` spans of the sentences of ``text``, in order, without surrounding
+    whitespace; pieces with no visible character are left out."""
     spans: list[tuple[int, int]] = []
     start = 0
     for cut in (*_SENTENCE_END.finditer(text), None):
@@ -108,17 +79,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences with a light regex (no abbreviation list).
-
-    Good enough to cut evidence documents into passages; claims are split by a
-    Splitter, not here.
-
-    Args:
-        text: a document.
-
-    Returns:
-        Non-empty, whitespace-normalized sentences in order.
-    """
+    """Non-empty, whitespace-normalized sentences of ``text`` by a light regex (no
+    abbreviation list; for cutting documents into passages)."""
     return [normalize_text(text[a:b]) for a, b in sentence_spans(text)]
 
 
@@ -129,9 +91,8 @@ class Passage(msgspec.Struct, frozen=True, kw_only=True):
         doc_id: id of the document it comes from.
         title: the document's title, or "".
         sentences: the passage's sentences (whitespace-normalized), in document order.
-        span: ``(start, end)`` character offsets of the passage in its document's
-            text (from the first sentence's start to the last one's end); None for a
-            passage built without offsets.
+        span: ``(start, end)`` character offsets of the passage in its document's text;
+            None for a passage built without offsets.
         url: the document's URL, when the corpus gives one.
     """
 
@@ -175,15 +136,14 @@ class Hit(msgspec.Struct, frozen=True):
 class Corpus:
     """Passages of a document collection with a BM25 index over them.
 
-    Build it with :func:`dahl.adapters._documents.open_corpus` (from a file) or :meth:`from_documents`.
+    Build it with :func:`dahl.adapters._documents.open_corpus` or :meth:`from_documents`.
 
     Attributes:
         passages: every passage, index-aligned with the BM25 index.
-        fingerprint: 32-hex-digit blake2b-128 of the corpus content (the file's
-            bytes when loaded from a file) plus the passage settings.
+        fingerprint: 32-hex-digit blake2b-128 of the corpus content plus the passage settings.
         n_documents: number of documents.
-        built: True when the BM25 index was computed by this object, False when a
-            saved one was handed in (:mod:`dahl.adapters._documents` loads it).
+        built: True when the BM25 index was computed by this object, False when a saved one
+            was handed in.
     """
 
     def __init__(
@@ -194,15 +154,14 @@ class Corpus:
         n_documents: int,
         index: tuple[Any, dict[str, int]] | None = None,
     ) -> None:
-        """Index ``passages``; prefer :func:`dahl.adapters._documents.open_corpus` or :meth:`from_documents`.
+        """Index ``passages``.
 
         Args:
             passages: passages to index, in any order.
-            content_hash: hash of the content they were cut from (goes into the fingerprint).
+            content_hash: hash of the content they were cut from (the fingerprint).
             n_documents: number of source documents.
-            index: a saved index of exactly these passages: the ``bm25s.BM25`` object
-                (or None when no passage has a term) and the document frequency of
-                every term (see :attr:`index_state`); None = compute both here.
+            index: a saved index of exactly these passages (see :attr:`index_state`);
+                None = compute it here.
         """
         self.passages: tuple[Passage, ...] = tuple(passages)
         self.fingerprint = content_hash
@@ -253,7 +212,7 @@ class Corpus:
         Raises:
             ConfigError: window or stride out of range.
         """
-        _check_window(window, stride)
+        check_window(window, stride)
         hasher = hashlib.blake2b(digest_size=16)
         passages: list[Passage] = []
         n_docs = 0
@@ -276,12 +235,8 @@ class Corpus:
         )
 
     def idf(self, term: str) -> float:
-        """BM25 inverse document frequency of ``term`` over passages.
-
-        idf = ln(1 + (N - df + 0.5) / (df + 0.5)) (Lucene's BM25 idf), N = number
-        of passages, df = passages containing the term; a term absent from the
-        corpus gets the largest value, ln(1 + 2N + 1).
-        """
+        """BM25 idf of ``term`` over passages: ln(1 + (N - df + 0.5) / (df + 0.5)) (Lucene's),
+        N passages, df passages containing it."""
         n = len(self.passages)
         df = self._df.get(term, 0)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -293,24 +248,16 @@ class Corpus:
         k: int = 5,
         doc_ids: Sequence[str] | None = None,
     ) -> list[Hit]:
-        """Return the ``k`` best passages for an analyzed query, best first.
+        """The ``k`` best passages for an analyzed query, best first (blocking CPU work).
 
         Args:
             query_terms: terms from :func:`analyze`.
             k: number of passages wanted (>= 1).
-            doc_ids: if given, search only passages of these documents (unknown
-                ids are ignored; an empty or all-unknown list gives no hits).
+            doc_ids: if given, search only passages of these documents (unknown ids are
+                ignored; an empty or all-unknown list gives no hits).
 
         Returns:
             Up to ``k`` hits with score > 0; empty when no query term is in the index.
-
-        Finding a question's documents (``dahl refs build``): query with
-        ``analyze(question)``, a ``k`` of a few times the documents wanted, and group
-        the hits by ``hit.passage.doc_id`` (best hit first); ``doc_ids`` limits the
-        search to documents given per question. ``hit.passage.span`` locates the
-        passage in its document's text (a fact's ``FactSource.span``), and
-        ``hit.passage.id`` names it. The search is CPU work: call it from a worker
-        thread.
         """
         if not self._indexed:
             return []
@@ -332,22 +279,11 @@ class Corpus:
         return [Hit(self.passages[int(i)], float(scores[i])) for i in top if scores[i] > 0.0]
 
 
-def _check_window(window: int, stride: int) -> None:
-    if window < 1 or not 1 <= stride <= window:
-        raise ConfigError(
-            f"passage window={window}, stride={stride}: need window >= 1 and 1 <= stride <= window"
-        )
-
-
 def cut_passages(
     doc_id: str, title: str, text: str, window: int, stride: int, url: str | None = None
 ) -> list[Passage]:
-    """Cut one document into overlapping windows of ``window`` sentences, ``stride`` apart.
-
-    Returns:
-        The passages in document order, each with its span in ``text``; [] for a
-        document with no sentence.
-    """
+    """Cut one document into overlapping windows of ``window`` sentences, ``stride`` apart:
+    the passages in document order, each with its span in ``text`` ([] with no sentence)."""
     spans = sentence_spans(text)
     if not spans:
         return []
@@ -371,4 +307,7 @@ def cut_passages(
 
 def check_window(window: int, stride: int) -> None:
     """Raise ConfigError unless window >= 1 and 1 <= stride <= window."""
-    _check_window(window, stride)
+    if window < 1 or not 1 <= stride <= window:
+        raise ConfigError(
+            f"passage window={window}, stride={stride}: need window >= 1 and 1 <= stride <= window"
+        )

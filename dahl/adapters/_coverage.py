@@ -1,32 +1,9 @@
 """Coverage judges: does an answer state a reference fact? ("Beyond Precision", coverage).
 
-A judge labels each fact of F* ``covered``, ``partial`` or ``not_covered`` against one
-finished answer. Three judges:
-
-* :class:`ExactJudge` (``exact``): a fact is covered iff its normalized text
-  (:func:`~dahl.records.normalize_text`: NFC, whitespace collapsed) equals the normalized
-  text of one of the answer's *supported* claims. Deterministic; made for replayed
-  labels, where a pooled reference set is the union of the answers' supported claims
-  (FactRBench-style pooling), so each answer covers exactly its own supported facts.
-* :class:`LexicalJudge` (``lexical``): offline content-word overlap. With ``T`` the set
-  of the fact's index terms (:func:`dahl.adapters._corpus.analyze`: lower-cased,
-  stopword-free, stemmed; numbers kept) and ``R`` those of the response, the overlap is
-  ``|T ∩ R| / |T|``: ≥ :data:`LEXICAL_COVERED` (0.8) covered, ≥ :data:`LEXICAL_PARTIAL`
-  (0.5) partial, else not covered. A fact with no index terms is covered iff its
-  lower-cased text occurs in the lower-cased response.
-* :class:`OpenAICoverageJudge` (``openai``): an LLM labels the facts. One call per
-  answer and batch of up to :data:`MAX_FACTS` (30) facts, as VITAL's assigner does
-  (Wanner et al. 2025, arXiv 2510.07083): the question, the whole response and the
-  numbered facts go into one user message, each delimited as untrusted text
-  (``<question>``, ``<response>``, ``<facts>``; tags inside the data are neutralized),
-  and the reply is one label per fact, in order. With ``response_format`` json_schema /
-  json_object the reply is ``{"coverage": [...]}``; in text mode a bare JSON array.
-  Parsing is strict (:func:`parse_coverage`). A reply whose count differs from the
-  batch's, or that cannot be parsed, is re-asked one fact at a time (never padded); a
-  one-fact reply that still fails gives that fact label ``error``. Calls go through the
-  endpoint client (:class:`dahl.adapters._endpoint.Endpoint`); template ``cover/v1``.
-
-Cheap judges are ``cacheable = False``: :mod:`dahl.cache._coverage` calls them directly.
+Each labels every fact ``covered``, ``partial`` or ``not_covered`` against one answer:
+:class:`ExactJudge` (text equal to a supported claim), :class:`LexicalJudge` (share of the
+fact's index terms in the response) and :class:`OpenAICoverageJudge` (an LLM, up to
+:data:`MAX_FACTS` facts per call, as VITAL's assigner, Wanner et al. 2025, arXiv 2510.07083).
 """
 
 from __future__ import annotations
@@ -100,8 +77,7 @@ class CoverageJudge(Protocol):
     """Labels the coverage of reference facts by one answer.
 
     Attributes:
-        fingerprint: stable string naming the judge and every setting that changes its
-            labels (goes into coverage cache keys and the run fingerprint).
+        fingerprint: the judge and every setting that changes its labels (cache keys).
         cacheable: False for cheap deterministic judges (never cached).
         parser_version: version of its output parser (stored beside a cached label).
     """
@@ -124,12 +100,8 @@ class CoverageJudge(Protocol):
 
 
 class ExactJudge:
-    """Covered iff the fact's normalized text is one of the answer's supported claims.
-
-    Attributes:
-        fingerprint: ``"exact/v1"``.
-        cacheable: False.
-    """
+    """Covered iff the fact's normalized text is one of the answer's supported claims
+    (``fingerprint`` ``"exact/v1"``, not cacheable)."""
 
     fingerprint = "exact/v1"
     cacheable = False
@@ -145,11 +117,15 @@ class ExactJudge:
 
 
 class LexicalJudge:
-    """Offline content-word overlap of each fact with the response (thresholds in the module docstring).
+    """Offline overlap: the share of a fact's index terms (:func:`dahl.adapters._corpus.analyze`)
+    in the response's, ≥ ``covered`` covered, ≥ ``partial`` partial; a fact with no terms is
+    covered iff its lower-cased text occurs in the response.
 
     Attributes:
         fingerprint: names the thresholds, e.g. ``"lexical/v1|covered=0.8|partial=0.5"``.
-        cacheable: False.
+
+    Raises:
+        ValueError: not ``0 < partial <= covered <= 1``.
     """
 
     cacheable = False
@@ -252,12 +228,10 @@ def cover_messages(
 
     Args:
         template: a user's ``cover`` template; None = :data:`COVER_TEMPLATE`. ``{facts}``
-            gets one ``N. fact`` line per fact, ``{output}`` the reply-format sentence.
+            gets one ``N. fact`` line per fact (1-based), ``{output}`` the reply-format sentence.
 
     Returns:
-        ``[system, user]`` (``[user]`` for a template without a system part); the shipped
-        user message is ``<question>``, ``<response>``, then ``<facts>`` with one
-        ``N. fact`` line per fact (1-based).
+        ``[system, user]`` (``[user]`` for a template without a system part).
     """
     numbered = "\n".join(f"{i}. {fact}" for i, fact in enumerate(facts, start=1))
     data = {"question": _neutralize(question), "response": _neutralize(response), "facts": _neutralize(numbered)}
@@ -293,8 +267,7 @@ def cover_request_body(
 def parse_coverage(text: str) -> list[Coverage]:
     """Parse a coverage reply: a JSON array of labels, or ``{"coverage": [...]}`` (also fenced).
 
-    Labels are matched case-insensitively with spaces and hyphens read as ``_``
-    (``"Not covered"`` is ``not_covered``); anything else is an error.
+    Labels match case-insensitively, spaces and hyphens read as ``_`` ("Not covered").
 
     Raises:
         OutputParseError: not JSON, not such an array, or an unknown label.
@@ -323,18 +296,19 @@ def parse_coverage(text: str) -> list[Coverage]:
 class OpenAICoverageJudge:
     """Coverage judge over an OpenAI-compatible endpoint (template ``cover/v1``).
 
+    A reply whose count differs from the batch's, or that cannot be parsed, is asked again
+    one fact at a time (never padded); a one-fact reply that still fails labels that fact
+    ``error``.
+
     Args:
-        cfg: the judge's endpoint (the Checker's unless ``--coverage-model`` says otherwise).
+        cfg: the judge's endpoint.
         session: from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane (shared with the Checker on the same endpoint).
+        lane: the endpoint's lane.
         max_facts: facts per call (default :data:`MAX_FACTS`).
         spend: the run's money meter (calls reported as ``cover``), or None.
 
     Attributes:
-        fingerprint: base URL, model, template, sampling, max_tokens, reply format,
-            extra_body and the batch size; never the key.
-        cacheable: True.
-        parser_version: version of :func:`parse_coverage`.
+        fingerprint: the endpoint's fingerprint and the batch size; never the key.
         calls: HTTP calls made (re-asks included).
 
     Raises:
@@ -376,10 +350,7 @@ class OpenAICoverageJudge:
         return parsed.get(), parsed.raw, ""
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
-        """Label ``facts`` against ``result.response``, :data:`MAX_FACTS` per call.
-
-        Returns:
-            One judgement per fact; ``raw`` is kept for a fact in ``error`` only.
+        """Label ``facts`` against ``result.response``; ``raw`` is kept for ``error`` facts only.
 
         Raises:
             AdapterError: a call failed after the lane's retries.
