@@ -1,30 +1,8 @@
-"""The Splitter and Checker protocols every adapter implements, and the capabilities the cache reads.
+"""The Splitter, Checker and Coverer protocols, and the optional capabilities the cache reads.
 
-Every Splitter and Checker declares what the cache needs to know of it:
-
-- ``fingerprint`` (str): names the adapter and every setting that changes its output
-  (goes into cache keys).
-- ``cacheable`` (bool): False marks a cheap, deterministic adapter (replay, fake,
-  given, rules): the caching wrapper calls it directly, with no store, key or single
-  flight.
-- ``parser_version`` (str): version of the adapter's output parser; stored beside a
-  result, not part of its key (a new version re-parses the stored raw reply).
-
-Optional capabilities are the protocols below, tested with ``isinstance`` (each is
-``runtime_checkable``) and checked by mypy where an adapter is built:
-
-- :class:`RequestKeyed` / :class:`RequestKeyedSplitter`: ``cache_request``, the material
-  that fully determines the output (request body, base URL, model, template version).
-- :class:`FramedKeys`: a Checker whose request is a constant frame plus one templated
-  message per claim, so keys are hashed around the per-claim text.
-- :class:`PreparedKeys`: blocking work the key needs (retrieving evidence passages),
-  done off the event loop before the keys are computed.
-- :class:`ReparsingChecker` / :class:`RawSplitter`: re-parse a stored raw reply after a
-  parser change instead of calling again; a Splitter that returns the raw reply too.
-- :class:`Batched`: a Checker whose requests a provider batch API can carry.
-- :class:`ConcurrencyHint`: the pipeline's worker count for an offline Checker.
-- :class:`LookingUp`: a Checker that looks every claim of an answer up at once (the
-  caching Checker); the pipeline then sends only the claims not found to ``check``.
+Every Splitter and Checker has ``fingerprint`` (in cache keys), ``cacheable`` (False: called
+directly, no store) and ``parser_version`` (stored beside a result; a new one re-parses the
+stored raw reply). The other protocols are optional, ``runtime_checkable`` capabilities.
 """
 
 from __future__ import annotations
@@ -56,10 +34,9 @@ class Splitter(Protocol):
     """Turns an answer into atomic claims.
 
     Attributes:
-        fingerprint: stable string naming the Splitter and every setting that
-            changes its output (goes into cache keys).
+        fingerprint: names the Splitter and every setting that changes its output.
         cacheable: False for a cheap, deterministic Splitter (never cached).
-        parser_version: version of its output parser (``"1"`` for offline Splitters).
+        parser_version: version of its output parser.
     """
 
     fingerprint: str
@@ -80,10 +57,9 @@ class Checker(Protocol):
     """Decides whether one claim is supported.
 
     Attributes:
-        fingerprint: stable string naming the Checker and every setting that
-            changes its output (goes into cache keys).
+        fingerprint: names the Checker and every setting that changes its output.
         cacheable: False for a cheap, deterministic Checker (never cached).
-        parser_version: version of its output parser (``"1"`` for offline Checkers).
+        parser_version: version of its output parser.
     """
 
     fingerprint: str
@@ -91,9 +67,7 @@ class Checker(Protocol):
     parser_version: str
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
-        """Return the verdict on ``claim`` (``answer`` gives the question for context).
-
-        A Checker returns a Verdict with label ``unknown`` when it cannot decide.
+        """Return the verdict on ``claim`` (label ``unknown`` when undecided).
 
         Raises:
             AdapterError: the call failed; the pipeline records label ``error``.
@@ -107,8 +81,7 @@ class RequestKeyed(Protocol):
 
     Attributes:
         cache_request_covers_input: True when the material holds the question and claim
-            as sent (then the key leaves the raw texts out); False when it holds only
-            extra settings (the evidence Checker's document ids).
+            as sent (the key then leaves the raw texts out).
     """
 
     cache_request_covers_input: bool
@@ -135,10 +108,8 @@ class FramedKeys(RequestKeyed, Protocol):
     """
 
     def cache_request_frame(self) -> dict[str, Any] | None:
-        """The request without its per-claim message; None when the fast path does not apply.
-
-        The same object is handed out while the Checker's settings are unchanged.
-        """
+        """The request without its per-claim message (the same object while settings are
+        unchanged); None when the fast path does not apply."""
         ...
 
     def cache_request_content(self, claim: Claim, answer: Answer) -> str:
@@ -208,11 +179,7 @@ class Batched(Protocol):
 
 @runtime_checkable
 class ConcurrencyHint(Protocol):
-    """An offline Checker that says how many checks the pipeline should run at once.
-
-    Attributes:
-        concurrency: check workers (>= 1).
-    """
+    """An offline Checker that says how many checks (``concurrency`` >= 1) to run at once."""
 
     concurrency: int
 
@@ -233,11 +200,7 @@ class Lookup(NamedTuple):
 
 @runtime_checkable
 class LookingUp(Protocol):
-    """A Checker that looks all claims of an answer up at once (:class:`dahl.cache.CachingChecker`).
-
-    Attributes:
-        can_look_up: whether :meth:`look_up` may be used now (a store is in use).
-    """
+    """A Checker that looks all claims of an answer up at once (:class:`dahl.cache.CachingChecker`)."""
 
     @property
     def can_look_up(self) -> bool:
@@ -257,23 +220,15 @@ class LookingUp(Protocol):
 class Coverer(Protocol):
     """Adds recall to a finished answer: judges its coverage of its question's F*.
 
-    The engine's cover stage calls it once per finished answer; it looks the
-    answer's reference set up itself (by ``question_id``, else the normalized
-    question), judges coverage (caching per fact) and returns the result with
-    ``recall`` set (left UNSET when the question has no reference set).
-
     Attributes:
-        fingerprint: stable string naming the judge, the reference set and every
-            setting that changes recall (F* cut, α, β, partial mode).
+        fingerprint: names the judge, the reference set and every setting that changes recall.
     """
 
     fingerprint: str
 
     async def cover(self, result: AnswerResult) -> AnswerResult:
-        """Return ``result`` with its recall.
-
-        A failed judge call gives the fact label ``error`` (the answer's recall is
-        None, reason ``coverage_error``), never ``not_covered``.
+        """Return ``result`` with ``recall`` set (UNSET without a reference set); a failed
+        judge call labels the fact ``error``.
 
         Raises:
             QuotaExhausted, FatalAPIError: the run must stop.

@@ -1,24 +1,8 @@
-"""The one LLM endpoint client: every stage (split, check, cover, extract, rate, generate,
-questions) sends its requests through an :class:`Endpoint`.
+"""The one LLM endpoint client: every stage that asks a model sends through an :class:`Endpoint`.
 
-A stage keeps its template and its parser and describes what it asks as a
-:class:`~dahl.adapters._bodies.Task`; the endpoint owns the rest of a call:
-
-* the route (:class:`~dahl.adapters._route.ChatRoute`: OpenAI-compatible
-  ``/chat/completions`` or ``/completions``, or Anthropic ``/messages``), key and headers;
-* the request body around the stage's messages (:meth:`Endpoint.body`);
-* the lane: each request is ONE HTTP attempt handed to the engine's lane (rate limits,
-  in-flight cap, retries, breaker);
-* usage and cost: a reply's reported tokens (summed over a re-ask), and, given the run's
-  :class:`~dahl.lanes._spend.Spend`, the money of every call under the stage's name
-  (reserved at the request's upper bound, settled from the usage; the run's cap refuses a
-  call that could pass it);
-* structured output and its one text fallback: a server that rejects the structured
-  reply format (HTTP 400 or 422 naming ``response_format``, or for Anthropic the forced
-  tool, ``tools`` / ``tool_choice``) is asked in text mode from then on (logged once per
-  endpoint; every request rejected while in flight is sent again in text);
-* the one re-ask: a reply the stage's parser rejects is asked again once, with the parse
-  error; the usage of both calls is summed.
+A stage gives its :class:`~dahl.adapters._bodies.Task` and parser; the endpoint owns the route,
+the body, one HTTP attempt per lane try, usage and cost, the one text fallback when the server
+rejects the structured reply format, and the one re-ask of an unparseable reply.
 """
 
 from __future__ import annotations
@@ -63,11 +47,8 @@ Message = dict[str, str]
 
 
 class CountMismatch(OutputParseError):
-    """A reply that parsed but did not answer each numbered item exactly once.
-
-    Never re-asked as a whole (:meth:`Endpoint.ask` returns it at once): the stage asks
-    each item alone, and never pads.
-    """
+    """A reply that parsed but did not answer each numbered item exactly once (never re-asked:
+    the stage asks each item alone, and never pads)."""
 
 
 @dataclass(frozen=True)
@@ -114,11 +95,8 @@ def total_usage(*usages: Usage | None) -> Usage | None:
 
 
 def rejects_format(exc: AdapterError, *, anthropic: bool) -> bool:
-    """Whether ``exc`` is a server's rejection of the structured reply format.
-
-    An HTTP 400 or 422 whose message names ``response_format`` (chat completions) or,
-    for an Anthropic endpoint, also the forced tool (``tools`` / ``tool_choice``).
-    """
+    """Whether ``exc`` is a server's rejection of the structured reply format: an HTTP 400 or
+    422 naming ``response_format`` (for Anthropic also ``tools`` / ``tool_choice``)."""
     if not isinstance(exc, PermanentAPIError) or exc.status not in (400, 422):
         return False
     words = ("response_format", "tool_choice", "tools") if anthropic else ("response_format",)
@@ -131,22 +109,18 @@ def reask_messages(
 ) -> list[Message]:
     """Messages of the single re-ask after an unparseable ``reply`` to ``messages``.
 
-    Appends the reply (passed through ``neutralize``, so it cannot close a data block) and
-    a follow-up user message ``"Your reply could not be parsed: {error}; {expected}.\\n\\n"``
-    followed by the original last user message (so it still carries the data blocks and
-    tells the request kind).
+    Appends the reply (through ``neutralize``) and a user message ``"Your reply could not be
+    parsed: {error}; {expected}.\\n\\n"`` followed by the original last user message.
     """
     follow_up = f"Your reply could not be parsed: {error}; {expected}.\n\n{messages[-1]['content']}"
     return [*messages, {"role": "assistant", "content": neutralize(reply)}, {"role": "user", "content": follow_up}]
 
 
 class Connections:
-    """The lanes and HTTP sessions of a run's LLM endpoints.
+    """The lanes and HTTP sessions of a run's LLM endpoints (inside a running event loop).
 
-    One lane per (normalized base URL, key identity, model) from ``pool``, built with the
-    endpoint's RPM, TPM and in-flight limits and outage breaker, so the stages on one
-    endpoint share its limits; one session per (in-flight cap, timeout), opened on first
-    use and closed with ``stack``. Must be used inside a running event loop.
+    One lane per (normalized base URL, key identity, model) from ``pool``, with the endpoint's
+    limits and breaker; one session per (in-flight cap, timeout), closed with ``stack``.
 
     Args:
         stack: the run's exit stack.
@@ -182,8 +156,7 @@ class Endpoint:
     Args:
         cfg: the endpoint settings.
         session: shared session from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane (``dahl.lanes._lane.Lane``), shared by the stages on the
-            same endpoint.
+        lane: the endpoint's lane, shared by the stages on the same endpoint.
         task: what the stage asks (:class:`~dahl.adapters._bodies.Task`).
         completion: send to ``/completions`` (a ``{"prompt"}`` body) instead of the chat route.
         spend: the run's money meter, None: calls are not metered.
@@ -195,12 +168,11 @@ class Endpoint:
         max_tokens: completion budget of a request, tokens (``cfg.max_tokens``, else the task's).
         fingerprint: every setting that changes a reply (:func:`~dahl.adapters._bodies.fingerprint`).
         calls: requests handed to the lane (fallbacks and re-asks included).
-        system_digests: memo of system-prompt digests for cache keys (:mod:`dahl.adapters._keybody`).
+        system_digests: memo of system-prompt digests for cache keys.
 
     Raises:
         ConfigError: (on construction) the API key variable (or one a header names) is
-            unset; ``completion`` on an Anthropic endpoint; a cost cap on ``spend`` and no
-            price for ``cfg.model``.
+            unset; ``completion`` on an Anthropic endpoint; a cost cap and no price for the model.
     """
 
     def __init__(
@@ -241,20 +213,14 @@ class Endpoint:
         return self._fmt
 
     def body(self, messages: list[Message], fmt: Format | None = None) -> dict[str, Any]:
-        """The chat body of ``messages`` under reply format ``fmt`` (default :attr:`reply_format`).
-
-        Returns:
-            As :func:`~dahl.adapters._bodies.chat_body`, with the task's schema in
-            ``json_schema`` mode; never the API key.
-        """
+        """The chat body of ``messages`` under reply format ``fmt`` (default :attr:`reply_format`),
+        with the task's schema in ``json_schema`` mode; never the API key."""
         fmt = fmt or self._fmt
         return chat_body(self.cfg, messages, max_tokens=self.max_tokens,
                          response_format=format_field(fmt, self.task.json_schema))
 
     async def send(self, body: dict[str, Any]) -> ChatReply:
-        """Send ``body`` through the lane (one HTTP attempt per lane try); its reply.
-
-        The body is encoded once here; every attempt (retry) sends the same bytes.
+        """Send ``body`` (encoded once) through the lane; its reply.
 
         Raises:
             AdapterError: the call failed after the lane's retries.
@@ -269,19 +235,14 @@ class Endpoint:
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 
     async def request(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any], Format]:
-        """Send the body ``build(format)``; after a rejection of the reply format, switch to
-        text mode for good and send ``build("text")``.
-
-        The decision is about the format the body was sent in: with many requests in flight,
-        each one rejected in the structured format is sent again in text, and the switch is
-        logged by the first.
+        """Send ``build(format)``; after a rejection of the reply format, switch to text mode
+        for good and send ``build("text")`` (each request rejected in flight is sent again).
 
         Returns:
             ``(reply, body sent, its format)``.
 
         Raises:
-            AdapterError: the call failed after the lane's retries (a rejection in text
-                mode, or a second one, stands).
+            AdapterError: the call failed after the lane's retries.
         """
         fmt = self._fmt
         body = build(fmt)
@@ -303,16 +264,11 @@ class Endpoint:
         self, build: Callable[[Format], dict[str, Any]], parse: Callable[[str], T], *, reask: bool = True
     ) -> Parsed[T]:
         """Send ``build(format)`` (as :meth:`request`) and parse the reply with ``parse``;
-        re-ask once with the parse error when it fails.
-
-        Args:
-            build: the stage's body for a reply format (e.g. ``lambda fmt: endpoint.body(messages, fmt)``).
-            parse: the stage's strict parser of a reply text; raises ``OutputParseError``.
-            reask: False: a parse error is not re-asked (the stage has its own recourse).
+        re-ask once with the parse error when it fails (unless ``reask`` is False or the error
+        is a ``CountMismatch``).
 
         Returns:
-            The parsed reply, or the parse error of the last one (:meth:`Parsed.get` raises
-            it); a ``CountMismatch`` is never re-asked.
+            The parsed reply, or the parse error of the last one (:meth:`Parsed.get` raises it).
 
         Raises:
             AdapterError: a call failed after the lane's retries.
