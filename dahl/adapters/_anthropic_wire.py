@@ -1,9 +1,7 @@
 """Anthropic Messages API on the wire: chat-completions bodies in, chat-completion replies out.
 
-dahl builds every request as an OpenAI chat-completions body (the cache hashes that
-body) and its parsers read a chat-completion reply. For an endpoint with
-``provider = "anthropic"`` the body is converted just before sending and the reply
-just after, so the Splitter, Checker and coverage judge work unchanged:
+For ``provider = "anthropic"`` the chat-completions body dahl builds (and hashes) is converted
+just before sending and the reply just after, so the stages work unchanged:
 
 ==========================================  ==========================================
 chat-completions body                       Anthropic Messages body (API 2023-06-01)
@@ -18,10 +16,6 @@ chat-completions body                       Anthropic Messages body (API 2023-06
 ``seed``                                    dropped (the Messages API has none)
 anything else (``temperature``, extras)     copied as is
 ==========================================  ==========================================
-
-The reply's ``tool_use`` input becomes the message content as JSON text (the parsers
-read JSON content already); without one, its text blocks joined. ``usage`` is
-``input_tokens`` (plus cache reads and writes) and ``output_tokens``, in tokens.
 """
 
 from __future__ import annotations
@@ -78,10 +72,8 @@ def _tool(response_format: Any) -> dict[str, Any] | None:
 
 
 def messages_body(chat_body: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a chat-completions request body (as dahl builds it) to an Anthropic Messages body.
-
-    Pure and deterministic (same input, same output, key order included); the input is
-    not modified. See the module table for the mapping.
+    """Convert a chat-completions request body to an Anthropic Messages body (pure; see the
+    module table).
 
     Args:
         chat_body: ``{"model", "messages": [{"role", "content"}], "temperature",
@@ -89,12 +81,10 @@ def messages_body(chat_body: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``{"model", "max_tokens", ["system"], "messages", ...copied keys, ["stop_sequences"],
-        ["tools", "tool_choice"]}``. ``messages`` alternate user / assistant as the API requires:
-        consecutive messages of one role are merged with a blank line.
+        ["tools", "tool_choice"]}``, ``messages`` alternating user / assistant.
 
     Raises:
-        ValueError: ``chat_body`` has no ``messages`` list, or a message role other than
-            system / user / assistant.
+        ValueError: no ``messages`` list, or a role other than system / user / assistant.
     """
     messages = chat_body.get("messages")
     if not isinstance(messages, list):
@@ -139,19 +129,14 @@ def _count(value: Any) -> int:
 def chat_reply(message: Mapping[str, Any]) -> dict[str, Any]:
     """Convert an Anthropic Message (a 200 reply of ``/v1/messages``) to a chat-completion reply.
 
-    Pure. The content is the first ``tool_use`` block's ``input`` as compact JSON (keys
-    in the order given), else the ``text`` blocks joined; ``finish_reason`` is ``length``
-    for ``stop_reason: max_tokens``, ``stop`` otherwise.
-
-    Args:
-        message: ``{"id", "type": "message", "model", "content": [blocks], "stop_reason",
-            "usage": {"input_tokens", "output_tokens", ["cache_creation_input_tokens"],
-            ["cache_read_input_tokens"]}}``.
+    The content is the first ``tool_use`` block's ``input`` as compact JSON, else the ``text``
+    blocks joined; ``finish_reason`` is ``length`` for ``stop_reason: max_tokens``, else
+    ``stop``; prompt tokens count cache reads and writes.
 
     Returns:
         ``{"id", "object": "chat.completion", "model", "choices": [{"index": 0, "message":
         {"role": "assistant", "content"}, "finish_reason"}], ["usage": {"prompt_tokens",
-        "completion_tokens", "total_tokens"}]}``; prompt tokens count cache reads and writes.
+        "completion_tokens", "total_tokens"}]}``.
 
     Raises:
         ValueError: ``message`` has no ``content`` list (not a Message: e.g. an error body).
@@ -211,17 +196,9 @@ def ratelimit_headers(headers: Mapping[str, str], *, now: float | None = None) -
     """Reply headers with Anthropic's rate-limit headers added in OpenAI's ``x-ratelimit-*`` names.
 
     ``anthropic-ratelimit-{requests,tokens}-{limit,remaining}`` are copied to
-    ``x-ratelimit-{limit,remaining}-{requests,tokens}``; ``-reset`` (an RFC 3339 time)
-    becomes ``x-ratelimit-reset-*`` as seconds from ``now`` (``"1.500s"``), the duration
-    form the lane and :func:`dahl.adapters._http.retry_after_s` read. ``retry-after``
-    is kept as sent. Existing ``x-ratelimit-*`` headers are not overwritten.
-
-    Args:
-        headers: response headers with lowercase names.
-        now: current Unix time, seconds (default ``time.time()``).
-
-    Returns:
-        A new dict: ``headers`` plus the translated names.
+    ``x-ratelimit-{limit,remaining}-{requests,tokens}``; ``-reset`` (RFC 3339) becomes
+    ``x-ratelimit-reset-*`` as seconds from ``now`` (Unix time, default ``time.time()``),
+    e.g. ``"1.500s"``. Existing ``x-ratelimit-*`` headers are kept; returns a new dict.
     """
     out = dict(headers)
     if not any(name.startswith("anthropic-ratelimit-") for name in headers):

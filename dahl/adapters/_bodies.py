@@ -1,11 +1,7 @@
 """Request bodies of every LLM stage: what is sent, its token estimate, its fingerprint, its task.
 
-Pure functions of the endpoint settings and the texts (no I/O), shared by the one
-endpoint client (:mod:`dahl.adapters._endpoint`), the cache keys
-(:mod:`dahl.adapters._keybody`), the batch planners and the dry run (:mod:`dahl.run._dryrun`).
-A stage describes what it asks as a :class:`Task` (its name, template version, default
-budget, reply schema and re-ask wording); the body around its messages is the same for
-every stage (:func:`chat_body`).
+Pure functions of the endpoint settings and the texts, shared by the endpoint client, the
+cache keys, the batch planners and the dry run.
 """
 
 from __future__ import annotations
@@ -48,19 +44,15 @@ class Task:
     """What one stage asks an endpoint; the rest of a request is the same for every stage.
 
     Attributes:
-        name: the stage as fingerprints name it (``split``, ``check``, ``cover``,
-            ``extract``, ``rate``, ``questions-generate``, ``questions-judge``, ``generate``).
+        name: the stage as fingerprints name it (``split``, ``check``, ``cover``, ...).
         template: version of the template the stage's messages come from (``split/v1``,
             ``file:<blake2b-64 hex>`` for a user's file).
         max_tokens: completion budget, tokens, when the endpoint sets none.
-        json_schema: the ``response_format`` value of a ``json_schema`` reply
-            (``{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}``);
-            None: the stage asks ``json_object`` in that mode.
-        reask_json: what the one re-ask says a JSON-mode reply must be
-            (``'answer with a JSON object {"claims": [...]} and nothing else'``).
+        json_schema: the ``response_format`` value of a ``json_schema`` reply; None: the
+            stage asks ``json_object`` in that mode.
+        reask_json: what the one re-ask says a JSON-mode reply must be.
         reask_text: the same in text mode.
-        neutralize: makes the unparseable reply safe to quote back between the stage's
-            data tags (``<`` of a block tag becomes ``‹``).
+        neutralize: makes the unparseable reply safe to quote back between the data tags.
     """
 
     name: str
@@ -129,16 +121,8 @@ def split_request_body(
 ) -> dict[str, Any]:
     """The exact JSON body of a split request (pure; the cache hashes it).
 
-    Args:
-        cfg: the split endpoint.
-        question: the answer's question.
-        answer_text: the preprocessed answer.
-        fmt: reply format override (the adapter passes ``"text"`` after a fallback);
-            default ``cfg.effective_format()``.
-
-    Returns:
-        ``{"model", "messages", "temperature", "max_tokens", ["seed"], ["response_format"],
-        **cfg.extra_body}``; never the API key.
+    ``fmt`` overrides the reply format (default ``cfg.effective_format()``); the body is as
+    :func:`chat_body`'s, never with the API key.
     """
     fmt = fmt or cfg.effective_format()
     messages = prompts.split_messages(
@@ -155,19 +139,8 @@ def check_request_body(
     evidence: Sequence[prompts.PromptPassage] | None = None,
     fmt: Format | None = None,
 ) -> dict[str, Any]:
-    """The exact JSON body of a check request (pure; the cache hashes it).
-
-    Args:
-        cfg: the check endpoint.
-        question: the answer's question.
-        claim: the claim text.
-        evidence: passages to judge against as (passage id, title, text), if any
-            (template ``check-evidence/v1`` and its label schema).
-        fmt: reply format override; default ``cfg.effective_format()``.
-
-    Returns:
-        As :func:`split_request_body`, with the check messages and schema.
-    """
+    """The exact JSON body of a check request, as :func:`split_request_body`; with
+    ``evidence`` passages (passage id, title, text), template ``check-evidence/v1``."""
     fmt = fmt or cfg.effective_format()
     messages = prompts.check_messages(
         question, claim, evidence, json_reply=fmt != "text",
@@ -177,12 +150,8 @@ def check_request_body(
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:
-    """Tokens to reserve for ``body``: message (or ``prompt``) characters / 4 (rounded up)
-    + ``max_tokens``.
-
-    The 4-characters-per-token rule of thumb for English (OpenAI tokenizer guidance);
-    the lane refunds the difference from the reported usage.
-    """
+    """Tokens to reserve for ``body``: message (or ``prompt``) characters / 4, rounded up
+    (OpenAI's rule of thumb for English), + ``max_tokens``."""
     chars = sum(len(m.get("content", "")) for m in body.get("messages", ())) + len(body.get("prompt") or "")
     return -(-chars // 4) + int(body.get("max_tokens") or 0)
 
@@ -196,15 +165,8 @@ def template_version(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = F
 
 
 def endpoint_fingerprint(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> str:
-    """Stable string of every setting that changes a ``kind`` reply of ``cfg``.
-
-    Includes the normalized base URL, model, template version (``check-evidence/v1``
-    for a check against evidence passages; ``file:<hash>`` for a user's template, see
-    :func:`template_version`), temperature, seed, max_tokens, reply
-    format, extra_body (canonical JSON, sorted keys) and a provider other than
-    ``openai`` (``|provider=anthropic``: the same body asks differently there); never the
-    API key, auth, headers, timeouts or concurrency limits.
-    """
+    """Stable string of every setting that changes a ``kind`` reply of ``cfg`` (:func:`fingerprint`
+    with :func:`template_version` and :func:`max_tokens`)."""
     return fingerprint(cfg, kind, template_version(cfg, kind, with_evidence=with_evidence), max_tokens(cfg, kind))
 
 

@@ -1,22 +1,9 @@
 """Reading a document corpus and keeping its BM25 index between runs.
 
-A corpus is either
-
-* a JSON Lines file, one document per line: ``{"id", "title"?, "text", "url"?}``
-  (``id`` a string or an integer), or
-* a folder of ``.txt`` and ``.md`` files (searched recursively, hidden names
-  skipped): ``id`` = the path relative to the folder (``/``-separated), ``title``
-  = the first Markdown heading (``# ...``) of the file, else its stem.
-
-:func:`open_corpus` cuts the documents into passages
-(:func:`dahl.adapters._corpus.cut_passages`) and indexes them with ``bm25s``.
-Given an ``index_dir`` it first looks for a saved index under
-``index_dir/<fingerprint>-a<ANALYZER_VERSION>/`` (the fingerprint hashes the
-corpus content and the passage settings): found, the passages and the index are
-loaded instead of cut and indexed again; not found, the new index is saved there
-with ``bm25s``'s own ``save`` (written to a temporary folder first, then renamed,
-so a run stopped mid-save leaves no half index). A saved index that cannot be
-read is logged and rebuilt.
+A corpus is a JSON Lines file, one ``{"id", "title"?, "text", "url"?}`` document per line, or a
+folder of ``.txt``/``.md`` files (recursive, hidden names skipped; ``id`` = the relative path,
+``title`` = the first Markdown heading, else the stem). A saved index lives in
+``index_dir/<fingerprint>-a<ANALYZER_VERSION>/``, written to a temporary folder then renamed.
 """
 
 from __future__ import annotations
@@ -75,18 +62,14 @@ class _Saved(msgspec.Struct, frozen=True, array_like=True):
 def read_documents(path: str | Path) -> tuple[list[Document], bytes]:
     """Read every document of a corpus file or folder, and the bytes its fingerprint hashes.
 
-    Args:
-        path: a JSONL file or a folder of .txt/.md files.
-
     Returns:
-        ``(documents, content)``: documents in file order (JSONL) or sorted by path
-        (folder, ``id`` = relative path); ``content`` = the file's bytes, or for a
-        folder the msgpack of ``[[relative path, file bytes], ...]``.
+        ``(documents, content)``: documents in file order (JSONL) or sorted by path (folder);
+        ``content`` = the file's bytes, or the msgpack of ``[[relative path, file bytes], ...]``.
 
     Raises:
         ConfigError: the path does not exist or cannot be read.
-        InputError: a bad JSONL line (file, line and field named), or a file of a
-            folder that is not UTF-8 (file named).
+        InputError: a bad JSONL line (file, line and field named), or a file of a folder
+            that is not UTF-8 (file named).
     """
     p = Path(path)
     if p.is_dir():
@@ -101,16 +84,15 @@ def open_corpus(
     """Read a corpus and index it, or load the index saved by an earlier run.
 
     Args:
-        path: a JSONL file or a folder of .txt/.md files (see the module docstring).
+        path: a JSONL file or a folder of .txt/.md files.
         window: sentences per passage (>= 1).
         stride: sentences between passage starts (1 <= stride <= window).
         index_dir: folder holding saved indexes, one subfolder per corpus fingerprint
             (created when missing); None = index in memory, save nothing.
 
     Returns:
-        The corpus; ``corpus.built`` is False when its index was loaded. Its
-        fingerprint is blake2b-128 of the content bytes (see :func:`read_documents`)
-        and the window settings.
+        The corpus (``built`` False when its index was loaded); its fingerprint is
+        blake2b-128 of the content bytes and the window settings.
 
     Raises:
         ConfigError: the path does not exist or cannot be read, or holds no document;

@@ -1,35 +1,17 @@
 """Strict parsers for model replies: a check label, a split claim list, or a JSON object.
 
-Strict means a reply is either understood with certainty or rejected with
-:class:`~dahl.errors.OutputParseError` (which the adapters send back to the
-model once). Never ``eval``; negations are matched before the words they negate,
-so "not true" and "it is false that ..." are ``unsupported``, never ``supported``.
+A reply is understood with certainty or rejected with :class:`~dahl.errors.OutputParseError`;
+never ``eval``. Negations are matched before the words they negate. Rules that change scores:
 
-Decisions (documented here because they change scores):
-
-- "partially true" / "partly correct" / "mostly true" / "not entirely true" -> ``unsupported``:
-  an atomic claim with any false part is not supported (FActScore, Min et al. 2023, §3.3
-  count a fact as supported only when fully supported; the check prompt says the same).
-- So is a "true" restricted by what follows it: "True, but only in children.", "Yes,
-  partially.", "True, but outdated." A "but" that restricts nothing ("True, but note that
-  doses vary") keeps the label.
+- "partially true", "mostly true", "not entirely true" and a "true" restricted by what follows
+  ("True, but only in children.") are ``unsupported``; a "but" restricting nothing keeps it.
 - A label asked as a question is answered after the mark: "Supported? No." -> ``unsupported``.
-- Hedges ("Probably true.", "Likely correct.") name no label with certainty: re-asked.
-- "cannot be determined", "not enough information", "unverifiable" -> ``unknown``.
-- A JSON ``{"claims": []}`` or the word ``NONE`` is an explicit "no claims" and parses to
-  ``[]``; a reply with nothing usable is an error.
-
-Why a claim is unsupported (:func:`parse_verdict`, "Beyond Precision" error analysis,
-which tells contradicted claims from claims the evidence does not support):
-
-- ``contradicted``: the label phrase says the claim is false: "Contradicted", "False",
-  "Incorrect", "Untrue", "Wrong", "Inaccurate", "Refuted", "Not true", "Not correct".
-- ``no_evidence`` (judged against evidence passages only): "Not supported (by the
-  evidence)", ``not_supported``, "No evidence", "Insufficient / not enough evidence or
-  information", "Not mentioned", "Not stated". Judged by knowledge, "not enough
-  information" stays ``unknown`` and "not supported" has no reason.
-- Otherwise (a bare "Unsupported" or "No", a qualified "Partially true"): no reason
-  (counted as ``unstated``).
+- Hedges ("Probably true.") name no label with certainty; "cannot be determined", "not enough
+  information", "unverifiable" -> ``unknown``.
+- ``{"claims": []}`` or ``NONE`` parses to ``[]``; a reply with nothing usable is an error.
+- Reasons for ``unsupported``: ``contradicted`` when the label says the claim is false
+  ("False", "Incorrect", "Not true", "Refuted"); with evidence, ``no_evidence`` for "Not
+  supported", "No / not enough evidence", "Not mentioned", "Not stated"; otherwise none.
 """
 
 from __future__ import annotations
@@ -181,11 +163,8 @@ def _verdict_of(phrase: str, with_evidence: bool) -> tuple[Label, UnsupportedRea
 
 @functools.lru_cache(maxsize=1024)
 def _label_of(phrase: str) -> Label | None:
-    """Label named at the start of ``phrase`` (after lead-ins), or None.
-
-    Pure, and replies repeat the same few first lines, so results are memoized
-    (the lead-in loop and up to eight anchored patterns ran per reply).
-    """
+    """Label named at the start of ``phrase`` (after lead-ins), or None (memoized: replies
+    repeat the same few first lines)."""
     head = _lead_stripped(phrase)
     asked = _QUESTION.match(head)
     if asked is not None:
@@ -204,17 +183,9 @@ def _label_of(phrase: str) -> Label | None:
 def parse_label(text: str) -> Label:
     """Parse a check reply into one of supported / unsupported / irrelevant / unknown.
 
-    Accepted: a JSON object ``{"label": ...}`` (also fenced, or cut off after the label);
-    plain text whose first line starts with a label word (Supported, Unsupported,
-    Irrelevant, Unknown, True/False, Yes/No, "Not true", "Untrue", "It is false that ...",
-    "This claim is not supported", "Partially true", "Cannot be determined", ...); or
-    chatty text whose last line is ``Answer: <label>`` / ``Label: <label>``.
-
-    Args:
-        text: the model's reply.
-
-    Returns:
-        The label (never ``Label.ERROR``).
+    Accepted: a JSON object ``{"label": ...}`` (also fenced, or cut off after the label); plain
+    text whose first line starts with a label phrase; or text whose last line is
+    ``Answer: <label>`` / ``Label: <label>``.
 
     Raises:
         OutputParseError: the reply names no label with certainty; ``raw`` is ``text``.
@@ -225,18 +196,13 @@ def parse_label(text: str) -> Label:
 def parse_verdict(text: str, *, with_evidence: bool = False) -> tuple[Label, UnsupportedReason | None]:
     """Parse a check reply into a label and, for ``unsupported``, why (when the reply tells).
 
-    Accepts what :func:`parse_label` accepts, plus the evidence prompt's label words
-    ``contradicted`` and ``not supported`` / ``not_supported``.
-
-    Args:
-        text: the model's reply.
-        with_evidence: the claim was judged against evidence passages: "not supported"
-            and "no / not enough evidence" then mean the passages do not say it
-            (``unsupported``, ``no_evidence``).
+    Accepts what :func:`parse_label` accepts, plus ``contradicted`` and ``not supported`` /
+    ``not_supported``; with ``with_evidence`` (judged against passages) "not supported" and
+    "no / not enough evidence" mean ``unsupported`` with reason ``no_evidence``.
 
     Returns:
-        ``(label, reason)``: ``reason`` is None unless the label is ``unsupported``
-        and the reply names a reason (rules in the module docstring).
+        ``(label, reason)``: ``reason`` is None unless the label is ``unsupported`` and the
+        reply names a reason.
 
     Raises:
         OutputParseError: the reply names no label with certainty; ``raw`` is ``text``.
@@ -294,22 +260,15 @@ def _claims_from_json(body: str, text: str) -> list[str]:
 
 
 def parse_claims(text: str) -> list[str]:
-    """Parse a split reply into claim texts (normalized with ``normalize_text``), in order.
+    """Parse a split reply into normalized claim texts, in order.
 
-    Accepted: JSON ``{"claims": [...]}`` or a bare JSON list of strings (also fenced); or
-    one claim per line, with list markers (``- ``, ``* ``, ``1. ``, ``(2) ``) stripped,
-    empty lines dropped and a leading preamble line ("Here are the claims:") dropped;
-    ``NONE`` means no claims.
-
-    Args:
-        text: the model's reply.
-
-    Returns:
-        Claim texts; ``[]`` only when the reply explicitly says there are none.
+    Accepted: JSON ``{"claims": [...]}`` or a bare JSON list of strings (also fenced); or one
+    claim per line, list markers, empty lines, headings and a leading preamble dropped;
+    ``NONE`` means no claims (``[]``).
 
     Raises:
-        OutputParseError: empty reply, invalid JSON, a chat/refusal line ("As an AI ...",
-            "I'm sorry ..."), a paragraph-long line (> 80 words), or no claim left.
+        OutputParseError: empty reply, invalid JSON, a chat/refusal line, a line over 80
+            words, or no claim left.
     """
     body = _unfence(text)
     if not body:

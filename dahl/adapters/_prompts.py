@@ -1,25 +1,10 @@
 """Versioned prompt templates for LLM splitting and checking.
 
-Any change to the wording below changes model output, so it must bump
-:data:`SPLIT_TEMPLATE_VERSION`, :data:`CHECK_TEMPLATE_VERSION` or
-:data:`CHECK_EVIDENCE_TEMPLATE_VERSION` (they go into adapter fingerprints and
-cache keys).
-
-A check with evidence passages (``--checker openai --evidence``) uses its own
-template: the passages come one per ``<evidence>`` block, each headed by its
-number, passage id and title, and the labels are supported / contradicted /
-not_supported (by the evidence) / irrelevant, so an unsupported verdict says
-whether the evidence contradicts the claim or only does not say it ("Beyond
-Precision" error analysis; FActScore's retrieve-then-ask Checker, Min et al. 2023).
-
-Text under evaluation is untrusted: it is placed in tagged data
-blocks (``<question>``, ``<answer>``, ``<claim>``, ``<evidence>``), any tag-like
-sequence of those names inside the data is neutralized (``<`` becomes ``‹``) so
-the data cannot close its block, and the system message says that block
-content is data, never instructions. The system messages never contain the
-literal tags, so a server (or the bench mock) can tell the request kind from
-the user message alone: a check user message contains ``<claim>``, a split user
-message contains ``<answer>`` and no ``<claim>``.
+Any change to the wording changes model output, so it must bump :data:`SPLIT_TEMPLATE_VERSION`,
+:data:`CHECK_TEMPLATE_VERSION` or :data:`CHECK_EVIDENCE_TEMPLATE_VERSION` (in fingerprints and
+cache keys). Text under evaluation goes only in tagged data blocks of the user message, its
+tag-like text neutralized; a check user message contains ``<claim>``, a split one ``<answer>``
+and no ``<claim>``.
 """
 
 from __future__ import annotations
@@ -248,16 +233,15 @@ def split_messages(
     """Chat messages asking for the atomic claims of ``answer_text`` (template ``split/v1``).
 
     Args:
-        question: the question the answer responds to (context for pronouns and scope).
+        question: the question the answer responds to.
         answer_text: the preprocessed answer.
         json_reply: ask for ``{"claims": [...]}`` instead of one claim per line.
-        template: a user's ``split`` template; None = :data:`SPLIT_TEMPLATE`. Its
-            ``{question}`` and ``{answer}`` get the texts with tags neutralized,
-            ``{output}`` the reply-format sentence, ``{demos}`` the worked examples.
+        template: a user's ``split`` template; None = :data:`SPLIT_TEMPLATE`. ``{question}``
+            and ``{answer}`` get the neutralized texts, ``{output}`` the reply-format
+            sentence, ``{demos}`` the worked examples.
 
     Returns:
-        ``[system, user]`` messages (the shipped user message is ``<question>`` then
-        ``<answer>``); ``[user]`` for a template without a system part.
+        ``[system, user]`` messages; ``[user]`` for a template without a system part.
     """
     output = _SPLIT_OUTPUT_JSON if json_reply else _SPLIT_OUTPUT_TEXT
     return (template or SPLIT_TEMPLATE).messages(
@@ -278,21 +262,18 @@ def check_messages(
     """Chat messages asking for the label of one claim.
 
     Args:
-        question: the question the claim's answer responds to (decides relevance).
+        question: the question the claim's answer responds to.
         claim: the claim text.
-        evidence: passages to judge against, as (passage id, title, text), best first:
-            template ``check-evidence/v1``, each passage in its own ``<evidence>`` block
-            headed ``[n] source: <id> | title: <title>`` (tags in the data neutralized).
-            None or empty = template ``check/v1``, judged by knowledge (or the server's
-            search).
+        evidence: passages to judge against, as (passage id, title, text), best first
+            (template ``check-evidence/v1``, one ``<evidence>`` block each headed
+            ``[n] source: <id> | title: <title>``); None or empty = template ``check/v1``.
         json_reply: ask for ``{"label": ..., "reason": ...}`` instead of a bare label line.
-        template: a user's ``check`` template (no evidence); None = :data:`CHECK_TEMPLATE`.
+        template: a user's ``check`` template; None = :data:`CHECK_TEMPLATE`.
         evidence_template: a user's ``check-evidence`` template; None =
             :data:`CHECK_EVIDENCE_TEMPLATE`. ``{evidence}`` gets the passage blocks.
 
     Returns:
-        ``[system, user]`` messages (``[user]`` for a template without a system part); the
-        shipped user message is ``<question>``, ``<claim>``, then the ``<evidence>`` blocks.
+        ``[system, user]`` messages (``[user]`` for a template without a system part).
     """
     data = {"question": neutralize_tags(question), "claim": neutralize_tags(claim)}
     if evidence:
@@ -304,16 +285,9 @@ def check_messages(
 
 
 def expected_reply(kind: Kind, *, json_reply: bool, with_evidence: bool = False) -> str:
-    """What the single re-ask after an unparseable ``kind`` reply says the reply must be.
-
-    Args:
-        kind: ``"split"`` or ``"check"``.
-        json_reply: the request asks for a JSON reply.
-        with_evidence: a check against evidence passages (labels :data:`CHECK_EVIDENCE_LABELS`).
-
-    Returns:
-        e.g. ``"answer with exactly one of supported, unsupported, irrelevant, unknown"``.
-    """
+    """What the single re-ask after an unparseable ``kind`` (``"split"`` or ``"check"``) reply
+    says the reply must be, e.g. ``"answer with exactly one of supported, unsupported,
+    irrelevant, unknown"``."""
     labels = ", ".join(CHECK_EVIDENCE_LABELS if with_evidence else CHECK_LABELS)
     if kind == "check" and json_reply:
         return f'answer with a JSON object whose "label" is exactly one of {labels}'
@@ -325,17 +299,9 @@ def expected_reply(kind: Kind, *, json_reply: bool, with_evidence: bool = False)
 
 
 def reply_schema(kind: Kind, *, with_evidence: bool = False) -> dict[str, Any]:
-    """The ``response_format`` value of a ``json_schema`` reply of ``kind``.
-
-    Args:
-        kind: ``"split"`` (schema ``{"claims": [str]}``) or ``"check"``
-            (schema ``{"label": enum, "reason": str}``).
-        with_evidence: a check against evidence passages (its label enum is
-            :data:`CHECK_EVIDENCE_LABELS`).
-
-    Returns:
-        ``{"type": "json_schema", "json_schema": {"name": "dahl_<kind>", "strict": True, "schema"}}``.
-    """
+    """The ``response_format`` value of a ``json_schema`` reply of ``kind``: ``{"type":
+    "json_schema", "json_schema": {"name": "dahl_<kind>", "strict": True, "schema"}}``, the
+    schema ``{"claims": [str]}`` (split) or ``{"label": enum, "reason": str}`` (check)."""
     if kind == "split":
         schema = _SPLIT_SCHEMA
     else:
