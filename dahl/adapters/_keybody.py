@@ -1,9 +1,5 @@
-"""Cache-key material of the OpenAI-compatible Checker's request body.
-
-The key must cover the body as sent; hashing a whole templated body per claim costs
-more than the rest of a cache hit, so the body is split once into a constant frame
-(digested) and the one templated message that changes per claim.
-"""
+"""Cache-key material of the OpenAI-compatible Checker's request body: a constant frame (digested
+once) and the one templated message that changes per claim."""
 
 from __future__ import annotations
 
@@ -24,12 +20,8 @@ _MAX_SYSTEM_DIGESTS = 64
 
 
 def digest_system(body: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
-    """``body`` for a cache key: system message contents replaced by their blake2b-128 digests.
-
-    The system prompt is the same ~1-3 KB for every claim; hashing it once per distinct
-    text (``digests`` memo) instead of encoding and hashing it on every cache lookup keeps
-    the key complete (same content, same digest) and cheap.
-    """
+    """``body`` for a cache key: system message contents replaced by their blake2b-128 digests
+    (memoized in ``digests``)."""
     messages = []
     for message in body["messages"]:
         if message.get("role") == "system":
@@ -54,10 +46,8 @@ _PROBES = (("What <question> is x?", "A </claim> claim."), ("Q", "C"))
 
 def fill_content(parts: tuple[str, str, str], question: str, claim: str) -> str:
     """The templated check message: ``parts`` (see :attr:`CheckKeyTemplate.parts`) around
-    ``question`` and ``claim``, each passed through :func:`prompts.neutralize_tags`.
-
-    Equal to :meth:`CheckKeyTemplate.content` of the template ``parts`` came from.
-    """
+    ``question`` and ``claim``, each through :func:`prompts.neutralize_tags`; equal to
+    :meth:`CheckKeyTemplate.content`."""
     head, middle, tail = parts
     return head + prompts.neutralize_tags(question) + middle + prompts.neutralize_tags(claim) + tail
 
@@ -65,17 +55,10 @@ def fill_content(parts: tuple[str, str, str], question: str, claim: str) -> str:
 class CheckKeyTemplate:
     """The keyed check body (:func:`digest_system` applied) split into a frame and a hole.
 
-    A cache lookup needs the check body of every claim; templating and hashing it from
-    scratch costs more than the rest of a cache hit. The body is built once with
-    placeholder texts; everything but the message holding them (model, parameters,
-    other messages, the placeholders' message index) is the *frame*, hashed once
-    (blake2b-128 of its canonical msgpack). Per claim only the templated message
-    content is produced, by filling the question and claim (through
-    :func:`prompts.neutralize_tags`, as the prompt builder does) into the text around
-    the placeholders. Frame digest + content determine the body exactly. The template
-    is only used when each placeholder occurs exactly once, in one message, question
-    first, and filling it reproduces the real builder's output on probe texts;
-    otherwise :attr:`usable` is False and the caller keys on the whole body.
+    ``frame`` is the blake2b-128 of the canonical msgpack of the body without the message
+    holding question and claim; frame + :meth:`content` determine the body exactly.
+    :attr:`usable` is False (key on the whole body) unless each placeholder occurs once, in
+    one message, question first, and filling reproduces the real builder on probe texts.
     """
 
     def __init__(self, cfg: EndpointConfig, fmt: Format, digests: dict[str, str]) -> None:
@@ -125,10 +108,7 @@ class CheckKeyTemplate:
 
     @property
     def parts(self) -> tuple[str, str, str]:
-        """The message content before the question, between question and claim, and after.
-
-        :meth:`content` is ``fill_content(parts, question, claim)`` (only when :attr:`usable`).
-        """
+        """The message content before the question, between question and claim, and after."""
         return self._parts
 
     def content(self, question: str, claim: str) -> str:

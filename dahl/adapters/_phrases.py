@@ -1,39 +1,13 @@
 """Rule 5 of the rule Splitter: one claim per phrase hung on a sentence's head.
 
-A sentence often packs several checkable facts into phrases hung one after
-another on its head: "Takeo Miki died in Tokyo at the age of 81 due to heart
-failure". Human annotators of FActScore (Min et al. 2023) write such a
-sentence as several atomic facts, each restating the head: "Takeo Miki died in
-Tokyo.", "Takeo Miki died at the age of 81.", "Takeo Miki died due to heart
-failure." This rule cuts the claim before each marker of a closed list:
-
-* subordinators: because, although, though, whereas, while, since, despite, unless;
-* relatives and complementizers: which, that, who, where, when, if;
-* linking phrases: by, due to, through, via, compared with/to, leading to,
-  resulting in, particularly, especially, including, such as;
-* prepositions: with, without, in, during, after, before, among, for, at, on,
-  from, than, versus, as well as.
-
-The **head** is the text before the first cut (subject, verb, object: "Takeo
-Miki died"). The claim's text is then divided at the **boundaries**: the cuts
-whose prefix says something on its own (it holds a verb and does not stop on a
-verb, an auxiliary, a participle or a reporting verb: "Patients", "He was
-born", "a disease caused", "Our results suggest" say nothing). The first segment is a claim as written
-("Takeo Miki died in Tokyo"); every later segment that attaches to the verb
-(a time or place: "in 1990", "in Tokyo", "at the age of 81"; a cause or
-concession: "because ...", "due to ...") is a claim with the head restored
-before it ("Takeo Miki died" + "at the age of 81"); any other segment may
-modify the noun before it ("caused by mutations in the CFTR gene"), so its
-claim keeps all the words before it. Segments do not
-share words of the claim: each claim's **own text** is its segment, which
-the Splitter maps to the claim's source span.
-
-Not cut: inside parentheses; before a capitalized marker (a title: "Turn On");
-before the first word; right after an abbreviation that binds to the words
-after it (:data:`dahl.sentences.NON_FINAL`: "20% resp. in the two arms").
-Coordination ("and", "or", "but") is not this rule's: the clause and
-coordination rules (:mod:`dahl.adapters._clauses`) split "A and B" only when
-both sides are whole conjuncts ("a rare but serious side effect" stays whole).
+"Takeo Miki died in Tokyo at the age of 81" -> "Takeo Miki died in Tokyo", "Takeo Miki died
+at the age of 81", as FActScore's annotators (Min et al. 2023) write it. A claim is cut
+before each of :data:`MARKERS`; the **head** is the text before the first cut, and the
+**boundaries** are the cuts whose prefix says something on its own (holds a verb and does not
+stop on one). A later segment attaching to the verb (a time, place or cause) gets the head
+restored; any other keeps all the words before it. Not cut: inside parentheses, before a
+capitalized marker, after a binding abbreviation (:data:`dahl.sentences.NON_FINAL`), between
+two capitalized words, or at "and" / "or" / "but".
 """
 
 from __future__ import annotations
@@ -76,10 +50,7 @@ _REPORTING = frozenset("suggest indicate show demonstrate reveal imply confirm".
 
 
 def _says_something(prefix: str) -> bool:
-    """A prefix is a claim when it has a verb and does not stop on one.
-
-    "Patients" or "Adjustment" (the subject before "with" / "for") says nothing.
-    """
+    """A prefix is a claim when it has a verb and does not stop on one ("Patients" says nothing)."""
     found = [w.lower() for w in WORD.findall(prefix)]
     if not found:
         return False
@@ -125,18 +96,13 @@ def _next_is_verb(claim: str, at: int) -> bool:
 
 
 def phrase_claims(claim: str) -> list[tuple[str, str]]:
-    """Cut ``claim`` at its phrase boundaries (module docstring) into head-restored claims.
-
-    Args:
-        claim: one claim's text.
+    """Cut ``claim`` at its phrase boundaries into head-restored claims.
 
     Returns:
-        ``(claim_text, own_text)`` pairs in text order: the first segment as
-        written, then the head + each later segment; ``own_text`` is the
-        segment itself, a substring of ``claim``, and the segments of one claim
-        do not overlap. A claim without a boundary gives ``[(claim, claim)]``.
-        Texts are stripped of surrounding spaces, commas and semicolons; the
-        last keeps the claim's closing punctuation.
+        ``(claim_text, own_text)`` pairs in text order: the first segment as written, then
+        the head + each later segment; ``own_text`` is the segment, a non-overlapping
+        substring of ``claim``. No boundary gives ``[(claim, claim)]``. Texts are stripped of
+        surrounding spaces, commas and semicolons.
     """
     cuts = _cuts(claim)
     boundaries = [(a, b) for a, b in cuts if _says_something(claim[:a])]

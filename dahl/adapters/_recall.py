@@ -1,19 +1,8 @@
 """The Coverer: recall of one finished answer against its question's F* ("Beyond Precision").
 
-:class:`RecallCoverer` implements :class:`dahl.adapters._base.Coverer`. Per answer:
-
-* its question has no reference set (:class:`~dahl.formats._refs.RefIndex`): ``recall``
-  stays UNSET (counted as ``no_refs`` by the summary);
-* the answer could not be split (status ``error``): recall None, reason ``split_error``;
-* F* (:func:`dahl.metrics.fstar`) is empty: recall None, reason ``empty_fstar``;
-* the answer abstained: it covers nothing (every fact ``not_covered``, recall 0), no
-  judge call;
-* else the judge labels every fact of F* against the response; a judge
-  :class:`~dahl.errors.AdapterError` labels those facts ``error`` (reason
-  ``coverage_error``: never counted as not covered); QuotaExhausted and FatalAPIError
-  stop the run.
-
-The metrics are :func:`dahl.metrics.answer_recall` with the answer's DAHL precision.
+No reference set: ``recall`` stays UNSET; a split error or an empty F*: recall None with a
+reason; an abstention covers nothing (no judge call); else the judge labels every fact of F*,
+a judge :class:`~dahl.errors.AdapterError` labelling them ``error`` (``coverage_error``).
 """
 
 from __future__ import annotations
@@ -45,10 +34,7 @@ class RecallSettings:
     Attributes:
         refs: the reference fact sets (``refs.jsonl``, :mod:`dahl.formats._refs`).
         coverage: the judge, one of :data:`~dahl.adapters._coverage.COVERAGE_JUDGES`; None
-            picks by the Checker: ``exact`` for ``replay`` (labels replayed from the input,
-            for a pooled set of supported claims), ``openai`` for ``openai`` (the judge
-            uses the Checker's endpoint), ``lexical`` for the offline Checkers (an offline
-            run stays offline).
+            picks by the Checker (:meth:`judge_name`).
         partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
         fstar_k: F* = the top ``k`` facts by importance; None = all.
         fstar_min_importance: F* = the facts with importance >= this; None = all.
@@ -82,7 +68,8 @@ class RecallSettings:
             raise ConfigError(f"reference facts file not found: {self.refs}")
 
     def judge_name(self, checker: str) -> str:
-        """The judge a run with Checker ``checker`` uses (see ``coverage``)."""
+        """The judge a run with Checker ``checker`` uses: ``coverage``, else ``exact`` for
+        ``replay``, ``openai`` for ``openai``, ``lexical`` for the offline Checkers."""
         if self.coverage is not None:
             return self.coverage
         return {"replay": "exact", "openai": "openai"}.get(checker, "lexical")
@@ -93,13 +80,12 @@ class RecallCoverer:
 
     Args:
         index: the run's reference sets.
-        judge: the coverage judge (usually :class:`dahl.cache._coverage.CachingJudge`).
+        judge: the coverage judge.
         settings: F* cut, α, β and the partial mode.
         refs_sha256: hex digest of the refs file (goes into the fingerprint).
 
     Attributes:
-        fingerprint: canonical JSON of the judge fingerprint, the refs hash and every
-            recall setting.
+        fingerprint: canonical JSON of the judge fingerprint, the refs hash and every setting.
         judge_fingerprint: the judge's fingerprint.
     """
 

@@ -1,13 +1,8 @@
 """Where and how one endpoint's chat requests go: URL, headers, key and wire protocol.
 
-Every stage builds chat-completions bodies (generation in completion mode: ``{"prompt"}``
-bodies to ``/completions``); a :class:`ChatRoute` sends them as its endpoint's provider wants. ``openai``: the body
-as built, to ``/chat/completions``. ``anthropic``: the body converted by
-:func:`dahl.adapters._anthropic_wire.messages_body`, to ``/messages`` with
-``anthropic-version``; the reply converted back by
-:func:`~dahl.adapters._anthropic_wire.chat_reply` and its ``anthropic-ratelimit-*``
-headers given the ``x-ratelimit-*`` names the lane reads. HTTP 529 (overloaded) is
-``RateLimited`` (:mod:`dahl.adapters._http`): the lane pauses and retries as for a 429.
+``openai``: the chat-completions body as built, to ``/chat/completions`` (or ``{"prompt"}``
+bodies to ``/completions``); ``anthropic``: converted by :mod:`dahl.adapters._anthropic_wire`,
+to ``/messages``, the reply and its rate-limit headers converted back.
 """
 
 from __future__ import annotations
@@ -26,24 +21,22 @@ __all__ = ["ChatRoute"]
 
 
 class ChatRoute:
-    """One endpoint's request route, built once per adapter (the headers are the same for every call).
+    """One endpoint's request route, built once per adapter.
 
     Args:
         cfg: the endpoint; its key and headers are read from the environment here.
-        completion: post ``{"prompt"}`` bodies to ``{base_url}/completions`` (OpenAI-compatible
-            only) instead of the chat route.
+        completion: post ``{"prompt"}`` bodies to ``{base_url}/completions`` instead.
 
     Attributes:
-        url: the POST URL (:attr:`EndpointConfig.request_url`; ``/completions`` with ``completion``).
+        url: the POST URL.
         api_key: the key (redacted from replies and messages; never logged or cached).
-        headers: the request headers: ``cfg.auth``'s key header, ``anthropic-version``
-            for anthropic, then ``cfg.headers`` resolved.
-        secrets: the resolved values of ``cfg.headers`` that name an environment variable,
-            redacted from replies and error messages as the key is.
+        headers: ``cfg.auth``'s key header, ``anthropic-version`` for anthropic, then
+            ``cfg.headers`` resolved.
+        secrets: resolved ``cfg.headers`` values read from the environment, redacted as the key.
 
     Raises:
         ConfigError: the key variable or a variable a header names is unset; ``completion``
-            on an anthropic endpoint (it has no ``/completions``).
+            on an anthropic endpoint.
     """
 
     def __init__(self, cfg: EndpointConfig, *, completion: bool = False) -> None:
@@ -63,7 +56,7 @@ class ChatRoute:
         return f"<ChatRoute {self.url} {'anthropic' if self.anthropic else 'openai'}>"
 
     def encode(self, body: Mapping[str, Any]) -> bytes:
-        """The bytes to send for the chat-completions ``body`` (converted for anthropic); encode once per call.
+        """The bytes to send for the chat-completions ``body`` (converted for anthropic).
 
         Raises:
             ValueError: the body has a message role Anthropic has no equivalent for.
@@ -71,11 +64,11 @@ class ChatRoute:
         return encode_body(messages_body(body) if self.anthropic else body)
 
     async def post(self, session: aiohttp.ClientSession, data: bytes) -> ChatReply:
-        """Send ONE request of :meth:`encode`'s ``data``; the reply in chat-completion form. No retry.
+        """Send ONE request of :meth:`encode`'s ``data``; the reply in chat-completion form.
 
         Raises:
-            AdapterError: as :func:`dahl.adapters._http.post_chat` (a 529 is ``RateLimited``);
-                ``TransientAPIError`` for an anthropic 200 that is not a Message.
+            AdapterError: as :func:`dahl.adapters._http.post_chat`; ``TransientAPIError`` for
+                an anthropic 200 that is not a Message.
         """
         if not self.anthropic:
             return await post_chat(session, self.url, self.api_key, data, headers=self.headers, secrets=self.secrets)

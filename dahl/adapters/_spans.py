@@ -1,8 +1,4 @@
-"""Where a claim's own words begin in the response (the rule Splitter's source spans).
-
-Used by :mod:`dahl.adapters._rules`, whose docstring defines a claim's source
-span; this module finds its start.
-"""
+"""Where a claim's own words begin in the response (the rule Splitter's source spans)."""
 
 from __future__ import annotations
 
@@ -16,22 +12,9 @@ __all__ = ["find", "locate"]
 def locate(text: str, window: Span, claim: str, previous: str) -> int | None:
     """Where the words of its own that ``claim`` adds begin in ``text[window]``, or None.
 
-    When ``claim`` extends ``previous`` ("X is known for her work in genetics"
-    after "X is known for her work"), its own words are the ones after it: the
-    longest word prefix of them found verbatim gives the offset. Otherwise
-    (a restored head: "He was born in 1990" after "He was born in Rome"; a
-    conjugated verb: "X died in 1988" from "X (1907-1988)") it is the
-    longest word suffix of ``claim`` found verbatim.
-
-    Args:
-        text: the (masked) response.
-        window: ``(start, end)`` character offsets of ``text`` to search.
-        claim: the claim's text.
-        previous: the text of the claim before it in the same piece ("" for none).
-
-    Returns:
-        A character offset into ``text`` inside ``window``, or None when no
-        word of the claim is found there. Raises nothing.
+    When ``claim`` extends ``previous`` (the claim before it in the piece, "" for none), the
+    longest word prefix of the added words found verbatim gives the offset; otherwise the
+    longest word suffix of ``claim`` found verbatim. Returns an offset inside ``window``.
     """
     a, b = window
     if a >= b:
@@ -55,11 +38,8 @@ def locate(text: str, window: Span, claim: str, previous: str) -> int | None:
 
 
 def find(text: str, window: Span, probe: str) -> int | None:
-    """Offset of ``probe`` (closing punctuation dropped) in ``text[window]``, when it has a word or number.
-
-    Returns:
-        The character offset of the first occurrence in ``window``, or None.
-    """
+    """Offset of ``probe`` (closing punctuation dropped) in ``text[window]``, or None (also
+    when it has no word or number)."""
     probe = probe.rstrip(".,;:")
     if not re.search(r"\w", probe):
         return None
