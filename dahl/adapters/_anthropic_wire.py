@@ -33,6 +33,7 @@ __all__ = [
     "chat_reply",
     "messages_body",
     "ratelimit_headers",
+    "token_count",
 ]
 
 #: The ``anthropic-version`` header dahl sends (the Messages API version its bodies follow).
@@ -122,7 +123,8 @@ def messages_body(chat_body: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _count(value: Any) -> int:
+def token_count(value: Any) -> int:
+    """A token count from a usage field; 0 when absent or not a non-negative integer."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
@@ -166,9 +168,9 @@ def chat_reply(message: Mapping[str, Any]) -> dict[str, Any]:
     }
     usage = message.get("usage")
     if isinstance(usage, Mapping):
-        prompt = sum(_count(usage.get(k)) for k in
+        prompt = sum(token_count(usage.get(k)) for k in
                      ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-        completion = _count(usage.get("output_tokens"))
+        completion = token_count(usage.get("output_tokens"))
         reply["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
                           "total_tokens": prompt + completion}
     return reply

@@ -10,7 +10,7 @@ import re
 
 __all__ = [
     "COPULAS", "LIST_INTROS", "PARTICIPLES", "PREPOSITIONS", "WORD", "Span",
-    "first_verb", "has_verb", "is_verb", "refine", "subject_of", "words",
+    "first_verb", "has_verb", "is_verb", "paren_depth", "refine", "subject_of", "words",
 ]
 
 #: (start, end) character offsets
@@ -21,11 +21,15 @@ _AUX = frozenset(
     "must shall should am isn't aren't wasn't weren't hasn't haven't hadn't doesn't didn't "
     "can't won't".split()
 )
-_VERBS = frozenset(
-    # Irregular pasts and frequent present-tense verbs; regular pasts are caught by "-ed".
-    "died became began won wrote made took went left led held gave got grew saw found built taught "
+# Irregular pasts ("died" aside, which _is_past does not count as past).
+_IRREGULAR_PASTS = frozenset(
+    "became began won wrote made took went left led held gave got grew saw found built taught "
     "brought bought spent sold told ran met came fought knew rose fell drew sang lost paid kept "
-    "spoke broke chose sent stood remains becomes causes includes contains reduces "
+    "spoke broke chose sent stood".split()
+)
+# Frequent present-tense verbs too; regular pasts are caught by "-ed".
+_VERBS = _IRREGULAR_PASTS | frozenset(
+    "died remains becomes causes includes contains reduces "
     "increases affects occurs leads plays works lives serves involves requires helps produces "
     "inhibits binds acts results appears makes takes gives shows suggests indicates means "
     "refers consists depends lowers raises prevents treats regulates blocks activates develops "
@@ -107,11 +111,7 @@ _COMMA = re.compile(r",\s+")
 def _is_past(text: str) -> bool:
     """True when the first verb of ``text`` is past tense (chooses "was" over "is")."""
     verb = first_verb(text, (0, len(text)))
-    return verb in _PAST_AUX or (verb not in _AUX and verb not in _VERBS) or verb in (
-        "became began won wrote made took went left led held gave got grew saw found built "
-        "taught brought bought spent sold told ran met came fought knew rose fell drew sang lost "
-        "paid kept spoke broke chose sent stood".split()
-    )
+    return verb in _PAST_AUX or (verb not in _AUX and verb not in _VERBS) or verb in _IRREGULAR_PASTS
 
 
 def _last_noun_phrase(text: str) -> str:
@@ -549,7 +549,8 @@ def _ends_phrase(rest: str) -> bool:
     )
 
 
-def _depth(text: str, at: int) -> int:
+def paren_depth(text: str, at: int) -> int:
+    """Parenthesis depth of ``text`` just before offset ``at``."""
     return text.count("(", 0, at) - text.count(")", 0, at)
 
 
@@ -571,7 +572,7 @@ def _named_title(claim: str) -> list[str] | None:
             continue
         if match.group(2)[0] not in "\"“" and (
             noun in _NOT_HEAD_NOUN or noun.endswith(("ing", "ly")) or _is_adjective(noun)
-            or not _DETERMINED.match(phrase) or _depth(claim, match.start(2))
+            or not _DETERMINED.match(phrase) or paren_depth(claim, match.start(2))
         ):
             continue  # an unquoted name: only after "the/his ... <noun>" ("the band The Living End")
         if match.group(2)[0] not in "\"“" and not _ends_phrase(claim[match.end(2) :]):

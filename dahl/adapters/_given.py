@@ -9,14 +9,10 @@ __all__ = ["GivenSplitter"]
 
 
 class GivenSplitter:
-    """Splitter that returns ``answer.claims`` as they are.
+    """Splitter that returns ``answer.claims`` as they are (``fingerprint`` ``"given/v1"``).
 
-    Claim text is normalized with :func:`dahl.records.normalize_text`, the
-    given label is copied to ``Claim.given_label`` (read by the replay Checker)
-    and claims are indexed 0..n-1 in input order. No span or sentence is known.
-
-    Attributes:
-        fingerprint: ``"given/v1"``.
+    Claim text is normalized, the given label copied to ``Claim.given_label`` and claims are
+    indexed 0..n-1 in input order; no span or sentence is known.
     """
 
     fingerprint: str = "given/v1"

@@ -33,6 +33,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from dahl.adapters._anthropic_wire import token_count
 from dahl.lanes._retry import parse_duration_s
 from dahl.errors import (
     AdapterError,
@@ -219,11 +220,6 @@ def _citations(data: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(urls))
 
 
-def _count(value: Any) -> int:
-    """A token count from a usage field; 0 when absent or not a non-negative integer."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 #: Auth schemes: the header each one sends the key in (``none`` sends no key).
 AUTH_HEADERS = {"bearer": "Authorization", "api-key": "api-key", "x-api-key": "x-api-key", "none": ""}
 
@@ -339,10 +335,10 @@ def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     total: int | None = None
     raw_usage = data.get("usage")
     if isinstance(raw_usage, dict):
-        prompt = _count(raw_usage.get("prompt_tokens"))
-        completion = _count(raw_usage.get("completion_tokens"))
+        prompt = token_count(raw_usage.get("prompt_tokens"))
+        completion = token_count(raw_usage.get("completion_tokens"))
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
-        total = _count(raw_usage.get("total_tokens")) or prompt + completion
+        total = token_count(raw_usage.get("total_tokens")) or prompt + completion
     return ChatReply(
         content=content,
         usage=usage,

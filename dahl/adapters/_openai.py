@@ -14,7 +14,7 @@ import aiohttp
 import anyio.to_thread
 
 from dahl.adapters import _prompts as prompts
-from dahl.adapters._bodies import Format, adapter_task, check_request_body, split_request_body, template_version
+from dahl.adapters._bodies import Format, Kind, adapter_task, check_request_body, split_request_body, template_version
 from dahl.adapters._endpoint import CallLane, Endpoint
 from dahl.adapters._http import ChatReply
 from dahl.adapters._keybody import CheckKeyTemplate, digest_system
@@ -58,6 +58,15 @@ def citation_evidence(reply: ChatReply) -> tuple[Evidence, ...]:
             )
         )
     return tuple(out)
+
+
+def _key_head(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> dict[str, Any]:
+    """The start of every cache-key material: base URL, model and template version."""
+    return {
+        "base_url": cfg.base_url,
+        "model": cfg.model,
+        "template": template_version(cfg, kind, with_evidence=with_evidence),
+    }
 
 
 def _passage_evidence(hits: Sequence[Hit]) -> tuple[Evidence, ...]:
@@ -152,9 +161,7 @@ class OpenAIChecker:
                 cfg, question, text, evidence=_prompt_passages(hits), fmt=self._endpoint.reply_format
             )
             return {
-                "base_url": cfg.base_url,
-                "model": cfg.model,
-                "template": template_version(cfg, "check", with_evidence=True),
+                **_key_head(cfg, "check", with_evidence=True),
                 "body": digest_system(body, self._endpoint.system_digests),
                 "passages": [h.passage.digest for h in hits],
             }
@@ -162,9 +169,7 @@ class OpenAIChecker:
         if frame is not None:
             return {**frame, "content": self.cache_request_content(claim, answer)}
         return {
-            "base_url": cfg.base_url,
-            "model": cfg.model,
-            "template": template_version(cfg, "check"),
+            **_key_head(cfg, "check"),
             "body": self._key_template().exact(self._question(answer), normalize_text(claim.text)),
         }
 
@@ -179,13 +184,7 @@ class OpenAIChecker:
         template = self._key_template()
         if not template.usable:
             return None
-        cfg = self._endpoint.cfg
-        frame = {
-            "base_url": cfg.base_url,
-            "model": cfg.model,
-            "template": template_version(cfg, "check"),
-            "frame": template.frame,
-        }
+        frame = {**_key_head(self._endpoint.cfg, "check"), "frame": template.frame}
         # One object while unchanged: check_keys then skips re-encoding it.
         if frame != self._last_frame:
             self._last_frame = frame
@@ -404,12 +403,7 @@ class OpenAISplitter:
         endpoint = self._endpoint
         cfg = endpoint.cfg
         body = split_request_body(cfg, answer.question, answer.response, fmt=endpoint.reply_format)
-        return {
-            "base_url": cfg.base_url,
-            "model": cfg.model,
-            "template": template_version(cfg, "split"),
-            "body": digest_system(body, endpoint.system_digests),
-        }
+        return {**_key_head(cfg, "split"), "body": digest_system(body, endpoint.system_digests)}
 
     def parse_raw(self, raw: str, answer: Answer) -> list[Claim]:
         """Parse a stored split reply into claims, as :meth:`split` does.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from dahl.adapters._clauses import WORD, is_verb
+from dahl.adapters._clauses import WORD, is_verb, paren_depth
 from dahl.sentences import NON_FINAL
 
 __all__ = ["MARKERS", "phrase_claims"]
@@ -40,11 +40,6 @@ _ADJUNCT = re.compile(
 )
 
 
-def _depth_at(text: str, end: int) -> int:
-    """Parenthesis depth of ``text`` just before ``end``."""
-    return text.count("(", 0, end) - text.count(")", 0, end)
-
-
 # Reporting verbs in their base form (the closed verb lists hold only "suggests", "shows").
 _REPORTING = frozenset("suggest indicate show demonstrate reveal imply confirm".split())
 
@@ -62,7 +57,7 @@ def _cuts(claim: str) -> list[tuple[int, int]]:
     """(start, end) of each cut: outside parentheses, not first, not after a binding abbreviation."""
     cuts: list[tuple[int, int]] = []
     for match in _CUT.finditer(claim):
-        if match.start() == 0 or _depth_at(claim, match.start()) > 0:
+        if match.start() == 0 or paren_depth(claim, match.start()) > 0:
             continue
         last = claim[: match.start()].rsplit(None, 1)[-1]
         if last in NON_FINAL or last.lower() in NON_FINAL:

@@ -8,13 +8,7 @@ __all__ = ["ReplayChecker"]
 
 
 class ReplayChecker:
-    """Returns each claim's given label; a claim without one gets ``unknown``.
-
-    Used to score human-labelled files (FActScore) and to replay stored labels
-    without calling any model. A run reads its input with
-    :attr:`~dahl.formats._needs.Needs.LABELS`, so an answer with an unlabelled claim
-    is a bad record there and never reaches this Checker.
-    """
+    """Returns each claim's given label; a claim without one gets ``unknown``."""
 
     fingerprint = "replay/v1"
     #: Concurrency hint for the pipeline: replay is instantaneous.
