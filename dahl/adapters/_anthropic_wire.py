@@ -73,12 +73,7 @@ def _tool(response_format: Any) -> dict[str, Any] | None:
 
 
 def messages_body(chat_body: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a chat-completions request body to an Anthropic Messages body (pure; see the
-    module table).
-
-    Args:
-        chat_body: ``{"model", "messages": [{"role", "content"}], "temperature",
-            "max_tokens", ["seed"], ["response_format"], ["stop"], **extras}``.
+    """Convert a chat-completions request body to an Anthropic Messages body (pure; see the module table).
 
     Returns:
         ``{"model", "max_tokens", ["system"], "messages", ...copied keys, ["stop_sequences"],
@@ -133,12 +128,8 @@ def chat_reply(message: Mapping[str, Any]) -> dict[str, Any]:
 
     The content is the first ``tool_use`` block's ``input`` as compact JSON, else the ``text``
     blocks joined; ``finish_reason`` is ``length`` for ``stop_reason: max_tokens``, else
-    ``stop``; prompt tokens count cache reads and writes.
-
-    Returns:
-        ``{"id", "object": "chat.completion", "model", "choices": [{"index": 0, "message":
-        {"role": "assistant", "content"}, "finish_reason"}], ["usage": {"prompt_tokens",
-        "completion_tokens", "total_tokens"}]}``.
+    ``stop``; ``usage`` is ``prompt_tokens`` (cache reads and writes included),
+    ``completion_tokens`` and ``total_tokens``.
 
     Raises:
         ValueError: ``message`` has no ``content`` list (not a Message: e.g. an error body).

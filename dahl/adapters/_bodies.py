@@ -45,13 +45,10 @@ class Task:
 
     Attributes:
         name: the stage as fingerprints name it (``split``, ``check``, ``cover``, ...).
-        template: version of the template the stage's messages come from (``split/v1``,
-            ``file:<blake2b-64 hex>`` for a user's file).
+        template: version of its template (``split/v1``; ``file:<blake2b-64 hex>`` for a file).
         max_tokens: completion budget, tokens, when the endpoint sets none.
-        json_schema: the ``response_format`` value of a ``json_schema`` reply; None: the
-            stage asks ``json_object`` in that mode.
-        reask_json: what the one re-ask says a JSON-mode reply must be.
-        reask_text: the same in text mode.
+        json_schema: the ``response_format`` of a ``json_schema`` reply; None: ``json_object``.
+        reask_json, reask_text: what the one re-ask says a reply must be, per mode.
         neutralize: makes the unparseable reply safe to quote back between the data tags.
     """
 

@@ -136,14 +136,11 @@ class Hit(msgspec.Struct, frozen=True):
 class Corpus:
     """Passages of a document collection with a BM25 index over them.
 
-    Build it with :func:`dahl.adapters._documents.open_corpus` or :meth:`from_documents`.
-
     Attributes:
         passages: every passage, index-aligned with the BM25 index.
         fingerprint: 32-hex-digit blake2b-128 of the corpus content plus the passage settings.
         n_documents: number of documents.
-        built: True when the BM25 index was computed by this object, False when a saved one
-            was handed in.
+        built: True when the BM25 index was computed here, False when a saved one was handed in.
     """
 
     def __init__(
@@ -154,15 +151,8 @@ class Corpus:
         n_documents: int,
         index: tuple[Any, dict[str, int]] | None = None,
     ) -> None:
-        """Index ``passages``.
-
-        Args:
-            passages: passages to index, in any order.
-            content_hash: hash of the content they were cut from (the fingerprint).
-            n_documents: number of source documents.
-            index: a saved index of exactly these passages (see :attr:`index_state`);
-                None = compute it here.
-        """
+        """Index ``passages`` cut from content hashed as ``content_hash``; ``index`` is a saved index
+        of exactly these passages (:attr:`index_state`), None = compute it here."""
         self.passages: tuple[Passage, ...] = tuple(passages)
         self.fingerprint = content_hash
         self.n_documents = n_documents
@@ -202,12 +192,10 @@ class Corpus:
         window: int = 3,
         stride: int = 2,
     ) -> Corpus:
-        """Build a corpus from ``(id, title, text)`` triples held in memory (indexed here, not saved).
+        """Build a corpus from ``(id, title, text)`` triples in memory (indexed here, not saved).
 
-        Args:
-            documents: (doc id, title, text) triples.
-            window: sentences per passage (>= 1).
-            stride: sentences between passage starts (1 <= stride <= window).
+        ``window`` sentences per passage (>= 1), ``stride`` between passage starts (1 <= stride <=
+        window).
 
         Raises:
             ConfigError: window or stride out of range.
@@ -248,16 +236,10 @@ class Corpus:
         k: int = 5,
         doc_ids: Sequence[str] | None = None,
     ) -> list[Hit]:
-        """The ``k`` best passages for an analyzed query, best first (blocking CPU work).
+        """The ``k`` (>= 1) best passages with score > 0 for an analyzed query, best first (blocking).
 
-        Args:
-            query_terms: terms from :func:`analyze`.
-            k: number of passages wanted (>= 1).
-            doc_ids: if given, search only passages of these documents (unknown ids are
-                ignored; an empty or all-unknown list gives no hits).
-
-        Returns:
-            Up to ``k`` hits with score > 0; empty when no query term is in the index.
+        ``doc_ids`` limits the search to those documents (unknown ids are ignored; an empty or
+        all-unknown list gives no hits).
         """
         if not self._indexed:
             return []

@@ -87,10 +87,7 @@ class CoverageJudge(Protocol):
     parser_version: str
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
-        """Label each fact of ``facts`` (normalized texts) against ``result``.
-
-        Returns:
-            One judgement per fact, in order (``len(out) == len(facts)``).
+        """Label each fact of ``facts`` (normalized texts) against ``result``, one judgement per fact.
 
         Raises:
             AdapterError: the call failed (the Coverer labels these facts ``error``);
@@ -224,14 +221,11 @@ _neutralize = tag_neutralizer("question", "answer", "claim", "evidence", "respon
 def cover_messages(
     question: str, response: str, facts: Sequence[str], *, json_reply: bool, template: PromptTemplate | None = None
 ) -> list[dict[str, str]]:
-    """Chat messages asking for the coverage of ``facts`` by ``response`` (template ``cover/v1``).
+    """Chat messages asking for the coverage of ``facts`` by ``response`` (template ``cover/v1``):
+    ``[system, user]``, or ``[user]`` for a template without a system part.
 
-    Args:
-        template: a user's ``cover`` template; None = :data:`COVER_TEMPLATE`. ``{facts}``
-            gets one ``N. fact`` line per fact (1-based), ``{output}`` the reply-format sentence.
-
-    Returns:
-        ``[system, user]`` (``[user]`` for a template without a system part).
+    ``template`` (None = :data:`COVER_TEMPLATE`) gets one ``N. fact`` line per fact (1-based) in
+    ``{facts}`` and the reply-format sentence in ``{output}``.
     """
     numbered = "\n".join(f"{i}. {fact}" for i, fact in enumerate(facts, start=1))
     data = {"question": _neutralize(question), "response": _neutralize(response), "facts": _neutralize(numbered)}
@@ -294,26 +288,18 @@ def parse_coverage(text: str) -> list[Coverage]:
 
 
 class OpenAICoverageJudge:
-    """Coverage judge over an OpenAI-compatible endpoint (template ``cover/v1``).
+    """Coverage judge over an OpenAI-compatible endpoint (template ``cover/v1``), ``max_facts`` per call.
 
-    A reply whose count differs from the batch's, or that cannot be parsed, is asked again
-    one fact at a time (never padded); a one-fact reply that still fails labels that fact
-    ``error``.
-
-    Args:
-        cfg: the judge's endpoint.
-        session: from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane.
-        max_facts: facts per call (default :data:`MAX_FACTS`).
-        spend: the run's money meter (calls reported as ``cover``), or None.
+    A reply whose count differs from the batch's, or that cannot be parsed, is asked again one
+    fact at a time (never padded); a one-fact reply that still fails labels that fact ``error``.
 
     Attributes:
         fingerprint: the endpoint's fingerprint and the batch size; never the key.
         calls: HTTP calls made (re-asks included).
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset; a cost cap and no
-            price for the model.
+        ConfigError: (on construction) the API key variable is unset; a cost cap and no price
+            for the model.
         ValueError: ``max_facts < 1``.
     """
 

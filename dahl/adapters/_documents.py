@@ -35,14 +35,8 @@ _SAVED = "passages.msgpack"
 
 
 class Document(msgspec.Struct, frozen=True):
-    """One corpus document (a JSONL line, or a file of a folder corpus).
-
-    Attributes:
-        id: document id (JSONL ``id`` as a string; a folder's relative file path).
-        text: the document text.
-        title: its title, or None.
-        url: its URL, or None.
-    """
+    """One corpus document: ``id`` (JSONL ``id``; a folder's relative file path), ``text``, and
+    ``title`` and ``url`` or None."""
 
     id: str | int
     text: str
@@ -85,18 +79,18 @@ def open_corpus(
 
     Args:
         path: a JSONL file or a folder of .txt/.md files.
-        window: sentences per passage (>= 1).
-        stride: sentences between passage starts (1 <= stride <= window).
-        index_dir: folder holding saved indexes, one subfolder per corpus fingerprint
-            (created when missing); None = index in memory, save nothing.
+        window, stride: sentences per passage (>= 1), and between passage starts (1 <= stride
+            <= window).
+        index_dir: folder holding saved indexes, one subfolder per corpus fingerprint (created
+            when missing); None = index in memory, save nothing.
 
     Returns:
-        The corpus (``built`` False when its index was loaded); its fingerprint is
-        blake2b-128 of the content bytes and the window settings.
+        The corpus (``built`` False when its index was loaded), fingerprinted by blake2b-128 of
+        the content bytes and the window settings.
 
     Raises:
-        ConfigError: the path does not exist or cannot be read, or holds no document;
-            bad window/stride.
+        ConfigError: the path does not exist or cannot be read, or holds no document; bad
+            window/stride.
         InputError: a malformed document (file, line and field named).
     """
     check_window(window, stride)

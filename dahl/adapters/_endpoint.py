@@ -58,7 +58,7 @@ class Parsed(Generic[T]):
     Attributes:
         value: the parsed value; None when ``error`` is set.
         error: the parse error of the last reply (after the one re-ask), or None.
-        reply: the last reply (the re-ask's, after one); ``reply.content`` is its raw text.
+        reply: the last reply; ``reply.content`` is its raw text.
         usage: tokens of the call and of its re-ask, summed; None if none reported.
     """
 
@@ -119,12 +119,9 @@ def reask_messages(
 class Connections:
     """The lanes and HTTP sessions of a run's LLM endpoints (inside a running event loop).
 
-    One lane per (normalized base URL, key identity, model) from ``pool``, with the endpoint's
-    limits and breaker; one session per (in-flight cap, timeout), closed with ``stack``.
-
-    Args:
-        stack: the run's exit stack.
-        pool: the run's lane pool (a new one by default).
+    One lane per (normalized base URL, key identity, model) from ``pool`` (default: a new one),
+    with the endpoint's limits and breaker; one session per (in-flight cap, timeout), closed
+    with ``stack``.
     """
 
     def __init__(self, stack: AsyncExitStack, pool: LanePool | None = None) -> None:
@@ -154,25 +151,20 @@ class Endpoint:
     """One stage's requests to one LLM endpoint, through its lane.
 
     Args:
-        cfg: the endpoint settings.
-        session: shared session from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane, shared by the stages on the same endpoint.
         task: what the stage asks (:class:`~dahl.adapters._bodies.Task`).
-        completion: send to ``/completions`` (a ``{"prompt"}`` body) instead of the chat route.
-        spend: the run's money meter, None: calls are not metered.
-        meter_as: the name the money is reported under (default ``task.name``).
+        completion: send ``{"prompt"}`` bodies to ``/completions`` instead of the chat route.
+        spend: the run's money meter (None: calls are not metered), under ``meter_as``
+            (default ``task.name``).
 
     Attributes:
-        cfg: the settings.
-        task: the task.
         max_tokens: completion budget of a request, tokens (``cfg.max_tokens``, else the task's).
         fingerprint: every setting that changes a reply (:func:`~dahl.adapters._bodies.fingerprint`).
         calls: requests handed to the lane (fallbacks and re-asks included).
         system_digests: memo of system-prompt digests for cache keys.
 
     Raises:
-        ConfigError: (on construction) the API key variable (or one a header names) is
-            unset; ``completion`` on an Anthropic endpoint; a cost cap and no price for the model.
+        ConfigError: (on construction) the API key variable (or one a header names) is unset;
+            ``completion`` on an Anthropic endpoint; a cost cap and no price for the model.
     """
 
     def __init__(
@@ -235,11 +227,8 @@ class Endpoint:
         return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
 
     async def request(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any], Format]:
-        """Send ``build(format)``; after a rejection of the reply format, switch to text mode
-        for good and send ``build("text")`` (each request rejected in flight is sent again).
-
-        Returns:
-            ``(reply, body sent, its format)``.
+        """Send ``build(format)``; after a rejection of the reply format, switch to text mode for
+        good and send ``build("text")``; returns ``(reply, body sent, its format)``.
 
         Raises:
             AdapterError: the call failed after the lane's retries.
@@ -263,12 +252,9 @@ class Endpoint:
     async def ask(
         self, build: Callable[[Format], dict[str, Any]], parse: Callable[[str], T], *, reask: bool = True
     ) -> Parsed[T]:
-        """Send ``build(format)`` (as :meth:`request`) and parse the reply with ``parse``;
-        re-ask once with the parse error when it fails (unless ``reask`` is False or the error
-        is a ``CountMismatch``).
-
-        Returns:
-            The parsed reply, or the parse error of the last one (:meth:`Parsed.get` raises it).
+        """Send ``build(format)`` (as :meth:`request`) and parse the reply with ``parse``; re-ask
+        once with the parse error when it fails (unless ``reask`` is False or it is a
+        ``CountMismatch``). The result holds the value or the last parse error.
 
         Raises:
             AdapterError: a call failed after the lane's retries.

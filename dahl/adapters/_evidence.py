@@ -54,9 +54,8 @@ class Assessment:
     """The decision on one claim with its intermediate figures.
 
     Attributes:
-        label: supported, unsupported, irrelevant or unknown.
-        coverage: idf-weighted share of the claim's content terms in the deciding passage,
-            in [0, 1]; None when no passage decided.
+        coverage: idf-weighted share of the claim's content terms in the deciding passage, in
+            [0, 1]; None when no passage decided.
         reason: one-line account of the decision (goes into ``Verdict.raw``).
         hits: the evidence passages kept (best first, at most ``n_evidence``).
         probabilities: (P supports, P refutes, P neutral) for the deciding passage, float64
@@ -132,19 +131,16 @@ class EvidenceSettings:
 
 
 class EvidenceChecker:
-    """Checker that judges claims against a local corpus, offline, in a worker thread.
+    """Checker that judges claims against a local corpus, offline, in up to ``max_threads`` worker threads.
 
     Args:
         corpus: the indexed corpus (:func:`dahl.adapters._documents.open_corpus`).
         top_k, n_evidence, use_question, restrict, discount_question, support_threshold,
             unknown_below, min_score, stated_share, on_topic: see :class:`EvidenceSettings`.
-        max_threads: worker threads used at once.
         model: the support model; None = the one shipped in the package.
 
     Attributes:
         fingerprint: ``"evidence/v5:<corpus fingerprint>:<model digest>:<settings>"``.
-        settings: the thresholds in force.
-        model: the support model in use.
 
     Raises:
         ConfigError: a setting is out of range, or the shipped model is missing or malformed.

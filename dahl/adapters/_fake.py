@@ -24,9 +24,8 @@ class FakeChecker:
     Args:
         supported: share of claims labelled supported, in [0, 1].
         unknown: share labelled unknown; the rest is unsupported.
-        latency_s: simulated call latency in seconds (0: none).
-        fail_rate: share of claims whose check raises TransientAPIError (also
-            hash-based, so the same claims fail every run).
+        latency_s: simulated call latency, seconds (0: none).
+        fail_rate: share of claims (also hash-chosen) whose check raises TransientAPIError.
 
     Raises:
         ValueError: shares outside [0, 1] or summing above 1.

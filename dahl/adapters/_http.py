@@ -80,12 +80,10 @@ class ChatReply:
 
     Attributes:
         content: text of ``choices[0].message.content`` (``""`` when the server sent null).
-        usage: prompt and completion tokens, when the server reported them.
         usage_tokens: total tokens of the call, or None if not reported.
         headers: response headers with lowercase names.
         raw: the whole decoded JSON body.
-        citations: source URLs the server attached (``citations`` and
-            ``search_results[].url``), in order, without duplicates.
+        citations: ``citations`` and ``search_results[].url``, in order, without duplicates.
         finish_reason: ``choices[0].finish_reason`` (``"length"`` = cut at max_tokens).
     """
 
@@ -294,8 +292,8 @@ def decode_json(
 ) -> Any:
     """The decoded JSON of a 2xx reply; the dahl error of any other (see the module table).
 
-    The key and each of ``secrets`` of :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the
-    body become ``***`` before decoding; error messages are redacted of them at any length.
+    The key and ``secrets`` of :data:`MIN_REDACTED_KEY_CHARS` or more echoed in the body become
+    ``***`` before decoding.
 
     Raises:
         AdapterError: the status's error, or ``TransientAPIError`` for a 2xx body that is not JSON.
@@ -362,17 +360,15 @@ async def post_chat(
     """Send ONE chat-completions request and return the parsed reply (no retry here).
 
     Args:
-        session: from :func:`make_session`.
         url: full route URL, e.g. ``https://api.openai.com/v1/chat/completions``.
-        api_key: the key, redacted from messages and replies; with ``headers=None`` it is
-            sent as a bearer token (``""``: no Authorization header).
+        api_key: the key, redacted from messages and replies; with ``headers=None`` it is sent
+            as a bearer token (``""``: no Authorization header).
         body: JSON request body, or its bytes from :func:`encode_body`.
         headers: :func:`request_headers` of ``api_key``; None builds them here.
         secrets: further values to redact as the key is.
 
     Raises:
-        AdapterError: as in the module table (``QuotaExhausted``, ``FatalAPIError``,
-            ``RateLimited``, ``ConnectError``, ``TransientAPIError``, ``PermanentAPIError``).
+        AdapterError: as in the module table.
     """
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     sent_headers = headers if headers is not None else request_headers(api_key)
@@ -391,13 +387,8 @@ class BytesReply:
 
 async def get_bytes(session: aiohttp.ClientSession, url: str, params: Mapping[str, str], *,
                     secret: str = "") -> BytesReply:
-    """Send ONE GET and return its body; no retry. Errors map as for :func:`post_chat`.
-
-    Args:
-        session: from :func:`make_session`.
-        url: the route.
-        params: query parameters (may hold an API key: it is never logged or in a message).
-        secret: that key, redacted from error messages.
+    """Send ONE GET and return its body; no retry. Errors map as for :func:`post_chat`;
+    ``params`` may hold an API key ``secret``, redacted from error messages.
     """
     try:
         async with session.get(url, params=dict(params)) as response:

@@ -14,7 +14,8 @@ import aiohttp
 import anyio.to_thread
 
 from dahl.adapters import _prompts as prompts
-from dahl.adapters._bodies import Format, Kind, adapter_task, check_request_body, split_request_body, template_version
+from dahl.adapters._bodies import Format, Kind, adapter_task, check_request_body, split_request_body
+from dahl.adapters._bodies import template_version
 from dahl.adapters._endpoint import CallLane, Endpoint
 from dahl.adapters._http import ChatReply
 from dahl.adapters._keybody import CheckKeyTemplate, digest_system
@@ -83,28 +84,19 @@ def _passage_evidence(hits: Sequence[Hit]) -> tuple[Evidence, ...]:
 
 
 class OpenAIChecker:
-    """Checker over an OpenAI-compatible endpoint (template ``check/v1``; ``check-evidence/v1`` with a corpus).
+    """Checker over an OpenAI-compatible endpoint (``check/v1``; ``check-evidence/v1`` with a corpus).
 
-    With a corpus each claim is judged against its top ``top_k`` passages (restricted to
-    ``answer.meta["evidence_ids"]`` when that is a list); a claim no passage matches is
-    unsupported (``no_evidence``) without a call.
-
-    Args:
-        cfg: the check endpoint settings.
-        session: shared session from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane.
-        corpus: the indexed corpus to retrieve passages from, or None (judge by knowledge).
-        top_k: passages per claim (>= 1), used with a corpus.
-        spend: the run's money meter (calls reported as ``check``), or None.
+    With a ``corpus`` each claim is judged against its top ``top_k`` (>= 1) passages (only those
+    of ``answer.meta["evidence_ids"]`` when that is a list); a claim no passage matches is
+    unsupported (``no_evidence``) without a call. ``spend`` meters the calls as ``check``.
 
     Attributes:
-        fingerprint: see :func:`dahl.adapters._bodies.endpoint_fingerprint`; with a corpus,
-            also the corpus fingerprint, analyzer version and ``top_k``.
-        parser_version: version of :func:`dahl.adapters._parse.parse_verdict`.
+        fingerprint: :func:`dahl.adapters._bodies.endpoint_fingerprint`; with a corpus, also the
+            corpus fingerprint, analyzer version and ``top_k``.
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset; top_k < 1; a cost
-            cap and no price for the model.
+        ConfigError: (on construction) the API key variable is unset; top_k < 1; a cost cap and
+            no price for the model.
     """
 
     # 3: reasons for unsupported (contradicted / no_evidence)
@@ -147,11 +139,9 @@ class OpenAIChecker:
         """What determines the verdict on ``claim`` (never the API key).
 
         Returns:
-            ``{"base_url", "model", "template", "frame", "content"}``: ``content`` the templated
-            user message, ``frame`` the digest of the rest of the body
-            (:class:`CheckKeyTemplate`); when the template cannot be split, ``"body"`` (the
-            whole body, system prompt digested by :func:`digest_system`) instead of both; with
-            a corpus, ``"body"`` and ``"passages"`` (the passages' digests, best first).
+            ``{"base_url", "model", "template", "frame", "content"}`` (:class:`CheckKeyTemplate`);
+            when the template cannot be split, ``"body"`` (system prompt digested) instead of frame
+            and content; with a corpus, ``"body"`` and ``"passages"`` (digests, best first).
         """
         cfg = self._endpoint.cfg
         if self._corpus is not None:
@@ -315,9 +305,8 @@ class OpenAIChecker:
         """Label ``claim`` given ``answer.question`` (and, with a corpus, its passages).
 
         Returns:
-            A Verdict with the label, reason, raw reply, passages or citations as evidence,
-            and usage (summed over the re-ask); label ``error`` when the reply and the one
-            re-ask could not be parsed.
+            A Verdict with the label, reason, raw reply, passages or citations as evidence and usage
+            (summed over the re-ask); label ``error`` when the reply and the re-ask do not parse.
 
         Raises:
             AdapterError: the HTTP call failed after the lane's retries.
@@ -371,21 +360,14 @@ def _prompt_passages(hits: Sequence[Hit]) -> list[prompts.PromptPassage]:
 
 
 class OpenAISplitter:
-    """Splitter over an OpenAI-compatible endpoint (template ``split/v1``).
-
-    Args:
-        cfg: the split endpoint settings.
-        session: shared session from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane, shared with the checker on the same endpoint.
-        spend: the run's money meter (calls reported as ``split``), or None.
+    """Splitter over an OpenAI-compatible endpoint (template ``split/v1``; ``spend`` meters ``split``).
 
     Attributes:
-        fingerprint: see :func:`dahl.adapters._bodies.endpoint_fingerprint`.
-        parser_version: version of :func:`dahl.adapters._parse.parse_claims`.
+        fingerprint: :func:`dahl.adapters._bodies.endpoint_fingerprint`.
 
     Raises:
-        ConfigError: (on construction) the API key variable is unset; a cost cap and no
-            price for the model.
+        ConfigError: (on construction) the API key variable is unset; a cost cap and no price
+            for the model.
     """
 
     parser_version = "1"
@@ -414,10 +396,8 @@ class OpenAISplitter:
         return [Claim(text=text, index=i) for i, text in enumerate(parse_claims(raw))]
 
     async def split(self, answer: Answer) -> list[Claim]:
-        """Split ``answer.response`` into claims via the model, in answer order.
-
-        Returns:
-            Claims with ``text`` normalized, ``index`` 0..n-1 and no spans; ``[]`` for NONE.
+        """Split ``answer.response`` into claims via the model: ``text`` normalized, ``index`` 0..n-1,
+        no spans; ``[]`` for NONE.
 
         Raises:
             OutputParseError: the reply and the one re-ask could not be parsed.

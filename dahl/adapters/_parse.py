@@ -197,12 +197,8 @@ def parse_verdict(text: str, *, with_evidence: bool = False) -> tuple[Label, Uns
     """Parse a check reply into a label and, for ``unsupported``, why (when the reply tells).
 
     Accepts what :func:`parse_label` accepts, plus ``contradicted`` and ``not supported`` /
-    ``not_supported``; with ``with_evidence`` (judged against passages) "not supported" and
-    "no / not enough evidence" mean ``unsupported`` with reason ``no_evidence``.
-
-    Returns:
-        ``(label, reason)``: ``reason`` is None unless the label is ``unsupported`` and the
-        reply names a reason.
+    ``not_supported``; with ``with_evidence`` "not supported" and "no / not enough evidence"
+    mean ``unsupported`` with reason ``no_evidence``. ``reason`` is None otherwise.
 
     Raises:
         OutputParseError: the reply names no label with certainty; ``raw`` is ``text``.

@@ -230,18 +230,12 @@ def _split_demos(json_reply: bool) -> str:
 def split_messages(
     question: str, answer_text: str, *, json_reply: bool = False, template: PromptTemplate | None = None
 ) -> list[Message]:
-    """Chat messages asking for the atomic claims of ``answer_text`` (template ``split/v1``).
+    """Chat messages asking for the atomic claims of ``answer_text`` (template ``split/v1``):
+    ``[system, user]``, or ``[user]`` for a template without a system part.
 
-    Args:
-        question: the question the answer responds to.
-        answer_text: the preprocessed answer.
-        json_reply: ask for ``{"claims": [...]}`` instead of one claim per line.
-        template: a user's ``split`` template; None = :data:`SPLIT_TEMPLATE`. ``{question}``
-            and ``{answer}`` get the neutralized texts, ``{output}`` the reply-format
-            sentence, ``{demos}`` the worked examples.
-
-    Returns:
-        ``[system, user]`` messages; ``[user]`` for a template without a system part.
+    ``json_reply`` asks for ``{"claims": [...]}`` instead of one claim per line. ``template``
+    (None = :data:`SPLIT_TEMPLATE`) gets the neutralized texts in ``{question}`` and
+    ``{answer}``, the reply-format sentence in ``{output}`` and the examples in ``{demos}``.
     """
     output = _SPLIT_OUTPUT_JSON if json_reply else _SPLIT_OUTPUT_TEXT
     return (template or SPLIT_TEMPLATE).messages(
@@ -259,11 +253,10 @@ def check_messages(
     template: PromptTemplate | None = None,
     evidence_template: PromptTemplate | None = None,
 ) -> list[Message]:
-    """Chat messages asking for the label of one claim.
+    """Chat messages asking for the label of one claim: ``[system, user]`` (``[user]`` for a
+    template without a system part).
 
     Args:
-        question: the question the claim's answer responds to.
-        claim: the claim text.
         evidence: passages to judge against, as (passage id, title, text), best first
             (template ``check-evidence/v1``, one ``<evidence>`` block each headed
             ``[n] source: <id> | title: <title>``); None or empty = template ``check/v1``.
@@ -271,9 +264,6 @@ def check_messages(
         template: a user's ``check`` template; None = :data:`CHECK_TEMPLATE`.
         evidence_template: a user's ``check-evidence`` template; None =
             :data:`CHECK_EVIDENCE_TEMPLATE`. ``{evidence}`` gets the passage blocks.
-
-    Returns:
-        ``[system, user]`` messages (``[user]`` for a template without a system part).
     """
     data = {"question": neutralize_tags(question), "claim": neutralize_tags(claim)}
     if evidence:

@@ -78,11 +78,7 @@ class RecallSettings:
 class RecallCoverer:
     """Adds recall to finished answers (implements :class:`dahl.adapters._base.Coverer`).
 
-    Args:
-        index: the run's reference sets.
-        judge: the coverage judge.
-        settings: F* cut, α, β and the partial mode.
-        refs_sha256: hex digest of the refs file (goes into the fingerprint).
+    ``refs_sha256`` is the hex digest of the refs file.
 
     Attributes:
         fingerprint: canonical JSON of the judge fingerprint, the refs hash and every setting.

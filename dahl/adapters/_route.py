@@ -21,17 +21,12 @@ __all__ = ["ChatRoute"]
 
 
 class ChatRoute:
-    """One endpoint's request route, built once per adapter.
-
-    Args:
-        cfg: the endpoint; its key and headers are read from the environment here.
-        completion: post ``{"prompt"}`` bodies to ``{base_url}/completions`` instead.
+    """One endpoint's request route, built once per adapter (key and headers read here).
 
     Attributes:
-        url: the POST URL.
+        url: the POST URL (``{base_url}/completions`` with ``completion``).
         api_key: the key (redacted from replies and messages; never logged or cached).
-        headers: ``cfg.auth``'s key header, ``anthropic-version`` for anthropic, then
-            ``cfg.headers`` resolved.
+        headers: ``cfg.auth``'s key header, ``anthropic-version`` for anthropic, ``cfg.headers``.
         secrets: resolved ``cfg.headers`` values read from the environment, redacted as the key.
 
     Raises:

@@ -194,8 +194,7 @@ def pair_features(
 
     Args:
         claim: the analyzed claim (:func:`claim_terms`).
-        passage_text: the passage (title and text).
-        passage_sentences: its sentences (the closest one is looked for among them).
+        passage_text: the passage (title and text); ``passage_sentences`` its sentences.
         bm25_score: the passage's BM25 score for the claim's query (>= 0).
         query_idf: summed idf of the query's terms.
         idf: term -> idf over the corpus (e.g. :meth:`Corpus.idf`).
