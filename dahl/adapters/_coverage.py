@@ -20,6 +20,7 @@ import orjson
 
 from dahl.adapters._bodies import Format, Task, budget, chat_body, format_field
 from dahl.adapters._endpoint import CallLane, Endpoint
+from dahl.adapters._parse import unfence
 from dahl.config import EndpointConfig
 from dahl.errors import OutputParseError
 from dahl.records import AnswerResult, Coverage, Label, normalize_text
@@ -175,8 +176,6 @@ _LABELS: dict[str, Coverage] = {
     "not_covered": Coverage.NOT_COVERED,
 }
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\n?(.*?)\n?```$", re.DOTALL)
-
 _SYSTEM = """\
 You judge whether a response states given reference facts.
 
@@ -266,10 +265,7 @@ def parse_coverage(text: str) -> list[Coverage]:
     Raises:
         OutputParseError: not JSON, not such an array, or an unknown label.
     """
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
+    body = unfence(text)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:

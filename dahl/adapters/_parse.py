@@ -25,7 +25,7 @@ import orjson
 from dahl.errors import OutputParseError
 from dahl.records import Label, UnsupportedReason, normalize_text
 
-__all__ = ["parse_claims", "parse_json_object", "parse_label", "parse_verdict"]
+__all__ = ["parse_claims", "parse_json_object", "parse_label", "parse_verdict", "unfence"]
 
 
 def parse_json_object(raw: str) -> dict[str, Any]:
@@ -125,7 +125,8 @@ _NO_EVIDENCE_UNKNOWN = re.compile(
 )
 
 
-def _unfence(text: str) -> str:
+def unfence(text: str) -> str:
+    """``text`` stripped, or the stripped inside of the one ``` fence it is."""
     text = text.strip()
     match = _FENCE.match(text)
     return match.group(1).strip() if match else text
@@ -203,7 +204,7 @@ def parse_verdict(text: str, *, with_evidence: bool = False) -> tuple[Label, Uns
     Raises:
         OutputParseError: the reply names no label with certainty; ``raw`` is ``text``.
     """
-    body = _unfence(text)
+    body = unfence(text)
     if not body:
         raise OutputParseError("empty reply", raw=text)
     if body.startswith("{"):
@@ -266,7 +267,7 @@ def parse_claims(text: str) -> list[str]:
         OutputParseError: empty reply, invalid JSON, a chat/refusal line, a line over 80
             words, or no claim left.
     """
-    body = _unfence(text)
+    body = unfence(text)
     if not body:
         raise OutputParseError("empty reply", raw=text)
     if body.startswith(("{", "[")):
