@@ -94,7 +94,6 @@ def _record(job: _Job, reply: Generated) -> dict[str, Any]:
     return record
 
 
-
 async def generate_answers(settings: GenerateSettings, counters: GenerateCounters | None = None) -> GenerateReport:
     """Generate every (question, model, sample) answer of ``settings`` into ``settings.out``.
 

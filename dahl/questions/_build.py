@@ -220,7 +220,6 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
     return QuestionsReport(settings.out, counters, table)
 
 
-
 async def _run(settings: QuestionsSettings, asker: _Asker, journal: Journal,
                done: dict[str, ArticleQuestions]) -> list[str]:
     """Run the pipeline; the article ids in file order."""
