@@ -37,7 +37,8 @@ class Reply(Protocol):
 _EPS = 1e-9
 
 
-def _check_rate(name: str, value: float) -> float:
+def check_positive(name: str, value: float) -> float:
+    """``value`` as a float; ConfigError naming ``name`` unless it is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
@@ -70,7 +71,7 @@ class LaneLimits:
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm"):
             if (value := getattr(self, name)) is not None:
-                _check_rate(name, value)
+                check_positive(name, value)
         slots = self.max_in_flight
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ConfigError(f"max_in_flight must be an int >= 1, got {slots!r}")
@@ -127,9 +128,9 @@ class RateBucket:
         clock: Clock | None = None,
         unit: str = "tokens",
     ) -> None:
-        self._rate_per_minute = _check_rate("rate_per_minute", rate_per_minute)
-        self._burst_s = _check_rate("burst_s", burst_s)
-        self._window_s = None if window_s is None else _check_rate("window_s", window_s)
+        self._rate_per_minute = check_positive("rate_per_minute", rate_per_minute)
+        self._burst_s = check_positive("burst_s", burst_s)
+        self._window_s = None if window_s is None else check_positive("window_s", window_s)
         if isinstance(initial, bool) or not isinstance(initial, int | float):
             raise ConfigError(f"initial must be a number, got {initial!r}")
         if not (math.isfinite(initial) and initial >= 0):
@@ -355,7 +356,7 @@ class RateBucket:
         Raises:
             ConfigError: ``rate_per_minute`` is not a finite number > 0.
         """
-        rate = _check_rate("rate_per_minute", rate_per_minute)
+        rate = check_positive("rate_per_minute", rate_per_minute)
         self._refill()
         self._rate_per_minute = rate
         self._level = min(self.capacity, self._level)

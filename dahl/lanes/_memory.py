@@ -92,7 +92,7 @@ class MemoryLimiter:
         self.breaker = Breaker(endpoint_name(key), breaker, clock=self._clock)
         self.gate = PauseGate(self._clock, spread_s=spread_s, rng=rng)
         self.ledger = ledger if ledger is not None else SpendLedger()
-        # One request may go at once; tokens start empty (B3 ramp-in).
+        # One request may go at once; tokens start empty, so a cold run ramps in at the rate.
         self._rpm = None if limits.rpm is None else self._bucket(limits.rpm, "requests", 1.0)
         self._tpm = None if limits.tpm is None else self._bucket(limits.tpm, "tokens", 0.0)
 

@@ -5,11 +5,10 @@ its first reply shows the server's ``x-ratelimit-*`` headers.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 
 from dahl.lanes._clock import Clock, SystemClock
-from dahl.errors import ConfigError
+from dahl.lanes._limits import check_positive
 
 __all__ = ["StartRamp"]
 
@@ -32,11 +31,7 @@ class StartRamp:
     """
 
     def __init__(self, per_s: float, clock: Clock | None = None) -> None:
-        if isinstance(per_s, bool) or not isinstance(per_s, int | float):
-            raise ConfigError(f"per_s must be a number, got {per_s!r}")
-        if not (math.isfinite(per_s) and per_s > 0):
-            raise ConfigError(f"per_s must be a finite number > 0, got {per_s!r}")
-        self._gap_s = 1.0 / float(per_s)
+        self._gap_s = 1.0 / check_positive("per_s", per_s)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._last: float | None = None  # clock time of the latest admission
         self._admitted = 0

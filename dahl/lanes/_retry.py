@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from dahl.lanes._limits import check_positive
 from dahl.errors import ConfigError, RateLimited, TransientAPIError
 
 __all__ = ["RetryDecision", "RetryKind", "RetryPolicy", "classify", "parse_duration_s"]
@@ -50,13 +51,6 @@ def classify(exc: BaseException) -> RetryDecision:
     return RetryDecision("fatal")
 
 
-def _check_positive(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Caps and backoff parameters for retrying one call. Immutable; validates itself.
@@ -88,7 +82,7 @@ class RetryPolicy:
         if self.max_attempts < 1:
             raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
         for name in ("max_wall_s", "base_s", "cap_s", "retry_after_default_s"):
-            _check_positive(name, getattr(self, name))
+            check_positive(name, getattr(self, name))
         if self.cap_s < self.base_s:
             raise ConfigError(f"cap_s ({self.cap_s}) must be >= base_s ({self.base_s})")
         jitter = self.rate_limit_jitter_s

@@ -184,7 +184,7 @@ class MeteredLane:
             reply = await self.inner.call(attempt, estimated_tokens=estimated_tokens)
             self._count(reply.usage)
             return reply
-        spend, meter, limiter = self.spend, self.meter, self.inner.limiter
+        meter, limiter = self.meter, self.inner.limiter
         upper = 0.0 if meter.price is None else upper_bound_usd(estimated_tokens, self.max_tokens, meter.price)
         await limiter.reserve_spend(upper, cap)
         spent = 0.0

@@ -155,9 +155,8 @@ async def open_adapters(
 
         checker = EvidenceChecker(await _corpus(settings))
 
-    if settings.checker != "openai":
-        if isinstance(checker, ConcurrencyHint):
-            check_concurrency = checker.concurrency
+    if settings.checker != "openai" and isinstance(checker, ConcurrencyHint):
+        check_concurrency = checker.concurrency
     options = PipelineOptions(
         split_concurrency=split_concurrency,
         check_concurrency=check_concurrency,
