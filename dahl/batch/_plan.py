@@ -1,8 +1,7 @@
 """The requests of one batch wave: what ``dahl score`` would send now that the cache cannot answer.
 
-A wave is every request whose inputs are known: splits not cached, and for answers whose claims
-are known, the uncached checks and covers (F* facts, :data:`~dahl.adapters._coverage.MAX_FACTS`
-to a request). Each request is keyed as the online run keys it, and that key is its
+A wave is every request whose inputs are known: uncached splits, and the uncached checks and covers
+of answers whose claims are known. A request's cache key (as the online run keys it) is its
 ``custom_id``; equal keys are one request.
 """
 

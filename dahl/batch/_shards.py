@@ -1,9 +1,8 @@
 """Batch input files: one provider line per request, cut under the provider's limits.
 
-OpenAI (and ``vllm run-batch``): ``{"custom_id", "method", "url", "body"}`` lines, <= 50,000
-requests and 200 MB a file; Anthropic: ``{"custom_id", "params"}``, <= 100,000 requests or
-256 MB. Sources: platform.openai.com/docs/guides/batch,
-docs.anthropic.com/en/docs/build-with-claude/batch-processing.
+OpenAI (and ``vllm run-batch``): ``{"custom_id", "method", "url", "body"}`` lines, <= 50,000 requests
+and 200 MB a file (platform.openai.com/docs/guides/batch); Anthropic: ``{"custom_id", "params"}``,
+<= 100,000 requests or 256 MB (docs.anthropic.com/en/docs/build-with-claude/batch-processing).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """A lane's circuit breaker: pause on an outage, stop when the endpoint cannot work.
 
-``permanent_limit`` permanent failures in a row trip it; ``transient_limit`` transient
-failures in a row open it (one probe per cool-down, doubling to ``cooldown_cap_s``), and an
-outage past ``max_outage_s`` trips it; a ``FatalAPIError`` trips it at once. Rate limits and
-connection failures are not counted.
+``permanent_limit`` permanent failures in a row, an outage past ``max_outage_s`` or a
+``FatalAPIError`` trip it; ``transient_limit`` transient failures in a row open it (one probe per
+cool-down). Rate limits and connection failures are not counted.
 """
 
 from __future__ import annotations

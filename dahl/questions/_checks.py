@@ -1,8 +1,7 @@
 """Checks a benchmark question must pass: context dependence, duplicates, category.
 
-Context dependence: the three regular-expression families of DAHL (Seo et al. 2024, §3.2.2),
-whose later members are dahl's, plus a fourth ("based on / according to"); a match is a flag.
-Duplicates compare :func:`question_key`, exactly or by rapidfuzz ratio >= :data:`NEAR_THRESHOLD`.
+Context dependence: DAHL's three regex families (Seo et al. 2024, §3.2.2; later members dahl's) plus
+"based on / according to". Duplicates compare :func:`question_key`, exactly or by rapidfuzz ratio.
 Categories: the 28 MedMCQA fields (Pal et al. 2023) plus "Other" (§3.2.3), lower case.
 """
 

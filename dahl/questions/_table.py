@@ -1,11 +1,4 @@
-"""The questions CSV: flags per question, duplicate clusters, and the rows kept.
-
-Columns: ``question, category, article_id, title, license, generator, prompt_version, flags,
-category_confidence, duplicate_cluster, question_id``. Flags (``;``-separated, in order): the
-context families, ``needs_article``, ``ambiguous`` / ``uncategorized``, ``duplicate``.
-``question_id`` is :func:`~dahl.records.content_id` of the text. Flagged rows are dropped unless
-``keep_flagged``.
-"""
+"""The questions CSV: flags per question, duplicate clusters, and the rows kept."""
 
 from __future__ import annotations
 
@@ -65,6 +58,11 @@ def _flags(question: str, answerable: bool, category: str, duplicate: bool) -> l
 def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float | None,
                 keep_flagged: bool, prompt_version: str = PROMPT_VERSION) -> TableCounts:
     """Write the CSV of ``articles`` (in the given order) to ``out``, atomically (blocking).
+
+    Columns: ``question, category, article_id, title, license, generator, prompt_version, flags,
+    category_confidence, duplicate_cluster, question_id`` (:func:`~dahl.records.content_id` of the
+    text). Flags (``;``-separated, in order): the context families, ``needs_article``, ``ambiguous`` /
+    ``uncategorized``, ``duplicate``; flagged rows are dropped unless ``keep_flagged``.
 
     Args:
         out: the CSV path (replaced whole by rename).

@@ -1,9 +1,8 @@
 """Duplicate reference facts: one key for exact duplicates, rapidfuzz for near ones.
 
-Exact duplicates share :func:`fact_key` (:func:`~dahl.records.normalize_text`; with ``fold`` also
-case-folded, end punctuation stripped). Near duplicates have a rapidfuzz
-:func:`~rapidfuzz.fuzz.ratio` (0-100) of at least a threshold; :func:`distinct` merges them at
-:data:`NEAR_THRESHOLD` only when they state the same digit runs.
+Exact duplicates share :func:`fact_key` (normalized text; with ``fold`` also case-folded, end
+punctuation stripped). Near duplicates have a :func:`~rapidfuzz.fuzz.ratio` (0-100) of at least a
+threshold; :func:`distinct` merges them at :data:`NEAR_THRESHOLD` only with the same digit runs.
 """
 
 from __future__ import annotations
