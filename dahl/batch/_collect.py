@@ -1,16 +1,7 @@
 """Batch results into the cache, stored exactly as the online adapters store a reply.
 
-A split reply is parsed with :func:`~dahl.adapters._parse.parse_claims` and stored as
-``list[Claim]`` with its raw text; a check reply is parsed with
-:func:`~dahl.adapters._parse.parse_verdict` into the :class:`~dahl.records.Verdict`
-:class:`~dahl.adapters._openai.OpenAIChecker` builds (raw reply, the corpus
-passages of :mod:`dahl.batch._extras` and citations as evidence, usage); a cover reply
-is parsed with :func:`~dahl.adapters._coverage.parse_coverage` and each label is
-stored under its fact's key as :class:`~dahl.cache._coverage.CachingJudge` stores it
-(the label's bytes, no raw reply). Errors are never stored; they are counted by class
-(a reply that does not parse, or a cover reply whose count of labels differs from its
-facts', is ``OutputParseError``: the online run would re-ask it, here ``resubmit
---only failed`` sends it again or ``dahl score`` asks it online).
+Errors are never stored; they are counted by class (an unparseable reply, or a cover reply with
+another count of labels than facts, is ``OutputParseError``).
 """
 
 from __future__ import annotations
@@ -79,19 +70,17 @@ def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str], stages
                    extras: dict[str, Extra] | None = None) -> tuple[list[Put], Collected]:
     """Parse every succeeded outcome into the entries the online adapter stores; count the rest by class.
 
-    Pure CPU work (call it in a worker thread); put the entries with :func:`store_puts`.
+    CPU work (call it in a worker thread); put the entries with :func:`store_puts`.
 
     Args:
         outcomes: results; an id not in ``stage_of`` is counted as ``unknown_custom_id``.
         stage_of: custom_id -> ``"split"`` / ``"check"`` / ``"cover"`` (from the shards).
         stages: stage settings recorded at prepare.
-        extras: custom_id -> its :class:`~dahl.batch._extras.Extra` (the facts' keys of a
-            cover request, the passages of a check with a corpus); a request that needs
-            one and has none is counted as ``missing_extras``.
+        extras: custom_id -> its :class:`~dahl.batch._extras.Extra`; a request that needs one and
+            has none is counted as ``missing_extras``.
 
     Returns:
-        The entries, and the counts; usage counts every succeeded reply, parsed or
-        not (it was paid for).
+        The entries, and the counts; usage counts every succeeded reply, parsed or not.
     """
     puts: list[Put] = []
     got = Collected()

@@ -1,15 +1,8 @@
 """``wave-NN/extras.jsonl``: what a result needs beside its reply to be stored as the online run stores it.
 
-A batch line carries only the request. Two stages need more at ``collect``:
-
-- a check against corpus passages (``--checker openai --evidence``): the passages the
-  verdict keeps as its evidence (passage id, document, title, text, BM25 score);
-- a cover request (recall's ``openai`` coverage judge): the cache keys of the facts it
-  labels, in order (one reply holds up to 30 labels, each stored under its fact's key).
-
-``prepare`` writes one line ``{"custom_id", "keys"?, "evidence"?}`` per such request
-of a wave, before the wave's ledger event; ``resubmit`` shards live in the same wave
-folder and use the same file.
+One line ``{"custom_id", "keys"?, "evidence"?}`` per request of a wave that needs it: a check
+against corpus passages (the verdict's passages) or a cover request (its facts' cache keys, in
+order). ``resubmit`` shards share their wave's file.
 """
 
 from __future__ import annotations

@@ -1,17 +1,4 @@
-"""BATCHDIR/ledger.jsonl: the append-only record of a batch folder (every line fsynced).
-
-Every uploaded file id and every batch id is appended before the command that got
-it moves on, so a killed ``dahl batch submit`` loses nothing and its restart sends
-only what the ledger does not show as sent. Events (one JSON object per line):
-
-- ``wave``: shards written by ``prepare`` (or ``resubmit``): provider, cache folder,
-  stage settings (:class:`~dahl.batch._requests.StageMeta`), ``shards``: ``[{path, stage,
-  requests}]`` (paths relative to BATCHDIR), ``resubmit_of`` (a shard path or null).
-- ``uploaded``: ``{shard, file_id}``; ``submitted``: ``{shard, batch_id}``.
-- ``collected``: ``{shard, batch_id, results, succeeded, errors: {class: n}, expired,
-  prompt_tokens, completion_tokens}``; ``results`` names the saved result file.
-- ``canceled``: ``{shard, batch_id}``.
-"""
+"""BATCHDIR/ledger.jsonl: the append-only record of a batch folder (every line fsynced)."""
 
 from __future__ import annotations
 
@@ -61,6 +48,13 @@ class Shard:
 @dataclass
 class Ledger:
     """The ledger of ``folder`` (blocking methods: call them in a worker thread or outside a loop).
+
+    Every file id and batch id is appended before the command moves on. Events, one JSON object a line:
+    ``wave`` (provider, cache folder, stage settings, ``shards``: ``[{path, stage, requests}]``
+    relative to BATCHDIR, ``resubmit_of``: path or null); ``uploaded`` ``{shard, file_id}``;
+    ``submitted`` ``{shard, batch_id}``; ``collected`` ``{shard, batch_id, results, succeeded,
+    errors: {class: n}, expired, prompt_tokens, completion_tokens}`` (``results``: the saved result
+    file); ``canceled`` ``{shard, batch_id}``.
 
     Attributes:
         folder: BATCHDIR.

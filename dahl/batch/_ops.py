@@ -1,8 +1,7 @@
 """The commands of a batch folder: prepare, submit, status, collect, resubmit, cancel.
 
-Each reads the ledger (:mod:`dahl.batch._ledger`), acts, and appends what it did
-before moving on. A restart of any of them continues from the ledger: nothing
-submitted is submitted again, nothing collected is collected again.
+Each appends what it did to the ledger before moving on, so a restart submits and collects
+nothing twice.
 """
 
 from __future__ import annotations
@@ -114,10 +113,7 @@ def _ids_of(path: Path) -> list[str]:
 
 async def _open_client(stack: AsyncExitStack, ledger: Ledger, base_url: str | None,
                        api_key_env: str | None, retry: RetryPolicy) -> BatchClient:
-    """The provider's client: base URL and key variable as given, else as prepared (the check endpoint's).
-
-    For Anthropic the default key variable is ``ANTHROPIC_API_KEY`` unless prepare named one.
-    """
+    """The provider's client: base URL and key variable as given, else as prepared (the check endpoint's)."""
     if not ledger.waves:
         raise ConfigError(f"{ledger.folder} has no prepared batches (run `dahl batch prepare` first)")
     first = ledger.waves[0]
@@ -137,15 +133,12 @@ async def submit(folder: Path, *, base_url: str | None = None, api_key_env: str 
                  retry: RetryPolicy = BATCH_RETRY) -> list[Shard]:
     """Upload and start a batch of every shard not yet submitted; each id is in the ledger before the next call.
 
-    Each provider call is retried after a transient error as ``retry`` allows (for every
-    command of this module); a shard the ledger shows submitted is never sent again.
-
     Returns:
         The shards submitted by this call (already submitted ones are skipped).
 
     Raises:
         ConfigError: nothing prepared, the key is unset, or the folder is ``file`` provider's.
-        AdapterError: a provider call failed after its retries (what was recorded stays recorded: run it again).
+        AdapterError: a provider call failed after its retries (what was recorded stays recorded).
     """
     ledger = await anyio.to_thread.run_sync(Ledger.read, folder)
     done: list[Shard] = []
@@ -222,8 +215,6 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
                   base_url: str | None = None, api_key_env: str | None = None,
                   retry: RetryPolicy = BATCH_RETRY) -> CollectReport:
     """Store the results of every ended batch (or of ``from_file``, ``vllm run-batch``'s output) in the cache.
-
-    A request of an ended batch with no result line is counted unfinished (expired).
 
     Raises:
         ConfigError: nothing prepared; the cache is unusable; as :func:`submit`.
@@ -302,11 +293,10 @@ def _owners(ledger: Ledger) -> dict[str, str]:
 
 
 async def resubmit(folder: Path, only: str, limits: Limits | None = None) -> Prepared:
-    """Write a shard of exactly the ``only`` requests (``failed`` or ``expired``) of every collected shard.
+    """Write a shard of exactly the ``only`` requests of every collected shard (once per kind).
 
-    ``expired`` takes the requests that never ran (expired, canceled); ``failed`` those
-    that ran and failed (HTTP errors, replies that do not parse). Submit them with
-    ``dahl batch submit``. A shard is resubmitted once per kind.
+    ``expired``: the requests that never ran (expired, canceled); ``failed``: those that ran and
+    failed (HTTP errors, unparseable replies).
 
     Raises:
         ConfigError: ``only`` is neither, or nothing is prepared.

@@ -1,24 +1,8 @@
 """The requests of one batch wave: what ``dahl score`` would send now that the cache cannot answer.
 
-A wave is every request whose inputs are known: the split request of each answer
-whose split is not cached, and, for an answer whose claims are known (cached split,
-rule or given Splitter), the check request of each claim whose verdict is not cached
-and its cover requests (recall's ``openai`` judge, :class:`CoverPlanner`).
-Once a split wave is collected, the next wave holds those answers' checks and covers.
-Each request is keyed exactly as the online run keys it (:mod:`dahl.cache._keys`), and
-that key becomes the provider's ``custom_id``; equal keys are one request. A check
-against corpus passages (``--evidence``) carries the body and passages of
-:meth:`~dahl.adapters._openai.OpenAIChecker.request_of`; a claim no passage
-matches needs no call (``dahl score`` gives its verdict offline).
-
-Cover requests: per answer whose claims are known, that is not abstained or too long
-(no judge call online either), and whose question has a reference set, the facts of F*
-(:func:`dahl.metrics.fstar`) are looked up in the coverage cache
-(:func:`dahl.cache._coverage.coverage_keys`), and the missed ones, in F* order, go out
-:data:`~dahl.adapters._coverage.MAX_FACTS` to a request, as
-:class:`~dahl.cache._coverage.CachingJudge` hands its misses to
-:class:`~dahl.adapters._coverage.OpenAICoverageJudge`. The response judged is the one the
-online run covers: preprocessed when the answer has claims, as read when it has none.
+A wave is every request whose inputs are known: uncached splits, and the uncached checks and covers
+of answers whose claims are known. A request's cache key (as the online run keys it) is its
+``custom_id``; equal keys are one request.
 """
 
 from __future__ import annotations
@@ -89,16 +73,9 @@ async def plan_wave(config: ScoreConfig) -> Wave:
 
     Reads the cache (never writes it) and calls no endpoint.
 
-    Args:
-        config: the run's settings: the ``openai`` Checker (with or without ``--evidence``)
-            or recall's ``openai`` coverage judge (or both), any Splitter.
-
-    Returns:
-        The wave.
-
     Raises:
-        ConfigError: settings with nothing to batch (no ``openai`` Checker or coverage
-            judge), or the cache is off or unusable.
+        ConfigError: settings with nothing to batch (no ``openai`` Checker or coverage judge), or
+            the cache is off or unusable.
         InputError: an adapter's own input is bad.
     """
     settings = config.adapters
@@ -148,11 +125,7 @@ async def plan_wave(config: ScoreConfig) -> Wave:
 
 
 class _Planner:
-    """Adds each answer's missed requests to a wave (split, or the checks and covers of known claims).
-
-    ``checker`` is the openai Checker, None when checks need no call; ``cover`` None
-    when recall needs no call.
-    """
+    """Adds each answer's missed requests to a wave (``checker``/``cover`` None: no call needed)."""
 
     def __init__(self, wave: Wave, store: CacheStore, splitter: Splitter, checker: Checker | None,
                  split_cfg: EndpointConfig | None, cover: CoverPlanner | None) -> None:
@@ -227,11 +200,7 @@ def _answers(config: ScoreConfig) -> Iterator[Answer]:
 
 
 def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> list[tuple[Answer, Answer, bool]]:
-    """The next :data:`CHUNK` answers as read and preprocessed as the pipeline does, with "skip it" (blocking).
-
-    Skipped: a response over ``max_chars`` (the run scores it ResponseTooLong) or an
-    abstention (no claims).
-    """
+    """The next :data:`CHUNK` answers as the pipeline prepares them, with "skip it" (blocking)."""
     out: list[tuple[Answer, Answer, bool]] = []
     for read in itertools.islice(stream, CHUNK):
         if len(read.response) > max_chars:
@@ -315,10 +284,7 @@ class CoverPlanner:
 
 async def open_cover_planner(recall: RecallSettings, checker: str, check_endpoint: EndpointConfig | None,
                              stack: AsyncExitStack, pool: LanePool, store: CacheStore) -> CoverPlanner | None:
-    """The cover planner of a run with the ``openai`` coverage judge, else None (no cover calls to batch).
-
-    Loads the reference sets in a worker thread; the judge's endpoint is chosen as
-    :func:`dahl.run._recall.open_recall` chooses it.
+    """The cover planner of a run with the ``openai`` coverage judge, else None (refs read in a thread).
 
     Raises:
         ConfigError: the judge's key variable is unset; InputError: a malformed refs line.

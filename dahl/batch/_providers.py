@@ -1,13 +1,8 @@
 """Provider batch APIs over HTTP: OpenAI ``/v1/files`` + ``/v1/batches``, Anthropic ``/v1/messages/batches``.
 
-Each client turns the provider's shapes into :class:`BatchState` and
-:class:`Outcome` rows; nothing above this module sees aiohttp. Every call is retried
-on a transient error (5xx, 429, a reset connection, a timeout) with the engine's
-retry policy (:class:`~dahl.lanes._retry.RetryPolicy`: full-jitter backoff, attempt
-and wall-time caps); a permanent error (4xx) is raised at once. A create whose reply
-was lost is not created again: OpenAI's create adopts a listed batch of the same file.
-Sources: platform.openai.com/docs/api-reference/batch,
-docs.anthropic.com/en/api/creating-message-batches.
+Every call is retried on a transient error (5xx, 429, reset, timeout) under a
+:class:`~dahl.lanes._retry.RetryPolicy`; a 4xx is raised at once. Sources:
+platform.openai.com/docs/api-reference/batch, docs.anthropic.com/en/api/creating-message-batches.
 """
 
 from __future__ import annotations
@@ -51,9 +46,9 @@ class BatchState:
 
     Attributes:
         batch_id: the provider's id.
-        status: the provider's status word (OpenAI ``validating``, ``in_progress``,
-            ``completed``, ``expired``, ...; Anthropic ``in_progress``, ``canceling``, ``ended``).
-        ended: True when no request will finish any more (results can be collected).
+        status: the provider's status word (OpenAI ``validating``, ``completed``, ``expired``, ...;
+            Anthropic ``in_progress``, ``canceling``, ``ended``).
+        ended: True when no request will finish any more.
         done: requests finished (succeeded or errored).
         total: requests in the batch.
         raw: the provider's whole batch object (its file ids, results URL).
@@ -225,12 +220,7 @@ class OpenAIBatches(_Client):
         return str(orjson.loads(reply)["id"])
 
     async def create(self, path: Path, file_id: str | None) -> str:
-        """``POST /batches`` of the uploaded file; the batch id.
-
-        A batch of that file already listed (``GET /batches``: a create whose reply a
-        killed process never recorded, or whose reply was lost before a retry) is
-        adopted, not created twice.
-        """
+        """``POST /batches`` of the uploaded file; the batch id (a listed batch of that file is adopted)."""
         async def attempt() -> str:
             listed = orjson.loads(await self._once("GET", "/batches", params={"limit": "100"}))
             for batch in listed.get("data") or ():
@@ -272,8 +262,7 @@ class AnthropicBatches(_Client):
         session: an open aiohttp session.
         base_url: API root ending in ``/v1``.
         api_key: sent as ``x-api-key``; never logged.
-        retry: retries of each call (a create is retried only after a 5xx, 429 or
-            reset: Anthropic lists no shard name to adopt a lost create by).
+        retry: retries of each call.
         rng: the backoff's random source (None: unseeded).
     """
 

@@ -38,12 +38,11 @@ class StageMeta:
 
     Attributes:
         fingerprint: the adapter's fingerprint (a verdict's ``checker``).
-        parser_version: the adapter's parser version (names the stored value).
+        parser_version: the adapter's parser version.
         base_url: the endpoint's API root.
         model: the endpoint's model.
         api_key_env: the environment variable holding its key (``""``: keyless).
-        with_evidence: check: claims are judged against corpus passages (template
-            ``check-evidence/v1``, whose replies also give a reason).
+        with_evidence: check: claims are judged against corpus passages (``check-evidence/v1``).
     """
 
     fingerprint: str

@@ -1,10 +1,8 @@
 """Batch input files: one provider line per request, cut under the provider's limits.
 
-OpenAI Batch API: one JSONL input file of at most 50,000 requests and 200 MB per
-batch (``{"custom_id", "method", "url", "body"}`` per line); ``vllm run-batch`` reads
-the same lines. Anthropic Message Batches: at most 100,000 requests or 256 MB per
-batch (``{"custom_id", "params"}`` per request, ``params`` a Messages body). Sources:
-platform.openai.com/docs/guides/batch, docs.anthropic.com/en/docs/build-with-claude/batch-processing.
+OpenAI (and ``vllm run-batch``): ``{"custom_id", "method", "url", "body"}`` lines, <= 50,000 requests
+and 200 MB a file (platform.openai.com/docs/guides/batch); Anthropic: ``{"custom_id", "params"}``,
+<= 100,000 requests or 256 MB (docs.anthropic.com/en/docs/build-with-claude/batch-processing).
 """
 
 from __future__ import annotations
@@ -81,9 +79,7 @@ def cut(lines: Iterable[bytes], limits: Limits) -> Iterator[list[bytes]]:
 
 def write_shards(folder: Path, prefix: str, provider: Provider, requests: Iterable[BatchRequest],
                  limits: Limits) -> list[tuple[Path, int]]:
-    """Write ``requests`` as shard files ``folder/PREFIX-0001.jsonl``, ... (blocking).
-
-    Each file is written to a temporary name and renamed, so a shard on disk is whole.
+    """Write ``requests`` as whole shard files ``folder/PREFIX-0001.jsonl``, ... (blocking, by rename).
 
     Returns:
         ``(path, requests)`` per shard, in order.

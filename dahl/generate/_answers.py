@@ -1,14 +1,8 @@
 """``dahl generate`` as a stage of the engine: questions x models (x temperatures) x samples -> answers JSONL.
 
-A reader task turns each question into one job per (endpoint, sample) and skips the jobs
-whose answer id is already in the output; a ``generate`` :class:`~dahl.engine._stage.Stage`
-(``max_in_flight`` workers) asks the model through its lane, or takes the reply from the
-cache; a writer task appends each answer (flushed, fsynced) as it arrives.
-
-The answer id is the blake2b-128 hash of (question, model, template version, sampling
-settings, sample index): a re-run of the same command resumes, and any changed setting
-(or an edited template file) makes new answers. The cache key adds the base URL and the
-exact request body, so a reply is reused only for the identical request.
+The answer id is blake2b-128 of (question, model, template version, sampling settings, sample
+index), so a re-run resumes and a changed setting makes new answers; the cache key adds the base
+URL and the exact body.
 """
 
 from __future__ import annotations
@@ -94,12 +88,10 @@ def _record(job: _Job, reply: Generated) -> dict[str, Any]:
     return record
 
 
-
 async def generate_answers(settings: GenerateSettings, counters: GenerateCounters | None = None) -> GenerateReport:
     """Generate every (question, model, sample) answer of ``settings`` into ``settings.out``.
 
-    Resumes: answers whose id is already in the output are skipped; finished calls come
-    from the cache. Each answer is appended as it finishes.
+    Resumes: answers already in the output are skipped; finished calls come from the cache.
 
     Args:
         settings: what to generate.
@@ -109,13 +101,13 @@ async def generate_answers(settings: GenerateSettings, counters: GenerateCounter
         The report (its ``exit_status``: 0, 5 or 6).
 
     Raises:
-        ConfigError: an unset API key variable; another dahl run writes ``settings.out``.
-        InputError: a bad questions record (file, line, field named), or an output that
-            is not an answers file.
+        ConfigError: an unset API key variable; another dahl run writes ``settings.out``;
+            ``max_cost_usd`` with a model whose price is unknown.
+        InputError: a bad questions record (file, line, field named), or an output that is not
+            an answers file.
         OutputWriteError: the output cannot be written (answers already written are kept).
         QuotaExhausted, FatalAPIError: the API stopped the run (finished answers are kept);
-            CostCapReached (a QuotaExhausted): the next call could pass ``settings.max_cost_usd``.
-        ConfigError: also ``max_cost_usd`` with a model whose price is unknown.
+            CostCapReached: the next call could pass ``settings.max_cost_usd``.
     """
     counters = counters if counters is not None else GenerateCounters()
     lock = await anyio.to_thread.run_sync(lock_answers, settings.out)

@@ -1,8 +1,5 @@
-"""The answers file of ``dahl generate``: append-only dahl JSONL, one answer a line.
-
-Each line is written whole, flushed and fsynced before it counts, so a killed run
-loses at most the line being written; on re-open that unfinished last line (no
-newline) is cut off and its answer generated again (or taken from the cache).
+"""The answers file of ``dahl generate``: append-only dahl JSONL, one fsynced answer a line; an
+unfinished last line is cut off on re-open.
 """
 
 from __future__ import annotations
@@ -22,9 +19,6 @@ __all__ = ["AnswerLog", "finished_ids", "lock_answers"]
 def lock_answers(path: Path) -> FolderLock:
     """Lock the answers file ``path`` for this run (``.NAME.lock`` beside it, its folder created); blocking.
 
-    Two runs appending to one file would each generate (and pay for) every answer, and write
-    each twice.
-
     Raises:
         ConfigError: another dahl run holds it (the message names its pid).
         OutputWriteError: the folder cannot be created or the lock file written.
@@ -38,9 +32,7 @@ def lock_answers(path: Path) -> FolderLock:
 
 
 def finished_ids(path: Path) -> set[str]:
-    """Ids of the answers already in ``path`` (empty when it does not exist); blocking.
-
-    An unfinished last line (no newline: the run was killed while writing it) is ignored.
+    """Ids of the answers already in ``path`` (empty when absent; an unfinished last line ignored); blocking.
 
     Raises:
         InputError: a complete line is not a JSON object with a string ``id`` (file, line named).

@@ -1,9 +1,5 @@
-"""The questions of ``dahl generate``: CSV/TSV or JSONL files.
-
-A record has ``question`` (or LongFact's ``prompt``), optionally ``category`` and
-``question_id`` (or ``id``); other fields are ignored. DAHL's ``questions.csv``
-(``question, category``) and LongFact's prompt files (``{"prompt": ...}``) read as
-they are. A UTF-8 byte-order mark is skipped.
+"""The questions of ``dahl generate``: CSV/TSV or JSONL files with ``question`` (or LongFact's
+``prompt``), optionally ``category`` and ``question_id`` (or ``id``).
 """
 
 from __future__ import annotations
@@ -58,9 +54,7 @@ def _record(raw: dict[str, Any], where: str, line: int) -> GenQuestion:
 
 
 def read_questions(path: Path) -> Iterator[GenQuestion]:
-    """The questions of ``path`` in file order (blocking: run it in a thread).
-
-    ``.csv`` and ``.tsv`` are tables with a header row; anything else is JSONL.
+    """The questions of ``path`` in file order (``.csv``/``.tsv`` tables, else JSONL; blocking).
 
     Raises:
         InputError: the file cannot be read, is malformed CSV, or a record is not valid (file, line

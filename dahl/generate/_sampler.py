@@ -1,11 +1,8 @@
 """One model's generation requests: sampling settings, the body of each (question, sample), the call.
 
-The call is the one endpoint client's (:class:`dahl.adapters._endpoint.Endpoint`): ONE HTTP
-attempt handed to the lane (rate limits, in-flight cap, retries, breaker; the metered lane
-charges its cost). Completion mode posts ``{"model", "prompt", ...}`` to ``/completions``,
-chat mode ``{"model", "messages": [user], ...}`` to ``/chat/completions`` (an ``anthropic``
-endpoint: converted, to ``/messages``). The reply is taken as text: nothing to parse, so
-nothing is re-asked.
+Completion mode posts ``{"model", "prompt", ...}`` to ``/completions``, chat mode
+``{"model", "messages": [user], ...}`` to ``/chat/completions`` (``anthropic``: ``/messages``);
+the reply is taken as text, never re-asked.
 """
 
 from __future__ import annotations
@@ -47,15 +44,14 @@ class Sampler:
     """Generation requests of one model to one LLM endpoint.
 
     Args:
-        cfg: the endpoint (its ``temperature``, ``max_tokens`` (None: 256, the DAHL
-            paper's) and ``seed`` are the sampling settings).
+        cfg: the endpoint (its ``temperature``, ``max_tokens`` (None: 256, the DAHL paper's) and
+            ``seed`` are the sampling settings).
         session: shared session from :func:`dahl.adapters._http.make_session`.
-        lane: the endpoint's lane (``dahl.lanes._lane.Lane``).
+        lane: the endpoint's lane.
         mode: ``"completion"`` or ``"chat"``.
         template: the generation template.
         top_p: nucleus sampling mass, or None to omit it.
-        stop: stop sequences (e.g. ``"\nQuestion:"``, so a base model does not go on
-            to a next question), or ``()`` to send none.
+        stop: stop sequences (e.g. a newline and ``Question:``), or ``()`` to send none.
         spend: the run's money meter (calls reported under the model's name), or None.
 
     Attributes:
@@ -63,9 +59,8 @@ class Sampler:
         max_tokens: completion budget, tokens.
 
     Raises:
-        ConfigError: (on construction) the API key variable (or one a header names) is
-            unset; completion mode on an ``anthropic`` endpoint (it has no ``/completions``);
-            a cost cap and no price for the model.
+        ConfigError: (on construction) an unset API key variable; completion mode on an
+            ``anthropic`` endpoint; a cost cap and no price for the model.
     """
 
     def __init__(

@@ -25,18 +25,15 @@ class GenerateSettings(CallSettings):
     Attributes:
         questions: the questions file (:func:`dahl.generate._questions.read_questions`).
         out: the answers JSONL to write; a re-run continues it.
-        endpoints: one endpoint per model, or per (model, temperature) for a temperature
-            study (base URL, model, key variable, limits, ``temperature``, ``max_tokens``,
-            ``seed``); answered in this order. Endpoints of one model share its lane.
-        mode: ``"completion"`` (``/completions``, a plain prompt: pretrained base models,
-            as the DAHL paper) or ``"chat"`` (``/chat/completions``: instruct models).
+        endpoints: one endpoint per model, or per (model, temperature), answered in this order;
+            endpoints of one model share its lane.
+        mode: ``"completion"`` (``/completions``, base models, as the DAHL paper) or ``"chat"``.
         top_p: nucleus sampling mass in (0, 1], or None to omit it.
         stop: stop sequences sent with every request (OpenAI allows up to 4), or ``()``.
-        samples: answers per (question, model), >= 1; sample ``i`` sends ``seed + i``
-            when a seed is set.
+        samples: answers per (question, model), >= 1; sample ``i`` sends ``seed + i``.
         template: the generation template; None = the shipped one of ``mode``.
-        cache_dir, use_cache, prices, max_cost_usd: the cache and the money of its calls
-            (:class:`~dahl.engine._options.CallSettings`; keyword-only).
+        cache_dir, use_cache, prices, max_cost_usd: keyword-only, see
+            :class:`~dahl.engine._options.CallSettings`.
 
     Raises:
         ConfigError: no endpoint, two endpoints for one (model, temperature), ``samples < 1``,
@@ -81,11 +78,10 @@ class GenerateCounters(JobCounters):
     Attributes:
         questions: questions read.
         answers: answers asked for (questions x models x temperatures x samples).
-        cached: of the written answers, those taken from the cache (no request).
-        truncated: written answers whose reply ended at the token limit (``finish_reason`` length).
+        cached: of the written answers, those taken from the cache.
+        truncated: written answers whose reply ended at the token limit.
         duplicates: answers asked for twice (a question repeated in the file): answered once.
-        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`
-            (``spend``: per model).
+        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`.
     """
 
     questions: int = 0

@@ -1,15 +1,8 @@
 """Prompt templates of ``dahl generate``, and the registry of every stage's shipped template.
 
-A generation template is plain text holding ``{question}`` once or more; the question
-replaces it verbatim. It follows :mod:`dahl.templates`: ``{{name}}`` writes a literal
-``{name}``, any other ``{name}`` is an error, other braces are plain text (a template
-may hold JSON), and a ``.toml`` file gives the text as its ``user`` string (a generation
-template has no system part). In chat mode the rendered text is the one user message;
-in completion mode it is the whole prompt. The shipped completion template,
-``Question: ...\\nAnswer:``, is the plain prompt the DAHL paper gave pretrained base
-models (Seo et al. 2024, §3.3). A user's template file is versioned by its content:
-``file:<blake2b-64 hex>``, so editing it changes every answer id and cache key, and
-renaming it changes neither.
+A generation template is text holding ``{question}`` (rules of :mod:`dahl.templates`; a ``.toml``
+gives its ``user`` string). The completion template is DAHL's base-model prompt (Seo et al.
+2024, §3.3). A user's file is versioned ``file:<blake2b-64 hex>`` of its content.
 """
 
 from __future__ import annotations

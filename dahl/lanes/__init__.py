@@ -1,15 +1,8 @@
 """The call layer: one lane per (base URL, key identity, model) that every API call goes through.
 
-A lane holds the retry loop (a typed decision per error), the in-flight cap and the
-start ramp; its limiter -- the protocol :class:`Limiter`, built per lane by the pool's
-:class:`LimiterFactory`, :class:`MemoryLimiters` by default -- holds what every process
-calling the endpoint shares: the RPM and TPM buckets, the pause gate set by
-Retry-After, the circuit breaker's state and the run's spend cap. It knows HTTP
-replies and their usage, not claims; the adapters call through it and the scheduler
-sits above the adapters.
-
-This module is the package's face; the implementation modules are private, and none
-of them imports this one.
+A lane holds the retry loop, in-flight cap and start ramp; its :class:`Limiter` (built by the
+pool's :class:`LimiterFactory`, :class:`MemoryLimiters` by default) holds the RPM/TPM buckets,
+pause gate, breaker state and spend cap shared by every caller of the endpoint.
 """
 
 from dahl.lanes._breaker import Breaker, BreakerSettings, BreakerState

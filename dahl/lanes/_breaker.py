@@ -1,28 +1,8 @@
 """A lane's circuit breaker: pause on an outage, stop when the endpoint cannot work.
 
-Retries (:mod:`dahl.lanes._retry`) handle one call; the breaker watches the run of
-outcomes on a whole lane, so a dead endpoint costs a bounded number of requests
-instead of one (or six) per claim:
-
-* **Permanent failures**: ``permanent_limit`` (20) calls in a row end in a
-  ``PermanentAPIError`` (400 on every call, a model that does not exist) with no
-  success between -> the breaker *trips*: ``FatalAPIError`` with the last message.
-* **Transient failures**: ``transient_limit`` (10) failed attempts in a row (5xx,
-  timeouts, resets) -> the breaker *opens*: no attempt is sent for ``cooldown_s``
-  (1 s); then one *probe* attempt goes alone. A probe that fails doubles the
-  cool-down (up to ``cooldown_cap_s``, 30 s); a reply of any kind closes the
-  breaker. When ``max_outage_s`` (120 s) have passed since the first failure of
-  the run with no success, it trips. During an outage the lane sends about one
-  probe per cool-down (~8 in 120 s) instead of every worker's retries, and a call
-  whose retries run out while the breaker is open waits for the outage to end (or
-  the breaker to trip) instead of failing its claim.
-* **Fatal errors** (``FatalAPIError``: bad key, unreachable endpoint) trip it at once.
-
-A tripped breaker raises ``FatalAPIError`` from :meth:`Breaker.admit` for every later
-attempt, so calls still queued in the lane send nothing. Rate limits (429) are
-neither success nor failure here: the pause gate handles them. Connection failures
-are not counted either: waiting does not help a refused connection, so the lane
-lets their calls exhaust their retries and then stops (see :class:`~dahl.lanes._lane.Lane`).
+``permanent_limit`` permanent failures in a row, an outage past ``max_outage_s`` or a
+``FatalAPIError`` trip it; ``transient_limit`` transient failures in a row open it (one probe per
+cool-down). Rate limits and connection failures are not counted.
 """
 
 from __future__ import annotations
@@ -48,17 +28,16 @@ class BreakerSettings:
     """Thresholds of a lane's breaker. Immutable; validates itself.
 
     Args:
-        permanent_limit: calls in a row ending in a permanent error (no success
-            between) that trip the breaker.
+        permanent_limit: calls in a row ending in a permanent error that trip the breaker.
         transient_limit: failed attempts in a row (transient errors) that open it.
         cooldown_s: seconds the breaker stays open before the first probe.
         cooldown_cap_s: seconds; a failed probe doubles the cool-down up to this.
-        max_outage_s: seconds without a success, counted from the first transient
-            failure after the last success, after which the breaker trips.
+        max_outage_s: seconds without a success, from the first transient failure after the last
+            success, after which it trips.
 
     Raises:
-        ConfigError: a limit is not an int >= 1, or a time not a finite number > 0
-            (``cooldown_cap_s`` below ``cooldown_s`` included).
+        ConfigError: a limit not an int >= 1, or a time not a finite number > 0 (or
+            ``cooldown_cap_s < cooldown_s``).
     """
 
     permanent_limit: int = 20
@@ -83,12 +62,11 @@ class BreakerSettings:
 
 
 class Breaker:
-    """The breaker of one lane (see the module docstring).
+    """The breaker of one lane.
 
-    Every attempt first awaits :meth:`admit`, then reports exactly one outcome with
-    the flag ``admit`` returned: :meth:`succeeded`, :meth:`failed_transient`,
-    :meth:`failed_permanent`, :meth:`tripped_by` or :meth:`released` (no verdict:
-    rate limit, connection failure, cancellation, other errors).
+    Every attempt awaits :meth:`admit`, then reports one outcome with the flag it returned:
+    :meth:`succeeded`, :meth:`failed_transient`, :meth:`failed_permanent`, :meth:`tripped_by` or
+    :meth:`released`.
 
     Args:
         name: the endpoint as named in messages (URL and model; never a key).
@@ -212,8 +190,6 @@ class Breaker:
 
     def failed_permanent(self, exc: BaseException, probe: bool) -> FatalAPIError | None:
         """Count a call that ended in a permanent error; trip after ``permanent_limit`` in a row.
-
-        The server answered, so an outage (if any) is over: the transient count restarts.
 
         Returns:
             The ``FatalAPIError`` to raise when the breaker trips, else None.

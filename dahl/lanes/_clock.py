@@ -1,14 +1,4 @@
-"""Time sources for the engine: the :class:`Clock` protocol and a virtual-time event loop.
-
-Limiters, the pause gate and the retry loop read time and sleep only through a
-:class:`Clock`, so tests and dry runs can replace real time.
-
-:class:`SystemClock` reads the running event loop's clock. Because it asks the
-*loop*, running code on a :class:`VirtualTimeLoop` makes every ``SystemClock``,
-``asyncio.sleep`` and ``asyncio.timeout`` virtual at once: when no callback is
-ready and no I/O is pending, the loop jumps straight to its next timer instead of
-waiting (the same idea as trio's ``MockClock(autojump_threshold=0)``).
-"""
+"""Time sources: the :class:`Clock` protocol, the loop's clock and a virtual-time event loop."""
 
 from __future__ import annotations
 
@@ -37,11 +27,7 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The running event loop's clock (``loop.time()``) and ``asyncio.sleep``.
-
-    ``now()`` outside a running loop (e.g. reading statistics after a run) falls
-    back to ``time.monotonic()``, which is what asyncio's default loops use.
-    """
+    """The running event loop's clock (``loop.time()``, else ``time.monotonic()``) and ``asyncio.sleep``."""
 
     def now(self) -> float:
         """Return ``loop.time()`` of the running loop (else ``time.monotonic()``), in seconds."""
@@ -80,10 +66,8 @@ class _AutojumpSelector(selectors.DefaultSelector):
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """An asyncio event loop whose ``time()`` is virtual and jumps to the next timer.
 
-    Whenever the loop would wait for its next timer with no I/O ready, it instead
-    adds the wait to its virtual time and continues at once, so an hour of sleeps
-    takes microseconds of wall time and runs in a deterministic order. Real I/O
-    (e.g. loopback sockets) still works, but waiting on it does not advance time.
+    When the loop would wait for a timer with no I/O ready, it adds the wait to its virtual time
+    instead; real I/O still works but waiting on it does not advance time.
 
     Args:
         start_s: initial virtual time in seconds.
@@ -102,16 +86,6 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 def run_in_virtual_time(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``main()`` to completion on a fresh :class:`VirtualTimeLoop` starting at 0 s.
-
-    Args:
-        main: a coroutine function taking no arguments.
-
-    Returns:
-        What ``main()`` returned.
-
-    Raises:
-        Whatever ``main()`` raises.
-    """
+    """Run ``main()`` (a coroutine function) to completion on a fresh :class:`VirtualTimeLoop` at 0 s."""
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
         return runner.run(main())

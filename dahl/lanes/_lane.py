@@ -1,36 +1,7 @@
-"""Lanes: one rate-limited, retrying channel per (endpoint, API key, model).
+"""Lanes: one rate-limited, retrying channel per (endpoint, API key, model), and the run's pool of them.
 
-A :class:`Lane` owns what belongs to one endpoint in this process: the retry loop of
-:mod:`dahl.lanes._retry`, an in-flight cap and the start ramp, and -- behind its
-:class:`~dahl.lanes._limiter.Limiter`, shared with every process calling the endpoint
--- an RPM bucket, a TPM bucket (reserve prompt estimate + max_tokens; see
-``LaneLimits.refund_tokens`` for when the reported usage is refunded), a pause gate
-(``Retry-After``, ``x-ratelimit-reset-*``), the circuit breaker and the run's spend
-cap. Split and check calls to the same endpoint share one lane. :class:`LanePool`
-builds lanes (and their limiters, with its ``limiter_factory``) inside a run; there is
-no module-global registry.
-
-One attempt goes: breaker admits -> take an in-flight slot -> (start ramp) -> the
-limiter's acquire (pause gate, RPM, TPM) -> send -> settle the reservation against
-the usage and the reply's ``x-ratelimit-*`` headers -> report the outcome to the
-breaker. Each failure is classified into a typed
-:class:`~dahl.lanes._retry.RetryDecision`: ``fatal`` raises, ``rate_limit`` pauses the
-whole lane until the server's reset (the held buckets then release the waiters at
-their rate, with jitter), ``transient`` backs off with full jitter, within the
-policy's attempt and wall-time caps.
-
-A lane with no limits configured opens at once but through a
-:class:`~dahl.lanes._ramp.StartRamp`: until the first reply, requests leave at most
-``max_in_flight`` per second (one at once, the in-flight cap reached within the first
-second), so a server with a low unknown limit sees a few requests, not
-``max_in_flight``, before its ``x-ratelimit-*`` headers are known. The first reply
-opens the ramp; limits it announces are charged with the requests that went out
-unmetered (those in flight and its own), so they are not sent a second time in the
-same window.
-
-A run of permanent failures, a long outage or a fatal error (bad key) trips the
-breaker and stops the lane with ``FatalAPIError``; a call whose retries all ended in
-``ConnectError`` raises ``FatalAPIError`` ("cannot connect to URL") and trips it too.
+A lane with no configured limits sends at most ``max_in_flight`` requests per second until its
+first reply; a breaker trip, or a call whose retries all failed to connect, raises ``FatalAPIError``.
 """
 
 from __future__ import annotations
@@ -80,19 +51,18 @@ class LaneStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         in_flight: attempts sent and not yet answered.
-        waiting: calls in the lane not in flight (queued for a slot, the gate or
-            a bucket, or backing off).
+        waiting: calls in the lane not in flight (queued, paused or backing off).
         requests: attempts sent.
         successes: calls that returned a reply.
         retries: attempts retried after a rate limit or transient error.
         rate_limited: attempts answered with a rate limit (429).
         transient_errors: attempts that failed with a transient error.
         fatal_errors: calls that failed at once with a non-retryable error.
-        tokens_reserved: TPM tokens currently reserved by in-flight attempts.
+        tokens_reserved: TPM tokens reserved by in-flight attempts.
         tokens_used: total tokens the server reported for successful attempts.
         paused_until: clock time (seconds) the pause gate opens, ``None`` when open.
-        rpm: current requests-per-minute limit, ``None`` when unlimited.
-        tpm: current tokens-per-minute limit, ``None`` when unlimited.
+        rpm: requests-per-minute limit, ``None`` when unlimited.
+        tpm: tokens-per-minute limit, ``None`` when unlimited.
     """
 
     in_flight: int
@@ -118,11 +88,9 @@ class Lane:
         limits: configured limits.
         policy: retry caps and backoff; ``RetryPolicy()`` by default.
         clock: time source; :class:`SystemClock` by default.
-        rng: random source for backoff and jitter (seed it in tests).
-        breaker: thresholds of the breaker of the default limiter; ``BreakerSettings()``
-            by default (unused when ``limiter`` is given).
-        limiter: the lane's rate limits, pause gate, breaker and spend cap; by default a
-            :class:`~dahl.lanes._memory.MemoryLimiter` of its own.
+        rng: random source for backoff and jitter.
+        breaker: thresholds of the default limiter's breaker (unused when ``limiter`` is given).
+        limiter: rate limits, pause gate, breaker and spend cap; a :class:`MemoryLimiter` by default.
     """
 
     def __init__(
@@ -167,27 +135,21 @@ class Lane:
         """Run ``attempt()`` under the lane's limits, retrying per the policy.
 
         Args:
-            attempt: makes one request; returns a :class:`Reply` or raises an
-                error of the :mod:`dahl.errors` tree.
-            estimated_tokens: tokens to reserve from the TPM bucket per attempt
-                (prompt estimate + max_tokens); usage above it is charged, and
-                with ``LaneLimits.refund_tokens`` usage below it is refunded.
+            attempt: makes one request; returns a :class:`Reply` or raises a :mod:`dahl.errors` error.
+            estimated_tokens: tokens reserved from the TPM bucket per attempt (prompt estimate +
+                max_tokens).
 
         Returns:
             The reply of the first successful attempt.
 
         Raises:
-            PermanentAPIError: ``estimated_tokens`` exceeds the per-minute token
-                budget (at once), or the attempt raised it.
-            RateLimited, TransientAPIError: the last error, once ``max_attempts``
-                attempts were made or the next wait would pass ``max_wall_s``
-                (while the breaker is open, a transient error waits for the outage
-                to end or the breaker to trip instead).
-            FatalAPIError: the breaker tripped (now or before: then nothing is sent),
-                or every attempt of this call failed to connect.
+            PermanentAPIError: ``estimated_tokens`` exceeds the per-minute token budget, or the attempt
+                raised it.
+            RateLimited, TransientAPIError: the last error, once ``max_attempts`` attempts were made or
+                the next wait would pass ``max_wall_s`` (not while the breaker is open).
+            FatalAPIError: the breaker tripped, or every attempt failed to connect.
             Exception: any fatal error from ``attempt()``, at once.
-            asyncio.CancelledError: never swallowed; slots and reservations are
-                released first.
+            asyncio.CancelledError: never swallowed; slots and reservations are released first.
         """
         if isinstance(estimated_tokens, bool) or not isinstance(estimated_tokens, int):
             raise TypeError(f"estimated_tokens must be an int, got {estimated_tokens!r}")
@@ -217,7 +179,7 @@ class Lane:
     async def _attempt(
         self, attempt: Callable[[], Awaitable[R]], estimated: int, probe: bool, first_sent: list[float]
     ) -> R:
-        """One admitted attempt: slot, (start ramp,) limiter, send; a reply reported to the breaker."""
+        """One admitted attempt: slot, ramp, limiter, send; a reply reported to the breaker."""
         try:
             async with self._slots:
                 if self._ramp is not None:
@@ -237,8 +199,7 @@ class Lane:
         """Seconds to wait before retrying after attempt ``number`` failed with ``exc``.
 
         Raises:
-            Exception: ``exc`` when it is fatal or the policy's caps are reached, or the
-                ``FatalAPIError`` of the breaker it tripped.
+            Exception: ``exc`` when fatal or past the policy's caps, or the breaker's ``FatalAPIError``.
         """
         policy = self.policy
         if decision.kind == "fatal":
@@ -281,9 +242,7 @@ class Lane:
     async def _tell_breaker(self, exc: Exception, decision: RetryDecision, probe: bool) -> FatalAPIError | None:
         """Report a failed attempt to the breaker; return its error if that tripped it.
 
-        A rate limit, a refused connection (waiting does not fix it: not an outage to
-        pause for) or an error that is neither permanent nor fatal says nothing about
-        whether the endpoint works.
+        Rate limits and refused connections say nothing about whether the endpoint works.
         """
         limiter = self.limiter
         if isinstance(exc, FatalAPIError):
@@ -371,17 +330,12 @@ class Lane:
 class LanePool:
     """The lanes of one run, one per (normalized base URL, API key identity, model).
 
-    Build one inside a run and pass it down; lanes share its clock, policy and rng.
-
     Args:
         policy: retry policy for every lane; ``RetryPolicy()`` by default.
         clock: time source; :class:`SystemClock` by default.
         rng: random source shared by the lanes.
-        spend: the run's money meter and cap (:mod:`dahl.lanes._spend`); the adapters'
-            factories wrap each stage's lane with it. None = not metered.
-        limiter_factory: builds each lane's limiter (its buckets, pause gate, breaker
-            state and the run's spend ledger); a fresh
-            :class:`~dahl.lanes._memory.MemoryLimiters` (one process) by default.
+        spend: the run's money meter and cap; None = not metered.
+        limiter_factory: builds each lane's limiter; a fresh :class:`MemoryLimiters` by default.
     """
 
     def __init__(
@@ -413,13 +367,11 @@ class LanePool:
 
         Args:
             base_url: endpoint base URL (normalized with :func:`normalize_base_url`).
-            api_key_id: a stable identity of the API key (e.g. a short hash), never
-                the key itself: it appears in the lane key and in logs.
+            api_key_id: a stable identity of the API key (e.g. a short hash), never the key itself.
             model: model name, e.g. ``"gpt-4o-mini"``.
-            limits: limits used when the lane is created; a later ``get`` with
-                different limits keeps the first (and logs a warning).
-            breaker: the breaker's thresholds when the lane is created
-                (``BreakerSettings()`` by default); a later ``get`` keeps the first.
+            limits: limits used when the lane is created; a later ``get`` with others keeps the first
+                (and logs a warning).
+            breaker: the breaker's thresholds when the lane is created (``BreakerSettings()`` by default).
 
         Raises:
             ConfigError: ``base_url`` is not a URL.

@@ -1,26 +1,7 @@
 """The limiter protocol: the state a lane shares with every process calling its endpoint.
 
-A :class:`~dahl.lanes._lane.Lane` keeps what belongs to one process -- the in-flight
-cap, the start ramp, the retry loop, its counters -- and asks a :class:`Limiter` for
-what every caller of one endpoint, key and model shares: the RPM and TPM buckets, the
-pause gate, the breaker's state and the run's spend cap. A
-:class:`~dahl.lanes._lane.LanePool` builds one limiter per lane with its
-``limiter_factory`` (:class:`LimiterFactory`): :class:`~dahl.lanes._memory.MemoryLimiters`,
-for one process, by default; a shared backend (Redis, for shards) implements the same
-protocol.
-
-One attempt, as the lane drives it::
-
-    probe = await limiter.admit()                  # breaker: wait while open, raise when tripped
-    reserved = await limiter.acquire(1, tokens)    # pause gate, RPM, TPM
-    ... send ...
-    await limiter.settle(reserved, used_tokens, announced=...)
-    await limiter.report("success", probe=probe)   # or "transient", "permanent", "released"; trip()
-    await limiter.pause_until(t)                   # after a 429
-
-Every method but :meth:`Limiter.snapshot` is async: a shared backend does I/O. Times
-are seconds on the lane's clock (:class:`~dahl.lanes._clock.Clock`); a backend whose
-state lives elsewhere keeps its own clock (the Redis server's) and converts.
+Every method but :meth:`Limiter.snapshot` is async, so a shared backend may do I/O. Times are
+seconds on the lane's clock.
 """
 
 from __future__ import annotations
@@ -56,9 +37,8 @@ class Reservation(NamedTuple):
     """Units one attempt took from the buckets; :meth:`Limiter.settle` gives it back.
 
     Attributes:
-        requests: requests taken from the RPM bucket (0 while the lane has no RPM limit).
-        tokens: tokens taken from the TPM bucket (0 while it has no TPM limit, or none
-            were asked for).
+        requests: requests taken from the RPM bucket (0 while it has no RPM limit).
+        tokens: tokens taken from the TPM bucket (0 while it has no TPM limit, or none asked for).
     """
 
     requests: int = 0
@@ -66,14 +46,13 @@ class Reservation(NamedTuple):
 
 
 class Announced(NamedTuple):
-    """What a reply's ``x-ratelimit-*`` headers said, read by :meth:`read`.
+    """What a reply's ``x-ratelimit-*`` headers said.
 
     Attributes:
         rpm: ``x-ratelimit-limit-requests``, requests per minute; ``None`` when absent or not > 0.
         tpm: ``x-ratelimit-limit-tokens``, tokens per minute; likewise.
-        requests_reset_at: clock time (seconds) the request budget resets, when the reply
-            said none is left (``x-ratelimit-remaining-requests`` <= 0) and the reset is
-            still ahead; else ``None``.
+        requests_reset_at: clock time (seconds) the request budget resets, when none is left and
+            the reset is still ahead; else ``None``.
         tokens_reset_at: likewise for the token budget.
     """
 
@@ -86,13 +65,9 @@ class Announced(NamedTuple):
     def read(cls, headers: Mapping[str, str], *, sent_at: float, now: float) -> Announced | None:
         """Read the ``x-ratelimit-*`` headers of a reply; ``None`` when it has none.
 
-        A reset is counted from ``sent_at`` (about when the server admitted the request
-        and computed it), not from when the reply arrived: after a reply latency of L
-        seconds the window it describes is L seconds older.
-
         Args:
             headers: the reply's headers (any case).
-            sent_at: clock time (seconds) the request was sent.
+            sent_at: clock time (seconds) the request was sent; resets are counted from it.
             now: clock time (seconds) now.
         """
         lower: dict[str, str] = {}
@@ -137,7 +112,7 @@ def _number(value: str | None) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class LimiterSnapshot:
-    """The limiter's state as last seen (no I/O; a shared backend's may be a moment old).
+    """The limiter's state as last seen (no I/O).
 
     Attributes:
         paused_until: clock time (seconds) the pause gate opens; ``None`` when open.
@@ -153,7 +128,7 @@ class LimiterSnapshot:
 
 
 class Limiter(Protocol):
-    """The limits, pause, breaker state and spend cap of one lane (see the module docstring)."""
+    """The limits, pause gate, breaker state and spend cap of one lane."""
 
     async def acquire(self, requests: int, tokens: int) -> Reservation:
         """Wait at the pause gate and the buckets (FIFO), then take the units of one attempt.
@@ -163,8 +138,7 @@ class Limiter(Protocol):
             tokens: tokens for the TPM bucket: prompt estimate + ``max_tokens``.
 
         Returns:
-            What was taken (a bucket without a limit takes nothing); the caller sends at
-            once and then passes it to :meth:`settle`, also when the attempt fails.
+            What was taken (nothing from an unlimited bucket); pass it to :meth:`settle`.
 
         Raises:
             PermanentAPIError: ``tokens`` exceed the per-minute token budget (at once).
@@ -180,30 +154,23 @@ class Limiter(Protocol):
         announced: Announced | None = None,
         unmetered: Reservation | None = None,
     ) -> None:
-        """The attempt sent with ``reserved`` ended: account its tokens and what its reply said.
+        """Account the tokens of the attempt sent with ``reserved`` and what its reply said.
 
-        Usage above the reservation is charged (the estimate was low); usage below it is
-        given back only with ``LaneLimits.refund_tokens``. A reservation of no tokens
-        (no TPM limit when it was taken, or none asked for) settles no usage.
+        Usage above the reservation is charged; below it is given back only with
+        ``LaneLimits.refund_tokens``.
 
         Args:
             reserved: what :meth:`acquire` returned.
-            used_tokens: tokens the server reported; ``None`` when it did not say (the
-                reservation stays spent); 0 for an attempt that failed or was cancelled.
-            announced: the reply's ``x-ratelimit-*`` limits and resets, applied in that
-                order: a lower limit replaces the lane's (an unknown one starts empty), an
-                exhausted budget pauses the lane until its reset.
-            unmetered: units that left before any limit was known (the start ramp's
-                sends), charged now to the limits just learnt, into debt if need be.
+            used_tokens: tokens the server reported; ``None`` when it did not say; 0 for an attempt
+                that failed or was cancelled.
+            announced: the reply's limits (a lower one replaces the lane's) and resets (an exhausted
+                budget pauses the lane until its reset).
+            unmetered: units sent before any limit was known, charged to the limits just learnt.
         """
         ...
 
     async def pause_until(self, t: float) -> None:
-        """Hold every acquire until clock time ``t`` (seconds; a later pause is kept).
-
-        The buckets are held for the pause too, so afterwards the held callers leave at
-        the bucket rate (each after a further random spread), never all at once.
-        """
+        """Hold every acquire until clock time ``t`` (seconds; a later pause is kept), buckets included."""
         ...
 
     async def admit(self) -> bool:
@@ -224,8 +191,7 @@ class Limiter(Protocol):
         """Tell the breaker how an admitted attempt ended (``probe``: what :meth:`admit` returned).
 
         Returns:
-            The ``FatalAPIError`` to raise when this outcome tripped the breaker (a run of
-            permanent failures, an outage past its bound), else ``None``.
+            The ``FatalAPIError`` to raise when this outcome tripped the breaker, else ``None``.
         """
         ...
 
@@ -236,12 +202,11 @@ class Limiter(Protocol):
     async def reserve_spend(self, usd: float, cap_usd: float | None) -> None:
         """Reserve a call's upper-bound price (USD) under the run's cap before it is sent.
 
-        A call that does not fit beside the money spent and the calls in flight waits
-        for them to settle; one that does not fit with nothing in flight stops the run.
+        A call that does not fit waits for the calls in flight to settle; one that does not fit with
+        nothing in flight stops the run.
 
         Raises:
-            CostCapReached: the call cannot fit under ``cap_usd``, or an earlier one could
-                not (every later call is refused).
+            CostCapReached: the call cannot fit under ``cap_usd``, or an earlier one could not.
         """
         ...
 
@@ -275,7 +240,7 @@ class LimiterFactory(Protocol):
             breaker: its breaker's thresholds.
             spread_s: seconds; callers held by a pause leave a further ``uniform(0, spread_s)`` after it.
             clock: the lane's time source.
-            rng: random source for the spread (the lane's, so a seeded run replays).
+            rng: random source for the spread.
         """
         ...
 

@@ -1,24 +1,5 @@
-"""Rate limiting: a paced FIFO token bucket (requests or tokens per minute) and a pause gate.
-
-:class:`RateBucket` enforces a per-minute rate. It starts (nearly) empty and
-paces acquires at the rate, holds at most ``burst_s`` seconds of rate after an
-idle spell ("burst ≤ 1 s of rate"), and keeps a sliding log so
-that no span of ``window_s`` seconds admits more than ``window_s`` seconds of
-rate (servers count in fixed windows; see ARCHITECTURE.md, "A paced bucket of
-dahl's own"). The same class limits requests (amount 1
-per request) and tokens (amount = reserved tokens).
-
-:class:`PauseGate` holds everyone back until a time the server named
-(``Retry-After``, ``x-ratelimit-reset-*``), then lets the held waiters go over a
-short random spread; behind it, the buckets (held for the same pause with
-:meth:`RateBucket.hold_until`) pace them at their rate, so a pause never ends
-in a thundering herd.
-
-Both are driven by timers (``Clock.sleep``), never by polling, and both are
-cancellation-safe: a cancelled waiter takes no capacity and leaves the queue.
-
-:class:`LaneLimits` is the configured RPM, TPM, in-flight cap and token
-accounting of one lane.
+"""Rate limiting: a paced FIFO token bucket (requests or tokens per minute), a pause gate, and
+the configured limits of one lane. Both limiters are timer-driven and cancellation-safe.
 """
 
 from __future__ import annotations
@@ -56,7 +37,8 @@ class Reply(Protocol):
 _EPS = 1e-9
 
 
-def _check_rate(name: str, value: float) -> float:
+def check_positive(name: str, value: float) -> float:
+    """``value`` as a float; ConfigError naming ``name`` unless it is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
@@ -69,23 +51,16 @@ class LaneLimits:
     """Configured limits of one lane. Immutable; validates itself.
 
     Args:
-        rpm: requests per minute, or ``None`` for no limit until the server
-            announces one (``x-ratelimit-limit-requests``).
-        tpm: tokens per minute, or ``None`` likewise (``x-ratelimit-limit-tokens``).
+        rpm: requests per minute, or ``None`` until the server announces one.
+        tpm: tokens per minute, or ``None`` likewise.
         max_in_flight: most requests outstanding at once.
-        refund_tokens: how the server counts tokens against ``tpm``. ``False``
-            (default): at admission, prompt estimate + ``max_tokens``, never
-            refunded -- OpenAI's accounting ("your rate limit is calculated as
-            the maximum of max_tokens and the estimated number of tokens based
-            on the character count of your request", OpenAI rate-limit guide);
-            the lane then keeps each sent request's whole reservation spent.
-            ``True``: the server counts the tokens a call actually used, so the
-            lane gives back ``reserved - usage`` after each reply and the whole
-            reservation of a failed attempt.
+        refund_tokens: ``False`` (OpenAI's accounting, per its rate-limit guide): a request's
+            prompt estimate + ``max_tokens`` stays spent; ``True``: ``reserved - usage`` is given
+            back after each reply, and the whole reservation of a failed attempt.
 
     Raises:
-        ConfigError: ``rpm``/``tpm`` not ``None`` or a finite number > 0,
-            ``max_in_flight`` not an int >= 1, or ``refund_tokens`` not a bool.
+        ConfigError: ``rpm``/``tpm`` not ``None`` or a finite number > 0, ``max_in_flight`` not an
+            int >= 1, or ``refund_tokens`` not a bool.
     """
 
     rpm: float | None = None
@@ -96,7 +71,7 @@ class LaneLimits:
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm"):
             if (value := getattr(self, name)) is not None:
-                _check_rate(name, value)
+                check_positive(name, value)
         slots = self.max_in_flight
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ConfigError(f"max_in_flight must be an int >= 1, got {slots!r}")
@@ -117,54 +92,30 @@ class _Waiter:
 class RateBucket:
     """A paced token bucket: ``rate_per_minute`` units, no more than one window's worth per window.
 
-    Three rules decide when ``acquire(n)`` may take ``n`` units (FIFO):
+    ``acquire(n)`` takes ``n`` units (FIFO) when all hold:
 
-    1. **Bucket.** The level refills at ``rate_per_minute / 60`` units per
-       second up to ``capacity = rate_per_minute / 60 * burst_s``. The bucket
-       starts with ``initial`` units (default 0: a cold run ramps in at the
-       rate instead of sending a burst first), so under steady demand sends
-       are spaced ``n / rate`` apart.
-    2. **Window cap.** Units taken in any span of ``window`` seconds never
-       exceed ``window_units``: ``window_s`` seconds of rate rounded up to a
-       whole unit, the span stretched to match (600 RPM: 10 requests per
-       1 s; 90 RPM: 2 requests per 1.333 s). This keeps a fixed server window
-       of ``window_s`` seconds (or any multiple) within its allowance even
-       when request sizes vary or the bucket was full after an idle spell.
-       While the cap holds the head back, the bucket saves no more than the
-       head needs, so it cannot burst when the cap lifts. The price: a
-       window's tail stays unused when the next request does not fit (with
-       requests of ~10 % of a window, 90-94 % of a TPM bound is reached;
-       nothing is lost for equal-sized requests). The log holds one entry
-       per acquire of the last window.
-    3. **Hold.** After :meth:`hold_until` nothing is taken before the given
-       time and the level then restarts from at most ``initial`` units.
+    1. **Bucket.** The level refills at ``rate_per_minute / 60`` units per second up to
+       ``capacity = rate_per_minute / 60 * burst_s``, starting from ``initial``.
+    2. **Window cap.** Units taken in any span of the window never exceed ``window_s`` seconds of
+       rate rounded up to a whole unit, the span stretched to match (90 RPM: 2 requests per
+       1.333 s).
+    3. **Hold.** After :meth:`hold_until` nothing is taken before the given time; the level then
+       restarts from at most ``initial``.
 
-    A request larger than the capacity but not larger than the per-minute rate
-    waits until the bucket is *full* (and, if larger than ``window_units``,
-    until the window log is empty), then takes its amount and leaves the bucket
-    in debt (negative level), which later waiters wait out: it cannot
-    deadlock, and the long-run rate is still honoured. A request larger than
-    the per-minute rate could never fit and fails at once.
-
-    Only the head of the queue sleeps, on a timer computed from the deficit;
-    others wait on a future until it is their turn. ``refund`` and ``set_rate``
-    do not wake a sleeping head early (it re-checks when its timer fires; the
-    next waiters benefit at once); ``drain``, ``hold_until`` and rate decreases
-    are re-checked and waited out. Refunds of units a request was sent with
-    return them to the level only: the window log keeps them until they age out.
+    A request larger than the capacity but within the per-minute rate waits for a full bucket and
+    leaves it in debt; one larger than the per-minute rate fails at once.
 
     Args:
-        rate_per_minute: units per minute (requests per minute, or tokens per minute).
-        burst_s: seconds of rate the bucket can hold (capacity = rate/60 * burst_s).
-        window_s: seconds of the window cap (rule 2), or ``None`` for no cap.
-        initial: units in the bucket at start and at most after a hold
-            (clamped to the capacity).
+        rate_per_minute: units per minute (requests or tokens).
+        burst_s: seconds of rate the bucket can hold.
+        window_s: seconds of the window cap, or ``None`` for no cap.
+        initial: units at start and at most after a hold (clamped to the capacity).
         clock: time source; :class:`SystemClock` by default.
-        unit: name of one unit, used in error messages ("requests", "tokens").
+        unit: name of one unit in error messages ("requests", "tokens").
 
     Raises:
-        ConfigError: ``rate_per_minute``, ``burst_s`` or ``window_s`` is not a
-            finite number > 0, or ``initial`` is not a finite number >= 0.
+        ConfigError: ``rate_per_minute``, ``burst_s`` or ``window_s`` not a finite number > 0, or
+            ``initial`` not a finite number >= 0.
     """
 
     def __init__(
@@ -177,9 +128,9 @@ class RateBucket:
         clock: Clock | None = None,
         unit: str = "tokens",
     ) -> None:
-        self._rate_per_minute = _check_rate("rate_per_minute", rate_per_minute)
-        self._burst_s = _check_rate("burst_s", burst_s)
-        self._window_s = None if window_s is None else _check_rate("window_s", window_s)
+        self._rate_per_minute = check_positive("rate_per_minute", rate_per_minute)
+        self._burst_s = check_positive("burst_s", burst_s)
+        self._window_s = None if window_s is None else check_positive("window_s", window_s)
         if isinstance(initial, bool) or not isinstance(initial, int | float):
             raise ConfigError(f"initial must be a number, got {initial!r}")
         if not (math.isfinite(initial) and initial >= 0):
@@ -284,11 +235,7 @@ class RateBucket:
         return True
 
     def _due(self, amount: float, now: float) -> float:
-        """Earliest clock time at which ``amount`` could be taken if nothing else changes.
-
-        When the window cap is what binds, the level is capped at the head's
-        need until the cap lifts, so no burst is saved up meanwhile.
-        """
+        """Earliest clock time at which ``amount`` could be taken if nothing else changes."""
         assert self._stamp is not None
         need = self._need(amount)
         start = max(now, self._stamp)
@@ -322,12 +269,8 @@ class RateBucket:
     async def acquire(self, amount: float = 1) -> None:
         """Take ``amount`` units, waiting (FIFO, timer-driven) until the rules allow it.
 
-        Args:
-            amount: units to take (1 per request; reserved tokens for a TPM bucket).
-
         Raises:
-            PermanentAPIError: ``amount`` exceeds the per-minute rate, so it could
-                never be sent; raised at once without waiting.
+            PermanentAPIError: ``amount`` exceeds the per-minute rate (at once).
             ValueError: ``amount`` is not a finite number > 0.
             asyncio.CancelledError: the caller was cancelled; nothing was taken.
         """
@@ -370,10 +313,7 @@ class RateBucket:
                 pass  # already gone; nothing to release
 
     def consume(self, amount: float) -> None:
-        """Take ``amount`` units now without waiting, going into debt if needed.
-
-        Used when the server reports more tokens than were reserved; the units
-        also count in the window cap.
+        """Take ``amount`` units now without waiting, into debt if needed (also counted in the window cap).
 
         Raises:
             ValueError: ``amount`` is negative or not finite.
@@ -385,14 +325,12 @@ class RateBucket:
             self._take(amount, now)
 
     def refund(self, amount: float, *, sent: bool = True) -> None:
-        """Give back ``amount`` units that were taken but not used (level capped at capacity).
+        """Give back ``amount`` units taken but not used (level capped at capacity).
 
         Args:
             amount: units to give back.
-            sent: whether a request went out with them. Units of a request that
-                was sent stay in the window cap until they age out (the server
-                saw it); units that never left are also taken off the cap,
-                newest entries first.
+            sent: whether a request went out with them; units that never left are also taken off
+                the window cap, newest first.
 
         Raises:
             ValueError: ``amount`` is negative or not finite.
@@ -413,15 +351,12 @@ class RateBucket:
             self._log_sum = 0.0
 
     def set_rate(self, rate_per_minute: float) -> None:
-        """Change the rate (e.g. learnt from ``x-ratelimit-limit-*`` headers).
-
-        Units earned so far are kept, up to the new capacity; the window cap is
-        resized to the new rate.
+        """Change the rate (e.g. from ``x-ratelimit-limit-*``), keeping units earned up to the new capacity.
 
         Raises:
             ConfigError: ``rate_per_minute`` is not a finite number > 0.
         """
-        rate = _check_rate("rate_per_minute", rate_per_minute)
+        rate = check_positive("rate_per_minute", rate_per_minute)
         self._refill()
         self._rate_per_minute = rate
         self._level = min(self.capacity, self._level)
@@ -435,9 +370,6 @@ class RateBucket:
     def hold_until(self, t: float) -> None:
         """Take nothing before clock time ``t`` (seconds); then restart from <= ``initial`` units.
 
-        Used for a server-named pause (429 ``Retry-After``, exhausted
-        ``x-ratelimit-remaining-*``): no units accrue during the pause, so
-        the held waiters leave at the rate afterwards instead of in a burst.
         A debt is kept; an existing later hold is kept.
         """
         self._refill()
@@ -460,9 +392,7 @@ class PauseGate:
 
     Args:
         clock: time source; :class:`SystemClock` by default.
-        spread_s: seconds; a waiter that had to wait for a pause then sleeps a
-            further ``uniform(0, spread_s)`` so held waiters do not all leave at
-            the same instant (0 disables).
+        spread_s: seconds; a held waiter then sleeps a further ``uniform(0, spread_s)`` (0 disables).
         rng: random source for the spread.
 
     Raises:
@@ -504,9 +434,7 @@ class PauseGate:
         return self._until != -math.inf and self._clock.now() < self._until
 
     async def wait(self) -> None:
-        """Return at once when open; otherwise sleep until the pause ends, plus the spread.
-
-        A pause extended while waiting is honoured.
+        """Return at once when open; else sleep until the pause (even extended) ends, plus the spread.
 
         Raises:
             asyncio.CancelledError: the caller was cancelled.

@@ -1,18 +1,6 @@
 """The in-memory limiter backend: one process's buckets, pause gate, breaker and spend ledger.
 
-:class:`MemoryLimiter` implements :class:`~dahl.lanes._limiter.Limiter` with a
-:class:`~dahl.lanes._limits.RateBucket` per rate (RPM starting with one request, TPM
-empty, so a cold run starts at the rate; a limit learnt from a reply starts empty), a
-:class:`~dahl.lanes._limits.PauseGate`, a :class:`~dahl.lanes._breaker.Breaker` and a
-:class:`SpendLedger`. :class:`MemoryLimiters` is the factory a
-:class:`~dahl.lanes._lane.LanePool` uses by default; the limiters it builds share one
-ledger, so the spend cap covers every lane of the run.
-
-One acquire: wait at the gate -> take from the RPM bucket -> take from the TPM bucket
--> if a pause began meanwhile, give both back (they never left) and wait again. A
-pause (429, exhausted budget) holds the buckets too, so when it ends they restart
-empty and pace the held calls. Nothing here sleeps but on the injected clock, and a
-cancelled acquire holds nothing.
+A pause holds the buckets too, so afterwards they restart empty and pace the held calls.
 """
 
 from __future__ import annotations
@@ -33,12 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 class SpendLedger:
-    """The money of a run's calls against its cap: charged, reserved and in flight (USD).
-
-    See :meth:`~dahl.lanes._limiter.Limiter.reserve_spend`: a call that does not fit
-    waits for the calls in flight to settle (they usually cost less than their bound);
-    one that does not fit with nothing in flight is refused, and so is every later call.
-    """
+    """The money of a run's calls against its cap: charged, reserved and in flight (USD)."""
 
     def __init__(self) -> None:
         self.charged_usd = 0.0  # reported cost, plus the bound of calls that reported no usage
@@ -109,7 +92,7 @@ class MemoryLimiter:
         self.breaker = Breaker(endpoint_name(key), breaker, clock=self._clock)
         self.gate = PauseGate(self._clock, spread_s=spread_s, rng=rng)
         self.ledger = ledger if ledger is not None else SpendLedger()
-        # One request may go at once; tokens start empty (B3 ramp-in).
+        # One request may go at once; tokens start empty, so a cold run ramps in at the rate.
         self._rpm = None if limits.rpm is None else self._bucket(limits.rpm, "requests", 1.0)
         self._tpm = None if limits.tpm is None else self._bucket(limits.tpm, "tokens", 0.0)
 
@@ -122,7 +105,7 @@ class MemoryLimiter:
         return self._tpm
 
     async def acquire(self, requests: int, tokens: int) -> Reservation:
-        """Wait at the gate and both buckets; return what was taken (see the module docstring)."""
+        """Wait at the gate and both buckets; return what was taken."""
         if self._rpm is None and self._tpm is None and not self.gate.is_paused():
             return _NOTHING  # nothing to wait for: what the loop below returns, without its frames
         while True:
@@ -159,12 +142,7 @@ class MemoryLimiter:
         announced: Announced | None = None,
         unmetered: Reservation | None = None,
     ) -> None:
-        """Settle the token reservation against the usage; apply the reply's limits and resets.
-
-        Usage below the reservation is refunded only with ``LaneLimits.refund_tokens``:
-        a server that charges prompt estimate + max_tokens at admission (OpenAI) does not
-        give the difference back, and refunding it would over-send.
-        """
+        """Settle the token reservation against the usage; apply the reply's limits and resets."""
         tpm = self._tpm
         if reserved.tokens and tpm is not None and used_tokens is not None and used_tokens >= 0:
             if used_tokens < reserved.tokens and self.limits.refund_tokens:
@@ -272,8 +250,7 @@ _NOTHING = Reservation()
 class MemoryLimiters:
     """The default :class:`~dahl.lanes._limiter.LimiterFactory`: a :class:`MemoryLimiter` per lane.
 
-    The limiters of one factory share one :class:`SpendLedger`: build one factory per
-    run (a :class:`~dahl.lanes._lane.LanePool` does).
+    Its limiters share one :class:`SpendLedger`: build one factory per run.
     """
 
     def __init__(self) -> None:

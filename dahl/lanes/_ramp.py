@@ -1,25 +1,14 @@
-"""The start ramp: how a lane with unknown limits sends its first requests.
-
-A lane with no RPM or TPM configured does not know the server's limits until a
-reply's ``x-ratelimit-*`` headers arrive. Sending ``max_in_flight`` requests at
-once against an unknown limit is what earns a burst of 429s; holding everything
-behind one probe request costs every run a full request latency. The ramp sits
-between the two: it lets callers through at most ``per_s`` per second, the first
-at once, until :meth:`StartRamp.open` (the lane calls it at the first reply),
-after which everyone passes at once. With ``per_s = max_in_flight / 1 s`` the
-in-flight cap is reached within the first second, and a server slower to answer
-than that never sees more than ``1 + per_s * latency`` requests before its
-limits are known.
+"""The start ramp: a lane with unknown limits sends at most ``per_s`` requests per second until
+its first reply shows the server's ``x-ratelimit-*`` headers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 
 from dahl.lanes._clock import Clock, SystemClock
-from dahl.errors import ConfigError
+from dahl.lanes._limits import check_positive
 
 __all__ = ["StartRamp"]
 
@@ -30,12 +19,8 @@ _EPS = 1e-9
 class StartRamp:
     """Admit callers FIFO at most ``per_s`` per second (the first at once) until opened.
 
-    Consecutive admissions are at least ``1 / per_s`` seconds apart, counted from
-    the previous admission: a late wake-up is not caught up later, so by ``t``
-    seconds after the first caller at most ``1 + per_s * t`` have passed however
-    the event loop was delayed. Only the head of the queue sleeps (on the clock);
-    the others wait for their turn. :meth:`open` releases every waiter at once
-    and makes later calls return at once. A cancelled waiter takes no turn.
+    Admissions are at least ``1 / per_s`` seconds apart; :meth:`open` releases every waiter and
+    later caller at once. A cancelled waiter takes no turn.
 
     Args:
         per_s: callers per second before the ramp is opened.
@@ -46,11 +31,7 @@ class StartRamp:
     """
 
     def __init__(self, per_s: float, clock: Clock | None = None) -> None:
-        if isinstance(per_s, bool) or not isinstance(per_s, int | float):
-            raise ConfigError(f"per_s must be a number, got {per_s!r}")
-        if not (math.isfinite(per_s) and per_s > 0):
-            raise ConfigError(f"per_s must be a finite number > 0, got {per_s!r}")
-        self._gap_s = 1.0 / float(per_s)
+        self._gap_s = 1.0 / check_positive("per_s", per_s)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._last: float | None = None  # clock time of the latest admission
         self._admitted = 0

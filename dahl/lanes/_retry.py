@@ -1,15 +1,7 @@
-"""The retry policy: a typed decision per error, backoff with full jitter, and caps.
+"""The retry policy: a typed decision per error, full-jitter backoff, attempt and wall-time caps.
 
-One retry layer for the whole program (SDK retries stay off):
-
-* ``RateLimited`` (429) -> ``rate_limit``: wait for the server's reset, plus jitter.
-* ``TransientAPIError`` (408, 409, 5xx, reset, timeout) -> ``transient``:
-  exponential backoff with full jitter.
-* everything else (``PermanentAPIError``, ``QuotaExhausted``, ``OutputParseError``,
-  programming errors) -> ``fatal``: raised at once.
-
-Backoff is "Full Jitter" from M. Brooker, *Exponential Backoff And Jitter*, AWS
-Architecture Blog, 2015: ``sleep = uniform(0, min(cap, base * 2 ** attempt))``.
+Backoff is "Full Jitter" from M. Brooker, *Exponential Backoff And Jitter*, AWS Architecture
+Blog, 2015: ``sleep = uniform(0, min(cap, base * 2 ** attempt))``.
 """
 
 from __future__ import annotations
@@ -20,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from dahl.lanes._limits import check_positive
 from dahl.errors import ConfigError, RateLimited, TransientAPIError
 
 __all__ = ["RetryDecision", "RetryKind", "RetryPolicy", "classify", "parse_duration_s"]
@@ -32,10 +25,9 @@ class RetryDecision:
     """What to do after one failed attempt.
 
     Attributes:
-        kind: ``"rate_limit"`` (wait for the server's reset, then retry),
-            ``"transient"`` (back off, then retry) or ``"fatal"`` (raise now).
-        retry_after_s: seconds the server asked us to wait (rate limits only),
-            ``None`` when it did not say.
+        kind: ``"rate_limit"`` (wait for the server's reset), ``"transient"`` (back off) or
+            ``"fatal"`` (raise now).
+        retry_after_s: seconds the server asked to wait (rate limits only), else ``None``.
     """
 
     kind: RetryKind
@@ -45,14 +37,9 @@ class RetryDecision:
 def classify(exc: BaseException) -> RetryDecision:
     """Classify an exception raised by one attempt.
 
-    Args:
-        exc: the exception an adapter call raised (already translated into
-            the :mod:`dahl.errors` tree at the adapter boundary).
-
     Returns:
-        ``rate_limit`` for :class:`~dahl.errors.RateLimited` (with its
-        ``retry_after_s``), ``transient`` for
-        :class:`~dahl.errors.TransientAPIError`, ``fatal`` for anything else.
+        ``rate_limit`` for :class:`~dahl.errors.RateLimited` (with its ``retry_after_s``),
+        ``transient`` for :class:`~dahl.errors.TransientAPIError`, ``fatal`` for anything else.
     """
     if isinstance(exc, RateLimited):
         after = exc.retry_after_s
@@ -64,32 +51,22 @@ def classify(exc: BaseException) -> RetryDecision:
     return RetryDecision("fatal")
 
 
-def _check_positive(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Caps and backoff parameters for retrying one call. Immutable; validates itself.
 
     Args:
         max_attempts: attempts in total, the first one included (1 = never retry).
-        max_wall_s: seconds, counted from when the first attempt was sent, after
-            which no retry is started: a wait that would end past this budget
-            raises the last error instead.
+        max_wall_s: seconds from the first attempt after which no retry is started.
         base_s: seconds; backoff ceiling of the first retry.
         cap_s: seconds; the backoff ceiling never exceeds this.
         retry_after_default_s: seconds to pause after a 429 without Retry-After.
-        rate_limit_jitter_s: seconds; each waiter held by a 429 pause leaves a
-            further ``uniform(0, rate_limit_jitter_s)`` after it, so waiters (and
-            clients) do not return in step.
+        rate_limit_jitter_s: seconds; waiters held by a 429 pause leave a further
+            ``uniform(0, rate_limit_jitter_s)`` after it.
 
     Raises:
-        ConfigError: a value is not a positive finite number (``max_attempts``
-            not an int >= 1, ``cap_s < base_s``, negative jitter).
+        ConfigError: a value is not a positive finite number (``max_attempts`` not an int >= 1,
+            ``cap_s < base_s``, negative jitter).
     """
 
     max_attempts: int = 6
@@ -105,7 +82,7 @@ class RetryPolicy:
         if self.max_attempts < 1:
             raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
         for name in ("max_wall_s", "base_s", "cap_s", "retry_after_default_s"):
-            _check_positive(name, getattr(self, name))
+            check_positive(name, getattr(self, name))
         if self.cap_s < self.base_s:
             raise ConfigError(f"cap_s ({self.cap_s}) must be >= base_s ({self.base_s})")
         jitter = self.rate_limit_jitter_s
@@ -115,13 +92,11 @@ class RetryPolicy:
             raise ConfigError(f"rate_limit_jitter_s must be finite and >= 0, got {jitter!r}")
 
     def backoff_s(self, attempt: int, rng: random.Random) -> float:
-        """Seconds to wait before retry number ``attempt + 1`` of a transient error.
-
-        Full jitter (Brooker 2015): ``uniform(0, min(cap_s, base_s * 2 ** attempt))``.
+        """Seconds to wait before retry ``attempt + 1`` of a transient error (full jitter, Brooker 2015).
 
         Args:
             attempt: 0 for the first retry, 1 for the second, ...
-            rng: the random source (injected so tests are reproducible).
+            rng: the random source.
 
         Returns:
             Seconds in ``[0, min(cap_s, base_s * 2 ** attempt)]``.
@@ -136,17 +111,7 @@ class RetryPolicy:
         return rng.uniform(0.0, ceiling)
 
     def rate_limit_pause_s(self, retry_after_s: float | None) -> float:
-        """Seconds to pause after a 429: the server's Retry-After, else the default.
-
-        The jitter (``uniform(0, rate_limit_jitter_s)`` per waiter) is added by the
-        pause gate, so held waiters leave at different moments.
-
-        Args:
-            retry_after_s: seconds the server asked for, or ``None``.
-
-        Returns:
-            ``retry_after_s`` if given, else ``retry_after_default_s``.
-        """
+        """Seconds to pause after a 429: ``retry_after_s`` if given, else ``retry_after_default_s``."""
         return self.retry_after_default_s if retry_after_s is None else retry_after_s
 
 
@@ -160,16 +125,11 @@ _BARE = re.compile(_NUMBER)
 def parse_duration_s(text: str) -> float | None:
     """Parse a rate-limit reset duration into seconds.
 
-    Accepts Go-style durations as sent in ``x-ratelimit-reset-*`` headers
-    ("1s", "350ms", "6m0s", "1h2m3.5s") and bare numbers of seconds ("0.5",
-    "20", as in ``Retry-After``).
-
-    Args:
-        text: the header value (surrounding whitespace is ignored).
+    Accepts Go-style durations (``x-ratelimit-reset-*``: "350ms", "6m0s", "1h2m3.5s") and bare
+    numbers of seconds (``Retry-After``: "0.5", "20").
 
     Returns:
-        Seconds (>= 0), or ``None`` when ``text`` is not a duration (HTTP dates,
-        negative numbers and empty strings included).
+        Seconds (>= 0), or ``None`` when ``text`` is not a duration (HTTP dates, negatives, empty).
     """
     value = text.strip().lower()
     if _BARE.fullmatch(value):

@@ -1,24 +1,7 @@
 """Money of a run: tokens and USD per stage from reported usage, and the ``--max-cost`` cap.
 
-A :class:`Spend` is built inside a run (no global state) and wraps each stage's lane
-in a :class:`MeteredLane` (``spend.lane(lane, "check", model, max_tokens)``). Every
-call through it is priced from the usage its reply reports (:func:`dahl.pricing.cost_usd`).
-
-The cap: before a call is sent, its upper-bound price (prompt estimate at the input
-price + ``max_tokens`` at the output price, :func:`dahl.pricing.upper_bound_usd`) is
-reserved. A call that does not fit beside the money spent and the calls in flight
-waits for them to settle (they usually cost less than their bound); one that does
-not fit with nothing in flight raises :class:`~dahl.errors.CostCapReached`, and so
-does every call after it (a smaller one that would still fit included): the run
-stops as for an exhausted quota (finished work kept, resumable). So the
-money spent never passes the cap (while replies cost no more than their bound), and
-a stop comes less than one request's upper-bound price below it.
-
-The cap's state (money charged and reserved, calls in flight, the refusal) is kept by
-the lanes' limiter backend (:meth:`~dahl.lanes._limiter.Limiter.reserve_spend`): one
-ledger per :class:`~dahl.lanes._memory.MemoryLimiters` (a lane pool's, so per run) in
-memory, one per run for a shared backend, so shards spend under one cap. A
-:class:`Spend` holds the cap's amount and the per-stage money this process reports.
+Before a call is sent its upper-bound price (:func:`dahl.pricing.upper_bound_usd`) is reserved
+in the limiter's ledger; a call that cannot fit raises :class:`~dahl.errors.CostCapReached`.
 """
 
 from __future__ import annotations
@@ -49,7 +32,7 @@ R = TypeVar("R", bound=UsageReply)
 
 
 class InnerLane(Protocol):
-    """What a :class:`MeteredLane` wraps and the endpoint client calls through: :class:`dahl.lanes._lane.Lane`."""
+    """What a :class:`MeteredLane` wraps: a :class:`dahl.lanes._lane.Lane`."""
 
     @property
     def limiter(self) -> Limiter:
@@ -70,7 +53,7 @@ class StageSpend:
         model: the model the stage calls.
         price: its price, ``None`` when unknown.
         calls: calls that returned a reply.
-        calls_without_usage: of ``calls``, replies that reported no usage (not in the tokens).
+        calls_without_usage: of ``calls``, replies that reported no usage.
         input_tokens: prompt tokens reported.
         output_tokens: completion tokens reported.
     """
@@ -116,13 +99,12 @@ class Spend:
         self.stages: dict[str, StageSpend] = {}
 
     def lane(self, inner: InnerLane, stage: str, model: str, max_tokens: int) -> MeteredLane:
-        """Wrap ``inner`` (a lane) so that the ``stage`` calls through it are metered and capped.
+        """Wrap ``inner`` so that the ``stage`` calls through it are metered and capped.
 
         Args:
             inner: the endpoint's lane.
-            stage: the name the money is reported under (a second model in one stage is
-                reported as ``"stage model"``).
-            model: the model its calls ask for (its price is looked up now).
+            stage: the name the money is reported under (a second model: ``"stage model"``).
+            model: the model its calls ask for.
             max_tokens: completion cap of its requests, tokens.
 
         Raises:
@@ -202,7 +184,7 @@ class MeteredLane:
             reply = await self.inner.call(attempt, estimated_tokens=estimated_tokens)
             self._count(reply.usage)
             return reply
-        spend, meter, limiter = self.spend, self.meter, self.inner.limiter
+        meter, limiter = self.meter, self.inner.limiter
         upper = 0.0 if meter.price is None else upper_bound_usd(estimated_tokens, self.max_tokens, meter.price)
         await limiter.reserve_spend(upper, cap)
         spent = 0.0

@@ -59,8 +59,8 @@ def read_articles(path: Path) -> Iterator[Article]:
     """The articles of a JSONL file, in file order (blocking; blank lines skipped).
 
     Raises:
-        InputError: unreadable file, a line that is not an article (file, line and field
-            named), an empty text, or an id seen twice.
+        InputError: unreadable file, a bad line (file, line and field named), an empty text, or an
+            id seen twice.
     """
     seen: set[str] = set()
     try:

@@ -1,12 +1,8 @@
 """``dahl questions build``: exam questions from articles, through the engine (DAHL §3.2).
 
-Per article: N questions from an LLM (:func:`~dahl.questions._prompts.generate_messages`,
-JSON schema), then one judge call per question (answerable without the article? which
-category?). One :class:`~dahl.engine._stage.Stage` of workers does an article at a time,
-between a reader and a writer; calls go through the engine's lanes (rate limits,
-in-flight cap, retries, breaker) and the cache. Each finished article is appended to
-the journal (:mod:`dahl.questions._journal`), so a re-run after a kill skips it; the CSV
-(:mod:`dahl.questions._table`) is written from the journal once every article is done.
+Per article: N questions from an LLM, then one judge call per question (answerable without the
+article? which category?). Finished articles go to the journal; the CSV is written from it
+once every article is done.
 """
 
 from __future__ import annotations
@@ -185,8 +181,7 @@ class _Asker:
 async def build_questions(settings: QuestionsSettings, counters: QuestionsCounters | None = None) -> QuestionsReport:
     """Generate, judge and flag the questions of every article into ``settings.out``.
 
-    Resumes: articles in the journal are skipped (no request); calls of an article cut
-    short come from the cache. The CSV is written when every article is done.
+    Resumes: journaled articles are skipped; calls of an article cut short come from the cache.
 
     Raises:
         InputError: a bad article line (file, line, field), or a journal of another command.
@@ -218,7 +213,6 @@ async def build_questions(settings: QuestionsSettings, counters: QuestionsCounte
                             prompt_version=f"{asker.generate_template.version}+"
                                            f"{asker.judge_template.version}"))
     return QuestionsReport(settings.out, counters, table)
-
 
 
 async def _run(settings: QuestionsSettings, asker: _Asker, journal: Journal,

@@ -1,18 +1,8 @@
 """Checks a benchmark question must pass: context dependence, duplicates, category.
 
-Context dependence follows the DAHL paper (Seo et al. 2024, §3.2.2): a question that needs
-its source article is recognised by three regular-expression families, "(1) the/this/that/…
-+ study/analysis/paper/…", "(2) mentioned/inferred/addressed/…", "(3) was/were +
-used/identified/…", to which dahl adds a fourth, "based on / depending on / according to".
-The paper names only the first members of each family; the rest are dahl's. A match is a
-flag, not a verdict: the paper kept flagged questions a reviewer found answerable.
-
-Duplicates are compared on :func:`question_key` (NFC, whitespace collapsed, case-folded):
-equal keys are exact duplicates; keys with a rapidfuzz :func:`~rapidfuzz.fuzz.ratio`
-(normalized Indel similarity, 0–100) of at least :data:`NEAR_THRESHOLD` are near duplicates.
-
-Categories are the 28 fields the paper adopts from MedMCQA (Pal et al. 2023) plus "Other"
-(§3.2.3), spelled as the released ``questions.csv`` spells them (lower case).
+Context dependence: DAHL's three regex families (Seo et al. 2024, §3.2.2; later members dahl's) plus
+"based on / according to". Duplicates compare :func:`question_key`, exactly or by rapidfuzz ratio.
+Categories: the 28 MedMCQA fields (Pal et al. 2023) plus "Other" (§3.2.3), lower case.
 """
 
 from __future__ import annotations
@@ -144,23 +134,17 @@ def exact_duplicates(questions: Sequence[str]) -> list[int | None]:
 
 
 def duplicate_clusters(questions: Sequence[str], *, near: float = NEAR_THRESHOLD) -> list[int]:
-    """Cluster exact and near-duplicate questions.
+    """Cluster exact and near-duplicate questions (CPU: run it in a worker thread).
 
-    Greedy in file order: a question joins the cluster whose first question's key has the
-    highest ``fuzz.ratio`` with its own key, when that is at least ``near`` (the earliest
-    cluster on ties); otherwise it starts a cluster. Exact duplicates (ratio 100) always
-    join. Over the questions of all articles it finds both kinds: a cluster is "within" an
-    article when all its members share the article, "across" otherwise.
-    CPU: O(n · clusters) comparisons in rapidfuzz's C code (about 10 s for the 8,573 DAHL
-    questions); call it in a worker thread from async code.
+    Greedy in file order: a question joins the cluster whose first question's key has the highest
+    ``fuzz.ratio`` with its own, when at least ``near`` (earliest on ties), else starts one.
 
     Args:
         questions: question texts, length n.
         near: similarity threshold in [0, 100]; 100 clusters exact duplicates only.
 
     Returns:
-        A list of length n: the index of the first question of each question's cluster
-        (a question alone in its cluster gets its own index).
+        A list of length n: the index of the first question of each question's cluster.
 
     Raises:
         ConfigError: ``near`` outside [0, 100].
@@ -196,15 +180,8 @@ def _fold(name: str) -> str:
 def canonical_category(name: str) -> str | None:
     """The canonical spelling of category ``name``, or None when it names no category.
 
-    Case, Unicode form, spacing and punctuation other than ``&`` and ``-`` are ignored;
-    known other spellings ("O&G", "PSM", "Anesthesia", "statistics", "Skin") map to the
-    category of :data:`CATEGORIES` they name.
-
-    Args:
-        name: a category label, as a model or a file writes it.
-
-    Returns:
-        An element of :data:`CATEGORIES`, or None ("ambiguous", an unknown field).
+    Case, Unicode form, spacing and punctuation other than ``&`` and ``-`` are ignored; known other
+    spellings ("O&G", "PSM", "Anesthesia") map to the category of :data:`CATEGORIES` they name.
     """
     key = _fold(name)
     if key in CATEGORIES:

@@ -1,12 +1,8 @@
 """PMC articles by id through NCBI E-utilities ``efetch``, under NCBI's rate limit, resumable.
 
-NCBI allows 3 requests per second without an API key and 10 with one (E-utilities
-"Usage guidelines"); the requests go through one engine lane with that rate (its bucket
-holds at most 1 s of rate, so no burst passes it), with the lane's retries on 429/5xx.
-Each id's outcome is appended to a fetch log (``<articles>.fetch.jsonl``: ``ok`` with
-the article, ``metadata_only`` — HTTP 200 with front matter only, outside the Open
-Access subset — or ``not_found``), so a re-run asks only for the ids not logged yet;
-then the articles JSONL is written from the log in the ids' order (``ok`` ones only).
+NCBI allows 3 requests per second, 10 with an API key (E-utilities "Usage guidelines"). Each id's
+outcome (``ok``, ``metadata_only``, ``not_found``) is appended to ``<articles>.fetch.jsonl``, so
+a re-run asks only for ids not logged; the articles JSONL is then written from the log.
 """
 
 from __future__ import annotations
@@ -76,7 +72,7 @@ class FetchCounters:
     Attributes:
         ids: ids read; resumed: already in the fetch log; requests: efetch calls made.
         ok, metadata_only, not_found: outcomes (this run and resumed ones).
-        failed: ids whose request failed after retries (a re-run asks again).
+        failed: ids whose request failed after retries.
         metadata_only_ids: the ids answered with metadata only, in ids order.
     """
 
@@ -149,7 +145,7 @@ def _write_articles(out: Path, ids: list[str], found: dict[str, _Logged]) -> Non
 
 
 async def fetch_articles(settings: FetchSettings, counters: FetchCounters | None = None) -> FetchCounters:
-    """Fetch every id of ``settings.ids`` (those not logged yet) and write ``settings.out``.
+    """Fetch every id of ``settings.ids`` not logged yet and write ``settings.out``.
 
     Returns:
         The counters; ``out`` is written only when no id failed.

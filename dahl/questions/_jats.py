@@ -1,9 +1,7 @@
-"""Articles from JATS XML (PMC ``efetch``), parsed with lxml; metadata-only replies detected.
+"""Articles from JATS XML (PMC ``efetch``), parsed with lxml (no entities, no network).
 
-NCBI answers HTTP 200 for an article outside the PMC Open Access subset too, with its
-front matter only (title, abstract, permissions) and no ``<body>``: such a reply is
-:data:`METADATA_ONLY`, reported and never turned into questions. The parser resolves
-no entity and reads nothing from the network (untrusted XML).
+A reply with front matter but no ``<body>`` (outside the Open Access subset) is
+:data:`METADATA_ONLY`.
 """
 
 from __future__ import annotations
@@ -44,17 +42,11 @@ def _paragraphs(element: etree._Element | None) -> list[str]:
 def parse_jats(pmc_id: str, xml: bytes) -> Article | Literal["metadata_only", "not_found"]:
     """The article of one ``efetch`` reply, or why there is none.
 
-    Text: title, abstract paragraphs, then body paragraphs (tables, figures, formulas and
-    references left out), separated by blank lines. Licence: ``<license>``'s xlink:href,
-    else its ``license-type``, else its text.
-
-    Args:
-        pmc_id: the id asked for (``PMC123``), the article's id.
-        xml: the reply body.
+    Text: title, abstract, then body paragraphs (no tables, figures, formulas or references),
+    separated by blank lines. Licence: ``<license>``'s xlink:href, else its type, else its text.
 
     Returns:
-        The article; :data:`METADATA_ONLY` when the reply has front matter but no body
-        (outside the Open Access subset); :data:`NOT_FOUND` when it holds no article.
+        The article; :data:`METADATA_ONLY` (front matter, no body) or :data:`NOT_FOUND`.
 
     Raises:
         InputError: the reply is not XML (the id named).

@@ -1,10 +1,5 @@
-"""The build journal: one line per finished article, appended and fsynced, so a kill resumes.
-
-``dahl questions build`` writes ``<out>.journal.jsonl`` beside its CSV: each line holds an
-article's generated questions and their judgements. A re-run skips the articles already
-there (no request sent for them); a torn last line is truncated away. The CSV is written
-from the journal at the end, in article order, so its content does not depend on the
-order in which concurrent calls finished.
+"""The build journal ``<out>.journal.jsonl``: one fsynced line per finished article, so a kill
+resumes; the CSV is written from it in article order.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""``dahl questions lint``: the checks of :mod:`dahl.questions._checks` on a question file.
+"""``dahl questions lint``: the checks of :mod:`dahl.questions._checks` on a DAHL ``questions.csv``.
 
-The file is a DAHL ``questions.csv``: a header with ``question`` and ``category`` (other
-columns are kept out of the checks). Findings are of two kinds:
-
-* **dropping** — what ``dahl questions build`` drops by default: exact and near duplicate
-  rows, context-dependent questions (any family of DAHL §3.2.2), empty questions;
-* **informational** — categories outside :data:`~dahl.questions._checks.CATEGORIES` or
-  spelled otherwise, pairs of near-synonym categories both in use, canonical categories
-  never used (e.g. no "other"), questions not ending in "?" (imperative essay prompts such
-  as "Discuss …" are legitimate exam questions).
+Findings either drop a row in ``dahl questions build`` (duplicates, context dependence, empty
+questions) or are informational (category spellings, unused categories, no "?").
 """
 
 from __future__ import annotations
@@ -45,24 +38,21 @@ class LintReport(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         file: the file read.
         rows: data rows (the header not counted).
-        unique_questions: distinct question keys (NFC, whitespace collapsed, case-folded).
-        duplicate_rows: rows whose key equals an earlier row's (exact duplicates).
-        near_duplicate_rows: rows that are not exact duplicates but have a ``fuzz.ratio``
-            of at least ``near`` with an earlier question.
-        near: the near-duplicate threshold used (0–100).
+        unique_questions: distinct question keys.
+        duplicate_rows: rows whose key equals an earlier row's.
+        near_duplicate_rows: other rows with a ``fuzz.ratio`` >= ``near`` with an earlier question.
+        near: the near-duplicate threshold used (0-100).
         empty_questions: rows with an empty question.
         context: rows per context-dependence flag (:data:`CONTEXT_FLAGS`), zero counts kept.
         context_dependent: rows with at least one context flag.
         context_examples: up to :data:`EXAMPLES` questions per flag.
-        no_question_mark: non-empty questions not ending in "?" (informational).
+        no_question_mark: non-empty questions not ending in "?".
         no_question_mark_examples: up to :data:`EXAMPLES` of them.
         categories: rows per category label, as written.
-        non_canonical: labels that are not a canonical spelling, each mapped to the
-            canonical category it names ("" when it names none).
-        unused_categories: canonical categories no row uses (e.g. ``"other"``).
+        non_canonical: non-canonical labels -> the canonical category they name ("" when none).
+        unused_categories: canonical categories no row uses.
         near_synonyms: ``[label, label]`` pairs of near-synonym categories both in use.
-        dropping: rows ``dahl questions build`` would drop (duplicates, near duplicates,
-            empty or context-dependent questions; a row counted once).
+        dropping: rows ``dahl questions build`` would drop (a row counted once).
     """
 
     file: str
@@ -85,18 +75,14 @@ class LintReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_questions(path: Path) -> list[tuple[int, str, str]]:
-    """Read the ``question`` and ``category`` of each row of a CSV file.
+    """Read ``(line, question, category)`` per data row of a CSV file (``line``: 1-based start line).
 
     Args:
         path: a UTF-8 CSV (a BOM is allowed) with a header naming ``question`` and ``category``.
 
-    Returns:
-        ``(line, question, category)`` per data row, ``line`` the 1-based line the row starts on.
-
     Raises:
-        InputError: the file cannot be read, is not UTF-8 text, is no CSV (a row with
-            another number of fields than the header), or lacks a required column; the
-            error names the file, the line and the field.
+        InputError: unreadable, not UTF-8, not a CSV, or a required column missing (file, line and
+            field named).
     """
     name = str(path)
     try:
@@ -136,18 +122,11 @@ def read_questions(path: Path) -> list[tuple[int, str, str]]:
 
 
 def lint_questions(path: Path, *, near: float = NEAR_THRESHOLD) -> LintReport:
-    """Run every question check on the file at ``path``.
-
-    CPU and file I/O: about 10 s for the 8,573 DAHL questions, most in the near-duplicate
-    clustering (:func:`~dahl.questions._checks.duplicate_clusters`); call it in a worker
-    thread from async code.
+    """Run every question check on the file at ``path`` (CPU: run it in a worker thread).
 
     Args:
         path: a question CSV (see :func:`read_questions`).
-        near: near-duplicate threshold (``fuzz.ratio``, 0–100); 100 checks exact duplicates only.
-
-    Returns:
-        The findings; see :class:`LintReport`.
+        near: near-duplicate threshold (``fuzz.ratio``, 0-100); 100 checks exact duplicates only.
 
     Raises:
         InputError: the file cannot be read as a question CSV.

@@ -1,12 +1,8 @@
-"""Versioned prompts of ``dahl questions build``: question generation and the answerability judge.
+"""Versioned prompts of ``dahl questions build``: question generation (DAHL, Seo et al. 2024, §3.2)
+and the answerability judge.
 
-Changing any wording below must bump :data:`GENERATE_TEMPLATE_VERSION` or
-:data:`JUDGE_TEMPLATE_VERSION` (both go into the endpoint fingerprints, hence cache keys).
-Generation follows DAHL (Seo et al. 2024, §3.2): exam questions a domain expert could
-answer without the article. The judge asks whether a question stands without its article
-and picks one category among :data:`~dahl.questions._checks.CATEGORIES` (or "ambiguous").
-Article text is untrusted data in tagged blocks (``<article_title>``, ``<article_text>``,
-``<exam_question>``) whose tag-like ``<`` are neutralized.
+Changing the wording must bump :data:`GENERATE_TEMPLATE_VERSION` or :data:`JUDGE_TEMPLATE_VERSION`
+(cache keys). Article text sits in tagged blocks with tag-like ``<`` neutralized.
 """
 
 from __future__ import annotations
@@ -77,7 +73,7 @@ def generate_messages(title: str, text: str, count: int, *, template: PromptTemp
 
     Args:
         title: the article title ("" when none).
-        text: the article text (title + abstract … conclusion).
+        text: the article text.
         count: questions wanted (>= 1).
         template: a user's ``questions`` template ({count}, {title}, {text}); None =
             :data:`GENERATE_TEMPLATE`.

@@ -1,16 +1,4 @@
-"""The questions CSV: flags per question, duplicate clusters, and the rows kept.
-
-Columns: DAHL's ``question, category`` first, then provenance: ``article_id, title,
-license, generator`` (the model's name), ``prompt_version, flags, category_confidence, duplicate_cluster,
-question_id``. Flags (``;``-separated, in this order): the context regex families of
-:func:`~dahl.questions._checks.context_flags`, ``needs_article`` (the judge said the
-question cannot be answered without its article), ``ambiguous`` / ``uncategorized``
-(no single canonical category), ``duplicate`` (an exact or near duplicate of an earlier
-question, within or across articles; ``duplicate_cluster`` is the first one's id).
-``question_id`` is :func:`~dahl.records.content_id` of the text, the id dahl gives an
-answer's question, so exact duplicates share it.
-Flagged rows are dropped unless ``keep_flagged``; every flag is counted either way.
-"""
+"""The questions CSV: flags per question, duplicate clusters, and the rows kept."""
 
 from __future__ import annotations
 
@@ -71,8 +59,13 @@ def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float 
                 keep_flagged: bool, prompt_version: str = PROMPT_VERSION) -> TableCounts:
     """Write the CSV of ``articles`` (in the given order) to ``out``, atomically (blocking).
 
+    Columns: ``question, category, article_id, title, license, generator, prompt_version, flags,
+    category_confidence, duplicate_cluster, question_id`` (:func:`~dahl.records.content_id` of the
+    text). Flags (``;``-separated, in order): the context families, ``needs_article``, ``ambiguous`` /
+    ``uncategorized``, ``duplicate``; flagged rows are dropped unless ``keep_flagged``.
+
     Args:
-        out: the CSV path (replaced whole: written to a temporary file, then renamed).
+        out: the CSV path (replaced whole by rename).
         articles: finished articles, in article-file order.
         near: near-duplicate threshold, rapidfuzz ratio 0-100; None: exact duplicates only.
         keep_flagged: write flagged rows too.

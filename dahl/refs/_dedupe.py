@@ -1,24 +1,8 @@
 """Duplicate reference facts: one key for exact duplicates, rapidfuzz for near ones.
 
-Exact duplicates share :func:`fact_key`: the text after
-:func:`~dahl.records.normalize_text` (NFC, whitespace collapsed), and with ``fold``
-also case-folded with end punctuation stripped. The default does not fold: FActScore's
-annotators wrote "a pharaoh" and "a Pharaoh" as two facts, and the pooled human recall
-figures ("Beyond Precision" acceptance on FActScore) are defined on the NFC,
-whitespace-collapsed texts.
-
-Near duplicates are facts whose folded texts have a rapidfuzz
-:func:`~rapidfuzz.fuzz.ratio` (normalized Indel similarity, 0–100) of at least a
-threshold. Pooled sets (:func:`near_groups`) leave them off by default because
-character similarity cannot tell facts apart that differ in one word: on the 120
-pooled FActScore sets, 29 pairs reach 97 ("in 2014" / "in 2015", "baseball" /
-"basketball") and 91 reach 95. Facts extracted from documents (:func:`distinct`)
-are merged at :data:`NEAR_THRESHOLD` = 90, and only when they state the same
-numbers (digit runs, in order): "Marie Curie was born in 1867" / "... in 1868"
-score 96 but are different facts. 90 joins facts that differ by an article or a
-letter ("The CFTR gene encodes a chloride channel" / "... the chloride channel": 95)
-and keeps rewordings apart ("Metformin was approved in 1994" / "... in the year
-1994": 87), a trade-off between dropping a distinct fact and counting one twice.
+Exact duplicates share :func:`fact_key` (normalized text; with ``fold`` also case-folded, end
+punctuation stripped). Near duplicates have a :func:`~rapidfuzz.fuzz.ratio` (0-100) of at least a
+threshold; :func:`distinct` merges them at :data:`NEAR_THRESHOLD` only with the same digit runs.
 """
 
 from __future__ import annotations
@@ -58,9 +42,8 @@ def fact_key(text: str, *, fold: bool = False) -> str:
 def near_groups(texts: Sequence[str], threshold: float) -> list[list[int]]:
     """Group ``texts`` whose folded forms are near duplicates.
 
-    Greedy in order: each text joins the group whose representative (its first
-    text) is most similar to it with ``fuzz.ratio >= threshold`` (the earliest on
-    ties), else starts a group. O(n · groups) comparisons, done by rapidfuzz in C.
+    Greedy in order: each text joins the most similar group representative (its first text) with
+    ``fuzz.ratio >= threshold`` (the earliest on ties), else starts a group.
 
     Args:
         texts: fact texts, already free of exact duplicates, in file order.
@@ -88,9 +71,7 @@ def near_groups(texts: Sequence[str], threshold: float) -> list[list[int]]:
 
 
 def distinct(items: Sequence[T], text: Callable[[T], str], *, near: float = NEAR_THRESHOLD) -> list[T]:
-    """``items`` without exact (folded) and near duplicates of an earlier item, in order.
-
-    CPU: O(n · kept) similarity computations; run it in a worker thread for large sets.
+    """``items`` without exact (folded) and near duplicates of an earlier item, in order (CPU).
 
     Args:
         items: facts (any type) in priority order.

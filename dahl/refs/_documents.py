@@ -1,18 +1,8 @@
-"""``dahl refs build`` from documents: the paper's method, as stages of the engine.
+"""``dahl refs build`` from documents, as stages of the engine ("Beyond Precision").
 
-Per question ("Beyond Precision"): documents (given inline, named by ``doc_ids``,
-or the top ``docs_per_question`` retrieved from the corpus by BM25) → chunks → atomic
-facts (:mod:`dahl.refs._extract`; cached per chunk, so a document shared by many
-questions is extracted once) → duplicates removed (:mod:`dahl.refs._dedupe`) →
-relevance and salience rated 1-5 (:mod:`dahl.refs._rate`; cached per (question, fact))
-→ importance imp = α·(r − 1)/4 + β·(s − 1)/4 (:func:`dahl.metrics.importance`) →
-one ``refs.jsonl`` line, appended as soon as the question is done.
-
-Two :class:`~dahl.engine._stage.Stage` pools do the work (``extract``: documents to
-distinct facts; ``rate``: facts to the set) between bounded channels, with a reader
-and a writer task; LLM calls go through the engine's lanes (RPM/TPM/in-flight, retries,
-breaker). A question whose calls fail is counted and not written; a re-run builds it
-again (finished questions are skipped, finished calls come from the cache).
+Per question: documents (inline, by ``doc_ids``, or BM25-retrieved) -> chunks -> facts
+(cached per chunk) -> duplicates removed -> relevance and salience rated 1-5 -> importance
+(:func:`dahl.metrics.importance`) -> one ``refs.jsonl`` line.
 """
 
 from __future__ import annotations
@@ -181,8 +171,7 @@ async def _open_endpoints(
 async def build_refs(settings: BuildSettings, counters: BuildCounters | None = None) -> BuildReport:
     """Build the reference set of every question of ``settings.questions`` into ``settings.out``.
 
-    Resumes: questions already in the output are skipped; finished calls come from the
-    cache. Each set is appended (flushed, fsynced) as its question finishes.
+    Resumes: questions already in the output are skipped; finished calls come from the cache.
 
     Args:
         settings: what to build.
@@ -192,13 +181,13 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
         The report (its ``exit_status``: 0, 5 or 6).
 
     Raises:
-        ConfigError: an unreadable corpus, an unset API key variable.
-        InputError: a bad questions record or corpus line (file, line, field named); an
-            output file that is not a ``refs.jsonl``, or one begun with other settings.
+        ConfigError: an unreadable corpus, an unset API key variable, ``max_cost_usd`` with a
+            model whose price is unknown.
+        InputError: a bad questions record or corpus line (file, line, field named); an output
+            file that is not a ``refs.jsonl``, or one begun with other settings.
         OutputWriteError: the output cannot be written (sets already written are kept).
         QuotaExhausted, FatalAPIError: the API stopped the build (finished sets are kept);
-            CostCapReached (a QuotaExhausted): the next call could pass ``settings.max_cost_usd``.
-        ConfigError: also ``max_cost_usd`` with a model whose price is unknown.
+            CostCapReached: the next call could pass ``settings.max_cost_usd``.
     """
     counters = counters if counters is not None else BuildCounters()
     done = await anyio.to_thread.run_sync(finished_questions, settings.out)
@@ -219,7 +208,6 @@ async def build_refs(settings: BuildSettings, counters: BuildCounters | None = N
         stack.callback(output.close)
         await _run(builder, output, done)
     return BuildReport(settings.out, counters)
-
 
 
 def _workers(cfg: EndpointConfig | None, offline: int) -> int:

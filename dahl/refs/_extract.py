@@ -1,19 +1,4 @@
-"""Atomic fact extraction from documents: chunks, the rule and LLM extractors, and their cache.
-
-A document is cut into chunks of consecutive sentences (:func:`chunks`; sentences from
-:func:`dahl.sentences.split_sentences`). ``granularity="chunk"`` (the default, one call
-per few sentences, as "Beyond Precision" extracts from retrieved passages) groups up
-to :data:`SENTENCES_PER_CHUNK` sentences; ``"sentence"`` makes one chunk per sentence.
-
-- :class:`RuleExtractor`: offline, the rule Splitter's claims (:func:`dahl.adapters._rules.split_claims`),
-  each with its own span in the document.
-- :class:`OpenAIExtractor`: an LLM with VeriScore-style instructions (:mod:`dahl.refs._prompts`);
-  the facts are rewritten (pronouns resolved), so each fact's span is its chunk's span.
-
-:class:`CachedExtractor` keys a chunk's facts by the extractor fingerprint, the document
-title and the chunk text (:func:`dahl.cache._refs.extract_key`): a document retrieved for
-many questions is extracted once.
-"""
+"""Atomic fact extraction from documents: chunks, the rule and LLM extractors, and their cache."""
 
 from __future__ import annotations
 
@@ -133,13 +118,7 @@ class Extractor(Protocol):
 
 
 class RuleExtractor:
-    """Offline extractor: the rule Splitter's claims of the chunk, whole statements only.
-
-    The rule Splitter also gives every prefix of a claim that ends at a phrase cut
-    (rules/v5, "Insulin is secreted by beta cells" before "... by beta cells in the
-    pancreas"), which suits checking but would count one statement several times as
-    reference facts: a claim that the next claim of its sentence extends is dropped,
-    and the longer claim's span starts where the first of the chain started.
+    """Offline extractor: the rule Splitter's claims of the chunk, longest statements only.
 
     Attributes:
         fingerprint: ``"rules-extract/v1|"`` + the rule Splitter's fingerprint.
@@ -185,15 +164,12 @@ class OpenAIExtractor:
 
 
 class CachedExtractor:
-    """An :class:`Extractor` behind the cache (LLM extractors) and single flight.
-
-    The rule extractor is cheap and deterministic: it is run, not cached.
+    """An :class:`Extractor` behind the cache (LLM extractors only) and single flight.
 
     Args:
         inner: the extractor.
         cache: the run's blob cache for extraction (None: no caching).
-        counters: the build's; ``extract_calls`` counts the chunks the inner extractor
-            is asked for (cache misses).
+        counters: the build's; ``extract_calls`` counts the cache misses.
     """
 
     parser_version = "1"
@@ -205,10 +181,7 @@ class CachedExtractor:
         self.fingerprint = inner.fingerprint
 
     async def extract(self, chunk: Chunk) -> list[ExtractedFact]:
-        """The facts of ``chunk``, computed at most once per (fingerprint, title, text).
-
-        Spans are stored relative to the chunk and re-based on the way out, so the same
-        chunk text at another place in another document gets its own offsets.
+        """The facts of ``chunk``, computed at most once per (fingerprint, title, text); spans re-based.
 
         Raises:
             AdapterError: the inner extractor failed (nothing is cached).

@@ -1,7 +1,5 @@
-"""Given reference sets: a user's own file (dahl ``refs.jsonl`` or FactRBench's released
-layout, see :func:`dahl.formats._refs.read_refs`) checked and written as ``refs.jsonl``.
-
-Entry point: :func:`convert_given` (``dahl refs build --given FILE``).
+"""Given reference sets: a user's own file (dahl ``refs.jsonl`` or FactRBench's layout) checked
+and written as ``refs.jsonl`` (``dahl refs build --given FILE``).
 """
 
 from __future__ import annotations
@@ -17,15 +15,14 @@ __all__ = ["convert_given"]
 
 
 def convert_given(source: str | Path, out: str | Path) -> int:
-    """Read the reference sets of ``source`` in its own layout and write them to ``out``
-    in dahl's (streamed: one set in memory at a time; ``out`` replaced atomically).
+    """Write the reference sets of ``source`` to ``out`` in dahl's layout (streamed, replaced atomically).
 
     Returns:
         The number of sets written.
 
     Raises:
-        InputError: ``source`` cannot be read or has a bad line (file, line, field),
-            two sets for one question, or ``out`` is ``source`` itself.
+        InputError: ``source`` cannot be read or has a bad line (file, line, field), two sets for
+            one question, or ``out`` is ``source`` itself.
         ConfigError: a Parquet ``source`` without pyarrow.
         OSError: ``out`` cannot be written.
     """

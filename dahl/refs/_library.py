@@ -1,11 +1,5 @@
-"""The documents of ``dahl refs build``: a corpus held whole, and retrieval over it.
-
-The corpus is the ``--evidence`` Checkers' (a JSONL file of ``{"id", "title"?, "text"}``
-or a folder of .txt/.md files, :mod:`dahl.adapters._documents`). Extraction needs whole
-documents, while the BM25 index holds passages, so the library keeps both: the documents by id, and the
-:class:`~dahl.adapters._corpus.Corpus` index. A question's documents are the top ``n``
-distinct documents of its best passages (BM25 over passages; a document ranks by its
-best passage), as "Beyond Precision" retrieves documents per question.
+"""The documents of ``dahl refs build``: a corpus held whole, and BM25 retrieval over its passages
+(a document ranks by its best passage).
 """
 
 from __future__ import annotations
@@ -25,9 +19,7 @@ _PASSAGES_PER_DOCUMENT = 20
 
 
 class DocumentLibrary:
-    """Whole documents and the BM25 index of their passages.
-
-    Build it with :meth:`load` (blocking: run it in a worker thread).
+    """Whole documents and the BM25 index of their passages; build it with :meth:`load` (blocking).
 
     Attributes:
         corpus: the passage index.
@@ -47,8 +39,7 @@ class DocumentLibrary:
 
     @classmethod
     def load(cls, path: str | Path) -> DocumentLibrary:
-        """Read and index the corpus ``path``: a JSONL file or a folder of .txt/.md files,
-        read as the ``--evidence`` Checkers read it (:mod:`dahl.adapters._documents`). Blocking.
+        """Read and index the corpus ``path`` (JSONL or a folder of .txt/.md files; blocking).
 
         Raises:
             ConfigError: the path does not exist or cannot be read.
@@ -77,11 +68,7 @@ class DocumentLibrary:
         return out
 
     def retrieve(self, question: str, n: int) -> list[Document]:
-        """The ``n`` documents whose passages best match ``question`` (BM25), best first (CPU).
-
-        Returns:
-            Up to ``n`` documents; fewer when fewer documents share a term with the question.
-        """
+        """Up to ``n`` documents whose passages best match ``question`` (BM25), best first (CPU)."""
         hits = self.corpus.search(analyze(question), k=max(1, n) * _PASSAGES_PER_DOCUMENT)
         ids: dict[str, None] = {}
         for hit in hits:

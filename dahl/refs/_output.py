@@ -1,10 +1,4 @@
-"""``refs.jsonl`` written one set at a time as questions finish, and resumed.
-
-Each set is appended as one line, flushed and fsynced before the next (the policy of
-``answers.jsonl``: a kill loses at most the set being written). On a re-run the file's
-question ids are read first and those questions are skipped; a last line cut short by a
-kill (no newline, not JSON) is truncated away, since its question is built again.
-"""
+"""``refs.jsonl`` written one set at a time as questions finish (flushed, fsynced), and resumed."""
 
 from __future__ import annotations
 
@@ -43,18 +37,13 @@ def finished_questions(path: Path) -> set[str]:
         The ids; empty when the file does not exist.
 
     Raises:
-        InputError: a complete line (one ending in a newline) is not a reference set
-            line: the file is not a ``refs.jsonl`` of this command, so nothing is touched.
+        InputError: a complete line is not a reference set line (nothing is touched).
     """
     return {item.question_id for item in read_back(path, _ID.decode, "reference set")}
 
 
 def check_settings(path: Path, meta: dict[str, object]) -> None:
-    """Refuse to continue ``path`` when its first set was built with other settings (blocking).
-
-    A set's ``meta`` (method, extractor, rater, granularity, α, β, near-duplicate
-    threshold, corpus) records how it was built; a re-run that differs would mix two
-    kinds of sets in one file. ``documents`` differs per question and is not compared.
+    """Refuse to continue ``path`` when its first set's ``meta`` records other settings (blocking).
 
     Raises:
         InputError: the settings differ (the file and the settings are named).

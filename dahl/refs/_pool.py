@@ -1,17 +1,5 @@
-"""Pooled reference sets: the union of several runs' supported claims per question.
-
-FactRBench builds reference fact sets from several strong models' answers; here a
-question's set is every claim labelled ``supported`` in any answer to it in the given
-runs' ``answers.jsonl``, exact duplicates merged by :func:`dahl.refs._dedupe.fact_key`
-(near duplicates too when ``near`` is given). A fact keeps the first answer that
-stated it (runs in the order given, lines in file order) as ``source.answer_id`` and
-that claim's span; ``support`` is how many distinct answers stated it. Facts are
-listed by support, most first (ties in first-seen order): with unrated facts (weight 1)
-F*'s ranking, and so R@k, follows how many answers agree rather than which run came first.
-
-The runs are streamed (one msgspec decode per line); memory is O(questions × facts).
-
-Entry point: :func:`pool_runs` (``dahl refs build --pool RUN_DIR...``).
+"""Pooled reference sets: the union of several runs' supported claims per question
+(as FactRBench pools strong models' answers), streamed; ``dahl refs build --pool RUN_DIR...``.
 """
 
 from __future__ import annotations
@@ -112,24 +100,20 @@ def pool_runs(
     """Pool the supported claims of ``runs`` into one reference set per question.
 
     Args:
-        runs: run folders (each with ``answers.jsonl``) or answers files, in priority
-            order (the first run to state a fact gives its text and source).
+        runs: run folders (each with ``answers.jsonl``) or answers files, in priority order.
         fold: also merge facts equal after case-folding and stripping end punctuation.
-        near: merge near duplicates at this rapidfuzz ratio (0–100; see
-            :mod:`dahl.refs._dedupe`, e.g. :data:`~dahl.refs._dedupe.NEAR_DEFAULT`); None: off.
-        keep_empty: also emit questions none of whose answers has a supported claim
-            (an empty set: recall is then null, ``empty_fstar``, not ``no_refs``).
-        require_complete: a run folder must have a manifest in state ``complete``
-            (an unfinished run's answers file may hold stale lines).
+        near: merge near duplicates at this rapidfuzz ratio (0-100); None: off.
+        keep_empty: also emit questions with no supported claim (an empty set).
+        require_complete: a run folder must have a manifest in state ``complete``.
 
     Returns:
-        The sets in order of each question's first answer; facts by support (most
-        first), ties in first-seen order, with ids :func:`~dahl.records.content_id` of their text, ``support`` and
+        The sets in order of each question's first answer; facts by support (most first), ties in
+        first-seen order, with ids :func:`~dahl.records.content_id` of their text, ``support`` and
         ``source``; ``meta`` = ``{"pooled_answers": answers read for the question}``.
 
     Raises:
-        InputError: no runs, a run given twice, a run without answers, an unfinished run, or a line that
-            is not an answer result (names file, line and field).
+        InputError: no runs, a run given twice, a run without answers, an unfinished run, or a line
+            that is not an answer result (names file, line and field).
     """
     if not runs:
         raise InputError("pooling needs at least one run")

@@ -1,20 +1,8 @@
 """Versioned prompt templates of ``dahl refs build``: fact extraction and importance rating.
 
-Any change to the wording below changes model output, so it must bump
-:data:`EXTRACT_TEMPLATE_VERSION` or :data:`RATE_TEMPLATE_VERSION` (both go into the
-extractor's and rater's fingerprints, hence into cache keys).
-
-The extraction instructions follow VeriScore (Song et al. 2024, "VeriScore: Evaluating
-the factuality of verifiable claims in long-form text generation"): facts that can be
-verified against world knowledge, each standing alone (pronouns resolved), no opinions,
-advice or hedges. The rating asks for the two 1-5 scales of "Beyond Precision"
-(relevance of a fact to the question, salience of a fact to the topic).
-
-Documents and questions are untrusted data: they sit in tagged blocks (``<title>``,
-``<source_text>``, ``<question>``, ``<facts>``) whose tag-like sequences inside the data
-are neutralized (``<`` becomes ``‹``), and the system message says block content is data,
-never instructions. A server (or the bench mock) tells an extraction request by its
-``<source_text>`` block and a rating request by its ``<facts>`` block.
+Changing the wording must bump :data:`EXTRACT_TEMPLATE_VERSION` or :data:`RATE_TEMPLATE_VERSION`
+(cache keys). Extraction follows VeriScore (Song et al. 2024); rating uses the two 1-5 scales of
+"Beyond Precision". Untrusted text sits in tagged blocks with tag-like sequences neutralized.
 """
 
 from __future__ import annotations
@@ -102,8 +90,7 @@ def rate_messages(question: str, facts: Sequence[str], *, template: PromptTempla
     Args:
         question: the question the reference set is for.
         facts: fact texts, one per line in the prompt.
-        template: a user's ``rate`` template ({question}, {facts}: the numbered lines);
-            None = :data:`RATE_TEMPLATE`.
+        template: a user's ``rate`` template ({question}, {facts}); None = :data:`RATE_TEMPLATE`.
     """
     lines = "\n".join(f"{n}. {neutralize(fact)}" for n, fact in enumerate(facts, 1))
     return (template or RATE_TEMPLATE).messages({"question": neutralize(question), "facts": lines})

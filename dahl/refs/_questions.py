@@ -1,18 +1,8 @@
 """The questions of ``dahl refs build``: a questions file, or the distinct questions of answers.
 
-A questions file is JSON Lines (one object per line) or CSV (a header row) with:
-
-- ``question`` (required): the question text;
-- ``question_id`` (optional): default :func:`~dahl.records.content_id` of the question, as
-  dahl gives answers, so answers find their set by question text;
-- ``doc_ids`` (optional): ids of corpus documents to extract from (JSON: a list; CSV:
-  ids separated by ``;``), instead of retrieving documents for the question;
-- ``documents`` (optional, JSON only): the documents inline, ``[{"id", "title"?, "text"}]``.
-
-Any other dahl answers input (a record with ``response``, or a format
-:func:`dahl.formats.read_answers` reads: CSV with response columns, FActScore, SAFE,
-...) gives its distinct questions (first occurrence order), documents retrieved.
-A question seen twice is built once (the first line wins).
+A questions file is JSONL or CSV with ``question``, optional ``question_id`` (default
+:func:`~dahl.records.content_id` of the question), ``doc_ids`` (CSV: ``;``-separated) and, JSON
+only, ``documents`` ``[{"id", "title"?, "text"}]``. Any answers input gives its distinct questions.
 """
 
 from __future__ import annotations
@@ -155,13 +145,11 @@ def _from_answers(path: Path, fmt: str) -> Iterator[RefQuestion]:
 
 
 def read_questions(path: str | Path, fmt: str = "auto") -> Iterator[RefQuestion]:
-    """Yield the distinct questions of ``path`` in file order (streamed; blocking file I/O).
+    """Yield the distinct questions of ``path`` in file order (streamed; blocking).
 
     Args:
-        path: a questions file (``.jsonl``/``.csv``, see the module docstring) or any
-            answers input.
-        fmt: ``"auto"``, ``"questions"`` (force the questions layout) or an answers format
-            of :func:`dahl.formats.read_answers`.
+        path: a questions file (``.jsonl``/``.csv``) or any answers input.
+        fmt: ``"auto"``, ``"questions"`` or an answers format of :func:`dahl.formats.read_answers`.
 
     Raises:
         InputError: the file cannot be read, or a record is bad (file, line and field named).

@@ -1,13 +1,6 @@
-"""Relevance and salience ratings of reference facts (1-5), batched, with their cache.
+"""Relevance and salience ratings (1-5) of reference facts, batched, with their cache.
 
-"Beyond Precision" rates each fact's relevance r to the question and salience s to the
-topic on 1-5 and weighs it by imp = α·(r − 1)/4 + β·(s − 1)/4
-(:func:`dahl.metrics.importance`). :class:`OpenAIRater` sends up to ``batch`` facts per
-call (numbered in the prompt; JSON reply, strict parse, one re-ask on a parse error);
-a reply that does not rate each numbered fact exactly once is a count mismatch, and
-each fact of that batch is then asked alone (never padded or guessed).
-:class:`CachedRater` keys each fact's rating by (rater fingerprint, question, fact)
-(:func:`dahl.cache._refs.rate_key`) and sends only the misses.
+Importance is imp = α·(r − 1)/4 + β·(s − 1)/4 ("Beyond Precision"; :func:`dahl.metrics.importance`).
 """
 
 from __future__ import annotations
@@ -49,12 +42,8 @@ def _score(item: dict[str, object], name: str, n: int, raw: str) -> int:
 def parse_ratings(raw: str, count: int) -> list[Rating]:
     """The ratings of a reply ``{"ratings": [{"id", "relevance", "salience"}, ...]}``, in fact order.
 
-    Args:
-        raw: the reply.
-        count: how many facts were numbered (ids 1..count).
-
     Raises:
-        CountMismatch: an id outside 1..count, an id twice, or a fact left unrated.
+        CountMismatch: an id outside 1..``count``, an id twice, or a fact left unrated.
         OutputParseError: not a JSON object, no ``ratings`` list, a rating not 1-5.
     """
     value = parse_json_object(raw)
@@ -115,11 +104,10 @@ class OpenAIRater:
         return parsed.get()
 
     async def rate(self, question: str, facts: Sequence[str]) -> list[Rating]:
-        """Ratings of ``facts`` for ``question``, ``batch`` facts per call.
+        """Ratings of ``facts`` for ``question``, ``batch`` facts per call (a count mismatch: one by one).
 
         Raises:
-            OutputParseError: a reply (after its re-ask) could not be parsed, or a
-                single fact's reply still did not rate it.
+            OutputParseError: a reply (after its re-ask) could not be parsed.
             AdapterError: an HTTP call failed after the lane's retries.
         """
         out: list[Rating] = []
@@ -141,8 +129,7 @@ class CachedRater:
     Args:
         inner: the rater.
         cache: the run's blob cache for ratings.
-        counters: the build's; ``rated`` counts the facts sent to the inner rater (cache
-            misses), ``rating_hits`` the ratings found in the cache.
+        counters: the build's; ``rated`` counts cache misses, ``rating_hits`` hits.
     """
 
     def __init__(self, inner: Rater, cache: BlobCache, counters: BuildCounters) -> None:

@@ -46,8 +46,8 @@ class BuildSettings(CallSettings):
         alpha: α of the importance (>= 0).
         beta: β of the importance (>= 0).
         near: near-duplicate threshold, rapidfuzz ``fuzz.ratio`` 0-100 (100: exact only).
-        cache_dir, use_cache, prices, max_cost_usd: the cache and the money of its calls
-            (:class:`~dahl.engine._options.CallSettings`; keyword-only).
+        cache_dir, use_cache, prices, max_cost_usd: keyword-only, see
+            :class:`~dahl.engine._options.CallSettings`.
 
     Raises:
         ConfigError: an unknown extractor or rater, a missing endpoint, a value out of range.
@@ -100,13 +100,10 @@ class BuildCounters(JobCounters):
         facts: facts in the sets written by this run.
         skipped: questions with bad input (an unknown doc id, no documents source).
         chunks: chunks extracted (cache hits included).
-        extract_calls: chunks sent to the extractor (cache misses), counted by
-            :class:`~dahl.refs._extract.CachedExtractor`.
-        rated: facts sent to the rater (cache misses), counted by
-            :class:`~dahl.refs._rate.CachedRater`.
-        rating_hits: fact ratings found in the cache, counted by ``CachedRater``.
-        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`
-            (``spend``: per stage, extract and rate).
+        extract_calls: chunks sent to the extractor (cache misses).
+        rated: facts sent to the rater (cache misses).
+        rating_hits: fact ratings found in the cache.
+        resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`.
     """
 
     questions: int = 0

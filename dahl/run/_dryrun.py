@@ -1,30 +1,8 @@
 """``dahl score --dry-run``: the calls the cache cannot answer, their tokens, money and time bound.
 
-Answers are streamed once and prepared as a run would (length limit, preprocessing,
-abstentions). Each request is then looked up in the verdict cache the way a run
-looks it up, read-only (nothing is created, locked or written):
-
-- split: the split key of every answer (``openai`` Splitter). A cached split gives
-  the answer's claims; a miss is one split call, and its claims are *estimated*
-  with the rule Splitter (their check keys cannot be known before the split): the
-  first :data:`SAMPLE` such answers are rule-split, the rest scaled from them.
-- check: the check keys of the claims known (given, rule-split, or from a cached
-  split); each key not found, counted once (identical claims share one call), is
-  a call. Claims of answers whose split is not cached are counted as calls.
-- cover (recall): one call per 30 facts of F* per answer, the cache not consulted.
-
-With no cache (``--no-cache``, or none yet) every call is a miss, and only the
-first :data:`SAMPLE` answers are preprocessed and split; the rest are scaled from
-them (as fast as reading the input).
-
-Prompt tokens come from the exact request bodies (characters / 4, the lane's
-estimate). Completion tokens are estimated as the mean seen in the cache's hits for
-that stage (a check verdict's reported usage; a split's claims as JSON / 4), or
-:data:`DEFAULT_COMPLETION_TOKENS` when the cache had none; the upper bound counts
-``max_tokens`` instead. Money = tokens x the price of the stage's model
-(:mod:`dahl.pricing`). The time bound comes from the configured limits only:
-``max(calls / RPM, upper-bound tokens / TPM)`` minutes per lane, stages on the same
-endpoint sharing one lane; with no limits the run is latency-bound instead.
+The cache is read-only here; split misses have their claims estimated with the rule Splitter
+(the first :data:`SAMPLE` answers, the rest scaled). Prompt tokens are characters / 4 of the
+exact bodies; the time bound is ``max(calls / RPM, upper-bound tokens / TPM)`` per lane.
 """
 
 from __future__ import annotations
@@ -64,7 +42,6 @@ __all__ = ["CHUNK", "DEFAULT_COMPLETION_TOKENS", "SAMPLE", "DryRunReport", "Stag
 CHUNK = 256
 #: Answers rule-split to estimate the claims of splits not cached (the rest is scaled).
 SAMPLE = 200
-
 
 
 def dry_run(config: ScoreConfig) -> DryRunReport:
@@ -280,12 +257,9 @@ def _chunks(config: ScoreConfig, settings: AdapterSettings, clean: bool, limit: 
             exact: bool) -> Iterator[_Chunk]:
     """Chunks of prepared answers (blocking: run each ``next`` in a worker thread).
 
-    An answer over ``limit`` characters, or abstained, needs no call and is left out
-    (counted in ``read``). Each answer comes with what the estimate needs: with the
-    ``openai`` Splitter its rule-split claims (the estimate when its split is not
-    cached), for the first :data:`SAMPLE` answers; otherwise ``[]``. Past the sample
-    the claims are None; without ``exact`` (no cache to look keys up in) those answers
-    are neither preprocessed nor split: the run's figures are scaled from the sample.
+    An answer over ``limit`` characters, or abstained, is left out (counted in ``read``). With the
+    ``openai`` Splitter the first :data:`SAMPLE` answers come with their rule-split claims, the
+    others with None (without ``exact`` those are not even preprocessed).
     """
     from dahl.adapters._rules import split_claims
 

@@ -46,12 +46,10 @@ class StageEstimate:
         model: the model called.
         calls: requests the cache cannot answer (first attempts; retries come on top).
         cached: requests the cache answers (not sent).
-        estimated_calls: of ``calls``, those for claims estimated by the rule Splitter
-            (their answers' split is not cached); 0 when every claim is known.
-        prompt_tokens: prompt tokens of the ``calls``, from the request bodies (chars / 4).
+        estimated_calls: of ``calls``, those for claims estimated by the rule Splitter.
+        prompt_tokens: prompt tokens of the ``calls`` (chars / 4).
         completion_per_call: completion tokens expected per call.
-        completion_from: where ``completion_per_call`` comes from: ``"mean of N cached
-            replies"`` or ``"default: no cached reply"`` (:data:`DEFAULT_COMPLETION_TOKENS`).
+        completion_from: ``"mean of N cached replies"`` or ``"default: no cached reply"``.
         max_tokens: completion cap per call, tokens.
         price: the model's price, None when unknown.
     """

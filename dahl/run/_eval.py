@@ -1,23 +1,8 @@
 """``dahl eval``: the whole benchmark in one run, questions -> answers -> scores -> leaderboard.
 
-Each step calls the same function as its own command and writes to its own folder
-of OUT; each resumes, so a re-run after Ctrl-C or a kill redoes nothing finished and a
-re-run of a finished eval sends no request:
-
-* ``questions/``: the stratified sample of the questions (:func:`dahl.analysis._sampling.sample_file`),
-  rewritten only when it changes; without ``fraction`` the questions file is used as it is.
-* ``answers/``: one ``NAME.DIGEST.jsonl`` per model (:func:`dahl.generate._answers.generate_answers`).
-  DIGEST (blake2b-48 hex) covers what the answer ids cover (the questions' bytes, the
-  model, template, mode, sampling settings, samples) but not the server: a changed
-  setting starts a new file (replies already cached are not asked again) and leaves
-  the old one in place; an unchanged one resumes its file.
-* ``score/``: one ``dahl score`` run over the current answer files (:func:`dahl.run._score.score_async`):
-  finished answers are resumed, answers of superseded files are dropped from it, and a
-  changed Splitter or Checker re-scores (claims already judged come from the cache).
-* ``leaderboard/``: ``board.md``, ``board.csv``, ``board.json`` and ``board.png`` (plus
-  ``precision_recall.png`` with recall) from :func:`dahl.analysis._leaderboard.build_leaderboard`,
-  with the paired bootstrap test between the models; recomputed only when the score
-  run or the leaderboard settings changed (``stamp.json`` records what it was built from).
+Each step writes its own folder of OUT (``questions/``, ``answers/NAME.DIGEST.jsonl``,
+``score/``, ``leaderboard/``) and resumes, so a re-run of a finished eval sends no request.
+DIGEST (blake2b-48 hex) covers what the answer ids cover, not the server.
 """
 
 from __future__ import annotations
@@ -109,13 +94,13 @@ def _model_files(out_dir: Path, model: ModelSpec, questions_sha256: str) -> tupl
 
 
 def answers_file(out_dir: Path, model: ModelSpec, questions_sha256: str, template: Template | None = None) -> Path:
-    """The answers file of ``model`` in ``out_dir/answers`` (``NAME.DIGEST.jsonl``, see the module docstring).
+    """The answers file of ``model`` in ``out_dir/answers`` (``NAME.DIGEST.jsonl``).
 
     Args:
         out_dir: OUT.
         model: the model and its generation settings.
         questions_sha256: hex SHA-256 of the questions file's bytes.
-        template: the model's template, read from ``model.template``; None: the shipped one of its mode.
+        template: the model's template; None: the shipped one of its mode.
     """
     template = template or GENERATE_TEMPLATES[model.mode]
     cfg = model.endpoint
@@ -223,12 +208,12 @@ async def run_eval(
     generate_runner: GenerateRunner | None = None,
     score_runner: ScoreRunner | None = None,
 ) -> EvalReport:
-    """Run every step of ``config`` (see the module docstring), resuming what is finished.
+    """Run every step of ``config``, resuming what is finished.
 
     Args:
         config: the eval, from :func:`dahl.run._eval_config.load_eval_config`.
         generate_runner: runs one model's generate step (default
-            :func:`~dahl.generate._answers.generate_answers`); the CLI wraps it in progress lines.
+            :func:`~dahl.generate._answers.generate_answers`).
         score_runner: runs the score step (default :func:`~dahl.run._score.score_async`).
 
     Returns:
@@ -238,7 +223,7 @@ async def run_eval(
         ConfigError: an unset API key variable, a bad template or corpus.
         InputError: a bad questions record (file, line, field named).
         OutputWriteError: an output file cannot be written (finished work is kept).
-        QuotaExhausted, FatalAPIError: an API stopped the run (finished work is kept; re-run to continue).
+        QuotaExhausted, FatalAPIError: an API stopped the run (finished work is kept).
     """
     generate_runner = generate_runner or _generate
     score_runner = score_runner or _score

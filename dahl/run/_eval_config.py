@@ -1,51 +1,7 @@
 """The configuration of ``dahl eval``: one TOML file for the whole benchmark.
 
-Paths are relative to the config file's folder. Every table but ``[[models]]`` is
-optional; unknown tables and keys are errors naming the file and the key::
-
-    output = "eval-out"              # OUT (``dahl eval -o`` wins); default: "eval-out"
-
-    [questions]
-    file = "questions.csv"           # CSV/TSV or JSONL (question, category?, question_id?)
-    fraction = 0.1                   # optional: a stratified sample (.csv or .jsonl files)
-    seed = 0                         # the sample's seed
-    stratify = "category"            # the sample's stratum field
-
-    [generate]                       # defaults of every [[models]] entry (any model key)
-    mode = "completion"              # completion (base models, as the DAHL paper) | chat
-    temperature = 0.6                # the DAHL paper's 0.6 and 256 tokens are the defaults
-    max_tokens = 256
-
-    [[models]]                       # one table per model to generate with (>= 1)
-    name = "my-model"                # the model name sent to the server and ranked
-    base_url = "http://localhost:8000/v1"
-    # mode, temperature, max_tokens, top_p, seed, stop = ["\\nQuestion:"], samples,
-    # template = "my-template.txt", api_key_env, rpm, tpm, max_in_flight, timeout_s,
-    # max_outage_s
-
-    [split]
-    kind = "rules"                   # rules | openai (+ base_url, model, provider, auth, headers, ...
-                                     #   as a table of dahl score --config)
-
-    [check]
-    kind = "evidence"                # evidence | openai | fake
-    evidence = "corpus.jsonl"        # the evidence Checker's corpus (or openai's passages)
-    top_k = 5
-
-    [refs]                           # optional: recall against reference facts
-    file = "refs.jsonl"
-    # coverage, partial, fstar_k, fstar_min_importance, alpha, beta (as dahl score --refs)
-
-    [score]
-    gamma = 10.0                     # FActScore length penalty
-    k = 64                           # K of F1@K
-
-    [leaderboard]
-    metric = "dahl_score"            # ranks the models; compared by the paired test
-    compare = "all"                  # paired tests between all pairs | adjacent
-    by_category = false
-    seed = 0                         # bootstrap seed (also the score step's)
-    n_boot = 1000
+Paths are relative to the config file's folder; every table but ``[[models]]`` is optional;
+unknown tables and keys are errors. The layout is in ``docs/benchmark.md``.
 """
 
 from __future__ import annotations
@@ -344,7 +300,7 @@ def _leaderboard(r: _Reader, data: Mapping[str, Any]) -> LeaderboardSpec:
 
 def load_eval_config(path: Path, *, out_dir: Path | None = None, cache_dir: Path | None = None,
                      use_cache: bool = True) -> EvalConfig:
-    """Read and check a ``dahl eval`` config file (layout in the module docstring; blocking).
+    """Read and check a ``dahl eval`` config file (blocking).
 
     Args:
         path: the TOML file.
@@ -356,8 +312,8 @@ def load_eval_config(path: Path, *, out_dir: Path | None = None, cache_dir: Path
         The checked configuration, every path absolute.
 
     Raises:
-        ConfigError: unreadable file, bad TOML, an unknown table or key, a value of the
-            wrong type or out of range, a missing file; the message names the file and key.
+        ConfigError: unreadable file, bad TOML, an unknown table or key, a bad value, a missing
+            file; the message names the file and key.
     """
     path = Path(path).resolve()
     try:

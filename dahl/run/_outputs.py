@@ -1,9 +1,4 @@
-"""What a finished run writes beside ``answers.jsonl``: verdict columns, ``summary.json``, the manifest.
-
-:func:`collect` reads the finished ``answers.jsonl`` once into the summary's per-answer columns
-and the verdict store; :func:`run_summary` assembles the typed :class:`~dahl.analysis._summary.Summary`;
-:func:`write_summary` writes it, then the manifest that vouches for it.
-"""
+"""What a finished run writes beside ``answers.jsonl``: verdict columns, ``summary.json``, the manifest."""
 
 from __future__ import annotations
 

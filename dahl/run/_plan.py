@@ -39,15 +39,12 @@ class AdapterSettings:
     Attributes:
         splitter: one of :data:`SPLITTERS`.
         checker: one of :data:`CHECKERS`.
-        evidence: corpus (JSONL ``{id, title?, text, url?}`` or a folder of .txt/.md
-            files) for the evidence Checker, or for the ``openai`` Checker to judge
-            each claim against its top ``top_k`` passages.
+        evidence: corpus (JSONL ``{id, title?, text, url?}`` or a folder of .txt/.md files) for
+            the evidence Checker, or passages for the ``openai`` Checker.
         split_endpoint: endpoint of the ``openai`` Splitter.
         check_endpoint: endpoint of the ``openai`` Checker.
         top_k: passages per claim given to the ``openai`` Checker with ``evidence`` (>= 1).
-        index_dir: folder where corpus indexes are saved per corpus fingerprint and
-            loaded by later runs (:mod:`dahl.adapters._documents`); None = index in
-            memory each run. ``dahl score`` passes a folder under the cache directory.
+        index_dir: folder where corpus indexes are saved per corpus fingerprint; None = in memory.
     """
 
     splitter: str = "rules"
@@ -88,22 +85,12 @@ async def open_adapters(
 ) -> tuple[Splitter, Checker, PipelineOptions, LanePool]:
     """Construct the Splitter and Checker, pipeline options that suit them, and the run's lanes.
 
-    Resources (HTTP sessions) are registered on ``stack`` and closed with it.
-    Blocking set-up (loading and indexing a corpus) runs in a worker thread.
-    The ``openai`` adapters get one lane per (base URL, key identity, model),
-    built here for this run only, so a Splitter and Checker on the same
-    endpoint share its limits.
+    Resources (HTTP sessions) are closed with ``stack``; blocking set-up runs in a worker thread.
+    With ``spend``, each stage's calls are metered and capped.
 
     Raises:
         ConfigError: unknown names, missing files, an unset API key variable.
         InputError: a malformed evidence corpus line.
-
-    With ``settings.evidence``, the ``openai`` Checker retrieves the top
-    ``settings.top_k`` passages per claim from the corpus (loaded once, its index
-    saved under ``settings.index_dir``).
-
-    With ``spend``, each stage's calls are metered (money per stage) and capped by it
-    (:class:`dahl.lanes._spend.MeteredLane`); the pool keeps it for the cover stage.
     """
     # Adapter modules pull in aiohttp, pysbd or bm25s (~0.1-0.2 s each): import them in a
     # worker thread so the event loop is never held by an import.
@@ -168,9 +155,8 @@ async def open_adapters(
 
         checker = EvidenceChecker(await _corpus(settings))
 
-    if settings.checker != "openai":
-        if isinstance(checker, ConcurrencyHint):
-            check_concurrency = checker.concurrency
+    if settings.checker != "openai" and isinstance(checker, ConcurrencyHint):
+        check_concurrency = checker.concurrency
     options = PipelineOptions(
         split_concurrency=split_concurrency,
         check_concurrency=check_concurrency,
@@ -194,9 +180,6 @@ async def open_judge(
 ) -> CoverageJudge:
     """Construct the coverage judge ``name`` (:data:`dahl.adapters._coverage.COVERAGE_JUDGES`).
 
-    The ``openai`` judge gets the lane of its endpoint from ``pool`` (so it shares the
-    Checker's limits on the same endpoint) and its own HTTP session, closed with ``stack``.
-
     Raises:
         ConfigError: unknown name; ``openai`` without an endpoint; an unset API key variable.
     """
@@ -211,7 +194,6 @@ async def open_judge(
     if endpoint is None:
         raise ConfigError("--coverage openai needs an endpoint: --base-url and --model (the Checker's with "
                           "--checker openai)")
-    await anyio.to_thread.run_sync(lambda: importlib.import_module("dahl.adapters._coverage"))
     from dahl.adapters._coverage import OpenAICoverageJudge
     from dahl.adapters._endpoint import Connections
 
@@ -222,14 +204,9 @@ async def open_judge(
 def used_templates(adapters: AdapterSettings, cover: EndpointConfig | None = None) -> list[dict[str, str]]:
     """The prompt template of each prompted stage of a run, for its summary and manifest.
 
-    Args:
-        adapters: the run's Splitter and Checker settings.
-        cover: the ``openai`` coverage judge's endpoint, None without one.
-
     Returns:
-        ``[{"stage", "version", "source"}]`` in pipeline order (split, check or
-        check-evidence, cover); ``source`` is ``"shipped"`` or ``"file"``; empty for an
-        offline run.
+        ``[{"stage", "version", "source"}]`` in pipeline order; ``source`` is ``"shipped"`` or
+        ``"file"``; empty for an offline run.
     """
     from dahl.adapters import _prompts as prompts
 

@@ -61,9 +61,8 @@ async def open_recall(
 ) -> RunRecall:
     """Load the reference sets (in a thread) and build the cached judge and the Coverer.
 
-    The ``openai`` judge's endpoint is ``recall.endpoint``, else the Checker's with
-    ``max_tokens`` left to the judge's default (a check reply is one label; a coverage
-    reply holds up to 30).
+    The ``openai`` judge's endpoint is ``recall.endpoint``, else the Checker's with ``max_tokens``
+    left to the judge's default.
 
     Raises:
         ConfigError: an openai judge without an endpoint, an unset key variable.

@@ -38,23 +38,18 @@ class ScoreReport:
     def exit_status(self) -> ExitStatus:
         """The run's outcome as the CLI's exit status (see :mod:`dahl.exit_status`).
 
-        ``NOTHING_SCORED`` when the output holds no answer, or only answers whose split
-        failed; ``PARTIAL`` when input records were skipped, or answers or claims ended
-        in ``error``; ``OK`` otherwise.
+        ``NOTHING_SCORED`` when no answer was scored (or every split failed); ``PARTIAL`` when input
+        records were skipped or answers or claims ended in ``error``; ``OK`` otherwise.
         """
         return run_status(self.summary, self.counters.input_errors)
 
 
 def run_status(summary: dict[str, Any], input_errors: int) -> ExitStatus:
-    """The exit status of a finished run from its ``summary.json`` content.
+    """The exit status (``OK``, ``PARTIAL`` or ``NOTHING_SCORED``) of a finished run.
 
     Args:
-        summary: the summary (its ``models`` blocks count answers, reasons, labels and,
-            with recall, answers whose coverage judgement failed).
+        summary: the ``summary.json`` content.
         input_errors: input records skipped by this run.
-
-    Returns:
-        ``OK``, ``PARTIAL`` or ``NOTHING_SCORED`` (stops are raised, not returned).
     """
     models = summary["models"].values()
     answers = sum(m["n_answers"] for m in models)

@@ -54,16 +54,11 @@ class ScoreConfig(CallSettings):
     """Everything one ``dahl score`` run needs, built at the edge (CLI or caller).
 
     Attributes:
-        inputs: answer files and in-memory :class:`~dahl.formats._inline.Records`, read
-            in order; given a path, a sequence of paths, or an iterable of Answers or
-            dicts (checked like dahl JSONL lines), it is stored as such a tuple. For
-            ``hf`` a path may be a ``save_to_disk`` folder or a cached hub name; ``-`` is
-            standard input and a FIFO is read as a stream (once, as JSONL unless ``fmt``
-            says factscore or veriscore; gzip or zstd bytes are decompressed).
+        inputs: answer files and in-memory :class:`~dahl.formats._inline.Records`, read in order
+            (a path, paths, or an iterable of Answers or dicts); ``-`` is standard input.
         out_dir: where ``answers.jsonl`` and ``summary.json`` go.
         fmt: input format name (see :data:`dahl.formats.FORMATS`) or ``"auto"``.
-        response_column: column (field) holding the responses, or several: one answer
-            per record and column, named after its column.
+        response_column: column (field) holding the responses, or several (one answer each).
         fields: ``{dahl field: the input's field}`` (``--field question=prompt``).
         adapters: which Splitter and Checker, and their settings.
         gamma: FActScore length-penalty γ (10 in FActScore; 0 disables).
@@ -72,13 +67,8 @@ class ScoreConfig(CallSettings):
         n_boot: bootstrap resamples for confidence intervals.
         pipeline: concurrency and batching; None picks defaults from the adapters.
         recall: reference facts and recall settings (``--refs``); None = precision only.
-            With recall the whole-answer cache is off: every
-            answer is assembled from its cached claims and verdicts and then covered.
-        cache_dir, use_cache, prices, max_cost_usd: the verdict cache and the money of the
-            run's calls (:class:`~dahl.engine._options.CallSettings`; keyword-only). Without
-            the cache identical in-flight claims are still checked once; ``prices``
-            (``[prices."MODEL"]`` in --config, ``--price``) also price summary.json's
-            ``cost`` block.
+        cache_dir, use_cache, prices, max_cost_usd: keyword-only, see
+            :class:`~dahl.engine._options.CallSettings`.
     """
 
     inputs: tuple[Input, ...]
@@ -116,18 +106,12 @@ class ScoreConfig(CallSettings):
 
 
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, recall_fp: str | None = None) -> bytes:
-    """Bytes of everything that changes a result besides the answer itself.
-
-    ``recall_fp`` (the Coverer's fingerprint: judge, refs hash, every recall setting)
-    is included only when recall is on, so precision-only runs keep their old keys.
-    """
+    """Bytes of everything that changes a result besides the answer (recall only when it is on)."""
     material: dict[str, object] = {"splitter": splitter_fp, "checker": checker_fp, "gamma": config.gamma,
                                    "k": config.k}
     if recall_fp is not None:
         material["recall"] = recall_fp
     return orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
-
-
 
 
 async def score_async(
@@ -148,18 +132,12 @@ async def score_async(
 
     Raises:
         ConfigError: bad settings, missing files or keys.
-        InputError: only from adapters' own inputs (bad corpus line); bad answer
-            records are skipped and reported in ``ScoreReport.input_errors``.
-        QuotaExhausted: the API quota ran out; finished results are on disk and
-            re-running the same command continues. Its subclass CostCapReached: the
-            next call could pass ``config.max_cost_usd`` (nothing more was sent).
-        FatalAPIError: an endpoint cannot work (bad key, unreachable, breaker
-            tripped); finished results are on disk, as for QuotaExhausted.
-        OutputWriteError: an output file cannot be written (disk full, read-only);
-            the answers already written are kept.
-
-    A failure inside the run's task groups is raised as the one error that caused
-    it, not as an ExceptionGroup.
+        InputError: only from adapters' own inputs; bad answer records are skipped and
+            reported in ``ScoreReport.input_errors``.
+        QuotaExhausted: the API quota ran out (or, as CostCapReached, the next call could pass
+            ``config.max_cost_usd``); finished results are on disk and a re-run continues.
+        FatalAPIError: an endpoint cannot work (bad key, unreachable, breaker tripped).
+        OutputWriteError: an output file cannot be written; answers already written are kept.
     """
     counters = counters if counters is not None else RunCounters()
     out_dir = config.out_dir
@@ -176,18 +154,7 @@ async def score_async(
 
 @dataclass(frozen=True)
 class _Parts:
-    """The opened parts of one run (closed by the run's exit stack).
-
-    Attributes:
-        splitter, checker: the cached adapters.
-        options: the pipeline's concurrency and batching, with the run's γ and K.
-        recall: the Coverer and its summary facts, None without reference facts.
-        cache: the verdict store, None when off or unusable.
-        cache_state: ``on``, ``off`` or ``disabled (why)`` for the summary.
-        spend: the run's money and cap.
-        run_fp: bytes of everything besides the answer that changes a result.
-        whole: the whole-answer cache, None with recall or without a store.
-    """
+    """The opened parts of one run (closed by the run's exit stack)."""
 
     splitter: CachingSplitter
     checker: CachingChecker
@@ -212,15 +179,7 @@ class _Parts:
 
 @dataclass
 class _Reading:
-    """What the answer source records as it reads the input (the reader thread writes it).
-
-    The counts the run reports are kept live in :class:`RunCounters` (``input_errors``,
-    ``answers_resumed``) by the source itself.
-
-    Attributes:
-        errors: rejected input records (the first ones kept for the report).
-        order: input position of every answer key read.
-    """
+    """What the answer source records as it reads the input: rejected ``errors`` and ``order``."""
 
     errors: InputErrors
     order: dict[int, int] = field(default_factory=dict)
@@ -229,11 +188,7 @@ class _Reading:
 async def _score_locked(
     config: ScoreConfig, counters: RunCounters, on_result: Callable[[AnswerResult], None] | None
 ) -> ScoreReport:
-    """The body of :func:`score_async`, run while this process holds the output folder.
-
-    Open the run's parts, run its stages into ``answers.jsonl``, then read that once into
-    the verdict store and the summary, and write ``summary.json`` and the manifest.
-    """
+    """The body of :func:`score_async`, run while this process holds the output folder."""
     out_dir = config.out_dir
     started_at = manifest.now_utc()
     previous = await anyio.to_thread.run_sync(manifest.read_manifest, out_dir)
@@ -257,8 +212,6 @@ async def _score_locked(
 
 async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncExitStack) -> _Parts:
     """Open the run's adapters, lanes, spend meter, verdict store and Coverer on ``stack``.
-
-    Sets ``counters.spend`` and, with HTTP lanes, ``counters.lane_statistics``.
 
     Raises:
         ConfigError: bad adapter or recall settings, missing files or keys.
@@ -350,14 +303,7 @@ async def _summarize(
     previous: dict[str, Any] | None,
     started_at: str,
 ) -> tuple[Summary, Path]:
-    """Read the finished ``answers.jsonl`` into ``verdicts/`` and the summary; write summary.json and the manifest.
-
-    Returns:
-        The summary and the path of summary.json.
-
-    Raises:
-        OutputWriteError: an output file cannot be written.
-    """
+    """Read ``answers.jsonl`` into ``verdicts/`` and the summary; write summary.json and the manifest."""
     recall = parts.recall
     recall_settings = recall.settings(config.recall) if recall is not None and config.recall is not None else None
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot,
@@ -378,10 +324,7 @@ async def _summarize(
 
 
 def _check_inputs(config: ScoreConfig) -> None:
-    """Open every input as the run will (format detection, CSV columns); raise ConfigError early.
-
-    A stream (``-``, a FIFO) is not read here: it can be read once only.
-    """
+    """Open every input as the run will (not a stream); raise ConfigError early."""
     for path in config.inputs:
         read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
                      needs=config.adapters.input_needs)  # detects at call time
@@ -413,9 +356,7 @@ def score(config: ScoreConfig) -> ScoreReport:
     """Blocking wrapper of :func:`score_async` (runs its own event loop).
 
     Raises:
-        RuntimeError: called where an event loop is already running (a notebook, an
-            async program), which a blocking call would stall: ``await score_async(config)``
-            there instead.
+        RuntimeError: called inside a running event loop (``await score_async(config)`` there).
         DahlError: as :func:`score_async`.
     """
     try:

@@ -1,15 +1,7 @@
 """The pipeline's source: the answers of a run's inputs still to score, in input order.
 
-Runs in the pipeline's reader thread (blocking reads and hashing). Each answer gets
-its input hash and resume key (:mod:`dahl.results._log`); a second record with the
-same id is skipped with an input error naming both records' file and line, whether
-its content is the same (a repeated record) or not (two answers cannot share an
-id in ``answers.jsonl``: the first one read is kept); an answer the output
-folder already holds (``finished``) is skipped and counted as resumed; every kept key
-gets its input position (``order``, which :meth:`AnswerLog.finalize` sorts by).
-
-It sits beside :mod:`dahl.run._score`, above ``engine/``: it joins the readers and the
-engine's queue records, so neither imports the other.
+Runs in the pipeline's reader thread. A second record with an id already read is skipped with
+an input error naming both records; an answer the output folder holds is counted as resumed.
 """
 
 from __future__ import annotations
@@ -41,12 +33,11 @@ _LINE_MASK = (1 << 40) - 1
 class InputErrors:
     """Collects rejected input records (called from the reader thread).
 
-    The first :data:`MAX_REPORTED_INPUT_ERRORS` are logged as warnings and kept;
-    the others are only counted (50,000 bad lines are not 50,000 warnings).
+    The first :data:`MAX_REPORTED_INPUT_ERRORS` are logged as warnings and kept; the others are
+    only counted.
 
     Args:
-        counters: the run's counters, whose ``input_errors`` is kept equal to ``count``
-            as records are rejected (the progress display reads it mid-run).
+        counters: the run's counters, whose ``input_errors`` is kept equal to ``count``.
 
     Attributes:
         count: records rejected.
@@ -95,10 +86,9 @@ def answer_source(
         run_fp: the run fingerprint (see :func:`~dahl.results._log.answer_input_hash`).
         finished: resume keys of the answers the output folder already holds.
         order: filled with the input position of every key.
-        errors: called with each rejected record (bad record, duplicate).
-        needs: what every answer must carry for the run's adapters (claims, labels).
-        counters: the run's counters; ``answers_resumed`` counts the answers skipped as
-            finished, as they are read.
+        errors: called with each rejected record.
+        needs: what every answer must carry for the run's adapters.
+        counters: the run's counters (``answers_resumed`` counted as read).
 
     Raises:
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
