@@ -176,13 +176,12 @@ def lint(file: Path, as_json: bool, near: float) -> None:
     rows would be dropped by `dahl questions build` (duplicates, near duplicates, empty
     or context-dependent questions); 2 when FILE cannot be read as a question CSV.
     """
-    from dahl.cli._console import console, out
+    from dahl.cli._console import exit_stopped, out
 
     try:
         report = lint_questions(file, near=near)
     except DahlError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(ExitStatus.USAGE)
+        exit_stopped(exc, "")
     if as_json:
         click.echo(msgspec.json.encode(report).decode())
     else:
