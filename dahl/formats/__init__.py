@@ -18,7 +18,7 @@ from dahl.formats._fields import check_fields
 from dahl.formats._inline import Records
 from dahl.formats._jsonarray import read_json_array
 from dahl.formats._jsonl import read_jsonl
-from dahl.formats._lines import input_name, is_stream, open_checked
+from dahl.formats._lines import check_input_path, input_name, is_stream
 from dahl.formats._needs import Needs
 from dahl.formats._rows import RowOptions, jsonl_rows, response_columns, stream_rows
 from dahl.formats._safe import read_safe
@@ -56,7 +56,7 @@ def _resolve(
     file = Path(path)
     if fmt == "hf" or (fmt == "auto" and is_saved_dataset(file)):
         return file, "hf"  # a folder or a hub name; read_hf checks which
-    open_checked(file)  # another folder is named as such
+    check_input_path(file)  # another folder is named as such
     if is_stream(file):  # read once: no sniffing, and csv reads its header in a pass of its own
         name = "jsonl" if fmt == "auto" else fmt
         if name not in STREAMABLE:

@@ -47,12 +47,10 @@ def read_records(
         convert: turns a record into an Answer; may raise InputError.
         on_error: called with each bad line's InputError, which is then skipped;
             when None the first bad line raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+        needs: what every answer must carry.
 
     Raises:
-        InputError: invalid UTF-8, malformed JSON, JSON nested too deeply to decode,
-            a validation or conversion error, an answer lacking what ``needs`` asks,
-            when ``on_error`` is None.
+        InputError: a bad line, when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
     return AnswerStream(_numbered(path, decoder, convert, on_error, needs))

@@ -12,10 +12,6 @@ __all__ = ["AnswerStream"]
 class AnswerStream(Iterator[Answer]):
     """Answers of one input file, in file order, each with the line it starts on.
 
-    The line is what names a record in a message (a duplicate id, say) after the
-    reader has handed it on; Answer itself holds no position (its canonical JSON
-    is hashed, so a line field would change every resume key).
-
     Attributes:
         line: 1-based input line of the answer last returned; None before the
             first, or when the reader does not know lines.
