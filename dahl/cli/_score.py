@@ -8,7 +8,13 @@ from typing import NoReturn
 import click
 
 from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
-from dahl.cli._options import FINITE, HEADER, GroupedCommand, cache_progress_options, template_option
+from dahl.cli._options import (
+    FINITE,
+    HEADER,
+    GroupedCommand,
+    cache_progress_options,
+    template_option,
+)
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
 from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table

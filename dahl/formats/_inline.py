@@ -17,6 +17,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats._jsonl import RecordIn, record_answer
 from dahl.formats._jsonpath import NESTED_TOO_DEEPLY, validation_error
 from dahl.formats._needs import Needs, check_needs
+from dahl.formats._stream import skip_or_raise
 from dahl.records import Answer
 
 __all__ = ["RECORDS_NAME", "Input", "Records", "as_inputs"]
@@ -75,9 +76,7 @@ class Records:
                 answer = item if isinstance(item, Answer) else _answer_of(item, where)
                 _check_needs(answer, needs, where)
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 continue
             yield answer
 

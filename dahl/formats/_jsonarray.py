@@ -15,7 +15,7 @@ from dahl.errors import InputError
 from dahl.formats._compressed import open_bytes
 from dahl.formats._needs import Needs
 from dahl.formats._rows import RowOptions, stream_rows
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 
 __all__ = ["json_items", "read_json_array"]
 
@@ -70,8 +70,6 @@ def read_json_array(
                 yield position, value
                 continue
             error = InputError(f"expected a JSON object, got {type(value).__name__}", file=file, line=position)
-            if on_error is None:
-                raise error
-            on_error(error)
+            skip_or_raise(error, on_error)
 
     return stream_rows(objects(), options, file=file, on_error=on_error, needs=needs)

@@ -13,7 +13,7 @@ from dahl.errors import InputError
 from dahl.formats._jsonpath import nesting_error, validation_error
 from dahl.formats._lines import decode_line, input_name, numbered_lines
 from dahl.formats._needs import Needs, check_needs
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.records import Answer
 
 __all__ = ["read_records"]
@@ -83,8 +83,6 @@ def _numbered(
             if checked:
                 check_needs(answer, needs, file=file, line=number)
         except InputError as error:
-            if on_error is None:
-                raise
-            on_error(error)
+            skip_or_raise(error, on_error)
             continue
         yield number, answer

@@ -15,7 +15,7 @@ from pathlib import Path
 from dahl.errors import ConfigError, InputError
 from dahl.formats._compressed import CORRUPT_ERRORS, open_bytes, open_stream
 
-__all__ = ["STDIN", "check_input_path", "decode_line", "input_bytes", "input_name", "is_stream", "numbered_lines"]
+__all__ = ["STDIN", "check_input_path", "decode_line", "input_name", "is_stream", "numbered_lines"]
 
 #: The input path that means standard input.
 STDIN = Path("-")
@@ -36,11 +36,6 @@ def is_stream(path: Path) -> bool:
 def input_name(path: object) -> str:
     """How messages name an input: its path, ``<stdin>``, or the ``str`` of in-memory records."""
     return "<stdin>" if path == STDIN else str(path)
-
-
-def input_bytes(path: Path) -> int | None:
-    """Size of an input file in bytes; None for a stream or what is not a file."""
-    return None if is_stream(path) or not path.is_file() else path.stat().st_size
 
 
 def check_input_path(path: Path) -> Path:

@@ -19,7 +19,7 @@ from dahl.formats._jsonl import RecordIn, record_answer
 from dahl.formats._jsonpath import nesting_error, validation_error
 from dahl.formats._lines import decode_line, input_name, numbered_lines
 from dahl.formats._needs import Needs, check_needs
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.records import Answer
 
 __all__ = ["RowOptions", "jsonl_rows", "record_of", "response_columns", "row_records", "stream_rows"]
@@ -112,9 +112,7 @@ def jsonl_rows(
             except RecursionError:
                 raise nesting_error(file=file, line=number) from None
         except InputError as error:
-            if on_error is None:
-                raise
-            on_error(error)
+            skip_or_raise(error, on_error)
             continue
         yield number, value
 
@@ -161,9 +159,7 @@ def _pairs(
                 if checked:
                     check_needs(answer, needs, file=file, line=line)
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 continue
             yield line, answer
 

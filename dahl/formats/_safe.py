@@ -20,7 +20,7 @@ from dahl.formats._compressed import open_bytes
 from dahl.formats._jsonarray import json_items
 from dahl.formats._jsonpath import validation_error
 from dahl.formats._needs import Needs, check_needs
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.formats._verdict_labels import scorer_label
 from dahl.records import Answer, GivenClaim
 
@@ -129,9 +129,7 @@ def _pairs(
                 if answer is not None:
                     check_needs(answer, needs, file=file, line=line)
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 break
             if answer is not None:
                 yield line, answer

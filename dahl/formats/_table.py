@@ -17,7 +17,7 @@ from dahl.formats._compressed import model_stem
 from dahl.formats._fields import check_fields, rename_row
 from dahl.formats._lines import decode_line, numbered_lines
 from dahl.formats._rows import response_columns
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.records import Answer, content_id
 
 __all__ = ["csv_header", "csv_rows", "read_csv", "response_column_of"]
@@ -258,8 +258,6 @@ def _answers(
                     row, response_column=column, model=model_stem(path), file=file, line=line, columns=several
                 )
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 continue
             yield line, answer
