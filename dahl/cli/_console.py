@@ -1,9 +1,5 @@
-"""The console every command prints to, and how a command that stopped early exits.
-
-``console`` is standard error (progress, warnings, one-line errors); ``out`` is standard
-output (tables and reports a script reads). Off a terminal both are 160 columns wide and
-do not wrap, so a log can be grepped.
-"""
+"""The consoles every command prints to (``console``: stderr; ``out``: stdout, 160 columns and
+unwrapped off a terminal), and how a command that stopped early exits."""
 
 from __future__ import annotations
 
@@ -28,11 +24,8 @@ from dahl.pricing import Price, load_price_overrides, parse_price_option
 __all__ = ["EXIT_INTERRUPTED", "EXIT_QUOTA", "EXIT_USAGE", "console", "exit_finished", "exit_stopped", "out", "price_overrides",
            "run_stoppable", "setup_logging"]
 
-# Piped output gets a wide fixed width so tables are not cut to 80 columns.
 class _Console(Console):
-    """A rich Console whose reader going away (``dahl inspect FILE | head -1``) ends the
-    command with status 0: the reader took what it wanted (rich's default exits 1, which
-    here means an internal error)."""
+    """A rich Console whose reader going away (``| head -1``) ends the command with status 0."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -40,13 +33,12 @@ class _Console(Console):
         raise SystemExit(ExitStatus.OK)
 
 
-# Not a terminal (a log): lines are neither padded nor wrapped, so they can be grepped.
 console = _Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=not sys.stderr.isatty())
 out = _Console(width=None if sys.stdout.isatty() else 160)
 
 T = TypeVar("T")
 
-# Kept for scripts and tests that import them; the table is dahl.exit_status.ExitStatus.
+# Kept for scripts and tests that import them.
 EXIT_USAGE = ExitStatus.USAGE
 EXIT_QUOTA = ExitStatus.QUOTA
 EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
@@ -64,18 +56,13 @@ def setup_logging(verbose: int) -> None:
         handler = _Handler(console=console, show_path=False, show_time=False)
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
-    # The handler's own level also filters records of libraries that set their logger to
-    # DEBUG themselves (bm25s does), which the root level alone does not.
+    # The handler's level also filters libraries that set their own logger to DEBUG (bm25s).
     handler.setLevel(level)
     root.setLevel(level)
 
 
 class _Handler(RichHandler):
-    """dahl's own log handler, told apart from an embedding program's when -v is given twice.
-
-    On a terminal it draws rich's columns; elsewhere (a batch job's log) each record is
-    one plain line, ``LEVEL message``, neither padded nor wrapped, so a log can be grepped.
-    """
+    """dahl's own log handler: rich's columns on a terminal, else one plain ``LEVEL message`` line."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.console.is_terminal:
@@ -91,13 +78,8 @@ class _Handler(RichHandler):
 
 
 def run_stoppable(func: Callable[..., Awaitable[T]], *args: object) -> T:
-    """``anyio.run(func, *args)``, where SIGTERM (``kill``, a job scheduler) stops the run as Ctrl-C does.
-
-    The event loop's SIGTERM handler cancels the run's main task once, as asyncio's own SIGINT
-    handler does; the task's cleanup writes the finished answers, then KeyboardInterrupt is raised
-    (exit 130 via the caller's handler) instead of the process dying mid-write. SIGINT is left as
-    it was: a background job (``dahl ... &`` in a script) keeps ignoring Ctrl-C. Off the main
-    thread, where signals cannot be handled, this is plain ``anyio.run``.
+    """``anyio.run(func, *args)``, where SIGTERM cancels the main task once (its cleanup writes the
+    finished work) as Ctrl-C does; SIGINT is left as it was. Off the main thread: plain ``anyio.run``.
 
     Raises:
         KeyboardInterrupt: SIGTERM (or Ctrl-C) stopped the run.

@@ -110,9 +110,7 @@ def parse_template_options(values: Collection[str], stages: Collection[str]) -> 
         ``{stage: PromptTemplate}``.
 
     Raises:
-        ConfigError: not ``STAGE=FILE``, a stage the command has no prompt for, a stage given
-            twice, or a bad file (file and placeholder named; see
-            :func:`dahl.templates.load_prompt_template`).
+        ConfigError: not ``STAGE=FILE``, a stage without a prompt, a stage given twice, or a bad file.
     """
     out: dict[str, PromptTemplate] = {}
     for value in values:
@@ -130,12 +128,8 @@ def parse_template_options(values: Collection[str], stages: Collection[str]) -> 
 
 
 class GroupedCommand(click.Command):
-    """A command whose ``--help`` lists its options in named sections, the common ones first.
-
-    ``sections`` maps a heading to the parameter names (``param.name``) listed under it, in
-    order (the help option is ``"help"``); options no section names come last under
-    "Other options".
-    """
+    """A command whose ``--help`` lists its options in named sections: ``sections`` maps a heading
+    to parameter names (the help option is ``"help"``); the rest come last under "Other options"."""
 
     def __init__(self, *args: Any, sections: dict[str, tuple[str, ...]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -11,11 +11,11 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -368,31 +368,40 @@ async def run_with_progress(
             else:
                 meter.snapshot()  # keeps the rate history between lines
 
-    failure: Exception | None = None
-    report: ScoreReport | None = None
     if live is not None:
         live.start()
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(count_total)
-            tg.start_soon(tick)
-            try:
-                report = await score_async(config, counters=counters)
-            except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-                failure = exc
-            finally:
-                tg.cancel_scope.cancel()
+        try:
+            report = await _beside(lambda: score_async(config, counters=counters), count_total, tick)
+        except Exception:
+            show()
+            raise
         show()
     finally:
         if live is not None:
             live.stop()
-    if failure is not None:
-        raise failure
-    assert report is not None
     return report
 
 
 _T = TypeVar("_T")
+
+
+async def _beside(work: Callable[[], Awaitable[_T]], *background: Callable[[], Coroutine[Any, Any, None]]) -> _T:
+    """Await ``work()`` while ``background`` tasks run (cancelled when it ends); what ``work``
+    raises is raised itself, not wrapped in an exception group."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        for task in background:
+            tg.start_soon(task)
+        try:
+            result = await work()
+        except Exception as exc:
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
 
 
 async def run_ticking(
@@ -426,18 +435,7 @@ async def run_ticking(
             await anyio.sleep(every_s)
             show()
 
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        if every_s is not None:
-            tg.start_soon(ticker)
-        try:
-            result = await work()
-        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+    result = await _beside(work, *([ticker] if every_s is not None else []))
     if last and every_s is not None:
         show()
     return result

@@ -1,11 +1,5 @@
-"""``dahl questions``: build a benchmark's exam questions from articles, and check them.
-
-``dahl questions build ARTICLES -o questions.csv`` generates N questions per article with
-an LLM, judges and flags each (:mod:`dahl.questions._build`) and writes DAHL's
-``question, category`` CSV with provenance columns (:mod:`dahl.questions._table`).
-``dahl questions lint FILE`` runs the same checks (:mod:`dahl.questions._checks`) on an
-existing file and prints the report of :mod:`dahl.questions._lint`.
-"""
+"""``dahl questions``: build a benchmark's exam questions from articles (``build``), and check
+a question file (``lint``)."""
 
 from __future__ import annotations
 
