@@ -281,7 +281,7 @@ def resolve_headers(cfg: EndpointConfig) -> dict[str, str]:
 
 
 def api_key_id(key: str) -> str:
-    """Short identity of an API key for lane keys and logs: blake2b-64 hex (16 chars); ``""`` -> ``"nokey"``."""
+    """Short identity of an API key for lane keys and logs: blake2b-64 hex; ``""`` -> ``"nokey"``."""
     if not key:
         return "nokey"
     return hashlib.blake2b(key.encode("utf-8"), digest_size=8).hexdigest()

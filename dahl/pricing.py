@@ -132,7 +132,7 @@ def cost_usd(usage: Usage | None, price: Price | None) -> float | None:
 
 
 def upper_bound_usd(estimated_tokens: int, max_tokens: int, price: Price) -> float:
-    """The most one request may cost, USD: the prompt estimate at the input price, ``max_tokens`` at the output.
+    """The most one request may cost, USD: prompt estimate at the input price, ``max_tokens`` at the output.
 
     Args:
         estimated_tokens: the lane's reservation, prompt estimate + ``max_tokens``, tokens.

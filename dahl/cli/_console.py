@@ -129,10 +129,7 @@ def price_overrides(config_file: Path | None, options: tuple[str, ...]) -> dict[
 def exit_finished(status: ExitStatus, nothing: str, partly: Callable[[], str]) -> None:
     """Return when a finished command's ``status`` is 0; else print why and exit with it.
 
-    Args:
-        status: 0, ``NOTHING_SCORED`` (5) or ``PARTIAL`` (6).
-        nothing: the line printed for 5.
-        partly: builds the line printed for 6.
+    ``status`` is 0, ``NOTHING_SCORED`` (5; prints ``nothing``) or ``PARTIAL`` (6; prints ``partly()``).
     """
     if status == ExitStatus.NOTHING_SCORED:
         console.print(nothing)
@@ -151,20 +148,17 @@ def exit_stopped(exc: BaseException, again: str, interrupted: str | None = None)
         again: the sentence telling how to continue (where finished work is).
         interrupted: the line for an interrupt instead of ``interrupted. {again}``.
     """
+    text = escape(str(exc))
     if isinstance(exc, CostCapReached):
-        console.print(f"[red]stopped:[/] {escape(str(exc))}. {again}")
-        sys.exit(ExitStatus.QUOTA)
-    if isinstance(exc, QuotaExhausted):
-        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
-        sys.exit(ExitStatus.QUOTA)
-    if isinstance(exc, FatalAPIError):
-        console.print(f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}")
-        sys.exit(ExitStatus.FATAL_API)
-    if isinstance(exc, OutputWriteError):
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(ExitStatus.WRITE_FAILED)
-    if isinstance(exc, KeyboardInterrupt):
-        console.print(interrupted or f"[yellow]interrupted.[/] {again}")
-        sys.exit(ExitStatus.INTERRUPTED)
-    console.print(f"[red]error:[/] {escape(str(exc))}")
-    sys.exit(ExitStatus.USAGE)
+        line, status = f"[red]stopped:[/] {text}. {again}", ExitStatus.QUOTA
+    elif isinstance(exc, QuotaExhausted):
+        line, status = f"[red]stopped:[/] API quota exhausted ({text}). {again}", ExitStatus.QUOTA
+    elif isinstance(exc, FatalAPIError):
+        line, status = f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}", ExitStatus.FATAL_API
+    elif isinstance(exc, KeyboardInterrupt):
+        line, status = interrupted or f"[yellow]interrupted.[/] {again}", ExitStatus.INTERRUPTED
+    else:
+        line = f"[red]error:[/] {text}"
+        status = ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else ExitStatus.USAGE
+    console.print(line, emoji=False)  # a message's "file:100:" must not become an emoji
+    sys.exit(status)

@@ -13,7 +13,8 @@ from dahl.errors import ConfigError
 from dahl.templates import PromptTemplate, load_prompt_template
 
 __all__ = ["CACHE_DIR", "FINITE", "HEADER", "FiniteFloat", "GroupedCommand", "HeaderOption",
-           "cache_and_progress_options", "cache_progress_options", "parse_template_options", "template_option"]
+           "cache_and_progress_options", "cache_progress_options", "parse_template_options",
+           "template_option"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -69,7 +70,7 @@ CACHE_DIR = click.option("--cache-dir", type=click.Path(path_type=Path, file_oka
 
 
 def cache_progress_options(no_cache_help: str, every_help: str) -> Callable[[_F], _F]:
-    """``--cache-dir``, ``--no-cache``, ``--no-progress``, ``--progress-every`` (seconds), with these helps."""
+    """``--cache-dir``, ``--no-cache``, ``--no-progress`` and ``--progress-every`` (seconds)."""
     options = [
         CACHE_DIR,
         click.option("--no-cache", is_flag=True, help=no_cache_help),

@@ -198,7 +198,7 @@ class Snapshot:
 
 
 def usd(amount: float | None) -> str:
-    """Money as shown: ``$12.34``, ``$0.1234`` under $1, ``$0.001234`` under a cent, ``$0``, ``$?`` unknown."""
+    """Money as shown: ``$12.34``, ``$0.1234`` under $1, ``$0.001234`` under a cent, ``$0``, ``$?``."""
     if amount is None:
         return "$?"
     if amount == 0:
@@ -319,19 +319,8 @@ async def run_with_progress(
 ) -> ScoreReport:
     """Run :func:`~dahl.run._score.score_async` while showing its progress on ``console``.
 
-    Args:
-        config: the run's settings.
-        counters: the run's counters (shown, then returned in the report).
-        console: where progress goes (the CLI's stderr console).
-        mode: ``"bar"`` a live line, ``"lines"`` a plain line every ``every_s`` seconds and at
-            the end, ``"off"`` nothing.
-        every_s: seconds between two plain lines.
-
-    Returns:
-        The run's report.
-
-    Raises:
-        Whatever :func:`~dahl.run._score.score_async` raises (after a last progress line).
+    ``mode``: ``"bar"`` a live line, ``"lines"`` a plain line every ``every_s`` seconds and at the
+    end, ``"off"`` nothing. Raises what ``score_async`` raises, after a last progress line.
     """
     if mode == "off":
         return await score_async(config, counters=counters)
@@ -386,7 +375,9 @@ async def run_with_progress(
 _T = TypeVar("_T")
 
 
-async def _beside(work: Callable[[], Awaitable[_T]], *background: Callable[[], Coroutine[Any, Any, None]]) -> _T:
+async def _beside(
+    work: Callable[[], Awaitable[_T]], *background: Callable[[], Coroutine[Any, Any, None]]
+) -> _T:
     """Await ``work()`` while ``background`` tasks run (cancelled when it ends); what ``work``
     raises is raised itself, not wrapped in an exception group."""
     failure: Exception | None = None
@@ -414,15 +405,8 @@ async def run_ticking(
 ) -> _T:
     """Await ``work()`` while printing ``line(elapsed seconds)`` every ``every_s`` seconds.
 
-    Args:
-        work: the command's coroutine function.
-        line: the progress line after ``elapsed`` seconds.
-        console: where lines go (stderr).
-        every_s: seconds between lines; None prints none.
-        last: also print the line once ``work`` is done.
-
-    Raises:
-        Whatever ``work`` raises, itself (not wrapped in an exception group).
+    ``every_s`` None prints none; ``last`` also prints one once ``work`` is done. Raises what
+    ``work`` raises, itself (not in an exception group).
     """
     start = anyio.current_time()
 

@@ -1,4 +1,4 @@
-"""``dahl study``: studies over scored runs; ``dahl study temperature`` is the DAHL paper's (§5.2, Fig. 5)."""
+"""``dahl study``: studies over scored runs (``temperature``: the DAHL paper's §5.2, Fig. 5)."""
 
 from __future__ import annotations
 

@@ -73,10 +73,7 @@ def _table(cells: dict[str, list[str]], names: list[str], k: int, short: bool, h
 def result_table(summary: dict[str, Any], k: int, width: int) -> Table:
     """The per-model result table, fitted to ``width`` console cells (a caption names dropped columns).
 
-    Args:
-        summary: the content of ``summary.json`` (its ``models`` block).
-        k: the run's K, for the ``F1@K`` header.
-        width: the console width, cells.
+    ``summary`` is the content of ``summary.json``; ``k`` the run's K, for the ``F1@K`` header.
     """
     cells = _columns(summary)
     names = list(cells)
