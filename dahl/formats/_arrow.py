@@ -150,9 +150,7 @@ def read_hf(
     Args:
         source: the folder, or a hub name (``owner/name[:config]``) when no such path exists.
         options: field mapping and response columns.
-        on_error: called with each bad row's InputError, which is then skipped;
-            when None the first bad row raises.
-        needs: what every answer must carry.
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Returns:
         The answers, each numbered by its 1-based row across the splits.

@@ -113,9 +113,7 @@ def read_factscore(
 
     Args:
         path: e.g. ``factscore/labeled/ChatGPT.jsonl``; its stem is the model name.
-        on_error: called with each bad line's InputError, which is then skipped;
-            when None the first bad line raises.
-        needs: what every answer must carry.
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
         InputError: a bad line, when ``on_error`` is None.

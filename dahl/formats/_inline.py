@@ -63,9 +63,7 @@ class Records:
         """The items as Answers, in order.
 
         Args:
-            on_error: called with each bad item's InputError, which is then skipped;
-                when None the first bad item raises.
-            needs: what every answer must carry.
+            on_error, needs: as in :func:`dahl.formats.read_answers`.
 
         Raises:
             InputError: a bad item, when ``on_error`` is None.

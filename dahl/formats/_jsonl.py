@@ -170,9 +170,7 @@ def read_jsonl(
     Args:
         path: the file (``.gz``/``.zst`` are decompressed as they stream).
         fields: ``{dahl field: the file's key}``.
-        on_error: called with each bad record's InputError, which is then skipped;
-            when None the first bad record raises.
-        needs: what every answer must carry.
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
         InputError: a bad line, when ``on_error`` is None.

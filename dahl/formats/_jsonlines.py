@@ -45,9 +45,7 @@ def read_records(
         path: a JSON Lines file.
         decoder: decodes and validates one line into a record.
         convert: turns a record into an Answer; may raise InputError.
-        on_error: called with each bad line's InputError, which is then skipped;
-            when None the first bad line raises.
-        needs: what every answer must carry.
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
         InputError: a bad line, when ``on_error`` is None.

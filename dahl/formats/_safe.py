@@ -101,9 +101,7 @@ def read_safe(
 
     Args:
         path: the result JSON (``.gz`` / ``.zst`` are decompressed as read).
-        on_error: called with each bad prompt's InputError, which is then skipped;
-            when None the first bad prompt raises.
-        needs: what every answer must carry.
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Returns:
         Side 1's answer, then side 2's, of each rated prompt, in file order.

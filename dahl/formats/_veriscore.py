@@ -85,9 +85,7 @@ def read_veriscore(
     Args:
         path: the JSONL file (``.gz`` / ``.zst`` are decompressed as read); its stem is
             the model name of lines without ``model``.
-        on_error: called with each bad line's InputError, which is then skipped;
-            when None the first bad line raises.
-        needs: what every answer must carry.
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
         InputError: a bad line, when ``on_error`` is None.
