@@ -10,9 +10,7 @@ Public API::
 Records (:class:`Answer`, :class:`Claim`, :class:`Verdict`, :class:`AnswerResult`),
 errors (:class:`DahlError` and its tree) and :class:`ExitStatus` are re-exported here.
 
-Names are imported on first use (PEP 562), so ``import dahl`` is cheap: the
-``dahl`` command starts inside its Ctrl-C handler (:mod:`dahl.__main__`), and
-reading ``dahl.__version__`` loads only the package metadata.
+Names are imported on first use (PEP 562), so ``import dahl`` is cheap.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The ``dahl`` command's entry point (also ``python -m dahl``).
 
-It imports the command line inside its Ctrl-C handler, so a Ctrl-C while the CLI
-loads exits 130 without a traceback, as one during a run does. SIGTERM is taken for Ctrl-C from the same
-moment (a run maps it again while it lasts), so a scheduler's ``kill`` also exits 130.
-A Ctrl-C inside any command exits 130 too (click alone reports it as "Aborted!" with
-status 1). A reader that stops reading (``dahl inspect FILE | head -1``) ends the
-command quietly with status 0, as it does for any report.
+The CLI is imported inside the Ctrl-C/SIGTERM handler, so an interrupt at any moment exits 130
+with one line; a reader that stops reading (``| head -1``) ends the command with status 0.
 """
 
 from __future__ import annotations

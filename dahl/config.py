@@ -1,59 +1,7 @@
 """Endpoint settings for LLM servers (OpenAI-compatible or Anthropic), and their TOML loader.
 
-An :class:`EndpointConfig` is immutable and built at the edge (CLI or a TOML
-file); adapters receive it and never read the environment themselves. The API
-key is read from the environment in exactly one place, :func:`resolve_api_key`,
-and header values that name variables in :func:`resolve_headers`.
-
-Providers and auth: ``provider = "openai"`` (any chat-completions server; the default)
-POSTs ``{base_url}/chat/completions``; ``provider = "anthropic"`` (inferred for
-``api.anthropic.com``) POSTs ``{base_url}/messages`` with ``anthropic-version``, key in
-``x-api-key``, JSON replies through a forced tool (:mod:`dahl.adapters._anthropic_wire`).
-``auth`` says which header carries the key: ``bearer`` (``Authorization: Bearer``,
-default for openai), ``api-key`` (Azure OpenAI), ``x-api-key`` (default for anthropic)
-or ``none`` (keyless local servers: vLLM, Ollama; same as ``api_key_env = ""``).
-``headers = {...}`` adds headers to every request; a value may name environment
-variables as ``${NAME}`` (a proxy's token), read when the adapter is built. Headers
-and keys never enter cache keys, fingerprints, manifests or logs.
-
-TOML layout (a run may split with one endpoint and check with another)::
-
-    [default]                       # optional, merged into both stages
-    base_url = "https://api.openai.com/v1"
-    model = "gpt-4o-mini"
-    rpm = 500
-
-    [split]
-    max_tokens = 1024
-
-    [check]
-    base_url = "https://api.perplexity.ai"
-    model = "sonar"
-    extra_body = { search_context_size = "low" }
-
-Azure OpenAI behind a proxy, and Anthropic::
-
-    [check]                         # Azure: key in the api-key header
-    base_url = "https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT"
-    model = "gpt-4o-mini"
-    auth = "api-key"
-    api_key_env = "AZURE_OPENAI_API_KEY"
-    headers = { "X-Proxy-Token" = "${PROXY_TOKEN}" }
-
-    [split]                         # provider inferred from the host; key in ANTHROPIC_API_KEY
-    base_url = "https://api.anthropic.com/v1"
-    model = "claude-3-5-haiku-latest"
-
-A top-level ``fields = {question = "prompt"}`` (before the first table) or a
-``[fields]`` table maps dahl's input fields to the file's, as ``--field`` does
-(:func:`load_fields`). ``[prices."MODEL"]`` tables override the shipped price
-table (read by :func:`dahl.pricing.load_price_overrides`). A ``[templates]`` table names
-the user's prompt template file of a stage, relative to the config file, as
-``--template STAGE=FILE`` does (:func:`load_templates`)::
-
-    [templates]
-    split = "prompts/split.toml"
-    check = "prompts/check.toml"
+The TOML layout (``[default]``, ``[split]``, ``[check]``, ``fields``, ``[prices."MODEL"]``,
+``[templates]``) is documented in docs/checkers.md. Keys and headers never enter cache keys or logs.
 """
 
 from __future__ import annotations
@@ -96,8 +44,7 @@ __all__ = [
 #: How the reply format is requested. ``auto`` resolves per host, see :meth:`EndpointConfig.effective_format`.
 ResponseFormat = Literal["auto", "json_schema", "json_object", "text"]
 
-#: Default completion budget of a split call, tokens. A 300-word answer yields ~30 claims of
-#: ~15 tokens each (~450 tokens); 1024 leaves room for long answers without truncating the list.
+#: Default completion budget of a split call, tokens.
 SPLIT_MAX_TOKENS = 1024
 #: Default completion budget of a check call, tokens: a label plus a one-sentence reason.
 CHECK_MAX_TOKENS = 128
@@ -114,8 +61,7 @@ PROVIDERS: tuple[str, ...] = get_args(Provider)
 Auth = Literal["bearer", "api-key", "x-api-key", "none"]
 AUTH_SCHEMES: tuple[str, ...] = get_args(Auth)
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# RFC 9110 §5.1 field name (a token); a value may not hold CR, LF or NUL (§5.5), which would
-# split the request (HTTP clients refuse them with a traceback, mid-run).
+# RFC 9110 §5.1 field name; a value may not hold CR, LF or NUL (§5.5), which would split the request.
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_VALUE_BAD = re.compile(r"[\r\n\x00]")
 _STAGES = ("split", "check")
@@ -139,11 +85,7 @@ def normalize_base_url(url: str) -> str:
 
 
 def default_api_key_env(base_url: str) -> str:
-    """Name of the environment variable holding the key for ``base_url``.
-
-    ``PERPLEXITY_API_KEY`` when the host contains ``perplexity``, ``ANTHROPIC_API_KEY``
-    when it contains ``anthropic``, else ``OPENAI_API_KEY``.
-    """
+    """``PERPLEXITY_API_KEY``, ``ANTHROPIC_API_KEY`` (host contains that name) or ``OPENAI_API_KEY``."""
     host = urlsplit(base_url).netloc.lower()
     if "perplexity" in host:
         return "PERPLEXITY_API_KEY"
@@ -162,38 +104,32 @@ class EndpointConfig:
     Attributes:
         base_url: API root, e.g. ``https://api.openai.com/v1`` (normalized on construction).
         model: model name sent in the request body.
-        api_key_env: environment variable holding the key; default per provider
-            (``ANTHROPIC_API_KEY`` for anthropic, else :func:`default_api_key_env`). Empty
-            string: the server needs no key (local vLLM/Ollama); ``auth = "none"`` sets it so.
-        temperature: sampling temperature (0.0 = as deterministic as the server allows).
+        api_key_env: environment variable holding the key; None = per provider
+            (:func:`default_api_key_env`); ``""`` = no key (``auth = "none"`` sets it so).
+        temperature: sampling temperature.
         seed: sampling seed sent to the server, or None to omit it.
-        max_tokens: completion budget in tokens; None = the stage default
-            (:data:`SPLIT_MAX_TOKENS` = 1024, :data:`CHECK_MAX_TOKENS` = 128).
+        max_tokens: completion budget, tokens; None = the stage default (:data:`SPLIT_MAX_TOKENS`,
+            :data:`CHECK_MAX_TOKENS`).
         timeout_s: total timeout of one HTTP request, seconds.
         rpm: request budget, requests per minute; None = unlimited (or learnt from headers).
         tpm: token budget, tokens per minute; None = unlimited.
         max_in_flight: maximum concurrent requests to this endpoint.
-        response_format: ``json_schema`` / ``json_object`` request structured output; ``text``
-            asks in words and parses strictly; ``auto`` = ``json_schema`` for ``api.openai.com``
-            (documented support for strict schemas) and ``text`` elsewhere, since vLLM, Ollama,
-            Together and Perplexity support differs by version and model.
-        extra_body: provider extras merged into every request body (e.g. Perplexity
-            ``search_domain_filter``); may not override model, messages or sampling keys.
-        max_outage_s: seconds without a successful reply (5xx, timeouts) after which the
-            run stops with ``FatalAPIError`` (the lane's breaker, :mod:`dahl.lanes._breaker`).
+        response_format: ``json_schema``, ``json_object``, ``text``, or ``auto``
+            (:meth:`effective_format`).
+        extra_body: extras merged into every request body; may not override model, messages
+            or sampling keys.
+        max_outage_s: seconds without a successful reply after which the run stops with
+            ``FatalAPIError``.
         provider: ``openai`` or ``anthropic``; None = inferred from the host
             (``anthropic`` for ``api.anthropic.com``).
         auth: header carrying the key (``bearer``, ``api-key``, ``x-api-key``, ``none``);
             None = ``x-api-key`` for anthropic, ``bearer`` otherwise.
-        headers: extra request headers ``{name: value}``; ``${NAME}`` in a value is the
-            environment variable NAME (:func:`resolve_headers`). Never in a fingerprint.
-        templates: the user's prompt templates by stage (``{"split": PromptTemplate}``);
-            a stage not in it uses its shipped template (:meth:`template`).
+        headers: extra request headers; ``${NAME}`` in a value is read by :func:`resolve_headers`.
+        templates: the user's prompt templates by stage; other stages use the shipped ones.
 
     Raises:
-        ConfigError: a value is out of range, an ``extra_body`` key is reserved, a
-            header is not a string (or has an unclosed ``${``), or a template is
-            filed under another stage than its own.
+        ConfigError: a value out of range, a reserved ``extra_body`` key, a bad header, or a
+            template filed under another stage.
     """
 
     base_url: str
@@ -294,10 +230,8 @@ class EndpointConfig:
         return self._route("/messages") if self.provider == "anthropic" else self.chat_url
 
     def effective_format(self) -> Literal["json_schema", "json_object", "text"]:
-        """The reply format actually requested: ``auto`` resolved by host (see class doc).
-
-        An ``anthropic`` endpoint resolves ``auto`` to ``json_schema`` (a forced tool).
-        """
+        """The reply format requested: ``auto`` is ``json_schema`` for ``api.openai.com`` and
+        anthropic (a forced tool), else ``text``."""
         if self.response_format != "auto":
             return self.response_format
         host = urlsplit(self.base_url).hostname or ""
@@ -326,13 +260,10 @@ def resolve_api_key(cfg: EndpointConfig) -> str:
 
 
 def resolve_headers(cfg: EndpointConfig) -> dict[str, str]:
-    """``cfg.headers`` with every ``${NAME}`` replaced by the environment variable NAME.
-
-    The values may be secrets: callers send them and keep them nowhere else.
+    """``cfg.headers`` with every ``${NAME}`` replaced by the environment variable NAME (may be secrets).
 
     Raises:
-        ConfigError: a named variable is unset, or holds a line break or NUL; the message
-            names the header and the variable, never a value.
+        ConfigError: a named variable is unset or holds a line break or NUL (never shows a value).
     """
     def value(name: str, text: str) -> str:
         def lookup(match: re.Match[str]) -> str:
@@ -350,10 +281,7 @@ def resolve_headers(cfg: EndpointConfig) -> dict[str, str]:
 
 
 def api_key_id(key: str) -> str:
-    """Short identity of an API key for lane keys and logs: blake2b-64 hex of the key (16 chars).
-
-    The key cannot be recovered from it; ``""`` (no key) maps to ``"nokey"``.
-    """
+    """Short identity of an API key for lane keys and logs: blake2b-64 hex; ``""`` -> ``"nokey"``."""
     if not key:
         return "nokey"
     return hashlib.blake2b(key.encode("utf-8"), digest_size=8).hexdigest()
@@ -398,11 +326,7 @@ def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    """Parse ``path`` as TOML.
-
-    Raises:
-        ConfigError: unreadable file or bad TOML (names the file).
-    """
+    """Parse ``path`` as TOML; raises ConfigError (naming the file) if unreadable or invalid."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -432,10 +356,7 @@ def load_fields(path: str | Path) -> dict[str, str]:
 
 
 def load_templates(path: str | Path) -> dict[str, PromptTemplate]:
-    """Read the prompt templates a TOML file's ``[templates]`` table names, e.g. ``split = "split.toml"``.
-
-    Paths are relative to the TOML file's folder; each file is loaded and validated
-    (:func:`dahl.templates.load_prompt_template`).
+    """Read the prompt templates a TOML file's ``[templates]`` names (paths relative to the file).
 
     Returns:
         ``{stage: PromptTemplate}``; empty when the file has no ``[templates]``.
@@ -455,13 +376,8 @@ def load_templates(path: str | Path) -> dict[str, PromptTemplate]:
 def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     """Read endpoint settings for the ``split`` and ``check`` stages from a TOML file.
 
-    ``[default]`` is merged under both ``[split]`` and ``[check]`` (stage keys win;
-    ``extra_body`` and ``headers`` tables are merged key by key). A stage whose table is absent gets the
-    defaults alone; a stage with neither is left out of the result. ``max_tokens``
-    falls back to the stage default (1024 split, 128 check).
-
-    Args:
-        path: the TOML file.
+    ``[default]`` is merged under both stages (stage keys win; ``extra_body`` and ``headers``
+    key by key); a stage with neither table is left out; ``max_tokens`` defaults per stage.
 
     Returns:
         ``{"split": EndpointConfig, "check": EndpointConfig}`` (stages present only).
@@ -506,8 +422,7 @@ def endpoint_configs(
 
     Args:
         path: TOML file as read by :func:`load_config`, or None.
-        overrides: settings given on the command line (only those set); they win over the file
-            for every stage.
+        overrides: settings given on the command line (only those set); they win.
         stages: the stages that use an ``openai`` adapter (``"split"``, ``"check"``).
 
     Returns:

@@ -1,7 +1,6 @@
 """Errors raised by dahl.
 
-Every error dahl raises on purpose derives from one root, so callers can catch
-``DahlError`` and present it without a traceback::
+Every error dahl raises on purpose derives from ``DahlError``::
 
     DahlError
     ├── InputError(ValueError)        bad input: file, line and field are named
@@ -19,8 +18,7 @@ Every error dahl raises on purpose derives from one root, so callers can catch
     ├── CacheError                    the verdict cache cannot be used
     └── OutputWriteError              an output file cannot be written (disk full, read-only)
 
-Third-party exceptions (aiohttp, msgspec, OSError) are translated into this
-tree where they cross a module boundary (see ``dahl.adapters._http``).
+Third-party exceptions are translated into this tree at module boundaries.
 """
 
 from __future__ import annotations
@@ -122,11 +120,7 @@ class TransientAPIError(AdapterError):
 
 
 class ConnectError(TransientAPIError):
-    """No connection could be made (refused, host not resolved): retried, then fatal.
-
-    The lane retries it like any transient error; when a call's retries run out it
-    raises :class:`FatalAPIError` instead (an endpoint nobody answers cannot work).
-    """
+    """No connection could be made (refused, host not resolved): retried, then :class:`FatalAPIError`."""
 
 
 class PermanentAPIError(AdapterError):
@@ -144,8 +138,7 @@ def _plain_usd(usd: float) -> str:
 
 
 class CostCapReached(QuotaExhausted):
-    """The next call could take the money spent past ``--max-cost``; the run stops cleanly
-    (before sending it) and can be resumed, as for an exhausted quota.
+    """The next call could take the money spent past ``--max-cost``; the run stops before it.
 
     Args:
         cap_usd: the cap, USD.
@@ -164,11 +157,7 @@ class CostCapReached(QuotaExhausted):
 
 
 class FatalAPIError(AdapterError):
-    """The endpoint cannot work for this run; the run stops cleanly and can be resumed.
-
-    Raised for an authentication failure (401, 403 without a quota message), an
-    endpoint that refuses connections or cannot be resolved, and when a lane's
-    breaker trips after a run of consecutive permanent failures or a long outage.
+    """The endpoint cannot work for this run (bad key, unreachable, breaker tripped); the run stops.
 
     Args:
         message: what failed, naming the endpoint (never the key).

@@ -1,9 +1,7 @@
 """Exclusive, process-wide locks on folders (a cache or an output folder).
 
-The OS lock is ``flock`` on POSIX and ``msvcrt.locking`` on Windows; each module is
-imported only by the function that uses it, so ``import dahl`` works on both (a
-module-level ``import fcntl`` fails on Windows). Both locks belong to the open file
-and are released by the OS when the process dies.
+``flock`` on POSIX, ``msvcrt.locking`` on Windows, each imported where used so ``import dahl``
+works on both; the OS releases either lock when the process dies.
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ from dahl.errors import DahlError
 
 __all__ = ["FolderLock"]
 
-#: Windows locks a byte range; the lock byte lies past the pid so the pid stays readable
-#: (a Windows lock is mandatory: a locked byte cannot be read by another process).
+#: Windows locks are mandatory: the locked byte lies past the pid so the pid stays readable.
 _WINDOWS_LOCK_OFFSET = 1 << 20
 #: Bytes of the lock file read for the holder's pid.
 _PID_BYTES = 32
@@ -61,9 +58,7 @@ def _unlock(fd: int) -> None:
 
 
 class FolderLock:
-    """Exclusive lock of a folder, taken on construction, released on close or process death.
-
-    The lock file holds the pid of the holder, so the error names it.
+    """Exclusive lock of a folder, taken on construction; the lock file holds the holder's pid.
 
     Args:
         directory: an existing folder.
@@ -71,8 +66,7 @@ class FolderLock:
         what: how messages name the folder, e.g. ``"cache directory"``.
         hint: what the user can do when it is taken.
         error: the DahlError subclass raised when another holder has the lock.
-        unusable: the one raised when the lock file cannot be opened or locked
-            (e.g. a read-only folder); None: ``error``.
+        unusable: the one raised when the lock file cannot be opened or locked; None: ``error``.
 
     Raises:
         DahlError (``error``): another dahl run (or another lock in this process) holds it.

@@ -1,45 +1,22 @@
 """DAHL step 0: clean a response before it is split into claims.
 
-Seo et al. 2024 (DAHL, arXiv 2411.09255, §3.3 "Step0. Response Preprocessing"
-and Table 1) remove three artefacts with regular expressions: (1) the prompt
-echoed at the start of the response, (2) repeated sentences, (3) a final
-sentence cut off by the generation token limit. dahl also flags noncommittal
-answers ("I don't know"), which are reported as abstained, never scored.
+Seo et al. 2024 (DAHL, arXiv 2411.09255, §3.3 and Table 1) remove, with regular expressions:
 
-The rules, in the order they run:
+1. **Echo.** The question, verbatim up to case and whitespace (optional "Question:"/"Q:"/"Prompt:"
+   label, final ?/./! optional), at the start, with an "Answer:"/"A:" label after it; else a first
+   sentence equal to the question after dropping case, punctuation and labels.
+2. **Duplicate.** A sentence whose case-folded words equal an earlier kept sentence's.
+3. **Truncated.** The last of at least two sentences, when it ends with a dangling ``, - – ( / & :``
+   or (not a list item) with no terminal mark; a list item only when it ends with a dangling mark
+   or a function word. A given ``finish_reason`` decides instead: ``"length"`` removes a last
+   sentence without a terminal mark, any other reason none.
+4. **Abstained** (dahl's addition). A sentence is noncommittal when it opens, after an optional
+   apology or "As an AI" preamble, with one of :data:`NONCOMMITTAL_PATTERNS` and does not go on
+   with "but"/"however"/"although". Questions and requests back to the user are neither content
+   nor noncommittal. The answer is abstained when it has a noncommittal sentence and under half its
+   words in content sentences, or when nothing is left after cleaning.
 
-1. **Echo.** The question (without a leading "Question:" / "Q:" label) is
-   removed from the start of the response when it appears there verbatim up to
-   case and whitespace, optionally labelled "Question:" / "Q:" / "Prompt:",
-   its final ?/./! optional; an "Answer:" / "A:" label right after it goes too.
-   Otherwise, when the first sentence equals the question after dropping case,
-   punctuation and labels, that sentence is removed.
-2. **Duplicate.** A sentence whose words (case-folded, punctuation ignored)
-   equal an earlier kept sentence's is removed; the first copy stays.
-3. **Truncated.** The last sentence is removed when the response has at least
-   two sentences left and that sentence was cut off: it ends with a dangling
-   ``, - – ( / & :`` or, for an ordinary sentence, with no terminal mark
-   (``. ! ? ) ] " ' ” ’ » … * ` |``). A list item or heading (see
-   :func:`dahl.sentences.is_list_item`) legitimately ends without a period, so
-   it counts as cut off only when it ends with a dangling mark or a function
-   word ("and", "of", "the", ...). The only sentence of an answer is never
-   removed: a one-line answer without a period is far more often terse than
-   truncated. When the generator reported why the reply ended (``finish_reason``,
-   e.g. ``meta.finish_reason`` of ``dahl generate`` answers), that is decisive:
-   ``"length"`` (cut at the token limit) removes a last sentence that does not end
-   with a terminal mark, list item or not; any other reason (``"stop"``) removes none.
-4. **Abstained.** A sentence is noncommittal when it opens (after an optional
-   "Sorry," / "Unfortunately," / "As an AI language model,") with one of
-   :data:`NONCOMMITTAL_PATTERNS` and does not go on with ", but" / "however" /
-   "although" (so "I'm not sure, but X causes Y" is content). Questions and
-   requests back to the user ("Could you provide more details?", "Please
-   consult a doctor.") count as neither content nor noncommittal. The answer is
-   abstained when it has a noncommittal sentence and fewer than half of its
-   words (``\\w+`` tokens) are in content sentences. A response with nothing
-   left after cleaning (blank, or only the echoed question) is abstained too.
-
-The kept sentences are joined by one space, or by one newline where the
-original text had a line break between them (list structure survives).
+Kept sentences are joined by one space, or a newline where the original had a line break.
 """
 
 from __future__ import annotations
@@ -61,8 +38,7 @@ class Removal(msgspec.Struct, frozen=True, kw_only=True):
     """One piece of the response that preprocessing removed.
 
     Attributes:
-        kind: ``"echo"`` (question repeated at the start), ``"duplicate"``
-            (a repeated sentence) or ``"truncated"`` (final sentence cut off).
+        kind: ``"echo"``, ``"duplicate"`` or ``"truncated"`` (module docstring, rules 1-3).
         text: the removed text, verbatim.
         span: ``(start, end)`` character offsets of ``text`` in the original response.
     """
@@ -147,11 +123,7 @@ def _loose_key(text: str) -> str:
 
 
 def is_noncommittal(sentence: str) -> bool:
-    """Return True when ``sentence`` is a noncommittal statement (module docstring, rule 4).
-
-    Args:
-        sentence: one sentence.
-    """
+    """Return True when one ``sentence`` is a noncommittal statement (module docstring, rule 4)."""
     folded = _fold(sentence)
     match = _NONCOMMITTAL.match(folded)
     return match is not None and _CONTRAST.search(folded, match.end()) is None
@@ -227,8 +199,7 @@ def preprocess(question: str, response: str, *, finish_reason: str | None = None
             limit); None judges truncation from the text alone (rule 3).
 
     Returns:
-        The cleaned text, the abstention flag and every removal with its span
-        in ``response``. See the module docstring for the exact rules.
+        The cleaned text, the abstention flag and every removal with its span in ``response``.
     """
     removed: list[Removal] = []
     start = _echo_prefix(question, response)
@@ -266,6 +237,5 @@ def preprocess(question: str, response: str, *, finish_reason: str | None = None
     sentences = [response[a:b] for a, b in kept]
     removed.sort(key=lambda r: r.span)
     text = "".join(parts)
-    # Nothing left to score (blank, or only the echoed question): the model did not answer.
     abstained = not text.strip() or _is_abstained(sentences)
     return Preprocessed(text=text, abstained=abstained, removed=tuple(removed))

@@ -1,21 +1,8 @@
 """Prices of judge models and the money a call costs.
 
-A small table ships with the package (``dahl/prices.toml``: USD per million input and
-output tokens, a batch discount, the source page of each price and the table's date).
-A run may override it per model, from the ``--config`` TOML::
-
-    [prices."gpt-4o-mini"]
-    input = 0.15          # USD per million prompt tokens
-    output = 0.60         # USD per million completion tokens
-    batch_discount = 0.5  # optional: batch price = online price x 0.5
-
-or from ``--price MODEL=IN,OUT`` (:func:`parse_price_option`). A model in neither has an
-unknown price: :func:`PriceTable.price_for` returns ``None`` and :func:`cost_usd` ``None``,
-never 0 (the CLI shows ``?``, summary.json ``null``).
-
-Money of one call (provider price pages, per-token billing)::
-
-    USD = (prompt_tokens x input + completion_tokens x output) / 1,000,000
+The shipped table is ``dahl/prices.toml`` (USD per million tokens, batch discount, source, date);
+``[prices."MODEL"]`` in ``--config`` and ``--price`` override it. An unknown price is ``None``, never 0.
+One call costs ``(prompt_tokens x input + completion_tokens x output) / 1,000,000`` USD.
 """
 
 from __future__ import annotations
@@ -107,18 +94,14 @@ class PriceTable:
         return PriceTable({**self._prices, **overrides}, self.date)
 
     def price_for(self, model: str, *, batch: bool = False) -> Price | None:
-        """The price of ``model``, online or on a provider batch API.
-
-        Found by exact name, else (for a dated snapshot or ``-latest`` alias) by the
-        name without that suffix.
+        """The price of ``model`` (by exact name, else without a date or ``-latest`` suffix).
 
         Args:
             model: model name as sent in requests, e.g. ``"gpt-4o-mini-2024-07-18"``.
             batch: the batch price: both prices times ``batch_discount``.
 
         Returns:
-            The price, or ``None`` when unknown (also a batch price of a model without
-            a batch discount). Never a zero price made up for an unknown model.
+            The price, or ``None`` when unknown (or a batch price without a batch discount).
         """
         price = self._prices.get(model)
         if price is None:
@@ -149,8 +132,7 @@ def cost_usd(usage: Usage | None, price: Price | None) -> float | None:
 
 
 def upper_bound_usd(estimated_tokens: int, max_tokens: int, price: Price) -> float:
-    """The most one request may cost: its prompt estimate at the input price and
-    ``max_tokens`` at the output price.
+    """The most one request may cost, USD: prompt estimate at the input price, ``max_tokens`` at the output.
 
     Args:
         estimated_tokens: the lane's reservation, prompt estimate + ``max_tokens``, tokens.

@@ -1,9 +1,7 @@
 """The data model: frozen msgspec Structs passed between pipeline stages.
 
-An :class:`Answer` is one model response to one question. A Splitter turns it
-into :class:`Claim` s (atomic units); a Checker gives each claim a
-:class:`Verdict`; the pipeline assembles an :class:`AnswerResult`
-(ARCHITECTURE.md, "The path of one claim").
+An :class:`Answer` is split into :class:`Claim` s, each gets a :class:`Verdict`, and the
+pipeline assembles an :class:`AnswerResult`.
 """
 
 from __future__ import annotations
@@ -45,11 +43,8 @@ __all__ = [
 
 
 class Label(enum.StrEnum):
-    """A claim's verdict label.
-
-    ``unknown``: the Checker could not decide. ``error``: the call failed after
-    retries or its output could not be parsed. Neither counts as true or false.
-    """
+    """A claim's verdict label; ``unknown`` (undecided) and ``error`` (failed call or
+    unparsable output) count as neither true nor false."""
 
     SUPPORTED = "supported"
     UNSUPPORTED = "unsupported"
@@ -63,21 +58,15 @@ LABELS: tuple[Label, ...] = tuple(Label)
 
 
 class UnsupportedReason(enum.StrEnum):
-    """Why a claim is unsupported ("Beyond Precision" error analysis).
-
-    ``contradicted``: the evidence says otherwise. ``no_evidence``: the evidence
-    does not say it (the most common error in the paper's analysis).
-    """
+    """Why a claim is unsupported ("Beyond Precision"): the evidence says otherwise, or does not say it."""
 
     CONTRADICTED = "contradicted"
     NO_EVIDENCE = "no_evidence"
 
 
 class Coverage(enum.StrEnum):
-    """Whether an answer states one reference fact ("Beyond Precision", coverage).
-
-    ``error``: the coverage judge failed; never counted as not covered.
-    """
+    """Whether an answer states one reference fact ("Beyond Precision"); ``error`` (the judge
+    failed) never counts as not covered."""
 
     COVERED = "covered"
     PARTIAL = "partial"
@@ -86,13 +75,8 @@ class Coverage(enum.StrEnum):
 
 
 class Status(enum.StrEnum):
-    """What happened to one answer.
-
-    ``scored``: it has a DAHL precision. ``abstained``: noncommittal ("I don't
-    know") or the input marks it abstained. ``excluded``: no claims, only
-    irrelevant claims, or a claim with an unknown/error verdict. ``error``: the
-    answer could not be split.
-    """
+    """What happened to one answer: ``scored`` (has a precision), ``abstained`` (noncommittal or
+    so marked), ``excluded`` (no relevant claims, or an unknown/error verdict), ``error`` (split failed)."""
 
     SCORED = "scored"
     ABSTAINED = "abstained"
@@ -104,12 +88,9 @@ def normalize_text(text: str) -> str:
     """Return ``text`` NFC-normalized with runs of whitespace collapsed to one space and stripped."""
     if not text.isascii():  # ASCII is NFC already
         text = unicodedata.normalize("NFC", text)
-    # Most texts (claims from a Splitter) are normalized already: every whitespace
-    # character str.split() knows but the plain space is non-printable, so a printable
-    # text without a double, leading or trailing space needs no split and join.
+    # Fast path: every whitespace but the plain space is non-printable.
     if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text
-    # str.split() splits on the same Unicode whitespace as re's \s, and is ~5x faster.
     return " ".join(text.split())
 
 
@@ -176,8 +157,7 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
         source: document id or URL.
         score: retrieval or support score, unit defined by the Checker.
         title: the document's or web page's title, when known.
-        passage_id: id of the corpus passage (``"<doc_id>#<start>-<end>"``, see
-            :attr:`dahl.adapters._corpus.Passage.id`), when the snippet is one.
+        passage_id: id of the corpus passage (``"<doc_id>#<start>-<end>"``), when the snippet is one.
     """
 
     text: str = ""
@@ -204,8 +184,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
         evidence: snippets or URLs actually used.
         error: ``"ClassName: message"`` when ``label`` is ``error``.
         usage: tokens consumed, when a model was called.
-        reason: for ``unsupported``, whether the claim is contradicted or merely
-            without evidence, when the Checker tells.
+        reason: for ``unsupported``, why, when the Checker tells.
     """
 
     label: Label
@@ -272,8 +251,7 @@ class RefSet(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     Attributes:
         question_id: :func:`content_id` of the question (matches ``AnswerResult.question_id``).
-        question: the question text (answers are matched by its normalized text when
-            they carry no ``question_id``).
+        question: the question text (matches answers without a ``question_id``).
         facts: the reference facts, in file order.
         meta: free-form (e.g. the α, β the importances were computed with).
     """
@@ -323,8 +301,7 @@ class AnswerMetrics(msgspec.Struct, frozen=True, kw_only=True):
 class AnswerRecall(msgspec.Struct, frozen=True, kw_only=True):
     """One answer's recall against its question's F* ("Beyond Precision").
 
-    See :func:`dahl.metrics.answer_recall` for the formulas. Metrics are None when
-    undefined (``reason`` says why), never NaN.
+    Formulas in :func:`dahl.metrics.answer_recall`; None when undefined (``reason`` says why).
 
     Attributes:
         recall: Rec = Σ credit / |F*|.
@@ -355,16 +332,14 @@ class AnswerResult(msgspec.Struct, frozen=True, kw_only=True):
         id, model, category: copied from the :class:`Answer`.
         question: the question, as given.
         response: the response as scored (after preprocessing).
-        question_id: :func:`content_id` of the question: answers of different
-            models to the same question share it (leaderboard pairing, DPO pairs).
+        question_id: :func:`content_id` of the question, shared across models.
         status: see :class:`Status`.
         reason: why the answer is excluded/abstained/errored (None when scored).
         claims: every claim with its verdict, in answer order.
         counts: number of claims per label (all five labels present).
         metrics: per-answer metrics.
         input_hash: content hash of the input answer (resume key).
-        recall: recall against the question's reference facts; absent from the
-            line (UNSET) when the run has no reference set for the question.
+        recall: recall against the question's reference facts; UNSET without a reference set.
     """
 
     id: str
@@ -391,19 +366,13 @@ class ClaimLabel(msgspec.Struct, frozen=True):
 
 
 class FactMark(msgspec.Struct, frozen=True):
-    """A fact of :class:`RecallDigest`: its coverage label only (the summary counts facts,
-    the verdict store covered and partial ones)."""
+    """A fact of :class:`RecallDigest`: its coverage label only."""
 
     label: Coverage
 
 
 class RecallDigest(msgspec.Struct, frozen=True, kw_only=True):
-    """What the summary reads of an :class:`AnswerRecall`: the metrics, the reason and
-    the facts' labels (``facts`` decodes each fact to a :class:`FactMark`, so fact
-    texts and raw replies are skipped).
-
-    Attributes: as in :class:`AnswerRecall`.
-    """
+    """What the summary reads of an :class:`AnswerRecall` (attributes as there; facts as labels only)."""
 
     recall: float | None = None
     recall_w: float | None = None
@@ -417,15 +386,8 @@ class RecallDigest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ResultDigest(msgspec.Struct, frozen=True, kw_only=True):
-    """What the summary and the verdict store read of an :class:`AnswerResult` line.
-
-    Decoding ``answers.jsonl`` into this instead of :class:`AnswerResult` skips the
-    claim texts, evidence, raw replies and metrics (msgspec parses them without
-    building objects): the end of a run streams every line once.
-
-    Attributes: as in :class:`AnswerResult`; ``claims`` keeps each claim's label,
-    ``recall`` its metrics and fact count (:class:`RecallDigest`).
-    """
+    """What the summary and the verdict store read of an :class:`AnswerResult` line, skipping texts,
+    evidence and raw replies (attributes as there; ``claims`` as labels only)."""
 
     id: str
     model: str

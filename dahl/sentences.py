@@ -1,27 +1,9 @@
 """Sentence segmentation: character spans of the sentences of a text.
 
-Shared by :mod:`dahl.preprocess` and the rule Splitter
-(:mod:`dahl.adapters._rules`). Segmentation inside a paragraph is done by
-pysbd (Sadvilkar & Neumann 2020, "PySBD: Pragmatic Sentence Boundary
-Disambiguation", a port of the Golden Rules tested Ruby segmenter), which
-handles abbreviations ("e.g.", "i.e.", "et al.", "vs.", "Dr."), decimals
-("2.5 mg", "p < 0.05") and Unicode letters.
-
-Line structure is decided here, before pysbd sees the text: every list item ("- ",
-"* ", "• ", "1. ", "1) ", "a) ") and every markdown heading starts a new block, a line
-after a blank line or after a line ending in terminal punctuation or ":"
-starts a new block, and any other line (starting lowercase: a soft wrap) is
-joined to the block before it. Each block is segmented separately.
-
-pysbd still ends a sentence after some abbreviations before a number or a
-lowercase word ("approx. 5 cm", "ca. 70 kg", "See Vol. 3", "Streptococcus sp.
-causes"). :data:`ABBREVIATIONS` is the one list of abbreviations this package
-knows: a sentence never ends after one of :data:`NON_FINAL` ("approx.", "Dr.",
-"e.g." ... always precede the words they belong to), and ends after one of the
-others ("etc.", "U.S.", "et al.", "Ph.D." may close a sentence) only when the
-next sentence opens with a capital letter.
-
-Blocks with no stop before their end skip pysbd.
+Lines are first grouped into blocks (a list item, a heading, or a line after a blank line or a
+terminal mark starts one; a lowercase line joins the one before); each block is segmented by
+pysbd (Sadvilkar & Neumann 2020, "PySBD"), then breaks after :data:`NON_FINAL` abbreviations are
+joined, and those after other :data:`ABBREVIATIONS` unless a capital letter follows.
 """
 
 from __future__ import annotations
@@ -43,10 +25,8 @@ LIST_MARKER = re.compile(r"[ \t]*(?:[-*•‣◦▪–]|\(?\d{1,3}[.)]|\(?[a-zA-
 _TERMINAL_LINE_END = re.compile(r"[.!?:;…)\]\"'”’»]\s*$")
 _STARTS_LOWER = re.compile(r"\s*[a-z]")
 _INNER_STOP = re.compile(r"[.!?…]")
-# pysbd takes a lone capital before ". " for an initial ("J. Smith"), so "factors II, IX
-# and X. Its effect ..." stayed one sentence. A capital letter or roman numeral (not after
-# "." or a letter: "U.S.", "e.g." stay) followed by a common capitalized sentence opener,
-# never a name, ends a sentence.
+# pysbd takes a lone capital before ". " for an initial ("J. Smith"): a capital or roman numeral
+# (not after "." or a letter) followed by a common sentence opener ends a sentence.
 _OPENERS = (
     "It Its He His She Her They Their Them This These That Those There The A An We Our "
     "In On At For From After Before During When While Although Though Because If As Since "
@@ -72,11 +52,8 @@ _LAST_TOKEN = re.compile(r"[\w.]+\.\Z")
 
 
 def ends_with_abbreviation(piece: str) -> str | None:
-    """The abbreviation of :data:`ABBREVIATIONS` that ``piece`` ends with, or None.
-
-    Lowercase abbreviations match in any case ("Approx." opening a sentence);
-    capitalized ones ("Dr.", "No.", "Vol.") match as written.
-    """
+    """The abbreviation of :data:`ABBREVIATIONS` that ``piece`` ends with, or None (lowercase ones
+    match in any case, capitalized ones as written)."""
     match = _LAST_TOKEN.search(piece.rstrip())
     if match is None:
         return None
@@ -98,8 +75,7 @@ def _joins(previous: str, following: str) -> bool:
     return bool(opening) and not opening.isupper()
 
 
-# pysbd's Segmenter keeps per-call state on the instance (``original_text``),
-# so each thread gets its own, built once.
+# pysbd's Segmenter keeps per-call state on the instance: one per thread.
 _local = threading.local()
 
 
@@ -150,9 +126,8 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
         text: any text; newlines mark list items and paragraphs.
 
     Returns:
-        ``(start, end)`` character offsets into ``text``, one per sentence, in
-        order, non-overlapping, with surrounding whitespace excluded
-        (``text[start:end]`` is the sentence). Empty for blank text.
+        ``(start, end)`` character offsets into ``text``, one per sentence, in order, whitespace
+        excluded; empty for blank text.
     """
     spans: list[tuple[int, int]] = []
     for b_start, b_end in _blocks(text):
@@ -174,7 +149,7 @@ def _segment(block: str) -> list[tuple[int, int]]:
     if not body.strip():
         return []
     if not _INNER_STOP.search(body[:-1]):
-        # No stop before the end: one sentence, no need to pay for pysbd.
+        # No stop before the end: one sentence, no pysbd.
         lead = len(body) - len(body.lstrip())
         return [(lead, len(body))]
     spans: list[tuple[int, int]] = []

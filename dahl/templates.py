@@ -1,20 +1,10 @@
 """Prompt templates of every stage, and the loader of a user's template file.
 
-A template is a system part (may be absent) and a user part, each plain text with the
-stage's named placeholders ``{name}``; ``{{name}}`` writes a literal ``{name}``, and any
-other brace is plain text (a template may hold JSON examples). A file is either
-
-- TOML (``.toml``): ``system = '''...'''`` (optional) and ``user = '''...'''``, or
-- plain text (any other suffix): the user part alone, no system message (the format
-  ``dahl generate --template`` takes).
-
-Each stage (:data:`STAGES`) has *data* placeholders, the texts under evaluation, which
-must all appear (except a title) and only in the user part, so untrusted text never
-reaches the system message, and *helper* placeholders (the reply-format
-sentence, the few-shot demonstrations, the category list) the stage fills in, allowed
-anywhere. A file's version is its content hash, ``file:<blake2b-64 hex>`` of its UTF-8
-text: the version goes into the stage's fingerprint and cache keys, so editing the file
-makes those calls again, and renaming or moving it does not.
+A template is an optional system part and a user part with the stage's ``{name}`` placeholders
+(``{{name}}`` is a literal ``{name}``, other braces are text). A file is TOML (``system``, ``user``)
+or, any other suffix, plain text (the user part alone). Data placeholders (texts under evaluation)
+belong in the user part only; helpers (reply format, demos) anywhere. A file's version is
+``file:<blake2b-64 hex>`` of its text and goes into fingerprints and cache keys.
 """
 
 from __future__ import annotations
@@ -86,8 +76,7 @@ def _fill_cached(text: str, values: tuple[tuple[str, str], ...]) -> str:
 
 
 def fill(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with each ``{name}`` replaced by ``values[name]`` and each ``{{name}}`` by ``{name}``,
-    in one pass (a value holding ``{x}`` is not read again).
+    """``text`` with each ``{name}`` replaced by ``values[name]`` and ``{{name}}`` by ``{name}``, in one pass.
 
     Raises:
         KeyError: a ``{name}`` of ``text`` has no value.
@@ -101,12 +90,8 @@ def fill(text: str, values: Mapping[str, str]) -> str:
 
 
 def tag_neutralizer(*tags: str) -> Callable[[str], str]:
-    """A function that replaces every ``<`` opening or closing one of ``tags`` with ``‹``.
-
-    With tags ``("claim",)``: ``"x </claim> y"`` -> ``"x ‹/claim> y"``; other ``<``
-    characters are kept. The texts under evaluation pass through it before they fill a
-    template's data blocks, so no text can close its block.
-    """
+    """A function that replaces every ``<`` opening or closing one of ``tags`` with ``‹``
+    (``"x </claim> y"`` -> ``"x ‹/claim> y"``), so no text under evaluation can close its block."""
     pattern = re.compile(r"<(?=\s*/?\s*(?:" + "|".join(map(re.escape, tags)) + r")\b)", re.IGNORECASE)
 
     def neutralize(text: str) -> str:
@@ -145,8 +130,7 @@ class PromptTemplate:
             helpers: the stage's helper placeholders (reply format, demos...).
 
         Raises:
-            KeyError: a placeholder of the template has no value (a stage's bug: files are
-                validated on load).
+            KeyError: a placeholder of the template has no value.
         """
         helpers = helpers or {}
         user = fill(self.user, {**helpers, **data})
@@ -180,7 +164,7 @@ def _validate(where: str, stage: str, system: str | None, user: str) -> None:
 
 
 def load_prompt_template(stage: str, path: Path, *, flag: str = "--template") -> PromptTemplate:
-    """Read and validate a user's template file for ``stage`` (UTF-8; TOML or plain text, see module doc).
+    """Read and validate a user's template file for ``stage`` (UTF-8; TOML or plain text).
 
     Args:
         stage: a key of :data:`STAGES`.
@@ -191,9 +175,8 @@ def load_prompt_template(stage: str, path: Path, *, flag: str = "--template") ->
         The template, ``version = "file:<blake2b-64 hex of the text>"``, ``source = "file"``.
 
     Raises:
-        ConfigError: an unknown stage; the file cannot be read, is not UTF-8, is bad TOML or
-            has keys other than ``system``/``user``; a placeholder is unknown, missing, or a
-            data placeholder in the system part. The message names the file and the placeholder.
+        ConfigError: an unknown stage; an unreadable, non-UTF-8 or bad TOML file, or keys other
+            than ``system``/``user``; a placeholder unknown, missing, or data in the system part.
     """
     where = f"{flag} {stage}={path}"
     if stage not in STAGES:

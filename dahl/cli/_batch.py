@@ -1,11 +1,7 @@
-"""``dahl batch``: a run's cache misses through provider batch APIs (a thin layer over :mod:`dahl.batch._ops`).
+"""``dahl batch``: a run's cache misses through provider batch APIs (over :mod:`dahl.batch._ops`).
 
-    dahl batch prepare INPUT... -o BATCHDIR [--provider openai|anthropic|file] [score's Splitter, Checker and recall options]
-    dahl batch submit | status | collect | resubmit --only failed|expired | cancel BATCHDIR
-
-Exit status: 0 done; 2 bad usage or settings; 4 a provider call failed (run the same
-command again: the ledger keeps what was done); 6 ``collect`` left batches running
-(collect again later); 130 interrupted.
+Exit status: 0 done; 2 bad usage or settings; 4 a provider call failed (run it again); 6 ``collect``
+left batches running; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ __all__ = ["batch"]
 
 T = TypeVar("T")
 
-#: ``dahl score`` options that change the requests; prepare takes them as they are (not score's
-#: ``--provider``, the wire protocol: prepare's ``--provider`` names the batch API, and bodies are chat bodies).
+#: ``dahl score`` options that change the requests (not ``--provider``: prepare's names the batch API).
 SCORE_OPTIONS = ("fmt", "response_columns", "field_options", "splitter", "checker", "evidence", "top_k",
                  "config_file", "base_url", "model", "api_key_env", "auth", "header_options", "rpm", "tpm",
                  "max_in_flight", "temperature", "max_tokens", "timeout_s", "cache_dir", "template_options",

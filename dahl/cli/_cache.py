@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from dahl.cache import CacheStore, default_cache_dir
 from dahl.cache._schema import DB_NAME
-from dahl.cli._console import EXIT_USAGE, console, out
+from dahl.cli._console import exit_stopped, out
 from dahl.cli._options import CACHE_DIR
 from dahl.errors import DahlError
 
@@ -35,8 +33,7 @@ def cache_stats(cache_dir: Path | None) -> None:
         with CacheStore(directory) as store:
             stats = store.stats()
     except DahlError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(EXIT_USAGE)
+        exit_stopped(exc, "")
     out.print(f"directory: {stats['directory']}")
     out.print(f"entries: {stats['entries']}")
     out.print(f"size: {stats['size_bytes'] / 2**20:.1f} MiB")
@@ -55,6 +52,5 @@ def cache_clear(cache_dir: Path | None) -> None:
         with CacheStore(directory) as store:
             removed = store.clear()
     except DahlError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(EXIT_USAGE)
+        exit_stopped(exc, "")
     out.print(f"removed {removed} entries")

@@ -1,9 +1,5 @@
-"""The console every command prints to, and how a command that stopped early exits.
-
-``console`` is standard error (progress, warnings, one-line errors); ``out`` is standard
-output (tables and reports a script reads). Off a terminal both are 160 columns wide and
-do not wrap, so a log can be grepped.
-"""
+"""The consoles every command prints to (``console``: stderr; ``out``: stdout, 160 columns and
+unwrapped off a terminal), and how a command that stopped early exits."""
 
 from __future__ import annotations
 
@@ -28,11 +24,8 @@ from dahl.pricing import Price, load_price_overrides, parse_price_option
 __all__ = ["EXIT_INTERRUPTED", "EXIT_QUOTA", "EXIT_USAGE", "console", "exit_finished", "exit_stopped", "out", "price_overrides",
            "run_stoppable", "setup_logging"]
 
-# Piped output gets a wide fixed width so tables are not cut to 80 columns.
 class _Console(Console):
-    """A rich Console whose reader going away (``dahl inspect FILE | head -1``) ends the
-    command with status 0: the reader took what it wanted (rich's default exits 1, which
-    here means an internal error)."""
+    """A rich Console whose reader going away (``| head -1``) ends the command with status 0."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -40,13 +33,12 @@ class _Console(Console):
         raise SystemExit(ExitStatus.OK)
 
 
-# Not a terminal (a log): lines are neither padded nor wrapped, so they can be grepped.
 console = _Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=not sys.stderr.isatty())
 out = _Console(width=None if sys.stdout.isatty() else 160)
 
 T = TypeVar("T")
 
-# Kept for scripts and tests that import them; the table is dahl.exit_status.ExitStatus.
+# Kept for scripts and tests that import them.
 EXIT_USAGE = ExitStatus.USAGE
 EXIT_QUOTA = ExitStatus.QUOTA
 EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
@@ -64,18 +56,13 @@ def setup_logging(verbose: int) -> None:
         handler = _Handler(console=console, show_path=False, show_time=False)
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
-    # The handler's own level also filters records of libraries that set their logger to
-    # DEBUG themselves (bm25s does), which the root level alone does not.
+    # The handler's level also filters libraries that set their own logger to DEBUG (bm25s).
     handler.setLevel(level)
     root.setLevel(level)
 
 
 class _Handler(RichHandler):
-    """dahl's own log handler, told apart from an embedding program's when -v is given twice.
-
-    On a terminal it draws rich's columns; elsewhere (a batch job's log) each record is
-    one plain line, ``LEVEL message``, neither padded nor wrapped, so a log can be grepped.
-    """
+    """dahl's own log handler: rich's columns on a terminal, else one plain ``LEVEL message`` line."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.console.is_terminal:
@@ -91,13 +78,8 @@ class _Handler(RichHandler):
 
 
 def run_stoppable(func: Callable[..., Awaitable[T]], *args: object) -> T:
-    """``anyio.run(func, *args)``, where SIGTERM (``kill``, a job scheduler) stops the run as Ctrl-C does.
-
-    The event loop's SIGTERM handler cancels the run's main task once, as asyncio's own SIGINT
-    handler does; the task's cleanup writes the finished answers, then KeyboardInterrupt is raised
-    (exit 130 via the caller's handler) instead of the process dying mid-write. SIGINT is left as
-    it was: a background job (``dahl ... &`` in a script) keeps ignoring Ctrl-C. Off the main
-    thread, where signals cannot be handled, this is plain ``anyio.run``.
+    """``anyio.run(func, *args)``, where SIGTERM cancels the main task once (its cleanup writes the
+    finished work) as Ctrl-C does; SIGINT is left as it was. Off the main thread: plain ``anyio.run``.
 
     Raises:
         KeyboardInterrupt: SIGTERM (or Ctrl-C) stopped the run.
@@ -147,10 +129,7 @@ def price_overrides(config_file: Path | None, options: tuple[str, ...]) -> dict[
 def exit_finished(status: ExitStatus, nothing: str, partly: Callable[[], str]) -> None:
     """Return when a finished command's ``status`` is 0; else print why and exit with it.
 
-    Args:
-        status: 0, ``NOTHING_SCORED`` (5) or ``PARTIAL`` (6).
-        nothing: the line printed for 5.
-        partly: builds the line printed for 6.
+    ``status`` is 0, ``NOTHING_SCORED`` (5; prints ``nothing``) or ``PARTIAL`` (6; prints ``partly()``).
     """
     if status == ExitStatus.NOTHING_SCORED:
         console.print(nothing)
@@ -169,20 +148,17 @@ def exit_stopped(exc: BaseException, again: str, interrupted: str | None = None)
         again: the sentence telling how to continue (where finished work is).
         interrupted: the line for an interrupt instead of ``interrupted. {again}``.
     """
+    text = escape(str(exc))
     if isinstance(exc, CostCapReached):
-        console.print(f"[red]stopped:[/] {escape(str(exc))}. {again}")
-        sys.exit(ExitStatus.QUOTA)
-    if isinstance(exc, QuotaExhausted):
-        console.print(f"[red]stopped:[/] API quota exhausted ({escape(str(exc))}). {again}")
-        sys.exit(ExitStatus.QUOTA)
-    if isinstance(exc, FatalAPIError):
-        console.print(f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}")
-        sys.exit(ExitStatus.FATAL_API)
-    if isinstance(exc, OutputWriteError):
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(ExitStatus.WRITE_FAILED)
-    if isinstance(exc, KeyboardInterrupt):
-        console.print(interrupted or f"[yellow]interrupted.[/] {again}")
-        sys.exit(ExitStatus.INTERRUPTED)
-    console.print(f"[red]error:[/] {escape(str(exc))}")
-    sys.exit(ExitStatus.USAGE)
+        line, status = f"[red]stopped:[/] {text}. {again}", ExitStatus.QUOTA
+    elif isinstance(exc, QuotaExhausted):
+        line, status = f"[red]stopped:[/] API quota exhausted ({text}). {again}", ExitStatus.QUOTA
+    elif isinstance(exc, FatalAPIError):
+        line, status = f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}", ExitStatus.FATAL_API
+    elif isinstance(exc, KeyboardInterrupt):
+        line, status = interrupted or f"[yellow]interrupted.[/] {again}", ExitStatus.INTERRUPTED
+    else:
+        line = f"[red]error:[/] {text}"
+        status = ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else ExitStatus.USAGE
+    console.print(line, emoji=False)  # a message's "file:100:" must not become an emoji
+    sys.exit(status)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 from rich.markup import escape
 
-from dahl.cli._console import EXIT_USAGE, console, out
+from dahl.cli._console import exit_stopped, out
 from dahl.errors import DahlError
 from dahl.formats import FORMATS, describe_input
 from dahl.formats._fields import parse_field_options
@@ -29,8 +28,7 @@ def inspect(input_file: Path, fmt: str, response_columns: tuple[str, ...], field
         stats = describe_input(input_file, fmt, response_column=response_columns or None,
                                fields=parse_field_options(field_options))
     except DahlError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(EXIT_USAGE)
+        exit_stopped(exc, "")
     out.print(f"rows: {stats.rows}")
     if stats.invalid:
         out.print(f"invalid records (skipped by dahl score): {stats.invalid}")

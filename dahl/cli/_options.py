@@ -13,7 +13,8 @@ from dahl.errors import ConfigError
 from dahl.templates import PromptTemplate, load_prompt_template
 
 __all__ = ["CACHE_DIR", "FINITE", "HEADER", "FiniteFloat", "GroupedCommand", "HeaderOption",
-           "cache_and_progress_options", "parse_template_options", "template_option"]
+           "cache_and_progress_options", "cache_progress_options", "parse_template_options",
+           "template_option"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -68,19 +69,27 @@ CACHE_DIR = click.option("--cache-dir", type=click.Path(path_type=Path, file_oka
                          help="Cache folder (default $DAHL_CACHE_DIR or the platform cache folder).")
 
 
-def cache_and_progress_options(command: _F) -> _F:
-    """``--cache-dir``, ``--no-cache``, ``--no-progress``, ``--progress-every`` (seconds),
-    as every command that calls a model through the engine takes them besides ``dahl score``."""
+def cache_progress_options(no_cache_help: str, every_help: str) -> Callable[[_F], _F]:
+    """``--cache-dir``, ``--no-cache``, ``--no-progress`` and ``--progress-every`` (seconds)."""
     options = [
         CACHE_DIR,
-        click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
+        click.option("--no-cache", is_flag=True, help=no_cache_help),
         click.option("--no-progress", is_flag=True, help="Do not show progress."),
         click.option("--progress-every", "progress_every_s", default=10.0, show_default=True,
-                     type=click.FloatRange(min=0.1), help="Seconds between two progress lines."),
+                     type=click.FloatRange(min=0.1), help=every_help),
     ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+
+    def decorate(command: _F) -> _F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+#: The cache and progress options of every command that calls a model through the engine.
+cache_and_progress_options = cache_progress_options("Do not read or write the cache.",
+                                                    "Seconds between two progress lines.")
 
 
 def template_option(stages: Collection[str]) -> Callable[[_F], _F]:
@@ -102,9 +111,7 @@ def parse_template_options(values: Collection[str], stages: Collection[str]) -> 
         ``{stage: PromptTemplate}``.
 
     Raises:
-        ConfigError: not ``STAGE=FILE``, a stage the command has no prompt for, a stage given
-            twice, or a bad file (file and placeholder named; see
-            :func:`dahl.templates.load_prompt_template`).
+        ConfigError: not ``STAGE=FILE``, a stage without a prompt, a stage given twice, or a bad file.
     """
     out: dict[str, PromptTemplate] = {}
     for value in values:
@@ -122,12 +129,8 @@ def parse_template_options(values: Collection[str], stages: Collection[str]) -> 
 
 
 class GroupedCommand(click.Command):
-    """A command whose ``--help`` lists its options in named sections, the common ones first.
-
-    ``sections`` maps a heading to the parameter names (``param.name``) listed under it, in
-    order (the help option is ``"help"``); options no section names come last under
-    "Other options".
-    """
+    """A command whose ``--help`` lists its options in named sections: ``sections`` maps a heading
+    to parameter names (the help option is ``"help"``); the rest come last under "Other options"."""
 
     def __init__(self, *args: Any, sections: dict[str, tuple[str, ...]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,13 +1,7 @@
 """The progress of ``dahl score``: a live line on a terminal, plain lines in a log.
 
-Both read one :class:`~dahl.results._counters.RunCounters` (the same the final summary
-prints), through a :class:`Meter` that adds what the counters lack: the input's
-record count (counted in a thread while the run starts), percent done and an ETA.
-
-Records done are those scored in this run, resumed from the output folder or
-rejected as bad input; the ETA divides what is left by the rate of this run's
-scored answers over the last :data:`RATE_WINDOW_S` seconds, so resumed answers
-count as done without inflating the rate.
+A :class:`Meter` adds to the run's counters the input's record count, percent done and an ETA
+(this run's scored answers over the last :data:`RATE_WINDOW_S` seconds).
 """
 
 from __future__ import annotations
@@ -17,11 +11,11 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -73,21 +67,16 @@ def duration(seconds: float) -> str:
 
 
 def count_records(paths: Sequence[Path | Records], fmt: str, stop: threading.Event | None = None) -> int | None:
-    """Records in the answer files, as the readers count them (blocking: run it in a thread).
-
-    JSON Lines formats count non-blank lines; csv counts non-blank rows after the header
-    (quoted newlines kept in their row); ``.gz`` / ``.zst`` files are counted decompressed.
-    Bad records count too: they are done once rejected.
+    """Records in the answer files, bad ones included, as the readers count them (blocking).
 
     Args:
         paths: the run's inputs (files, or in-memory records counted by their length).
         fmt: ``"auto"`` or a format name (see :data:`dahl.formats.FORMATS`).
-        stop: when set, counting ends early (the run finished first).
+        stop: when set, counting ends early.
 
     Returns:
-        The record count, or ``None`` if ``stop`` was set first, an input is a stream
-        (standard input, a FIFO: it can be read once only, by the run), or an input's
-        format is not one record per line (json, parquet, hf, safe).
+        The record count, or ``None`` if ``stop`` was set first, an input is a stream, or an
+        input's format is not one record per line (json, parquet, hf, safe).
 
     Raises:
         OSError: a file cannot be read.
@@ -102,9 +91,14 @@ def count_records(paths: Sequence[Path | Records], fmt: str, stop: threading.Eve
             total += len(path)
             continue
         name = detect_format(path) if fmt == "auto" else fmt
-        if name not in _LINE_FORMATS:  # a JSON array, Parquet, a dataset, SAFE: one record is not a line
+        if name not in _LINE_FORMATS:
             return None
-        n = _csv_rows(path, stop) if name == "csv" else _jsonl_records(path, stop)
+        with closing(numbered_lines(path)) as lines:
+            if name == "csv":
+                n = _count(csv.reader(raw.decode("utf-8", errors="replace") for _, raw in lines), stop)
+                n = None if n is None else max(n - 1, 0)  # the header
+            else:
+                n = _count((line.strip() for _, line in lines), stop)
         if n is None:
             return None
         total += n
@@ -118,26 +112,15 @@ _LINE_FORMATS = frozenset({"jsonl", "factscore", "veriscore", "csv"})
 _CHECK_EVERY = 8192
 
 
-def _jsonl_records(path: Path, stop: threading.Event | None) -> int | None:
+def _count(rows: Iterable[object], stop: threading.Event | None) -> int | None:
+    """Non-empty ``rows``, or None once ``stop`` is set."""
     count = 0
-    with closing(numbered_lines(path)) as lines:
-        for n, line in lines:  # n is 1-based: look at the flag before the first line too
-            if n % _CHECK_EVERY == 1 and stop is not None and stop.is_set():
-                return None
-            if line.strip():
-                count += 1
+    for n, row in enumerate(rows):
+        if n % _CHECK_EVERY == 0 and stop is not None and stop.is_set():
+            return None
+        if row:
+            count += 1
     return count
-
-
-def _csv_rows(path: Path, stop: threading.Event | None) -> int | None:
-    count = 0
-    with closing(numbered_lines(path)) as lines:
-        for n, row in enumerate(csv.reader(raw.decode("utf-8", errors="replace") for _, raw in lines)):
-            if n % _CHECK_EVERY == 0 and stop is not None and stop.is_set():
-                return None
-            if row:
-                count += 1
-    return max(count - 1, 0)  # the header
 
 
 @dataclass(frozen=True)
@@ -149,15 +132,13 @@ class Snapshot:
         total: input records, ``None`` until counted.
         claims_per_s: claims with a verdict per second of this run.
         eta_s: seconds left at the recent rate, ``None`` when unknown.
-        in_flight: requests sent and awaiting a reply (offline: Checker calls running).
+        in_flight: requests awaiting a reply (offline: Checker calls running).
         queued: calls waiting in a lane before being sent.
         errors: errors so far (:meth:`RunCounters.error_count`).
         elapsed_s: seconds since the run started.
         http: with HTTP lanes, ``(requests per second, 429 replies, retries, tokens)``.
-        cover: with a cover stage (recall), ``(answers covering, facts judged)``:
-            answers queued for or in the cover stage, and reference facts judged so far.
-        money: with metered HTTP stages, ``(USD spent so far or None when a price is
-            unknown, ((stage, USD or None), ...))`` from the reported usage.
+        cover: with a cover stage, ``(answers covering, facts judged)``.
+        money: with metered HTTP stages, ``(USD spent or None, ((stage, USD or None), ...))``.
     """
 
     done: int
@@ -217,8 +198,7 @@ class Snapshot:
 
 
 def usd(amount: float | None) -> str:
-    """Money as shown to the user: ``$12.34``, ``$0.1234`` under $1, ``$0.001234`` under a cent,
-    ``$0``, and ``$?`` when unknown."""
+    """Money as shown: ``$12.34``, ``$0.1234`` under $1, ``$0.001234`` under a cent, ``$0``, ``$?``."""
     if amount is None:
         return "$?"
     if amount == 0:
@@ -236,8 +216,7 @@ class Meter:
 
     Args:
         counters: the run's counters.
-        clock: ``time.monotonic``-like time source, seconds (the counters' ``started_at``
-            is on the same clock).
+        clock: time source, seconds, the clock of the counters' ``started_at``.
         window_s: seconds of history the ETA's rate is measured over.
 
     Attributes:
@@ -299,14 +278,8 @@ def _money(c: RunCounters) -> tuple[float | None, tuple[tuple[str, float | None]
 
 
 class ProgressLine:
-    """One line of progress fitted to the console width: fields are dropped, never cut.
-
-    Fields go lowest priority first until the rest fits; the bar takes what is left
-    (it is drawn only when at least :data:`MIN_BAR` cells remain).
-
-    Args:
-        snapshot: the figures to show.
-    """
+    """One line of progress fitted to the console width: lowest-priority fields are dropped, never
+    cut; the bar takes what is left (at least :data:`MIN_BAR` cells)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -346,19 +319,8 @@ async def run_with_progress(
 ) -> ScoreReport:
     """Run :func:`~dahl.run._score.score_async` while showing its progress on ``console``.
 
-    Args:
-        config: the run's settings.
-        counters: the run's counters (shown, then returned in the report).
-        console: where progress goes (the CLI's stderr console).
-        mode: ``"bar"`` a live line (a terminal), ``"lines"`` a plain line every
-            ``every_s`` seconds and one at the end (a log file), ``"off"`` nothing.
-        every_s: seconds between two plain lines.
-
-    Returns:
-        The run's report.
-
-    Raises:
-        Whatever :func:`~dahl.run._score.score_async` raises (after a last progress line).
+    ``mode``: ``"bar"`` a live line, ``"lines"`` a plain line every ``every_s`` seconds and at the
+    end, ``"off"`` nothing. Raises what ``score_async`` raises, after a last progress line.
     """
     if mode == "off":
         return await score_async(config, counters=counters)
@@ -395,31 +357,42 @@ async def run_with_progress(
             else:
                 meter.snapshot()  # keeps the rate history between lines
 
-    failure: Exception | None = None
-    report: ScoreReport | None = None
     if live is not None:
         live.start()
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(count_total)
-            tg.start_soon(tick)
-            try:
-                report = await score_async(config, counters=counters)
-            except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-                failure = exc
-            finally:
-                tg.cancel_scope.cancel()
+        try:
+            report = await _beside(lambda: score_async(config, counters=counters), count_total, tick)
+        except Exception:
+            show()
+            raise
         show()
     finally:
         if live is not None:
             live.stop()
-    if failure is not None:
-        raise failure
-    assert report is not None
     return report
 
 
 _T = TypeVar("_T")
+
+
+async def _beside(
+    work: Callable[[], Awaitable[_T]], *background: Callable[[], Coroutine[Any, Any, None]]
+) -> _T:
+    """Await ``work()`` while ``background`` tasks run (cancelled when it ends); what ``work``
+    raises is raised itself, not wrapped in an exception group."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        for task in background:
+            tg.start_soon(task)
+        try:
+            result = await work()
+        except Exception as exc:
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
 
 
 async def run_ticking(
@@ -432,18 +405,8 @@ async def run_ticking(
 ) -> _T:
     """Await ``work()`` while printing ``line(elapsed seconds)`` every ``every_s`` seconds.
 
-    The progress of the commands that are not ``dahl score`` (refs, questions, generate):
-    one plain line per tick, for a terminal and a log alike.
-
-    Args:
-        work: the command's coroutine function.
-        line: the progress line after ``elapsed`` seconds.
-        console: where lines go (stderr).
-        every_s: seconds between lines; None prints none.
-        last: also print the line once ``work`` is done.
-
-    Raises:
-        Whatever ``work`` raises, itself (not wrapped in an exception group).
+    ``every_s`` None prints none; ``last`` also prints one once ``work`` is done. Raises what
+    ``work`` raises, itself (not in an exception group).
     """
     start = anyio.current_time()
 
@@ -456,18 +419,7 @@ async def run_ticking(
             await anyio.sleep(every_s)
             show()
 
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        if every_s is not None:
-            tg.start_soon(ticker)
-        try:
-            result = await work()
-        except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+    result = await _beside(work, *([ticker] if every_s is not None else []))
     if last and every_s is not None:
         show()
     return result

@@ -1,11 +1,5 @@
-"""``dahl questions``: build a benchmark's exam questions from articles, and check them.
-
-``dahl questions build ARTICLES -o questions.csv`` generates N questions per article with
-an LLM, judges and flags each (:mod:`dahl.questions._build`) and writes DAHL's
-``question, category`` CSV with provenance columns (:mod:`dahl.questions._table`).
-``dahl questions lint FILE`` runs the same checks (:mod:`dahl.questions._checks`) on an
-existing file and prints the report of :mod:`dahl.questions._lint`.
-"""
+"""``dahl questions``: build a benchmark's exam questions from articles (``build``), and check
+a question file (``lint``)."""
 
 from __future__ import annotations
 
@@ -176,13 +170,12 @@ def lint(file: Path, as_json: bool, near: float) -> None:
     rows would be dropped by `dahl questions build` (duplicates, near duplicates, empty
     or context-dependent questions); 2 when FILE cannot be read as a question CSV.
     """
-    from dahl.cli._console import console, out
+    from dahl.cli._console import exit_stopped, out
 
     try:
         report = lint_questions(file, near=near)
     except DahlError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(ExitStatus.USAGE)
+        exit_stopped(exc, "")
     if as_json:
         click.echo(msgspec.json.encode(report).decode())
     else:

@@ -1,11 +1,5 @@
-"""``dahl refs``: build reference fact sets (``refs.jsonl``) for recall.
-
-``dahl refs build -o refs.jsonl`` builds one set per question, from one of three
-mutually exclusive inputs: QUESTIONS (documents given per question or retrieved from
-``--evidence``; :mod:`dahl.refs._documents`), ``--pool RUN_DIR...`` (the supported claims
-of finished runs; :mod:`dahl.refs._pool`) or ``--given FILE`` (a user's own set or
-FactRBench's layout, converted; :mod:`dahl.refs._given`).
-"""
+"""``dahl refs``: build reference fact sets (``refs.jsonl``) for recall, from QUESTIONS and
+documents, ``--pool RUN_DIR...`` or ``--given FILE``."""
 
 from __future__ import annotations
 

@@ -1,18 +1,13 @@
-"""``dahl report``: the static HTML site (leaderboard + answer explorer) of scored runs.
-
-A thin click command over :func:`dahl.report.build_report`; errors from dahl exit
-with a one-line message and status 2 (8 when a file cannot be written).
-"""
+"""``dahl report``: the static HTML site (leaderboard + answer explorer) of scored runs."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from dahl.errors import DahlError, OutputWriteError
-from dahl.exit_status import ExitStatus
+from dahl.cli._console import exit_stopped
+from dahl.errors import DahlError
 
 __all__ = ["report"]
 
@@ -43,8 +38,7 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path, metric: str, seed: int, n_
         site = build_report(list(run_dirs), out_dir, metric=metric, seed=seed, n_boot=n_boot,
                             allow_stale=allow_stale, strict=strict, chunk_size=chunk_size)
     except DahlError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else ExitStatus.USAGE)
+        exit_stopped(exc, "")
     for warning in site.warnings:
         click.echo(f"warning: {warning}", err=True)
     files = "data file" if site.n_chunks == 1 else "data files"

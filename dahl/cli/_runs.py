@@ -1,10 +1,4 @@
-"""Report commands over finished runs: ``leaderboard``, ``pairs``, ``agree``, ``sample``.
-
-Thin click commands over :mod:`dahl.analysis._leaderboard`, :mod:`dahl.analysis._pairs`,
-:mod:`dahl.analysis._agreement` and :mod:`dahl.analysis._sampling`; ``dahl.cli`` registers them on
-the main group. Errors from dahl exit with a one-line message and status 2 (8 when
-an output file cannot be written; see :mod:`dahl.exit_status`).
-"""
+"""Report commands over finished runs: ``leaderboard``, ``pairs``, ``agree``, ``sample``."""
 
 from __future__ import annotations
 
@@ -16,10 +10,11 @@ from typing import Any, Literal, TypeVar
 import click
 import orjson
 
+from dahl.cli._console import exit_stopped
 from dahl.cli._options import FINITE
-from dahl.results._log import writing
-from dahl.errors import DahlError, OutputWriteError
+from dahl.errors import DahlError
 from dahl.exit_status import ExitStatus
+from dahl.results._log import writing
 
 __all__ = ["agree", "leaderboard", "pairs", "sample"]
 
@@ -28,12 +23,11 @@ _T = TypeVar("_T")
 
 
 def _guard(fn: Callable[[], _T]) -> _T:
-    """Run ``fn``; present a DahlError as one line on stderr and exit with status 2 (8: a write failed)."""
+    """Run ``fn``; a DahlError exits through :func:`~dahl.cli._console.exit_stopped`."""
     try:
         return fn()
     except DahlError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else EXIT_USAGE)
+        exit_stopped(exc, "")
 
 
 def _num(x: float | None, digits: int = 4) -> str:

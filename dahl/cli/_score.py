@@ -8,7 +8,13 @@ from typing import NoReturn
 import click
 
 from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
-from dahl.cli._options import CACHE_DIR, FINITE, HEADER, GroupedCommand, template_option
+from dahl.cli._options import (
+    FINITE,
+    HEADER,
+    GroupedCommand,
+    cache_progress_options,
+    template_option,
+)
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
 from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
@@ -79,11 +85,8 @@ __all__ = ["score"]
               help="FActScore length-penalty γ (0 disables).")
 @click.option("--k", default=64, show_default=True, type=int, help="K of F1@K.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
-@CACHE_DIR
-@click.option("--no-cache", is_flag=True, help="Do not read or write the verdict cache.")
-@click.option("--no-progress", is_flag=True, help="Do not show progress.")
-@click.option("--progress-every", "progress_every_s", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
-              help="Seconds between two progress lines when stderr is not a terminal.")
+@cache_progress_options("Do not read or write the verdict cache.",
+                        "Seconds between two progress lines when stderr is not a terminal.")
 @click.option("--dry-run", is_flag=True,
               help="Print the calls the cache cannot answer, their tokens, money and time bound; call nothing.")
 @click.option("--max-cost", "max_cost_usd", type=click.FloatRange(min=0), default=None, metavar="USD",

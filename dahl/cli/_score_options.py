@@ -1,9 +1,7 @@
 """``dahl score``'s options into a :class:`~dahl.run._score.ScoreConfig`, and the recall options.
 
-One builder for ``dahl score`` and ``dahl batch prepare``: both take the same options
-(``prepare`` borrows ``score``'s click parameters), so a batch prepared with some options
-asks exactly what ``dahl score`` with those options would ask. The recall options
-(``--refs`` and friends, :func:`recall_options`) become the run's :class:`RecallSettings`.
+``dahl batch prepare`` borrows ``score``'s click parameters and this builder, so a prepared batch
+asks exactly what ``dahl score`` with those options would.
 """
 
 from __future__ import annotations
@@ -39,13 +37,8 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
     """The run settings of ``dahl score``'s option values.
 
     Args:
-        values: ``{keyword name: value}`` of ``dahl score``'s parameters as click passes
-            them (``inputs``, ``out_dir``, ``splitter``, ..., and the recall options of
-            :data:`RECALL_OPTION_NAMES`); a missing name takes its
-            option's default (so a command taking only some of the options can call this).
-
-    Returns:
-        The :class:`ScoreConfig`.
+        values: ``{keyword name: value}`` of ``dahl score``'s parameters as click passes them;
+            a missing name takes its option's default.
 
     Raises:
         ConfigError: a bad or inconsistent setting (the message names the option).
@@ -137,15 +130,11 @@ def recall_settings(
     config_file: Path | None,
     overrides: Mapping[str, Any],
 ) -> RecallSettings | None:
-    """The run's :class:`RecallSettings` from the option ``values`` (None without ``--refs``).
-
-    The ``openai`` judge's endpoint is the Checker's (its ``max_tokens`` left to the
-    judge's own default), else the one ``--base-url``/``--model``/``--config`` give;
-    ``--coverage-model`` replaces its model.
+    """The run's :class:`RecallSettings` from the option ``values`` (None without ``--refs``); the
+    openai judge runs on the Checker's endpoint, else the one the options give.
 
     Raises:
-        ConfigError: recall options without ``--refs`` (``--partial``, ``--alpha``, ``--beta``
-            when not their defaults); an openai judge without an endpoint.
+        ConfigError: recall options without ``--refs``; an openai judge without an endpoint.
     """
     refs = values.get("refs")
     if refs is None:
@@ -174,7 +163,6 @@ def recall_settings(
         except ConfigError as exc:
             if "needs --" not in str(exc):  # a bad value, not a missing one
                 raise
-            # Its message names the Checker; say which option needs the endpoint.
             raise ConfigError(
                 "--coverage openai needs --base-url and --model (or a [check] table in --config)") from None
     endpoint = dataclasses.replace(endpoint, max_tokens=None)

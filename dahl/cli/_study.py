@@ -1,22 +1,16 @@
-"""``dahl study``: studies over scored runs; ``dahl study temperature`` is the DAHL paper's (§5.2, Fig. 5).
-
-A thin click layer over :mod:`dahl.analysis._study` and :mod:`dahl.analysis._plots`; ``dahl.cli``
-registers the group. Errors exit with one line and status 2 (8 when an output file
-cannot be written; see :mod:`dahl.exit_status`).
-"""
+"""``dahl study``: studies over scored runs (``temperature``: the DAHL paper's §5.2, Fig. 5)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 import orjson
 
+from dahl.cli._console import exit_stopped
 from dahl.cli._options import FINITE
+from dahl.errors import DahlError
 from dahl.results._log import writing
-from dahl.errors import DahlError, OutputWriteError
-from dahl.exit_status import ExitStatus
 
 __all__ = ["study"]
 
@@ -81,5 +75,4 @@ def temperature(run_dir: Path, out_dir: Path, metric: str, compare: str, referen
         click.echo(f"wrote {', '.join(n for n in TEMPERATURE_FILES if not (no_plot and n.endswith('.png')))} "
                    f"to {out_dir}", err=True)
     except DahlError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else ExitStatus.USAGE)
+        exit_stopped(exc, "")

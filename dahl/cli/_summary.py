@@ -1,12 +1,5 @@
-"""What ``dahl score`` prints when a run ends: the result table and the summary lines.
-
-The table fits the console: lower-priority columns go first (:data:`DROP_ORDER`),
-numbers and headers are never cut. A run scored with reference facts adds Rec, Rec^w
-and F1 (its summary.json ``recall`` blocks: "Beyond Precision" recall, weighted
-recall, and F1 of DAHL precision and recall). The lines read the run's
-:class:`~dahl.results._counters.RunCounters` through ``summary.json``'s ``run`` block,
-the same figures the progress display showed.
-"""
+"""What ``dahl score`` prints when a run ends: the result table, fitted to the console
+(columns dropped in :data:`DROP_ORDER`, never cut), and the summary lines."""
 
 from __future__ import annotations
 
@@ -23,8 +16,7 @@ from dahl.run._score import ScoreReport
 __all__ = ["DROP_ORDER", "RECALL_COLUMNS", "partial_message", "print_summary", "recall_lines", "result_table"]
 
 #: Result-table columns in the order they are dropped when the console is too narrow
-#: (summary.json holds them all). ``F1@K`` stands for the run's K; the recall columns
-#: exist only for runs with reference facts.
+#: (``F1@K`` stands for the run's K).
 DROP_ORDER = ("no penalty", "95% CI", "abstained", "excluded", "answers", "F1@K", "F1", "Rec^w")
 #: Recall columns: header -> key of a model's summary.json ``recall`` block.
 RECALL_COLUMNS = {"Rec": "recall", "Rec^w": "recall_w", "F1": "f1"}
@@ -79,16 +71,9 @@ def _table(cells: dict[str, list[str]], names: list[str], k: int, short: bool, h
 
 
 def result_table(summary: dict[str, Any], k: int, width: int) -> Table:
-    """The per-model result table, fitted to ``width`` console cells.
+    """The per-model result table, fitted to ``width`` console cells (a caption names dropped columns).
 
-    Columns are dropped in :data:`DROP_ORDER` (after shortening "abstained" and
-    "excluded") until the table's natural width fits; a caption names what was left out.
-    The Rec, Rec^w and F1 columns appear when a model block has ``recall``.
-
-    Args:
-        summary: the content of ``summary.json`` (its ``models`` block).
-        k: the run's K, for the ``F1@K`` header.
-        width: the console width, cells.
+    ``summary`` is the content of ``summary.json``; ``k`` the run's K, for the ``F1@K`` header.
     """
     cells = _columns(summary)
     names = list(cells)
@@ -114,16 +99,8 @@ _NULL_WORDS = {"empty_fstar": "empty F*", "zero_weight": "zero weight", "coverag
 
 
 def recall_lines(summary: dict[str, Any]) -> list[str]:
-    """The summary lines of recall and of unsupported claims by reason, over every model.
-
-    ``recall: N answers with recall (A abstained, counted 0); null: n empty F*, ...`` when a
-    model block has ``recall``, and a warning when no answer found a reference set;
-    ``unsupported claims by reason: n contradicted, n no
-    evidence, n unstated`` when one has ``unsupported_by_reason``. Empty otherwise.
-
-    Args:
-        summary: the content of ``summary.json``.
-    """
+    """The summary lines of recall (and a warning when no answer found a reference set) and of
+    unsupported claims by reason, over every model of ``summary`` (``summary.json``); may be empty."""
     models = list(summary.get("models", {}).values())
     lines = []
     blocks = [m["recall"] for m in models if m.get("recall")]
@@ -152,13 +129,8 @@ def recall_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def partial_message(summary: dict[str, Any], skipped: int) -> str:
-    """Why a finished run is partial (exit status 6): skipped records, claims in error,
-    failed coverage judgements, else answers that failed to split.
-
-    Args:
-        summary: the content of ``summary.json``.
-        skipped: input records skipped as bad.
-    """
+    """Why a finished run is partial (exit status 6), from ``summary`` (``summary.json``) and the
+    number of ``skipped`` bad input records."""
     models = summary.get("models", {}).values()
     claims = sum(int((m.get("labels") or {}).get("error", 0)) for m in models)
     covers = sum(int(((m.get("recall") or {}).get("null_by_reason") or {}).get("coverage_error", 0)) for m in models)
@@ -170,13 +142,7 @@ def partial_message(summary: dict[str, Any], skipped: int) -> str:
 
 
 def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
-    """Print the lines after the result table: what was scored, reused, cached and failed.
-
-    Args:
-        console: the CLI's stderr console.
-        report: the finished run's report.
-        out_dir: the run's output folder.
-    """
+    """Print on ``console`` the lines after the result table: what was scored, reused, cached and failed."""
     run = report.summary["run"]
     console.print(
         f"{count(run['answers_done'], 'answer')} scored now, {run['answers_resumed']:,} resumed, "

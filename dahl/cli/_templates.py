@@ -1,11 +1,5 @@
-"""``dahl score --template STAGE=FILE``: which stage's prompt a user's template replaces, and where it goes.
-
-A template reaches its stage through the stage's :class:`~dahl.config.EndpointConfig`
-(``templates``), so bodies, fingerprints and cache keys see it. A template for a stage
-the run does not prompt (an offline Splitter or Checker, recall without ``--refs`` or
-with an offline coverage judge, ``check`` beside ``--evidence``) is an error that says
-so: it would silently change nothing.
-"""
+"""``dahl score --template STAGE=FILE``: put a user's template into the stage's
+:class:`~dahl.config.EndpointConfig`; a template for a stage the run does not prompt is an error."""
 
 from __future__ import annotations
 
@@ -63,11 +57,11 @@ def apply_score_templates(
     Args:
         templates: ``{stage: PromptTemplate}`` from ``--template`` and ``[templates]`` of ``--config``.
         endpoints: ``{"split"|"check": EndpointConfig}`` of the openai adapters.
-        recall: the recall settings (its ``endpoint`` is the openai coverage judge's), or None.
+        recall: the recall settings, or None.
         splitter, checker: the adapter names; evidence: the ``--evidence`` corpus, if any.
 
     Raises:
-        ConfigError: a template for a stage this run does not prompt (the message says why).
+        ConfigError: a template for a stage this run does not prompt.
     """
     for stage in templates:
         if stage not in SCORE_STAGES:
@@ -81,7 +75,7 @@ def apply_score_templates(
     if "check" in out:
         out["check"] = _with(out["check"], templates, ("check", "check-evidence"))
     if recall is not None and "cover" in templates:
-        # No endpoint of its own: the judge runs on the Checker's (dahl.run._recall.open_recall).
+        # No endpoint of its own: the judge runs on the Checker's.
         judge = recall.endpoint or dataclasses.replace(out["check"], max_tokens=None)
         recall = dataclasses.replace(recall, endpoint=_with(judge, templates, ("cover",)))
     return out, recall

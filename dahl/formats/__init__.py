@@ -1,27 +1,8 @@
 """Readers for answer files, in the formats people bring them.
 
-Every reader streams its input (memory is one record or one batch, not the
-file) and turns bad records into :class:`~dahl.errors.InputError` naming the
-file, line and field. JSON Lines, CSV and JSON inputs may be ``.gz`` or ``.zst``
-compressed. Format overview:
-
-========== =====================================================================
-jsonl      one JSON object per line: question, response, optional id, model,
-           category, claims, claim_labels, abstained, meta (:mod:`dahl.formats._jsonl`)
-csv        header with question, category and one or more response columns
-           (:mod:`dahl.formats._table`)
-json       a JSON array of jsonl records (:mod:`dahl.formats._jsonarray`)
-parquet    a Parquet file of jsonl records (:mod:`dahl.formats._arrow`, ``dahl[arrow]``)
-hf         a datasets ``save_to_disk`` folder, or a hub name in the local cache
-           (:mod:`dahl.formats._arrow`, ``dahl[hf]``)
-factscore  FActScore ``data/labeled/<Model>.jsonl`` (:mod:`dahl.formats._factscore`)
-safe       SAFE / LongFact result JSON (:mod:`dahl.formats._safe`)
-veriscore  VeriScore output JSONL (:mod:`dahl.formats._veriscore`)
-========== =====================================================================
-
-``fields`` (``--field question=prompt``) maps dahl's field names to the file's
-for jsonl, csv, json, parquet and hf (:mod:`dahl.formats._fields`);
-``response_column`` names one or more response columns in the same formats.
+Every reader streams its input and turns bad records into :class:`~dahl.errors.InputError`
+naming the file, line and field; jsonl, csv and json may be ``.gz`` or ``.zst``. The formats
+(jsonl, csv, json, parquet, hf, factscore, safe, veriscore) are described in docs/inputs.md.
 """
 
 from __future__ import annotations
@@ -37,7 +18,7 @@ from dahl.formats._fields import check_fields
 from dahl.formats._inline import Records
 from dahl.formats._jsonarray import read_json_array
 from dahl.formats._jsonl import read_jsonl
-from dahl.formats._lines import input_name, is_stream, open_checked
+from dahl.formats._lines import check_input_path, input_name, is_stream
 from dahl.formats._needs import Needs
 from dahl.formats._rows import RowOptions, jsonl_rows, response_columns, stream_rows
 from dahl.formats._safe import read_safe
@@ -65,10 +46,8 @@ def _resolve(
     """Check the format name and the input, and detect the format when ``fmt`` is ``"auto"``.
 
     Raises:
-        ConfigError: unknown format (lists the valid ones), missing file, undetectable
-            format, ``fields`` / ``response_column`` given for a format that has
-            fixed fields (factscore, safe, veriscore), claims needed from csv input
-            (which has none), a format other than :data:`STREAMABLE` from a stream.
+        ConfigError: unknown format, missing file, undetectable format, a field mapping for a
+            fixed-field format, claims needed from csv, a non-:data:`STREAMABLE` format from a stream.
     """
     if fmt != "auto" and fmt not in FORMATS:
         raise ConfigError(
@@ -77,7 +56,7 @@ def _resolve(
     file = Path(path)
     if fmt == "hf" or (fmt == "auto" and is_saved_dataset(file)):
         return file, "hf"  # a folder or a hub name; read_hf checks which
-    open_checked(file)  # another folder is named as such
+    check_input_path(file)  # another folder is named as such
     if is_stream(file):  # read once: no sniffing, and csv reads its header in a pass of its own
         name = "jsonl" if fmt == "auto" else fmt
         if name not in STREAMABLE:
@@ -142,11 +121,9 @@ def read_answers(
 ) -> AnswerStream:
     """Stream the answers of ``path`` in file order, one record in memory at a time.
 
-    The format, the file and (for csv) the header are checked when this is called;
-    records are read lazily as the returned iterator is consumed. ``path`` may be
-    ``-`` (standard input) or a FIFO: read once, as jsonl unless ``fmt`` says
-    factscore or veriscore (``"auto"`` does not sniff a stream; gzip or zstd bytes
-    are decompressed, told by their first bytes).
+    The format, the file and (for csv) the header are checked now; records are read lazily.
+    ``path`` may be ``-`` (standard input) or a FIFO: read once, as jsonl unless ``fmt`` says
+    factscore or veriscore.
 
     Args:
         path: the answer file (for ``hf``: a ``save_to_disk`` folder or a cached hub name),
@@ -157,23 +134,17 @@ def read_answers(
         fields: ``{dahl field: the file's field}``, e.g. ``{"question": "prompt"}``.
         on_error: called with each bad record's InputError, which is then skipped;
             when None the first bad record raises.
-        needs: what every answer must carry (:class:`~dahl.formats._needs.Needs`); a
-            record without it is a bad record.
+        needs: what every answer must carry; a record without it is a bad record.
 
     Returns:
-        An iterator of :class:`~dahl.records.Answer` whose ``line`` is the input
-        line of the answer it gave last (see :class:`AnswerStream`).
+        An :class:`AnswerStream` of :class:`~dahl.records.Answer`.
 
     Raises:
-        ConfigError: unknown format (lists the valid ones), missing file (names the
-            path), undetectable format, binary input to a text format (names the
-            format and the fix), an unknown field mapping target, a missing optional
-            extra (gives the pip command), csv without a response column (lists the
-            columns and suggests --response-column) or with a column named twice,
-            claims needed from csv, a format that cannot be read from a stream.
-        InputError: while iterating, a bad record (invalid UTF-8, malformed JSON or
-            CSV, missing or wrong field, empty response, lacking what ``needs`` asks)
-            when ``on_error`` is None.
+        ConfigError: unknown format, missing file, undetectable format, binary input to a
+            text format, an unknown field target, a missing optional extra, csv without a
+            response column or with one named twice, claims needed from csv, a format that
+            cannot be read from a stream.
+        InputError: while iterating, a bad record, when ``on_error`` is None.
     """
     if isinstance(path, Records):  # the Python API's in-memory answers
         return AnswerStream.unnumbered(path.answers(on_error, needs))
@@ -191,22 +162,11 @@ def describe_input(
 ) -> InputStats:
     """Count what an answer file holds (``dahl inspect``), streaming it once.
 
-    Unlike :func:`read_answers`, a csv file needs no response column here, and bad
-    records are counted in ``InputStats.invalid`` instead of raised. Memory is
-    O(distinct questions) (16 bytes each) plus the category and model tables.
-
-    Args:
-        path: the answer file.
-        fmt: ``"auto"`` or one of :data:`FORMATS`.
-        response_column: as in :func:`read_answers`.
-        fields: as in :func:`read_answers`.
-
-    Returns:
-        The file's :class:`InputStats`.
+    Arguments as :func:`read_answers`; a csv file needs no response column, and bad records
+    are counted in ``InputStats.invalid`` instead of raised.
 
     Raises:
-        ConfigError: as :func:`read_answers`, except that a csv file may lack a
-            response column.
+        ConfigError: as :func:`read_answers`.
     """
     options = _options(response_column, fields)
     file, name = _resolve(path, fmt, options)

@@ -1,9 +1,5 @@
-"""An output file that lines are appended to, each one flushed and fsynced.
-
-What ``dahl refs build``, ``dahl questions build`` (its journal) and ``dahl generate``
-write as they go: a crash or Ctrl-C keeps every line written, and a re-run reads them
-to continue.
-"""
+"""An output file that lines are appended to, each one flushed and fsynced, so a crash keeps
+every line written and a re-run reads them to continue."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """Columnar inputs through pyarrow: Parquet files and Hugging Face ``datasets``.
 
-- ``parquet``: a Parquet file, read with ``ParquetFile.iter_batches``.
-- ``hf``: a folder written by ``datasets``' ``save_to_disk`` (a Dataset, with
-  ``state.json``, or a DatasetDict, with ``dataset_dict.json``: every split, in
-  its listed order), read from its Arrow stream files; or a hub name
-  (``owner/name`` or ``owner/name:config``) already in the local ``datasets``
-  cache, opened offline: dahl never downloads.
-
-Rows stream in batches of :data:`BATCH_ROWS` (memory is one batch, not the
-file) and become answers as records of :mod:`dahl.formats._jsonl` do, with the
-same field mapping and response columns (:mod:`dahl.formats._rows`). A row's
-1-based position in the file (or dataset) is its line in errors. pyarrow is an
-optional extra (``pip install 'dahl[arrow]'``; hub names also need ``dahl[hf]``).
+``parquet`` is read with ``ParquetFile.iter_batches``; ``hf`` is a ``save_to_disk`` folder (a
+Dataset or every split of a DatasetDict) or a hub name already in the local cache, opened offline.
+Rows stream in batches of :data:`BATCH_ROWS` as dict rows (:mod:`dahl.formats._rows`); a row's
+1-based position is its line. Needs ``dahl[arrow]`` (hub names ``dahl[hf]``).
 """
 
 from __future__ import annotations
@@ -62,14 +54,11 @@ def read_parquet(
     on_error: Callable[[InputError], None] | None = None,
     needs: Needs = Needs.NOTHING,
 ) -> AnswerStream:
-    """Stream the Answers of a Parquet file, :data:`BATCH_ROWS` rows in memory at a time.
-
-    ``options`` and ``on_error`` are as in :func:`read_hf`; ``needs`` as in
-    :func:`~dahl.formats._needs.check_needs`. Each answer's line is its 1-based row.
+    """Stream the Answers of a Parquet file, :data:`BATCH_ROWS` rows at a time (arguments as :func:`read_hf`).
 
     Raises:
-        ConfigError: pyarrow missing (gives the pip command), or the file is not Parquet.
-        InputError: a bad row (its 1-based row number is the line), when ``on_error`` is None.
+        ConfigError: pyarrow missing, or the file is not Parquet.
+        InputError: a bad row, when ``on_error`` is None.
     """
     pa = _pyarrow(path)
     try:
@@ -89,8 +78,7 @@ def _saved_files(folder: Path) -> list[Path]:
     """The Arrow stream files of a ``save_to_disk`` folder, in split then shard order.
 
     Raises:
-        ConfigError: the folder holds neither ``state.json`` nor ``dataset_dict.json``,
-            or they are unreadable.
+        ConfigError: neither ``state.json`` nor ``dataset_dict.json``, or unreadable.
     """
     try:
         if (folder / "dataset_dict.json").is_file():
@@ -117,14 +105,10 @@ def _stream_batches(files: list[Path]) -> Iterator[Any]:
 def hf_tables(name: str) -> list[Any]:
     """The Arrow tables (memory-mapped, one per split) of a hub dataset in the local cache.
 
-    ``name`` is ``owner/name`` or ``owner/name:config``. ``datasets`` runs offline:
-    ``HF_DATASETS_OFFLINE`` / ``HF_HUB_OFFLINE`` are set before it is imported, and
-    its offline switches are turned on should it have been imported already (they
-    stay on for the rest of the process).
+    ``name`` is ``owner/name[:config]``. ``datasets`` is switched offline for the rest of the process.
 
     Raises:
-        ConfigError: datasets missing (gives the pip command), or the dataset is not
-            in the local cache.
+        ConfigError: datasets missing, or the dataset is not in the local cache.
     """
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -166,16 +150,13 @@ def read_hf(
     Args:
         source: the folder, or a hub name (``owner/name[:config]``) when no such path exists.
         options: field mapping and response columns.
-        on_error: called with each bad row's InputError, which is then skipped;
-            when None the first bad row raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Returns:
         The answers, each numbered by its 1-based row across the splits.
 
     Raises:
-        ConfigError: pyarrow (or datasets, for a hub name) missing, not a saved folder,
-            or not cached.
+        ConfigError: pyarrow (or datasets) missing, not a saved folder, or not cached.
         InputError: a bad row, when ``on_error`` is None.
     """
     folder = Path(source)

@@ -1,9 +1,5 @@
-"""Open an input file as a byte stream: ``.gz`` and ``.zst`` are decompressed as read.
-
-A text reader handed a binary file would otherwise report "invalid UTF-8 byte
-0x8b" for every line; :func:`open_bytes` looks at the first bytes instead and
-names what the file is and how to read it.
-"""
+"""Open an input file as a byte stream: ``.gz`` and ``.zst`` are decompressed as read; another
+binary file is refused with a message naming what it is and how to read it."""
 
 from __future__ import annotations
 
@@ -75,12 +71,9 @@ def binary_kind(path: Path) -> str | None:
 def open_bytes(path: Path) -> io.BufferedIOBase:
     """Open ``path`` for binary line reading, decompressing ``.gz`` / ``.zst`` as it streams.
 
-    Memory is one read buffer (64 KiB), whatever the file's size.
-
     Raises:
-        ConfigError: the file cannot be opened; its suffix says gzip or zstd and its
-            bytes are not; or it is binary (gzip, zstd, Parquet, Arrow, zip, ...)
-            without such a suffix: the message names the format and how to read it.
+        ConfigError: the file cannot be opened; its suffix says gzip or zstd and its bytes are
+            not; or it is binary without such a suffix.
     """
     expected = _SUFFIXES.get(path.suffix.lower())
     kind = binary_kind(path)
@@ -106,18 +99,14 @@ def open_bytes(path: Path) -> io.BufferedIOBase:
 def open_stream(handle: BinaryIO, name: str) -> io.BufferedIOBase:
     """Read a stream (standard input, a FIFO) once, decompressing it if its first bytes say gzip or zstd.
 
-    The first bytes are peeked from ``handle``'s buffer, never read and re-read, so
-    nothing is lost; a stream has no suffix, so its bytes alone decide. Closing the
-    returned reader does not close ``handle`` when they differ.
+    The first bytes are peeked, not consumed; closing the returned reader does not close ``handle``.
 
     Args:
-        handle: the stream (``sys.stdin.buffer`` or a FIFO opened ``"rb"``); one
-            that cannot peek is wrapped in a buffer that can.
+        handle: the stream (``sys.stdin.buffer`` or a FIFO opened ``"rb"``).
         name: how messages name it (``<stdin>`` or the FIFO's path).
 
     Raises:
-        ConfigError: the stream is binary but not gzip or zstd (Parquet, zip, UTF-16,
-            ...): the message names the format and how to read it.
+        ConfigError: the stream is binary but not gzip or zstd.
     """
     buffered = handle if isinstance(handle, io.BufferedReader) else io.BufferedReader(cast(io.RawIOBase, handle))
     head = buffered.peek(8)[:8]

@@ -1,12 +1,7 @@
 """Guess an answer file's format from its first bytes or its first good record.
 
-A folder, a Parquet file, a JSON array and a SAFE results object are told by
-their name or first bytes. A CSV file is told by its header, which must be its
-first non-blank line. A JSON Lines file is told by its first line that decodes
-to an object with known keys, looked for among the first :data:`SNIFF_LINES`
-lines: a bad record at the top (malformed, not UTF-8, nested too deeply, a
-required key missing) is then skipped by the reader as it would be on any other
-line, not taken as the file's format.
+A JSON Lines file is told by its first line, among the first :data:`SNIFF_LINES`, that is an
+object with known keys: bad records above it are the reader's to skip, not the file's format.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats._arrow import is_saved_dataset
 from dahl.formats._compressed import binary_kind, open_bytes
 from dahl.formats._jsonpath import NESTED_TOO_DEEPLY
-from dahl.formats._lines import decode_line, numbered_lines, open_checked
+from dahl.formats._lines import check_input_path, decode_line, numbered_lines
 
 __all__ = ["FORMATS", "SNIFF_LINES", "detect_format"]
 
@@ -39,22 +34,17 @@ _SNIFF_BYTES = 1 << 16
 
 
 def _binary_format(path: Path) -> str | None:
-    """``"hf"`` for a ``save_to_disk`` folder, ``"parquet"`` for a Parquet file; None for
-    anything else (another folder is a ConfigError naming it a directory)."""
+    """``"hf"`` for a ``save_to_disk`` folder, ``"parquet"`` for a Parquet file, else None."""
     if is_saved_dataset(path):
         return "hf"
-    open_checked(path)
+    check_input_path(path)
     if path.suffix.lower() == ".parquet" or binary_kind(path) == "Parquet":
         return "parquet"
     return None
 
 
 def _starts_array(path: Path) -> bool:
-    """Whether the first non-blank byte is ``[``, read from a bounded prefix.
-
-    A one-line JSON array is the whole file on its first line: sniffing it must not
-    read that line.
-    """
+    """Whether the first non-blank byte is ``[`` (a bounded read: a one-line array is the whole file)."""
     with open_bytes(path) as handle:
         head = handle.read(_SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf").lstrip()
     return head[:1] == b"["
@@ -127,25 +117,20 @@ def detect_format(
       ``all_claim_lst``: ``"veriscore"``; one of ``response_keys``: ``"jsonl"``.
       Lines before it are bad records of that format.
 
-    ``.gz`` / ``.zst`` files are sniffed decompressed.
+    A ``*.jsonl`` / ``*.ndjson`` file in which no line names a format is ``"jsonl"`` (of bad
+    records). ``.gz`` / ``.zst`` files are sniffed decompressed.
 
     Args:
         path: the answer file.
-        response_keys: keys that hold a response (``response``, or the mapped and
-            ``--response-column`` names).
+        response_keys: keys that hold a response (``response``, or mapped names).
         question_keys: columns that hold the question (``question``, or the mapped name).
 
     Returns:
         One of :data:`FORMATS`.
 
-    A file named ``*.jsonl`` (``.ndjson``, compressed or not) in which no line within
-    the bound names a format is dahl JSONL: its lines are then bad records (or there
-    are none), reported and counted like any others, and the run scores nothing.
-
     Raises:
-        ConfigError: the file is missing or empty, or no line within the bound names
-            a format (the message names the file and the first line's problem), for a
-            file not named ``*.jsonl``.
+        ConfigError: the file is missing or empty, or (not named ``*.jsonl``) no line within
+            the bound names a format.
     """
     path = Path(path)
     binary = _binary_format(path)
@@ -177,7 +162,7 @@ def detect_format(
             first_problem = first_problem or problem or (
                 "first line is neither a JSON object nor a CSV header with a 'question' column"
             )
-    if _named_jsonl(path):  # nothing names another format: its records are bad (or none), counted as such
+    if _named_jsonl(path):
         return "jsonl"
     if first_problem is None:
         raise ConfigError(f"cannot detect the format of {path}: the file is empty")

@@ -1,21 +1,10 @@
 """FactRBench's released reference fact sets, converted to :class:`~dahl.records.RefSet`.
 
-FactRBench (Liu et al., "VERIFACT: Enhancing Long-Form Factuality Evaluation with
-Refined Fact Extraction and Reference Facts", arXiv 2505.09701; Hugging Face
-``launch/FactRBench``) gives one row per question::
-
-    {"question": "…", "reference_fact_set": "{\\"gpt4o\\": [\\"fact\\", …], \\"Claude\\": […]}"}
-
-``reference_fact_set`` maps each source (a model, or a Reddit user for the ``reddit``
-split) to the fact sentences extracted from its response; the release stores it as a
-JSON string (an object is accepted too). Converted: the union of every source's facts,
-exact duplicates (equal after :func:`~dahl.records.normalize_text`) merged, in source
-then sentence order; ids ``"1"``, ``"2"``, …; ``support`` = how many sources state the fact;
-``source.answer_id`` = the first source stating it; ``question_id`` = the row's
-``question_id`` if it has one, else :func:`~dahl.records.content_id` of the question,
-so answers match by question text; ``meta`` = ``{"layout": "factrbench", "sources":
-{source: facts listed}}``. The release is Parquet (read with pyarrow, an optional
-extra) and converts to JSONL line for line; both are read here.
+FactRBench (Liu et al., "VERIFACT", arXiv 2505.09701; ``launch/FactRBench``) rows are
+``{"question", "reference_fact_set"}``, the latter (an object or its JSON string) mapping each
+source to its fact sentences. A set is the union of the sources' facts, exact duplicates merged,
+ids ``"1"``, ``"2"``, …, ``support`` = sources stating it, ``source.answer_id`` = the first,
+``meta = {"layout": "factrbench", "sources": {source: facts listed}}``. JSONL or Parquet.
 """
 
 from __future__ import annotations
@@ -50,8 +39,8 @@ def factrbench_set(row: dict[str, Any], *, file: str, line: int) -> RefSet:
         file, line: where the row is, for errors (line: 1-based line or row).
 
     Raises:
-        InputError: ``question`` missing or empty, ``reference_fact_set`` not an object
-            (or a JSON string of one) of lists of strings; names file, line and field.
+        InputError: ``question`` missing or empty, or ``reference_fact_set`` not an object
+            (or a JSON string of one) of lists of strings.
     """
     question = row.get("question")
     if not isinstance(question, str) or not normalize_text(question):

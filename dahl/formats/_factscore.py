@@ -1,17 +1,9 @@
 """FActScore's human-labelled JSONL (Min et al. 2023, ``data/labeled/<Model>.jsonl``).
 
-One line = one bio generation: ``input`` (prompt), ``output`` (the bio),
-``topic`` (the entity), ``cat`` (``[frequency bucket, region]``) and
-``annotations``: ``null`` when the model abstained, else a list of sentences,
-each with ``text``, ``is-relevant``, ``model-atomic-facts`` ([{text}]) and
-``human-atomic-facts`` ([{text, label}], label S / NS / IR).
-
-Each line becomes one Answer: ``id = f"{model}/{topic}"``, ``model`` = the file
-stem, ``question = input``, ``response = output``, ``category = cat[0]``.
-Claims, in sentence order: for a sentence with ``is-relevant: false`` its
-``model-atomic-facts`` labelled irrelevant (the annotators discarded the whole
-sentence, so there are no human facts); otherwise its ``human-atomic-facts``
-with S -> supported, NS -> unsupported, IR -> irrelevant.
+Each line becomes one Answer: ``id = f"{model}/{topic}"``, ``model`` = the file stem, ``question =
+input``, ``response = output``, ``category = cat[0]``, abstained when ``annotations`` is null.
+Claims: an irrelevant sentence's ``model-atomic-facts`` labelled irrelevant, else its
+``human-atomic-facts`` (S / NS / IR).
 """
 
 from __future__ import annotations
@@ -121,17 +113,10 @@ def read_factscore(
 
     Args:
         path: e.g. ``factscore/labeled/ChatGPT.jsonl``; its stem is the model name.
-        on_error: called with each bad line's InputError, which is then skipped;
-            when None the first bad line raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
-
-    Yields:
-        One Answer per non-blank line; abstained ones have ``abstained=True`` and
-        ``claims=()`` (the response may be empty).
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
-        InputError: invalid UTF-8, malformed JSON, a missing field or an unknown
-            label, when ``on_error`` is None.
+        InputError: a bad line, when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
     model = model_stem(path)

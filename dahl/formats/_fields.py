@@ -1,11 +1,8 @@
 """Field mapping: read a file whose records name dahl's fields differently.
 
-``--field question=prompt`` (or ``fields = {question = "prompt"}`` in the TOML
-``--config`` file) says that the file's ``prompt`` field holds what dahl calls
-``question``. A mapping is ``{target: source}``: the target is one of
-:data:`TARGETS`, the source is the file's own field (JSON key or CSV column).
-Every record reader applies it before validation, so an error names the file's
-own field (``missing required field `prompt```).
+A mapping is ``{target: source}`` (``--field question=prompt`` or ``fields = {...}`` in
+``--config``): target one of :data:`TARGETS`, source the file's key or column. Readers apply it
+before validation, so errors name the file's own field.
 """
 
 from __future__ import annotations
@@ -35,13 +32,10 @@ TARGETS: tuple[str, ...] = (
 
 
 def check_fields(fields: Mapping[str, str]) -> dict[str, str]:
-    """Validate a ``{target: source}`` mapping and return it as a plain dict.
-
-    Identity pairs (``question=question``) are dropped.
+    """Validate a ``{target: source}`` mapping and return it as a plain dict, identity pairs dropped.
 
     Raises:
-        ConfigError: a target that is not one of :data:`TARGETS` (named, with the
-            valid ones), an empty source name, or two targets read from one source.
+        ConfigError: a target not in :data:`TARGETS`, an empty source, or two targets from one source.
     """
     result: dict[str, str] = {}
     sources: dict[str, str] = {}
@@ -81,10 +75,7 @@ _STRUCTS: dict[tuple[type[Any], tuple[tuple[str, str], ...]], type[Any]] = {}
 
 
 def renamed_struct(struct: type[msgspec.Struct], fields: Mapping[str, str]) -> type[Any]:
-    """Return a copy of ``struct`` whose fields decode from the mapped source names.
-
-    The copy has the same field names, types and defaults, so code that reads the
-    original's attributes reads the copy's. Copies are built once per mapping.
+    """Return a copy of ``struct`` (same fields, types, defaults; cached) decoding from the mapped names.
 
     Raises:
         ConfigError: as :func:`check_fields`.
@@ -115,13 +106,8 @@ def renamed_struct(struct: type[msgspec.Struct], fields: Mapping[str, str]) -> t
 
 
 def rename_row(row: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
-    """Return ``row`` with each mapped source key renamed to its target.
-
-    A source key moves to its target (it is not kept under its own name too), and
-    a key the mapping replaces (the row's own ``question`` when ``question=prompt``)
-    is dropped, as the renamed struct would ignore it. Sources the row lacks are
-    left out; validation then reports the missing field.
-    """
+    """Return ``row`` with each mapped source key moved to its target; a key the mapping replaces
+    is dropped, as the renamed struct would ignore it."""
     if not fields:
         return dict(row)
     moved = set(fields) | set(fields.values())

@@ -1,9 +1,6 @@
-"""Answers given in memory (the Python API's ``inputs``), read like the lines of a JSONL file.
+"""Answers given in memory (the Python API's ``inputs``), checked as dahl JSONL lines are.
 
-A dict is checked exactly as a dahl JSONL line is (:mod:`dahl.formats._jsonl`): the
-same fields, defaults and errors; an :class:`~dahl.records.Answer` is taken as it
-is. A bad item is an :class:`~dahl.errors.InputError` naming ``<records>[i]``
-(``i`` the 0-based item index) and its field, skipped like a bad line.
+A bad item is an :class:`~dahl.errors.InputError` naming ``<records>[i]`` (0-based) and its field.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ from dahl.errors import ConfigError, InputError
 from dahl.formats._jsonl import RecordIn, record_answer
 from dahl.formats._jsonpath import NESTED_TOO_DEEPLY, validation_error
 from dahl.formats._needs import Needs, check_needs
+from dahl.formats._stream import skip_or_raise
 from dahl.records import Answer
 
 __all__ = ["RECORDS_NAME", "Input", "Records", "as_inputs"]
@@ -35,8 +33,7 @@ class Records:
     """In-memory answers, kept so that the run can read them more than once.
 
     Args:
-        items: :class:`~dahl.records.Answer` objects or dicts shaped like dahl JSONL
-            lines (``question``, ``response``, optional ``id``, ``model``, ...).
+        items: :class:`~dahl.records.Answer` objects or dicts shaped like dahl JSONL lines.
 
     Raises:
         TypeError: an item is neither an Answer nor a mapping.
@@ -66,13 +63,10 @@ class Records:
         """The items as Answers, in order.
 
         Args:
-            on_error: called with each bad item's InputError, which is then skipped;
-                when None the first bad item raises.
-            needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+            on_error, needs: as in :func:`dahl.formats.read_answers`.
 
         Raises:
-            InputError: a bad item (missing or wrong field, empty response) when
-                ``on_error`` is None.
+            InputError: a bad item, when ``on_error`` is None.
         """
         for i, item in enumerate(self._items):
             try:
@@ -80,9 +74,7 @@ class Records:
                 answer = item if isinstance(item, Answer) else _answer_of(item, where)
                 _check_needs(answer, needs, where)
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 continue
             yield answer
 
@@ -133,12 +125,10 @@ Input = Path | Records
 def as_inputs(inputs: Any) -> tuple[Input, ...]:
     """The Python API's ``inputs`` as a tuple of files and :class:`Records`.
 
-    Accepts a path (``str`` or ``os.PathLike``), a :class:`Records`, a sequence of
-    those, or an iterable of Answers and dicts (one :class:`Records`).
+    Accepts a path, a :class:`Records`, a sequence of those, or an iterable of Answers and dicts.
 
     Raises:
-        ConfigError: a mix of paths and records in one sequence, or an item that is
-            none of these.
+        ConfigError: paths and records mixed in one sequence, or an item that is none of these.
     """
     if isinstance(inputs, (str, os.PathLike, Records)):
         inputs = (inputs,)

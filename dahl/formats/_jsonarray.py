@@ -1,9 +1,6 @@
-"""A JSON file holding one top-level array of dahl records (``[{...}, {...}]``).
+"""A JSON file holding one top-level array of dahl records, parsed incrementally (ijson).
 
-The array is parsed incrementally (ijson): memory is one element, not the file.
-Each element is a record as in :mod:`dahl.formats._jsonl`; errors name the
-element's 1-based position as the line. Broken JSON cannot be resynchronised,
-so it ends the file: it is reported (or raised) and reading stops.
+Errors name the element's 1-based position as the line; broken JSON ends the file.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from dahl.errors import InputError
 from dahl.formats._compressed import open_bytes
 from dahl.formats._needs import Needs
 from dahl.formats._rows import RowOptions, stream_rows
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 
 __all__ = ["json_items", "read_json_array"]
 
@@ -31,13 +28,11 @@ def json_items(
     Args:
         path: a JSON file (``.gz`` / ``.zst`` are decompressed as read).
         prefix: ijson prefix of the items: ``"item"`` for a top-level array.
-        on_error: receives the InputError of broken JSON (then iteration ends);
-            None: it is raised.
+        on_error: receives the InputError of broken JSON (then iteration ends); None: raised.
 
     Raises:
         ConfigError: the file cannot be opened or is binary.
-        InputError: malformed JSON (names the file and the item after the last good
-            one) when ``on_error`` is None.
+        InputError: malformed JSON, when ``on_error`` is None.
     """
     position = 0
     with open_bytes(path) as handle:
@@ -61,20 +56,11 @@ def read_json_array(
 ) -> AnswerStream:
     """Stream the Answers of a JSON array file, one element in memory at a time.
 
-    Args:
-        path: the file.
-        options: field mapping and response columns (:class:`~dahl.formats._rows.RowOptions`).
-        on_error: called with each bad element's InputError, which is then skipped;
-            when None the first bad element raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
-
-    Returns:
-        The answers, numbered by element position (1-based) as their line.
+    Arguments as :func:`~dahl.formats._arrow.read_hf`; answers are numbered by element position.
 
     Raises:
         ConfigError: the file cannot be opened or is binary.
-        InputError: a bad element (its position is the line), an element that is not
-            an object, or malformed JSON, when ``on_error`` is None.
+        InputError: a bad or non-object element, or malformed JSON, when ``on_error`` is None.
     """
     file = str(path)
 
@@ -84,8 +70,6 @@ def read_json_array(
                 yield position, value
                 continue
             error = InputError(f"expected a JSON object, got {type(value).__name__}", file=file, line=position)
-            if on_error is None:
-                raise error
-            on_error(error)
+            skip_or_raise(error, on_error)
 
     return stream_rows(objects(), options, file=file, on_error=on_error, needs=needs)

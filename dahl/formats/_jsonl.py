@@ -1,22 +1,10 @@
 """The dahl JSONL answer format: one JSON object per line.
 
-Fields of one line::
-
-    id         str, optional   missing -> content_id(model, question, response)
-    question   str, required
-    response   str, required   non-empty after strip (unless "abstained": true)
-    model      str, optional   default "unknown"
-    category   str, optional   default "all"
-    claims     list, optional  [{"text": str, "label"?: str | bool | null}] or [str]
-    claim_labels list, optional labels parallel to ``claims`` (FELM, FactBench)
-    abstained  bool, optional  default false
-    meta       object, optional
-
-Claim labels accept ``supported``/``unsupported``/``irrelevant``/``unknown``,
-FActScore's ``S``/``NS``/``IR`` and ``true``/``false`` (JSON booleans or
-strings), case-insensitive; a label in ``claim_labels`` overrides the
-claim's own. Unknown top-level fields are ignored. Blank lines are skipped.
-``fields`` (:mod:`dahl.formats._fields`) reads these fields from other keys.
+Fields: ``question``, ``response`` (required; empty only with ``abstained``), ``id`` (default:
+content_id(model, question, response)), ``model`` ("unknown"), ``category`` ("all"), ``claims``
+(``[{"text", "label"?}]`` or ``[str]``), ``claim_labels`` (parallel to claims, overriding theirs),
+``abstained``, ``meta``. Labels: :data:`LABEL_ALIASES` or booleans, case-insensitive. Unknown
+fields are ignored; blank lines skipped.
 """
 
 from __future__ import annotations
@@ -90,7 +78,7 @@ def parse_label(value: bool | str | None) -> Label | None:
 
 
 def _object_claims(claims: list[_ClaimIn], *, file: str, line: int) -> tuple[GivenClaim, ...]:
-    """Claims given as ``{"text", "label"}`` objects (the common case: kept lean, one pass per claim).
+    """Claims given as ``{"text", "label"}`` objects (the common case, kept lean).
 
     Raises:
         InputError: an empty claim text or an unknown label (names its JSON path).
@@ -181,17 +169,11 @@ def read_jsonl(
 
     Args:
         path: the file (``.gz``/``.zst`` are decompressed as they stream).
-        fields: ``{dahl field: the file's key}`` (:mod:`dahl.formats._fields`).
-        on_error: called with each bad record's InputError, which is then skipped;
-            when None the first bad record raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
-
-    Yields:
-        One Answer per non-blank line, in file order.
+        fields: ``{dahl field: the file's key}``.
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
-        InputError: a bad line (invalid UTF-8, malformed JSON, wrong or missing
-            field, empty response) when ``on_error`` is None.
+        InputError: a bad line, when ``on_error`` is None.
         ConfigError: the file cannot be opened, or a bad ``fields`` mapping.
     """
     decoder = msgspec.json.Decoder(renamed_struct(RecordIn, fields)) if fields else _DECODER

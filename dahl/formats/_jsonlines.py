@@ -13,7 +13,7 @@ from dahl.errors import InputError
 from dahl.formats._jsonpath import nesting_error, validation_error
 from dahl.formats._lines import decode_line, input_name, numbered_lines
 from dahl.formats._needs import Needs, check_needs
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.records import Answer
 
 __all__ = ["read_records"]
@@ -45,14 +45,10 @@ def read_records(
         path: a JSON Lines file.
         decoder: decodes and validates one line into a record.
         convert: turns a record into an Answer; may raise InputError.
-        on_error: called with each bad line's InputError, which is then skipped;
-            when None the first bad line raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
-        InputError: invalid UTF-8, malformed JSON, JSON nested too deeply to decode,
-            a validation or conversion error, an answer lacking what ``needs`` asks,
-            when ``on_error`` is None.
+        InputError: a bad line, when ``on_error`` is None.
         ConfigError: the file cannot be opened.
     """
     return AnswerStream(_numbered(path, decoder, convert, on_error, needs))
@@ -85,8 +81,6 @@ def _numbered(
             if checked:
                 check_needs(answer, needs, file=file, line=number)
         except InputError as error:
-            if on_error is None:
-                raise
-            on_error(error)
+            skip_or_raise(error, on_error)
             continue
         yield number, answer

@@ -1,10 +1,5 @@
-"""Translate msgspec validation errors into :class:`~dahl.errors.InputError`.
-
-msgspec reports where a value failed as a JSON path at the end of its message
-("Expected `str`, got `int` - at `$.claims[2].label`"); this module moves that
-path into ``InputError.field``: top-level fields by bare name (``"question"``),
-nested ones as the JSON path (``"$.claims[2].label"``).
-"""
+"""Translate msgspec validation errors into :class:`~dahl.errors.InputError`, moving msgspec's
+JSON path into ``field``: top-level fields by bare name, nested ones as the path."""
 
 from __future__ import annotations
 
@@ -16,8 +11,7 @@ from dahl.errors import InputError
 
 __all__ = ["NESTED_TOO_DEEPLY", "field_of", "nesting_error", "validation_error"]
 
-#: Message of a record deeper than the JSON decoder goes (msgspec stops at ~1,000 levels
-#: with a RecursionError, which would otherwise end the whole run).
+#: Message of a record deeper than the JSON decoder goes (a RecursionError).
 NESTED_TOO_DEEPLY = "nested too deeply (JSON arrays/objects more than ~1,000 levels deep)"
 
 _AT_PATH = re.compile(r" - at `(?P<path>[^`]*)`$")
@@ -26,10 +20,8 @@ _TOP_LEVEL = re.compile(r"^\$\.(?P<name>[A-Za-z_][A-Za-z0-9_-]*)$")
 
 
 def field_of(path: str | None) -> str | None:
-    """Map a JSON path to an InputError field: ``"$.question"`` -> ``"question"``, ``"$"`` -> None.
-
-    Nested paths (``"$.claims[2].label"``) are returned unchanged.
-    """
+    """Map a JSON path to an InputError field: ``"$.question"`` -> ``"question"``, ``"$"`` -> None,
+    nested paths unchanged."""
     if path is None or path == "$":
         return None
     top = _TOP_LEVEL.match(path)
@@ -37,11 +29,8 @@ def field_of(path: str | None) -> str | None:
 
 
 def validation_error(exc: msgspec.ValidationError, *, file: str, line: int) -> InputError:
-    """Return an InputError for ``exc`` naming ``file``, ``line`` and the failing field.
-
-    A missing required field is named by its own path (``"$.claims[1].text"``),
-    not by its parent object's.
-    """
+    """Return an InputError for ``exc`` naming ``file``, ``line`` and the failing field (a missing
+    field by its own path)."""
     message = str(exc)
     at = _AT_PATH.search(message)
     path = at.group("path") if at else "$"

@@ -1,9 +1,7 @@
 """Numbered lines of an input, read in binary and decoded one line at a time.
 
-Reading bytes and decoding per line means one invalid UTF-8 byte costs one
-record, not the whole file, and the error can name its line. An input is a
-regular file, or a stream read once: ``-`` (standard input) or a FIFO (such as
-the ``/dev/fd/63`` of a shell's ``<(command)``).
+One invalid UTF-8 byte costs one record, named by its line. An input is a regular file, or a
+stream read once: ``-`` (standard input) or a FIFO.
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from pathlib import Path
 from dahl.errors import ConfigError, InputError
 from dahl.formats._compressed import CORRUPT_ERRORS, open_bytes, open_stream
 
-__all__ = ["STDIN", "check_input_path", "decode_line", "input_bytes", "input_name", "is_stream", "numbered_lines",
-           "open_checked"]
+__all__ = ["STDIN", "check_input_path", "decode_line", "input_name", "is_stream", "numbered_lines"]
 
 #: The input path that means standard input.
 STDIN = Path("-")
@@ -41,18 +38,11 @@ def input_name(path: object) -> str:
     return "<stdin>" if path == STDIN else str(path)
 
 
-def input_bytes(path: Path) -> int | None:
-    """Size of an input file in bytes; None for a stream, whose size is unknown, and for
-    what is not a file (a datasets folder, a hub name)."""
-    return None if is_stream(path) or not path.is_file() else path.stat().st_size
-
-
 def check_input_path(path: Path) -> Path:
     """Return ``path`` if it can be read as an input: a regular file, ``-`` (stdin) or a FIFO.
 
     Raises:
-        ConfigError: the path does not exist, is a directory, or is another kind of
-            file (a socket, a device); the message names the path.
+        ConfigError: the path does not exist, is a directory, or is another kind of file.
     """
     if path == STDIN or is_stream(path):
         return path
@@ -66,29 +56,15 @@ def check_input_path(path: Path) -> Path:
     return path
 
 
-def open_checked(path: Path) -> Path:
-    """Return ``path`` if it names a readable input (see :func:`check_input_path`).
-
-    Raises:
-        ConfigError: the path does not exist or is not a file (message names the path).
-    """
-    return check_input_path(path)
-
-
 def numbered_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
     """Yield ``(line_number, raw_bytes)`` for every line of ``path``, 1-based.
 
-    Lines keep their terminator (``b"\\n"`` or ``b"\\r\\n"``); a UTF-8 byte-order
-    mark at the start of the file is dropped. Memory is one line at a time.
-    ``-`` reads standard input (left open: it is not ours to close). ``.gz`` / ``.zst``
-    files are decompressed as read, a stream when its first bytes say gzip or zstd
-    (:mod:`dahl.formats._compressed`); either way the input is read once.
+    Lines keep their terminator; a leading UTF-8 byte-order mark is dropped. ``-`` reads standard
+    input. ``.gz`` / ``.zst`` files (a stream: by its first bytes) are decompressed as read.
 
     Raises:
-        ConfigError: the file cannot be opened, or is binary (names the format and
-            how to read it).
-        InputError: compressed data that is damaged or cut short (names the line after
-            the last good one).
+        ConfigError: the file cannot be opened, or is binary.
+        InputError: compressed data that is damaged or cut short.
     """
     name = input_name(path)
     with contextlib.ExitStack() as stack:
@@ -118,7 +94,7 @@ def decode_line(raw: bytes, *, file: str, line: int) -> str:
     """Decode one line as strict UTF-8.
 
     Raises:
-        InputError: the bytes are not valid UTF-8 (names the file, line and byte offset).
+        InputError: the bytes are not valid UTF-8.
     """
     try:
         return raw.decode("utf-8")

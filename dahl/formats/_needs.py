@@ -1,11 +1,5 @@
-"""What a run needs each answer to carry, checked as records are read.
-
-A Splitter or Checker that takes its work from the input (``--splitter given``
-reads the claims, ``--checker replay`` their labels) makes a record without it
-a bad record, named by file, line and field, rather than an error deep in the
-run (a run stopped at the first answer without claims) or a silent default
-(a claim without a label scored as ``unknown``).
-"""
+"""What a run needs each answer to carry (claims, labels), checked as records are read, so a
+record without it is a bad record named by file, line and field."""
 
 from __future__ import annotations
 
@@ -22,11 +16,8 @@ class Needs(enum.Flag):
 
     Attributes:
         NOTHING: no requirement (the default).
-        CLAIMS: a ``claims`` list, unless the answer is abstained (``--splitter given``);
-            an empty list is claims given, none of them (the answer is excluded, as
-            FactBench's HaluEval rows are), not a bad record.
-        LABELS: a label on every given claim (``--checker replay``); an explicit
-            ``"unknown"`` is a label.
+        CLAIMS: a ``claims`` list (possibly empty), unless abstained (``--splitter given``).
+        LABELS: a label on every given claim (``--checker replay``); ``"unknown"`` is one.
     """
 
     NOTHING = 0
@@ -38,8 +29,7 @@ def check_needs(answer: Answer, needs: Needs, *, file: str, line: int) -> None:
     """Raise if ``answer``, read from ``file`` at ``line``, lacks what ``needs`` asks for.
 
     Raises:
-        InputError: no claims (field ``claims``), or a claim without a label
-            (field ``$.claims[i].label``, the first such claim).
+        InputError: no claims (field ``claims``), or the first claim without a label.
     """
     if Needs.CLAIMS in needs and answer.claims is None and not answer.abstained:
         raise InputError(

@@ -1,18 +1,8 @@
 """Reference fact sets (``refs.jsonl``): one :class:`~dahl.records.RefSet` per line.
 
-One line per question::
-
-    {"question_id": "…", "question": "…", "facts": [{"id": "f1", "text": "…",
-      "source": {"doc_id": "…"}, "relevance": 4, "salience": 5, "importance": 0.875}]}
-
-``question_id`` may be missing when ``question`` is given: it is then
-:func:`~dahl.records.content_id` of the question, which is what dahl gives answers,
-so answers match their set by the question text. A fact without ``id`` gets its
-1-based position (``"1"``, ``"2"``, …). :class:`RefIndex` finds an answer's set.
-
-:func:`read_refs` also reads FactRBench's released layout (``{question,
-reference_fact_set}`` rows, JSONL or Parquet; :mod:`dahl.formats._factrbench`),
-detected per file from its first line (a ``.parquet`` file is always FactRBench).
+A missing ``question_id`` is :func:`~dahl.records.content_id` of ``question``; a fact without
+``id`` gets its 1-based position. :func:`read_refs` also reads FactRBench's layout (JSONL or
+Parquet, :mod:`dahl.formats._factrbench`); :class:`RefIndex` finds an answer's set.
 """
 
 from __future__ import annotations
@@ -64,7 +54,6 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
                              field=f"{where}.{name}")
     if (raw.relevance is None) != (raw.salience is None) and raw.importance is None:
         given, missing = ("relevance", "salience") if raw.salience is None else ("salience", "relevance")
-        # Its weight would fall back to 1 (an unrated fact's), whatever the one rating says.
         raise InputError(f"{given} without {missing}: give both ratings, or an importance", file=str(path),
                          line=line, field=f"{where}.{missing}")
     if raw.importance is not None and not (math.isfinite(raw.importance) and raw.importance >= 0):
@@ -91,15 +80,11 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
 
 
 def read_refs(path: str | Path) -> Iterator[RefSet]:
-    """Yield the reference sets of ``path``, in file order.
-
-    The layout is detected per file: dahl ``refs.jsonl``, or FactRBench's
-    (``reference_fact_set`` in the first line, or a ``.parquet`` file), converted
-    as :mod:`dahl.formats._factrbench` says.
+    """Yield the reference sets of ``path``, in file order: dahl's, or FactRBench's
+    (``reference_fact_set`` in the first line, or a ``.parquet`` file).
 
     Raises:
-        InputError: the file cannot be read, or a line is not a valid set (names the
-            file, line and field); a question's facts with duplicate ids.
+        InputError: the file cannot be read, a line is not a valid set, or duplicate fact ids.
         ConfigError: a Parquet file without pyarrow installed, or not Parquet.
     """
     path = Path(path)
@@ -200,8 +185,7 @@ def write_refs(path: str | Path, sets: Iterable[RefSet]) -> int:
         The number of sets written.
 
     Raises:
-        OSError: the file cannot be written.
-        Exception: whatever ``sets`` raises while iterated (nothing is written then).
+        OSError: the file cannot be written (nor is anything when ``sets`` raises).
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -222,15 +206,14 @@ def write_refs(path: str | Path, sets: Iterable[RefSet]) -> int:
 
 
 class RefIndex:
-    """Reference sets by question: an answer's set is found by its ``question_id``, else
-    by :func:`~dahl.records.content_id` of its question text.
+    """Reference sets by ``question_id``, else by :func:`~dahl.records.content_id` of the question text.
 
     Args:
         sets: the reference sets, one per question.
         file: the file they come from, named in errors.
 
     Raises:
-        InputError: two sets for one question id (which would silently replace the other).
+        InputError: two sets for one question id.
     """
 
     def __init__(self, sets: Iterable[RefSet], file: str | None = None) -> None:

@@ -1,10 +1,8 @@
 """Answers of records read as dicts (JSON arrays, Parquet and Arrow rows).
 
-A row holds dahl's record fields (:mod:`dahl.formats._jsonl`), possibly under
-other names (``fields``). ``response_columns`` names the fields holding answers:
-one answer per row and column; with two or more, ``model`` is the column name
-and a given ``id`` gets ``/<column>`` appended. A null value counts as absent
-(Parquet columns are nullable).
+A row holds dahl's record fields, possibly renamed (``fields``); each of ``response_columns``
+makes one answer (with two or more, ``model`` is the column and ``id`` gets ``/<column>``).
+A null value counts as absent.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from dahl.formats._jsonl import RecordIn, record_answer
 from dahl.formats._jsonpath import nesting_error, validation_error
 from dahl.formats._lines import decode_line, input_name, numbered_lines
 from dahl.formats._needs import Needs, check_needs
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.records import Answer
 
 __all__ = ["RowOptions", "jsonl_rows", "record_of", "response_columns", "row_records", "stream_rows"]
@@ -44,11 +42,8 @@ class RowOptions(msgspec.Struct, frozen=True):
 
 
 def row_records(row: Mapping[str, Any], options: RowOptions) -> list[dict[str, Any]]:
-    """The records of one row, before validation: one per response column.
-
-    The mapping is applied and nulls dropped; each response column's value becomes
-    ``response`` (the other response columns are left out of the record).
-    """
+    """The records of one row, before validation: one per response column, mapped, nulls dropped,
+    the column's value as ``response``."""
     record = {k: v for k, v in rename_row(row, options.fields).items() if v is not None}
     columns = options.response_columns
     if not columns:
@@ -71,13 +66,11 @@ def record_of(record: dict[str, Any], *, file: str, line: int, column: str | Non
 
     Args:
         record: as from :func:`row_records`.
-        file, line: where the row is, for errors (``line`` is the 1-based row number
-            in a Parquet or Arrow file, the element number in a JSON array).
+        file, line: where the row is, for errors (1-based row or element number).
         column: the response column it came from, named by errors on the response.
 
     Raises:
-        InputError: a missing, empty or mistyped field (named as in the row), or a
-            value nested too deeply to convert.
+        InputError: a missing, empty or mistyped field, or a value nested too deeply.
     """
     if column is not None and record.get("response") is None:
         raise InputError(f"no value in response column {column!r}", file=file, line=line, field=column)
@@ -101,9 +94,8 @@ def jsonl_rows(
     """Yield ``(line, object)`` for each non-blank line of a JSON Lines file.
 
     Raises:
-        InputError: invalid UTF-8, malformed JSON, JSON nested too deeply or a line that
-            is not an object, when ``on_error`` is None (else it receives them and the
-            line is skipped).
+        InputError: invalid UTF-8, malformed or too deeply nested JSON, or not an object,
+            when ``on_error`` is None (else it receives them and the line is skipped).
         ConfigError: the file cannot be opened or is binary.
     """
     file = input_name(path)
@@ -120,9 +112,7 @@ def jsonl_rows(
             except RecursionError:
                 raise nesting_error(file=file, line=number) from None
         except InputError as error:
-            if on_error is None:
-                raise
-            on_error(error)
+            skip_or_raise(error, on_error)
             continue
         yield number, value
 
@@ -137,15 +127,12 @@ def stream_rows(
 ) -> AnswerStream:
     """Stream the answers of ``(line, row)`` pairs in order, one per row and response column.
 
-    A bad record goes to ``on_error`` and is skipped (the row's other columns are
-    still read); when ``on_error`` is None it raises.
-
     Args:
-        rows: ``(line, row)`` pairs; the line is the row's (or element's) 1-based number.
+        rows: ``(line, row)`` pairs, the line 1-based.
         options: field mapping and response columns.
         file: how errors name the input.
-        on_error: as in :func:`dahl.formats.read_answers`.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+        on_error: as in :func:`dahl.formats.read_answers` (a row's other columns are still read).
+        needs: what every answer must carry.
 
     Returns:
         An :class:`~dahl.formats._stream.AnswerStream` numbered by ``rows``' lines.
@@ -172,9 +159,7 @@ def _pairs(
                 if checked:
                     check_needs(answer, needs, file=file, line=line)
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 continue
             yield line, answer
 

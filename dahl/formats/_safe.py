@@ -1,18 +1,9 @@
 """SAFE / LongFact result JSON (Wei et al. 2024, google-deepmind/long-form-factuality).
 
-One JSON object: ``side_1`` / ``side_2`` (the two models' names) and
-``per_prompt_data``, a list of prompts, each with ``prompt``, ``side1_response``
-and, once SAFE has rated it, ``side1_posthoc_eval_data`` whose
-``checked_statements`` are ``{atomic_fact, self_contained_atomic_fact,
-annotation, ...}`` with ``annotation`` Supported / Not Supported / Irrelevant
-(likewise for side 2).
-
-Each rated side of each prompt becomes one Answer: ``question = prompt``,
-``response`` = the side's response, ``model`` = ``side_1`` / ``side_2`` (or
-``"side1"`` / ``"side2"`` when unnamed), ``id = f"{model}/{n}"`` with ``n`` the
-prompt's 1-based position, claims = the self-contained facts with SAFE's labels,
-so ``--splitter given --checker replay`` reproduces SAFE's verdicts. The list
-is streamed (ijson); a prompt's position is its line in errors.
+``per_prompt_data`` (streamed with ijson) holds prompts with ``sideN_response`` and, once rated,
+``sideN_posthoc_eval_data.checked_statements``. Each rated side becomes one Answer: ``model`` =
+``side_N`` (else ``"sideN"``), ``id = f"{model}/{n}"`` (1-based prompt position, also the error
+line), claims = the self-contained facts with SAFE's labels.
 """
 
 from __future__ import annotations
@@ -29,7 +20,7 @@ from dahl.formats._compressed import open_bytes
 from dahl.formats._jsonarray import json_items
 from dahl.formats._jsonpath import validation_error
 from dahl.formats._needs import Needs, check_needs
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.formats._verdict_labels import scorer_label
 from dahl.records import Answer, GivenClaim
 
@@ -110,13 +101,10 @@ def read_safe(
 
     Args:
         path: the result JSON (``.gz`` / ``.zst`` are decompressed as read).
-        on_error: called with each bad prompt's InputError, which is then skipped;
-            when None the first bad prompt raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Returns:
-        Side 1's answer, then side 2's, of each rated prompt, in file order; an
-        answer's line is its prompt's 1-based position.
+        Side 1's answer, then side 2's, of each rated prompt, in file order.
 
     Raises:
         ConfigError: the file cannot be opened or is binary.
@@ -139,9 +127,7 @@ def _pairs(
                 if answer is not None:
                     check_needs(answer, needs, file=file, line=line)
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 break
             if answer is not None:
                 yield line, answer

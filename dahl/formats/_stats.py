@@ -28,11 +28,10 @@ class InputStats(msgspec.Struct, frozen=True, kw_only=True):
         unique_questions: distinct questions after :func:`~dahl.records.normalize_text`.
         categories: category -> number of records, most common first.
         models: model -> number of records that have a response, most common first.
-        with_response: records with a non-empty response (abstained FActScore
-            generations with an empty output do not count).
+        with_response: records with a non-empty response.
         invalid: records skipped as bad input (InputError).
-        invalid_examples: why the first :data:`MAX_INVALID_EXAMPLES` of them are
-            invalid, each ``"FILE:LINE, field 'F': reason"``.
+        invalid_examples: why the first :data:`MAX_INVALID_EXAMPLES` of them are invalid
+            (``"FILE:LINE, field 'F': reason"``).
     """
 
     rows: int

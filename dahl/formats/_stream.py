@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from dahl.errors import InputError
 from dahl.records import Answer
 
-__all__ = ["AnswerStream"]
+__all__ = ["AnswerStream", "skip_or_raise"]
+
+
+def skip_or_raise(error: InputError, on_error: Callable[[InputError], None] | None) -> None:
+    """Hand a bad record's ``error`` to ``on_error`` (the caller then skips it); raise it when None."""
+    if on_error is None:
+        raise error
+    on_error(error)
 
 
 class AnswerStream(Iterator[Answer]):
     """Answers of one input file, in file order, each with the line it starts on.
-
-    The line is what names a record in a message (a duplicate id, say) after the
-    reader has handed it on; Answer itself holds no position (its canonical JSON
-    is hashed, so a line field would change every resume key).
 
     Attributes:
         line: 1-based input line of the answer last returned; None before the

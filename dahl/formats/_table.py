@@ -1,18 +1,9 @@
 """The DAHL CSV answer format: a header row, then one answer per row.
 
-Columns: ``question`` (required), ``category`` (default ``"all"``), a response
-column (``response`` unless ``response_column`` names another), and optionally
-``id`` and ``model`` (default: the file's stem, e.g. ``llama-3-8b`` for
-``llama-3-8b.csv``). Any other columns are carried into ``Answer.meta`` as strings.
-Two or more response columns (one per model) make one answer per row and column,
-named after its column: ``model`` is the column name and ``id`` (when the file
-has one) gets ``/<column>`` appended. ``fields`` renames columns first
-(:mod:`dahl.formats._fields`). Two columns of one name are a ConfigError.
-DAHL's own ``questions.csv`` has no response column; it can be described but
-not scored.
-
-Rows stream through :mod:`csv` one at a time; quoted fields may span lines, and
-errors name the line on which the offending record starts.
+Columns: ``question`` (required), ``category`` (default ``"all"``), a response column
+(``response`` or ``response_column``), optional ``id`` and ``model`` (default: the file's stem);
+other columns go to ``Answer.meta``. With several response columns each makes an answer, its
+``model`` the column name and ``id`` suffixed ``/<column>``. Errors name the line a record starts on.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from dahl.formats._compressed import model_stem
 from dahl.formats._fields import check_fields, rename_row
 from dahl.formats._lines import decode_line, numbered_lines
 from dahl.formats._rows import response_columns
-from dahl.formats._stream import AnswerStream
+from dahl.formats._stream import AnswerStream, skip_or_raise
 from dahl.records import Answer, content_id
 
 __all__ = ["csv_header", "csv_rows", "read_csv", "response_column_of"]
@@ -35,11 +26,8 @@ _KNOWN = frozenset({"id", "question", "category", "model"})
 
 
 class _LenientLines:
-    """Decoded lines for csv.reader; invalid UTF-8 is replaced and its InputError queued.
-
-    The caller drains :attr:`bad` after each record so the record that holds the bad
-    byte is reported (with the bad line's number) instead of parsed.
-    """
+    """Decoded lines for csv.reader; invalid UTF-8 is replaced and its InputError queued in
+    :attr:`bad`, which the caller drains after each record."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -60,8 +48,7 @@ def csv_header(path: Path) -> list[str]:
 
     Raises:
         InputError: the header is not valid UTF-8 or not valid CSV.
-        ConfigError: the file cannot be opened, has no header row, or names one
-            column twice (names the file and the column).
+        ConfigError: the file cannot be opened, has no header row, or names one column twice.
     """
     file = str(path)
     for number, raw in numbered_lines(path):
@@ -94,8 +81,7 @@ def response_column_of(
         The column name, or None when there is none and ``required`` is False.
 
     Raises:
-        ConfigError: ``response_column`` is not in the header, or no response column
-            exists and ``required`` is True (the message lists the columns).
+        ConfigError: ``response_column`` is not in the header, or none exists and ``required``.
     """
     columns = ", ".join(header)
     if response_column is not None:
@@ -119,8 +105,8 @@ def csv_rows(
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Stream ``(line, row)`` pairs after the header; ``line`` is where the record starts.
 
-    Blank lines are skipped. A row whose field count differs from the header's, or
-    that holds invalid UTF-8 or malformed CSV, is an InputError.
+    Blank lines are skipped; a row with another field count than the header, invalid UTF-8
+    or malformed CSV is bad.
 
     Args:
         path: the CSV file.
@@ -189,8 +175,7 @@ def _to_answer(
     """Build the Answer of one row and response column.
 
     Args:
-        columns: all response columns when there are two or more (then ``model`` is
-            ``response_column`` and the id is suffixed by it); empty for one.
+        columns: all response columns when there are two or more; empty for one.
 
     Raises:
         InputError: empty question or response cell.
@@ -225,23 +210,18 @@ def read_csv(
     on_error: Callable[[InputError], None] | None = None,
     fields: Mapping[str, str] | None = None,
 ) -> AnswerStream:
-    """Stream the Answers of a DAHL CSV file (constant memory).
-
-    The header is checked before the first row is read, so a missing column fails
-    at once with a ConfigError rather than per row.
+    """Stream the Answers of a DAHL CSV file (constant memory); the header is checked at once.
 
     Args:
         path: the CSV file.
-        response_column: column holding the answers; default ``"response"``. Two or
-            more columns: one answer per row and column, ``model`` = the column name.
+        response_column: column(s) holding the answers; default ``"response"``.
         on_error: called with each bad row's InputError, which is then skipped;
             when None the first bad row raises.
         fields: ``{dahl field: the file's column}``, applied before the checks.
 
     Raises:
-        ConfigError: no ``question`` column, or no response column (message lists
-            the columns and suggests --response-column); a column named twice;
-            a bad ``fields`` mapping; file cannot be opened.
+        ConfigError: no ``question`` or response column, a column named twice, a bad
+            ``fields`` mapping, or the file cannot be opened.
         InputError: a bad row, when ``on_error`` is None.
     """
     file = str(path)
@@ -278,8 +258,6 @@ def _answers(
                     row, response_column=column, model=model_stem(path), file=file, line=line, columns=several
                 )
             except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+                skip_or_raise(error, on_error)
                 continue
             yield line, answer

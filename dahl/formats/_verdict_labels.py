@@ -6,9 +6,7 @@ from dahl.records import Label
 
 __all__ = ["SCORER_LABELS", "scorer_label"]
 
-#: Lower-cased, final period dropped -> Label. SAFE: Supported / Not Supported /
-#: Irrelevant; VeriScore: supported / unsupported, its demos Supported. /
-#: Contradicted. / Inconclusive. (VeriScore counts inconclusive as unsupported).
+#: Lower-cased, final period dropped -> Label (VeriScore counts inconclusive as unsupported).
 SCORER_LABELS: dict[str, Label] = {
     "supported": Label.SUPPORTED,
     "not supported": Label.UNSUPPORTED,

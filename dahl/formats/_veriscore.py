@@ -1,16 +1,8 @@
 """VeriScore outputs (Song et al. 2024, Yixiao-Song/VeriScore), one JSON object per line.
 
-A line holds ``question``, ``response``, ``model``, ``abstained``, the claims
-(``claim_list`` per sentence, ``all_claim_lst`` flattened) and, once verified,
-``claim_verification_result``: ``[{claim, search_results, verification_result}]``
-with ``verification_result`` supported / unsupported (the demos' Supported. /
-Contradicted. / Inconclusive. are read too).
-
-Each line becomes one Answer: ``model`` from the line (default the file stem),
-``meta.prompt_source`` kept, claims = the verified claims with their labels,
-so ``--splitter given --checker replay`` reproduces VeriScore's verdicts. A line
-not yet verified gives its ``all_claim_lst`` without labels. Abstained lines are
-marked abstained.
+Each line becomes one Answer (``model`` from the line, else the file stem; ``meta.prompt_source``
+kept) whose claims are ``claim_verification_result`` with their labels, or, not yet verified,
+``all_claim_lst`` without labels.
 """
 
 from __future__ import annotations
@@ -93,13 +85,10 @@ def read_veriscore(
     Args:
         path: the JSONL file (``.gz`` / ``.zst`` are decompressed as read); its stem is
             the model name of lines without ``model``.
-        on_error: called with each bad line's InputError, which is then skipped;
-            when None the first bad line raises.
-        needs: what every answer must carry (see :func:`~dahl.formats._needs.check_needs`).
+        on_error, needs: as in :func:`dahl.formats.read_answers`.
 
     Raises:
-        InputError: a bad line (invalid UTF-8, malformed JSON, missing field, unknown
-            label), when ``on_error`` is None.
+        InputError: a bad line, when ``on_error`` is None.
         ConfigError: the file cannot be opened or is binary.
     """
     stem = model_stem(path)
