@@ -1,12 +1,9 @@
-"""Content-hash cache of split and check results.
+"""Content-hash cache of split, check, coverage and other jobs' results.
 
-- :mod:`dahl.cache._keys`: canonical, versioned keys (blake2b-128 of msgspec deterministic bytes).
-- :mod:`dahl.cache._store`: the store interface (get_many, put_many, flight) and its local
-  backend, one SQLite table (:mod:`dahl.cache._schema`) of envelopes (:mod:`dahl.cache._envelope`).
-- :mod:`dahl.cache._cached`: the one caching wrapper (batched lookups, puts, single flight,
-  counts) under the caching Checker and Splitter (:mod:`dahl.cache._wrap`),
-  coverage judge (:mod:`dahl.cache._coverage`), whole answers (:mod:`dahl.cache._answers`)
-  and the other jobs' blobs (:mod:`dahl.cache._refs`).
+Keys in :mod:`dahl.cache._keys`; the store interface and its SQLite backend in
+:mod:`dahl.cache._store`; the one caching wrapper in :mod:`dahl.cache._cached`, under the
+caching Checker, Splitter and coverage judge (:mod:`dahl.cache._wrap`) and whole answers
+(:mod:`dahl.cache._answers`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Whole answers in the cache: a re-score skips splitting and checking of unchanged answers.
 
-Key: blake2b-128 over :data:`WHOLE_VERSION`, the answer's input hash (its canonical JSON
-and the run fingerprint, from :mod:`dahl.run._score`), the Checker's key recipe
-(:class:`~dahl.cache._keys.CheckKeyRecipe`; a Checker without one gets no entries), a
-cached Splitter's split key, the preprocess switch, the response limit, the Splitter's
-parser version and :func:`code_digest`. The value is the claims with their verdicts as
-``answers.jsonl`` holds them, the question's id, and the response as scored when
-preprocessing changed it; a hit is spliced into the answer's line. Only answers whose
-claims all have a non-error verdict are stored.
+A key hashes :data:`WHOLE_VERSION`, the Checker's key recipe, the preprocess switch, the
+response limit, the Splitter's parser version, :func:`code_digest`, then the answer's input
+hash and a cached Splitter's split key. Only answers whose claims all have a non-error verdict are stored.
 """
 
 from __future__ import annotations
@@ -21,7 +16,6 @@ from pathlib import Path
 import msgspec
 
 from dahl.cache._cached import Cached
-from dahl.cache._envelope import CachedEntry
 from dahl.cache._keys import CheckKeyRecipe, split_key
 from dahl.cache._store import CacheStore
 from dahl.cache._wrap import CachingChecker, CachingSplitter
@@ -73,26 +67,14 @@ class AnswerCache:
         kept: answers stored whole in this run.
     """
 
-    def __init__(
-        self,
-        store: CacheStore,
-        splitter: CachingSplitter,
-        checker: CachingChecker,
-        *,
-        preprocess: bool,
-        max_response_chars: int,
-    ) -> None:
-        self._cached: Cached[FoundAnswer] = Cached(store, "1", _found)
+    def __init__(self, store: CacheStore, splitter: CachingSplitter, checker: CachingChecker, *, preprocess: bool,
+                 max_response_chars: int) -> None:
+        self._cached: Cached[FoundAnswer] = Cached(store, "1", lambda key, entry: decode_whole_entry(entry.value))
         self._checker = checker
         # A cheap Splitter (given claims, rules) is a function of the answer, which the
         # input hash covers with its fingerprint; a cached one adds its request material.
         self._split_inner = splitter.inner if splitter.cacheable else None
-        self._settings = (
-            bool(preprocess),
-            int(max_response_chars),
-            splitter.parser_version,
-            code_digest(),
-        )
+        self._settings = (bool(preprocess), int(max_response_chars), splitter.parser_version, code_digest())
         self._recipe: CheckKeyRecipe | None = None
         self._head: hashlib.blake2b | None = None
         self._uncacheable = 0
@@ -109,15 +91,8 @@ class AnswerCache:
         return self._cached.counts.misses + self._uncacheable
 
     @classmethod
-    def for_run(
-        cls,
-        store: CacheStore | None,
-        splitter: CachingSplitter,
-        checker: CachingChecker,
-        *,
-        preprocess: bool,
-        max_response_chars: int,
-    ) -> AnswerCache | None:
+    def for_run(cls, store: CacheStore | None, splitter: CachingSplitter, checker: CachingChecker, *,
+                preprocess: bool, max_response_chars: int) -> AnswerCache | None:
         """An answer cache for this run, or None: no store, or a Checker that is not cached or has no key recipe."""
         if store is None or not checker.can_look_up or checker.key_recipe() is None:
             return None
@@ -134,9 +109,8 @@ class AnswerCache:
         return self._head
 
     def _material(self, recipe: CheckKeyRecipe) -> bytes:
-        return _ENCODER.encode(
-            [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version, *self._settings]
-        )
+        parts = [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version]
+        return _ENCODER.encode([*parts, *self._settings])
 
     def key_material(self) -> bytes | None:
         """The bytes a key hashes before the input hash, or None when a key needs more (a cached
@@ -181,9 +155,8 @@ class AnswerCache:
         """
         if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted once, when the result was built
             return
-        stored = StoredAnswer(
-            _JSON_ENCODER.encode(result.claims), result.question_id, result.response if cleaned else None
-        )
+        claims = _JSON_ENCODER.encode(result.claims)
+        stored = StoredAnswer(claims, result.question_id, result.response if cleaned else None)
         self._cached.put(key, _ENCODER.encode(stored))
         self.kept += 1
 
@@ -207,10 +180,6 @@ def code_digest() -> str:
         hasher.update(str(path.relative_to(root)).encode())
         hasher.update(path.read_bytes())
     return hasher.hexdigest()
-
-
-def _found(key: str, entry: CachedEntry) -> FoundAnswer | None:
-    return decode_whole_entry(entry.value)
 
 
 def decode_whole_entry(value: object) -> FoundAnswer | None:

@@ -1,10 +1,8 @@
-"""The one caching wrapper every stage's cache goes through.
+"""The one caching wrapper every stage's cache goes through (:class:`Cached`), and its blob form
+for the other jobs (:class:`BlobCache`).
 
-A :class:`Cached` is one stage's view of the run's store: the parser version its values
-are stored under, how a stored entry becomes a value, the stage's single flight (the
-store's, :meth:`~dahl.cache._store.Store.flight`) and its counts. A failed read is a
-miss; only finished, non-error values are put; without a store (``--no-cache``) nothing
-is read or written and identical calls in flight are still made once.
+A failed read is a miss; only finished, non-error values are put; without a store
+(``--no-cache``) nothing is read or written and identical calls in flight are still made once.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from typing import Generic, TypeVar
 from dahl.cache._envelope import CachedEntry, Value
 from dahl.cache._store import SingleFlight, Store
 
-__all__ = ["CacheCounts", "Cached", "Decode"]
+__all__ = ["BlobCache", "CacheCounts", "Cached", "Decode"]
 
 V = TypeVar("V")
 
@@ -46,7 +44,7 @@ class Cached(Generic[V]):
     """One stage's values by key in the run's store, with single flight and counts.
 
     Args:
-        store: the run's store (:class:`~dahl.cache._store.Store`), or None (no cache).
+        store: the run's store, or None (no cache).
         parser_version: stored with each value (another version gets the raw reply alone).
         decode: the value of a stored entry, or None for a miss.
 
@@ -75,9 +73,8 @@ class Cached(Generic[V]):
             self.counts.misses += len(keys)
             return [None] * len(keys)
         decode = decode or self._decode
-        found = [decode(key, entry) if entry is not None else None
-                 for key, entry in zip(keys, await store.get_many(keys, parser_version=self.parser_version),
-                                       strict=True)]
+        entries = await store.get_many(keys, parser_version=self.parser_version)
+        found = [decode(key, entry) if entry is not None else None for key, entry in zip(keys, entries, strict=True)]
         hits = len(found) - found.count(None)
         self.counts.hits += hits
         self.counts.misses += len(found) - hits
@@ -89,8 +86,7 @@ class Cached(Generic[V]):
         Raises:
             CacheError: the store is closed.
         """
-        if self.store is not None:
-            self.store.put_many(((key, value, raw),), parser_version=self.parser_version)
+        self.put_many(((key, value, raw),))
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]]) -> None:
         """Queue ``(key, value, raw)`` entries as :meth:`put` does; never blocks.
@@ -101,21 +97,30 @@ class Cached(Generic[V]):
         if self.store is not None:
             self.store.put_many(items, parser_version=self.parser_version)
 
-    def _count_shared(self) -> None:
-        self.counts.shared += 1
-
-    async def resolve(self, key: str, compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
-                      decode: Decode[V] | None = None) -> V:
+    async def resolve(
+        self,
+        key: str,
+        compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
+        decode: Decode[V] | None = None,
+        *,
+        lookup: Callable[[], Awaitable[V | None]] | None = None,
+        on_shared: Callable[[bool], None] | None = None,
+    ) -> V:
         """The value of ``key``: from an identical call in flight (counted ``shared``), from the
         store, or ``compute()``, which returns ``(value, what to store or None, raw reply)``.
         What it raises reaches every caller sharing the call, and nothing is put.
+
+        Args:
+            lookup: reads the store instead of :meth:`get_many` of ``key``.
+            on_shared: called for a shared call with whether its value came from the store
+                (False when it raised).
 
         Raises:
             CacheError: the store is closed.
         """
 
         async def work() -> tuple[V, bool]:
-            (found,) = await self.get_many([key], decode)
+            found = await lookup() if lookup is not None else (await self.get_many([key], decode))[0]
             if found is not None:
                 return found, True
             value, stored, raw = await compute()
@@ -124,4 +129,48 @@ class Cached(Generic[V]):
                 self.put(key, stored, raw)
             return value, False
 
-        return (await self.flight.run(key, work, self._count_shared))[0]
+        shared = False
+
+        def share() -> None:
+            nonlocal shared
+            shared = True
+            self.counts.shared += 1
+
+        try:
+            value, from_store = await self.flight.run(key, work, share)
+        except BaseException:
+            if shared and on_shared is not None:
+                on_shared(False)
+            raise
+        if shared and on_shared is not None:
+            on_shared(from_store)
+        return value
+
+
+def _blob(key: str, entry: CachedEntry) -> bytes | None:
+    return entry.value if isinstance(entry.value, bytes) else None
+
+
+class BlobCache(Cached[bytes]):
+    """Opaque results (bytes) by key, with single flight (the jobs of ``refs``, ``generate``, ``questions``).
+
+    Args:
+        store: the cache, or None (``--no-cache``: nothing read or written, single flight kept).
+        parser_version: version of the caller's parser/encoding of the blobs.
+    """
+
+    def __init__(self, store: Store | None, parser_version: str) -> None:
+        super().__init__(store, parser_version, _blob)
+
+    async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[tuple[bytes, str | None]]]) -> bytes:
+        """The blob of ``key``, as :meth:`resolve` gives it; ``compute`` returns ``(blob, raw reply)``.
+
+        Raises:
+            CacheError: the store is closed.
+        """
+
+        async def stored() -> tuple[bytes, bytes, str | None]:
+            blob, raw = await compute()
+            return blob, blob, raw
+
+        return await self.resolve(key, stored)

@@ -1,7 +1,5 @@
-"""What one cache row holds: a msgpack :class:`Stored` envelope (parser version, value, raw reply).
-
-The same parser version gets the value; another one gets the raw reply to re-parse.
-"""
+"""What one cache row holds: a msgpack :class:`Stored` envelope (parser version, value, raw reply);
+the same parser version gets the value, another one the raw reply to re-parse."""
 
 from __future__ import annotations
 
@@ -13,20 +11,18 @@ from dahl.records import Claim, Verdict
 
 __all__ = ["ENVELOPE_DECODER", "ENVELOPES_DECODER", "CachedEntry", "Stored", "Value", "encode_envelope", "entry_of"]
 
-#: What the cache stores as a result: a Verdict, a claim list, or an opaque blob
-#: (bytes, returned as is).
+#: What the cache stores as a result: a Verdict, a claim list, or an opaque blob (bytes).
 Value = Verdict | list[Claim] | bytes
 
 
 class Stored(msgspec.Struct, array_like=True, frozen=True):
-    """The envelope stored in a result's row (msgpack array: version, value, raw).
+    """The envelope stored in a result's row (msgpack array).
 
     Attributes:
         parser_version: version of the parser that produced ``value``.
         value: the result; bytes are an opaque blob.
-        raw: the model's raw reply when it is not ``value.raw`` (always for a claim
-            list); None for a Verdict whose own ``raw`` is the reply, or when no
-            reply is kept.
+        raw: the model's raw reply when it is not ``value.raw``; None for a Verdict whose
+            own ``raw`` is the reply, or when no reply is kept.
     """
 
     parser_version: str
@@ -35,30 +31,22 @@ class Stored(msgspec.Struct, array_like=True, frozen=True):
 
 
 class CachedEntry(NamedTuple):
-    """What a lookup found.
-
-    Attributes:
-        value: the stored value for the requested parser version, or None when only
-            the raw reply is usable (the caller re-parses it).
-        raw: the raw reply; only filled when ``value`` is None.
-    """
+    """What a lookup found: ``value`` for the requested parser version, or None and the ``raw``
+    reply to re-parse (``raw`` is only filled when ``value`` is None)."""
 
     value: Value | None
     raw: str | None
 
 
 _ENCODER = msgspec.msgpack.Encoder()
-#: Decodes one envelope.
 ENVELOPE_DECODER: msgspec.msgpack.Decoder[Stored] = msgspec.msgpack.Decoder(Stored)
 #: Decodes a msgpack array of envelopes (concatenated rows behind an array header).
 ENVELOPES_DECODER: msgspec.msgpack.Decoder[list[Stored]] = msgspec.msgpack.Decoder(list[Stored])
 
 
 def encode_envelope(value: Value, raw: str | None, parser_version: str) -> bytes:
-    """The row bytes of ``value`` with its ``raw`` reply, made by parser ``parser_version``.
-
-    A Verdict whose ``raw`` equals ``raw`` (or a ``raw`` of None) keeps the reply once,
-    in the Verdict.
+    """The row bytes of ``value`` with its ``raw`` reply, made by parser ``parser_version`` (a
+    Verdict whose own ``raw`` equals ``raw`` keeps the reply once).
 
     Raises:
         TypeError: ``value`` is not something msgspec can encode.
@@ -69,13 +57,9 @@ def encode_envelope(value: Value, raw: str | None, parser_version: str) -> bytes
 
 
 def entry_of(stored: Stored, parser_version: str) -> CachedEntry | None:
-    """What ``stored`` gives a caller with parser ``parser_version``.
-
-    Returns:
-        ``CachedEntry(value, None)`` for the same version; for another version
-        ``CachedEntry(None, raw)`` with the envelope's raw reply (a Verdict's own
-        ``raw`` when the envelope has none); None when there is no raw reply.
-    """
+    """What ``stored`` gives a caller with parser ``parser_version``: ``CachedEntry(value, None)``
+    for the same version; else ``CachedEntry(None, raw)`` (the envelope's raw reply, or a
+    Verdict's own), or None without a raw reply."""
     if stored.parser_version == parser_version:
         return CachedEntry(stored.value, None)
     raw = stored.raw

@@ -1,21 +1,8 @@
-"""The cache database, ``cache.db``: its one table (dahl's own schema) and how it is opened.
+"""The cache database, ``cache.db``: its one table and how it is opened (:func:`open_database`).
 
-::
-
-    entries(key TEXT PRIMARY KEY,     -- a cache key: 32 hex digits (dahl.cache._keys)
-            value BLOB NOT NULL,      -- a msgpack Stored envelope (dahl.cache._envelope)
-            stored_at REAL NOT NULL)  -- time.time() of the write, seconds
-
-WAL mode; ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. :func:`open_database`:
-
-- no file: a fresh database is created;
-- a cache of older dahl (diskcache's ``Cache`` table, ``user_version`` 0) is migrated
-  in place, once, in one transaction; its value files are read into rows and deleted;
-- a damaged database (``PRAGMA quick_check``, or "not a database") is renamed
-  ``cache.db.corrupt-<YYYYmmddTHHMMSS>`` with its ``-wal`` and ``-shm`` files, with one
-  warning, and a fresh one is created;
-- a database that cannot be opened or created, or that a newer dahl wrote, raises
-  :class:`CacheUnusable`: the run goes on without the cache.
+``entries(key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)``: a cache key
+(32 hex digits), a msgpack envelope (:mod:`dahl.cache._envelope`), ``time.time()`` of the write
+in seconds. WAL mode; ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
@@ -47,11 +34,8 @@ _DISKCACHE_ROW, _DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE = 1, 2, 3
 
 
 class CacheUnusable(CacheError):
-    """The cache directory or its database cannot be used at all; a run goes on without it.
-
-    Raised for a folder that cannot be created, a ``cache.db`` that cannot be opened or
-    created (read-only folder, a folder named cache.db), or a schema newer than this dahl's.
-    """
+    """The cache directory or its database cannot be used at all (a folder that cannot be created, a
+    ``cache.db`` that cannot be opened or created, a schema newer than this dahl's); a run goes on without it."""
 
 
 def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connection:
@@ -60,7 +44,12 @@ def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connec
 
 
 def open_database(directory: Path) -> Path:
-    """Make the cache.db of the existing ``directory`` ready (see the module docstring); return its path.
+    """Make the cache.db of the existing ``directory`` ready; return its path.
+
+    No file: a fresh database is created. A cache of older dahl (diskcache's ``Cache`` table,
+    ``user_version`` 0) is migrated in place, once, in one transaction (its value files are read
+    into rows and deleted). A damaged one is renamed ``cache.db.corrupt-<YYYYmmddTHHMMSS>``
+    (with its ``-wal`` and ``-shm`` files), with one warning, and a fresh one created.
 
     Raises:
         CacheUnusable: the database cannot be opened, checked or created, or a newer
@@ -123,17 +112,14 @@ def _has_table(con: sqlite3.Connection, name: str) -> bool:
 
 
 def _create(con: sqlite3.Connection) -> None:
-    """Create the table in WAL mode and stamp the schema version."""
     con.execute("PRAGMA journal_mode = WAL")  # persistent: every later connection uses it
     con.execute(_CREATE)
     con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
-    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables (one transaction).
-
-    Rows of other kinds (pickled values, non-text keys) were never written by dahl: dropped.
-    """
+    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables (one
+    transaction); rows of other kinds (pickled values, non-text keys) are dropped."""
     con.execute("PRAGMA journal_mode = WAL")
     files: list[Path] = []
     con.execute("BEGIN IMMEDIATE")

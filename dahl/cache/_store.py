@@ -1,11 +1,6 @@
-"""The result store: its interface (:class:`Store`), single flight, and the local backend.
-
-:class:`CacheStore` keeps each result as one row of one SQLite table (:mod:`dahl.cache._schema`)
-named by its cache key (:mod:`dahl.cache._keys`), holding a
-:class:`~dahl.cache._envelope.Stored` envelope, read and written by the threads of
-:mod:`dahl.cache._table`: the event loop never touches SQLite. Several processes may
-share a cache directory (WAL, busy timeouts).
-"""
+"""The result store: its interface (:class:`Store`), single flight, the local SQLite backend
+(:class:`CacheStore`, rows in :mod:`dahl.cache._schema`, threads in :mod:`dahl.cache._table`)
+and :func:`open_store` for one command."""
 
 from __future__ import annotations
 
@@ -16,9 +11,11 @@ import os
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import anyio
 import platformdirs
 
 from dahl.cache._envelope import CachedEntry, Value
@@ -26,13 +23,12 @@ from dahl.cache._schema import DB_NAME, CacheUnusable, connect, open_database
 from dahl.cache._table import READ_TIMEOUT_S, BatchReader, Wanted, Writer
 from dahl.errors import CacheError
 
-__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store", "default_cache_dir"]
+__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store", "default_cache_dir", "open_store"]
 
 log = logging.getLogger(__name__)
 
 #: Environment variable overriding the default cache directory.
 CACHE_DIR_ENV = "DAHL_CACHE_DIR"
-
 
 T = TypeVar("T")
 
@@ -40,14 +36,12 @@ T = TypeVar("T")
 class SingleFlight(Generic[T]):
     """At most one call per key at a time; callers arriving meanwhile share its result or exception.
 
-    The map holds only keys in flight, so its size is at most the number of concurrent
-    callers; no future is made for a call nobody waits on. A cancelled waiter leaves the
-    call running for the others; a cancelled owner cancels the shared future, and its
-    waiters retry (one becomes the owner) unless they were cancelled themselves.
+    A cancelled waiter leaves the call running for the others; a cancelled owner cancels
+    the shared future, and its waiters retry (one becomes the owner) unless cancelled themselves.
     """
 
     def __init__(self) -> None:
-        self._calls: dict[str, asyncio.Future[T] | None] = {}
+        self._calls: dict[str, asyncio.Future[T] | None] = {}  # keys in flight; a future once one waits
 
     def __len__(self) -> int:
         """Number of keys in flight now."""
@@ -99,10 +93,9 @@ class SingleFlight(Generic[T]):
 
 
 class Store(Protocol):
-    """The store interface the caching wrapper (:class:`~dahl.cache._cached.Cached`) uses.
+    """The store interface :class:`~dahl.cache._cached.Cached` uses; :class:`CacheStore` is the local one.
 
-    :class:`CacheStore` is the local backend. Keys come from :mod:`dahl.cache._keys`;
-    a value is stored with the parser version that produced it and its raw reply.
+    A value is stored with the parser version that produced it and its raw reply.
     """
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
@@ -138,8 +131,7 @@ class CacheStore:
     Args:
         directory: cache directory (created if missing); other processes may use it too.
         flush_items: queued entries that trigger a write transaction.
-        flush_interval_s: longest an entry waits before it is written, seconds (a commit
-            takes tens of ms more: on disk within ~0.25 s of its put).
+        flush_interval_s: longest an entry waits before it is written, seconds.
 
     Attributes:
         directory: the cache directory.
@@ -246,12 +238,12 @@ class CacheStore:
         return self._writer.recent(key, parser_version)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
-        """A lookup missed ``key`` at ``generation``: is it still a miss? (memory only, never blocks)
+        """Whether a lookup that missed ``key`` at ``generation`` is still a miss (memory only, never blocks).
 
         Returns:
             The value put since by ``parser_version``; None: this process has not written
-            it since (exact for the last 128 batches; another process may have: a miss
-            costs a call, never a wrong value); False: read it again.
+            it since (exact for the last 128 batches; another process may have); False:
+            read it again.
         """
         return self._writer.after_miss(key, generation, parser_version)
 
@@ -272,11 +264,11 @@ class CacheStore:
             CacheError: the store is closed.
         """
         self._check_open()
-        recent = self._writer.recent
-        memory = [recent(key, parser_version) for key in keys] if self._writer.queued else [None] * len(keys)
+        recent = self._writer.recent if self._writer.queued else None
         found: list[CachedEntry | None] = [None] * len(keys)
         wanted: Wanted = []
-        for i, (key, value) in enumerate(zip(keys, memory, strict=True)):
+        for i, key in enumerate(keys):
+            value = recent(key, parser_version) if recent is not None else None
             if value is None:
                 wanted.append((i, key, parser_version))
             else:
@@ -335,3 +327,25 @@ class CacheStore:
         self._reader.close()  # the writer's connection closes last: only it can checkpoint
         self._writer.stop()
 
+
+async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
+    """Open the cache at ``cache_dir`` (None: :func:`default_cache_dir`) in a worker thread; it
+    is closed when ``stack`` closes, shielded from cancellation.
+
+    Returns:
+        ``(store, None)``, or ``(None, why)`` when the cache is unusable (logged as a
+        warning; the command runs without it).
+    """
+    directory = cache_dir if cache_dir is not None else default_cache_dir()
+    try:
+        store = await anyio.to_thread.run_sync(CacheStore, directory)
+    except CacheUnusable as exc:
+        log.warning("%s; running without the cache", exc)
+        return None, exc
+    stack.push_async_callback(_close, store)
+    return store, None
+
+
+async def _close(store: CacheStore) -> None:
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(store.close)

@@ -1,12 +1,6 @@
-"""The threads of the local store (:class:`~dahl.cache._store.CacheStore`): one reader, one writer.
-
-- :class:`BatchReader`: every lookup pending at one moment goes to ONE reader thread as
-  one call, one ``key IN (...)`` query per 500 keys, the envelopes decoded by one call;
-- :class:`Writer`: ONE thread commits queued entries in batches (``flush_items``, or
-  ``flush_interval_s`` after a batch's first entry), multi-row upserts in one
-  transaction; until committed, a value is served from memory.
-
-A failed read is a miss and a failed commit drops its batch, each with one warning.
+"""The threads of the local store (:class:`~dahl.cache._store.CacheStore`): one reader
+(:class:`BatchReader`), one writer (:class:`Writer`). A failed read is a miss and a failed
+commit drops its batch, each with one warning.
 """
 
 from __future__ import annotations
