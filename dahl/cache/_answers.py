@@ -15,10 +15,9 @@ from pathlib import Path
 
 import msgspec
 
-from dahl.cache._cached import Cached
 from dahl.cache._keys import CheckKeyRecipe, split_key
 from dahl.cache._store import CacheStore
-from dahl.cache._wrap import CachingChecker, CachingSplitter
+from dahl.cache._wrap import Cached, CachingChecker, CachingSplitter
 from dahl.results._assemble import FoundAnswer, label_counts
 from dahl.records import LABELS, Answer, AnswerResult, Label
 
@@ -53,19 +52,9 @@ _ERROR_INDEX = LABELS.index(Label.ERROR)
 
 
 class AnswerCache:
-    """Finished answers stored whole (the pipeline's ``WholeAnswers``); build it with :meth:`for_run`.
-
-    Args:
-        store: the run's store.
-        splitter: the run's caching Splitter.
-        checker: the run's caching Checker (it must have a key recipe).
-        preprocess: whether the pipeline preprocesses answers.
-        max_response_chars: the pipeline's response-length limit, characters.
-
-    Attributes:
-        hits, misses: answers found whole, and not found, in this run.
-        kept: answers stored whole in this run.
-    """
+    """Finished answers stored whole (the pipeline's ``WholeAnswers``) for the run's ``store``, caching
+    ``splitter`` and ``checker`` (with a key recipe), ``preprocess`` switch and ``max_response_chars``
+    (characters); build it with :meth:`for_run`. ``kept`` counts answers stored whole in this run."""
 
     def __init__(self, store: CacheStore, splitter: CachingSplitter, checker: CachingChecker, *, preprocess: bool,
                  max_response_chars: int) -> None:
@@ -87,19 +76,18 @@ class AnswerCache:
 
     @property
     def misses(self) -> int:
-        """Answers looked up and not found whole in this run (those that cannot be stored whole included)."""
+        """Answers looked up and not found whole in this run (those that cannot be stored included)."""
         return self._cached.counts.misses + self._uncacheable
 
     @classmethod
     def for_run(cls, store: CacheStore | None, splitter: CachingSplitter, checker: CachingChecker, *,
                 preprocess: bool, max_response_chars: int) -> AnswerCache | None:
-        """An answer cache for this run, or None: no store, or a Checker that is not cached or has no key recipe."""
+        """An answer cache for this run, or None: no store, or a Checker not cached or without a key recipe."""
         if store is None or not checker.can_look_up or checker.key_recipe() is None:
             return None
         return cls(store, splitter, checker, preprocess=preprocess, max_response_chars=max_response_chars)
 
     def _key_head(self) -> hashlib.blake2b | None:
-        """Hash state of everything but the answer; None if the Checker has no recipe now."""
         recipe = self._checker.key_recipe()
         if recipe is None:
             return None
@@ -122,10 +110,7 @@ class AnswerCache:
 
     def keys(self, items: Sequence[tuple[Answer, str]]) -> list[str | None]:
         """Whole-answer keys of (answer, input hash) ``items``; None for all when none can be made.
-
-        Raises:
-            TypeError: the Splitter's ``cache_request`` returned material msgspec cannot encode.
-        """
+        TypeError if the Splitter's ``cache_request`` material cannot be encoded."""
         head = self._key_head()
         if head is None:
             return [None] * len(items)
@@ -134,12 +119,8 @@ class AnswerCache:
                 for answer, input_hash in items]
 
     async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
-        """Per (answer, input hash) item, one batched read: its key (None: not storable) and what
-        is stored, or None (a miss; so is an undecodable entry, or one without or with an error claim).
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Per (answer, input hash) item, one batched read: its key (None: not storable) and what is
+        stored, or None (a miss, or an undecodable entry). CacheError if the store is closed."""
         keys = self.keys(items)
         wanted = [key for key in keys if key is not None]
         self._uncacheable += len(keys) - len(wanted)
@@ -147,12 +128,8 @@ class AnswerCache:
         return keys, [next(got) if key is not None else None for key in keys]
 
     def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
-        """Store ``result`` under ``key`` (from :meth:`look_up`) unless it has no claim or an error
-        claim; with ``cleaned`` (preprocessing changed it) its response too. Never blocks.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Store ``result`` under ``key`` (from :meth:`look_up`) unless it has no claim or an error claim;
+        with ``cleaned`` (preprocessing changed it) its response too. Never blocks; CacheError if closed."""
         if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted once, when the result was built
             return
         claims = _JSON_ENCODER.encode(result.claims)
@@ -183,7 +160,7 @@ def code_digest() -> str:
 
 
 def decode_whole_entry(value: object) -> FoundAnswer | None:
-    """The whole answer in a stored ``value`` (:class:`StoredAnswer` bytes), or None if it is not one (or is damaged)."""
+    """The whole answer in a stored ``value`` (:class:`StoredAnswer` bytes), or None (not one, or damaged)."""
     if not isinstance(value, bytes):
         return None
     try:

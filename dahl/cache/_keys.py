@@ -1,12 +1,8 @@
-"""Canonical cache keys: of split and check results, of coverage labels, and of the other jobs' blobs.
+"""Canonical cache keys of split and check results, coverage labels and the other jobs' blobs.
 
-A key is the blake2b-128 hex digest of the deterministic msgpack encoding (map keys
-sorted) of a :class:`KeyMaterial`: everything that can change a result (the adapter's
-fingerprint; its ``cache_request`` material, i.e. request body, base URL, model and
-template version; the normalized question and input text; given labels and claims),
-nothing that cannot (API key, timeouts, retries, concurrency, rate limits). An adapter
-whose material holds the texts as sent (``cache_request_covers_input``) leaves them out.
-A claim is keyed by its normalized text; a split by the response verbatim (spans index it).
+A key is the blake2b-128 hex digest (32 hex digits) of the deterministic msgpack encoding of a
+:class:`KeyMaterial`: everything that can change a result, nothing that cannot (API key,
+timeouts, retries, concurrency, rate limits).
 """
 
 from __future__ import annotations
@@ -21,26 +17,12 @@ import msgspec
 from dahl.adapters._base import Checker, FramedKeys, RequestKeyed, RequestKeyedSplitter, Splitter
 from dahl.records import Answer, Claim, GivenClaim, Label, normalize_text
 
-__all__ = [
-    "KEY_VERSION",
-    "REFS_KEY_VERSION",
-    "CheckKeyRecipe",
-    "KeyMaterial",
-    "RefsKeyMaterial",
-    "check_key",
-    "check_key_recipe",
-    "check_keys",
-    "coverage_key",
-    "coverage_keys",
-    "extract_key",
-    "key_of",
-    "rate_key",
-    "split_key",
-]
+__all__ = ["KEY_VERSION", "REFS_KEY_VERSION", "CheckKeyRecipe", "KeyMaterial", "RefsKeyMaterial", "check_key",
+           "check_key_recipe", "check_keys", "coverage_key", "coverage_keys", "extract_key", "key_of", "rate_key",
+           "split_key"]
 
-#: Bumped whenever the key layout or its canonical encoding changes (old entries become misses).
+#: Bumped whenever the layout of :class:`KeyMaterial` (and :class:`RefsKeyMaterial`) or its encoding changes.
 KEY_VERSION = 2
-#: Bumped whenever the layout of :class:`RefsKeyMaterial` changes (old entries become misses).
 REFS_KEY_VERSION = 1
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
@@ -48,18 +30,16 @@ T = TypeVar("T")
 
 
 class KeyMaterial(msgspec.Struct, frozen=True, array_like=True):
-    """Everything a cache key is computed from (encoded as a fixed-order array).
+    """Everything a split or check key is computed from (a fixed-order array).
 
     Attributes:
         version: :data:`KEY_VERSION`.
-        stage: ``"split"`` or ``"check"``.
         fingerprint: the adapter's fingerprint (settings that change its output).
-        request: the adapter's ``cache_request`` material, or None when it has no hook.
-        question: the normalized question (``""`` when ``request`` covers the input).
-        text: check: the normalized claim text; split: the response verbatim
-            (``""`` when ``request`` covers the input).
-        given_label: check: the claim's given label, if any.
-        given_claims: split: the answer's given claims, if any.
+        request: the adapter's ``cache_request`` material (request body, base URL, model, template
+            version), or None without the hook.
+        question, text: the normalized question, and the normalized claim (check) or the response
+            verbatim (split, spans index it); ``""`` when ``request`` covers the input as sent.
+        given_label, given_claims: the claim's given label (check), the answer's given claims (split).
     """
 
     version: int
@@ -73,9 +53,8 @@ class KeyMaterial(msgspec.Struct, frozen=True, array_like=True):
 
 
 class RefsKeyMaterial(msgspec.Struct, frozen=True, array_like=True):
-    """What an extraction or rating key is computed from (a fixed-order array): context is
-    the document title (extract) or the normalized question (rate); text the chunk verbatim
-    (fact spans index it) or the normalized fact."""
+    """What an extraction or rating key is computed from (a fixed-order array): ``context`` is the
+    document title or the normalized question; ``text`` the chunk verbatim or the normalized fact."""
 
     version: int
     stage: Literal["extract", "rate"]
@@ -89,17 +68,12 @@ def _digest(data: bytes) -> str:
 
 
 def key_of(material: KeyMaterial) -> str:
-    """Return the key of ``material``: blake2b-128 of its canonical bytes, as 32 hex digits.
-
-    Raises:
-        TypeError: the adapter's ``cache_request`` material holds a value msgspec
-            cannot encode (e.g. a set or an arbitrary object).
-    """
+    """Return the key of ``material``; TypeError if its ``request`` holds a value msgspec cannot encode."""
     return _digest(_ENCODER.encode(material))
 
 
-#: What each Checker, and each Splitter, offers for its keys, by identity (the adapter is held
-#: so its id is not reused): a protocol isinstance test costs ~30 µs, so each is tested once.
+#: What each Checker, and each Splitter, offers for its keys, by identity (held, so its id is not
+#: reused): a protocol isinstance test costs ~30 µs.
 _CHECKERS: dict[int, tuple[object, Any]] = {}
 _SPLITTERS: dict[int, tuple[object, Any]] = {}
 
@@ -115,8 +89,6 @@ def _held(table: dict[int, tuple[object, Any]], adapter: object, test: Callable[
 
 
 def _capabilities(checker: Checker) -> tuple[RequestKeyed | None, FramedKeys | None]:
-    """A Checker's request hook, and its frame hooks when the hook covers the input."""
-
     def test() -> tuple[RequestKeyed | None, FramedKeys | None]:
         keyed = checker if isinstance(checker, RequestKeyed) else None
         covered = keyed is not None and keyed.cache_request_covers_input
@@ -130,25 +102,14 @@ def _question(keyed: RequestKeyed | None, answer: Answer) -> str:
 
 
 def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
-    """Key of ``checker``'s verdict on ``claim`` within ``answer`` (32 hex digits).
-
-    Raises:
-        TypeError: ``cache_request`` returned material msgspec cannot encode.
-    """
+    """Key of ``checker``'s verdict on ``claim`` within ``answer`` (TypeError as :func:`key_of`)."""
     keyed = _capabilities(checker)[0]
     return _check_key(checker, keyed, claim, answer, _question(keyed, answer))
 
 
 def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> list[str]:
-    """Keys of ``checker``'s verdicts on all ``claims`` of ``answer``, in order.
-
-    Equal to ``[check_key(checker, c, answer) for c in claims]``; for a
-    :class:`~dahl.adapters._base.FramedKeys` Checker the bytes around each claim's text
-    are hashed once, and per claim only the text is fed to a copy of the hash state.
-
-    Raises:
-        TypeError: ``cache_request`` returned material msgspec cannot encode.
-    """
+    """``[check_key(checker, c, answer) for c in claims]``; for a :class:`~dahl.adapters._base.FramedKeys`
+    Checker the bytes around each claim's text are hashed once (TypeError as :func:`key_of`)."""
     keyed, framed = _capabilities(checker)
     if framed is not None:
         frame = framed.cache_request_frame()
@@ -167,7 +128,6 @@ _LAST_SPLIT: list[tuple[str, dict[str, Any], tuple[Any, bytes, bytes] | None] | 
 
 
 def _keys_around(head: Any, contents: Iterable[str], tail: bytes) -> list[str]:
-    """Keys of ``contents``: blake2b-128 of (the bytes hashed into ``head``) + msgpack(content) + ``tail``."""
     encode = _ENCODER.encode
     keys = []
     for content in contents:
@@ -179,11 +139,8 @@ def _keys_around(head: Any, contents: Iterable[str], tail: bytes) -> list[str]:
 
 
 def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
-    """The canonical key bytes around the per-claim text: (hash state of before, before, after).
-
-    The bytes are those :func:`key_of` hashes for a covered check key whose request is
-    ``{**frame, "content": text}``; None if the frame itself holds the placeholder.
-    """
+    """The bytes :func:`key_of` hashes for a request ``{**frame, "content": text}`` around the text:
+    (hash state of before, before, after); None if the frame itself holds the placeholder."""
     last = _LAST_SPLIT[0]
     # The same frame object again: skip encoding it (identity: equal dicts, 1 == 1.0, may encode apart).
     if last is not None and last[1] is frame and last[0] == fingerprint:
@@ -203,17 +160,10 @@ def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes
 
 @dataclass(frozen=True)
 class CheckKeyRecipe:
-    """Everything but the claim that a Checker's check keys are made of.
-
-    A claim's key is blake2b-128 over ``before + msgpack(content) + after``, ``content``
-    being :func:`~dahl.adapters._keybody.fill_content` of ``parts`` with the normalized
-    question and claim. Whole-answer keys (:mod:`dahl.cache._answers`) hash it in.
-
-    Attributes:
-        before, after: the canonical key bytes around the per-claim content.
-        parts: the message text around question and claim.
-        parser_version: the Checker's parser version (names the stored values).
-    """
+    """Everything but the claim that a Checker's check keys are made of: a claim's key is blake2b-128
+    over ``before + msgpack(content) + after``, ``content`` being :func:`~dahl.adapters._keybody.fill_content`
+    of ``parts`` (the message text around question and claim) with the normalized question and claim;
+    ``parser_version`` names the stored values."""
 
     before: bytes
     after: bytes
@@ -222,9 +172,8 @@ class CheckKeyRecipe:
 
 
 def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | None:
-    """The recipe of ``checker``'s check keys now, or None if it offers none (no
-    :class:`~dahl.adapters._base.FramedKeys` hooks covering its input, or a hook returns None).
-    The recipe holds for as long as the frame is the same."""
+    """The recipe of ``checker``'s check keys while its frame is the same, or None (no
+    :class:`~dahl.adapters._base.FramedKeys` hooks covering its input, or a hook returns None)."""
     framed = _capabilities(checker)[1]
     if framed is None:
         return None
@@ -238,21 +187,16 @@ def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | 
 
 def _check_key(checker: Checker, keyed: RequestKeyed | None, claim: Claim, answer: Answer, question: str) -> str:
     request = keyed.cache_request(claim, answer) if keyed is not None else None
-    # A hook that covers its input keys on it alone; any other hook may return only extra
-    # settings (the evidence Checker returns its document ids), so the texts go in.
+    # A hook that covers its input keys on it alone; another may return only extra settings
+    # (the evidence Checker's document ids). Only a Checker without a hook may read the given label.
     covered = keyed is not None and keyed.cache_request_covers_input
-    # Only a Checker without a request hook may read the input's label.
     return key_of(KeyMaterial(KEY_VERSION, "check", checker.fingerprint, request, "" if covered else question,
                               "" if covered else normalize_text(claim.text),
                               claim.given_label if request is None else None))
 
 
 def split_key(splitter: Splitter, answer: Answer) -> str:
-    """Key of ``splitter``'s claims for the (preprocessed) ``answer`` (32 hex digits).
-
-    Raises:
-        TypeError: ``cache_request`` returned material msgspec cannot encode.
-    """
+    """Key of ``splitter``'s claims for the (preprocessed) ``answer`` (TypeError as :func:`key_of`)."""
     keyed = _held(_SPLITTERS, splitter, lambda: splitter if isinstance(splitter, RequestKeyedSplitter) else None)
     request = keyed.cache_request(answer) if keyed is not None else None
     return key_of(KeyMaterial(KEY_VERSION, "split", splitter.fingerprint, request, normalize_text(answer.question),
@@ -260,8 +204,7 @@ def split_key(splitter: Splitter, answer: Answer) -> str:
 
 
 def coverage_keys(fingerprint: str, question: str, response: str, facts: Sequence[str]) -> list[str]:
-    """The cache keys of each fact's coverage by ``response`` under the judge ``fingerprint``
-    (32 hex digits each, in the order of ``facts``); the answer's part is hashed once."""
+    """The keys of each fact's coverage by ``response`` under the judge ``fingerprint``, in order."""
     head = [KEY_VERSION, "cover", fingerprint, _digest(normalize_text(response).encode("utf-8")),
             normalize_text(question)]
     return [_digest(_ENCODER.encode([*head, normalize_text(fact)])) for fact in facts]
@@ -273,11 +216,11 @@ def coverage_key(fingerprint: str, question: str, response: str, fact: str) -> s
 
 
 def extract_key(fingerprint: str, title: str, text: str) -> str:
-    """Key of the facts extracted from chunk ``text`` of a document titled ``title`` (32 hex digits)."""
+    """Key of the facts extracted from chunk ``text`` of a document titled ``title``."""
     return _digest(_ENCODER.encode(RefsKeyMaterial(REFS_KEY_VERSION, "extract", fingerprint, title, text)))
 
 
 def rate_key(fingerprint: str, question: str, fact: str) -> str:
-    """Key of the rating of ``fact`` for ``question`` (both normalized; 32 hex digits)."""
+    """Key of the rating of ``fact`` for ``question`` (both normalized)."""
     material = RefsKeyMaterial(REFS_KEY_VERSION, "rate", fingerprint, normalize_text(question), normalize_text(fact))
     return _digest(_ENCODER.encode(material))

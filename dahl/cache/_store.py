@@ -1,5 +1,5 @@
 """The result store: its interface (:class:`Store`), single flight, the local SQLite backend
-(:class:`CacheStore`, rows in :mod:`dahl.cache._schema`, threads in :mod:`dahl.cache._table`)
+(:class:`CacheStore`, its database and threads in :mod:`dahl.cache._table`)
 and :func:`open_store` for one command."""
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import anyio
 import platformdirs
 
-from dahl.cache._envelope import CachedEntry, Value
-from dahl.cache._schema import DB_NAME, CacheUnusable, connect, open_database
-from dahl.cache._table import READ_TIMEOUT_S, BatchReader, Wanted, Writer
+from dahl.cache._table import (DB_NAME, READ_TIMEOUT_S, BatchReader, CachedEntry, CacheUnusable, Value, Wanted, Writer,
+                               connect, open_database)
 from dahl.errors import CacheError
 
 __all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store", "default_cache_dir", "open_store"]
@@ -35,10 +34,7 @@ T = TypeVar("T")
 
 class SingleFlight(Generic[T]):
     """At most one call per key at a time; callers arriving meanwhile share its result or exception.
-
-    A cancelled waiter leaves the call running for the others; a cancelled owner cancels
-    the shared future, and its waiters retry (one becomes the owner) unless cancelled themselves.
-    """
+    A cancelled waiter leaves the call running; a cancelled owner's waiters retry (one becomes the owner)."""
 
     def __init__(self) -> None:
         self._calls: dict[str, asyncio.Future[T] | None] = {}  # keys in flight; a future once one waits
@@ -52,11 +48,8 @@ class SingleFlight(Generic[T]):
         return key in self._calls
 
     async def run(self, key: str, work: Callable[[], Awaitable[T]], on_shared: Callable[[], None]) -> T:
-        """``await work()``, or the outcome of the identical call in flight (then ``on_shared()`` is called once).
-
-        Raises:
-            BaseException: whatever ``work`` raised, in the owner and every waiter.
-        """
+        """``await work()``, or the outcome (result or exception) of the identical call in flight,
+        then ``on_shared()`` is called once."""
         calls = self._calls
         while key in calls:
             future = calls[key]
@@ -93,25 +86,16 @@ class SingleFlight(Generic[T]):
 
 
 class Store(Protocol):
-    """The store interface :class:`~dahl.cache._cached.Cached` uses; :class:`CacheStore` is the local one.
-
-    A value is stored with the parser version that produced it and its raw reply.
-    """
+    """The store interface :class:`~dahl.cache._wrap.Cached` uses; :class:`CacheStore` is the local one.
+    A value is stored with the parser version that produced it and its raw reply."""
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key: the value put by ``parser_version``, else its raw reply alone, else None (a miss).
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None (a miss);
+        CacheError if the store is closed."""
         ...
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
-        """Queue ``(key, value, raw)`` entries; never blocks (the caller never puts errors).
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Queue ``(key, value, raw)`` entries (never errors); never blocks; CacheError if the store is closed."""
         ...
 
     def flight(self) -> SingleFlight[Any]:
@@ -126,19 +110,16 @@ def default_cache_dir() -> Path:
 
 
 class CacheStore:
-    """Split and check results on disk, keyed by content hash: the local :class:`Store`.
+    """Results on disk, keyed by content hash: the local :class:`Store`; other processes may share ``directory``.
 
     Args:
-        directory: cache directory (created if missing); other processes may use it too.
+        directory: cache directory (created if missing); kept as ``directory``.
         flush_items: queued entries that trigger a write transaction.
         flush_interval_s: longest an entry waits before it is written, seconds.
 
-    Attributes:
-        directory: the cache directory.
-
     Raises:
-        CacheUnusable: (on construction) the directory cannot be created, or its database
-            cannot be opened or created (a damaged one is moved aside with a warning).
+        CacheUnusable: the directory cannot be created, or its database cannot be opened or
+            created (a damaged one is moved aside with a warning).
         ValueError: ``flush_items < 1`` or ``flush_interval_s <= 0``.
     """
 
@@ -194,30 +175,17 @@ class CacheStore:
         return SingleFlight()
 
     def put(self, key: str, value: Value, raw: str | None, *, parser_version: str = "1") -> None:
-        """Queue ``value`` and its ``raw`` reply as ``key``'s one row (replacing it); never blocks.
-
-        A Verdict's own ``raw`` is kept once. Bytes are an opaque blob.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Queue ``value`` and its ``raw`` reply as ``key``'s one row (replacing it); never blocks;
+        CacheError if the store is closed."""
         self.put_many(((key, value, raw),), parser_version=parser_version)
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
-        """Queue ``(key, value, raw)`` entries as :meth:`put` does, in one step; never blocks.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Queue ``(key, value, raw)`` entries as :meth:`put` does, in one step."""
         self._check_open()
         self._writer.put_many([(key, value, raw, parser_version) for key, value, raw in items])
 
     async def flush(self) -> None:
-        """Wait (without blocking the loop) until every entry queued before is committed.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Wait (without blocking the loop) until every entry queued before is committed; CacheError if closed."""
         self._check_open()
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -238,31 +206,18 @@ class CacheStore:
         return self._writer.recent(key, parser_version)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
-        """Whether a lookup that missed ``key`` at ``generation`` is still a miss (memory only, never blocks).
-
-        Returns:
-            The value put since by ``parser_version``; None: this process has not written
-            it since (exact for the last 128 batches; another process may have); False:
-            read it again.
-        """
+        """Whether a lookup that missed ``key`` at ``generation`` is still a miss (memory only): the value
+        put since by ``parser_version``; None (this process has not written it since, exact for the
+        last 128 batches); or False (read it again)."""
         return self._writer.after_miss(key, generation, parser_version)
 
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
-        """:meth:`get_many` of one key.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """:meth:`get_many` of one key."""
         return (await self.get_many([key], parser_version=parser_version))[0]
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key, in order: the value put by ``parser_version``; else its raw reply alone
-        (value None); else None (a miss; a failed read is one). Uncommitted values come
-        from memory, the rest from one reader call shared with every other pending lookup.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Per key, in order: the value put by ``parser_version``; else its raw reply alone (value
+        None); else None (a miss; a failed read is one). CacheError if the store is closed."""
         self._check_open()
         recent = self._writer.recent if self._writer.queued else None
         found: list[CachedEntry | None] = [None] * len(keys)
@@ -280,17 +235,10 @@ class CacheStore:
         return found
 
     def stats(self) -> dict[str, Any]:
-        """Size of the cache and this session's counts (blocking: reads SQLite).
-
-        Returns:
-            ``directory``; ``entries`` (rows); ``size_bytes`` (database and WAL); since
-            open: ``hits``, ``raw_hits`` (another parser version: raw reply only),
-            ``misses``, ``read_errors``, ``read_batches``, ``writes``, ``write_errors``,
-            ``transactions``, ``queued``.
-
-        Raises:
-            CacheError: the database cannot be read.
-        """
+        """Size of the cache and this session's counts (blocking): ``directory``, ``entries`` (rows),
+        ``size_bytes`` (database and WAL); since open: ``hits``, ``raw_hits`` (raw reply only),
+        ``misses``, ``read_errors``, ``read_batches``, ``writes``, ``write_errors``, ``transactions``,
+        ``queued``. CacheError if the database cannot be read."""
         try:
             with contextlib.closing(connect(self._path, timeout_s=READ_TIMEOUT_S)) as con:
                 entries = int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
@@ -305,10 +253,7 @@ class CacheStore:
 
     def clear(self) -> int:
         """Remove every entry after committing the queue (blocking); return how many there were.
-
-        Raises:
-            CacheError: the store is closed or the database cannot be written.
-        """
+        CacheError if the store is closed or the database cannot be written."""
         self._check_open()
         event = threading.Event()
         self._writer.send(event.set)
@@ -329,13 +274,8 @@ class CacheStore:
 
 
 async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
-    """Open the cache at ``cache_dir`` (None: :func:`default_cache_dir`) in a worker thread; it
-    is closed when ``stack`` closes, shielded from cancellation.
-
-    Returns:
-        ``(store, None)``, or ``(None, why)`` when the cache is unusable (logged as a
-        warning; the command runs without it).
-    """
+    """Open the cache at ``cache_dir`` (None: :func:`default_cache_dir`) in a worker thread, closed
+    when ``stack`` closes (shielded): ``(store, None)``, or ``(None, why)`` if unusable (a warning)."""
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     try:
         store = await anyio.to_thread.run_sync(CacheStore, directory)

@@ -1,5 +1,9 @@
-"""The threads of the local store (:class:`~dahl.cache._store.CacheStore`): one reader
-(:class:`BatchReader`), one writer (:class:`Writer`). A failed read is a miss and a failed
+"""The local store's internals: the envelope a row holds (:class:`Stored`), the database file
+(:func:`open_database`) and its two threads (:class:`BatchReader`, :class:`Writer`).
+
+``cache.db`` holds one table, ``entries(key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL
+NOT NULL)``: a cache key, a msgpack :class:`Stored`, ``time.time()`` of the write in seconds; WAL
+mode, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`. A failed read is a miss and a failed
 commit drops its batch, each with one warning.
 """
 
@@ -17,20 +21,210 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
-from dahl.cache._envelope import (
-    ENVELOPE_DECODER, ENVELOPES_DECODER, CachedEntry, Stored, Value, encode_envelope, entry_of,
-)
-from dahl.cache._schema import WRITE_TIMEOUT_S, connect
+from dahl.errors import CacheError
+from dahl.records import Claim, Verdict
 
-__all__ = ["READ_TIMEOUT_S", "BatchReader", "Wanted", "Writer"]
+__all__ = ["DB_NAME", "ENVELOPES_DECODER", "ENVELOPE_DECODER", "READ_TIMEOUT_S", "SCHEMA_VERSION", "BatchReader",
+           "CacheUnusable", "CachedEntry", "Stored", "Value", "Wanted", "Writer", "connect", "encode_envelope",
+           "entry_of", "open_database"]
 
 log = logging.getLogger(__name__)
 
-#: Keys per ``key IN (...)`` query, and the list lengths used (few prepared statements).
+#: What the cache stores as a result: a Verdict, a claim list, or an opaque blob (bytes).
+Value = Verdict | list[Claim] | bytes
+
+
+class Stored(msgspec.Struct, array_like=True, frozen=True):
+    """The envelope stored in a result's row (msgpack array): the ``value`` (bytes are an opaque blob),
+    the ``parser_version`` that produced it, and the model's ``raw`` reply unless it is a Verdict's own."""
+
+    parser_version: str
+    value: Value
+    raw: str | None = None
+
+
+class CachedEntry(NamedTuple):
+    """What a lookup found: ``value`` for the requested parser version, or None and the ``raw``
+    reply to re-parse (``raw`` is only filled when ``value`` is None)."""
+
+    value: Value | None
+    raw: str | None
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+ENVELOPE_DECODER: msgspec.msgpack.Decoder[Stored] = msgspec.msgpack.Decoder(Stored)
+#: Decodes a msgpack array of envelopes (concatenated rows behind an array header).
+ENVELOPES_DECODER: msgspec.msgpack.Decoder[list[Stored]] = msgspec.msgpack.Decoder(list[Stored])
+
+
+def encode_envelope(value: Value, raw: str | None, parser_version: str) -> bytes:
+    """The row bytes of ``value`` with its ``raw`` reply (kept once for a Verdict whose own ``raw`` it is),
+    made by parser ``parser_version``; TypeError if msgspec cannot encode ``value``."""
+    if raw is not None and isinstance(value, Verdict) and value.raw == raw:
+        raw = None
+    return _ENCODER.encode(Stored(parser_version, value, raw))
+
+
+def entry_of(stored: Stored, parser_version: str) -> CachedEntry | None:
+    """What ``stored`` gives a caller with parser ``parser_version``: ``CachedEntry(value, None)``
+    for the same version; else ``CachedEntry(None, raw)`` (the envelope's raw reply, or a
+    Verdict's own), or None without a raw reply."""
+    if stored.parser_version == parser_version:
+        return CachedEntry(stored.value, None)
+    raw = stored.raw
+    if raw is None and isinstance(stored.value, Verdict):
+        raw = stored.value.raw
+    return None if raw is None else CachedEntry(None, raw)
+
+
+#: The database file name inside the cache directory.
+DB_NAME = "cache.db"
+#: ``PRAGMA user_version`` of the layout this module creates.
+SCHEMA_VERSION = 1
+#: How long a connection waits for SQLite's write lock, seconds.
+WRITE_TIMEOUT_S = 60.0
+
+_CREATE = "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)"
+#: Characters of SQLite's description of a damaged database kept in the warning.
+_PROBLEM_CHARS = 200
+#: diskcache's value modes: 1 = bytes or str in the row, 2 = bytes in a file, 3 = str in a file.
+_DISKCACHE_ROW, _DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE = 1, 2, 3
+
+
+class CacheUnusable(CacheError):
+    """The cache directory or its database cannot be used at all (a folder that cannot be created, a
+    ``cache.db`` that cannot be opened or created, a schema newer than this dahl's); a run goes on without it."""
+
+
+def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connection:
+    """A connection to ``path`` in autocommit mode (transactions are explicit); sqlite3.Error if it cannot open."""
+    return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+
+
+def open_database(directory: Path) -> Path:
+    """Make the cache.db of the existing ``directory`` ready (created if missing); return its path.
+
+    A cache of older dahl (diskcache's ``Cache`` table, ``user_version`` 0) is migrated in place,
+    once, in one transaction. A damaged one is renamed ``cache.db.corrupt-<YYYYmmddTHHMMSS>``
+    (with its ``-wal`` and ``-shm`` files), with one warning. CacheUnusable if the database cannot
+    be opened, checked or created, or a newer dahl wrote it.
+    """
+    path = directory / DB_NAME
+    try:
+        problem = _prepare(path)
+        if problem is not None:
+            aside = _move_aside(directory)
+            log.warning("cache database %s is corrupt (%s); moved it to %s and started an empty cache",
+                        path, problem, aside)
+            if _prepare(path) is not None:
+                raise CacheUnusable(f"cannot create a fresh cache database {path}: it is corrupt again")
+    except sqlite3.Error as exc:
+        raise CacheUnusable(f"cannot open cache database {path}: {exc}") from exc
+    except OSError as exc:
+        raise CacheUnusable(f"cannot use cache database {path}: {exc}") from exc
+    return path
+
+
+def _prepare(path: Path) -> str | None:
+    """Check, migrate or create the database at ``path``; the problem found if it is damaged (other
+    sqlite3 errors, a newer schema's CacheUnusable and an unreadable diskcache file are raised)."""
+    con = connect(path)
+    try:
+        try:
+            if path.stat().st_size == 0:
+                _create(con)
+                return None
+            checked = con.execute("PRAGMA quick_check(1)").fetchone()
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
+            return str(exc)
+        if checked is None or checked[0] != "ok":  # its first problem, on one line
+            return " ".join(str(checked[0]).split())[:_PROBLEM_CHARS] if checked else "quick_check gave no answer"
+        version = int(con.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise CacheUnusable(f"cache database {path} has schema {version}, written by a newer dahl (this one "
+                                f"reads {SCHEMA_VERSION}); give this run another --cache-dir")
+        if version < SCHEMA_VERSION:
+            if _has_table(con, "Cache"):
+                _migrate_diskcache(con, path.parent)
+            else:
+                _create(con)
+        return None
+    finally:
+        con.close()
+
+
+def _has_table(con: sqlite3.Connection, name: str) -> bool:
+    row = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+    return row is not None
+
+
+def _create(con: sqlite3.Connection) -> None:
+    con.execute("PRAGMA journal_mode = WAL")  # persistent: every later connection uses it
+    con.execute(_CREATE)
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
+    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables (one
+    transaction); rows of other kinds (pickled values, non-text keys) are dropped."""
+    con.execute("PRAGMA journal_mode = WAL")
+    files: list[Path] = []
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_table(con, "Cache"):  # another process migrated it meanwhile
+            con.execute("ROLLBACK")
+            return
+        con.execute(_CREATE)
+        con.execute(
+            "INSERT OR REPLACE INTO entries (key, value, stored_at)"
+            " SELECT key, CAST(value AS BLOB), coalesce(store_time, 0) FROM Cache"
+            " WHERE raw = 1 AND mode = ? AND typeof(key) = 'text' AND value IS NOT NULL",
+            (_DISKCACHE_ROW,),
+        )
+        in_files = con.execute(
+            "SELECT key, mode, filename, coalesce(store_time, 0) FROM Cache"
+            " WHERE raw = 1 AND mode IN (?, ?) AND typeof(key) = 'text' AND filename IS NOT NULL",
+            (_DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE),
+        ).fetchall()
+        for key, mode, filename, stored_at in in_files:
+            file = directory / filename
+            value = file.read_bytes()  # mode 3 is UTF-8 text: its bytes are the value
+            con.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (key, value, stored_at))
+            files.append(file)
+        moved = con.execute("SELECT count(*) FROM entries").fetchone()[0]
+        con.execute("DROP TABLE Cache")  # its indexes and triggers go with it
+        con.execute("DROP TABLE IF EXISTS Settings")
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    for file in files:
+        with contextlib.suppress(OSError):  # only disk space is at stake
+            file.unlink()
+            for parent in (file.parent, file.parent.parent):
+                if parent != directory:
+                    parent.rmdir()  # fails, harmlessly, while it holds other files
+    log.info("cache database %s migrated to dahl's own schema (%d results kept)", directory / DB_NAME, moved)
+
+
+def _move_aside(directory: Path) -> Path:
+    aside = directory / f"{DB_NAME}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+    for suffix in ("", "-wal", "-shm"):
+        path = directory / f"{DB_NAME}{suffix}"
+        if path.exists():
+            path.rename(f"{aside}{suffix}")
+    return aside
+
+
+#: Keys per ``key IN (...)`` query: the list lengths used (few prepared statements).
 _IN_SIZES = (8, 32, 128, 500)
 #: Pending keys handed to the reader thread at once, without waiting for it to be idle.
 _READ_BATCH = 256
@@ -52,7 +246,7 @@ def _select(size: int, packed: bool) -> str:
 
 
 def _chunks(names: list[str]) -> Iterable[tuple[int, list[str]]]:
-    """``names`` by 500, each padded with ``""`` (never a key) to a length of :data:`_IN_SIZES`."""
+    # By 500, each padded with "" (never a key) to a length of _IN_SIZES.
     for start in range(0, len(names), _IN_SIZES[-1]):
         chunk = names[start : start + _IN_SIZES[-1]]
         size = next(b for b in _IN_SIZES if b >= len(chunk))
@@ -65,16 +259,12 @@ _Group = tuple[Wanted, "asyncio.Future[_Found]"]
 
 
 class BatchReader:
-    """ONE thread that looks up, in one call, every group of keys pending at that moment.
+    """ONE thread that looks up, in one call, every group of keys pending at that moment, in the
+    database at ``path`` (``read_only``: a missing file is an error, never created).
 
-    Args:
-        path: the database file.
-        read_only: open it read-only (a missing file is an error, never created).
-
-    Attributes:
-        hits, raw_hits, misses, read_errors: keys found with a value of the caller's
-            parser version, with a raw reply only, not found, failed (also misses).
-        read_batches: reader-thread calls made.
+    Counts keys found with a value of the caller's parser version (``hits``), with a raw reply only
+    (``raw_hits``), not found (``misses``), failed (``read_errors``, also misses), and reader-thread
+    calls (``read_batches``).
     """
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
@@ -87,7 +277,7 @@ class BatchReader:
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-cache-read")
 
     async def read(self, wanted: Wanted) -> list[CachedEntry | None]:
-        """Per item of ``wanted``: its entry for its parser version, or None (a miss; after close, all miss)."""
+        """Per item of ``wanted``: its entry for its parser version, or None (a miss; all, after close)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[CachedEntry | None]] = loop.create_future()
         self._pending.append((wanted, future))
@@ -150,7 +340,6 @@ class BatchReader:
         return self._con
 
     def _lookup(self, keys: list[tuple[str, str]]) -> list[CachedEntry | None]:
-        """Reader thread: every key's entry; a read or decode error is a miss."""
         self.read_batches += 1
         try:
             stored, undecodable = self._envelopes([key for key, _ in keys])
@@ -171,7 +360,7 @@ class BatchReader:
         return found
 
     def _envelopes(self, keys: list[str]) -> tuple[dict[str, Stored], set[str]]:
-        """The envelopes stored under ``keys`` (one query per 500, decoded by one call), and the damaged keys."""
+        # One query per 500 keys, all rows decoded by one call; and the damaged keys.
         con = self._connection()
         found: list[str] = []
         packed: list[bytes] = []
@@ -207,10 +396,11 @@ _Put = tuple[str, Value, "str | None", str]  # key, value, raw reply, parser ver
 
 
 class Writer:
-    """ONE thread committing queued entries in batches, one transaction each (see the module docstring).
+    """ONE thread committing queued entries in batches (``flush_items``, or ``flush_interval_s`` after
+    a batch's first entry), one transaction each; until committed, a value is served from memory.
 
-    The queue carries a sealed batch (list), the time a batch opened (float), a flush's
-    callback, or None (stop). :meth:`put_many` wakes the thread twice per batch, not per entry.
+    The queue carries a sealed batch (list), the time a batch opened (float), a flush's callback,
+    or None (stop).
     """
 
     def __init__(self, path: Path, flush_items: int, flush_interval_s: float) -> None:

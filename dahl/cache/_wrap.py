@@ -1,43 +1,157 @@
-"""The caching, single-flight wrappers around a Checker, a Splitter and a coverage judge, and
-the re-parse of a stored raw reply by the adapter's current parser (also used by the dry run
-and the batch planner). What they read of the adapters is declared in :mod:`dahl.adapters._base`.
-"""
+"""The caching wrappers: the one every stage's cache goes through (:class:`Cached`, and its blob
+form :class:`BlobCache`), those around a Checker, a Splitter and a coverage judge, and the re-parse of
+a stored raw reply by the adapter's current parser. Without a store (``--no-cache``) identical calls in
+flight are still made once."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeGuard, TypeVar
 
 from dahl.adapters._base import Checker, FramedKeys, Lookup, PreparedKeys, RawSplitter, ReparsingChecker, Splitter
 from dahl.adapters._coverage import CoverageJudge, Judgement
-from dahl.cache._cached import Cached
-from dahl.cache._envelope import Value
 from dahl.cache._keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys, coverage_keys, split_key
-from dahl.cache._store import CachedEntry, CacheStore
+from dahl.cache._store import CachedEntry, CacheStore, SingleFlight, Store
+from dahl.cache._table import Value
 from dahl.errors import CacheError, DahlError
 from dahl.records import Answer, AnswerResult, Claim, Coverage, Label, Verdict
 from dahl.results._counters import RunCounters
 
-__all__ = [
-    "CachingAdapter",
-    "CachingChecker",
-    "CachingJudge",
-    "CachingSplitter",
-    "Lookup",
-    "reparse_claims",
-    "reparse_verdict",
-]
+__all__ = ["BlobCache", "CacheCounts", "Cached", "CachingAdapter", "CachingChecker", "CachingJudge", "CachingSplitter",
+           "Decode", "Lookup", "reparse_claims", "reparse_verdict"]
 
 log = logging.getLogger(__name__)
 
+V = TypeVar("V")
+
+#: Turns the entry stored under a key into a value, or None (a miss); it may put a re-parsed value back.
+Decode = Callable[[str, CachedEntry], "V | None"]
+
+
+@dataclass
+class CacheCounts:
+    """What one :class:`Cached` did in this run: keys found in the store (``hits``, a re-parsed raw
+    reply included) and not (``misses``), calls that took the outcome of an identical call in flight
+    (``shared``), values computed (``computed``)."""
+
+    hits: int = 0
+    misses: int = 0
+    shared: int = 0
+    computed: int = 0
+
+
+class Cached(Generic[V]):
+    """One stage's values by key in the run's ``store`` (None: no cache), with single flight and counts.
+
+    Args:
+        store: the run's store, or None; kept as ``store``.
+        parser_version: stored with each value (another version gets the raw reply alone).
+        decode: the value of a stored entry, or None for a miss.
+
+    Attributes:
+        counts: this wrapper's :class:`CacheCounts`.
+        flight: the stage's single flight (the store's): value and whether it came from the store.
+    """
+
+    def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
+        self.store = store
+        self.parser_version = parser_version
+        self._decode = decode
+        self.counts = CacheCounts()
+        self.flight: SingleFlight[tuple[V, bool]] = store.flight() if store is not None else SingleFlight()
+
+    async def get_many(self, keys: Sequence[str], decode: Decode[V] | None = None) -> list[V | None]:
+        """The stored values of ``keys``, in order (None = a miss); one batched read, counted. ``decode``
+        replaces the wrapper's for this call. CacheError if the store is closed."""
+        store = self.store
+        if store is None or not keys:
+            self.counts.misses += len(keys)
+            return [None] * len(keys)
+        decode = decode or self._decode
+        entries = await store.get_many(keys, parser_version=self.parser_version)
+        found = [decode(key, entry) if entry is not None else None for key, entry in zip(keys, entries, strict=True)]
+        hits = len(found) - found.count(None)
+        self.counts.hits += hits
+        self.counts.misses += len(found) - hits
+        return found
+
+    def put(self, key: str, value: Value, raw: str | None = None) -> None:
+        """Queue ``value`` (finished, never an error) with its raw reply as ``key``'s; never blocks.
+        CacheError if the store is closed."""
+        self.put_many(((key, value, raw),))
+
+    def put_many(self, items: Iterable[tuple[str, Value, str | None]]) -> None:
+        """Queue ``(key, value, raw)`` entries as :meth:`put` does."""
+        if self.store is not None:
+            self.store.put_many(items, parser_version=self.parser_version)
+
+    async def resolve(self, key: str, compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
+                      decode: Decode[V] | None = None, *, lookup: Callable[[], Awaitable[V | None]] | None = None,
+                      on_shared: Callable[[bool], None] | None = None) -> V:
+        """The value of ``key``: from an identical call in flight, from the store (``lookup()`` if
+        given, else :meth:`get_many`), or ``compute()``, which returns ``(value, what to store or None,
+        raw reply)``; what it raises reaches every caller sharing the call, and nothing is put.
+        ``on_shared`` is called for a shared call with whether its value came from the store (False
+        if it raised). CacheError if the store is closed."""
+
+        async def work() -> tuple[V, bool]:
+            found = await lookup() if lookup is not None else (await self.get_many([key], decode))[0]
+            if found is not None:
+                return found, True
+            value, stored, raw = await compute()
+            self.counts.computed += 1
+            if stored is not None:
+                self.put(key, stored, raw)
+            return value, False
+
+        shared = False
+
+        def share() -> None:
+            nonlocal shared
+            shared = True
+            self.counts.shared += 1
+
+        try:
+            value, from_store = await self.flight.run(key, work, share)
+        except BaseException:
+            if shared and on_shared is not None:
+                on_shared(False)
+            raise
+        if shared and on_shared is not None:
+            on_shared(from_store)
+        return value
+
+
+def _blob(key: str, entry: CachedEntry) -> bytes | None:
+    return entry.value if isinstance(entry.value, bytes) else None
+
+
+class BlobCache(Cached[bytes]):
+    """Opaque results (bytes) by key in ``store`` (or None), stored under the caller's
+    ``parser_version`` (its encoding of the blobs), with single flight."""
+
+    def __init__(self, store: Store | None, parser_version: str) -> None:
+        super().__init__(store, parser_version, _blob)
+
+    async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[tuple[bytes, str | None]]]) -> bytes:
+        """The blob of ``key``, as :meth:`resolve` gives it; ``compute`` returns ``(blob, raw reply)``."""
+
+        async def stored() -> tuple[bytes, bytes, str | None]:
+            blob, raw = await compute()
+            return blob, blob, raw
+
+        return await self.resolve(key, stored)
+
+
 A = TypeVar("A", Splitter, Checker)
 
+# Whether a class has a methods-only protocol, decided once per class (a runtime check is ~10 µs).
 _CLASS_HAS: dict[tuple[type, type], bool] = {}
 
 
 def _has(cls: type, protocol: type) -> bool:
-    """Whether instances of ``cls`` have ``protocol``'s methods (methods-only protocols), decided once per class."""
     known = _CLASS_HAS.get((cls, protocol))
     if known is None:
         known = _CLASS_HAS[cls, protocol] = issubclass(cls, protocol)
@@ -53,8 +167,8 @@ def _is_reparsing(checker: object) -> TypeGuard[ReparsingChecker]:
 
 
 def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Claim] | None:
-    """``splitter.parse_raw(raw, answer)``, or None when there is no raw reply, the Splitter
-    is no :class:`~dahl.adapters._base.RawSplitter`, or the current parser rejects the reply."""
+    """``splitter.parse_raw(raw, answer)``, or None: no raw reply, not a
+    :class:`~dahl.adapters._base.RawSplitter`, or the current parser rejects the reply."""
     if raw is None or not _is_raw_splitter(splitter):
         return None
     try:
@@ -65,9 +179,8 @@ def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Cl
 
 
 def reparse_verdict(checker: object, raw: str | None) -> Verdict | None:
-    """``checker.parse_raw(raw)``, or None when there is no raw reply, the Checker is no
-    :class:`~dahl.adapters._base.ReparsingChecker` (or None), the current parser rejects
-    the reply, or it parses to an error verdict."""
+    """``checker.parse_raw(raw)``, or None: no raw reply, not a :class:`~dahl.adapters._base.ReparsingChecker`,
+    the current parser rejects the reply, or it parses to an error verdict."""
     if raw is None or not _is_reparsing(checker):
         return None
     try:
@@ -79,18 +192,9 @@ def reparse_verdict(checker: object, raw: str | None) -> Verdict | None:
 
 
 class CachingAdapter(Generic[A]):
-    """What both caching wrappers hold: the wrapped adapter, its store and the run's counters.
-
-    Args:
-        inner: the adapter doing the work (a Checker or a Splitter).
-        store: the result store; kept only if ``inner`` is cacheable (a cheap adapter,
-            ``cacheable = False``, is called directly, never cached).
-        counters: the run's counters.
-
-    Attributes:
-        inner: the wrapped adapter.
-        fingerprint, cacheable, parser_version: ``inner``'s.
-    """
+    """What both caching wrappers hold: the wrapped adapter ``inner`` (and its ``fingerprint``,
+    ``cacheable``, ``parser_version``), the store (None: no cache; an adapter that is not
+    ``cacheable`` is called directly) and the run's counters."""
 
     def __init__(self, inner: A, store: CacheStore | None, counters: RunCounters) -> None:
         self.inner: A = inner
@@ -108,14 +212,9 @@ class CachingAdapter(Generic[A]):
 class CachingChecker(CachingAdapter[Checker]):
     """A Checker that answers from the cache, shares identical in-flight checks, and stores.
 
-    Per claim exactly one counter is incremented: ``claims_cached`` (found, a re-parsed raw
-    reply included, also when shared), ``claims_deduped`` (an identical check in flight was
-    shared) or ``claims_checked``. Error verdicts and exceptions are never stored.
-
-    Args:
-        inner: the Checker doing the work.
-        store: the result store, or None to disable caching (single flight stays).
-        counters: the run's counters; updated on the event loop thread only.
+    Per claim exactly one of the run's counters is incremented: ``claims_cached`` (found, also
+    when shared), ``claims_deduped`` (shared an identical check in flight) or ``claims_checked``.
+    Error verdicts and exceptions are never stored.
     """
 
     def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
@@ -137,11 +236,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return self._store is not None
 
     async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
-        """Look every claim of ``answer`` up in one batched read (found ones count as cached); the
-        others go through :meth:`check_missed` with their key and the lookup's generation.
-
-        Returns:
-            The verdict per claim (None = not found), the keys, the generation read before.
+        """Look every claim of ``answer`` up in one batched read: the verdict per claim (None = not
+        found, for :meth:`check_missed`), the keys, and the store's generation read before.
 
         Raises:
             CacheError: the store is closed, or the wrapper has no store.
@@ -158,8 +254,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return Lookup(verdicts, keys, generation)
 
     def key_recipe(self) -> CheckKeyRecipe | None:
-        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None
-        (no constant request frame); rebuilt only for a new frame object."""
+        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None;
+        rebuilt only for a new frame object."""
         frame = self._framed.cache_request_frame() if self._framed is not None else None
         held_for, recipe = self._recipe
         if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
@@ -168,12 +264,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return recipe
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
-        """Return the verdict on ``claim``: shared, cached, or from ``inner.check``.
-
-        Raises:
-            AdapterError: raised by ``inner.check`` (to every caller sharing it); never cached.
-            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
-        """
+        """Return the verdict on ``claim``: shared, cached, or from ``inner.check`` (its AdapterError
+        reaches every caller sharing it); TypeError if ``cache_request`` material cannot be encoded."""
         if not self.cacheable:  # cheap and deterministic: no key, no single flight
             self._counters.claims_checked += 1
             return await self.inner.check(claim, answer)
@@ -181,17 +273,12 @@ class CachingChecker(CachingAdapter[Checker]):
         return await self._check(check_key(self.inner, claim, answer), claim, answer, None)
 
     async def _prepare(self, claims: Sequence[Claim], answer: Answer) -> None:
-        """Let the wrapped Checker do the blocking part of its keys off the loop (``prepare_keys``)."""
-        if self._prepare_keys is not None:
+        if self._prepare_keys is not None:  # the blocking part of the keys, off the loop
             await self._prepare_keys.prepare_keys(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
-        """:meth:`check` for a claim :meth:`look_up` did not find under ``key`` at ``generation``: the
-        disk is read again only if the store may have written the key since.
-
-        Raises:
-            AdapterError: raised by ``inner.check``; never cached.
-        """
+        """:meth:`check` for a claim :meth:`look_up` did not find under ``key`` at ``generation``
+        (the disk is read again only if the store may have written the key since)."""
         return await self._check(key, claim, answer, generation)
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
@@ -222,25 +309,17 @@ class CachingChecker(CachingAdapter[Checker]):
             self._counters.claims_deduped += 1
 
     def _verdict_of(self, key: str, entry: CachedEntry) -> Verdict | None:
-        """The verdict a lookup found: the stored one, or its raw reply re-parsed (and put back with it)."""
         if isinstance(entry.value, Verdict):
             return entry.value
         verdict = reparse_verdict(self._reparser, entry.raw)
-        if verdict is not None:  # the raw reply goes along: a later parser change re-parses it again
+        if verdict is not None:  # put back with its raw reply: a later parser change re-parses it again
             self._cached.put(key, verdict, entry.raw)
         return verdict
 
 
 class CachingSplitter(CachingAdapter[Splitter]):
-    """A Splitter that answers from the cache, shares identical in-flight splits, and stores.
-
-    Only complete claim lists are stored, never exceptions; each caller gets its own list.
-
-    Args:
-        inner: the Splitter doing the work.
-        store: the result store, or None to disable caching (single flight stays).
-        counters: the run's counters (split counts live on this wrapper).
-    """
+    """A Splitter that answers from the cache, shares identical in-flight splits, and stores
+    complete claim lists (never exceptions); each caller gets its own list."""
 
     def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
@@ -264,13 +343,8 @@ class CachingSplitter(CachingAdapter[Splitter]):
         return self._cached.counts.shared
 
     async def split(self, answer: Answer) -> list[Claim]:
-        """Return the claims of ``answer``: shared, cached, or from ``inner``.
-
-        Raises:
-            AdapterError: raised by ``inner`` (to every waiter of the same flight).
-            ConfigError: raised by ``inner`` (e.g. the given Splitter without claims).
-            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
-        """
+        """Return the claims of ``answer``: shared, cached, or from ``inner`` (its AdapterError or
+        ConfigError reaches every caller sharing it); TypeError as :meth:`CachingChecker.check`."""
         if not self.cacheable:  # cheap and deterministic: no key, no single flight
             self._direct_calls += 1
             return list(await self.inner.split(answer))
@@ -288,11 +362,10 @@ class CachingSplitter(CachingAdapter[Splitter]):
         return list(await self._cached.resolve(split_key(self.inner, answer), call, claims_of))
 
     def _claims_of(self, key: str, entry: CachedEntry, answer: Answer | None = None) -> list[Claim] | None:
-        """The stored claims, or (given ``answer``) the stored raw reply re-parsed and put back with it."""
         if isinstance(entry.value, list):
             return entry.value
         claims = reparse_claims(self._raw, entry.raw, answer) if answer is not None else None
-        if claims is not None:  # keep the raw reply for a later parser change
+        if claims is not None:  # put back with its raw reply, for a later parser change
             self._cached.put(key, claims, entry.raw)
         return claims
 
@@ -306,16 +379,10 @@ def _label(key: str, entry: CachedEntry) -> Coverage | None:
 
 class CachingJudge:
     """A coverage judge (:class:`~dahl.adapters._coverage.CoverageJudge`) that answers from the cache
-    and stores each fact's label (bytes, no raw reply) under :func:`~dahl.cache._keys.coverage_keys`.
+    and stores each fact's label (bytes) under :func:`~dahl.cache._keys.coverage_keys`.
 
-    Args:
-        inner: the judge doing the work; a cheap one (``cacheable = False``) is called directly.
-        store: the result store, or None (then every fact goes to ``inner``).
-
-    Attributes:
-        fingerprint, cacheable, parser_version: ``inner``'s.
-        facts_cached: facts answered from the store.
-        facts_judged: facts handed to ``inner``.
+    ``inner`` does the work (all of it if not ``cacheable`` or without a store); counts
+    ``facts_cached`` (answered from the store) and ``facts_judged`` (handed to ``inner``).
     """
 
     def __init__(self, inner: CoverageJudge, store: CacheStore | None) -> None:
@@ -330,11 +397,8 @@ class CachingJudge:
         self.facts_judged = 0
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
-        """Stored labels for the facts found, ``inner.judge`` for the rest (one call for all misses).
-
-        Raises:
-            AdapterError: from ``inner`` (nothing is stored then).
-        """
+        """Stored labels for the facts found, ``inner.judge`` for the rest (one call for all misses;
+        its AdapterError is raised and nothing stored)."""
         cached = self._cached
         if cached is None:
             self.facts_judged += len(facts)

@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from dahl.cache import CacheStore, default_cache_dir
-from dahl.cache._schema import DB_NAME
+from dahl.cache._table import DB_NAME
 from dahl.cli._console import EXIT_USAGE, console, out
 from dahl.cli._options import CACHE_DIR
 from dahl.errors import DahlError

@@ -23,7 +23,7 @@ import anyio
 import msgspec
 
 from dahl.adapters._endpoint import Connections
-from dahl.cache._cached import BlobCache
+from dahl.cache._wrap import BlobCache
 from dahl.cache._store import open_store
 from dahl.engine._channel import Channel
 from dahl.engine._ends import Reader, Writer

@@ -24,7 +24,7 @@ import msgspec
 
 from dahl.adapters._endpoint import Connections, Endpoint
 from dahl.adapters._parse import parse_json_object
-from dahl.cache._cached import BlobCache
+from dahl.cache._wrap import BlobCache
 from dahl.cache._store import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import anyio
 
-from dahl.cache._cached import BlobCache
+from dahl.cache._wrap import BlobCache
 from dahl.cache._store import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel
