@@ -8,7 +8,7 @@ timeouts, retries, concurrency, rate limits).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -114,28 +114,23 @@ def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> lis
     if framed is not None:
         frame = framed.cache_request_frame()
         split = None if frame is None else _split_material(checker.fingerprint, frame)
-        if split is not None:
-            return _keys_around(split[0], framed.cache_request_contents(claims, answer), split[2])
+        if split is not None:  # blake2b-128 of before + msgpack(content) + after
+            head, tail, encode = split[0], split[2], _ENCODER.encode
+            keys = []
+            for content in framed.cache_request_contents(claims, answer):
+                hasher = head.copy()
+                hasher.update(encode(content))
+                hasher.update(tail)
+                keys.append(hasher.hexdigest())
+            return keys
     question = _question(keyed, answer)
     return [_check_key(checker, keyed, claim, answer, question) for claim in claims]
 
 
 #: A string no request contains (NUL bytes): marks where the per-claim text is encoded.
 _CONTENT_HOLE = "\x00dahl-key-content\x00"
-_SPLITS: dict[tuple[str, bytes], tuple[Any, bytes, bytes]] = {}
 #: The last (fingerprint, frame, split) of _split_material: a run asks for one frame, once per answer.
 _LAST_SPLIT: list[tuple[str, dict[str, Any], tuple[Any, bytes, bytes] | None] | None] = [None]
-
-
-def _keys_around(head: Any, contents: Iterable[str], tail: bytes) -> list[str]:
-    encode = _ENCODER.encode
-    keys = []
-    for content in contents:
-        hasher = head.copy()
-        hasher.update(encode(content))
-        hasher.update(tail)
-        keys.append(hasher.hexdigest())
-    return keys
 
 
 def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
@@ -145,15 +140,12 @@ def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes
     # The same frame object again: skip encoding it (identity: equal dicts, 1 == 1.0, may encode apart).
     if last is not None and last[1] is frame and last[0] == fingerprint:
         return last[2]
-    encoded = _ENCODER.encode(KeyMaterial(KEY_VERSION, "check", fingerprint, {**frame, "content": _CONTENT_HOLE}, "", ""))
-    found = _SPLITS.get((fingerprint, encoded))
-    if found is None:
-        hole = _ENCODER.encode(_CONTENT_HOLE)
-        if encoded.count(hole) == 1:
-            before, after = encoded.split(hole)
-            if len(_SPLITS) >= 64:
-                _SPLITS.clear()
-            found = _SPLITS[fingerprint, encoded] = (hashlib.blake2b(before, digest_size=16), before, after)
+    material = KeyMaterial(KEY_VERSION, "check", fingerprint, {**frame, "content": _CONTENT_HOLE}, "", "")
+    encoded, hole = _ENCODER.encode(material), _ENCODER.encode(_CONTENT_HOLE)
+    found = None
+    if encoded.count(hole) == 1:
+        before, after = encoded.split(hole)
+        found = (hashlib.blake2b(before, digest_size=16), before, after)
     _LAST_SPLIT[0] = (fingerprint, frame, found)  # holding it keeps its id from being reused
     return found
 

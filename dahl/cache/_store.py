@@ -1,6 +1,5 @@
 """The result store: its interface (:class:`Store`), single flight, the local SQLite backend
-(:class:`CacheStore`, its database and threads in :mod:`dahl.cache._table`)
-and :func:`open_store` for one command."""
+(:class:`CacheStore`; its database and threads in :mod:`dahl.cache._table`), :func:`open_store`."""
 
 from __future__ import annotations
 
@@ -110,16 +109,13 @@ def default_cache_dir() -> Path:
 
 
 class CacheStore:
-    """Results on disk, keyed by content hash: the local :class:`Store`; other processes may share ``directory``.
-
-    Args:
-        directory: cache directory (created if missing); kept as ``directory``.
-        flush_items: queued entries that trigger a write transaction.
-        flush_interval_s: longest an entry waits before it is written, seconds.
+    """Results on disk, keyed by content hash: the local :class:`Store`, in ``directory`` (created if
+    missing; other processes may share it). A write transaction commits ``flush_items`` queued entries,
+    or those that waited ``flush_interval_s`` seconds.
 
     Raises:
-        CacheUnusable: the directory cannot be created, or its database cannot be opened or
-            created (a damaged one is moved aside with a warning).
+        CacheUnusable: the directory or its database cannot be created or opened (a damaged one is
+            moved aside with a warning).
         ValueError: ``flush_items < 1`` or ``flush_interval_s <= 0``.
     """
 

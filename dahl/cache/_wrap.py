@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeGuard, TypeVar
+from typing import Generic, TypeVar, cast
 
 from dahl.adapters._base import Checker, FramedKeys, Lookup, PreparedKeys, RawSplitter, ReparsingChecker, Splitter
 from dahl.adapters._coverage import CoverageJudge, Judgement
@@ -158,21 +158,13 @@ def _has(cls: type, protocol: type) -> bool:
     return known
 
 
-def _is_raw_splitter(splitter: object) -> TypeGuard[RawSplitter]:
-    return _has(type(splitter), RawSplitter)
-
-
-def _is_reparsing(checker: object) -> TypeGuard[ReparsingChecker]:
-    return _has(type(checker), ReparsingChecker)
-
-
 def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Claim] | None:
     """``splitter.parse_raw(raw, answer)``, or None: no raw reply, not a
     :class:`~dahl.adapters._base.RawSplitter`, or the current parser rejects the reply."""
-    if raw is None or not _is_raw_splitter(splitter):
+    if raw is None or not _has(type(splitter), RawSplitter):
         return None
     try:
-        return splitter.parse_raw(raw, answer)
+        return cast(RawSplitter, splitter).parse_raw(raw, answer)
     except DahlError as exc:
         log.debug("stored split reply no longer parses (%s); splitting again", exc)
         return None
@@ -181,10 +173,10 @@ def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Cl
 def reparse_verdict(checker: object, raw: str | None) -> Verdict | None:
     """``checker.parse_raw(raw)``, or None: no raw reply, not a :class:`~dahl.adapters._base.ReparsingChecker`,
     the current parser rejects the reply, or it parses to an error verdict."""
-    if raw is None or not _is_reparsing(checker):
+    if raw is None or not _has(type(checker), ReparsingChecker):
         return None
     try:
-        verdict = checker.parse_raw(raw)
+        verdict = cast(ReparsingChecker, checker).parse_raw(raw)
     except DahlError as exc:
         log.debug("stored reply no longer parses (%s); checking again", exc)
         return None
@@ -390,9 +382,8 @@ class CachingJudge:
         self.fingerprint = inner.fingerprint
         self.cacheable = inner.cacheable
         self.parser_version = inner.parser_version
-        self._cached: Cached[Coverage] | None = (
-            Cached(store, inner.parser_version, _label) if store is not None and inner.cacheable else None
-        )
+        cached = store is not None and inner.cacheable
+        self._cached: Cached[Coverage] | None = Cached(store, inner.parser_version, _label) if cached else None
         self.facts_cached = 0
         self.facts_judged = 0
 
