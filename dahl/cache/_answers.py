@@ -1,9 +1,5 @@
-"""Whole answers in the cache: a re-score skips splitting and checking of unchanged answers.
-
-A key hashes :data:`WHOLE_VERSION`, the Checker's key recipe, the preprocess switch, the
-response limit, the Splitter's parser version, :func:`code_digest`, then the answer's input
-hash and a cached Splitter's split key. Only answers whose claims all have a non-error verdict are stored.
-"""
+"""Whole answers in the cache: a re-score skips splitting and checking of unchanged answers; only answers
+whose claims all have a non-error verdict are stored."""
 
 from __future__ import annotations
 
@@ -25,14 +21,12 @@ __all__ = ["WHOLE_VERSION", "AnswerCache", "StoredAnswer", "code_digest", "decod
 
 log = logging.getLogger(__name__)
 
-#: Bumped whenever what a whole-answer entry holds, or how its key is made, changes.
-WHOLE_VERSION = 2
+WHOLE_VERSION = 2  #: Bumped whenever what a whole-answer entry holds, or how its key is made, changes.
 
 
 class StoredAnswer(msgspec.Struct, frozen=True, array_like=True):
-    """A whole-answer entry (msgpack): the claims' JSON array as ``answers.jsonl`` writes them
-    (at least one, none labelled ``error``), the question's content id, and the response as
-    scored when preprocessing changed it (else None)."""
+    """A whole-answer entry (msgpack): the claims' JSON array as ``answers.jsonl`` holds them, the question's id,
+    and the response as scored when preprocessing changed it."""
 
     claims: bytes
     question_id: str
@@ -52,9 +46,11 @@ _ERROR_INDEX = LABELS.index(Label.ERROR)
 
 
 class AnswerCache:
-    """Finished answers stored whole (the pipeline's ``WholeAnswers``) for the run's ``store``, caching
-    ``splitter`` and ``checker`` (with a key recipe), ``preprocess`` switch and ``max_response_chars``
-    (characters); build it with :meth:`for_run`. ``kept`` counts answers stored whole in this run."""
+    """Finished answers stored whole (the pipeline's ``WholeAnswers``); build it with :meth:`for_run`.
+
+    A key hashes :data:`WHOLE_VERSION`, the Checker's key recipe, ``preprocess``, ``max_response_chars``, the
+    Splitter's parser version and :func:`code_digest`, then the input hash (and a cached Splitter's split key).
+"""
 
     def __init__(self, store: CacheStore, splitter: CachingSplitter, checker: CachingChecker, *, preprocess: bool,
                  max_response_chars: int) -> None:
@@ -82,7 +78,7 @@ class AnswerCache:
     @classmethod
     def for_run(cls, store: CacheStore | None, splitter: CachingSplitter, checker: CachingChecker, *,
                 preprocess: bool, max_response_chars: int) -> AnswerCache | None:
-        """An answer cache for this run, or None: no store, or a Checker not cached or without a key recipe."""
+        """An answer cache for this run, or None: no store, or the Checker is not cached or has no key recipe."""
         if store is None or not checker.can_look_up or checker.key_recipe() is None:
             return None
         return cls(store, splitter, checker, preprocess=preprocess, max_response_chars=max_response_chars)
@@ -101,16 +97,14 @@ class AnswerCache:
         return _ENCODER.encode([*parts, *self._settings])
 
     def key_material(self) -> bytes | None:
-        """The bytes a key hashes before the input hash, or None when a key needs more (a cached
-        Splitter's split key) or the Checker has no key recipe now."""
+        """The bytes a key hashes before the input hash, or None (the Checker has no recipe, or a Splitter is cached)."""
         recipe = self._checker.key_recipe()
         if recipe is None or self._split_inner is not None:
             return None
         return self._material(recipe)
 
     def keys(self, items: Sequence[tuple[Answer, str]]) -> list[str | None]:
-        """Whole-answer keys of (answer, input hash) ``items``; None for all when none can be made.
-        TypeError if the Splitter's ``cache_request`` material cannot be encoded."""
+        """Whole-answer keys of (answer, input hash) ``items``, or all None; TypeError as in ``split_key``."""
         head = self._key_head()
         if head is None:
             return [None] * len(items)
@@ -119,8 +113,7 @@ class AnswerCache:
                 for answer, input_hash in items]
 
     async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
-        """Per (answer, input hash) item, one batched read: its key (None: not storable) and what is
-        stored, or None (a miss, or an undecodable entry). CacheError if the store is closed."""
+        """Per (answer, input hash), by one read: its key (None: not storable) and what is stored, or None."""
         keys = self.keys(items)
         wanted = [key for key in keys if key is not None]
         self._uncacheable += len(keys) - len(wanted)
@@ -128,8 +121,7 @@ class AnswerCache:
         return keys, [next(got) if key is not None else None for key in keys]
 
     def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
-        """Store ``result`` under ``key`` (from :meth:`look_up`) unless it has no claim or an error claim;
-        with ``cleaned`` (preprocessing changed it) its response too. Never blocks; CacheError if closed."""
+        """Store ``result`` under ``key`` unless it has no claim or an error claim (``cleaned``: with its response)."""
         if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted once, when the result was built
             return
         claims = _JSON_ENCODER.encode(result.claims)
@@ -139,8 +131,7 @@ class AnswerCache:
 
 
 def whole_key(head: hashlib.blake2b, input_hash: str, split: str | None = None) -> str:
-    """A whole-answer key: ``head`` (blake2b-128 of :meth:`AnswerCache.key_material`'s bytes),
-    then the input hash and, for a cached Splitter, the answer's split key (hex)."""
+    """A whole-answer key: ``head`` (hash of :meth:`AnswerCache.key_material`), the input hash, the split key."""
     hasher = head.copy()
     hasher.update(input_hash.encode())
     if split is not None:

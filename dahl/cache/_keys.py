@@ -1,9 +1,5 @@
-"""Canonical cache keys of split and check results, coverage labels and the other jobs' blobs.
-
-A key is the blake2b-128 hex digest (32 hex digits) of the deterministic msgpack encoding of a
-:class:`KeyMaterial`: everything that can change a result, nothing that cannot (API key,
-timeouts, retries, concurrency, rate limits).
-"""
+"""Canonical cache keys: blake2b-128 (32 hex digits) of the deterministic msgpack of all that can change a result
+(never API key, timeouts, retries, concurrency or rate limits), for checks, splits, coverage and the other jobs."""
 
 from __future__ import annotations
 
@@ -30,17 +26,12 @@ T = TypeVar("T")
 
 
 class KeyMaterial(msgspec.Struct, frozen=True, array_like=True):
-    """Everything a split or check key is computed from (a fixed-order array).
+    """What a split or check key is made of (a fixed-order array).
 
-    Attributes:
-        version: :data:`KEY_VERSION`.
-        fingerprint: the adapter's fingerprint (settings that change its output).
-        request: the adapter's ``cache_request`` material (request body, base URL, model, template
-            version), or None without the hook.
-        question, text: the normalized question, and the normalized claim (check) or the response
-            verbatim (split, spans index it); ``""`` when ``request`` covers the input as sent.
-        given_label, given_claims: the claim's given label (check), the answer's given claims (split).
-    """
+    ``request`` is the adapter's ``cache_request`` material (request body, base URL, model, template version) or
+    None; ``question`` and ``text`` (the normalized claim, or the response verbatim) are ``""`` when it covers the
+    input as sent; ``given_label`` (check) and ``given_claims`` (split) come from the input.
+"""
 
     version: int
     stage: Literal["split", "check"]
@@ -53,8 +44,7 @@ class KeyMaterial(msgspec.Struct, frozen=True, array_like=True):
 
 
 class RefsKeyMaterial(msgspec.Struct, frozen=True, array_like=True):
-    """What an extraction or rating key is computed from (a fixed-order array): ``context`` is the
-    document title or the normalized question; ``text`` the chunk verbatim or the normalized fact."""
+    """An extraction or rating key's material: ``context`` (title, or normalized question) and ``text``."""
 
     version: int
     stage: Literal["extract", "rate"]
@@ -108,8 +98,7 @@ def check_key(checker: Checker, claim: Claim, answer: Answer) -> str:
 
 
 def check_keys(checker: Checker, claims: Sequence[Claim], answer: Answer) -> list[str]:
-    """``[check_key(checker, c, answer) for c in claims]``; for a :class:`~dahl.adapters._base.FramedKeys`
-    Checker the bytes around each claim's text are hashed once (TypeError as :func:`key_of`)."""
+    """``[check_key(checker, c, answer) for c in claims]``; a FramedKeys Checker's frame is hashed once."""
     keyed, framed = _capabilities(checker)
     if framed is not None:
         frame = framed.cache_request_frame()
@@ -134,8 +123,7 @@ _LAST_SPLIT: list[tuple[str, dict[str, Any], tuple[Any, bytes, bytes] | None] | 
 
 
 def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes, bytes] | None:
-    """The bytes :func:`key_of` hashes for a request ``{**frame, "content": text}`` around the text:
-    (hash state of before, before, after); None if the frame itself holds the placeholder."""
+    """(hash state of before, before, after) around the text of ``{**frame, "content": text}``'s key bytes."""
     last = _LAST_SPLIT[0]
     # The same frame object again: skip encoding it (identity: equal dicts, 1 == 1.0, may encode apart).
     if last is not None and last[1] is frame and last[0] == fingerprint:
@@ -152,10 +140,8 @@ def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes
 
 @dataclass(frozen=True)
 class CheckKeyRecipe:
-    """Everything but the claim that a Checker's check keys are made of: a claim's key is blake2b-128
-    over ``before + msgpack(content) + after``, ``content`` being :func:`~dahl.adapters._keybody.fill_content`
-    of ``parts`` (the message text around question and claim) with the normalized question and claim;
-    ``parser_version`` names the stored values."""
+    """A Checker's check keys but the claim: blake2b-128 over ``before + msgpack(content) + after``, ``content``
+    being :func:`~dahl.adapters._keybody.fill_content` of ``parts`` with the normalized question and claim."""
 
     before: bytes
     after: bytes
@@ -164,8 +150,7 @@ class CheckKeyRecipe:
 
 
 def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | None:
-    """The recipe of ``checker``'s check keys while its frame is the same, or None (no
-    :class:`~dahl.adapters._base.FramedKeys` hooks covering its input, or a hook returns None)."""
+    """The recipe of ``checker``'s check keys while its frame is the same, or None (no covering FramedKeys)."""
     framed = _capabilities(checker)[1]
     if framed is None:
         return None

@@ -1,5 +1,5 @@
 """The result store: its interface (:class:`Store`), single flight, the local SQLite backend
-(:class:`CacheStore`; its database and threads in :mod:`dahl.cache._table`), :func:`open_store`."""
+(:class:`CacheStore`; internals in :mod:`dahl.cache._table`) and :func:`open_store`."""
 
 from __future__ import annotations
 
@@ -25,15 +25,16 @@ __all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store"
 
 log = logging.getLogger(__name__)
 
-#: Environment variable overriding the default cache directory.
-CACHE_DIR_ENV = "DAHL_CACHE_DIR"
+CACHE_DIR_ENV = "DAHL_CACHE_DIR"  #: Environment variable overriding the default cache directory.
 
 T = TypeVar("T")
 
 
 class SingleFlight(Generic[T]):
-    """At most one call per key at a time; callers arriving meanwhile share its result or exception.
-    A cancelled waiter leaves the call running; a cancelled owner's waiters retry (one becomes the owner)."""
+    """One call per key at a time; callers arriving meanwhile share its result or exception.
+
+    A cancelled waiter leaves the call running; a cancelled owner's waiters retry (one becomes the owner).
+"""
 
     def __init__(self) -> None:
         self._calls: dict[str, asyncio.Future[T] | None] = {}  # keys in flight; a future once one waits
@@ -47,8 +48,7 @@ class SingleFlight(Generic[T]):
         return key in self._calls
 
     async def run(self, key: str, work: Callable[[], Awaitable[T]], on_shared: Callable[[], None]) -> T:
-        """``await work()``, or the outcome (result or exception) of the identical call in flight,
-        then ``on_shared()`` is called once."""
+        """``await work()``, or the outcome of the identical call in flight (then ``on_shared()`` is called)."""
         calls = self._calls
         while key in calls:
             future = calls[key]
@@ -85,16 +85,14 @@ class SingleFlight(Generic[T]):
 
 
 class Store(Protocol):
-    """The store interface :class:`~dahl.cache._wrap.Cached` uses; :class:`CacheStore` is the local one.
-    A value is stored with the parser version that produced it and its raw reply."""
+    """The store interface :class:`~dahl.cache._wrap.Cached` uses; :class:`CacheStore` is the local one."""
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key: the value put by ``parser_version``, else its raw reply alone, else None (a miss);
-        CacheError if the store is closed."""
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None; CacheError if closed."""
         ...
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
-        """Queue ``(key, value, raw)`` entries (never errors); never blocks; CacheError if the store is closed."""
+        """Queue ``(key, value, raw)`` entries (never errors); never blocks; CacheError if closed."""
         ...
 
     def flight(self) -> SingleFlight[Any]:
@@ -109,15 +107,12 @@ def default_cache_dir() -> Path:
 
 
 class CacheStore:
-    """Results on disk, keyed by content hash: the local :class:`Store`, in ``directory`` (created if
-    missing; other processes may share it). A write transaction commits ``flush_items`` queued entries,
-    or those that waited ``flush_interval_s`` seconds.
+    """Results on disk by content hash in ``directory`` (created; other processes may share it): the local Store.
 
-    Raises:
-        CacheUnusable: the directory or its database cannot be created or opened (a damaged one is
-            moved aside with a warning).
-        ValueError: ``flush_items < 1`` or ``flush_interval_s <= 0``.
-    """
+    A write transaction commits ``flush_items`` queued entries, or those that waited ``flush_interval_s`` seconds.
+    Raises CacheUnusable (the directory or database cannot be created or opened; a damaged one is moved aside)
+    and ValueError (``flush_items < 1`` or ``flush_interval_s <= 0``).
+"""
 
     def __init__(self, directory: Path, *, flush_items: int = 500, flush_interval_s: float = 0.15) -> None:
         if flush_items < 1 or flush_interval_s <= 0:
@@ -171,8 +166,7 @@ class CacheStore:
         return SingleFlight()
 
     def put(self, key: str, value: Value, raw: str | None, *, parser_version: str = "1") -> None:
-        """Queue ``value`` and its ``raw`` reply as ``key``'s one row (replacing it); never blocks;
-        CacheError if the store is closed."""
+        """Queue ``value`` and its ``raw`` reply as ``key``'s one row; never blocks; CacheError if closed."""
         self.put_many(((key, value, raw),), parser_version=parser_version)
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
@@ -181,7 +175,7 @@ class CacheStore:
         self._writer.put_many([(key, value, raw, parser_version) for key, value, raw in items])
 
     async def flush(self) -> None:
-        """Wait (without blocking the loop) until every entry queued before is committed; CacheError if closed."""
+        """Wait (off the loop) until every entry queued before is committed; CacheError if closed."""
         self._check_open()
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -202,9 +196,8 @@ class CacheStore:
         return self._writer.recent(key, parser_version)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
-        """Whether a lookup that missed ``key`` at ``generation`` is still a miss (memory only): the value
-        put since by ``parser_version``; None (this process has not written it since, exact for the
-        last 128 batches); or False (read it again)."""
+        """Is a lookup that missed ``key`` at ``generation`` still a miss? The value put since by ``parser_version``;
+        None (not written by this process since; exact for 128 batches); False (read it again). Memory only."""
         return self._writer.after_miss(key, generation, parser_version)
 
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
@@ -212,8 +205,8 @@ class CacheStore:
         return (await self.get_many([key], parser_version=parser_version))[0]
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key, in order: the value put by ``parser_version``; else its raw reply alone (value
-        None); else None (a miss; a failed read is one). CacheError if the store is closed."""
+        """Per key, in order: the value put by ``parser_version``, else its raw reply alone (value None), else None
+        (a miss; so is a failed read). CacheError if closed."""
         self._check_open()
         recent = self._writer.recent if self._writer.queued else None
         found: list[CachedEntry | None] = [None] * len(keys)
@@ -231,10 +224,11 @@ class CacheStore:
         return found
 
     def stats(self) -> dict[str, Any]:
-        """Size of the cache and this session's counts (blocking): ``directory``, ``entries`` (rows),
-        ``size_bytes`` (database and WAL); since open: ``hits``, ``raw_hits`` (raw reply only),
-        ``misses``, ``read_errors``, ``read_batches``, ``writes``, ``write_errors``, ``transactions``,
-        ``queued``. CacheError if the database cannot be read."""
+        """The cache's size and this session's counts (blocking); CacheError if the database cannot be read.
+
+        Keys: ``directory``, ``entries`` (rows), ``size_bytes`` (database and WAL), ``hits``, ``raw_hits``, ``misses``,
+        ``read_errors``, ``read_batches``, ``writes``, ``write_errors``, ``transactions``, ``queued``.
+"""
         try:
             with contextlib.closing(connect(self._path, timeout_s=READ_TIMEOUT_S)) as con:
                 entries = int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
@@ -248,8 +242,7 @@ class CacheStore:
                 "write_errors": w.write_errors, "transactions": w.transactions, "queued": w.queued}
 
     def clear(self) -> int:
-        """Remove every entry after committing the queue (blocking); return how many there were.
-        CacheError if the store is closed or the database cannot be written."""
+        """Remove every entry after committing the queue (blocking); how many there were. CacheError on failure."""
         self._check_open()
         event = threading.Event()
         self._writer.send(event.set)
@@ -270,8 +263,8 @@ class CacheStore:
 
 
 async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
-    """Open the cache at ``cache_dir`` (None: :func:`default_cache_dir`) in a worker thread, closed
-    when ``stack`` closes (shielded): ``(store, None)``, or ``(None, why)`` if unusable (a warning)."""
+    """Open the cache at ``cache_dir`` (None: the default) in a worker thread, closed with ``stack`` (shielded):
+    ``(store, None)``, or ``(None, why)`` if unusable (with a warning)."""
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     try:
         store = await anyio.to_thread.run_sync(CacheStore, directory)

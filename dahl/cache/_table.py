@@ -1,10 +1,8 @@
-"""The local store's internals: the envelope a row holds (:class:`Stored`), the database file
-(:func:`open_database`) and its two threads (:class:`BatchReader`, :class:`Writer`).
+"""The local store's internals: the row envelope (:class:`Stored`), ``cache.db`` (:func:`open_database`) and
+its reader and writer threads. A failed read is a miss, a failed commit drops its batch (one warning each).
 
-``cache.db`` holds one table, ``entries(key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL
-NOT NULL)``: a cache key, a msgpack :class:`Stored`, ``time.time()`` of the write in seconds; WAL
-mode, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`. A failed read is a miss and a failed
-commit drops its batch, each with one warning.
+``entries(key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)``: a cache key, a msgpack
+:class:`Stored`, ``time.time()`` of the write (s); WAL mode, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ Value = Verdict | list[Claim] | bytes
 
 
 class Stored(msgspec.Struct, array_like=True, frozen=True):
-    """The envelope stored in a result's row (msgpack array): the ``value`` (bytes are an opaque blob),
-    the ``parser_version`` that produced it, and the model's ``raw`` reply unless it is a Verdict's own."""
+    """A row's msgpack envelope: ``value`` (bytes: an opaque blob), its ``parser_version``, the ``raw`` reply."""
 
     parser_version: str
     value: Value
@@ -48,8 +45,7 @@ class Stored(msgspec.Struct, array_like=True, frozen=True):
 
 
 class CachedEntry(NamedTuple):
-    """What a lookup found: ``value`` for the requested parser version, or None and the ``raw``
-    reply to re-parse (``raw`` is only filled when ``value`` is None)."""
+    """A lookup's find: ``value`` for the caller's parser version, or None and the ``raw`` reply to re-parse."""
 
     value: Value | None
     raw: str | None
@@ -62,17 +58,14 @@ ENVELOPES_DECODER: msgspec.msgpack.Decoder[list[Stored]] = msgspec.msgpack.Decod
 
 
 def encode_envelope(value: Value, raw: str | None, parser_version: str) -> bytes:
-    """The row bytes of ``value`` with its ``raw`` reply (kept once for a Verdict whose own ``raw`` it is),
-    made by parser ``parser_version``; TypeError if msgspec cannot encode ``value``."""
+    """The row bytes of ``value`` and ``raw`` (kept once in a Verdict); TypeError if msgspec cannot encode it."""
     if raw is not None and isinstance(value, Verdict) and value.raw == raw:
         raw = None
     return _ENCODER.encode(Stored(parser_version, value, raw))
 
 
 def entry_of(stored: Stored, parser_version: str) -> CachedEntry | None:
-    """What ``stored`` gives a caller with parser ``parser_version``: ``CachedEntry(value, None)``
-    for the same version; else ``CachedEntry(None, raw)`` (the envelope's raw reply, or a
-    Verdict's own), or None without a raw reply."""
+    """What ``stored`` gives parser ``parser_version``: its value, else its (or its Verdict's) raw reply, else None."""
     if stored.parser_version == parser_version:
         return CachedEntry(stored.value, None)
     raw = stored.raw
@@ -81,23 +74,18 @@ def entry_of(stored: Stored, parser_version: str) -> CachedEntry | None:
     return None if raw is None else CachedEntry(None, raw)
 
 
-#: The database file name inside the cache directory.
-DB_NAME = "cache.db"
-#: ``PRAGMA user_version`` of the layout this module creates.
-SCHEMA_VERSION = 1
-#: How long a connection waits for SQLite's write lock, seconds.
-WRITE_TIMEOUT_S = 60.0
+DB_NAME = "cache.db"  #: The database file name inside the cache directory.
+SCHEMA_VERSION = 1  #: ``PRAGMA user_version`` of the layout this module creates.
+WRITE_TIMEOUT_S = 60.0  #: How long a connection waits for SQLite's write lock, seconds.
 
 _CREATE = "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)"
-#: Characters of SQLite's description of a damaged database kept in the warning.
-_PROBLEM_CHARS = 200
+_PROBLEM_CHARS = 200  #: Characters of SQLite's description of a damaged database kept in the warning.
 #: diskcache's value modes: 1 = bytes or str in the row, 2 = bytes in a file, 3 = str in a file.
 _DISKCACHE_ROW, _DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE = 1, 2, 3
 
 
 class CacheUnusable(CacheError):
-    """The cache directory or its database cannot be used at all (a folder that cannot be created, a
-    ``cache.db`` that cannot be opened or created, a schema newer than this dahl's); a run goes on without it."""
+    """The cache directory or its ``cache.db`` cannot be used at all; a run goes on without it."""
 
 
 def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connection:
@@ -106,13 +94,12 @@ def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connec
 
 
 def open_database(directory: Path) -> Path:
-    """Make the cache.db of the existing ``directory`` ready (created if missing); return its path.
+    """Make the ``cache.db`` of ``directory`` ready (created if missing); return its path.
 
-    A cache of older dahl (diskcache's ``Cache`` table, ``user_version`` 0) is migrated in place,
-    once, in one transaction. A damaged one is renamed ``cache.db.corrupt-<YYYYmmddTHHMMSS>``
-    (with its ``-wal`` and ``-shm`` files), with one warning. CacheUnusable if the database cannot
-    be opened, checked or created, or a newer dahl wrote it.
-    """
+    A cache of older dahl (diskcache's ``Cache`` table) is migrated in place, once; a damaged one is renamed
+    ``cache.db.corrupt-<YYYYmmddTHHMMSS>`` (with one warning). CacheUnusable if it cannot be opened, checked or
+    created, or a newer dahl wrote it.
+"""
     path = directory / DB_NAME
     try:
         problem = _prepare(path)
@@ -130,8 +117,7 @@ def open_database(directory: Path) -> Path:
 
 
 def _prepare(path: Path) -> str | None:
-    """Check, migrate or create the database at ``path``; the problem found if it is damaged (other
-    sqlite3 errors, a newer schema's CacheUnusable and an unreadable diskcache file are raised)."""
+    """Check, migrate or create the database at ``path``; the problem found if it is damaged."""
     con = connect(path)
     try:
         try:
@@ -171,8 +157,7 @@ def _create(con: sqlite3.Connection) -> None:
 
 
 def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
-    """Copy a diskcache-format cache's results into ``entries`` and drop diskcache's tables (one
-    transaction); rows of other kinds (pickled values, non-text keys) are dropped."""
+    """Copy a diskcache cache's dahl rows into ``entries`` and drop its tables, in one transaction."""
     con.execute("PRAGMA journal_mode = WAL")
     files: list[Path] = []
     con.execute("BEGIN IMMEDIATE")
@@ -226,14 +211,12 @@ def _move_aside(directory: Path) -> Path:
 
 #: Keys per ``key IN (...)`` query: the list lengths used (few prepared statements).
 _IN_SIZES = (8, 32, 128, 500)
-#: Pending keys handed to the reader thread at once, without waiting for it to be idle.
-_READ_BATCH = 256
+_READ_BATCH = 256  #: Pending keys handed to the reader thread at once, without waiting for it to be idle.
 #: Reader connection: lock wait (s), memory map and page cache (bytes).
 READ_TIMEOUT_S, _READ_MMAP, _CACHE_BYTES = 10.0, 2**28, 2**26
 #: Rows per multi-row upsert (3 parameters each); WAL pages between checkpoints.
 _ROWS_PER_STATEMENT, _WAL_CHECKPOINT_PAGES = 1000, 10_000
-#: Write batches whose keys are remembered (see :meth:`CacheStore.after_miss`).
-_HISTORY = 128
+_HISTORY = 128  #: Write batches whose keys are remembered (see :meth:`CacheStore.after_miss`).
 
 
 @functools.cache
@@ -259,13 +242,11 @@ _Group = tuple[Wanted, "asyncio.Future[_Found]"]
 
 
 class BatchReader:
-    """ONE thread that looks up, in one call, every group of keys pending at that moment, in the
-    database at ``path`` (``read_only``: a missing file is an error, never created).
+    """ONE thread that looks up, in one call, every group of keys pending at that moment.
 
-    Counts keys found with a value of the caller's parser version (``hits``), with a raw reply only
-    (``raw_hits``), not found (``misses``), failed (``read_errors``, also misses), and reader-thread
-    calls (``read_batches``).
-    """
+    It opens ``path`` (``read_only``: never created) and counts ``hits``, ``raw_hits`` (raw reply only),
+    ``misses``, ``read_errors`` (also misses) and ``read_batches`` (thread calls).
+"""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self._path, self._read_only = path, read_only
@@ -396,12 +377,10 @@ _Put = tuple[str, Value, "str | None", str]  # key, value, raw reply, parser ver
 
 
 class Writer:
-    """ONE thread committing queued entries in batches (``flush_items``, or ``flush_interval_s`` after
-    a batch's first entry), one transaction each; until committed, a value is served from memory.
-
-    The queue carries a sealed batch (list), the time a batch opened (float), a flush's callback,
-    or None (stop).
-    """
+    """ONE thread committing queued entries in batches (``flush_items``, or ``flush_interval_s`` after a
+    batch's first entry), one transaction each; until then a value is served from memory. Its queue carries a
+    sealed batch (list), the time a batch opened (float), a flush's callback, or None (stop).
+"""
 
     def __init__(self, path: Path, flush_items: int, flush_interval_s: float) -> None:
         self._path, self._flush_items, self._interval = path, flush_items, flush_interval_s

@@ -1,7 +1,5 @@
-"""The caching wrappers: the one every stage's cache goes through (:class:`Cached`, and its blob
-form :class:`BlobCache`), those around a Checker, a Splitter and a coverage judge, and the re-parse of
-a stored raw reply by the adapter's current parser. Without a store (``--no-cache``) identical calls in
-flight are still made once."""
+"""The caching wrappers: :class:`Cached`, the one every stage's cache goes through (and :class:`BlobCache`),
+those of a Checker, a Splitter and a coverage judge, and the re-parse of stored raw replies."""
 
 from __future__ import annotations
 
@@ -32,9 +30,7 @@ Decode = Callable[[str, CachedEntry], "V | None"]
 
 @dataclass
 class CacheCounts:
-    """What one :class:`Cached` did in this run: keys found in the store (``hits``, a re-parsed raw
-    reply included) and not (``misses``), calls that took the outcome of an identical call in flight
-    (``shared``), values computed (``computed``)."""
+    """What one :class:`Cached` did in this run: keys found (a re-parsed reply included) and not, calls shared, computed."""
 
     hits: int = 0
     misses: int = 0
@@ -43,17 +39,11 @@ class CacheCounts:
 
 
 class Cached(Generic[V]):
-    """One stage's values by key in the run's ``store`` (None: no cache), with single flight and counts.
+    """One stage's values by key in ``store`` (None: no cache, single flight kept), with ``counts`` and ``flight``.
 
-    Args:
-        store: the run's store, or None; kept as ``store``.
-        parser_version: stored with each value (another version gets the raw reply alone).
-        decode: the value of a stored entry, or None for a miss.
-
-    Attributes:
-        counts: this wrapper's :class:`CacheCounts`.
-        flight: the stage's single flight (the store's): value and whether it came from the store.
-    """
+    Values are stored under ``parser_version`` (another version gets the raw reply alone); ``decode`` turns a
+    stored entry into a value, or None for a miss. ``flight`` (the store's) holds (value, came from the store).
+"""
 
     def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
         self.store = store
@@ -63,8 +53,7 @@ class Cached(Generic[V]):
         self.flight: SingleFlight[tuple[V, bool]] = store.flight() if store is not None else SingleFlight()
 
     async def get_many(self, keys: Sequence[str], decode: Decode[V] | None = None) -> list[V | None]:
-        """The stored values of ``keys``, in order (None = a miss); one batched read, counted. ``decode``
-        replaces the wrapper's for this call. CacheError if the store is closed."""
+        """The stored values of ``keys``, in order (None = a miss), by one batched read; CacheError if closed."""
         store = self.store
         if store is None or not keys:
             self.counts.misses += len(keys)
@@ -78,8 +67,7 @@ class Cached(Generic[V]):
         return found
 
     def put(self, key: str, value: Value, raw: str | None = None) -> None:
-        """Queue ``value`` (finished, never an error) with its raw reply as ``key``'s; never blocks.
-        CacheError if the store is closed."""
+        """Queue ``value`` (never an error) and its raw reply as ``key``'s; never blocks; CacheError if closed."""
         self.put_many(((key, value, raw),))
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]]) -> None:
@@ -90,11 +78,10 @@ class Cached(Generic[V]):
     async def resolve(self, key: str, compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
                       decode: Decode[V] | None = None, *, lookup: Callable[[], Awaitable[V | None]] | None = None,
                       on_shared: Callable[[bool], None] | None = None) -> V:
-        """The value of ``key``: from an identical call in flight, from the store (``lookup()`` if
-        given, else :meth:`get_many`), or ``compute()``, which returns ``(value, what to store or None,
-        raw reply)``; what it raises reaches every caller sharing the call, and nothing is put.
-        ``on_shared`` is called for a shared call with whether its value came from the store (False
-        if it raised). CacheError if the store is closed."""
+        """The value of ``key``: from an identical call in flight, the store (``lookup()``, else :meth:`get_many`), or
+        ``compute()`` -> (value, what to store or None, raw reply), whose exception reaches every sharer. ``on_shared``
+        is called for a shared call with whether its value came from the store (False if it raised).
+"""
 
         async def work() -> tuple[V, bool]:
             found = await lookup() if lookup is not None else (await self.get_many([key], decode))[0]
@@ -129,8 +116,7 @@ def _blob(key: str, entry: CachedEntry) -> bytes | None:
 
 
 class BlobCache(Cached[bytes]):
-    """Opaque results (bytes) by key in ``store`` (or None), stored under the caller's
-    ``parser_version`` (its encoding of the blobs), with single flight."""
+    """Opaque results (bytes) by key in ``store`` (or None) under the caller's ``parser_version``, single flight."""
 
     def __init__(self, store: Store | None, parser_version: str) -> None:
         super().__init__(store, parser_version, _blob)
@@ -159,8 +145,7 @@ def _has(cls: type, protocol: type) -> bool:
 
 
 def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Claim] | None:
-    """``splitter.parse_raw(raw, answer)``, or None: no raw reply, not a
-    :class:`~dahl.adapters._base.RawSplitter`, or the current parser rejects the reply."""
+    """``splitter.parse_raw(raw, answer)``, or None: no raw reply, no ``parse_raw``, or the parser rejects it."""
     if raw is None or not _has(type(splitter), RawSplitter):
         return None
     try:
@@ -171,8 +156,7 @@ def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Cl
 
 
 def reparse_verdict(checker: object, raw: str | None) -> Verdict | None:
-    """``checker.parse_raw(raw)``, or None: no raw reply, not a :class:`~dahl.adapters._base.ReparsingChecker`,
-    the current parser rejects the reply, or it parses to an error verdict."""
+    """``checker.parse_raw(raw)``, or None: no raw reply, no ``parse_raw``, rejected, or an error verdict."""
     if raw is None or not _has(type(checker), ReparsingChecker):
         return None
     try:
@@ -184,9 +168,8 @@ def reparse_verdict(checker: object, raw: str | None) -> Verdict | None:
 
 
 class CachingAdapter(Generic[A]):
-    """What both caching wrappers hold: the wrapped adapter ``inner`` (and its ``fingerprint``,
-    ``cacheable``, ``parser_version``), the store (None: no cache; an adapter that is not
-    ``cacheable`` is called directly) and the run's counters."""
+    """What both caching wrappers hold: ``inner`` (and its ``fingerprint``, ``cacheable``, ``parser_version``),
+    the store (unused for an adapter that is not ``cacheable``: called directly) and the run's counters."""
 
     def __init__(self, inner: A, store: CacheStore | None, counters: RunCounters) -> None:
         self.inner: A = inner
@@ -202,12 +185,11 @@ class CachingAdapter(Generic[A]):
 
 
 class CachingChecker(CachingAdapter[Checker]):
-    """A Checker that answers from the cache, shares identical in-flight checks, and stores.
+    """A Checker that answers from the cache, shares identical checks in flight, and stores non-error verdicts.
 
-    Per claim exactly one of the run's counters is incremented: ``claims_cached`` (found, also
-    when shared), ``claims_deduped`` (shared an identical check in flight) or ``claims_checked``.
-    Error verdicts and exceptions are never stored.
-    """
+    Per claim one counter is incremented: ``claims_cached`` (also when shared), ``claims_deduped`` or
+    ``claims_checked``.
+"""
 
     def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
@@ -228,13 +210,10 @@ class CachingChecker(CachingAdapter[Checker]):
         return self._store is not None
 
     async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
-        """Look every claim of ``answer`` up in one batched read: the verdict per claim (None = not
-        found, for :meth:`check_missed`), the keys, and the store's generation read before.
+        """All claims of ``answer`` in one read: verdicts (None: not found), keys, the store's generation before.
 
-        Raises:
-            CacheError: the store is closed, or the wrapper has no store.
-            TypeError: ``inner.cache_request`` returned material msgspec cannot encode.
-        """
+        Raises CacheError (closed, or no store), TypeError (``cache_request`` material msgspec cannot encode).
+"""
         store = self._store
         if store is None:
             raise CacheError("look_up needs a cache store")
@@ -246,8 +225,7 @@ class CachingChecker(CachingAdapter[Checker]):
         return Lookup(verdicts, keys, generation)
 
     def key_recipe(self) -> CheckKeyRecipe | None:
-        """The wrapped Checker's key recipe now (:func:`~dahl.cache._keys.check_key_recipe`), or None;
-        rebuilt only for a new frame object."""
+        """The wrapped Checker's key recipe now, or None; rebuilt only for a new frame object."""
         frame = self._framed.cache_request_frame() if self._framed is not None else None
         held_for, recipe = self._recipe
         if frame is None or frame is not held_for:  # the Checker hands out one frame while unchanged
@@ -256,8 +234,7 @@ class CachingChecker(CachingAdapter[Checker]):
         return recipe
 
     async def check(self, claim: Claim, answer: Answer) -> Verdict:
-        """Return the verdict on ``claim``: shared, cached, or from ``inner.check`` (its AdapterError
-        reaches every caller sharing it); TypeError if ``cache_request`` material cannot be encoded."""
+        """The verdict on ``claim``: shared, cached, or from ``inner.check``; TypeError as :meth:`look_up`."""
         if not self.cacheable:  # cheap and deterministic: no key, no single flight
             self._counters.claims_checked += 1
             return await self.inner.check(claim, answer)
@@ -269,8 +246,7 @@ class CachingChecker(CachingAdapter[Checker]):
             await self._prepare_keys.prepare_keys(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
-        """:meth:`check` for a claim :meth:`look_up` did not find under ``key`` at ``generation``
-        (the disk is read again only if the store may have written the key since)."""
+        """:meth:`check` of a claim :meth:`look_up` missed under ``key`` at ``generation`` (re-read only if written)."""
         return await self._check(key, claim, answer, generation)
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
@@ -310,8 +286,7 @@ class CachingChecker(CachingAdapter[Checker]):
 
 
 class CachingSplitter(CachingAdapter[Splitter]):
-    """A Splitter that answers from the cache, shares identical in-flight splits, and stores
-    complete claim lists (never exceptions); each caller gets its own list."""
+    """A Splitter that answers from the cache, shares identical splits in flight, and stores claim lists."""
 
     def __init__(self, inner: Splitter, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
@@ -335,8 +310,7 @@ class CachingSplitter(CachingAdapter[Splitter]):
         return self._cached.counts.shared
 
     async def split(self, answer: Answer) -> list[Claim]:
-        """Return the claims of ``answer``: shared, cached, or from ``inner`` (its AdapterError or
-        ConfigError reaches every caller sharing it); TypeError as :meth:`CachingChecker.check`."""
+        """The claims of ``answer`` (a new list): shared, cached, or from ``inner``; TypeError as in check."""
         if not self.cacheable:  # cheap and deterministic: no key, no single flight
             self._direct_calls += 1
             return list(await self.inner.split(answer))
@@ -370,12 +344,11 @@ def _label(key: str, entry: CachedEntry) -> Coverage | None:
 
 
 class CachingJudge:
-    """A coverage judge (:class:`~dahl.adapters._coverage.CoverageJudge`) that answers from the cache
-    and stores each fact's label (bytes) under :func:`~dahl.cache._keys.coverage_keys`.
+    """A coverage judge that answers from the cache and stores each fact's label under ``coverage_keys``.
 
-    ``inner`` does the work (all of it if not ``cacheable`` or without a store); counts
-    ``facts_cached`` (answered from the store) and ``facts_judged`` (handed to ``inner``).
-    """
+    ``inner`` judges the rest (everything if not ``cacheable`` or without a store); counts ``facts_cached``
+    and ``facts_judged``.
+"""
 
     def __init__(self, inner: CoverageJudge, store: CacheStore | None) -> None:
         self.inner = inner
@@ -388,8 +361,7 @@ class CachingJudge:
         self.facts_judged = 0
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
-        """Stored labels for the facts found, ``inner.judge`` for the rest (one call for all misses;
-        its AdapterError is raised and nothing stored)."""
+        """Stored labels for the facts found, one ``inner.judge`` call for the rest (its errors raised, not stored)."""
         cached = self._cached
         if cached is None:
             self.facts_judged += len(facts)

@@ -214,5 +214,4 @@ class Scoring:
         return result
 
 
-#: Workers looking whole answers up (each holds one batch of ``read_batch`` answers).
-WHOLE_WORKERS = 2
+WHOLE_WORKERS = 2  #: Workers looking whole answers up (each holds one batch of ``read_batch`` answers).
