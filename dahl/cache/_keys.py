@@ -26,12 +26,8 @@ T = TypeVar("T")
 
 
 class KeyMaterial(msgspec.Struct, frozen=True, array_like=True):
-    """What a split or check key is made of (a fixed-order array).
-
-    ``request`` is the adapter's ``cache_request`` material (request body, base URL, model, template version) or
-    None; ``question`` and ``text`` (the normalized claim, or the response verbatim) are ``""`` when it covers the
-    input as sent; ``given_label`` (check) and ``given_claims`` (split) come from the input.
-"""
+    """What a split or check key is made of (a fixed-order array): ``request`` is the ``cache_request`` material
+    (body, base URL, model, template version) or None; ``question`` and ``text`` are ``""`` when it covers them."""
 
     version: int
     stage: Literal["split", "check"]

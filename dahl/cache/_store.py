@@ -1,5 +1,4 @@
-"""The result store: its interface (:class:`Store`), single flight, the local SQLite backend
-(:class:`CacheStore`; internals in :mod:`dahl.cache._table`) and :func:`open_store`."""
+"""The result store: its interface (:class:`Store`), single flight, the local SQLite backend and open_store."""
 
 from __future__ import annotations
 
@@ -31,10 +30,7 @@ T = TypeVar("T")
 
 
 class SingleFlight(Generic[T]):
-    """One call per key at a time; callers arriving meanwhile share its result or exception.
-
-    A cancelled waiter leaves the call running; a cancelled owner's waiters retry (one becomes the owner).
-"""
+    """One call per key at a time; callers meanwhile share its outcome (a cancelled owner's waiters retry)."""
 
     def __init__(self) -> None:
         self._calls: dict[str, asyncio.Future[T] | None] = {}  # keys in flight; a future once one waits
@@ -107,11 +103,10 @@ def default_cache_dir() -> Path:
 
 
 class CacheStore:
-    """Results on disk by content hash in ``directory`` (created; other processes may share it): the local Store.
+    """Results on disk by content hash in ``directory`` (other processes may share it): the local :class:`Store`.
 
-    A write transaction commits ``flush_items`` queued entries, or those that waited ``flush_interval_s`` seconds.
-    Raises CacheUnusable (the directory or database cannot be created or opened; a damaged one is moved aside)
-    and ValueError (``flush_items < 1`` or ``flush_interval_s <= 0``).
+    A transaction commits ``flush_items`` queued entries, or those that waited ``flush_interval_s`` seconds.
+    CacheUnusable: the directory or database cannot be created or opened. ValueError: a size below 1 or 0 s.
 """
 
     def __init__(self, directory: Path, *, flush_items: int = 500, flush_interval_s: float = 0.15) -> None:
@@ -196,8 +191,7 @@ class CacheStore:
         return self._writer.recent(key, parser_version)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
-        """Is a lookup that missed ``key`` at ``generation`` still a miss? The value put since by ``parser_version``;
-        None (not written by this process since; exact for 128 batches); False (read it again). Memory only."""
+        """Still a miss since ``generation``? The value put since; None (not written here since); False (read again)."""
         return self._writer.after_miss(key, generation, parser_version)
 
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
@@ -205,8 +199,7 @@ class CacheStore:
         return (await self.get_many([key], parser_version=parser_version))[0]
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key, in order: the value put by ``parser_version``, else its raw reply alone (value None), else None
-        (a miss; so is a failed read). CacheError if closed."""
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None; CacheError if closed."""
         self._check_open()
         recent = self._writer.recent if self._writer.queued else None
         found: list[CachedEntry | None] = [None] * len(keys)
@@ -224,11 +217,9 @@ class CacheStore:
         return found
 
     def stats(self) -> dict[str, Any]:
-        """The cache's size and this session's counts (blocking); CacheError if the database cannot be read.
-
-        Keys: ``directory``, ``entries`` (rows), ``size_bytes`` (database and WAL), ``hits``, ``raw_hits``, ``misses``,
-        ``read_errors``, ``read_batches``, ``writes``, ``write_errors``, ``transactions``, ``queued``.
-"""
+        """Size and this session's counts (blocking; CacheError if unreadable): ``directory``, ``entries``, ``size_bytes``,
+        ``hits``, ``raw_hits``, ``misses``, ``read_errors``, ``read_batches``, ``writes``, ``write_errors``, ``transactions``,
+        ``queued``."""
         try:
             with contextlib.closing(connect(self._path, timeout_s=READ_TIMEOUT_S)) as con:
                 entries = int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
@@ -263,8 +254,7 @@ class CacheStore:
 
 
 async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
-    """Open the cache at ``cache_dir`` (None: the default) in a worker thread, closed with ``stack`` (shielded):
-    ``(store, None)``, or ``(None, why)`` if unusable (with a warning)."""
+    """Open the cache at ``cache_dir`` (None: default) off the loop, closed with ``stack``: (store or None, why)."""
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     try:
         store = await anyio.to_thread.run_sync(CacheStore, directory)

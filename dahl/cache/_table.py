@@ -1,9 +1,5 @@
-"""The local store's internals: the row envelope (:class:`Stored`), ``cache.db`` (:func:`open_database`) and
-its reader and writer threads. A failed read is a miss, a failed commit drops its batch (one warning each).
-
-``entries(key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)``: a cache key, a msgpack
-:class:`Stored`, ``time.time()`` of the write (s); WAL mode, ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`.
-"""
+"""The local store's internals: the row envelope (:class:`Stored`), ``cache.db`` (:func:`open_database`: one
+table ``entries(key, value, stored_at)``, WAL) and its reader and writer threads (a failure: a miss, a warning)."""
 
 from __future__ import annotations
 
@@ -94,12 +90,8 @@ def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connec
 
 
 def open_database(directory: Path) -> Path:
-    """Make the ``cache.db`` of ``directory`` ready (created if missing); return its path.
-
-    A cache of older dahl (diskcache's ``Cache`` table) is migrated in place, once; a damaged one is renamed
-    ``cache.db.corrupt-<YYYYmmddTHHMMSS>`` (with one warning). CacheUnusable if it cannot be opened, checked or
-    created, or a newer dahl wrote it.
-"""
+    """Make ``directory``'s cache.db ready (created, or migrated from diskcache once; a damaged one renamed
+    ``cache.db.corrupt-<YYYYmmddTHHMMSS>``); its path. CacheUnusable: cannot be opened or created, or newer."""
     path = directory / DB_NAME
     try:
         problem = _prepare(path)
@@ -242,10 +234,9 @@ _Group = tuple[Wanted, "asyncio.Future[_Found]"]
 
 
 class BatchReader:
-    """ONE thread that looks up, in one call, every group of keys pending at that moment.
+    """ONE thread that looks up, in one call, every group of keys pending at that moment, in ``path``.
 
-    It opens ``path`` (``read_only``: never created) and counts ``hits``, ``raw_hits`` (raw reply only),
-    ``misses``, ``read_errors`` (also misses) and ``read_batches`` (thread calls).
+    Counts ``hits``, ``raw_hits`` (raw reply only), ``misses``, ``read_errors`` (also misses), ``read_batches``.
 """
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
@@ -377,10 +368,8 @@ _Put = tuple[str, Value, "str | None", str]  # key, value, raw reply, parser ver
 
 
 class Writer:
-    """ONE thread committing queued entries in batches (``flush_items``, or ``flush_interval_s`` after a
-    batch's first entry), one transaction each; until then a value is served from memory. Its queue carries a
-    sealed batch (list), the time a batch opened (float), a flush's callback, or None (stop).
-"""
+    """ONE thread committing queued entries, a transaction per batch (``flush_items``, or ``flush_interval_s``
+    after its first entry); its queue holds a batch, a batch's start time, a flush's callback or None (stop)."""
 
     def __init__(self, path: Path, flush_items: int, flush_interval_s: float) -> None:
         self._path, self._flush_items, self._interval = path, flush_items, flush_interval_s

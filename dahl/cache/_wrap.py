@@ -1,12 +1,18 @@
 """The caching wrappers: :class:`Cached`, the one every stage's cache goes through (and :class:`BlobCache`),
-those of a Checker, a Splitter and a coverage judge, and the re-parse of stored raw replies."""
+those of a Checker, a Splitter and a coverage judge, the re-parse of stored raw replies, and whole answers
+(:class:`AnswerCache`: a re-score skips splitting and checking of unchanged, error-free answers)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, TypeVar, cast
+
+import msgspec
 
 from dahl.adapters._base import Checker, FramedKeys, Lookup, PreparedKeys, RawSplitter, ReparsingChecker, Splitter
 from dahl.adapters._coverage import CoverageJudge, Judgement
@@ -14,11 +20,13 @@ from dahl.cache._keys import CheckKeyRecipe, check_key, check_key_recipe, check_
 from dahl.cache._store import CachedEntry, CacheStore, SingleFlight, Store
 from dahl.cache._table import Value
 from dahl.errors import CacheError, DahlError
-from dahl.records import Answer, AnswerResult, Claim, Coverage, Label, Verdict
+from dahl.records import LABELS, Answer, AnswerResult, Claim, Coverage, Label, Verdict
+from dahl.results._assemble import FoundAnswer, label_counts
 from dahl.results._counters import RunCounters
 
-__all__ = ["BlobCache", "CacheCounts", "Cached", "CachingAdapter", "CachingChecker", "CachingJudge", "CachingSplitter",
-           "Decode", "Lookup", "reparse_claims", "reparse_verdict"]
+__all__ = ["WHOLE_VERSION", "AnswerCache", "BlobCache", "CacheCounts", "Cached", "CachingAdapter", "CachingChecker",
+           "CachingJudge", "CachingSplitter", "Decode", "Lookup", "StoredAnswer", "code_digest", "decode_whole_entry",
+           "reparse_claims", "reparse_verdict", "whole_key"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +47,9 @@ class CacheCounts:
 
 
 class Cached(Generic[V]):
-    """One stage's values by key in ``store`` (None: no cache, single flight kept), with ``counts`` and ``flight``.
+    """One stage's values by key in ``store`` (None: no cache), under ``parser_version``, with single flight.
 
-    Values are stored under ``parser_version`` (another version gets the raw reply alone); ``decode`` turns a
-    stored entry into a value, or None for a miss. ``flight`` (the store's) holds (value, came from the store).
+    ``decode`` turns a stored entry into a value or None (a miss); ``flight`` is the store's, ``counts`` its counts.
 """
 
     def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
@@ -185,11 +192,8 @@ class CachingAdapter(Generic[A]):
 
 
 class CachingChecker(CachingAdapter[Checker]):
-    """A Checker that answers from the cache, shares identical checks in flight, and stores non-error verdicts.
-
-    Per claim one counter is incremented: ``claims_cached`` (also when shared), ``claims_deduped`` or
-    ``claims_checked``.
-"""
+    """A Checker that answers from the cache, shares identical checks in flight, and stores non-error verdicts;
+    per claim one of ``claims_cached`` (also when shared), ``claims_deduped``, ``claims_checked`` is counted."""
 
     def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
@@ -211,9 +215,7 @@ class CachingChecker(CachingAdapter[Checker]):
 
     async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
         """All claims of ``answer`` in one read: verdicts (None: not found), keys, the store's generation before.
-
-        Raises CacheError (closed, or no store), TypeError (``cache_request`` material msgspec cannot encode).
-"""
+        CacheError: closed, or no store; TypeError: ``cache_request`` material msgspec cannot encode."""
         store = self._store
         if store is None:
             raise CacheError("look_up needs a cache store")
@@ -344,11 +346,8 @@ def _label(key: str, entry: CachedEntry) -> Coverage | None:
 
 
 class CachingJudge:
-    """A coverage judge that answers from the cache and stores each fact's label under ``coverage_keys``.
-
-    ``inner`` judges the rest (everything if not ``cacheable`` or without a store); counts ``facts_cached``
-    and ``facts_judged``.
-"""
+    """A coverage judge answering from the cache and storing each fact's label (``coverage_keys``); ``inner``
+    judges the rest, counted in ``facts_judged`` (``facts_cached``: found)."""
 
     def __init__(self, inner: CoverageJudge, store: CacheStore | None) -> None:
         self.inner = inner
@@ -378,3 +377,147 @@ class CachingJudge:
             cached.put_many((keys[i], j.label.value.encode(), None) for i, j in zip(missing, judged, strict=True)
                             if j.label is not Coverage.ERROR)
         return [j for j in out if j is not None]
+
+
+WHOLE_VERSION = 2  #: Bumped whenever what a whole-answer entry holds, or how its key is made, changes.
+
+
+class StoredAnswer(msgspec.Struct, frozen=True, array_like=True):
+    """A whole-answer entry (msgpack): the claims' JSON array as ``answers.jsonl`` holds them, the question's id,
+    and the response as scored when preprocessing changed it."""
+
+    claims: bytes
+    question_id: str
+    response: str | None = None
+
+
+class _Labelled(msgspec.Struct, frozen=True):
+    label: Label
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(StoredAnswer)
+_JSON_ENCODER = msgspec.json.Encoder()
+# Reads a claim's label and skips the rest (text, evidence, raw reply) without building it.
+_LABELS_DECODER = msgspec.json.Decoder(tuple[_Labelled, ...])
+_ERROR_INDEX = LABELS.index(Label.ERROR)
+
+
+class AnswerCache:
+    """Finished answers stored whole (the pipeline's ``WholeAnswers``); build it with :meth:`for_run`.
+
+    A key hashes :data:`WHOLE_VERSION`, the Checker's key recipe, ``preprocess``, ``max_response_chars``, the
+    Splitter's parser version, :func:`code_digest`, the input hash and a cached Splitter's split key.
+"""
+
+    def __init__(self, store: CacheStore, splitter: CachingSplitter, checker: CachingChecker, *, preprocess: bool,
+                 max_response_chars: int) -> None:
+        self._cached: Cached[FoundAnswer] = Cached(store, "1", lambda key, entry: decode_whole_entry(entry.value))
+        self._checker = checker
+        # A cheap Splitter (given claims, rules) is a function of the answer, which the
+        # input hash covers with its fingerprint; a cached one adds its request material.
+        self._split_inner = splitter.inner if splitter.cacheable else None
+        self._settings = (bool(preprocess), int(max_response_chars), splitter.parser_version, code_digest())
+        self._recipe: CheckKeyRecipe | None = None
+        self._head: hashlib.blake2b | None = None
+        self._uncacheable = 0
+        self.kept = 0
+
+    @property
+    def hits(self) -> int:
+        """Answers found whole in this run."""
+        return self._cached.counts.hits
+
+    @property
+    def misses(self) -> int:
+        """Answers looked up and not found whole in this run (those that cannot be stored included)."""
+        return self._cached.counts.misses + self._uncacheable
+
+    @classmethod
+    def for_run(cls, store: CacheStore | None, splitter: CachingSplitter, checker: CachingChecker, *,
+                preprocess: bool, max_response_chars: int) -> AnswerCache | None:
+        """An answer cache for this run, or None: no store, or the Checker is not cached or has no key recipe."""
+        if store is None or not checker.can_look_up or checker.key_recipe() is None:
+            return None
+        return cls(store, splitter, checker, preprocess=preprocess, max_response_chars=max_response_chars)
+
+    def _key_head(self) -> hashlib.blake2b | None:
+        recipe = self._checker.key_recipe()
+        if recipe is None:
+            return None
+        if recipe is not self._recipe or self._head is None:
+            self._head = hashlib.blake2b(self._material(recipe), digest_size=16)
+            self._recipe = recipe
+        return self._head
+
+    def _material(self, recipe: CheckKeyRecipe) -> bytes:
+        parts = [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version]
+        return _ENCODER.encode([*parts, *self._settings])
+
+    def key_material(self) -> bytes | None:
+        """The bytes a key hashes before the input hash, or None (the Checker has no recipe, or a Splitter is cached)."""
+        recipe = self._checker.key_recipe()
+        if recipe is None or self._split_inner is not None:
+            return None
+        return self._material(recipe)
+
+    def keys(self, items: Sequence[tuple[Answer, str]]) -> list[str | None]:
+        """Whole-answer keys of (answer, input hash) ``items``, or all None; TypeError as in ``split_key``."""
+        head = self._key_head()
+        if head is None:
+            return [None] * len(items)
+        split = self._split_inner
+        return [whole_key(head, input_hash, split_key(split, answer) if split is not None else None)
+                for answer, input_hash in items]
+
+    async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
+        """Per (answer, input hash), by one read: its key (None: not storable) and what is stored, or None."""
+        keys = self.keys(items)
+        wanted = [key for key in keys if key is not None]
+        self._uncacheable += len(keys) - len(wanted)
+        got = iter(await self._cached.get_many(wanted))
+        return keys, [next(got) if key is not None else None for key in keys]
+
+    def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
+        """Store ``result`` under ``key`` unless it has no claim or an error claim (``cleaned``: with its response)."""
+        if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted once, when the result was built
+            return
+        claims = _JSON_ENCODER.encode(result.claims)
+        stored = StoredAnswer(claims, result.question_id, result.response if cleaned else None)
+        self._cached.put(key, _ENCODER.encode(stored))
+        self.kept += 1
+
+
+def whole_key(head: hashlib.blake2b, input_hash: str, split: str | None = None) -> str:
+    """A whole-answer key: ``head`` (hash of :meth:`AnswerCache.key_material`), the input hash, the split key."""
+    hasher = head.copy()
+    hasher.update(input_hash.encode())
+    if split is not None:
+        hasher.update(split.encode())
+    return hasher.hexdigest()
+
+
+@functools.cache
+def code_digest() -> str:
+    """blake2b-128 of the source of every module of the ``dahl`` package (hex; read once)."""
+    root = Path(__file__).resolve().parents[1]
+    hasher = hashlib.blake2b(digest_size=16)
+    for path in sorted(root.rglob("*.py")):
+        hasher.update(str(path.relative_to(root)).encode())
+        hasher.update(path.read_bytes())
+    return hasher.hexdigest()
+
+
+def decode_whole_entry(value: object) -> FoundAnswer | None:
+    """The whole answer in a stored ``value`` (:class:`StoredAnswer` bytes), or None (not one, or damaged)."""
+    if not isinstance(value, bytes):
+        return None
+    try:
+        stored = _DECODER.decode(value)
+        counts = label_counts([c.label for c in _LABELS_DECODER.decode(stored.claims)])
+    except msgspec.DecodeError as exc:
+        log.debug("undecodable whole-answer entry (%s); treated as a miss", exc)
+        return None
+    if not sum(counts) or counts[_ERROR_INDEX]:
+        return None
+    return FoundAnswer(msgspec.Raw(stored.claims), counts, stored.question_id, stored.response)
