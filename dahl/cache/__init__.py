@@ -8,6 +8,6 @@ from dahl.cache._store import CACHE_DIR_ENV, CachedEntry, CacheStore, SingleFlig
 from dahl.cache._table import CacheUnusable
 from dahl.cache._wrap import AnswerCache, CacheCounts, Cached, CachingChecker, CachingSplitter
 
-__all__ = ["AnswerCache", "CACHE_DIR_ENV", "CacheCounts", "CacheStore", "CacheUnusable", "Cached", "CachedEntry",
-           "CachingChecker", "CachingSplitter", "KEY_VERSION", "KeyMaterial", "SingleFlight", "Store", "check_key",
-           "check_keys", "default_cache_dir", "key_of", "split_key"]
+__all__ = ["AnswerCache", "CACHE_DIR_ENV", "CacheCounts", "CacheStore", "CacheUnusable", "Cached",
+           "CachedEntry", "CachingChecker", "CachingSplitter", "KEY_VERSION", "KeyMaterial", "SingleFlight",
+           "Store", "check_key", "check_keys", "default_cache_dir", "key_of", "split_key"]

@@ -1,5 +1,5 @@
-"""Canonical cache keys: blake2b-128 (32 hex digits) of the deterministic msgpack of all that can change a result
-(never API key, timeouts, retries, concurrency or rate limits), for checks, splits, coverage and the other jobs."""
+"""Canonical cache keys: blake2b-128 (32 hex digits) of the deterministic msgpack of all that can change a
+result (never API key, timeouts, retries, concurrency, rate limits): checks, splits, coverage, other jobs."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from dahl.adapters._base import Checker, FramedKeys, RequestKeyed, RequestKeyedS
 from dahl.records import Answer, Claim, GivenClaim, Label, normalize_text
 
 __all__ = ["KEY_VERSION", "REFS_KEY_VERSION", "CheckKeyRecipe", "KeyMaterial", "RefsKeyMaterial", "check_key",
-           "check_key_recipe", "check_keys", "coverage_key", "coverage_keys", "extract_key", "key_of", "rate_key",
-           "split_key"]
+           "check_key_recipe", "check_keys", "coverage_key", "coverage_keys", "extract_key", "key_of",
+           "rate_key", "split_key"]
 
 #: Bumped whenever the layout of :class:`KeyMaterial` (and :class:`RefsKeyMaterial`) or its encoding changes.
 KEY_VERSION = 2
@@ -26,8 +26,8 @@ T = TypeVar("T")
 
 
 class KeyMaterial(msgspec.Struct, frozen=True, array_like=True):
-    """What a split or check key is made of (a fixed-order array): ``request`` is the ``cache_request`` material
-    (body, base URL, model, template version) or None; ``question`` and ``text`` are ``""`` when it covers them."""
+    """What a split or check key is made of (an array): ``request`` is the ``cache_request`` material or None;
+    ``question`` and ``text`` are ``""`` when it covers them."""
 
     version: int
     stage: Literal["split", "check"]
@@ -136,8 +136,8 @@ def _split_material(fingerprint: str, frame: dict[str, Any]) -> tuple[Any, bytes
 
 @dataclass(frozen=True)
 class CheckKeyRecipe:
-    """A Checker's check keys but the claim: blake2b-128 over ``before + msgpack(content) + after``, ``content``
-    being :func:`~dahl.adapters._keybody.fill_content` of ``parts`` with the normalized question and claim."""
+    """A Checker's check keys but the claim: blake2b-128 over ``before + msgpack(content) + after``,
+    ``content`` being :func:`~dahl.adapters._keybody.fill_content` of ``parts``, question and claim."""
 
     before: bytes
     after: bytes
@@ -146,7 +146,7 @@ class CheckKeyRecipe:
 
 
 def check_key_recipe(checker: Checker, parser_version: str) -> CheckKeyRecipe | None:
-    """The recipe of ``checker``'s check keys while its frame is the same, or None (no covering FramedKeys)."""
+    """The recipe of ``checker``'s keys while its frame is the same, or None (no covering FramedKeys)."""
     framed = _capabilities(checker)[1]
     if framed is None:
         return None

@@ -1,4 +1,4 @@
-"""The result store: its interface (:class:`Store`), single flight, the local SQLite backend and open_store."""
+"""The result store: its interface (:class:`Store`), single flight, the SQLite backend, open_store."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import anyio
 import platformdirs
 
-from dahl.cache._table import (DB_NAME, READ_TIMEOUT_S, BatchReader, CachedEntry, CacheUnusable, Value, Wanted, Writer,
-                               connect, open_database)
+from dahl.cache._table import (DB_NAME, READ_TIMEOUT_S, BatchReader, CachedEntry, CacheUnusable, Value,
+                               Wanted, Writer, connect, open_database)
 from dahl.errors import CacheError
 
-__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store", "default_cache_dir", "open_store"]
+__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store", "default_cache_dir",
+           "open_store"]
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class SingleFlight(Generic[T]):
         return key in self._calls
 
     async def run(self, key: str, work: Callable[[], Awaitable[T]], on_shared: Callable[[], None]) -> T:
-        """``await work()``, or the outcome of the identical call in flight (then ``on_shared()`` is called)."""
+        """``await work()``, or the outcome of the identical call in flight (then ``on_shared()``)."""
         calls = self._calls
         while key in calls:
             future = calls[key]
@@ -84,7 +85,7 @@ class Store(Protocol):
     """The store interface :class:`~dahl.cache._wrap.Cached` uses; :class:`CacheStore` is the local one."""
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key: the value put by ``parser_version``, else its raw reply alone, else None; CacheError if closed."""
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None."""
         ...
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
@@ -97,16 +98,16 @@ class Store(Protocol):
 
 
 def default_cache_dir() -> Path:
-    """``$DAHL_CACHE_DIR`` if set (the one place dahl reads it), else ``platformdirs.user_cache_dir("dahl")``."""
+    """``$DAHL_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("dahl")``."""
     env = os.environ.get(CACHE_DIR_ENV, "").strip()
     return Path(env) if env else Path(platformdirs.user_cache_dir("dahl"))
 
 
 class CacheStore:
-    """Results on disk by content hash in ``directory`` (other processes may share it): the local :class:`Store`.
+    """Results on disk by content hash in ``directory`` (shareable by processes): the local :class:`Store`.
 
-    A transaction commits ``flush_items`` queued entries, or those that waited ``flush_interval_s`` seconds.
-    CacheUnusable: the directory or database cannot be created or opened. ValueError: a size below 1 or 0 s.
+    A transaction commits ``flush_items`` entries, or those that waited ``flush_interval_s`` seconds. Raises
+    CacheUnusable (the directory or database cannot be created or opened) or ValueError (a bad size).
 """
 
     def __init__(self, directory: Path, *, flush_items: int = 500, flush_interval_s: float = 0.15) -> None:
@@ -191,7 +192,7 @@ class CacheStore:
         return self._writer.recent(key, parser_version)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
-        """Still a miss since ``generation``? The value put since; None (not written here since); False (read again)."""
+        """A miss at ``generation`` still? The value put since; None (no write here); False (re-read)."""
         return self._writer.after_miss(key, generation, parser_version)
 
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
@@ -199,7 +200,7 @@ class CacheStore:
         return (await self.get_many([key], parser_version=parser_version))[0]
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key: the value put by ``parser_version``, else its raw reply alone, else None; CacheError if closed."""
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None (a miss)."""
         self._check_open()
         recent = self._writer.recent if self._writer.queued else None
         found: list[CachedEntry | None] = [None] * len(keys)
@@ -217,9 +218,8 @@ class CacheStore:
         return found
 
     def stats(self) -> dict[str, Any]:
-        """Size and this session's counts (blocking; CacheError if unreadable): ``directory``, ``entries``, ``size_bytes``,
-        ``hits``, ``raw_hits``, ``misses``, ``read_errors``, ``read_batches``, ``writes``, ``write_errors``, ``transactions``,
-        ``queued``."""
+        """Size and counts (blocking; CacheError if unreadable): directory, entries, size_bytes, hits,
+        raw_hits, misses, read_errors, read_batches, writes, write_errors, transactions, queued."""
         try:
             with contextlib.closing(connect(self._path, timeout_s=READ_TIMEOUT_S)) as con:
                 entries = int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
@@ -233,7 +233,7 @@ class CacheStore:
                 "write_errors": w.write_errors, "transactions": w.transactions, "queued": w.queued}
 
     def clear(self) -> int:
-        """Remove every entry after committing the queue (blocking); how many there were. CacheError on failure."""
+        """Remove every entry after committing the queue (blocking); how many there were."""
         self._check_open()
         event = threading.Event()
         self._writer.send(event.set)
@@ -254,7 +254,7 @@ class CacheStore:
 
 
 async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
-    """Open the cache at ``cache_dir`` (None: default) off the loop, closed with ``stack``: (store or None, why)."""
+    """Open the cache at ``cache_dir`` off the loop, closed with ``stack``: (store or None, why)."""
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     try:
         store = await anyio.to_thread.run_sync(CacheStore, directory)

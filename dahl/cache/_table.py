@@ -1,5 +1,5 @@
-"""The local store's internals: the row envelope (:class:`Stored`), ``cache.db`` (:func:`open_database`: one
-table ``entries(key, value, stored_at)``, WAL) and its reader and writer threads (a failure: a miss, a warning)."""
+"""The local store's internals: the row envelope, ``cache.db`` (one table, ``entries(key, value, stored_at)``,
+WAL) and its reader and writer threads (a failed read is a miss, a failed commit drops its batch)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import msgspec
 from dahl.errors import CacheError
 from dahl.records import Claim, Verdict
 
-__all__ = ["DB_NAME", "ENVELOPES_DECODER", "ENVELOPE_DECODER", "READ_TIMEOUT_S", "SCHEMA_VERSION", "BatchReader",
-           "CacheUnusable", "CachedEntry", "Stored", "Value", "Wanted", "Writer", "connect", "encode_envelope",
-           "entry_of", "open_database"]
+__all__ = ["DB_NAME", "ENVELOPES_DECODER", "ENVELOPE_DECODER", "READ_TIMEOUT_S", "SCHEMA_VERSION",
+           "BatchReader", "CacheUnusable", "CachedEntry", "Stored", "Value", "Wanted", "Writer", "connect",
+           "encode_envelope", "entry_of", "open_database"]
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ Value = Verdict | list[Claim] | bytes
 
 
 class Stored(msgspec.Struct, array_like=True, frozen=True):
-    """A row's msgpack envelope: ``value`` (bytes: an opaque blob), its ``parser_version``, the ``raw`` reply."""
+    """A row's msgpack envelope: ``value`` (bytes: a blob), its ``parser_version``, the ``raw`` reply."""
 
     parser_version: str
     value: Value
@@ -41,7 +41,7 @@ class Stored(msgspec.Struct, array_like=True, frozen=True):
 
 
 class CachedEntry(NamedTuple):
-    """A lookup's find: ``value`` for the caller's parser version, or None and the ``raw`` reply to re-parse."""
+    """A lookup's find: ``value`` for the caller's parser version, or None and the ``raw`` reply."""
 
     value: Value | None
     raw: str | None
@@ -54,14 +54,14 @@ ENVELOPES_DECODER: msgspec.msgpack.Decoder[list[Stored]] = msgspec.msgpack.Decod
 
 
 def encode_envelope(value: Value, raw: str | None, parser_version: str) -> bytes:
-    """The row bytes of ``value`` and ``raw`` (kept once in a Verdict); TypeError if msgspec cannot encode it."""
+    """The row bytes of ``value`` and ``raw`` (once for a Verdict); TypeError if not encodable."""
     if raw is not None and isinstance(value, Verdict) and value.raw == raw:
         raw = None
     return _ENCODER.encode(Stored(parser_version, value, raw))
 
 
 def entry_of(stored: Stored, parser_version: str) -> CachedEntry | None:
-    """What ``stored`` gives parser ``parser_version``: its value, else its (or its Verdict's) raw reply, else None."""
+    """What ``stored`` gives ``parser_version``: its value, else its raw reply, else None."""
     if stored.parser_version == parser_version:
         return CachedEntry(stored.value, None)
     raw = stored.raw
@@ -85,13 +85,13 @@ class CacheUnusable(CacheError):
 
 
 def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connection:
-    """A connection to ``path`` in autocommit mode (transactions are explicit); sqlite3.Error if it cannot open."""
+    """A connection to ``path`` in autocommit mode; sqlite3.Error if it cannot open."""
     return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
 
 
 def open_database(directory: Path) -> Path:
-    """Make ``directory``'s cache.db ready (created, or migrated from diskcache once; a damaged one renamed
-    ``cache.db.corrupt-<YYYYmmddTHHMMSS>``); its path. CacheUnusable: cannot be opened or created, or newer."""
+    """Make ``directory``'s cache.db ready (created, migrated from diskcache, or a damaged one moved to
+    ``cache.db.corrupt-<YYYYmmddTHHMMSS>``); its path. CacheUnusable: cannot be opened, or newer."""
     path = directory / DB_NAME
     try:
         problem = _prepare(path)
@@ -234,10 +234,8 @@ _Group = tuple[Wanted, "asyncio.Future[_Found]"]
 
 
 class BatchReader:
-    """ONE thread that looks up, in one call, every group of keys pending at that moment, in ``path``.
-
-    Counts ``hits``, ``raw_hits`` (raw reply only), ``misses``, ``read_errors`` (also misses), ``read_batches``.
-"""
+    """ONE thread that looks up, in one call, every group of keys pending at that moment, in ``path``; counts
+    ``hits``, ``raw_hits``, ``misses``, ``read_errors`` (also misses), ``read_batches``."""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self._path, self._read_only = path, read_only
@@ -246,7 +244,7 @@ class BatchReader:
         self._warned = self._closed = self._scheduled = False
         self._pending: list[tuple[Wanted, asyncio.Future[list[CachedEntry | None]]]] = []
         self._pending_keys = self._in_flight = 0
-        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-cache-read")
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dahl-cache-read")
 
     async def read(self, wanted: Wanted) -> list[CachedEntry | None]:
         """Per item of ``wanted``: its entry for its parser version, or None (a miss; all, after close)."""
@@ -302,11 +300,9 @@ class BatchReader:
 
     def _connection(self) -> sqlite3.Connection:
         if self._con is None:
-            if self._read_only:
-                uri = f"{self._path.resolve().as_uri()}?mode=ro"
-                self._con = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S, isolation_level=None)
-            else:
-                self._con = connect(self._path, timeout_s=READ_TIMEOUT_S)
+            ro = self._read_only  # a missing file is an error, never created
+            target = f"{self._path.resolve().as_uri()}?mode=ro" if ro else self._path
+            self._con = sqlite3.connect(target, uri=ro, timeout=READ_TIMEOUT_S, isolation_level=None)
             self._con.execute(f"PRAGMA mmap_size = {_READ_MMAP}")
             self._con.execute(f"PRAGMA cache_size = -{_CACHE_BYTES // 1024}")
         return self._con
@@ -368,8 +364,8 @@ _Put = tuple[str, Value, "str | None", str]  # key, value, raw reply, parser ver
 
 
 class Writer:
-    """ONE thread committing queued entries, a transaction per batch (``flush_items``, or ``flush_interval_s``
-    after its first entry); its queue holds a batch, a batch's start time, a flush's callback or None (stop)."""
+    """ONE thread committing queued entries, a transaction per batch of ``flush_items`` (or after
+    ``flush_interval_s``); its queue holds a batch, a batch's start time, a callback or None (stop)."""
 
     def __init__(self, path: Path, flush_items: int, flush_interval_s: float) -> None:
         self._path, self._flush_items, self._interval = path, flush_items, flush_interval_s

@@ -1,6 +1,5 @@
-"""The caching wrappers: :class:`Cached`, the one every stage's cache goes through (and :class:`BlobCache`),
-those of a Checker, a Splitter and a coverage judge, the re-parse of stored raw replies, and whole answers
-(:class:`AnswerCache`: a re-score skips splitting and checking of unchanged, error-free answers)."""
+"""The caching wrappers: :class:`Cached` (under every stage's cache), :class:`BlobCache`, those of a Checker,
+a Splitter, a coverage judge; re-parse of stored raw replies; whole answers (:class:`AnswerCache`)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,8 @@ from typing import Generic, TypeVar, cast
 
 import msgspec
 
-from dahl.adapters._base import Checker, FramedKeys, Lookup, PreparedKeys, RawSplitter, ReparsingChecker, Splitter
+from dahl.adapters._base import (Checker, FramedKeys, Lookup, PreparedKeys, RawSplitter, ReparsingChecker,
+                                 Splitter)
 from dahl.adapters._coverage import CoverageJudge, Judgement
 from dahl.cache._keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys, coverage_keys, split_key
 from dahl.cache._store import CachedEntry, CacheStore, SingleFlight, Store
@@ -24,9 +24,9 @@ from dahl.records import LABELS, Answer, AnswerResult, Claim, Coverage, Label, V
 from dahl.results._assemble import FoundAnswer, label_counts
 from dahl.results._counters import RunCounters
 
-__all__ = ["WHOLE_VERSION", "AnswerCache", "BlobCache", "CacheCounts", "Cached", "CachingAdapter", "CachingChecker",
-           "CachingJudge", "CachingSplitter", "Decode", "Lookup", "StoredAnswer", "code_digest", "decode_whole_entry",
-           "reparse_claims", "reparse_verdict", "whole_key"]
+__all__ = ["WHOLE_VERSION", "AnswerCache", "BlobCache", "CacheCounts", "Cached", "CachingAdapter",
+           "CachingChecker", "CachingJudge", "CachingSplitter", "Decode", "Lookup", "StoredAnswer",
+           "code_digest", "decode_whole_entry", "reparse_claims", "reparse_verdict", "whole_key"]
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ Decode = Callable[[str, CachedEntry], "V | None"]
 
 @dataclass
 class CacheCounts:
-    """What one :class:`Cached` did in this run: keys found (a re-parsed reply included) and not, calls shared, computed."""
+    """What one :class:`Cached` did in this run: keys found (re-parsed included), missed, shared, computed."""
 
     hits: int = 0
     misses: int = 0
@@ -47,10 +47,8 @@ class CacheCounts:
 
 
 class Cached(Generic[V]):
-    """One stage's values by key in ``store`` (None: no cache), under ``parser_version``, with single flight.
-
-    ``decode`` turns a stored entry into a value or None (a miss); ``flight`` is the store's, ``counts`` its counts.
-"""
+    """One stage's values by key in ``store`` (None: no cache) under ``parser_version``, with single flight;
+    ``decode`` turns a stored entry into a value or None, ``counts`` counts."""
 
     def __init__(self, store: Store | None, parser_version: str, decode: Decode[V]) -> None:
         self.store = store
@@ -60,21 +58,21 @@ class Cached(Generic[V]):
         self.flight: SingleFlight[tuple[V, bool]] = store.flight() if store is not None else SingleFlight()
 
     async def get_many(self, keys: Sequence[str], decode: Decode[V] | None = None) -> list[V | None]:
-        """The stored values of ``keys``, in order (None = a miss), by one batched read; CacheError if closed."""
+        """The stored values of ``keys``, in order (None = a miss), by one batched read."""
         store = self.store
         if store is None or not keys:
             self.counts.misses += len(keys)
             return [None] * len(keys)
         decode = decode or self._decode
         entries = await store.get_many(keys, parser_version=self.parser_version)
-        found = [decode(key, entry) if entry is not None else None for key, entry in zip(keys, entries, strict=True)]
+        found = [decode(key, e) if e is not None else None for key, e in zip(keys, entries, strict=True)]
         hits = len(found) - found.count(None)
         self.counts.hits += hits
         self.counts.misses += len(found) - hits
         return found
 
     def put(self, key: str, value: Value, raw: str | None = None) -> None:
-        """Queue ``value`` (never an error) and its raw reply as ``key``'s; never blocks; CacheError if closed."""
+        """Queue ``value`` (never an error) and its raw reply as ``key``'s; CacheError if closed."""
         self.put_many(((key, value, raw),))
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]]) -> None:
@@ -83,12 +81,12 @@ class Cached(Generic[V]):
             self.store.put_many(items, parser_version=self.parser_version)
 
     async def resolve(self, key: str, compute: Callable[[], Awaitable[tuple[V, Value | None, str | None]]],
-                      decode: Decode[V] | None = None, *, lookup: Callable[[], Awaitable[V | None]] | None = None,
+                      decode: Decode[V] | None = None, *,
+                      lookup: Callable[[], Awaitable[V | None]] | None = None,
                       on_shared: Callable[[bool], None] | None = None) -> V:
-        """The value of ``key``: from an identical call in flight, the store (``lookup()``, else :meth:`get_many`), or
-        ``compute()`` -> (value, what to store or None, raw reply), whose exception reaches every sharer. ``on_shared``
-        is called for a shared call with whether its value came from the store (False if it raised).
-"""
+        """The value of ``key``: shared in flight, stored (``lookup()``, else :meth:`get_many`), or
+        ``compute()`` -> (value, to store or None, raw), whose error reaches all sharers; a sharer calls
+        ``on_shared(from the store)``."""
 
         async def work() -> tuple[V, bool]:
             found = await lookup() if lookup is not None else (await self.get_many([key], decode))[0]
@@ -123,7 +121,7 @@ def _blob(key: str, entry: CachedEntry) -> bytes | None:
 
 
 class BlobCache(Cached[bytes]):
-    """Opaque results (bytes) by key in ``store`` (or None) under the caller's ``parser_version``, single flight."""
+    """Opaque results (bytes) by key in ``store`` (or None) under the caller's ``parser_version``."""
 
     def __init__(self, store: Store | None, parser_version: str) -> None:
         super().__init__(store, parser_version, _blob)
@@ -152,7 +150,7 @@ def _has(cls: type, protocol: type) -> bool:
 
 
 def reparse_claims(splitter: object, raw: str | None, answer: Answer) -> list[Claim] | None:
-    """``splitter.parse_raw(raw, answer)``, or None: no raw reply, no ``parse_raw``, or the parser rejects it."""
+    """``splitter.parse_raw(raw, answer)``, or None: no raw reply or ``parse_raw``, or rejected."""
     if raw is None or not _has(type(splitter), RawSplitter):
         return None
     try:
@@ -175,8 +173,8 @@ def reparse_verdict(checker: object, raw: str | None) -> Verdict | None:
 
 
 class CachingAdapter(Generic[A]):
-    """What both caching wrappers hold: ``inner`` (and its ``fingerprint``, ``cacheable``, ``parser_version``),
-    the store (unused for an adapter that is not ``cacheable``: called directly) and the run's counters."""
+    """What both caching wrappers hold: ``inner`` (its ``fingerprint``, ``cacheable``, ``parser_version``),
+    the store (unused if not ``cacheable``: called directly) and the run's counters."""
 
     def __init__(self, inner: A, store: CacheStore | None, counters: RunCounters) -> None:
         self.inner: A = inner
@@ -192,8 +190,8 @@ class CachingAdapter(Generic[A]):
 
 
 class CachingChecker(CachingAdapter[Checker]):
-    """A Checker that answers from the cache, shares identical checks in flight, and stores non-error verdicts;
-    per claim one of ``claims_cached`` (also when shared), ``claims_deduped``, ``claims_checked`` is counted."""
+    """A Checker that answers from the cache, shares checks in flight and stores non-error verdicts; per claim
+    one of ``claims_cached`` (also when shared), ``claims_deduped``, ``claims_checked`` is counted."""
 
     def __init__(self, inner: Checker, store: CacheStore | None, counters: RunCounters) -> None:
         super().__init__(inner, store, counters)
@@ -214,8 +212,8 @@ class CachingChecker(CachingAdapter[Checker]):
         return self._store is not None
 
     async def look_up(self, claims: Sequence[Claim], answer: Answer) -> Lookup:
-        """All claims of ``answer`` in one read: verdicts (None: not found), keys, the store's generation before.
-        CacheError: closed, or no store; TypeError: ``cache_request`` material msgspec cannot encode."""
+        """All claims in one read: verdicts (None: not found), keys, the generation before. CacheError:
+        closed, no store; TypeError: ``cache_request`` material msgspec cannot encode."""
         store = self._store
         if store is None:
             raise CacheError("look_up needs a cache store")
@@ -248,7 +246,7 @@ class CachingChecker(CachingAdapter[Checker]):
             await self._prepare_keys.prepare_keys(claims, answer)
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
-        """:meth:`check` of a claim :meth:`look_up` missed under ``key`` at ``generation`` (re-read only if written)."""
+        """:meth:`check` of a claim missed under ``key`` at ``generation`` (re-read only if written since)."""
         return await self._check(key, claim, answer, generation)
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
@@ -346,8 +344,8 @@ def _label(key: str, entry: CachedEntry) -> Coverage | None:
 
 
 class CachingJudge:
-    """A coverage judge answering from the cache and storing each fact's label (``coverage_keys``); ``inner``
-    judges the rest, counted in ``facts_judged`` (``facts_cached``: found)."""
+    """A coverage judge answering from the cache and storing each fact's label; ``inner`` judges the rest
+    (``facts_judged``; found: ``facts_cached``)."""
 
     def __init__(self, inner: CoverageJudge, store: CacheStore | None) -> None:
         self.inner = inner
@@ -355,12 +353,12 @@ class CachingJudge:
         self.cacheable = inner.cacheable
         self.parser_version = inner.parser_version
         cached = store is not None and inner.cacheable
-        self._cached: Cached[Coverage] | None = Cached(store, inner.parser_version, _label) if cached else None
+        self._cached: Cached[Coverage] | None = Cached(store, self.parser_version, _label) if cached else None
         self.facts_cached = 0
         self.facts_judged = 0
 
     async def judge(self, result: AnswerResult, facts: Sequence[str]) -> list[Judgement]:
-        """Stored labels for the facts found, one ``inner.judge`` call for the rest (its errors raised, not stored)."""
+        """Stored labels for the facts found, one ``inner.judge`` call for the rest (its errors raised)."""
         cached = self._cached
         if cached is None:
             self.facts_judged += len(facts)
@@ -383,8 +381,8 @@ WHOLE_VERSION = 2  #: Bumped whenever what a whole-answer entry holds, or how it
 
 
 class StoredAnswer(msgspec.Struct, frozen=True, array_like=True):
-    """A whole-answer entry (msgpack): the claims' JSON array as ``answers.jsonl`` holds them, the question's id,
-    and the response as scored when preprocessing changed it."""
+    """A whole-answer entry (msgpack): the claims' JSON array, the question's id, and the response as
+    scored when preprocessing changed it."""
 
     claims: bytes
     question_id: str
@@ -406,12 +404,12 @@ _ERROR_INDEX = LABELS.index(Label.ERROR)
 class AnswerCache:
     """Finished answers stored whole (the pipeline's ``WholeAnswers``); build it with :meth:`for_run`.
 
-    A key hashes :data:`WHOLE_VERSION`, the Checker's key recipe, ``preprocess``, ``max_response_chars``, the
-    Splitter's parser version, :func:`code_digest`, the input hash and a cached Splitter's split key.
+    A key hashes :data:`WHOLE_VERSION`, the Checker's key recipe, ``preprocess``, ``max_response_chars``,
+    the Splitter's parser version, :func:`code_digest`, the input hash and a cached Splitter's split key.
 """
 
-    def __init__(self, store: CacheStore, splitter: CachingSplitter, checker: CachingChecker, *, preprocess: bool,
-                 max_response_chars: int) -> None:
+    def __init__(self, store: CacheStore, splitter: CachingSplitter, checker: CachingChecker, *,
+                 preprocess: bool, max_response_chars: int) -> None:
         self._cached: Cached[FoundAnswer] = Cached(store, "1", lambda key, entry: decode_whole_entry(entry.value))
         self._checker = checker
         # A cheap Splitter (given claims, rules) is a function of the answer, which the
@@ -436,26 +434,17 @@ class AnswerCache:
     @classmethod
     def for_run(cls, store: CacheStore | None, splitter: CachingSplitter, checker: CachingChecker, *,
                 preprocess: bool, max_response_chars: int) -> AnswerCache | None:
-        """An answer cache for this run, or None: no store, or the Checker is not cached or has no key recipe."""
+        """An answer cache for this run, or None: no store, or a Checker not cached or without key recipe."""
         if store is None or not checker.can_look_up or checker.key_recipe() is None:
             return None
         return cls(store, splitter, checker, preprocess=preprocess, max_response_chars=max_response_chars)
-
-    def _key_head(self) -> hashlib.blake2b | None:
-        recipe = self._checker.key_recipe()
-        if recipe is None:
-            return None
-        if recipe is not self._recipe or self._head is None:
-            self._head = hashlib.blake2b(self._material(recipe), digest_size=16)
-            self._recipe = recipe
-        return self._head
 
     def _material(self, recipe: CheckKeyRecipe) -> bytes:
         parts = [WHOLE_VERSION, recipe.before, recipe.after, list(recipe.parts), recipe.parser_version]
         return _ENCODER.encode([*parts, *self._settings])
 
     def key_material(self) -> bytes | None:
-        """The bytes a key hashes before the input hash, or None (the Checker has no recipe, or a Splitter is cached)."""
+        """The bytes a key hashes before the input hash, or None (no recipe, or a cached Splitter)."""
         recipe = self._checker.key_recipe()
         if recipe is None or self._split_inner is not None:
             return None
@@ -463,10 +452,13 @@ class AnswerCache:
 
     def keys(self, items: Sequence[tuple[Answer, str]]) -> list[str | None]:
         """Whole-answer keys of (answer, input hash) ``items``, or all None; TypeError as in ``split_key``."""
-        head = self._key_head()
-        if head is None:
+        recipe = self._checker.key_recipe()
+        if recipe is None:
             return [None] * len(items)
-        split = self._split_inner
+        if recipe is not self._recipe or self._head is None:  # the hash state of all but the answer
+            self._head = hashlib.blake2b(self._material(recipe), digest_size=16)
+            self._recipe = recipe
+        head, split = self._head, self._split_inner
         return [whole_key(head, input_hash, split_key(split, answer) if split is not None else None)
                 for answer, input_hash in items]
 
@@ -479,8 +471,8 @@ class AnswerCache:
         return keys, [next(got) if key is not None else None for key in keys]
 
     def keep(self, key: str, result: AnswerResult, cleaned: bool) -> None:
-        """Store ``result`` under ``key`` unless it has no claim or an error claim (``cleaned``: with its response)."""
-        if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted once, when the result was built
+        """Store ``result`` under ``key`` unless it has no or an error claim (``cleaned``: its response too)."""
+        if not result.claims or result.counts.get(Label.ERROR.value, 0):  # counted when the result was built
             return
         claims = _JSON_ENCODER.encode(result.claims)
         stored = StoredAnswer(claims, result.question_id, result.response if cleaned else None)
@@ -489,7 +481,7 @@ class AnswerCache:
 
 
 def whole_key(head: hashlib.blake2b, input_hash: str, split: str | None = None) -> str:
-    """A whole-answer key: ``head`` (hash of :meth:`AnswerCache.key_material`), the input hash, the split key."""
+    """A whole-answer key: ``head`` (:meth:`AnswerCache.key_material`), input hash, split key."""
     hasher = head.copy()
     hasher.update(input_hash.encode())
     if split is not None:
