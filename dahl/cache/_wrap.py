@@ -98,22 +98,16 @@ class Cached(Generic[V]):
                 self.put(key, stored, raw)
             return value, False
 
-        shared = False
-
-        def share() -> None:
-            nonlocal shared
-            shared = True
-            self.counts.shared += 1
-
+        shared: list[bool] = []  # one item once this call took another's outcome
+        from_store = False  # stays False when the shared call raised
         try:
-            value, from_store = await self.flight.run(key, work, share)
-        except BaseException:
-            if shared and on_shared is not None:
-                on_shared(False)
-            raise
-        if shared and on_shared is not None:
-            on_shared(from_store)
-        return value
+            value, from_store = await self.flight.run(key, work, lambda: shared.append(True))
+            return value
+        finally:
+            if shared:
+                self.counts.shared += 1
+                if on_shared is not None:
+                    on_shared(from_store)
 
 
 def _blob(key: str, entry: CachedEntry) -> bytes | None:
