@@ -71,8 +71,7 @@ def cached_verdicts(cache: Path) -> int:
     """Verdicts stored in the cache folder (rows holding a Verdict; answers stored whole are not counted); 0 if absent."""
     import sqlite3
 
-    from dahl.cache._schema import DB_NAME
-    from dahl.cache._envelope import ENVELOPE_DECODER
+    from dahl.cache._table import DB_NAME, ENVELOPE_DECODER
     from dahl.records import Verdict
 
     path = cache / DB_NAME

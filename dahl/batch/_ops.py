@@ -25,7 +25,7 @@ from dahl.batch._plan import plan_wave
 from dahl.batch._requests import StageMeta
 from dahl.batch._providers import BATCH_RETRY, BatchClient, BatchState, Outcome, client_for, parse_openai_line
 from dahl.batch._shards import LIMITS, Limits, Provider, write_lines, write_shards
-from dahl.cache._opening import open_store
+from dahl.cache._store import open_store
 from dahl.cache._store import default_cache_dir
 from dahl.config import resolve_api_key, EndpointConfig
 from dahl.lanes._retry import RetryPolicy

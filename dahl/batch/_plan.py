@@ -21,10 +21,10 @@ from dahl.adapters._bodies import split_request_body
 from dahl.adapters._coverage import MAX_FACTS, OpenAICoverageJudge, cover_request_body
 from dahl.adapters._recall import RecallSettings
 from dahl.batch._requests import BatchRequest, StageMeta
-from dahl.cache._coverage import coverage_keys
+from dahl.cache._keys import coverage_keys
 from dahl.cache._keys import check_keys, split_key
-from dahl.cache._opening import open_store
-from dahl.cache._reparse import reparse_claims, reparse_verdict
+from dahl.cache._store import open_store
+from dahl.cache._wrap import reparse_claims, reparse_verdict
 from dahl.cache._store import CacheStore, default_cache_dir
 from dahl.config import EndpointConfig
 from dahl.engine._scoring import prepare_answer

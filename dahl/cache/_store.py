@@ -1,11 +1,4 @@
-"""The result store: its interface (:class:`Store`), single flight, and the local backend.
-
-:class:`CacheStore` keeps each result as one row of one SQLite table (:mod:`dahl.cache._schema`)
-named by its cache key (:mod:`dahl.cache._keys`), holding a
-:class:`~dahl.cache._envelope.Stored` envelope, read and written by the threads of
-:mod:`dahl.cache._table`: the event loop never touches SQLite. Several processes may
-share a cache directory (WAL, busy timeouts).
-"""
+"""The result store: its interface (:class:`Store`), single flight, the SQLite backend, open_store."""
 
 from __future__ import annotations
 
@@ -16,38 +9,32 @@ import os
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import anyio
 import platformdirs
 
-from dahl.cache._envelope import CachedEntry, Value
-from dahl.cache._schema import DB_NAME, CacheUnusable, connect, open_database
-from dahl.cache._table import READ_TIMEOUT_S, BatchReader, Wanted, Writer
+from dahl.cache._table import (DB_NAME, READ_TIMEOUT_S, BatchReader, CachedEntry, CacheUnusable, Value,
+                               Wanted, Writer, connect, open_database)
 from dahl.errors import CacheError
 
-__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store", "default_cache_dir"]
+__all__ = ["CACHE_DIR_ENV", "CacheStore", "CachedEntry", "SingleFlight", "Store", "default_cache_dir",
+           "open_store"]
 
 log = logging.getLogger(__name__)
 
-#: Environment variable overriding the default cache directory.
-CACHE_DIR_ENV = "DAHL_CACHE_DIR"
-
+CACHE_DIR_ENV = "DAHL_CACHE_DIR"  #: Environment variable overriding the default cache directory.
 
 T = TypeVar("T")
 
 
 class SingleFlight(Generic[T]):
-    """At most one call per key at a time; callers arriving meanwhile share its result or exception.
-
-    The map holds only keys in flight, so its size is at most the number of concurrent
-    callers; no future is made for a call nobody waits on. A cancelled waiter leaves the
-    call running for the others; a cancelled owner cancels the shared future, and its
-    waiters retry (one becomes the owner) unless they were cancelled themselves.
-    """
+    """One call per key at a time; callers meanwhile share its outcome (a cancelled owner's waiters retry)."""
 
     def __init__(self) -> None:
-        self._calls: dict[str, asyncio.Future[T] | None] = {}
+        self._calls: dict[str, asyncio.Future[T] | None] = {}  # keys in flight; a future once one waits
 
     def __len__(self) -> int:
         """Number of keys in flight now."""
@@ -58,11 +45,7 @@ class SingleFlight(Generic[T]):
         return key in self._calls
 
     async def run(self, key: str, work: Callable[[], Awaitable[T]], on_shared: Callable[[], None]) -> T:
-        """``await work()``, or the outcome of the identical call in flight (then ``on_shared()`` is called once).
-
-        Raises:
-            BaseException: whatever ``work`` raised, in the owner and every waiter.
-        """
+        """``await work()``, or the outcome of the identical call in flight (then ``on_shared()``)."""
         calls = self._calls
         while key in calls:
             future = calls[key]
@@ -99,26 +82,14 @@ class SingleFlight(Generic[T]):
 
 
 class Store(Protocol):
-    """The store interface the caching wrapper (:class:`~dahl.cache._cached.Cached`) uses.
-
-    :class:`CacheStore` is the local backend. Keys come from :mod:`dahl.cache._keys`;
-    a value is stored with the parser version that produced it and its raw reply.
-    """
+    """The store interface :class:`~dahl.cache._wrap.Cached` uses; :class:`CacheStore` is the local one."""
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key: the value put by ``parser_version``, else its raw reply alone, else None (a miss).
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None."""
         ...
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
-        """Queue ``(key, value, raw)`` entries; never blocks (the caller never puts errors).
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Queue ``(key, value, raw)`` entries (never errors); never blocks; CacheError if closed."""
         ...
 
     def flight(self) -> SingleFlight[Any]:
@@ -127,28 +98,17 @@ class Store(Protocol):
 
 
 def default_cache_dir() -> Path:
-    """``$DAHL_CACHE_DIR`` if set (the one place dahl reads it), else ``platformdirs.user_cache_dir("dahl")``."""
+    """``$DAHL_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("dahl")``."""
     env = os.environ.get(CACHE_DIR_ENV, "").strip()
     return Path(env) if env else Path(platformdirs.user_cache_dir("dahl"))
 
 
 class CacheStore:
-    """Split and check results on disk, keyed by content hash: the local :class:`Store`.
+    """Results on disk by content hash in ``directory`` (shareable by processes): the local :class:`Store`.
 
-    Args:
-        directory: cache directory (created if missing); other processes may use it too.
-        flush_items: queued entries that trigger a write transaction.
-        flush_interval_s: longest an entry waits before it is written, seconds (a commit
-            takes tens of ms more: on disk within ~0.25 s of its put).
-
-    Attributes:
-        directory: the cache directory.
-
-    Raises:
-        CacheUnusable: (on construction) the directory cannot be created, or its database
-            cannot be opened or created (a damaged one is moved aside with a warning).
-        ValueError: ``flush_items < 1`` or ``flush_interval_s <= 0``.
-    """
+    A transaction commits ``flush_items`` entries, or those that waited ``flush_interval_s`` seconds. Raises
+    CacheUnusable (the directory or database cannot be created or opened) or ValueError (a bad size).
+"""
 
     def __init__(self, directory: Path, *, flush_items: int = 500, flush_interval_s: float = 0.15) -> None:
         if flush_items < 1 or flush_interval_s <= 0:
@@ -202,30 +162,16 @@ class CacheStore:
         return SingleFlight()
 
     def put(self, key: str, value: Value, raw: str | None, *, parser_version: str = "1") -> None:
-        """Queue ``value`` and its ``raw`` reply as ``key``'s one row (replacing it); never blocks.
-
-        A Verdict's own ``raw`` is kept once. Bytes are an opaque blob.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Queue ``value`` and its ``raw`` reply as ``key``'s one row; never blocks; CacheError if closed."""
         self.put_many(((key, value, raw),), parser_version=parser_version)
 
     def put_many(self, items: Iterable[tuple[str, Value, str | None]], *, parser_version: str = "1") -> None:
-        """Queue ``(key, value, raw)`` entries as :meth:`put` does, in one step; never blocks.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Queue ``(key, value, raw)`` entries as :meth:`put` does, in one step."""
         self._check_open()
         self._writer.put_many([(key, value, raw, parser_version) for key, value, raw in items])
 
     async def flush(self) -> None:
-        """Wait (without blocking the loop) until every entry queued before is committed.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Wait (off the loop) until every entry queued before is committed; CacheError if closed."""
         self._check_open()
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -246,37 +192,21 @@ class CacheStore:
         return self._writer.recent(key, parser_version)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
-        """A lookup missed ``key`` at ``generation``: is it still a miss? (memory only, never blocks)
-
-        Returns:
-            The value put since by ``parser_version``; None: this process has not written
-            it since (exact for the last 128 batches; another process may have: a miss
-            costs a call, never a wrong value); False: read it again.
-        """
+        """A miss at ``generation`` still? The value put since; None (no write here); False (re-read)."""
         return self._writer.after_miss(key, generation, parser_version)
 
     async def get(self, key: str, *, parser_version: str = "1") -> CachedEntry | None:
-        """:meth:`get_many` of one key.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """:meth:`get_many` of one key."""
         return (await self.get_many([key], parser_version=parser_version))[0]
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
-        """Per key, in order: the value put by ``parser_version``; else its raw reply alone
-        (value None); else None (a miss; a failed read is one). Uncommitted values come
-        from memory, the rest from one reader call shared with every other pending lookup.
-
-        Raises:
-            CacheError: the store is closed.
-        """
+        """Per key: the value put by ``parser_version``, else its raw reply alone, else None (a miss)."""
         self._check_open()
-        recent = self._writer.recent
-        memory = [recent(key, parser_version) for key in keys] if self._writer.queued else [None] * len(keys)
+        recent = self._writer.recent if self._writer.queued else None
         found: list[CachedEntry | None] = [None] * len(keys)
         wanted: Wanted = []
-        for i, (key, value) in enumerate(zip(keys, memory, strict=True)):
+        for i, key in enumerate(keys):
+            value = recent(key, parser_version) if recent is not None else None
             if value is None:
                 wanted.append((i, key, parser_version))
             else:
@@ -288,17 +218,8 @@ class CacheStore:
         return found
 
     def stats(self) -> dict[str, Any]:
-        """Size of the cache and this session's counts (blocking: reads SQLite).
-
-        Returns:
-            ``directory``; ``entries`` (rows); ``size_bytes`` (database and WAL); since
-            open: ``hits``, ``raw_hits`` (another parser version: raw reply only),
-            ``misses``, ``read_errors``, ``read_batches``, ``writes``, ``write_errors``,
-            ``transactions``, ``queued``.
-
-        Raises:
-            CacheError: the database cannot be read.
-        """
+        """Size and counts (blocking; CacheError if unreadable): directory, entries, size_bytes, hits,
+        raw_hits, misses, read_errors, read_batches, writes, write_errors, transactions, queued."""
         try:
             with contextlib.closing(connect(self._path, timeout_s=READ_TIMEOUT_S)) as con:
                 entries = int(con.execute("SELECT count(*) FROM entries").fetchone()[0])
@@ -312,11 +233,7 @@ class CacheStore:
                 "write_errors": w.write_errors, "transactions": w.transactions, "queued": w.queued}
 
     def clear(self) -> int:
-        """Remove every entry after committing the queue (blocking); return how many there were.
-
-        Raises:
-            CacheError: the store is closed or the database cannot be written.
-        """
+        """Remove every entry after committing the queue (blocking); how many there were."""
         self._check_open()
         event = threading.Event()
         self._writer.send(event.set)
@@ -335,3 +252,19 @@ class CacheStore:
         self._reader.close()  # the writer's connection closes last: only it can checkpoint
         self._writer.stop()
 
+
+async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
+    """Open the cache at ``cache_dir`` off the loop, closed with ``stack``: (store or None, why)."""
+    directory = cache_dir if cache_dir is not None else default_cache_dir()
+    try:
+        store = await anyio.to_thread.run_sync(CacheStore, directory)
+    except CacheUnusable as exc:
+        log.warning("%s; running without the cache", exc)
+        return None, exc
+    stack.push_async_callback(_close, store)
+    return store, None
+
+
+async def _close(store: CacheStore) -> None:
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(store.close)

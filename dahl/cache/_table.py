@@ -1,13 +1,5 @@
-"""The threads of the local store (:class:`~dahl.cache._store.CacheStore`): one reader, one writer.
-
-- :class:`BatchReader`: every lookup pending at one moment goes to ONE reader thread as
-  one call, one ``key IN (...)`` query per 500 keys, the envelopes decoded by one call;
-- :class:`Writer`: ONE thread commits queued entries in batches (``flush_items``, or
-  ``flush_interval_s`` after a batch's first entry), multi-row upserts in one
-  transaction; until committed, a value is served from memory.
-
-A failed read is a miss and a failed commit drops its batch, each with one warning.
-"""
+"""The local store's internals: the row envelope, ``cache.db`` (one table, ``entries(key, value, stored_at)``,
+WAL) and its reader and writer threads (a failed read is a miss, a failed commit drops its batch)."""
 
 from __future__ import annotations
 
@@ -23,29 +15,200 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
-from dahl.cache._envelope import (
-    ENVELOPE_DECODER, ENVELOPES_DECODER, CachedEntry, Stored, Value, encode_envelope, entry_of,
-)
-from dahl.cache._schema import WRITE_TIMEOUT_S, connect
+from dahl.errors import CacheError
+from dahl.records import Claim, Verdict
 
-__all__ = ["READ_TIMEOUT_S", "BatchReader", "Wanted", "Writer"]
+__all__ = ["DB_NAME", "ENVELOPES_DECODER", "ENVELOPE_DECODER", "READ_TIMEOUT_S", "SCHEMA_VERSION",
+           "BatchReader", "CacheUnusable", "CachedEntry", "Stored", "Value", "Wanted", "Writer", "connect",
+           "encode_envelope", "entry_of", "open_database"]
 
 log = logging.getLogger(__name__)
 
-#: Keys per ``key IN (...)`` query, and the list lengths used (few prepared statements).
+#: What the cache stores as a result: a Verdict, a claim list, or an opaque blob (bytes).
+Value = Verdict | list[Claim] | bytes
+
+
+class Stored(msgspec.Struct, array_like=True, frozen=True):
+    """A row's msgpack envelope: ``value`` (bytes: a blob), its ``parser_version``, the ``raw`` reply."""
+
+    parser_version: str
+    value: Value
+    raw: str | None = None
+
+
+class CachedEntry(NamedTuple):
+    """A lookup's find: ``value`` for the caller's parser version, or None and the ``raw`` reply."""
+
+    value: Value | None
+    raw: str | None
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+ENVELOPE_DECODER: msgspec.msgpack.Decoder[Stored] = msgspec.msgpack.Decoder(Stored)
+#: Decodes a msgpack array of envelopes (concatenated rows behind an array header).
+ENVELOPES_DECODER: msgspec.msgpack.Decoder[list[Stored]] = msgspec.msgpack.Decoder(list[Stored])
+
+
+def encode_envelope(value: Value, raw: str | None, parser_version: str) -> bytes:
+    """The row bytes of ``value`` and ``raw`` (once for a Verdict); TypeError if not encodable."""
+    if raw is not None and isinstance(value, Verdict) and value.raw == raw:
+        raw = None
+    return _ENCODER.encode(Stored(parser_version, value, raw))
+
+
+def entry_of(stored: Stored, parser_version: str) -> CachedEntry | None:
+    """What ``stored`` gives ``parser_version``: its value, else its raw reply, else None."""
+    if stored.parser_version == parser_version:
+        return CachedEntry(stored.value, None)
+    raw = stored.raw
+    if raw is None and isinstance(stored.value, Verdict):
+        raw = stored.value.raw
+    return None if raw is None else CachedEntry(None, raw)
+
+
+DB_NAME = "cache.db"  #: The database file name inside the cache directory.
+SCHEMA_VERSION = 1  #: ``PRAGMA user_version`` of the layout this module creates.
+WRITE_TIMEOUT_S = 60.0  #: How long a connection waits for SQLite's write lock, seconds.
+
+_CREATE = "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, stored_at REAL NOT NULL)"
+_PROBLEM_CHARS = 200  #: Characters of SQLite's description of a damaged database kept in the warning.
+#: diskcache's value modes: 1 = bytes or str in the row, 2 = bytes in a file, 3 = str in a file.
+_DISKCACHE_ROW, _DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE = 1, 2, 3
+
+
+class CacheUnusable(CacheError):
+    """The cache directory or its ``cache.db`` cannot be used at all; a run goes on without it."""
+
+
+def connect(path: Path, *, timeout_s: float = WRITE_TIMEOUT_S) -> sqlite3.Connection:
+    """A connection to ``path`` in autocommit mode; sqlite3.Error if it cannot open."""
+    return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+
+
+def open_database(directory: Path) -> Path:
+    """Make ``directory``'s cache.db ready (created, migrated from diskcache, or a damaged one moved to
+    ``cache.db.corrupt-<YYYYmmddTHHMMSS>``); its path. CacheUnusable: cannot be opened, or newer."""
+    path = directory / DB_NAME
+    try:
+        problem = _prepare(path)
+        if problem is not None:
+            aside = _move_aside(directory)
+            log.warning("cache database %s is corrupt (%s); moved it to %s and started an empty cache",
+                        path, problem, aside)
+            if _prepare(path) is not None:
+                raise CacheUnusable(f"cannot create a fresh cache database {path}: it is corrupt again")
+    except sqlite3.Error as exc:
+        raise CacheUnusable(f"cannot open cache database {path}: {exc}") from exc
+    except OSError as exc:
+        raise CacheUnusable(f"cannot use cache database {path}: {exc}") from exc
+    return path
+
+
+def _prepare(path: Path) -> str | None:
+    """Check, migrate or create the database at ``path``; the problem found if it is damaged."""
+    con = connect(path)
+    try:
+        try:
+            if path.stat().st_size == 0:
+                _create(con)
+                return None
+            checked = con.execute("PRAGMA quick_check(1)").fetchone()
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
+            return str(exc)
+        if checked is None or checked[0] != "ok":  # its first problem, on one line
+            return " ".join(str(checked[0]).split())[:_PROBLEM_CHARS] if checked else "quick_check gave no answer"
+        version = int(con.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise CacheUnusable(f"cache database {path} has schema {version}, written by a newer dahl (this one "
+                                f"reads {SCHEMA_VERSION}); give this run another --cache-dir")
+        if version < SCHEMA_VERSION:
+            if _has_table(con, "Cache"):
+                _migrate_diskcache(con, path.parent)
+            else:
+                _create(con)
+        return None
+    finally:
+        con.close()
+
+
+def _has_table(con: sqlite3.Connection, name: str) -> bool:
+    row = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+    return row is not None
+
+
+def _create(con: sqlite3.Connection) -> None:
+    con.execute("PRAGMA journal_mode = WAL")  # persistent: every later connection uses it
+    con.execute(_CREATE)
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _migrate_diskcache(con: sqlite3.Connection, directory: Path) -> None:
+    """Copy a diskcache cache's dahl rows into ``entries`` and drop its tables, in one transaction."""
+    con.execute("PRAGMA journal_mode = WAL")
+    files: list[Path] = []
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_table(con, "Cache"):  # another process migrated it meanwhile
+            con.execute("ROLLBACK")
+            return
+        con.execute(_CREATE)
+        con.execute(
+            "INSERT OR REPLACE INTO entries (key, value, stored_at)"
+            " SELECT key, CAST(value AS BLOB), coalesce(store_time, 0) FROM Cache"
+            " WHERE raw = 1 AND mode = ? AND typeof(key) = 'text' AND value IS NOT NULL",
+            (_DISKCACHE_ROW,),
+        )
+        in_files = con.execute(
+            "SELECT key, mode, filename, coalesce(store_time, 0) FROM Cache"
+            " WHERE raw = 1 AND mode IN (?, ?) AND typeof(key) = 'text' AND filename IS NOT NULL",
+            (_DISKCACHE_BYTES_FILE, _DISKCACHE_TEXT_FILE),
+        ).fetchall()
+        for key, mode, filename, stored_at in in_files:
+            file = directory / filename
+            value = file.read_bytes()  # mode 3 is UTF-8 text: its bytes are the value
+            con.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (key, value, stored_at))
+            files.append(file)
+        moved = con.execute("SELECT count(*) FROM entries").fetchone()[0]
+        con.execute("DROP TABLE Cache")  # its indexes and triggers go with it
+        con.execute("DROP TABLE IF EXISTS Settings")
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    for file in files:
+        with contextlib.suppress(OSError):  # only disk space is at stake
+            file.unlink()
+            for parent in (file.parent, file.parent.parent):
+                if parent != directory:
+                    parent.rmdir()  # fails, harmlessly, while it holds other files
+    log.info("cache database %s migrated to dahl's own schema (%d results kept)", directory / DB_NAME, moved)
+
+
+def _move_aside(directory: Path) -> Path:
+    aside = directory / f"{DB_NAME}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+    for suffix in ("", "-wal", "-shm"):
+        path = directory / f"{DB_NAME}{suffix}"
+        if path.exists():
+            path.rename(f"{aside}{suffix}")
+    return aside
+
+
+#: Keys per ``key IN (...)`` query: the list lengths used (few prepared statements).
 _IN_SIZES = (8, 32, 128, 500)
-#: Pending keys handed to the reader thread at once, without waiting for it to be idle.
-_READ_BATCH = 256
+_READ_BATCH = 256  #: Pending keys handed to the reader thread at once, without waiting for it to be idle.
 #: Reader connection: lock wait (s), memory map and page cache (bytes).
 READ_TIMEOUT_S, _READ_MMAP, _CACHE_BYTES = 10.0, 2**28, 2**26
 #: Rows per multi-row upsert (3 parameters each); WAL pages between checkpoints.
 _ROWS_PER_STATEMENT, _WAL_CHECKPOINT_PAGES = 1000, 10_000
-#: Write batches whose keys are remembered (see :meth:`CacheStore.after_miss`).
-_HISTORY = 128
+_HISTORY = 128  #: Write batches whose keys are remembered (see :meth:`CacheStore.after_miss`).
 
 
 @functools.cache
@@ -58,7 +221,7 @@ def _select(size: int, packed: bool) -> str:
 
 
 def _chunks(names: list[str]) -> Iterable[tuple[int, list[str]]]:
-    """``names`` by 500, each padded with ``""`` (never a key) to a length of :data:`_IN_SIZES`."""
+    # By 500, each padded with "" (never a key) to a length of _IN_SIZES.
     for start in range(0, len(names), _IN_SIZES[-1]):
         chunk = names[start : start + _IN_SIZES[-1]]
         size = next(b for b in _IN_SIZES if b >= len(chunk))
@@ -71,17 +234,8 @@ _Group = tuple[Wanted, "asyncio.Future[_Found]"]
 
 
 class BatchReader:
-    """ONE thread that looks up, in one call, every group of keys pending at that moment.
-
-    Args:
-        path: the database file.
-        read_only: open it read-only (a missing file is an error, never created).
-
-    Attributes:
-        hits, raw_hits, misses, read_errors: keys found with a value of the caller's
-            parser version, with a raw reply only, not found, failed (also misses).
-        read_batches: reader-thread calls made.
-    """
+    """ONE thread that looks up, in one call, every group of keys pending at that moment, in ``path``; counts
+    ``hits``, ``raw_hits``, ``misses``, ``read_errors`` (also misses), ``read_batches``."""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self._path, self._read_only = path, read_only
@@ -90,10 +244,10 @@ class BatchReader:
         self._warned = self._closed = self._scheduled = False
         self._pending: list[tuple[Wanted, asyncio.Future[list[CachedEntry | None]]]] = []
         self._pending_keys = self._in_flight = 0
-        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dahl-cache-read")
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dahl-cache-read")
 
     async def read(self, wanted: Wanted) -> list[CachedEntry | None]:
-        """Per item of ``wanted``: its entry for its parser version, or None (a miss; after close, all miss)."""
+        """Per item of ``wanted``: its entry for its parser version, or None (a miss; all, after close)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[CachedEntry | None]] = loop.create_future()
         self._pending.append((wanted, future))
@@ -146,17 +300,14 @@ class BatchReader:
 
     def _connection(self) -> sqlite3.Connection:
         if self._con is None:
-            if self._read_only:
-                uri = f"{self._path.resolve().as_uri()}?mode=ro"
-                self._con = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S, isolation_level=None)
-            else:
-                self._con = connect(self._path, timeout_s=READ_TIMEOUT_S)
+            ro = self._read_only  # a missing file is an error, never created
+            target = f"{self._path.resolve().as_uri()}?mode=ro" if ro else self._path
+            self._con = sqlite3.connect(target, uri=ro, timeout=READ_TIMEOUT_S, isolation_level=None)
             self._con.execute(f"PRAGMA mmap_size = {_READ_MMAP}")
             self._con.execute(f"PRAGMA cache_size = -{_CACHE_BYTES // 1024}")
         return self._con
 
     def _lookup(self, keys: list[tuple[str, str]]) -> list[CachedEntry | None]:
-        """Reader thread: every key's entry; a read or decode error is a miss."""
         self.read_batches += 1
         try:
             stored, undecodable = self._envelopes([key for key, _ in keys])
@@ -177,7 +328,7 @@ class BatchReader:
         return found
 
     def _envelopes(self, keys: list[str]) -> tuple[dict[str, Stored], set[str]]:
-        """The envelopes stored under ``keys`` (one query per 500, decoded by one call), and the damaged keys."""
+        # One query per 500 keys, all rows decoded by one call; and the damaged keys.
         con = self._connection()
         found: list[str] = []
         packed: list[bytes] = []
@@ -213,11 +364,8 @@ _Put = tuple[str, Value, "str | None", str]  # key, value, raw reply, parser ver
 
 
 class Writer:
-    """ONE thread committing queued entries in batches, one transaction each (see the module docstring).
-
-    The queue carries a sealed batch (list), the time a batch opened (float), a flush's
-    callback, or None (stop). :meth:`put_many` wakes the thread twice per batch, not per entry.
-    """
+    """ONE thread committing queued entries, a transaction per batch of ``flush_items`` (or after
+    ``flush_interval_s``); its queue holds a batch, a batch's start time, a callback or None (stop)."""
 
     def __init__(self, path: Path, flush_items: int, flush_interval_s: float) -> None:
         self._path, self._flush_items, self._interval = path, flush_items, flush_interval_s

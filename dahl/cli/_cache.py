@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from dahl.cache import CacheStore, default_cache_dir
-from dahl.cache._schema import DB_NAME
+from dahl.cache._table import DB_NAME
 from dahl.cli._console import exit_stopped, out
 from dahl.cli._options import CACHE_DIR
 from dahl.errors import DahlError

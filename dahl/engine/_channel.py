@@ -1,10 +1,4 @@
-"""A bounded queue between pipeline stages that ends when its last sender closes.
-
-The asyncio equivalent of an anyio memory object stream, without
-its per-item checkpoint: ``send`` and ``receive`` return at once when the queue
-has room or an item, so a claim costs no extra trip through the event loop.
-Backpressure is unchanged: ``send`` waits while ``size`` items are queued.
-"""
+"""A bounded queue between pipeline stages that ends when its last sender closes."""
 
 from __future__ import annotations
 
@@ -42,17 +36,11 @@ class ChannelStatistics:
 
 
 class Channel(Generic[T]):
-    """Bounded multi-producer, multi-consumer queue of ``T`` with an end.
+    """Bounded multi-producer, multi-consumer queue of at most ``size`` items (ValueError if < 1).
 
-    Each producer calls :meth:`open_sender` before sending and :meth:`close_sender`
-    when done (in ``finally``); receivers iterate with ``async for`` until the last
-    sender closed and the queue is drained.
-
-    Args:
-        size: most items queued at once (>= 1).
-
-    Raises:
-        ValueError: ``size < 1``.
+    Each producer calls :meth:`open_sender` before sending and :meth:`close_sender` when done;
+    receivers iterate with ``async for`` until the last sender closed and the queue is drained.
+    ``send`` and ``receive`` return at once when the queue has room or an item.
     """
 
     def __init__(self, size: int) -> None:
@@ -81,11 +69,7 @@ class Channel(Generic[T]):
         await self._queue.put(item)
 
     async def receive(self) -> T:
-        """Return the next item.
-
-        Raises:
-            EndOfChannel: every sender closed and nothing is left.
-        """
+        """Return the next item; EndOfChannel once every sender closed and nothing is left."""
         if self._ended and self._queue.empty():
             raise EndOfChannel
         item = await self._queue.get()
@@ -93,8 +77,8 @@ class Channel(Generic[T]):
             self._queue.put_nowait(_END)  # for the other receivers; the slot was just freed
             raise EndOfChannel
         if self._ended:
-            # Closed while full: the end marker takes the slot just freed, so a receiver
-            # that waits again (its woken item taken by another) still gets the end.
+            # Closed while full: the end marker takes the slot just freed, so a receiver that
+            # waits again still gets the end.
             self._ended = False
             self._queue.put_nowait(_END)
         return item

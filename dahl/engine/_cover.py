@@ -1,15 +1,6 @@
-"""The cover stage: every finished answer gets its recall from a Coverer before it is written.
-
-Between the scoring stages and the writer:
-
-    ... --results--> cover workers (coverer.cover) --covered--> writer
-
-The :class:`~dahl.adapters._base.Coverer` decides what each answer gets (scored,
-excluded, abstained and split-error answers all pass through it). A quota or fatal
-API error stops the run (the answer being covered is not written, so a re-run covers
-it); any other :class:`~dahl.errors.AdapterError` writes the answer as it was, its
-recall left unset, and counts the error: no answer is lost.
-"""
+"""The cover stage, between the scoring stages and the writer: every finished answer gets its recall
+from a :class:`~dahl.adapters._base.Coverer`. On an AdapterError other than a quota or fatal one the
+answer is written as it was, its recall unset, and the error counted."""
 
 from __future__ import annotations
 
@@ -29,20 +20,12 @@ log = logging.getLogger(__name__)
 
 
 class Covering:
-    """Builds the cover stage and the ``emit`` the scoring stages send finished answers with.
+    """Builds the cover stage (``workers`` >= 1 covers in flight) from ``results`` to ``covered`` (the
+    writer's inbox), and the :meth:`emit` the scoring stages send finished answers with.
 
-    Counts in ``counters``: ``answers_covering`` (emitted, not yet passed to the
-    writer), ``covers_in_flight`` (``cover`` calls running), ``answers_covered``,
-    ``facts_judged`` (facts of every returned recall) and ``facts_failed`` (those
-    labelled ``error``, also counted in ``errors`` by the class leading their error
-    text); an AdapterError raised by ``cover`` counts in ``errors`` by its class.
-
-    Args:
-        coverer: judges each answer's coverage of its question's F*.
-        counters: the run's counters (``covering`` is set).
-        results: the stage's inbox (finished answers).
-        covered: where covered answers go (the writer's inbox).
-        workers: cover workers (>= 1), i.e. covers in flight at most.
+    Counts in ``counters`` (``covering`` is set): ``answers_covering`` (emitted, not yet passed on),
+    ``covers_in_flight``, ``answers_covered``, ``facts_judged``, ``facts_failed`` (labelled ``error``);
+    errors in ``errors`` by the class leading their text.
     """
 
     def __init__(
@@ -64,12 +47,7 @@ class Covering:
         )
 
     async def emit(self, result: AnswerResult | EncodedResult) -> None:
-        """Send a finished answer to the cover stage.
-
-        Raises:
-            ConfigError: ``result`` is a line found whole (it carries no recall to add to);
-                a ValueError, and the DahlError the run stops with.
-        """
+        """Send a finished answer to the cover stage; ConfigError if it is a line found whole (no recall)."""
         if not isinstance(result, AnswerResult):
             raise ConfigError("an answer found whole cannot be covered: turn the whole-answer cache off "
                               "when the run has a Coverer")

@@ -1,15 +1,5 @@
-"""The two ends of a job run by :func:`~dahl.engine._stage.run_stages`: the reader, the writer.
-
-Both are plain tasks, not stages, and every job uses the same two (``dahl score``,
-``refs build``, ``generate``, ``questions build``): the :class:`Reader` takes batches of
-a blocking iterator in a worker thread and hands each to the job on the event loop,
-which sends its items on; the :class:`Writer` collects finished items and appends them
-in batches in a worker thread, written when a batch is full or its first item waited
-long enough. Cancelled (Ctrl-C, quota, a fatal error), the writer still writes what it
-holds, so a stop loses nothing finished, and a kill at most the batch being written.
-A job that appends one line per finished item reads them back with :func:`read_back` to
-resume.
-"""
+"""The two ends of every job run by :func:`~dahl.engine._stage.run_stages`, plain tasks: the
+:class:`Reader` and the :class:`Writer`; and :func:`read_back`, which reads a job's lines to resume."""
 
 from __future__ import annotations
 
@@ -34,34 +24,22 @@ T = TypeVar("T")
 
 
 def next_batch(source: Iterator[T], size: int) -> list[T]:
-    """The next ``size`` items of ``source`` (fewer at its end, ``[]`` once exhausted).
-
-    Blocking (the iterator reads and parses a file): call it in a worker thread.
-    """
+    """The next ``size`` items of ``source`` (fewer at its end, ``[]`` once exhausted); blocking."""
     return list(itertools.islice(source, size))
 
 
 async def read_batches(source: Iterator[T], size: int) -> AsyncIterator[list[T]]:
-    """``source`` in lists of up to ``size`` items, each read in a worker thread, so a
-    blocking reader never runs on the event loop; ends when ``source`` is exhausted."""
+    """``source`` in lists of up to ``size`` items, each read in a worker thread."""
     while batch := await anyio.to_thread.run_sync(next_batch, source, size):
         yield batch
 
 
 class Reader(Generic[T]):
-    """Reads ``source`` in batches of ``batch`` items (each in a worker thread) and hands
-    each batch to ``take`` on the event loop.
+    """Reads the blocking iterable ``source`` in batches of ``batch`` items, each in a worker thread,
+    and hands each batch to ``take`` on the event loop, which sends its items to ``outputs``.
 
-    Built before the run starts, it counts itself as a sender of every channel in
-    ``outputs``, and closes them when ``source`` is exhausted (or the run stops), so the
-    first stage ends exactly when the input does.
-
-    Args:
-        source: the items; a blocking iterable, iterated in worker threads only.
-        take: counts one batch and sends its items on (to ``outputs``), skipping
-            finished ones (resume).
-        outputs: the channels ``take`` sends to.
-        batch: items taken per thread hop (>= 1).
+    It counts itself as a sender of every channel in ``outputs`` when built, and closes them when
+    ``source`` is exhausted (or the run stops).
     """
 
     def __init__(
@@ -91,19 +69,11 @@ class Reader(Generic[T]):
 
 
 class Writer(Generic[T]):
-    """Appends the items of ``inbox`` in batches, each in a worker thread.
+    """Appends the items of ``inbox`` in batches with the blocking ``append``, each in a worker thread,
+    then calls ``written`` (if given) with the batch on the event loop.
 
     A batch is written when it holds ``flush_items`` items or its first item waited
-    ``flush_interval_s`` seconds; cancelled (Ctrl-C, quota), the writer still writes
-    what it holds (shielded), so no finished item is lost.
-
-    Args:
-        inbox: the finished items.
-        append: writes one batch (blocking: it runs in a worker thread).
-        written: called on the event loop with each batch once it is written (to count
-            it), or None.
-        flush_items: items per write batch (>= 1; 1: every item is written as it arrives).
-        flush_interval_s: longest an item waits before being written, seconds.
+    ``flush_interval_s`` seconds; cancelled (Ctrl-C, quota), the writer still writes what it holds.
     """
 
     def __init__(
@@ -131,8 +101,8 @@ class Writer(Generic[T]):
         inbox, append = self._inbox, self._append
 
         async def flush() -> None:
-            # Cancelled before the thread starts, the batch is still held and the finally
-            # below writes it; once written it is let go before _record(), which may raise.
+            # Cancelled before the thread starts, the batch is still held for the finally below;
+            # once written it is let go before _record(), which may raise.
             nonlocal batch
             await anyio.to_thread.run_sync(append, batch)
             out, batch = batch, []
@@ -158,19 +128,11 @@ class Writer(Generic[T]):
 
 
 def read_back(path: Path, decode: Callable[[bytes], T], what: str) -> list[T]:
-    """The items a job appended to ``path`` one line each, in file order (blocking).
-
-    A last line cut short by a kill (no newline, not decodable) is truncated away: its
-    item is made again.
-
-    Args:
-        path: the job's output or journal; missing: nothing finished yet.
-        decode: one line to its item (a msgspec decoder's ``decode``).
-        what: the line's name in the error (``"reference set"``: "not a reference set line").
+    """The items a job appended to ``path`` (missing: none) one line each, decoded by ``decode``, in
+    file order (blocking). A last line cut short by a kill is truncated away.
 
     Raises:
-        InputError: a complete line does not decode: the file is not this job's, and
-            nothing is touched.
+        InputError: a complete line does not decode ("not a ``what`` line"); nothing is touched.
     """
     if not path.exists():
         return []

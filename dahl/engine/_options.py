@@ -1,5 +1,5 @@
-"""The settings every job shares: the cache and the money of its calls; and the sizes
-and scoring parameters of one scoring pipeline."""
+"""The settings every job shares (the cache and the money of its calls), and the sizes and scoring
+parameters of one scoring pipeline."""
 
 from __future__ import annotations
 
@@ -20,19 +20,15 @@ __all__ = ["CallSettings", "PipelineOptions"]
 
 @dataclass(frozen=True, kw_only=True)
 class CallSettings:
-    """The cache and the money of a job's calls, shared by the settings of ``dahl score``,
-    ``dahl generate`` and ``dahl refs build`` (each a subclass; these fields are keyword-only).
+    """The cache and the money of a job's calls (keyword-only fields of the settings of ``dahl score``,
+    ``dahl generate`` and ``dahl refs build``).
 
     Attributes:
-        cache_dir: cache folder; None = :func:`dahl.cache.default_cache_dir`
-            (``$DAHL_CACHE_DIR`` or the platform cache folder).
+        cache_dir: cache folder; None = :func:`dahl.cache.default_cache_dir`.
         use_cache: read and write the cache.
         prices: price overrides by model over the shipped table (:mod:`dahl.pricing`).
         max_cost_usd: stop before the job's calls could cost more than this, USD
-            (``CostCapReached``, resumable); None = no cap. Needs every model's price.
-
-    Raises:
-        ConfigError: ``max_cost_usd`` is negative or not finite.
+            (``CostCapReached``); None = no cap. ConfigError if negative or not finite.
     """
 
     cache_dir: Path | None = None
@@ -45,8 +41,7 @@ class CallSettings:
             raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {self.max_cost_usd}")
 
     async def open_spend(self) -> Spend:
-        """The money meter of the job's calls: the shipped price table (read in a worker
-        thread) with ``prices`` over it, capped at ``max_cost_usd``."""
+        """The money meter of the job's calls: the shipped prices with ``prices`` over them, capped."""
         table = await anyio.to_thread.run_sync(PriceTable.shipped)
         return Spend(table.with_overrides(self.prices), max_cost_usd=self.max_cost_usd)
 
@@ -56,13 +51,9 @@ class PipelineOptions:
     """Sizes and scoring parameters of one pipeline run.
 
     Attributes:
-        split_concurrency: split workers (answers being split at once).
-        check_concurrency: check workers (claims being checked at once).
-        lookup_concurrency: lookup workers (answers whose claims are being looked up in
-            the cache at once; their reads share reader-thread calls).
-        cover_concurrency: cover workers (answers whose coverage of their reference
-            facts is being judged at once), used when the run has a Coverer; None (the
-            default) is ``check_concurrency``, enough for an LLM coverage judge.
+        split_concurrency, check_concurrency, lookup_concurrency: answers being split, claims
+            being checked, answers whose claims are looked up in the cache, at once.
+        cover_concurrency: answers being covered at once with a Coverer; None = ``check_concurrency``.
         queue_size: items buffered between two stages.
         read_batch: answers the reader thread takes per hop.
         flush_items: results per write batch.
@@ -70,9 +61,7 @@ class PipelineOptions:
         preprocess: apply DAHL step 0 before splitting (off for pre-split input).
         gamma: FActScore length-penalty γ (0 disables).
         k: K of F1@K.
-        max_response_chars: longer responses are not split (status ``error``): rule-based
-            sentence segmentation is quadratic in text length (~3 s at 50,000 characters),
-            and no long-form answer worth scoring is that long.
+        max_response_chars: longer responses are not split (status ``error``), characters.
     """
 
     split_concurrency: int = 2

@@ -1,29 +1,7 @@
-"""The streaming scheduler: read -> preprocess/split -> check [-> cover] -> write.
+"""The streaming scheduler: stages joined by bounded channels, in one task group::
 
-A run is a set of :class:`~dahl.engine._stage.Stage` s joined by bounded channels,
-with the reader and the writer as plain tasks, all in one task group
-(:func:`~dahl.engine._stage.run_stages`). Each stage is a fixed pool of workers, so
-memory is O(workers + queue sizes) whatever the input size:
-
-    reader (thread, batches) [--batches--> whole] --answers--> split [--split--> lookup]
-        --claims--> check --results--> [cover --covered-->] writer (thread, batches of
-        <= flush_items or flush_interval_s)
-
-With a whole-answer cache (:class:`WholeAnswers`), each batch the reader reads is looked
-up at once; an answer found whole goes straight to the results, the others go on to
-splitting, and each answer finished without an error is stored whole for next time.
-
-With a cache (a Checker offering ``look_up``, i.e. :class:`dahl.cache.CachingChecker`
-with a store), lookup workers look all claims of an answer up in one batched read;
-found verdicts never become per-claim jobs, so a re-score of cached claims costs a
-key and a share of one read per claim. Claims not found go on to the check workers.
-
-With a :class:`~dahl.adapters._base.Coverer`, every finished answer goes through the
-cover stage (:mod:`dahl.engine._cover`) for its recall before it is written.
-
-An answer's result is emitted as soon as its last claim has a verdict. Blocking
-work (reading and hashing input, preprocessing and rule splitting, file writes)
-runs in worker threads; the event loop only moves records.
+    reader [--batches--> whole] --answers--> split [--split--> lookup] --claims--> check
+        --results--> [cover --covered-->] writer
 """
 
 from __future__ import annotations
@@ -62,28 +40,18 @@ async def run_pipeline(
     whole: WholeAnswers | None = None,
     coverer: Coverer | None = None,
 ) -> None:
-    """Stream every answer of ``source`` through split and check (and cover) into ``log_file``.
+    """Stream every answer of ``source`` (a blocking iterator, read in a thread) through split and check
+    (and cover) into ``log_file``, updating ``counters``.
 
     Args:
-        source: answers still to score; a blocking iterator, read in a thread.
-        splitter: turns each answer into claims.
-        checker: gives each claim a verdict.
-        log_file: an open :class:`AnswerLog`; results are appended in batches.
-        options: concurrency, queue sizes and scoring parameters.
-        counters: updated as work progresses (read by the progress bar).
         on_result: called on the event loop for every written result.
-        whole: the whole-answer cache: answers found there skip splitting and checking
-            (counted in ``answers_cached`` and ``claims_cached``), and answers finished
-            here without an error are stored in it.
-        coverer: adds recall to every finished answer (``options.cover_workers`` at
-            once) before it is written; see :mod:`dahl.engine._cover`.
+        whole: the whole-answer cache: answers found there skip splitting and checking, and
+            answers finished without an error are stored in it.
+        coverer: adds recall to every finished answer before it is written.
 
     Raises:
-        ConfigError: (a ValueError) ``coverer`` is given with ``whole`` (lines found whole
-            carry no recall).
-        QuotaExhausted: the API quota ran out; results finished before are written.
-        FatalAPIError: the endpoint cannot work (bad key, unreachable, breaker tripped);
-            results finished before are written, and a re-run continues.
+        ConfigError: ``coverer`` is given with ``whole`` (lines found whole carry no recall).
+        QuotaExhausted, FatalAPIError: the run stopped; results finished before are written.
     """
     if coverer is not None and whole is not None:
         raise ConfigError("a run with a Coverer cannot use the whole-answer cache: its lines carry no recall")
@@ -113,8 +81,7 @@ async def run_pipeline(
 def _router(
     counters: RunCounters, answers: Channel[QueuedAnswer], batches: Channel[list[QueuedAnswer]] | None
 ) -> Callable[[list[QueuedAnswer]], Awaitable[None]]:
-    """What the reader does with a batch: count it, then send it whole to ``batches`` (to be
-    looked up in the whole-answer cache) or, without one, its answers to ``answers``."""
+    """What the reader does with a batch: count it, send it to ``batches``, else its answers to ``answers``."""
 
     async def take(batch: list[QueuedAnswer]) -> None:
         counters.answers_read += len(batch)

@@ -11,21 +11,14 @@ from dahl.records import Answer, AnswerResult, Claim, Verdict
 
 __all__ = ["ClaimJob", "Line", "Pending", "QueuedAnswer", "WholeAnswers"]
 
-#: A finished answer's line of ``answers.jsonl``, as the writer appends it (an answer
-#: found whole in the cache keeps its claims encoded).
+#: A finished answer's line of ``answers.jsonl`` (one found whole keeps its claims encoded).
 Line = AnswerResult | EncodedResult
 
 
 @dataclass(frozen=True)
 class QueuedAnswer:
-    """An input answer with its resume key (computed by the reader thread).
-
-    Attributes:
-        answer: the answer (preprocessed, once the split stage has run).
-        input_hash: its resume key.
-        whole_key: its key in the whole-answer cache (:class:`WholeAnswers`), once looked up
-            there and not found (the whole-answer workers skip it).
-    """
+    """An input ``answer`` (preprocessed once split) with its resume key ``input_hash``, and its
+    ``whole_key`` in the whole-answer cache once looked up there and not found."""
 
     answer: Answer
     input_hash: str
@@ -33,12 +26,8 @@ class QueuedAnswer:
 
 
 class WholeAnswers(Protocol):
-    """Finished answers in the cache (:class:`dahl.cache._answers.AnswerCache`).
-
-    An answer found there skips preprocessing, splitting and checking; its line is
-    the stored claims' JSON spliced into the answer's fields (status and metrics are
-    recomputed from the label counts).
-    """
+    """Finished answers in the cache (:class:`dahl.cache.AnswerCache`): one found there skips
+    preprocessing, splitting and checking."""
 
     async def look_up(self, items: Sequence[tuple[Answer, str]]) -> tuple[list[str | None], list[FoundAnswer | None]]:
         """Keys of the (answer, input hash) ``items`` (None: not cacheable) and what is stored."""
@@ -50,17 +39,9 @@ class WholeAnswers(Protocol):
 
 
 class Pending:
-    """An answer whose claims are being checked (lives only on the event loop).
-
-    Attributes:
-        item: the answer (preprocessed) with its resume and whole-answer keys.
-        claims: its claims, in answer order.
-        verdicts: one slot per claim, None until decided.
-        remaining: claims still without a verdict.
-        keys: the claims' cache keys, once looked up (None without a cache).
-        generation: the cache's write generation at the lookup.
-        cleaned: preprocessing changed the response.
-    """
+    """An answer (``item``) whose ``claims`` are being checked: ``verdicts`` (one slot per claim, None
+    until decided), ``remaining`` claims without one, the claims' cache ``keys`` and the store's
+    ``generation`` once looked up, and whether preprocessing ``cleaned`` the response."""
 
     __slots__ = ("item", "claims", "verdicts", "remaining", "keys", "generation", "cleaned")
 

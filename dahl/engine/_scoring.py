@@ -1,14 +1,5 @@
-"""The stages that score answers: whole-answer lookup, split, cache lookup and check.
-
-Each is a :class:`~dahl.engine._stage.Stage`; :func:`dahl.engine._pipeline.run_pipeline`
-wires them between the reader and the writer:
-
-    batches --whole--> answers --split--> split --lookup--> claims --check--> results
-
-(without a whole-answer cache there is no whole stage; without a Checker offering
-``look_up`` the split stage sends claims to check directly). Every stage that finishes
-an answer sends its result to ``results``.
-"""
+"""The stages that score answers: whole-answer lookup, split, cache lookup and check; every stage
+that finishes an answer sends its result to ``results``."""
 
 from __future__ import annotations
 
@@ -31,20 +22,14 @@ from dahl.records import Answer, AnswerResult, Label, Verdict
 
 __all__ = ["Scoring", "error_text", "prepare_answer"]
 
-
-
 def error_text(exc: BaseException) -> str:
     """``"ClassName: message"``, the form of every error in a result line."""
     return f"{type(exc).__name__}: {exc}"
 
 
 def prepare_answer(answer: Answer) -> tuple[Answer, bool]:
-    """Preprocess ``answer`` (DAHL step 0, :func:`dahl.preprocess.preprocess`) as the split stage does (CPU work).
-
-    Returns:
-        The cleaned answer (``answer`` itself when preprocessing changed nothing) and
-        whether it abstained (noncommittal: no claims, no calls).
-    """
+    """Preprocess ``answer`` (DAHL step 0, :func:`dahl.preprocess.preprocess`; CPU work): the cleaned
+    answer (``answer`` itself if unchanged) and whether it abstained."""
     reason = answer.meta.get("finish_reason")  # dahl generate's: decides whether the tail was cut
     pre = preprocess(answer.question, answer.response, finish_reason=reason if isinstance(reason, str) else None)
     if pre.text == answer.response:
@@ -70,19 +55,10 @@ def _claims_of(job: ClaimJob) -> Iterator[tuple[Pending, int]]:
 class Scoring:
     """Builds the scoring stages over the given channels and holds what their workers share.
 
-    Args:
-        splitter: turns each answer into claims.
-        checker: gives each claim a verdict; a :class:`~dahl.adapters._base.LookingUp` one
-            that ``can_look_up`` (a :class:`dahl.cache.CachingChecker` with a store) gets a
-            lookup stage that reads an answer's cached verdicts in one batched call, and
-            ``check_missed`` checks the rest.
-        whole: the whole-answer cache, or None.
-        options: worker counts, queue sizes, γ and K.
-        counters: the run's counters.
-        answers: answers to split (the reader and the whole stage send to it).
-        batches: batches of answers to look up whole (None without ``whole``).
-        results: where finished answers go.
-        emit: sends one finished answer to ``results`` (may count it on the way).
+    A ``checker`` that is :class:`~dahl.adapters._base.LookingUp` and ``can_look_up`` gets a lookup
+    stage (an answer's cached verdicts in one batched read; ``check_missed`` checks the rest).
+    ``batches`` (answers to look up ``whole``) is None without a whole-answer cache; ``emit`` sends
+    one finished answer to ``results``.
     """
 
     def __init__(
@@ -119,9 +95,7 @@ class Scoring:
         if self.whole is not None and self.batches is not None:
             out.append(Stage("whole", self.batches, self._whole, workers=WHOLE_WORKERS,
                              outputs=(self.answers, self.results)))
-        # Claims travel to the check workers an answer at a time (one channel item per answer,
-        # not per claim): with many producers on a full channel, per-claim sends made every
-        # claim a blocked, woken and often re-blocked sender.
+        # Claims travel to the check workers an answer at a time (one channel item per answer).
         self.claims: Channel[ClaimJob] = Channel(max(1, o.queue_size // 4))
         if self.looking_up is not None:
             self.split: Channel[Pending] = Channel(o.queue_size)
@@ -137,7 +111,6 @@ class Scoring:
         return out
 
     async def _whole(self, batch: list[QueuedAnswer]) -> None:
-        """Answer whole answers from the cache; pass the others on to splitting."""
         assert self.whole is not None
         counters = self.counters
         keys, found = await self.whole.look_up([(item.answer, item.input_hash) for item in batch])
@@ -212,15 +185,7 @@ class Scoring:
                 verdict = await self.checker.check(claim, pending.item.answer)
         finally:
             counters.checks_in_flight -= 1
-        # _decided, inlined: one call less per claim on the hottest path.
-        if verdict.label is Label.ERROR:
-            counters.claims_failed += 1
-            counters.errors[(verdict.error or "error").split(":", 1)[0]] += 1
-        counters.claims_done += 1
-        pending.verdicts[i] = verdict
-        pending.remaining -= 1
-        if pending.remaining == 0:
-            await self.emit(self._finished(pending))
+        await self._decided(pending, i, verdict)
 
     async def _check_failed(self, job: tuple[Pending, int], exc: AdapterError) -> None:
         pending, i = job
@@ -249,5 +214,4 @@ class Scoring:
         return result
 
 
-#: Workers looking whole answers up (each holds one batch of ``read_batch`` answers).
-WHOLE_WORKERS = 2
+WHOLE_WORKERS = 2  #: Workers looking whole answers up (each holds one batch of ``read_batch`` answers).

@@ -1,14 +1,5 @@
-"""A stage: a fixed pool of workers reading one bounded channel and writing others.
-
-Runs are composed of stages: split and check in ``dahl score``, cover
-when recall is asked for, extract and rate in ``dahl refs build``. Each stage owns its
-error policy; what a worker does with an item (call an adapter, look the cache up, send
-the item on) is its ``work`` function, which also counts what the run reports
-(:class:`~dahl.results._counters.RunCounters` for ``dahl score``, the job's own counters
-for the others): a stage keeps no counts of its own. :func:`run_stages` runs stages and
-plain tasks (a reader, a writer) in one task group, and stops them all when a stage
-meets an error the run cannot go on from (quota exhausted, a fatal API error).
-"""
+"""A stage: a fixed pool of workers reading one bounded channel and writing others; and
+:func:`run_stages`, which runs stages and plain tasks in one task group."""
 
 from __future__ import annotations
 
@@ -34,24 +25,14 @@ T_co = TypeVar("T_co", covariant=True)
 
 
 class Inbox(Protocol[T_co]):
-    """What a stage reads: a :class:`~dahl.engine._channel.Channel` or anything iterable
-    the same way (``async for`` until the last sender closed)."""
+    """What a stage reads: a :class:`~dahl.engine._channel.Channel` or anything iterable the same way."""
 
     def __aiter__(self) -> AsyncIterator[T_co]: ...
 
 
 class Unbatched(Generic[B, T]):
-    """An inbox that takes batches from a channel and hands their items out one at a time.
-
-    Producers send a batch as one channel item (e.g. all claims of an answer): with
-    many producers on a full channel, one send per item made every item a blocked,
-    woken and often re-blocked sender. Every worker of the stage shares this one
-    inbox, so the items of a batch go to different workers.
-
-    Args:
-        channel: the batches.
-        items: the items of one batch, in order (called once per batch).
-    """
+    """An inbox that takes batches from ``channel`` and hands their items (``items(batch)``, called
+    once per batch) out one at a time; the stage's workers share it."""
 
     __slots__ = ("_channel", "_items", "_ready")
 
@@ -81,24 +62,16 @@ class Unbatched(Generic[B, T]):
 
 
 class Stage(Generic[T]):
-    """``workers`` tasks that each take items of ``inbox`` and ``await work(item)``.
+    """``workers`` tasks (ValueError if < 1) that each take items of ``inbox`` and ``await work(item)``.
 
-    Every worker counts itself as a sender of each channel in ``outputs`` when the
-    stage is built (before any task runs, so no output ends early) and closes them
-    when the inbox ends, so a downstream stage ends exactly when this one is done.
+    Every worker counts itself as a sender of each channel in ``outputs`` (those ``work`` sends to)
+    when the stage is built, and closes them when the inbox ends.
 
     Args:
         name: what the stage does (``"split"``, ``"check"``, ``"cover"``), for logs.
-        inbox: the items to work on.
-        work: what a worker does with one item; it sends its output itself.
-        workers: the pool size (>= 1).
-        outputs: the channels ``work`` sends to.
         on_error: called with the item and the error when ``work`` raises an
-            :class:`~dahl.errors.AdapterError` (e.g. to emit an error result); None
-            re-raises it. Quota and fatal API errors always stop the run.
-
-    Raises:
-        ValueError: ``workers < 1``.
+            :class:`~dahl.errors.AdapterError`; None re-raises it. Quota and fatal API errors
+            always stop the run.
     """
 
     def __init__(
@@ -148,15 +121,12 @@ class Stage(Generic[T]):
 async def run_stages(
     stages: Sequence[Stage[Any]], tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]] = ()
 ) -> None:
-    """Run ``stages`` and plain ``tasks`` (a reader, a writer) until all have ended.
-
-    A stage that meets a quota or fatal API error cancels everything; tasks that
-    hold finished work flush it in a shielded ``finally``; then the error is raised.
+    """Run ``stages`` and plain ``tasks`` (a reader, a writer) until all have ended; a stage that meets a
+    quota or fatal API error cancels everything, then it is raised.
 
     Raises:
         QuotaExhausted, FatalAPIError: a stage stopped the run.
-        DahlError: the first DahlError any task raised (e.g. unreadable input), not
-            the group of follow-on failures it caused.
+        DahlError: the first DahlError any task raised, not the group of failures it caused.
     """
     fatal: list[BaseException] = []
 

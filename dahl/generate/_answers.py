@@ -17,8 +17,8 @@ import anyio
 import msgspec
 
 from dahl.adapters._endpoint import Connections
-from dahl.cache._refs import BlobCache
-from dahl.cache._opening import open_store
+from dahl.cache._wrap import BlobCache
+from dahl.cache._store import open_store
 from dahl.engine._channel import Channel
 from dahl.engine._ends import Reader, Writer
 from dahl.engine._stage import Stage, run_stages

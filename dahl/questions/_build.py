@@ -20,8 +20,8 @@ import msgspec
 
 from dahl.adapters._endpoint import Connections, Endpoint
 from dahl.adapters._parse import parse_json_object
-from dahl.cache._refs import BlobCache
-from dahl.cache._opening import open_store
+from dahl.cache._wrap import BlobCache
+from dahl.cache._store import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel
 from dahl.engine._ends import Reader, Writer

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 import anyio
 
-from dahl.cache._refs import BlobCache
-from dahl.cache._opening import open_store
+from dahl.cache._wrap import BlobCache
+from dahl.cache._store import open_store
 from dahl.config import EndpointConfig
 from dahl.engine._channel import Channel
 from dahl.engine._ends import Reader, Writer

@@ -10,7 +10,8 @@ import msgspec
 from dahl.adapters._endpoint import Endpoint
 from dahl.adapters._parse import parse_json_object
 from dahl.adapters._rules import RuleSplitter, split_claims
-from dahl.cache._refs import BlobCache, extract_key
+from dahl.cache._wrap import BlobCache
+from dahl.cache._keys import extract_key
 from dahl.errors import OutputParseError
 from dahl.records import normalize_text
 from dahl.refs._settings import BuildCounters, Granularity

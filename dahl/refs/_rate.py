@@ -12,7 +12,8 @@ import msgspec
 
 from dahl.adapters._endpoint import CountMismatch, Endpoint
 from dahl.adapters._parse import parse_json_object
-from dahl.cache._refs import BlobCache, rate_key
+from dahl.cache._wrap import BlobCache
+from dahl.cache._keys import rate_key
 from dahl.errors import OutputParseError
 from dahl.refs import _prompts as prompts
 from dahl.refs._settings import DEFAULT_BATCH, BuildCounters

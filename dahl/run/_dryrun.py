@@ -22,8 +22,8 @@ import msgspec
 from dahl.adapters._base import Checker, PreparedKeys
 from dahl.adapters._bodies import max_tokens
 from dahl.run._plan import AdapterSettings, open_adapters
-from dahl.cache._schema import DB_NAME
-from dahl.cache._reparse import reparse_claims, reparse_verdict
+from dahl.cache._table import DB_NAME
+from dahl.cache._wrap import reparse_claims, reparse_verdict
 from dahl.cache._store import CachedEntry, default_cache_dir
 from dahl.cache._table import BatchReader
 from dahl.config import EndpointConfig

@@ -14,7 +14,7 @@ import anyio
 from dahl.results import _manifest as manifest
 from dahl.run._plan import AdapterSettings, open_judge
 from dahl.adapters._recall import RecallCoverer, RecallSettings
-from dahl.cache._coverage import CachingJudge
+from dahl.cache._wrap import CachingJudge
 from dahl.cache._store import CacheStore
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import LanePool

@@ -24,8 +24,8 @@ from dahl.results import _manifest as manifest
 from dahl.run._plan import AdapterSettings, open_adapters, used_templates
 from dahl.adapters._recall import RecallCoverer, RecallSettings
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter, default_cache_dir
-from dahl.cache._answers import code_digest
-from dahl.cache._opening import open_store
+from dahl.cache._wrap import code_digest
+from dahl.cache._store import open_store
 from dahl.results._counters import RunCounters
 from dahl.results._log import AnswerLog
 from dahl.engine._options import CallSettings

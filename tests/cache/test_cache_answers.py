@@ -1,4 +1,4 @@
-"""Tests for dahl.cache._answers: finished answers stored whole, keyed by all that shapes them."""
+"""Tests for whole answers in the cache (dahl.cache._wrap.AnswerCache): finished answers stored whole, keyed by all that shapes them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dahl.adapters._fake import FakeChecker
 from dahl.adapters._given import GivenSplitter
 from dahl.adapters._openai import OpenAIChecker, OpenAISplitter
 from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter
-from dahl.cache._answers import StoredAnswer
+from dahl.cache._wrap import StoredAnswer
 from dahl.config import EndpointConfig
 from dahl.results._counters import RunCounters
 from dahl.results._assemble import EncodedResult, FoundAnswer, result_of_claims, result_of_encoded
@@ -104,7 +104,7 @@ class TestKeys:
         self, store: CacheStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A new Splitter parser version, or other dahl code (preprocessing, offline Splitters), is another key."""
-        import dahl.cache._answers as answers
+        import dahl.cache._wrap as answers
 
         base = _key_of(store)
         with monkeypatch.context() as m:
@@ -117,7 +117,7 @@ class TestKeys:
 
     def test_the_code_digest_covers_every_module(self) -> None:
         """code_digest hashes the package's source files: 32 hex digits, stable within a process."""
-        from dahl.cache._answers import code_digest
+        from dahl.cache._wrap import code_digest
 
         assert len(code_digest()) == 32 and code_digest() == code_digest()
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dahl.adapters._coverage import Judgement
-from dahl.cache._coverage import CachingJudge, coverage_key
+from dahl.cache._keys import coverage_key
+from dahl.cache._wrap import CachingJudge
 from dahl.cache._store import CacheStore
 from dahl.results._assemble import build_result
 from dahl.errors import TransientAPIError

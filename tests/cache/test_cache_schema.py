@@ -1,4 +1,4 @@
-"""Tests for dahl.cache._schema: dahl's own table, and the one-time migration of a diskcache-format cache."""
+"""Tests for the cache database (dahl.cache._table): dahl's own table, and the one-time migration of a diskcache-format cache."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from dahl.cache import CachedEntry, CacheStore
-from dahl.cache._envelope import encode_envelope
-from dahl.cache._schema import SCHEMA_VERSION, open_database
+from dahl.cache._table import SCHEMA_VERSION, encode_envelope, open_database
 from dahl.records import Label, Verdict
 
 VERDICT = Verdict(label=Label.SUPPORTED, checker="stub/v1", raw="Supported.")
@@ -64,7 +63,7 @@ class TestDiskcacheMigration:
         old.set(_key(9), big)  # 32 KiB or more: diskcache writes it to a .val file
         old.close()
         assert len(list(tmp_path.rglob("*.val"))) == 1
-        with caplog.at_level(logging.INFO, logger="dahl.cache._schema"):
+        with caplog.at_level(logging.INFO, logger="dahl.cache._table"):
             store = CacheStore(tmp_path)
         try:
             assert [r.getMessage() for r in caplog.records] == [
@@ -77,6 +76,6 @@ class TestDiskcacheMigration:
         assert _tables(tmp_path / "cache.db") == (["entries"], 1)
         assert list(tmp_path.rglob("*.val")) == []
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="dahl.cache._schema"), CacheStore(tmp_path) as again:
+        with caplog.at_level(logging.INFO, logger="dahl.cache._table"), CacheStore(tmp_path) as again:
             assert again.stats()["entries"] == 4
         assert caplog.records == []  # migrated once

@@ -293,7 +293,7 @@ class TestCorruption:
                 f.truncate(size // 2)
         else:
             db.write_bytes(b"this is not a database" * 100)
-        with caplog.at_level(logging.WARNING, logger="dahl.cache._schema"):
+        with caplog.at_level(logging.WARNING, logger="dahl.cache._table"):
             s = CacheStore(directory)
         try:
             assert any("is corrupt" in r.getMessage() for r in caplog.records)
@@ -475,7 +475,7 @@ class TestOneRowLayout:
 
     async def test_verdict_raw_is_stored_once(self, store: CacheStore) -> None:
         """A Verdict put with its own raw reply keeps it only inside the Verdict; a claim list keeps it beside."""
-        from dahl.cache._envelope import ENVELOPE_DECODER, Stored
+        from dahl.cache._table import ENVELOPE_DECODER, Stored
 
         store.put(_key(1), VERDICT, VERDICT.raw)
         store.put(_key(2), CLAIMS, "raw split reply", parser_version="3")

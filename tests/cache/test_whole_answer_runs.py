@@ -1,4 +1,4 @@
-"""Runs that find answers whole in the cache (dahl.cache._answers): re-score, large entries, resume.
+"""Runs that find answers whole in the cache (dahl.cache.AnswerCache): re-score, large entries, resume.
 
 ``mocks`` is the MockServers fixture of tests/conftest.py.
 """
