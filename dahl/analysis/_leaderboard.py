@@ -1,30 +1,10 @@
-"""Leaderboard over verdict stores: per-model scores, CIs, ranks and paired comparisons.
+"""Leaderboard over verdict stores: per-model scores, bootstrap CIs, ranks and paired comparisons.
 
-* Point estimates come from :mod:`dahl.metrics` (DAHL Score, FActScore with and
-  without the length penalty, F1@K); the 95% interval is
-  :func:`dahl.metrics.bootstrap_ci` with the same per-model seed as
-  ``summary.json`` (so the DAHL Score CI there and here agree).
-* Runs scored with reference facts add the recall of "Beyond Precision"
-  (:mod:`dahl.metrics._recall`): Rec, Rec^w, F1 and F1^w are the means of the per-answer values of the
-  verdict store's recall columns over the answers where each is defined (an
-  abstained answer counts 0), ρ the mean number of claims per responding answer;
-  any of the four can rank the board (CIs seeded as the DAHL Score's).
-* **Rank** follows the Chatbot Arena rule (Chiang et al. 2024, "Chatbot Arena",
-  §5 and the leaderboard's "rank (UB)"): rank = 1 + the number of models that
-  are significantly better, model B being significantly better than A when B's
-  lower CI bound exceeds A's upper bound. Models whose CIs overlap share a rank.
-  Models without a score rank last.
-* **Paired comparison** of two models on the questions both answered: per
-  question, each model's mean per-answer value over its included answers (an
-  excluded answer drops the question from the pair); d = A − B; a paired
-  bootstrap of mean(d), resampling questions jointly for all comparisons
-  (:func:`dahl.analysis._paired_bootstrap.joint_paired_bootstrap`), gives a percentile CI and a two-sided
-  p-value p = (1 + #{|d̄*_b − d̄| ≥ |d̄|}) / (B + 1), i.e. the bootstrap test of
-  H0: E[d] = 0 with the data shifted to mean 0 (Efron & Tibshirani 1993, §16.4;
-  the +1 correction of Davison & Hinkley 1997, eq. 4.11).
-
-Renderers: :func:`to_json` (the ``board.json`` layout), :func:`to_markdown`
-(GitHub tables), :func:`to_csv`; the plot is in :mod:`dahl.analysis._plots`.
+Rank follows the Chatbot Arena rule (Chiang et al. 2024, "Chatbot Arena", §5, "rank (UB)"):
+1 + the number of models whose CI lies entirely above this one's; models without a score rank
+last. A paired comparison takes, per question both models answered, each model's mean over its
+included answers, d = A − B, and bootstraps mean(d) over the questions
+(:func:`dahl.analysis._paired_bootstrap.joint_paired_bootstrap`).
 """
 
 from __future__ import annotations
@@ -78,7 +58,7 @@ BOARD_METRICS: dict[str, str] = {
 }
 #: The metrics of :data:`BOARD_METRICS` that need runs scored with reference facts.
 RECALL_BOARD_METRICS: tuple[str, ...] = ("recall", "recall_w", "f1", "f1_w")
-# Metrics whose CI uses summary.json's per-group seed (dahl.metrics.group_seed).
+# Metrics whose CI uses summary.json's per-group seed, so both show the same interval.
 _SUMMARY_SEEDED = frozenset(("dahl_score", *RECALL_BOARD_METRICS))
 
 
@@ -87,17 +67,14 @@ class ModelRow:
     """One leaderboard row; scores in [0, 1], None when no answer qualifies.
 
     Attributes:
-        model: model name.
         rank: Chatbot Arena rank (ties where CIs overlap).
         score, ci: the ranking metric and its percentile bootstrap CI.
-        dahl_score, dahl_score_ci, factscore, factscore_init, f1_at_k: every metric.
-        n_answers: answers of the model.
         n_scored, n_excluded: answers in / out of the ranking metric's mean.
         excluded_by_reason: answers per :data:`dahl.metrics.REASONS`.
-        checker: fingerprint of the Checker that scored the model's run (None: not known).
-        recall, recall_w, f1, f1_w: mean per-answer Rec, Rec^w, F1, F1^w (None: no
-            answer with the value, or the board has no recall).
-        rho: ρ, mean claims per responding answer (None: none responded).
+        checker: fingerprint of the Checker of the model's run (None: not known).
+        recall, recall_w, f1, f1_w: mean per-answer Rec, Rec^w, F1, F1^w over the answers
+            where defined ("Beyond Precision"; None without recall).
+        rho: ρ, mean claims per responding answer.
         n_recall: answers with Rec defined (abstained ones included).
     """
 
@@ -128,11 +105,9 @@ class Comparison:
     """Paired comparison of model ``a`` (ranked above) with model ``b``.
 
     Attributes:
-        a, b: model names.
         n_pairs: questions both answered with an included answer.
-        mean_diff: mean of per-question A − B (None without pairs).
-        ci: percentile bootstrap CI of ``mean_diff``.
-        p_value: two-sided paired bootstrap p-value (see the module docstring).
+        mean_diff, ci: mean of per-question A − B and its percentile bootstrap CI.
+        p_value: two-sided paired bootstrap p-value.
     """
 
     a: str
@@ -159,9 +134,7 @@ class Leaderboard:
 
     Attributes:
         metric: the ranking metric (a key of :data:`BOARD_METRICS`).
-        gamma, k, seed, n_boot, level: the settings used.
         models: rows sorted by rank, then score (descending), then name.
-        comparisons: paired comparisons (adjacent rows, or all pairs).
         categories: category -> model -> cell (empty unless requested).
         has_recall: some run has recall columns (the rows carry Rec, Rec^w, F1, F1^w, ρ).
     """
@@ -183,14 +156,7 @@ def _ci(values: npt.NDArray[np.float64], seed: list[int], n_boot: int, level: fl
 
 
 def arena_ranks(cis: list[tuple[float, float] | None]) -> list[int]:
-    """Chatbot Arena ranks: 1 + number of models whose CI lies entirely above this one's.
-
-    Args:
-        cis: per-model (lo, hi), None for a model without a score.
-
-    Returns:
-        ranks (same order); models without a CI get 1 + the number of models with one.
-    """
+    """Chatbot Arena ranks of per-model ``(lo, hi)`` CIs; a None CI ranks after every model with one."""
     have = [ci for ci in cis if ci is not None]
     ranks = []
     for ci in cis:
@@ -222,17 +188,11 @@ def build_leaderboard(
         metric: ranking metric, a key of :data:`BOARD_METRICS`.
         gamma: FActScore γ in claims (None: the run's, else 10).
         k: F1@K's K (None: the run's, else 64).
-        seed: bootstrap seed; per model and per pair generators derive from it and the names.
-        n_boot: bootstrap resamples.
-        level: interval coverage.
+        seed, n_boot, level: bootstrap seed (with the group names), resamples and coverage.
         by_category: also compute the model × category table (DAHL paper Figure 6).
         compare: paired comparisons between rank-adjacent models or all pairs.
-        workers: threads for the bootstraps (numpy releases the GIL); None: CPU count.
-        checkers: the Checker fingerprint of each merged run, in ``store.source`` order
-            (see :func:`dahl.analysis._runs.check_runs`), shown on each model's row.
-
-    Returns:
-        The leaderboard.
+        workers: threads for the bootstraps; None: CPU count.
+        checkers: the Checker fingerprint of each merged run, in ``store.source`` order.
 
     Raises:
         ConfigError: unknown metric or compare mode, n_boot outside [1, MAX_N_BOOT], level outside (0, 1),
@@ -252,7 +212,6 @@ def build_leaderboard(
     shown = [m for m in BOARD_METRICS if has_recall or m not in RECALL_BOARD_METRICS]
     if metric in RECALL_BOARD_METRICS:
         store.scores(metric)  # a ConfigError naming the run without recall, before any work
-    # Runs without recall leave their rows' recall cells empty unless recall ranks the board.
     values = {name: store.scores(BOARD_METRICS[name], gamma=g, k=kk, partial_recall=True) for name in shown}
     claims, responded = store.scores("n_claims")
     status = np.asarray(store.status)
@@ -276,7 +235,6 @@ def build_leaderboard(
         for name, rows in groups.items():
             for mname in dict.fromkeys(("dahl_score", metric)):
                 v, m = values[mname]
-                # dahl_score and recall use summary.py's seed, so summary.json shows the same interval.
                 s = group_seed(seed, name) if mname in _SUMMARY_SEEDED else group_seed(seed, name, mname)
                 ci_jobs[(name, mname)] = pool.submit(_ci, v[rows][m[rows]], s, n_boot, level)
         rows_out = []
@@ -423,16 +381,8 @@ def _pair(ci: tuple[float, float] | None) -> list[float] | None:
 
 
 def to_json(board: Leaderboard) -> dict[str, Any]:
-    """The ``board.json`` document.
-
-    Returns:
-        ``{"metric", "settings", "models": [{"model", "rank", "dahl_score", "dahl_score_ci",
-        "factscore", "factscore_init", "f1_at_k", "score", "score_ci", "n_answers", "n_scored",
-        "n_excluded", "excluded_by_reason", "checker"} (+ "recall", "recall_w", "f1", "f1_w",
-        "rho", "n_recall" when the board has recall), ...] sorted by rank, "comparisons": [{"a", "b",
-        "n_pairs", "mean_diff", "ci", "p_value"}, ...], "categories": {category: {model:
-        {"score", "ci", "n_scored", "n_excluded"}}}}``; scores are fractions in [0, 1] or null.
-    """
+    """The ``board.json`` document: ``metric``, ``settings``, ``models`` (the rows' fields, by rank),
+    ``comparisons`` and ``categories``; scores are fractions in [0, 1] or null."""
     return {
         "metric": board.metric,
         "settings": {"gamma": board.gamma, "k": board.k, "seed": board.seed, "n_boot": board.n_boot,
@@ -492,11 +442,8 @@ def _md_row(cells: list[str]) -> str:
 
 
 def to_markdown(board: Leaderboard) -> str:
-    """GitHub-flavoured markdown: the model table, the comparisons and (if computed) the category table.
-
-    Scores are shown in percent with one decimal; with recall, the columns Rec, Rec^w,
-    F1, F1^w (percent) and ρ (claims per answer) follow F1@K.
-    """
+    """GitHub markdown: the model table (percent; with recall Rec … ρ after F1@K), the comparisons
+    and the category table."""
     pct = int(round(100 * board.level))
     lines = [f"## Leaderboard (ranked by {board.metric}, {pct}% bootstrap CI, seed {board.seed})", ""]
     with_checker = any(r.checker for r in board.models)  # known for runs that recorded it
@@ -535,10 +482,8 @@ _RECALL_CSV = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall")
 
 
 def to_csv(board: Leaderboard) -> str:
-    """CSV with one row per model (scores as fractions); category cells as ``<metric>:<category>`` columns.
-
-    With recall, the columns ``recall, recall_w, f1, f1_w, rho, n_recall`` follow ``checker``.
-    """
+    """CSV, a row per model (fractions; with recall ``recall`` … ``n_recall`` after ``checker``),
+    category cells as ``<metric>:<category>`` columns."""
     buf = io.StringIO()
     cats = list(board.categories)
     writer = csv.writer(buf, lineterminator="\n")

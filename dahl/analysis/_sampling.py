@@ -1,18 +1,8 @@
 """Stratified samples that keep the category distribution, and the DAHL paper's sample check.
 
-Allocation (:func:`allocate`) is by largest remainder (Hamilton's method): the
-sample size is round(fraction × N) (half to even); stratum h first gets floor(fraction × N_h)
-rows, and the rows still missing go one each to the strata with the largest
-remainders fraction × N_h − floor(·) (ties: larger stratum, then name). Rows
-inside a stratum are drawn without replacement with a seeded
-``numpy.random.Generator`` and written in their input order.
-
-:func:`repeat_check` is the check of the DAHL paper (§5.1): draw N stratified
-samples of a run's answers, compute each sample's per-answer scores, and run an
-F-test of equal variances and a Student t-test (equal variances) between every
-pair of samples; the smallest p-values show whether any two samples differ.
-:func:`pair_test` is that pair of tests on two arrays (also the temperature study's,
-:mod:`dahl.analysis._study`).
+:func:`allocate` is largest remainder (Hamilton's method); :func:`repeat_check` is the DAHL
+paper's check (§5.1) that stratified samples of a run's answers do not differ, with the F-test
+then t-test of :func:`pair_test`.
 """
 
 from __future__ import annotations
@@ -38,7 +28,10 @@ logger = logging.getLogger(__name__)
 
 
 def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None = None) -> npt.NDArray[np.int64]:
-    """Rows to draw per stratum by largest remainder (see the module docstring).
+    """Rows to draw per stratum by largest remainder (Hamilton's method).
+
+    The total is round(fraction × N) (half to even); stratum h gets floor(fraction × N_h), and
+    the rows still missing go one each to the largest remainders (ties: larger stratum, then name).
 
     Args:
         sizes: rows per stratum (h,).
@@ -66,15 +59,8 @@ def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None 
 
 
 def stratified_sample(strata: Sequence[str], fraction: float, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-    """Indices of a stratified sample of rows.
-
-    Args:
-        strata: the stratum (e.g. category) of each row, (n,).
-        fraction: sample fraction in (0, 1].
-        rng: seeded generator.
-
-    Returns:
-        Sorted int64 indices into ``strata``.
+    """Sorted int64 indices of a stratified sample (drawn without replacement by ``rng``) of rows
+    whose strata (e.g. categories) are ``strata`` (n,).
 
     Raises:
         ConfigError: fraction outside (0, 1].
@@ -96,8 +82,7 @@ def sample_file(input_path: Path, out_path: Path | None, *, fraction: float, str
         input_path: ``.jsonl`` (one object a line) or ``.csv`` with a header.
         out_path: where to write the sample (same format); None to only return it.
         fraction: sample fraction in (0, 1].
-        stratify: the field holding the stratum (e.g. ``category``); a record
-            without it falls in stratum ``""``.
+        stratify: the field holding the stratum (missing: stratum ``""``).
         seed: generator seed.
 
     Returns:
@@ -175,19 +160,13 @@ def pair_test(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], i: int = 0
               alpha: float | None = None) -> SampleTest:
     """The DAHL paper's F-test of equal variances, then a t-test of equal means (§5.2).
 
-    F = s²_a / s²_b with (n_a − 1, n_b − 1) degrees of freedom, p = 2·min(cdf, sf)
-    (capped at 1). The t-test is Student's (pooled variance; scipy.stats.ttest_ind,
-    equal_var=True), as the paper after "confirming equal variances"; with ``alpha``
-    set, Welch's (equal_var=False) when the F-test rejects (f_p < alpha). Both are
-    None when a sample has fewer than 2 values or zero variance.
+    F = s²_a / s²_b with (n_a − 1, n_b − 1) degrees of freedom, p = min(1, 2·min(cdf, sf)). The
+    t-test is Student's (scipy.stats.ttest_ind, pooled variance), as the paper, or with ``alpha``
+    Welch's when f_p < alpha. Both None when a sample has < 2 values or zero variance.
 
     Args:
         a, b: per-answer scores, float arrays (n_a,), (n_b,).
         i, j: the labels the result carries.
-        alpha: F-test level that switches to Welch's t-test; None: always Student's.
-
-    Returns:
-        The test (``equal_var`` tells which t-test ran).
     """
     from scipy import stats  # type: ignore[import-untyped]  # lazy: ~1 s to import
 
@@ -209,9 +188,7 @@ class RepeatCheck:
     """Result of :func:`repeat_check`.
 
     Attributes:
-        model: the model whose answers were sampled.
-        sizes: scored answers per sample.
-        means: mean score per sample.
+        sizes, means: scored answers and mean score per sample.
         tests: every pair of samples.
         min_f_p, min_t_p: smallest p-values over the pairs (None if undefined).
     """
@@ -235,21 +212,9 @@ def repeat_check(
 ) -> RepeatCheck:
     """The DAHL paper's check that a stratified sample represents the full set (§5.1).
 
-    Each of ``repeats`` samples is a stratified sample (by category) of the
-    model's answers; answers outside the metric's mask are then dropped. F-test:
-    F = s²_i / s²_j, (n_i − 1, n_j − 1) degrees of freedom, p = 2·min(cdf, sf);
-    t-test: Student's, pooled variance (scipy.stats.ttest_ind, equal_var=True).
-
-    Args:
-        store: a run's verdicts.
-        fraction: sample fraction in (0, 1].
-        repeats: number of samples, >= 2.
-        seed: seed of the generator all samples are drawn from.
-        model: the model to sample; may be None when the run holds one model.
-        metric: per-answer metric (see :meth:`dahl.analysis._verdicts.Verdicts.scores`).
-
-    Returns:
-        Sizes, means and pairwise tests.
+    Draws ``repeats`` (>= 2) samples, by category, of ``fraction`` of ``model``'s answers (None: the
+    run's one model) from one generator seeded ``seed``, drops answers outside ``metric``'s mask
+    and tests each pair with :func:`pair_test` (Student's t-test).
 
     Raises:
         ConfigError: repeats < 2, bad fraction, or model missing/ambiguous.
