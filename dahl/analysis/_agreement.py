@@ -10,7 +10,6 @@ samples, so it is descriptive here), also on claim counts (``n_claims``) to vali
 from __future__ import annotations
 
 import csv
-import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,6 @@ from dahl.analysis._verdicts import load_verdicts
 from dahl.formats._rows import jsonl_rows
 
 __all__ = ["Agreement", "agreement", "join_scores", "load_scores"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import logging
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,8 +41,6 @@ __all__ = [
     "to_json",
     "to_markdown",
 ]
-
-logger = logging.getLogger(__name__)
 
 #: Leaderboard metric name -> per-answer value name in :meth:`Verdicts.scores`.
 BOARD_METRICS: dict[str, str] = {

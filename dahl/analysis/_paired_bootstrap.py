@@ -6,12 +6,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dahl.errors import ConfigError
-from dahl.metrics._precision import MAX_N_BOOT
+from dahl.metrics._precision import _DRAW_BUDGET, MAX_N_BOOT
 
 __all__ = ["joint_paired_bootstrap"]
-
-# Largest number of random draws held at once (as in dahl.metrics.bootstrap_ci).
-_DRAW_BUDGET = 4_000_000
 
 
 def joint_paired_bootstrap(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,6 @@ from dahl.errors import ConfigError, InputError
 from dahl.analysis._verdicts import Verdicts
 
 __all__ = ["RepeatCheck", "SampleTest", "allocate", "pair_test", "repeat_check", "sample_file", "stratified_sample"]
-
-logger = logging.getLogger(__name__)
 
 
 def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None = None) -> npt.NDArray[np.int64]:

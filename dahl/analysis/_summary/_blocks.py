@@ -1,9 +1,5 @@
-"""The figures blocks of ``summary.json``: one group of answers (a model, or a model's category).
-
-Every block is a frozen msgspec Struct whose encoding (:func:`msgspec.to_builtins`) is the JSON
-object summary.json holds; a field that is ``UNSET`` is left out of it. The figures are computed
-by :class:`dahl.analysis._summary._builder.SummaryBuilder` from per-answer columns; the formulas are in
-:mod:`dahl.metrics`.
+"""The figures blocks of ``summary.json``: frozen msgspec Structs whose encoding is the JSON object
+(``UNSET`` fields left out), computed by :class:`dahl.analysis._summary._builder.SummaryBuilder`.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ class UnsupportedByReason(msgspec.Struct, frozen=True, kw_only=True):
     """Unsupported claims of a group by the reason their verdict gave; the three sum to ``labels["unsupported"]``.
 
     Attributes:
-        contradicted: claims the evidence contradicts.
-        no_evidence: claims no evidence was found for.
+        contradicted, no_evidence: claims the evidence contradicts, and claims without evidence.
         unstated: claims whose verdict gave no reason.
     """
 
@@ -71,11 +66,7 @@ class GroupSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelSummary(GroupSummary, frozen=True, kw_only=True):
-    """Figures of one model's answers, and of each of its categories.
-
-    Attributes:
-        categories: category -> its figures, sorted by name.
-    """
+    """Figures of one model's answers, and of each of its ``categories`` (sorted by name)."""
 
     categories: dict[str, GroupSummary] = msgspec.field(default_factory=dict)
 
@@ -85,8 +76,7 @@ class Figures(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         models: model -> its figures, sorted by name.
-        recall_settings: how recall was computed; None when recall is tracked without
-            settings (answers carried recall), UNSET (left out) when recall is not tracked.
+        recall_settings: None when recall is tracked without settings, UNSET when not tracked.
     """
 
     models: dict[str, ModelSummary]

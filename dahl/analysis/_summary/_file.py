@@ -1,10 +1,7 @@
 """``summary.json`` as a typed value: :class:`Summary` and its run, cost, config and change blocks.
 
-A :class:`Summary` encodes (:meth:`Summary.encode`) to the bytes of ``summary.json``: keys
-sorted, two-space indent. A summary built by a run also carries its
-:class:`SummaryStatistics` (per-answer columns and question ids, never written), from which
-:meth:`Summary.merge` recomputes every figure of two shards joined; a summary decoded from
-the file has none and cannot be merged.
+A summary built by a run carries :class:`SummaryStatistics` (never written), from which
+:meth:`Summary.merge` recomputes the figures of two shards; a decoded one cannot be merged.
 """
 
 from __future__ import annotations
@@ -48,10 +45,9 @@ class PriceSummary(msgspec.Struct, frozen=True, kw_only=True):
     """The price a stage's tokens were charged at (:class:`dahl.pricing.Price`).
 
     Attributes:
-        model: the model priced.
         input_usd_per_mtok, output_usd_per_mtok: USD per million prompt and completion tokens.
-        batch: True when these already are the batch prices.
-        source: where the price comes from (a page URL, ``config FILE`` or ``--price``).
+        batch: these are the batch prices.
+        source: a page URL, ``config FILE`` or ``--price``.
     """
 
     model: str
@@ -65,12 +61,9 @@ class StageCost(msgspec.Struct, frozen=True, kw_only=True):
     """Tokens and money of one stage's calls (:class:`dahl.lanes._spend.StageSpend`).
 
     Attributes:
-        model: the model the stage calls.
-        calls: calls that returned a reply.
-        calls_without_usage: of ``calls``, replies that reported no usage.
+        calls: calls that returned a reply (``calls_without_usage`` of them reported no usage).
         input_tokens, output_tokens: tokens reported.
-        usd: money of the reported tokens, USD; None when the price is unknown.
-        price: the price used, None when unknown.
+        usd, price: money of the reported tokens (USD) and the price; None when unknown.
     """
 
     model: str
@@ -122,7 +115,7 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
                    price_table_date=spend.table.date, lanes=lanes)
 
     def merge(self, other: CostSummary) -> CostSummary:
-        """Money and per-stage figures added (unknown money stays None); caps add (each shard stays under its own).
+        """Money, per-stage figures and caps added (unknown money stays None).
 
         Raises:
             ConfigError: the two were priced with different tables or batch pricing.
@@ -138,9 +131,7 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
     """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when, and what it cost.
 
     Attributes:
-        dahl_version: the dahl that ran.
         started_at, finished_at: UTC, ISO 8601 to the second.
-        cost: tokens and money.
     """
 
     dahl_version: str
@@ -156,10 +147,8 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
                    finished_at=finished_at, cost=CostSummary.of(spend))
 
     def merge(self, other: RunSummary) -> RunSummary:
-        """Counts added; the earlier start, the later finish and the longer ``elapsed_s`` (shards run side by side).
-
-        Lanes present in both add their counts (``paused_until`` the later; ``rpm`` and
-        ``tpm`` this one's).
+        """Counts added (lanes' too, ``paused_until`` the later); the earlier start, the later finish,
+        the longer ``elapsed_s``.
 
         Raises:
             ConfigError: the runs are of different dahl versions, or priced differently.
@@ -187,7 +176,6 @@ class TemplateUse(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         stage: ``split``, ``check``, ``check-evidence`` or ``cover``.
-        version: the template's version.
         source: ``shipped`` or ``file``.
     """
 
@@ -200,11 +188,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """``config``: what changes a result besides the answers.
 
     Attributes:
-        inputs: the input names, as given.
         splitter, checker: the adapters' fingerprints.
         gamma: FActScore length-penalty γ, claims.
         k: F1@K's K, supported claims.
-        seed: seed of the bootstrap generators.
         templates: the prompt template of each prompted stage, in pipeline order.
     """
 
@@ -221,7 +207,6 @@ class InputFile(msgspec.Struct, frozen=True, kw_only=True):
     """One input of ``inputs`` (:func:`dahl.results._manifest.hash_inputs`).
 
     Attributes:
-        path: its name, as given.
         bytes: its size; None for a stream or in-memory records.
         blake2b: hex blake2b-128 of its content; None when unreadable or a stream.
     """
@@ -249,8 +234,7 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         previous_run: the folder held an earlier run's output.
         config_changed: its manifest's configuration differs from this run's.
-        answers_reused: answers kept from an earlier run.
-        answers_scored: answers scored now.
+        answers_reused, answers_scored: answers kept from an earlier run, and scored now.
         answers_dropped: stale lines dropped from answers.jsonl.
     """
 
@@ -270,15 +254,8 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SummaryStatistics:
-    """What a summary's figures are computed from: per-answer columns and the question ids.
-
-    Args:
-        builder: the run's per-answer columns and their settings (γ, K, seed, n_boot, level).
-        questions: the answers' question ids.
-
-    Two statistics are equal when they give equal figures over the same questions (the
-    order of the answers does not change a figure).
-    """
+    """What a summary's figures are computed from: per-answer columns (``builder``) and the
+    ``questions``; equal when they give equal figures over the same questions."""
 
     __slots__ = ("builder", "questions")
 
@@ -305,17 +282,11 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     """The content of ``summary.json``.
 
     Attributes:
-        models: model -> its figures and its categories' (:class:`~dahl.analysis._summary._blocks.ModelSummary`).
+        models: model -> its figures and its categories'.
         recall_settings: how recall was computed; present only when the run tracks recall.
-        run: this invocation's counters, clock and cost.
-        config: the run's configuration.
-        inputs: each input's name, size and content hash.
-        question_set: the questions the answers respond to.
         input_errors: the first rejected input records, as text.
         cache: ``on``, ``off`` or ``disabled (why)``.
-        changes: how this invocation relates to the folder's earlier runs.
-        statistics: what the figures are computed from (never encoded); UNSET in a summary
-            decoded from the file.
+        statistics: what the figures are computed from (never encoded; UNSET when decoded).
     """
 
     models: dict[str, ModelSummary]
@@ -360,16 +331,13 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     def merge(self, other: Summary) -> Summary:
         """The summary of this run's answers and ``other``'s together (two shards of one run).
 
-        Counts add (run counters, cost, changes); ``config.inputs``, ``inputs`` and
-        ``input_errors`` are this one's followed by ``other``'s; ``cache`` is kept when
-        equal, else both are named. Every figure (means, bootstrap intervals, per
-        category, recall) and ``question_set`` is recomputed from the joined
-        :class:`SummaryStatistics`, so it equals the figure one run over both inputs gives.
+        Counts add; inputs and input errors are this one's then ``other``'s; ``cache`` is kept
+        when equal, else both are named; every figure and ``question_set`` is recomputed from
+        the joined statistics, as one run over both inputs gives.
 
         Raises:
-            ConfigError: either summary has no statistics (it was read from a file), or
-                the runs differ in splitter, checker, γ, K, seed, templates, bootstrap
-                settings, recall settings, dahl version or pricing.
+            ConfigError: either summary has no statistics (it was read from a file), or the
+                runs differ in configuration, bootstrap or recall settings, dahl version or pricing.
         """
         if isinstance(self.statistics, UnsetType) or isinstance(other.statistics, UnsetType):
             raise ConfigError("a summary read from summary.json has no per-answer statistics and cannot be merged")
