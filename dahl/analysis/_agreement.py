@@ -28,8 +28,7 @@ class Agreement:
     """Agreement statistics of paired scores A and B; None where undefined (n too small, zero variance).
 
     Attributes:
-        n: pairs.
-        mean_a, mean_b, var_a, var_b: sample means and variances (ddof = 1).
+        mean_a, mean_b, var_a, var_b: sample means and variances (ddof = 1) of the n pairs.
         pearson_r, pearson_p: Pearson correlation and its two-sided p-value.
         spearman_rho, spearman_p: Spearman rank correlation and its p-value.
         t_stat, t_p, t_df: paired t-test of mean(A − B) = 0.

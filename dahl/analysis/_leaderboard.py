@@ -14,7 +14,7 @@ import io
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -130,7 +130,6 @@ class Leaderboard:
     """A computed leaderboard.
 
     Attributes:
-        metric: the ranking metric (a key of :data:`BOARD_METRICS`).
         models: rows sorted by rank, then score (descending), then name.
         categories: category -> model -> cell (empty unless requested).
         has_recall: some run has recall columns (the rows carry Rec, Rec^w, F1, F1^w, ρ).
@@ -181,10 +180,8 @@ def build_leaderboard(
     """Compute the leaderboard of every model in ``store``.
 
     Args:
-        store: one run's or several runs' merged verdicts.
         metric: ranking metric, a key of :data:`BOARD_METRICS`.
-        gamma: FActScore γ in claims (None: the run's, else 10).
-        k: F1@K's K (None: the run's, else 64).
+        gamma, k: FActScore γ in claims and F1@K's K (None: the run's, else 10 and 64).
         seed, n_boot, level: bootstrap seed (with the group names), resamples and coverage.
         by_category: also compute the model × category table (DAHL paper Figure 6).
         compare: paired comparisons between rank-adjacent models or all pairs.
@@ -373,6 +370,9 @@ def _categories(
     return out
 
 
+_RECALL_FIELDS = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall")
+
+
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
@@ -404,22 +404,16 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
             }
             for r in board.models
         ],
-        "comparisons": [
-            {"a": c.a, "b": c.b, "n_pairs": c.n_pairs, "mean_diff": c.mean_diff, "ci": _pair(c.ci),
-             "p_value": c.p_value}
-            for c in board.comparisons
-        ],
+        "comparisons": [{**asdict(c), "ci": _pair(c.ci)} for c in board.comparisons],
         "categories": {
-            cat: {m: {"score": c.score, "ci": _pair(c.ci), "n_scored": c.n_scored, "n_excluded": c.n_excluded}
-                  for m, c in cells.items()}
+            cat: {m: {**asdict(c), "ci": _pair(c.ci)} for m, c in cells.items()}
             for cat, cells in board.categories.items()
         },
     }
 
 
 def _recall_json(r: ModelRow) -> dict[str, Any]:
-    return {"recall": r.recall, "recall_w": r.recall_w, "f1": r.f1, "f1_w": r.f1_w, "rho": r.rho,
-            "n_recall": r.n_recall}
+    return {name: getattr(r, name) for name in _RECALL_FIELDS}
 
 
 def _rho(x: float | None) -> str:
@@ -475,9 +469,6 @@ def to_markdown(board: Leaderboard) -> str:
     return "\n".join(lines) + "\n"
 
 
-_RECALL_CSV = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall")
-
-
 def to_csv(board: Leaderboard) -> str:
     """CSV, a row per model (fractions; with recall ``recall`` … ``n_recall`` after ``checker``),
     category cells as ``<metric>:<category>`` columns."""
@@ -486,7 +477,7 @@ def to_csv(board: Leaderboard) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["rank", "model", "dahl_score", "dahl_score_ci_lo", "dahl_score_ci_hi", "factscore",
                      "factscore_init", "f1_at_k", "n_answers", "n_scored", "n_excluded", "checker",
-                     *(_RECALL_CSV if board.has_recall else ()), *(f"{board.metric}:{c}" for c in cats)])
+                     *(_RECALL_FIELDS if board.has_recall else ()), *(f"{board.metric}:{c}" for c in cats)])
 
     def num(x: float | None) -> str:
         return "" if x is None else repr(x)

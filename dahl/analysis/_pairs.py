@@ -58,12 +58,11 @@ def find_pairs(
         min_margin: smallest score difference kept, a fraction (0.1 = 10 points).
         gamma, k: FActScore γ and F1@K's K (None: the run's).
 
-    Yields:
-        Pairs grouped by question, in question-code order.
+    Yields pairs grouped by question, in question-code order.
 
     Raises:
-        ConfigError: unknown metric, ``n_claims``, a negative margin, or a recall
-            metric on a run without recall (named).
+        ConfigError: unknown metric, ``n_claims``, a negative margin, or a recall metric on a
+            run without recall (named).
     """
     name = canonical_metric(metric)
     if name == "n_claims":

@@ -58,11 +58,6 @@ class RecallColumns:
         self._facts: array[int] | None = None
         self._before = 0  # answers added before the first one with recall
 
-    @property
-    def present(self) -> bool:
-        """Some answer added so far has recall."""
-        return self._values is not None
-
     def add(self, recall: Any) -> None:
         """Append one answer's row (see :func:`recall_row`; None/UNSET: a null row)."""
         if self._values is None and (recall is None or recall is msgspec.UNSET):

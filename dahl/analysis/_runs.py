@@ -37,12 +37,6 @@ class RunInfo:
     coverage: str | None = None
 
     @property
-    def templates(self) -> str | None:
-        """The prompt template versions named in its fingerprints (``split/v2, check/v3``), or None."""
-        found = list(self.prompts.values())
-        return ", ".join(found) if found else None
-
-    @property
     def prompts(self) -> dict[str, str]:
         """Role -> prompt template version in its fingerprint (``{"split": "split/v1", ...}``)."""
         found = {}

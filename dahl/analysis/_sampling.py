@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None 
         names: stratum names, for tie-breaking (default: position).
 
     Returns:
-        int64 array (h,) summing to round(fraction × sum(sizes)), each <= its size.
+        int64 array (h,), each <= its size.
 
     Raises:
         ConfigError: fraction outside (0, 1].
@@ -123,17 +124,12 @@ def sample_file(input_path: Path, out_path: Path | None, *, fraction: float, str
         content = buf.getvalue().encode("utf-8")
     else:
         content = b"".join(ln if ln.endswith(b"\n") else ln + b"\n" for ln in (lines[i] for i in picked.tolist()))
-    counts: dict[str, tuple[int, int]] = {}
-    for s in strata:
-        n, m = counts.get(s, (0, 0))
-        counts[s] = (n + 1, m)
-    for i in picked.tolist():
-        n, m = counts[strata[i]]
-        counts[strata[i]] = (n, m + 1)
+    total = Counter(strata)
+    taken = Counter(strata[i] for i in picked.tolist())
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_bytes(content)
-    return content, dict(sorted(counts.items()))
+    return content, {s: (total[s], taken[s]) for s in sorted(total)}
 
 
 @dataclass(frozen=True)
@@ -182,13 +178,8 @@ def pair_test(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], i: int = 0
 
 @dataclass(frozen=True)
 class RepeatCheck:
-    """Result of :func:`repeat_check`.
-
-    Attributes:
-        sizes, means: scored answers and mean score per sample.
-        tests: every pair of samples.
-        min_f_p, min_t_p: smallest p-values over the pairs (None if undefined).
-    """
+    """Result of :func:`repeat_check`: per sample the scored answers (``sizes``) and ``means``, the
+    ``tests`` of every pair, and their smallest p-values ``min_f_p``, ``min_t_p`` (None: undefined)."""
 
     model: str
     sizes: list[int]

@@ -12,7 +12,7 @@ import io
 import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -266,10 +266,8 @@ def to_json(study: TemperatureStudy) -> dict[str, Any]:
         "run_dir": str(study.run_dir), "metric": study.metric, "compare": study.compare,
         "reference": study.reference, "alpha": study.alpha, "level": study.level, "seed": study.seed,
         "without_temperature": study.without_temperature, "best": best,
-        "cells": [{"model": c.model, "temperature": c.temperature, "n": c.n, "excluded": c.excluded,
-                   "mean": c.mean, "sd": c.sd, "ci": _pair(c.ci)} for c in study.cells],
-        "tests": [{"model": t.model, "a": t.a, "b": t.b, "n_a": t.n_a, "n_b": t.n_b, "f_stat": t.f_stat,
-                   "f_p": t.f_p, "t_test": t.t_test, "t_stat": t.t_stat, "t_p": t.t_p} for t in study.tests],
+        "cells": [{**asdict(c), "ci": _pair(c.ci)} for c in study.cells],
+        "tests": [asdict(t) for t in study.tests],
     }
 
 

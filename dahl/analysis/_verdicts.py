@@ -71,11 +71,7 @@ _U = LABELS.index(Label.UNSUPPORTED)
 
 
 def canonical_metric(name: str) -> str:
-    """Map a metric name or alias to one of :data:`METRICS`.
-
-    Raises:
-        ConfigError: unknown name (the message lists the valid ones).
-    """
+    """Map a metric name or alias to one of :data:`METRICS`; ConfigError (listing them) if unknown."""
     name = _ALIASES.get(name, name)
     if name not in METRICS:
         raise ConfigError(f"unknown metric {name!r}; choose one of dahl_score, {', '.join(METRICS)}")
@@ -256,11 +252,7 @@ class VerdictWriter:
         self._recall.add(getattr(result, "recall", None))
 
     def close(self) -> Path:
-        """Write the store (idempotent) and return the ``verdicts/`` folder.
-
-        Raises:
-            OSError: the folder cannot be written.
-        """
+        """Write the store (idempotent; OSError when it cannot) and return the ``verdicts/`` folder."""
         target = self.out_dir / STORE_DIR
         if self._closed:
             return target
@@ -294,12 +286,8 @@ def _column(buffer: array[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
 
 
 def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
-    """Write ``store`` (its ``ids`` available) to ``out_dir/verdicts/``, replacing any store there.
-
-    Readers see the old store or the new one: both move by rename.
-
-    Returns:
-        The ``verdicts/`` folder.
+    """Write ``store`` (its ``ids`` available) to ``out_dir/verdicts/``, replacing any store there
+    by renames (readers see the old store or the new one), and return that folder.
 
     Raises:
         InputError: the columns have inconsistent lengths.
@@ -457,10 +445,8 @@ def _load_column(folder: Path, name: str, hint: str) -> Any:
 
 
 def merge_verdicts(stores: Sequence[Verdicts]) -> Verdicts:
-    """Concatenate the stores of several runs (each of other models), matching questions by id.
-
-    Returns:
-        One store whose ``source`` gives each answer's run; a single store unchanged.
+    """One store of several runs' (each of other models; ``source`` gives each answer's run),
+    questions matched by id; a single store is returned unchanged.
 
     Raises:
         ConfigError: no store, or the same model in two runs.
@@ -542,23 +528,14 @@ def _without_recall(store: Verdicts) -> tuple[Path, ...]:
 
 
 def load_runs(run_dirs: Iterable[Path]) -> Verdicts:
-    """Load and merge the stores of ``run_dirs`` (see :func:`merge_verdicts`).
-
-    Raises:
-        InputError: a run has no readable store.
-        ConfigError: no run, or a model in two runs.
-    """
+    """Load and merge the stores of ``run_dirs`` (errors: :func:`load_verdicts`, :func:`merge_verdicts`)."""
     return merge_verdicts([load_verdicts(Path(d)) for d in run_dirs])
 
 
 def rebuild(out_dir: Path, *, gamma: float | None = None, k: int | None = None) -> Path:
-    """Write the store of run folder ``out_dir`` from its ``answers.jsonl`` (streamed once).
+    """Write the store of run folder ``out_dir`` from its ``answers.jsonl`` and return its folder.
 
-    Args:
-        gamma, k: the run's γ and K, recorded as defaults (None: from ``summary.json``).
-
-    Returns:
-        The ``verdicts/`` folder.
+    ``gamma`` and ``k`` are recorded as the run's (None: from ``summary.json``).
 
     Raises:
         InputError: ``answers.jsonl`` is missing or has an undecodable line.

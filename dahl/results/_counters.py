@@ -52,6 +52,12 @@ class RunCounts(msgspec.Struct, frozen=True, kw_only=True):
     lanes: dict[str, LaneStatistics]
 
 
+# The int counters of RunCounts, and those of a run with a cover stage.
+_COUNTS = ("answers_read", "answers_resumed", "answers_done", "answers_cached", "input_errors", "claims_done",
+           "claims_checked", "claims_cached", "claims_deduped", "claims_failed")
+_COVER_COUNTS = ("answers_covered", "facts_judged", "facts_failed")
+
+
 @dataclass
 class RunCounters:
     """Mutable counters of one run, read by the progress display and the final summary.
@@ -138,15 +144,11 @@ class RunCounters:
 
     def snapshot(self) -> RunCounts:
         """The counters now (``elapsed_s`` and the lanes' statistics are read at the call)."""
-        cover: dict[str, int] = {}
-        if self.covering:
-            cover = {"answers_covered": self.answers_covered, "facts_judged": self.facts_judged,
-                     "facts_failed": self.facts_failed}
+        names = (*_COUNTS, *_COVER_COUNTS) if self.covering else _COUNTS
         return RunCounts(
-            answers_read=self.answers_read, answers_resumed=self.answers_resumed, answers_done=self.answers_done,
-            answers_cached=self.answers_cached, status=dict(self.status), input_errors=self.input_errors,
-            claims_done=self.claims_done, claims_checked=self.claims_checked, claims_cached=self.claims_cached,
-            claims_deduped=self.claims_deduped, claims_failed=self.claims_failed, **cover, errors=dict(self.errors),
+            **{name: getattr(self, name) for name in names},
+            status=dict(self.status),
+            errors=dict(self.errors),
             elapsed_s=round(self.elapsed_s(), 3),
             lanes=dict(self.lane_statistics()) if self.lane_statistics is not None else {},
         )

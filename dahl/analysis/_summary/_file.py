@@ -21,7 +21,7 @@ from dahl.errors import ConfigError
 from dahl.lanes._lane import LaneStatistics
 from dahl.lanes._spend import Spend
 from dahl.results import _manifest as manifest
-from dahl.results._counters import RunCounters, RunCounts
+from dahl.results._counters import _COUNTS, _COVER_COUNTS, RunCounters, RunCounts
 
 __all__ = [
     "Changes",
@@ -87,9 +87,7 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
     """``run.cost``: this invocation's spend (:meth:`dahl.lanes._spend.Spend.as_dict`).
 
     Attributes:
-        usd: money spent, USD; None when a stage that made calls has no price.
-        max_cost_usd: the cap, USD; None = no cap.
-        batch: calls were priced at the batch price.
+        usd, max_cost_usd: money spent (None: a stage with calls has no price) and the cap (None: none), USD.
         price_table_date: the shipped price table's date (``YYYY-MM-DD``).
         lanes: stage name -> its tokens and money.
     """
@@ -155,8 +153,8 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
         """
         if self.dahl_version != other.dahl_version:
             raise ConfigError(f"cannot merge runs of dahl {self.dahl_version} and {other.dahl_version}")
-        sums = {name: getattr(self, name) + getattr(other, name) for name in _RUN_COUNTS}
-        for name in ("answers_covered", "facts_judged", "facts_failed"):
+        sums = {name: getattr(self, name) + getattr(other, name) for name in _COUNTS}
+        for name in _COVER_COUNTS:
             mine, theirs = getattr(self, name), getattr(other, name)
             sums[name] = mine if theirs is UNSET else theirs if mine is UNSET else mine + theirs
         return msgspec.structs.replace(
@@ -165,10 +163,6 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
             started_at=min(self.started_at, other.started_at), finished_at=max(self.finished_at, other.finished_at),
             cost=self.cost.merge(other.cost),
         )
-
-
-_RUN_COUNTS = ("answers_read", "answers_resumed", "answers_done", "answers_cached", "input_errors", "claims_done",
-               "claims_checked", "claims_cached", "claims_deduped", "claims_failed")
 
 
 class TemplateUse(msgspec.Struct, frozen=True, kw_only=True):
@@ -189,8 +183,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         splitter, checker: the adapters' fingerprints.
-        gamma: FActScore length-penalty γ, claims.
-        k: F1@K's K, supported claims.
+        gamma, k: FActScore length-penalty γ (claims) and F1@K's K (supported claims).
         templates: the prompt template of each prompted stage, in pipeline order.
     """
 
@@ -232,10 +225,8 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
     """``changes``: how this invocation relates to the output folder's earlier runs.
 
     Attributes:
-        previous_run: the folder held an earlier run's output.
-        config_changed: its manifest's configuration differs from this run's.
-        answers_reused, answers_scored: answers kept from an earlier run, and scored now.
-        answers_dropped: stale lines dropped from answers.jsonl.
+        previous_run, config_changed: the folder held an earlier run's output; of another configuration.
+        answers_reused, answers_scored, answers_dropped: answers kept, scored now, and stale lines dropped.
     """
 
     previous_run: bool
@@ -246,11 +237,10 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
 
     def merge(self, other: Changes) -> Changes:
         """Flags or-ed, counts added."""
+        counts = ("answers_reused", "answers_scored", "answers_dropped")
         return Changes(previous_run=self.previous_run or other.previous_run,
                        config_changed=self.config_changed or other.config_changed,
-                       answers_reused=self.answers_reused + other.answers_reused,
-                       answers_scored=self.answers_scored + other.answers_scored,
-                       answers_dropped=self.answers_dropped + other.answers_dropped)
+                       **{name: getattr(self, name) + getattr(other, name) for name in counts})
 
 
 class SummaryStatistics:

@@ -59,8 +59,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         n: answers with Rec defined (``n_abstained`` of them abstained: recall 0).
         null_by_reason: answers with no Rec, by each name of :data:`NULL_REASONS`.
-        recall, recall_w, f1, f1_w: mean Rec, weighted Rec, and their F1 with precision, in [0, 1].
-        recall_at_5, recall_at_10, recall_at_20: mean R@k over the top k facts by importance.
+        recall, recall_w, f1, f1_w, recall_at_5, recall_at_10, recall_at_20: means in [0, 1].
         rho: mean claims per responding answer whose question has a reference set.
         facts: mean |F*| over the ``n`` answers.
     """
