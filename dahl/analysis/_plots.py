@@ -44,13 +44,8 @@ _MAX_AREA = 900.0
 
 @dataclass(frozen=True)
 class RecallPoint:
-    """One model in the precision–recall figure.
-
-    Attributes:
-        precision: DAHL Score in [0, 1].
-        recall: mean Rec or Rec^w (``metric``: ``recall`` or ``recall_w``) in [0, 1].
-        rho: ρ, mean claims per responding answer (marker size).
-    """
+    """One model in the precision–recall figure: ``precision`` (DAHL Score) and ``recall`` (mean Rec
+    or Rec^w, per ``metric``) in [0, 1], and ``rho`` (ρ, mean claims per responding answer)."""
 
     model: str
     precision: float
@@ -183,12 +178,8 @@ def plot_leaderboard(board: Leaderboard, path: Path, *, dpi: int = 150) -> Path:
 
 
 def plot_precision_recall(points: Sequence[RecallPoint], path: Path, *, dpi: int = 150) -> list[RecallPoint]:
-    """Draw precision (DAHL Score) against recall per model, marker area ∝ ρ (900 points² at most).
-
-    A ``.png`` keeps the points (:class:`RecallPoint` fields) as JSON under :data:`POINTS_KEY`.
-
-    Returns:
-        The points drawn.
+    """Draw precision (DAHL Score) against recall per model, marker area ∝ ρ (900 points² at most),
+    and return the points; a ``.png`` keeps them as JSON under :data:`POINTS_KEY`.
 
     Raises:
         ConfigError: no point, or matplotlib is not installed.
@@ -224,11 +215,9 @@ def plot_precision_recall(points: Sequence[RecallPoint], path: Path, *, dpi: int
 def plot_temperature(study: TemperatureStudy, path: Path, *, dpi: int = 150) -> list[dict[str, Any]]:
     """Draw the mean score (percent) against temperature, one line per model, CI bands shaded.
 
-    A ``.png`` keeps the points as JSON under :data:`POINTS_KEY`.
-
     Returns:
-        The points drawn: ``{"model", "temperature", "mean", "ci"}`` per cell with a mean
-        (fractions), models sorted, temperatures ascending.
+        The points drawn (a ``.png`` keeps them under :data:`POINTS_KEY`): ``{"model", "temperature",
+        "mean", "ci"}`` per cell with a mean (fractions), models sorted, temperatures ascending.
 
     Raises:
         ConfigError: no cell has a mean, or matplotlib is not installed.

@@ -31,17 +31,9 @@ _NO_FACTS = [-1] * len(FACT_COLUMNS)
 
 
 def recall_row(recall: Any) -> tuple[list[float], list[int]] | None:
-    """The store row of one answer's recall, or None when the answer has none.
-
-    Args:
-        recall: ``AnswerResult.recall`` (an :class:`dahl.records.AnswerRecall` or UNSET),
-            or any object with the same metric attributes and ``facts`` whose items
-            have a ``label`` (a digest of it).
-
-    Returns:
-        ``(values, facts)``: 7 floats in :data:`RECALL_METRICS` order (NaN for None) and
-        3 ints in :data:`FACT_COLUMNS` order.
-    """
+    """The store row ``(values, facts)`` of ``recall`` (an :class:`dahl.records.AnswerRecall` or a
+    digest of one): 7 floats in :data:`RECALL_METRICS` order (NaN for None) and 3 ints in
+    :data:`FACT_COLUMNS` order; None for None or UNSET."""
     if recall is None or recall is msgspec.UNSET:
         return None
     values = [math.nan if (x := getattr(recall, name, None)) is None else float(x) for name in RECALL_METRICS]

@@ -104,15 +104,12 @@ def differences(infos: Sequence[RunInfo]) -> list[str]:
 def check_runs(
     run_dirs: Sequence[Path], *, allow_stale: bool = False, strict: bool = False
 ) -> tuple[list[RunInfo], list[str]]:
-    """Check that ``run_dirs`` can be ranked together (blocking).
+    """Check that ``run_dirs`` (or their ``verdicts/``) can be ranked together (blocking): each
+    folder's :class:`RunInfo` and the warnings to show.
 
     Args:
-        run_dirs: run folders (or their ``verdicts/`` folders).
         allow_stale: warn about a stale folder instead of refusing it.
         strict: refuse runs that differ instead of warning.
-
-    Returns:
-        Each folder's :class:`RunInfo` and the warnings to show.
 
     Raises:
         ConfigError: a stale folder (unless ``allow_stale``), or runs that differ under ``strict``.

@@ -1,9 +1,5 @@
-"""Stratified samples that keep the category distribution, and the DAHL paper's sample check.
-
-:func:`allocate` is largest remainder (Hamilton's method); :func:`repeat_check` is the DAHL
-paper's check (§5.1) that stratified samples of a run's answers do not differ, with the F-test
-then t-test of :func:`pair_test`.
-"""
+"""Stratified samples that keep the category distribution, and the DAHL paper's check (§5.1) that
+such samples of a run's answers do not differ (:func:`repeat_check`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The append-only answer log (``OUTDIR/answers.jsonl``): write, resume, finalize.
-
-Lines are appended in completion order and flushed per batch; a resumed run skips the finished
-lines; :meth:`AnswerLog.finalize` streams the file once to feed the summary and, when lines are out
-of input order or stale, rewrites it in input order (atomic rename).
-"""
+"""The append-only answer log (``OUTDIR/answers.jsonl``): write in completion order, resume, and
+finalize (feed the summary; rewrite in input order when lines are out of order or stale)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The run folder's ``manifest.json``: what a run read, when, and whether it finished.
-
-A run writes it at its start (``state: "in progress"``) and at its end (``"complete"``, with the
-size of the ``answers.jsonl`` its summary describes), so :func:`stale_reason` can tell a folder
-whose summary does not match its answers. Blocking file I/O: call it from a worker thread.
-"""
+"""The run folder's ``manifest.json``: what a run read, when, and whether it finished
+(:func:`stale_reason`). Blocking file I/O: call it from a worker thread."""
 
 from __future__ import annotations
 

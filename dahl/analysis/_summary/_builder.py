@@ -1,9 +1,5 @@
-"""Aggregation of answer results per model and per (model, category).
-
-:class:`SummaryBuilder` keeps compact per-answer columns (label counts, a flag, model and category
-codes, and recall columns when the run has reference facts) and computes the blocks of
-:mod:`dahl.analysis._summary._blocks` with numpy at the end; the formulas are in :mod:`dahl.metrics`.
-"""
+"""Aggregation of answer results per model and per (model, category): :class:`SummaryBuilder` keeps
+compact per-answer columns and computes the blocks of :mod:`dahl.analysis._summary._blocks` at the end."""
 
 from __future__ import annotations
 
@@ -94,11 +90,9 @@ class SummaryBuilder:
         self._pending: list[list[int]] = []
         self.recall_settings = recall_settings
         # Recall rows stay parallel to _pending while recall is tracked (None: not yet).
-        self._recall: RecallColumns | None = None
+        self._recall = RecallColumns(_INITIAL_CAPACITY) if recall_settings is not None else None
         self._pending_recall: list[list[float]] = []
         self._pending_code: list[int] = []
-        if self.recall_settings is not None:
-            self._recall = RecallColumns(_INITIAL_CAPACITY)
 
     def __len__(self) -> int:
         """Number of answers added."""

@@ -42,13 +42,8 @@ _T = TypeVar("_T")
 
 
 class PriceSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """The price a stage's tokens were charged at (:class:`dahl.pricing.Price`).
-
-    Attributes:
-        input_usd_per_mtok, output_usd_per_mtok: USD per million prompt and completion tokens.
-        batch: these are the batch prices.
-        source: a page URL, ``config FILE`` or ``--price``.
-    """
+    """The price a stage's tokens were charged at (:class:`dahl.pricing.Price`): USD per million
+    prompt and completion tokens, ``batch`` prices or not, ``source`` (URL, ``config FILE``, ``--price``)."""
 
     model: str
     input_usd_per_mtok: float
@@ -126,11 +121,8 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunSummary(RunCounts, frozen=True, kw_only=True):
-    """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when, and what it cost.
-
-    Attributes:
-        started_at, finished_at: UTC, ISO 8601 to the second.
-    """
+    """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when
+    (``started_at``, ``finished_at``: UTC, ISO 8601 to the second), and what it cost."""
 
     dahl_version: str
     started_at: str
@@ -166,12 +158,8 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
 
 
 class TemplateUse(msgspec.Struct, frozen=True, kw_only=True):
-    """The prompt template of one prompted stage (:func:`dahl.run._plan.used_templates`).
-
-    Attributes:
-        stage: ``split``, ``check``, ``check-evidence`` or ``cover``.
-        source: ``shipped`` or ``file``.
-    """
+    """The prompt template of one prompted ``stage`` (``split``, ``check``, ``check-evidence``,
+    ``cover``): its ``version`` and ``source`` (``shipped`` or ``file``)."""
 
     stage: str
     version: str
@@ -197,12 +185,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class InputFile(msgspec.Struct, frozen=True, kw_only=True):
-    """One input of ``inputs`` (:func:`dahl.results._manifest.hash_inputs`).
-
-    Attributes:
-        bytes: its size; None for a stream or in-memory records.
-        blake2b: hex blake2b-128 of its content; None when unreadable or a stream.
-    """
+    """One input of ``inputs`` (:func:`dahl.results._manifest.hash_inputs`): ``bytes`` (None: a stream or
+    in-memory records) and hex blake2b-128 of its content (None: unreadable or a stream)."""
 
     path: str
     bytes: int | None
@@ -210,12 +194,8 @@ class InputFile(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class QuestionSetSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """``question_set``: the questions the answers respond to (:class:`dahl.results._manifest.QuestionSet`).
-
-    Attributes:
-        questions: distinct question ids.
-        blake2b: hex blake2b-128 of the sorted ids, NUL-separated.
-    """
+    """``question_set``: the number of distinct question ids and hex blake2b-128 of the sorted ids,
+    NUL-separated (:class:`dahl.results._manifest.QuestionSet`)."""
 
     questions: int
     blake2b: str
@@ -311,11 +291,7 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def decode(cls, data: bytes) -> Summary:
-        """A summary read from summary.json's bytes (no ``statistics``: it cannot be merged).
-
-        Raises:
-            msgspec.ValidationError: the bytes are not a summary of this shape.
-        """
+        """Decode summary.json's bytes (no ``statistics``); msgspec.ValidationError if not a summary."""
         return msgspec.json.decode(data, type=cls)
 
     def merge(self, other: Summary) -> Summary:
