@@ -29,8 +29,7 @@ class Agreement:
 
     Attributes:
         mean_a, mean_b, var_a, var_b: sample means and variances (ddof = 1) of the n pairs.
-        pearson_r, pearson_p: Pearson correlation and its two-sided p-value.
-        spearman_rho, spearman_p: Spearman rank correlation and its p-value.
+        pearson_r, pearson_p, spearman_rho, spearman_p: the correlations and their p-values.
         t_stat, t_p, t_df: paired t-test of mean(A − B) = 0.
         f_stat, f_p, f_df: F = var_a / var_b, two-sided p, degrees of freedom (n−1, n−1).
         mean_diff, mean_diff_ci: mean(A − B) and its t-based interval.
@@ -151,8 +150,7 @@ def load_scores(
             holding ``id_field`` and ``score_field``.
         metric, gamma, k: the per-answer metric of a run folder (:meth:`Verdicts.scores`).
 
-    Returns:
-        id -> score (a run's answers outside the metric's mask are absent).
+    Returns id -> score (a run's answers outside the metric's mask are absent).
 
     Raises:
         InputError: missing file or store, a line that is not a JSON object, a record

@@ -243,20 +243,13 @@ def build_leaderboard(
                     rank=0,
                     score=means[metric],
                     ci=ci_jobs[(name, metric)].result(),
-                    dahl_score=means["dahl_score"],
                     dahl_score_ci=ci_jobs[(name, "dahl_score")].result(),
-                    factscore=means["factscore"],
-                    factscore_init=means["factscore_init"],
-                    f1_at_k=means["f1_at_k"],
                     n_answers=int(rows.size),
                     n_scored=n_scored,
                     n_excluded=int(rows.size) - n_scored,
                     excluded_by_reason={r: int(by_reason[i + 1]) for i, r in enumerate(REASONS)},
                     checker=_checker_of(store, rows, checkers),
-                    recall=means.get("recall"),
-                    recall_w=means.get("recall_w"),
-                    f1=means.get("f1"),
-                    f1_w=means.get("f1_w"),
+                    **{m: means.get(m) for m in BOARD_METRICS},
                     rho=sorted_mean(claims[rows][responded[rows]]) if has_recall else None,
                     n_recall=int(recall_mask.sum()),
                 )
@@ -400,7 +393,7 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
                 "n_excluded": r.n_excluded,
                 "excluded_by_reason": r.excluded_by_reason,
                 "checker": r.checker,
-                **(_recall_json(r) if board.has_recall else {}),
+                **({name: getattr(r, name) for name in _RECALL_FIELDS} if board.has_recall else {}),
             }
             for r in board.models
         ],
@@ -410,10 +403,6 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
             for cat, cells in board.categories.items()
         },
     }
-
-
-def _recall_json(r: ModelRow) -> dict[str, Any]:
-    return {name: getattr(r, name) for name in _RECALL_FIELDS}
 
 
 def _rho(x: float | None) -> str:

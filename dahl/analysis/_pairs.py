@@ -135,12 +135,10 @@ def write_pairs(
     "chosen_id", "rejected_id", "chosen_model", "rejected_model", "question_id", "metric"}``.
     ``metric``, ``min_margin``, ``best_vs_worst``, ``gamma``, ``k``: see :func:`find_pairs`.
 
-    Returns:
-        The number of pairs written.
+    Returns the number of pairs written.
 
     Raises:
-        InputError: a run without a store or with an unreadable ``answers.jsonl``,
-            or an answer of a pair missing from it.
+        InputError: a run without a store or a readable ``answers.jsonl``, or a pair's answer not in it.
         ConfigError: see :func:`find_pairs` and :func:`dahl.analysis._verdicts.merge_verdicts`.
     """
     store = load_runs(run_dirs)

@@ -32,8 +32,7 @@ def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None 
         fraction: sample fraction in (0, 1].
         names: stratum names, for tie-breaking (default: position).
 
-    Returns:
-        int64 array (h,), each <= its size.
+    Returns int64 (h,), each <= its size.
 
     Raises:
         ConfigError: fraction outside (0, 1].
@@ -79,8 +78,7 @@ def sample_file(input_path: Path, out_path: Path | None, *, fraction: float, str
         stratify: the field holding the stratum (missing: stratum ``""``).
         seed: generator seed.
 
-    Returns:
-        ``(content, per_stratum)``: the sample's bytes and stratum -> (rows in input, rows in sample).
+    Returns ``(content, per_stratum)``: the sample's bytes and stratum -> (rows in input, in sample).
 
     Raises:
         InputError: unreadable file or a line that is not a JSON object.

@@ -56,9 +56,8 @@ class TemperatureCell:
 
     Attributes:
         n, excluded: answers inside and outside the metric's mask.
-        mean: mean per-answer score in [0, 1]; None when n is 0.
+        mean, ci: mean per-answer score in [0, 1] and its percentile bootstrap CI; None when n is 0.
         sd: sample standard deviation (ddof 1); None when n < 2.
-        ci: percentile bootstrap CI of the mean; None when n is 0.
     """
 
     model: str
@@ -77,8 +76,7 @@ class TemperatureTest:
     Attributes:
         a, b: the temperatures; F = s²_a / s²_b, t > 0 when a scores higher.
         f_stat, f_p: the F-test; None when a side has n < 2 or zero variance.
-        t_test: ``"student"`` (F-test not rejected) or ``"welch"``; None with f_stat None.
-        t_stat, t_p: the t-test; None with f_stat None.
+        t_test, t_stat, t_p: ``"student"`` (F-test not rejected) or ``"welch"``, the t-test; None with f_stat.
     """
 
     model: str
@@ -148,8 +146,8 @@ def read_temperatures(path: Path) -> dict[str, float]:
     """Answer id -> ``meta.sampling.temperature`` of a run's ``answers.jsonl`` (blocking; streamed).
 
     Raises:
-        InputError: the file cannot be read, or a line is not an answer with a string id
-            and a numeric temperature (file, line and field named).
+        InputError: the file cannot be read, or a line is not an answer with a string id and a
+            numeric temperature (file, line and field named).
     """
     out: dict[str, float] = {}
     try:

@@ -149,12 +149,10 @@ class Verdicts:
 
         Args:
             metric: one of :data:`METRICS` or an alias.
-            gamma: FActScore length penalty γ in claims; None uses the run's (else 10).
-            k: F1@K's K in supported claims; None uses the run's (else 64).
+            gamma, k: FActScore γ in claims and F1@K's K in supported claims (None: the run's, else 10, 64).
             partial_recall: mask out the answers of runs without recall instead of refusing.
 
-        Returns:
-            ``(values, mask)``: float64 (n_answers,) with 0.0 outside the mask, bool (n_answers,).
+        Returns ``(values, mask)``: float64 (n_answers,), 0.0 outside the mask, and bool (n_answers,).
 
         Raises:
             ConfigError: unknown metric, gamma < 0, k < 1, or a recall metric for a run

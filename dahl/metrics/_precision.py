@@ -74,8 +74,7 @@ MAX_N_BOOT = 10_000_000
 def as_counts(counts: Mapping[str, int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
     """One answer's label counts as an int64 array (5,) in LABELS order.
 
-    Args:
-        counts: label name (``"supported"``, ...) -> count (missing: 0), or 5 counts in LABELS order.
+    ``counts``: label name (``"supported"``, ...) -> count (missing: 0), or 5 counts in LABELS order.
 
     Raises:
         InputError: unknown label name, wrong length, non-integer or negative count.
@@ -123,8 +122,7 @@ def exclusion_codes(counts: npt.ArrayLike, abstained: npt.ArrayLike, split_error
     Precedence: split_error, abstained, no_claims, error_claims, unknown_claims, only_irrelevant
     (DAHL paper §3.3 excludes noncommittal answers and those without a clean verdict for every unit).
 
-    Args:
-        abstained, split_error: bool arrays (n,): the answer abstained; the Splitter failed on it.
+    ``abstained``, ``split_error``: bool arrays (n,): the answer abstained; the Splitter failed on it.
 
     Raises:
         InputError: on wrongly shaped arrays.
@@ -144,9 +142,8 @@ def answer_status(
 ) -> tuple[Status, str | None]:
     """Whether one answer (``counts`` as for :func:`as_counts`) enters the DAHL Score, and if not why.
 
-    Returns:
-        ``(Status.SCORED, None)``, or the status and one of :data:`REASONS`:
-        ``split_error`` -> ERROR, ``abstained`` -> ABSTAINED, others -> EXCLUDED.
+    Returns ``(Status.SCORED, None)``, or the status and one of :data:`REASONS`: ``split_error`` ->
+    ERROR, ``abstained`` -> ABSTAINED, others -> EXCLUDED.
 
     Raises:
         InputError: malformed counts.
@@ -164,14 +161,8 @@ def answer_status(
 
 
 def precision(s: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
-    """Factual precision S / (S + U) elementwise (DAHL paper §3.3).
-
-    Args:
-        s, u: supported and unsupported counts, int arrays (n,).
-
-    Returns:
-        float64 array (n,), NaN where S + U = 0 (aggregates never return NaN).
-    """
+    """Factual precision S / (S + U) of int arrays ``s``, ``u`` (n,) (DAHL paper §3.3): float64 (n,),
+    NaN where S + U = 0 (aggregates never return NaN)."""
     s_arr = np.asarray(s, dtype=np.float64)
     den = s_arr + np.asarray(u, dtype=np.float64)
     out = np.full(den.shape, np.nan)
@@ -182,11 +173,7 @@ def precision(s: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
 def factscore_values(counts: npt.ArrayLike, gamma: float = 10.0) -> FloatArray:
     """Per-answer FActScore S / (S + U + I), times exp(1 - γ/|A|) if |A| = S + U + I < γ (Min et al. 2023).
 
-    Args:
-        gamma: length-penalty constant γ in claims (FActScore default 10; 0 disables).
-
-    Returns:
-        float64 array (n,), NaN where |A| = 0.
+    Returns float64 (n,), NaN where |A| = 0; ``gamma`` (claims, FActScore default 10) 0 disables the penalty.
 
     Raises:
         ConfigError: gamma < 0.
@@ -205,15 +192,8 @@ def factscore_values(counts: npt.ArrayLike, gamma: float = 10.0) -> FloatArray:
 
 
 def f1_values(counts: npt.ArrayLike, k: int = 64) -> FloatArray:
-    """Per-answer F1@K (SAFE, Wei et al. 2024, §5).
-
-    P = S / (S + U), R@K = min(S / K, 1), F1@K = 2PR / (P + R), and 0 when S = 0.
-
-    Args:
-        k: K, the number of supported claims a user wants (SAFE default 64).
-
-    Returns:
-        float64 array (n,), NaN where S + U = 0 (precision undefined).
+    """Per-answer F1@K = 2PR / (P + R), P = S / (S + U), R = min(S / K, 1), 0 when S = 0 (SAFE, Wei et
+    al. 2024, §5): float64 (n,), NaN where S + U = 0; K supported claims (SAFE default 64).
 
     Raises:
         ConfigError: k < 1.
@@ -302,8 +282,7 @@ def answer_metrics(counts: Mapping[str, int] | npt.ArrayLike, *, gamma: float = 
     Unknown and error claims enter no numerator or denominator; :func:`answer_status` decides
     whether the answer enters an aggregate.
 
-    Returns:
-        precision and f1_at_k (None if S + U = 0), factscore and factscore_init (None if S + U + I = 0).
+    Returns precision and f1_at_k (None if S + U = 0), factscore and factscore_init (None if S + U + I = 0).
 
     Raises:
         InputError: malformed counts.
@@ -330,19 +309,12 @@ def bootstrap_ci(
     n_boot: int = 1000,
     level: float = 0.95,
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap confidence interval of the mean, resampling answers (Efron & Tibshirani
-    1993, ch. 13).
+    """Percentile bootstrap ``(lo, hi)`` of the mean of ``values`` (float (n,), no NaN; None when
+    empty), resampling answers (Efron & Tibshirani 1993, ch. 13).
 
-    Values are sorted first, so the interval does not depend on input order; with many ties the
-    resamples are multinomial counts over the distinct values (the same distribution).
-
-    Args:
-        values: float array (n,) of per-answer scores, no NaN.
-        rng: seeded generator; the same seed and values give the same interval.
-        n_boot, level: resamples, and coverage (0.95: the 2.5th and 97.5th percentiles).
-
-    Returns:
-        ``(lo, hi)``, or None when ``values`` is empty.
+    Values are sorted first, so the interval depends only on them and ``rng``'s seed; with many ties
+    the resamples are multinomial counts over the distinct values (the same distribution).
+    ``level`` 0.95 gives the 2.5th and 97.5th percentiles of ``n_boot`` resample means.
 
     Raises:
         ConfigError: n_boot outside [1, MAX_N_BOOT] or level not in (0, 1).

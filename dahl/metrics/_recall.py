@@ -85,8 +85,7 @@ def fstar(
     """F*: ``facts`` with their weights, most important first (ties in file order), cut by ``k`` or
     ``min_importance``.
 
-    Returns:
-        ``[(fact, weight)]``, at most ``k`` long.
+    Returns ``[(fact, weight)]``, at most ``k`` long.
 
     Raises:
         ConfigError: ``k < 1``, or α, β invalid.

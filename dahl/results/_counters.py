@@ -65,23 +65,19 @@ class RunCounters:
     Updated on the event loop thread, but ``answers_resumed`` and ``input_errors`` by the reader thread.
 
     Attributes:
-        answers_read: answers taken from the input (skipped ones included).
-        answers_resumed: answers skipped because a previous run finished them.
-        answers_done: answers written in this run (``status``: by status).
-        answers_cached: answers of ``answers_done`` whose whole result came from the cache.
+        answers_read: answers taken from the input (``answers_resumed`` of them finished before).
+        answers_done: answers written in this run (``status``: by status; ``answers_cached``: whole
+            from the cache).
         input_errors: input records rejected (bad JSON, missing field, ...).
-        claims_done: claims with a verdict (errors included).
-        claims_checked: claims a Checker decided in this run (new calls).
-        claims_cached: claims whose verdict came from the cache.
-        claims_deduped: claims that shared an identical in-flight check.
-        claims_failed: claims labelled ``error``.
-        checks_in_flight: Checker calls running now, queued in a lane included.
+        claims_done, claims_failed: claims with a verdict (errors included), and labelled ``error``.
+        claims_checked, claims_cached, claims_deduped: claims decided by a Checker call in this run,
+            by the cache, and by sharing an identical in-flight check.
+        checks_in_flight, covers_in_flight: Checker (queued in a lane included) and cover calls running.
         errors: claim, split, too-long-response and (with a Coverer) fact and cover errors, by
             exception class name.
         covering: the run has a cover stage; the cover counters are reported only then.
         answers_covering: answers between the scoring stages and the writer in the cover stage.
         answers_covered: answers the cover stage passed on (failed covers included).
-        covers_in_flight: ``Coverer.cover`` calls running now.
         facts_judged: reference facts in the recall of covered answers (``facts_failed``: ``error``).
         started_at: ``time.monotonic()`` at start, seconds.
         lane_statistics: set by the run with HTTP adapters: lane key -> its
@@ -113,12 +109,8 @@ class RunCounters:
     spend: Spend | None = None
 
     def lane_totals(self) -> dict[str, int]:
-        """Requests, 429s, retries, tokens, in flight and waiting summed over every lane.
-
-        Returns:
-            ``{"requests", "rate_limited", "retries", "tokens_used", "in_flight", "waiting"}``
-            (see :class:`~dahl.lanes._lane.LaneStatistics`); zeros without lanes.
-        """
+        """``{"requests", "rate_limited", "retries", "tokens_used", "in_flight", "waiting"}`` summed over
+        every lane (:class:`~dahl.lanes._lane.LaneStatistics`); zeros without lanes."""
         totals = {"requests": 0, "rate_limited": 0, "retries": 0, "tokens_used": 0, "in_flight": 0, "waiting": 0}
         if self.lane_statistics is not None:
             for stats in self.lane_statistics().values():

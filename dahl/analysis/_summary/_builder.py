@@ -44,10 +44,8 @@ class SummaryBuilder:
     """Collects answer results and builds ``summary.json``'s per-model figures.
 
     Args:
-        gamma: FActScore length-penalty γ in claims (0 disables).
-        k: F1@K's K in supported claims.
-        seed: seed of the bootstrap generators (one per group, with the group's names).
-        n_boot, level: bootstrap resamples and coverage of the intervals.
+        gamma, k: FActScore length-penalty γ in claims (0 disables) and F1@K's K in supported claims.
+        seed, n_boot, level: bootstrap seed (one generator per group, with its names), resamples, coverage.
         recall_settings: the run's recall settings: every block gets a ``recall`` object.
             Without them, recall is summarized once an added answer carries ``recall``.
 
@@ -186,8 +184,7 @@ class SummaryBuilder:
         builder given both. Recall is tracked when either side tracks it (the other's are ``no_refs``).
 
         Raises:
-            ConfigError: the two differ in gamma, k, seed, n_boot or level, or both have
-                recall settings and they differ.
+            ConfigError: the two differ in gamma, k, seed, n_boot, level, or recall settings both have.
         """
         mine = (self.gamma, self.k, self.seed, self.n_boot, self.level)
         theirs = (other.gamma, other.k, other.seed, other.n_boot, other.level)

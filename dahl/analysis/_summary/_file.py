@@ -302,8 +302,8 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
         the joined statistics, as one run over both inputs gives.
 
         Raises:
-            ConfigError: either summary has no statistics (it was read from a file), or the
-                runs differ in configuration, bootstrap or recall settings, dahl version or pricing.
+            ConfigError: a summary without statistics, or runs of other configurations, bootstrap or
+                recall settings, dahl versions or pricing.
         """
         if isinstance(self.statistics, UnsetType) or isinstance(other.statistics, UnsetType):
             raise ConfigError("a summary read from summary.json has no per-answer statistics and cannot be merged")
