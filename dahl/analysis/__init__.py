@@ -1,4 +1,2 @@
-"""Reading finished runs: verdict columns, summaries, leaderboards with bootstrap CIs and paired
-tests, DPO preference pairs, agreement between scorers, stratified samples, the temperature
-study and their plots.
-"""
+"""Reading finished runs: verdict columns, summaries, leaderboards, preference pairs, agreement,
+stratified samples, the temperature study and their plots."""

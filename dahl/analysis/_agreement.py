@@ -1,28 +1,15 @@
 """Agreement between two sets of per-answer scores (two runs, or a run and human labels).
 
-Sources (:func:`load_scores`): a run folder (per-answer metric from its verdict
-store; answers outside the metric's mask are left out), or a file of
-``{id, score}`` records, JSON Lines or CSV with a header (field names
-configurable). The two sides are joined on answer id.
-
-Statistics (:func:`agreement`), all two-sided:
-
-* Pearson r and its t-test p-value; Spearman rho and its p-value (scipy.stats);
-* paired t-test of mean(A − B) = 0 (Student 1908; scipy.stats.ttest_rel);
-* F-test of equal variances, F = s²_A / s²_B with (n − 1, n − 1) degrees of
-  freedom, p = 2·min(P(F' ≤ F), P(F' ≥ F)) — as the DAHL paper (§4.3, §5.2)
-  used it; it assumes independent normal samples, which paired scores are not,
-  so read it as descriptive;
-* mean difference A − B with the t-based interval d̄ ± t_{1−α/2, n−1}·s_d/√n.
-
-The DAHL paper validated its Splitter this way on per-answer claim counts
-(``n_claims``: human split vs Splitter, §3.2).
+Statistics (:func:`agreement`), all two-sided: Pearson r and Spearman rho with their p-values;
+the paired t-test of mean(A − B) = 0 (Student 1908) and its interval d̄ ± t_{1−α/2, n−1}·s_d/√n;
+the F-test of equal variances F = s²_A / s²_B, (n − 1, n − 1) degrees of freedom,
+p = 2·min(P(F' ≤ F), P(F' ≥ F)), as the DAHL paper used it (§4.3, §5.2; it assumes independent
+samples, so it is descriptive here), also on claim counts (``n_claims``) to validate a Splitter (§3.2).
 """
 
 from __future__ import annotations
 
 import csv
-import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,18 +22,14 @@ from dahl.formats._rows import jsonl_rows
 
 __all__ = ["Agreement", "agreement", "join_scores", "load_scores"]
 
-logger = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class Agreement:
     """Agreement statistics of paired scores A and B; None where undefined (n too small, zero variance).
 
     Attributes:
-        n: pairs.
-        mean_a, mean_b, var_a, var_b: sample means and variances (ddof = 1).
-        pearson_r, pearson_p: Pearson correlation and its two-sided p-value.
-        spearman_rho, spearman_p: Spearman rank correlation and its p-value.
+        mean_a, mean_b, var_a, var_b: sample means and variances (ddof = 1) of the n pairs.
+        pearson_r, pearson_p, spearman_rho, spearman_p: the correlations and their p-values.
         t_stat, t_p, t_df: paired t-test of mean(A − B) = 0.
         f_stat, f_p, f_df: F = var_a / var_b, two-sided p, degrees of freedom (n−1, n−1).
         mean_diff, mean_diff_ci: mean(A − B) and its t-based interval.
@@ -78,14 +61,7 @@ def _finite(x: float) -> float | None:
 
 
 def agreement(a: npt.ArrayLike, b: npt.ArrayLike, *, level: float = 0.95) -> Agreement:
-    """Compute every agreement statistic of paired values (see the module docstring).
-
-    Args:
-        a, b: float arrays (n,), paired by position, n >= 2.
-        level: coverage of the mean-difference interval.
-
-    Returns:
-        The statistics.
+    """Every agreement statistic of paired float arrays ``a``, ``b`` (n,), n >= 2.
 
     Raises:
         ConfigError: fewer than 2 pairs, different lengths, or level outside (0, 1).
@@ -170,15 +146,11 @@ def load_scores(
     """Per-answer scores keyed by answer id.
 
     Args:
-        source: a run folder (verdict store), a ``.jsonl`` file of objects or a
-            ``.csv`` file with a header; files must hold ``id_field`` and ``score_field``.
-        metric: per-answer metric read from a run (``precision``, ``factscore``,
-            ``factscore_init``, ``f1_at_k`` or ``n_claims``); ignored for files.
-        gamma, k: FActScore γ and F1@K's K for run folders (None: the run's).
-        id_field, score_field: field names in files.
+        source: a run folder, or a ``.jsonl`` or ``.csv`` (with a header) file of records
+            holding ``id_field`` and ``score_field``.
+        metric, gamma, k: the per-answer metric of a run folder (:meth:`Verdicts.scores`).
 
-    Returns:
-        id -> score (a run's excluded answers are absent).
+    Returns id -> score (a run's answers outside the metric's mask are absent).
 
     Raises:
         InputError: missing file or store, a line that is not a JSON object, a record
@@ -217,10 +189,6 @@ def load_scores(
 def join_scores(
     a: dict[str, float], b: dict[str, float]
 ) -> tuple[list[str], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Inner join on id.
-
-    Returns:
-        ``(ids, values_a, values_b)`` with ids sorted, arrays of shape (n,).
-    """
+    """Inner join on id: ``(ids, values_a, values_b)``, ids sorted, arrays of shape (n,)."""
     ids = sorted(a.keys() & b.keys())
     return ids, np.array([a[i] for i in ids], dtype=np.float64), np.array([b[i] for i in ids], dtype=np.float64)

@@ -1,41 +1,20 @@
-"""Leaderboard over verdict stores: per-model scores, CIs, ranks and paired comparisons.
+"""Leaderboard over verdict stores: per-model scores, bootstrap CIs, ranks and paired comparisons.
 
-* Point estimates come from :mod:`dahl.metrics` (DAHL Score, FActScore with and
-  without the length penalty, F1@K); the 95% interval is
-  :func:`dahl.metrics.bootstrap_ci` with the same per-model seed as
-  ``summary.json`` (so the DAHL Score CI there and here agree).
-* Runs scored with reference facts add the recall of "Beyond Precision"
-  (:mod:`dahl.metrics._recall`): Rec, Rec^w, F1 and F1^w are the means of the per-answer values of the
-  verdict store's recall columns over the answers where each is defined (an
-  abstained answer counts 0), ρ the mean number of claims per responding answer;
-  any of the four can rank the board (CIs seeded as the DAHL Score's).
-* **Rank** follows the Chatbot Arena rule (Chiang et al. 2024, "Chatbot Arena",
-  §5 and the leaderboard's "rank (UB)"): rank = 1 + the number of models that
-  are significantly better, model B being significantly better than A when B's
-  lower CI bound exceeds A's upper bound. Models whose CIs overlap share a rank.
-  Models without a score rank last.
-* **Paired comparison** of two models on the questions both answered: per
-  question, each model's mean per-answer value over its included answers (an
-  excluded answer drops the question from the pair); d = A − B; a paired
-  bootstrap of mean(d), resampling questions jointly for all comparisons
-  (:func:`dahl.analysis._paired_bootstrap.joint_paired_bootstrap`), gives a percentile CI and a two-sided
-  p-value p = (1 + #{|d̄*_b − d̄| ≥ |d̄|}) / (B + 1), i.e. the bootstrap test of
-  H0: E[d] = 0 with the data shifted to mean 0 (Efron & Tibshirani 1993, §16.4;
-  the +1 correction of Davison & Hinkley 1997, eq. 4.11).
-
-Renderers: :func:`to_json` (the ``board.json`` layout), :func:`to_markdown`
-(GitHub tables), :func:`to_csv`; the plot is in :mod:`dahl.analysis._plots`.
+Rank follows the Chatbot Arena rule (Chiang et al. 2024, "Chatbot Arena", §5, "rank (UB)"):
+1 + the number of models whose CI lies entirely above this one's; models without a score rank
+last. A paired comparison takes, per question both models answered, each model's mean over its
+included answers, d = A − B, and bootstraps mean(d) over the questions
+(:func:`dahl.analysis._paired_bootstrap.joint_paired_bootstrap`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import logging
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -63,8 +42,6 @@ __all__ = [
     "to_markdown",
 ]
 
-logger = logging.getLogger(__name__)
-
 #: Leaderboard metric name -> per-answer value name in :meth:`Verdicts.scores`.
 BOARD_METRICS: dict[str, str] = {
     "dahl_score": "precision",
@@ -78,7 +55,7 @@ BOARD_METRICS: dict[str, str] = {
 }
 #: The metrics of :data:`BOARD_METRICS` that need runs scored with reference facts.
 RECALL_BOARD_METRICS: tuple[str, ...] = ("recall", "recall_w", "f1", "f1_w")
-# Metrics whose CI uses summary.json's per-group seed (dahl.metrics.group_seed).
+# Metrics whose CI uses summary.json's per-group seed, so both show the same interval.
 _SUMMARY_SEEDED = frozenset(("dahl_score", *RECALL_BOARD_METRICS))
 
 
@@ -87,17 +64,14 @@ class ModelRow:
     """One leaderboard row; scores in [0, 1], None when no answer qualifies.
 
     Attributes:
-        model: model name.
         rank: Chatbot Arena rank (ties where CIs overlap).
         score, ci: the ranking metric and its percentile bootstrap CI.
-        dahl_score, dahl_score_ci, factscore, factscore_init, f1_at_k: every metric.
-        n_answers: answers of the model.
         n_scored, n_excluded: answers in / out of the ranking metric's mean.
         excluded_by_reason: answers per :data:`dahl.metrics.REASONS`.
-        checker: fingerprint of the Checker that scored the model's run (None: not known).
-        recall, recall_w, f1, f1_w: mean per-answer Rec, Rec^w, F1, F1^w (None: no
-            answer with the value, or the board has no recall).
-        rho: ρ, mean claims per responding answer (None: none responded).
+        checker: fingerprint of the Checker of the model's run (None: not known).
+        recall, recall_w, f1, f1_w: mean per-answer Rec, Rec^w, F1, F1^w over the answers
+            where defined ("Beyond Precision"; None without recall).
+        rho: ρ, mean claims per responding answer.
         n_recall: answers with Rec defined (abstained ones included).
     """
 
@@ -128,11 +102,9 @@ class Comparison:
     """Paired comparison of model ``a`` (ranked above) with model ``b``.
 
     Attributes:
-        a, b: model names.
         n_pairs: questions both answered with an included answer.
-        mean_diff: mean of per-question A − B (None without pairs).
-        ci: percentile bootstrap CI of ``mean_diff``.
-        p_value: two-sided paired bootstrap p-value (see the module docstring).
+        mean_diff, ci: mean of per-question A − B and its percentile bootstrap CI.
+        p_value: two-sided paired bootstrap p-value.
     """
 
     a: str
@@ -158,10 +130,7 @@ class Leaderboard:
     """A computed leaderboard.
 
     Attributes:
-        metric: the ranking metric (a key of :data:`BOARD_METRICS`).
-        gamma, k, seed, n_boot, level: the settings used.
         models: rows sorted by rank, then score (descending), then name.
-        comparisons: paired comparisons (adjacent rows, or all pairs).
         categories: category -> model -> cell (empty unless requested).
         has_recall: some run has recall columns (the rows carry Rec, Rec^w, F1, F1^w, ρ).
     """
@@ -183,14 +152,7 @@ def _ci(values: npt.NDArray[np.float64], seed: list[int], n_boot: int, level: fl
 
 
 def arena_ranks(cis: list[tuple[float, float] | None]) -> list[int]:
-    """Chatbot Arena ranks: 1 + number of models whose CI lies entirely above this one's.
-
-    Args:
-        cis: per-model (lo, hi), None for a model without a score.
-
-    Returns:
-        ranks (same order); models without a CI get 1 + the number of models with one.
-    """
+    """Chatbot Arena ranks of per-model ``(lo, hi)`` CIs; a None CI ranks after every model with one."""
     have = [ci for ci in cis if ci is not None]
     ranks = []
     for ci in cis:
@@ -218,21 +180,13 @@ def build_leaderboard(
     """Compute the leaderboard of every model in ``store``.
 
     Args:
-        store: one run's or several runs' merged verdicts.
         metric: ranking metric, a key of :data:`BOARD_METRICS`.
-        gamma: FActScore γ in claims (None: the run's, else 10).
-        k: F1@K's K (None: the run's, else 64).
-        seed: bootstrap seed; per model and per pair generators derive from it and the names.
-        n_boot: bootstrap resamples.
-        level: interval coverage.
+        gamma, k: FActScore γ in claims and F1@K's K (None: the run's, else 10 and 64).
+        seed, n_boot, level: bootstrap seed (with the group names), resamples and coverage.
         by_category: also compute the model × category table (DAHL paper Figure 6).
         compare: paired comparisons between rank-adjacent models or all pairs.
-        workers: threads for the bootstraps (numpy releases the GIL); None: CPU count.
-        checkers: the Checker fingerprint of each merged run, in ``store.source`` order
-            (see :func:`dahl.analysis._runs.check_runs`), shown on each model's row.
-
-    Returns:
-        The leaderboard.
+        workers: threads for the bootstraps; None: CPU count.
+        checkers: the Checker fingerprint of each merged run, in ``store.source`` order.
 
     Raises:
         ConfigError: unknown metric or compare mode, n_boot outside [1, MAX_N_BOOT], level outside (0, 1),
@@ -252,7 +206,6 @@ def build_leaderboard(
     shown = [m for m in BOARD_METRICS if has_recall or m not in RECALL_BOARD_METRICS]
     if metric in RECALL_BOARD_METRICS:
         store.scores(metric)  # a ConfigError naming the run without recall, before any work
-    # Runs without recall leave their rows' recall cells empty unless recall ranks the board.
     values = {name: store.scores(BOARD_METRICS[name], gamma=g, k=kk, partial_recall=True) for name in shown}
     claims, responded = store.scores("n_claims")
     status = np.asarray(store.status)
@@ -276,7 +229,6 @@ def build_leaderboard(
         for name, rows in groups.items():
             for mname in dict.fromkeys(("dahl_score", metric)):
                 v, m = values[mname]
-                # dahl_score and recall use summary.py's seed, so summary.json shows the same interval.
                 s = group_seed(seed, name) if mname in _SUMMARY_SEEDED else group_seed(seed, name, mname)
                 ci_jobs[(name, mname)] = pool.submit(_ci, v[rows][m[rows]], s, n_boot, level)
         rows_out = []
@@ -291,20 +243,13 @@ def build_leaderboard(
                     rank=0,
                     score=means[metric],
                     ci=ci_jobs[(name, metric)].result(),
-                    dahl_score=means["dahl_score"],
                     dahl_score_ci=ci_jobs[(name, "dahl_score")].result(),
-                    factscore=means["factscore"],
-                    factscore_init=means["factscore_init"],
-                    f1_at_k=means["f1_at_k"],
                     n_answers=int(rows.size),
                     n_scored=n_scored,
                     n_excluded=int(rows.size) - n_scored,
                     excluded_by_reason={r: int(by_reason[i + 1]) for i, r in enumerate(REASONS)},
                     checker=_checker_of(store, rows, checkers),
-                    recall=means.get("recall"),
-                    recall_w=means.get("recall_w"),
-                    f1=means.get("f1"),
-                    f1_w=means.get("f1_w"),
+                    **{m: means.get(m) for m in BOARD_METRICS},
                     rho=sorted_mean(claims[rows][responded[rows]]) if has_recall else None,
                     n_recall=int(recall_mask.sum()),
                 )
@@ -418,21 +363,16 @@ def _categories(
     return out
 
 
+_RECALL_FIELDS = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall")
+
+
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
 def to_json(board: Leaderboard) -> dict[str, Any]:
-    """The ``board.json`` document.
-
-    Returns:
-        ``{"metric", "settings", "models": [{"model", "rank", "dahl_score", "dahl_score_ci",
-        "factscore", "factscore_init", "f1_at_k", "score", "score_ci", "n_answers", "n_scored",
-        "n_excluded", "excluded_by_reason", "checker"} (+ "recall", "recall_w", "f1", "f1_w",
-        "rho", "n_recall" when the board has recall), ...] sorted by rank, "comparisons": [{"a", "b",
-        "n_pairs", "mean_diff", "ci", "p_value"}, ...], "categories": {category: {model:
-        {"score", "ci", "n_scored", "n_excluded"}}}}``; scores are fractions in [0, 1] or null.
-    """
+    """The ``board.json`` document: ``metric``, ``settings``, ``models`` (the rows' fields, by rank),
+    ``comparisons`` and ``categories``; scores are fractions in [0, 1] or null."""
     return {
         "metric": board.metric,
         "settings": {"gamma": board.gamma, "k": board.k, "seed": board.seed, "n_boot": board.n_boot,
@@ -453,26 +393,16 @@ def to_json(board: Leaderboard) -> dict[str, Any]:
                 "n_excluded": r.n_excluded,
                 "excluded_by_reason": r.excluded_by_reason,
                 "checker": r.checker,
-                **(_recall_json(r) if board.has_recall else {}),
+                **({name: getattr(r, name) for name in _RECALL_FIELDS} if board.has_recall else {}),
             }
             for r in board.models
         ],
-        "comparisons": [
-            {"a": c.a, "b": c.b, "n_pairs": c.n_pairs, "mean_diff": c.mean_diff, "ci": _pair(c.ci),
-             "p_value": c.p_value}
-            for c in board.comparisons
-        ],
+        "comparisons": [{**asdict(c), "ci": _pair(c.ci)} for c in board.comparisons],
         "categories": {
-            cat: {m: {"score": c.score, "ci": _pair(c.ci), "n_scored": c.n_scored, "n_excluded": c.n_excluded}
-                  for m, c in cells.items()}
+            cat: {m: {**asdict(c), "ci": _pair(c.ci)} for m, c in cells.items()}
             for cat, cells in board.categories.items()
         },
     }
-
-
-def _recall_json(r: ModelRow) -> dict[str, Any]:
-    return {"recall": r.recall, "recall_w": r.recall_w, "f1": r.f1, "f1_w": r.f1_w, "rho": r.rho,
-            "n_recall": r.n_recall}
 
 
 def _rho(x: float | None) -> str:
@@ -492,11 +422,8 @@ def _md_row(cells: list[str]) -> str:
 
 
 def to_markdown(board: Leaderboard) -> str:
-    """GitHub-flavoured markdown: the model table, the comparisons and (if computed) the category table.
-
-    Scores are shown in percent with one decimal; with recall, the columns Rec, Rec^w,
-    F1, F1^w (percent) and ρ (claims per answer) follow F1@K.
-    """
+    """GitHub markdown: the model table (percent; with recall Rec … ρ after F1@K), the comparisons
+    and the category table."""
     pct = int(round(100 * board.level))
     lines = [f"## Leaderboard (ranked by {board.metric}, {pct}% bootstrap CI, seed {board.seed})", ""]
     with_checker = any(r.checker for r in board.models)  # known for runs that recorded it
@@ -531,20 +458,15 @@ def to_markdown(board: Leaderboard) -> str:
     return "\n".join(lines) + "\n"
 
 
-_RECALL_CSV = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall")
-
-
 def to_csv(board: Leaderboard) -> str:
-    """CSV with one row per model (scores as fractions); category cells as ``<metric>:<category>`` columns.
-
-    With recall, the columns ``recall, recall_w, f1, f1_w, rho, n_recall`` follow ``checker``.
-    """
+    """CSV, a row per model (fractions; with recall ``recall`` … ``n_recall`` after ``checker``),
+    category cells as ``<metric>:<category>`` columns."""
     buf = io.StringIO()
     cats = list(board.categories)
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["rank", "model", "dahl_score", "dahl_score_ci_lo", "dahl_score_ci_hi", "factscore",
                      "factscore_init", "f1_at_k", "n_answers", "n_scored", "n_excluded", "checker",
-                     *(_RECALL_CSV if board.has_recall else ()), *(f"{board.metric}:{c}" for c in cats)])
+                     *(_RECALL_FIELDS if board.has_recall else ()), *(f"{board.metric}:{c}" for c in cats)])
 
     def num(x: float | None) -> str:
         return "" if x is None else repr(x)

@@ -1,11 +1,4 @@
-"""Paired bootstrap of mean differences between two systems over shared questions.
-
-Resamples questions (jointly for several comparisons), giving a percentile CI and
-a two-sided p-value p = (1 + #{|d̄*_b − d̄| ≥ |d̄|}) / (B + 1): the bootstrap test of
-H0: E[d] = 0 with the data shifted to mean 0 (Efron & Tibshirani 1993, §16.4; the
-+1 correction of Davison & Hinkley 1997, eq. 4.11). :mod:`dahl.analysis._leaderboard`
-compares models with it.
-"""
+"""Paired bootstrap of mean differences between two systems over shared questions."""
 
 from __future__ import annotations
 
@@ -13,12 +6,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dahl.errors import ConfigError
-from dahl.metrics._precision import MAX_N_BOOT
+from dahl.metrics._precision import _DRAW_BUDGET, MAX_N_BOOT
 
 __all__ = ["joint_paired_bootstrap"]
-
-# Largest number of random draws held at once (as in dahl.metrics.bootstrap_ci).
-_DRAW_BUDGET = 4_000_000
 
 
 def joint_paired_bootstrap(
@@ -31,25 +21,16 @@ def joint_paired_bootstrap(
 ) -> list[tuple[float, tuple[float, float], float | None] | None]:
     """Paired bootstrap of several comparisons at once, resampling questions jointly.
 
-    Each resample draws n_q questions with replacement (n_q = rows of ``diffs``);
-    comparison j's resample mean is the mean of its differences over the drawn
-    questions it has (``shared``), so all comparisons see the same resampled
-    question set (the paired bootstrap over a test set: Koehn 2004; Berg-Kirkpatrick
-    et al. 2012). When every comparison has every question this is the plain
-    paired bootstrap of mean(d). Counts of draws per question form a matrix C
-    (resamples × questions), so all means are C @ [D | S] (one BLAS product),
-    computed in chunks of a few million draws.
-
-    p-value: (1 + #{|m*_b − d̄| ≥ |d̄|}) / (B' + 1) over the B' resamples in which
-    the comparison has a question (Efron & Tibshirani 1993, §16.4, data shifted to
-    mean 0; the +1 of Davison & Hinkley 1997, eq. 4.11). CI: percentile.
+    Each resample draws the questions with replacement; comparison j's mean is over the drawn
+    questions it has (``shared``) (the paired bootstrap over a test set: Koehn 2004;
+    Berg-Kirkpatrick et al. 2012). CI: percentile. p = (1 + #{|m*_b − d̄| ≥ |d̄|}) / (B' + 1) over
+    the B' resamples where the comparison has a question (Efron & Tibshirani 1993, §16.4, data
+    shifted to mean 0; the +1 of Davison & Hinkley 1997, eq. 4.11).
 
     Args:
         diffs: float array (n_q, n_comparisons) of per-question A − B (any value where not shared).
         shared: bool array (n_q, n_comparisons): the question counts for that comparison.
-        rng: seeded generator.
-        n_boot: resamples.
-        level: CI coverage.
+        rng, n_boot, level: seeded generator, resamples and CI coverage.
 
     Returns:
         Per comparison ``(mean, (lo, hi), p_value)``, or None when it shares no question;
@@ -97,8 +78,7 @@ def joint_paired_bootstrap(
         lo, hi = np.quantile(m, [tail, 1.0 - tail])
         # Tolerance: resample means equal to the observed mean up to rounding count as extreme.
         extreme = int((np.abs(m - mean) >= abs(mean) - 1e-12).sum())
-        # One shared question: every resample equals the observed mean, so the test has no
-        # null distribution and its p would read 1/(B+1) whatever the data; leave it undefined.
+        # One shared question: every resample equals the observed mean; no null distribution.
         p = min(1.0, (1.0 + extreme) / (m.size + 1.0)) if n_shared[j] >= 2 else None
         out[j] = (mean, (float(lo), float(hi)), p)
     return out

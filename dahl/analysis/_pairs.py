@@ -1,25 +1,7 @@
 """Preference pairs for DPO from scored runs (TRL's prompt/chosen/rejected layout).
 
-Which pairs: for every question answered by at least two models with an
-*included* answer (one inside the metric's mask: excluded, abstained and
-split-error answers never enter a pair), every ordered pair of answers from two
-different models whose scores differ by at least ``min_margin`` and by more
-than zero is emitted once, the higher-scoring answer as ``chosen``. With
-``best_vs_worst`` only the highest- vs the lowest-scoring answer of each
-question is kept (when their margin qualifies). Questions are matched by
-``question_id`` (:func:`dahl.records.content_id` of the question).
-
-The recall metrics (``recall``, ``recall_w``, ``f1``, ``f1_w``: "Beyond Precision",
-per answer, from the verdict store's recall columns) need runs scored with
-reference facts; their mask is the answers where the value is defined, so an
-abstained answer (recall 0) can be the rejected one, and an answer whose question
-has an empty F* never enters a pair.
-
-Each line: ``{"prompt", "chosen", "rejected", "chosen_score", "rejected_score",
-"margin", "chosen_id", "rejected_id", "chosen_model", "rejected_model",
-"question_id", "metric"}``; prompt is the question, chosen/rejected the scored
-responses, read by streaming each run's ``answers.jsonl`` and keeping only the
-needed ids.
+Questions are matched by ``question_id``; prompt and responses are read by streaming each run's
+``answers.jsonl``.
 """
 
 from __future__ import annotations
@@ -65,23 +47,22 @@ def find_pairs(
     gamma: float | None = None,
     k: int | None = None,
 ) -> Iterator[Pair]:
-    """Yield the preference pairs of ``store`` (see the module docstring for the rule).
+    """Yield the preference pairs of ``store``.
+
+    Per question with included answers (inside the metric's mask) of two or more models,
+    every pair of answers of two models whose scores differ by > 0 and >= ``min_margin``,
+    the higher one chosen; with ``best_vs_worst`` only the best against the worst.
 
     Args:
-        store: verdicts of one or more runs.
-        metric: per-answer metric (``precision``/``dahl_score``, ``factscore``,
-            ``factscore_init``, ``f1_at_k``, or with recall ``recall``, ``recall_w``,
-            ``f1``, ``f1_w``, ``recall_at_5``/``10``/``20``).
-        min_margin: smallest score difference kept, as a fraction (0.1 = 10 points).
-        best_vs_worst: one pair per question instead of all qualifying pairs.
+        metric: a metric of :meth:`Verdicts.scores` but ``n_claims``.
+        min_margin: smallest score difference kept, a fraction (0.1 = 10 points).
         gamma, k: FActScore γ and F1@K's K (None: the run's).
 
-    Yields:
-        Pairs grouped by question, in question-code order.
+    Yields pairs grouped by question, in question-code order.
 
     Raises:
-        ConfigError: unknown metric, ``n_claims``, a negative margin, or a recall
-            metric on a run without recall (named).
+        ConfigError: unknown metric, ``n_claims``, a negative margin, or a recall metric on a
+            run without recall (named).
     """
     name = canonical_metric(metric)
     if name == "n_claims":
@@ -150,17 +131,14 @@ def write_pairs(
 ) -> int:
     """Write the preference pairs of ``run_dirs`` to ``out_path`` (JSONL, one pair a line).
 
-    Args:
-        run_dirs: run folders with a verdict store and ``answers.jsonl``.
-        out_path: the JSONL file to write (replaced).
-        metric, min_margin, best_vs_worst, gamma, k: see :func:`find_pairs`.
+    Each line: ``{"prompt", "chosen", "rejected", "chosen_score", "rejected_score", "margin",
+    "chosen_id", "rejected_id", "chosen_model", "rejected_model", "question_id", "metric"}``.
+    ``metric``, ``min_margin``, ``best_vs_worst``, ``gamma``, ``k``: see :func:`find_pairs`.
 
-    Returns:
-        The number of pairs written.
+    Returns the number of pairs written.
 
     Raises:
-        InputError: a run without a store or with an unreadable ``answers.jsonl``,
-            or an answer of a pair missing from it.
+        InputError: a run without a store or a readable ``answers.jsonl``, or a pair's answer not in it.
         ConfigError: see :func:`find_pairs` and :func:`dahl.analysis._verdicts.merge_verdicts`.
     """
     store = load_runs(run_dirs)

@@ -1,14 +1,6 @@
 """The figures: per-model scores with CI whiskers and a model × category heatmap, precision
-against recall per model with ρ (claims per answer) as marker size, and the temperature
-study's score against temperature (DAHL paper Fig. 5).
-
-The precision–recall figure is the "Beyond Precision" view (its finding: models
-are better at precision than recall, longer answers raise recall and lower
-precision): x = Rec (or Rec^w), y = DAHL Score, marker area ∝ ρ. The precision–recall
-and temperature PNGs record the points they draw as JSON in their ``dahl:points`` text chunk.
-
-matplotlib is an optional extra (``pip install dahl[plot]``); it is imported
-only when a plot is drawn, with the Agg backend (no display needed).
+against recall with ρ as marker size ("Beyond Precision"), and score against temperature (DAHL
+paper Fig. 5). matplotlib (``pip install dahl[plot]``) is imported on first plot, Agg backend.
 """
 
 from __future__ import annotations
@@ -21,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from dahl.analysis._leaderboard import Leaderboard
+from dahl.analysis._leaderboard import Leaderboard, _pair
 from dahl.analysis._study import TemperatureStudy
 from dahl.errors import ConfigError
 
@@ -52,15 +44,8 @@ _MAX_AREA = 900.0
 
 @dataclass(frozen=True)
 class RecallPoint:
-    """One model in the precision–recall figure.
-
-    Attributes:
-        model: model name.
-        precision: DAHL Score, fraction in [0, 1].
-        recall: mean Rec or Rec^w, fraction in [0, 1].
-        rho: ρ, mean claims per responding answer (marker size).
-        metric: ``recall`` or ``recall_w``, which recall ``recall`` is.
-    """
+    """One model in the precision–recall figure: ``precision`` (DAHL Score) and ``recall`` (mean Rec
+    or Rec^w, per ``metric``) in [0, 1], and ``rho`` (ρ, mean claims per responding answer)."""
 
     model: str
     precision: float
@@ -75,11 +60,7 @@ def _check_recall_metric(metric: str) -> None:
 
 
 def board_points(board: Leaderboard, metric: str = "recall") -> list[RecallPoint]:
-    """The points of ``board``'s models that have a DAHL Score, the recall and ρ, in board order.
-
-    Args:
-        board: a leaderboard of runs scored with reference facts.
-        metric: ``recall`` (Rec) or ``recall_w`` (Rec^w) on the x axis.
+    """The points of ``board``'s models with a DAHL Score, ``metric`` (``recall``/``recall_w``) and ρ.
 
     Raises:
         ConfigError: another metric, or the board has no recall.
@@ -96,9 +77,8 @@ def board_points(board: Leaderboard, metric: str = "recall") -> list[RecallPoint
 
 
 def summary_points(summary: Mapping[str, Any], metric: str = "recall") -> list[RecallPoint]:
-    """The points of a run's ``summary.json``: per model ``dahl_score``, ``recall[metric]`` and ``recall.rho``.
-
-    Models without a ``recall`` block or with a null value are left out; sorted by model.
+    """The points of a ``summary.json``: per model with all three, ``dahl_score``, ``recall[metric]``
+    and ``recall.rho``, sorted by model.
 
     Raises:
         ConfigError: a metric other than ``recall``/``recall_w``.
@@ -134,20 +114,10 @@ def _save(plt: Any, fig: Any, path: Path, dpi: int, points: object = None) -> No
 
 
 def plot_leaderboard(board: Leaderboard, path: Path, *, dpi: int = 150) -> Path:
-    """Draw the leaderboard to a PNG (or any format matplotlib infers from the suffix).
+    """Draw the leaderboard to ``path`` (format from the suffix; dots per inch ``dpi``) and return it.
 
-    Left panel: the ranking metric per model in percent, best at the top, with
-    the bootstrap CI as whiskers and the rank in the label. Right panel (when
-    the board has categories): models × categories heatmap of the metric in
-    percent, with values written in the cells when the grid is small enough.
-
-    Args:
-        board: a computed leaderboard.
-        path: output file.
-        dpi: resolution in dots per inch.
-
-    Returns:
-        ``path``.
+    Left: the ranking metric per model (percent) with CI whiskers; right, with categories, a
+    model × category heatmap.
 
     Raises:
         ConfigError: matplotlib is not installed.
@@ -208,20 +178,8 @@ def plot_leaderboard(board: Leaderboard, path: Path, *, dpi: int = 150) -> Path:
 
 
 def plot_precision_recall(points: Sequence[RecallPoint], path: Path, *, dpi: int = 150) -> list[RecallPoint]:
-    """Draw precision (DAHL Score) against recall per model, marker area proportional to ρ.
-
-    Both axes in percent, 0–100; the model with the largest ρ gets a marker of
-    900 points²; each marker is labelled with its model and ρ. A ``.png`` stores
-    the points as JSON (a list of :class:`RecallPoint` fields) in its
-    ``dahl:points`` text chunk.
-
-    Args:
-        points: from :func:`board_points` or :func:`summary_points`.
-        path: output file (format from the suffix).
-        dpi: resolution in dots per inch.
-
-    Returns:
-        The points drawn (``points``).
+    """Draw precision (DAHL Score) against recall per model, marker area ∝ ρ (900 points² at most),
+    and return the points; a ``.png`` keeps them as JSON under :data:`POINTS_KEY`.
 
     Raises:
         ConfigError: no point, or matplotlib is not installed.
@@ -240,7 +198,7 @@ def plot_precision_recall(points: Sequence[RecallPoint], path: Path, *, dpi: int
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
     ax.scatter(x, y, s=sizes, color="#4C72B0", alpha=0.6, edgecolors="black", linewidths=0.8)
     for p, xx, yy, area in zip(points, x, y, sizes):
-        # Beside the marker: its radius in points is sqrt(area)/2 (scatter sizes are points²).
+        # Beside the marker, whose radius in points is sqrt(area)/2.
         ax.annotate(f"{p.model} (ρ {p.rho:.1f})", (xx, yy), xytext=(float(np.sqrt(area)) / 2 + 4, 0),
                     textcoords="offset points", va="center", fontsize=9)
     ax.plot([0, 100], [0, 100], color="grey", lw=0.8, ls="--")  # precision = recall
@@ -257,20 +215,17 @@ def plot_precision_recall(points: Sequence[RecallPoint], path: Path, *, dpi: int
 def plot_temperature(study: TemperatureStudy, path: Path, *, dpi: int = 150) -> list[dict[str, Any]]:
     """Draw the mean score (percent) against temperature, one line per model, CI bands shaded.
 
-    Args:
-        study: from :func:`dahl.analysis._study.temperature_study`.
-        path: output file (format from the suffix; ``.png`` also stores the points).
-        dpi: resolution in dots per inch.
-
     Returns:
-        The points drawn: ``{"model", "temperature", "mean", "ci"}`` per cell with a mean
-        (fractions in [0, 1]), models sorted, temperatures ascending.
+        The points drawn (a ``.png`` keeps them under :data:`POINTS_KEY`): ``{"model", "temperature",
+        "mean", "ci"}`` per cell with a mean (fractions), models sorted, temperatures ascending.
 
     Raises:
         ConfigError: no cell has a mean, or matplotlib is not installed.
     """
-    points: list[dict[str, Any]] = [{"model": c.model, "temperature": c.temperature, "mean": c.mean,
-        "ci": None if c.ci is None else [c.ci[0], c.ci[1]]} for c in study.cells if c.mean is not None]
+    points: list[dict[str, Any]] = [
+        {"model": c.model, "temperature": c.temperature, "mean": c.mean, "ci": _pair(c.ci)}
+        for c in study.cells if c.mean is not None
+    ]
     if not points:
         raise ConfigError("no model has a score at any temperature to plot")
     plt = _pyplot()

@@ -1,16 +1,8 @@
-"""The recall columns of the verdict store: per-answer recall metrics and fact counts.
+"""The recall columns of the verdict store, written only for runs scored with reference facts::
 
-A run scored with reference facts (``dahl score --refs``) adds two files to
-``OUTDIR/verdicts/`` (absent otherwise)::
-
-    recall.npy         float64 (n_answers, 7)  RECALL_METRICS order; NaN = null (undefined,
-                                               or the answer has no recall)
-    recall_facts.npy   int32   (n_answers, 3)  FACT_COLUMNS: |F*|, covered, partial facts;
-                                               -1 when the answer has no recall
-
-The metrics are the per-answer values of :class:`dahl.records.AnswerRecall`
-("Beyond Precision"; formulas in :mod:`dahl.metrics._recall`):
-Rec, Rec^w, F1 and F1^w with the answer's DAHL precision, R@5, R@10, R@20.
+    recall.npy         float64 (n_answers, 7)  RECALL_METRICS order ("Beyond Precision",
+                                               dahl.metrics._recall); NaN = null or no recall
+    recall_facts.npy   int32   (n_answers, 3)  FACT_COLUMNS: |F*|, covered, partial; -1: no recall
 """
 
 from __future__ import annotations
@@ -39,17 +31,9 @@ _NO_FACTS = [-1] * len(FACT_COLUMNS)
 
 
 def recall_row(recall: Any) -> tuple[list[float], list[int]] | None:
-    """The store row of one answer's recall, or None when the answer has none.
-
-    Args:
-        recall: ``AnswerResult.recall`` (an :class:`dahl.records.AnswerRecall` or UNSET),
-            or any object with the same metric attributes and ``facts`` whose items
-            have a ``label`` (a digest of it).
-
-    Returns:
-        ``(values, facts)``: 7 floats in :data:`RECALL_METRICS` order (NaN for None) and
-        3 ints in :data:`FACT_COLUMNS` order.
-    """
+    """The store row ``(values, facts)`` of ``recall`` (an :class:`dahl.records.AnswerRecall` or a
+    digest of one): 7 floats in :data:`RECALL_METRICS` order (NaN for None) and 3 ints in
+    :data:`FACT_COLUMNS` order; None for None or UNSET."""
     if recall is None or recall is msgspec.UNSET:
         return None
     values = [math.nan if (x := getattr(recall, name, None)) is None else float(x) for name in RECALL_METRICS]
@@ -59,26 +43,17 @@ def recall_row(recall: Any) -> tuple[list[float], list[int]] | None:
 
 
 class RecallColumns:
-    """Collects the recall rows of a run's answers, in answer order.
-
-    Holds nothing until the first answer with recall; the answers before it are
-    then back-filled as null rows (8 × 7 + 4 × 3 bytes per answer from there on).
-    """
+    """Collects the recall rows of a run's answers, in answer order (nothing until one has recall)."""
 
     def __init__(self) -> None:
         self._values: array[float] | None = None
         self._facts: array[int] | None = None
         self._before = 0  # answers added before the first one with recall
 
-    @property
-    def present(self) -> bool:
-        """Some answer added so far has recall."""
-        return self._values is not None
-
     def add(self, recall: Any) -> None:
         """Append one answer's row (see :func:`recall_row`; None/UNSET: a null row)."""
         if self._values is None and (recall is None or recall is msgspec.UNSET):
-            self._before += 1  # the common case of a run without refs: one check per answer
+            self._before += 1
             return
         row = recall_row(recall)
         if self._values is None or self._facts is None:

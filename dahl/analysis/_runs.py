@@ -1,9 +1,6 @@
-"""Checks before run folders are reported together: stale folders, runs that differ.
-
-A folder is stale when its ``summary.json`` and ``verdicts/`` do not describe its
-``answers.jsonl`` (an interrupted re-run; see :func:`dahl.results._manifest.stale_reason`).
-Runs differ when they were scored by other Checkers, Splitters or prompt
-template versions, or over other question sets: their scores are not comparable.
+"""Checks before run folders are reported together: stale folders
+(:func:`dahl.results._manifest.stale_reason`) and runs scored by other Checkers, Splitters,
+prompt templates or question sets.
 """
 
 from __future__ import annotations
@@ -29,10 +26,8 @@ class RunInfo:
     """What a run folder says about how it was scored (None: not recorded, e.g. an older run).
 
     Attributes:
-        path: the run folder.
-        checker, splitter: the fingerprints of its Checker and Splitter.
+        checker, splitter, coverage: the fingerprints of its Checker, Splitter and coverage judge.
         question_set: blake2b of its sorted question ids (:class:`dahl.results._manifest.QuestionSet`).
-        coverage: the fingerprint of its recall coverage judge (None: no recall).
     """
 
     path: Path
@@ -42,15 +37,8 @@ class RunInfo:
     coverage: str | None = None
 
     @property
-    def templates(self) -> str | None:
-        """The prompt template versions named in its fingerprints (``split/v2, check/v3``), or None."""
-        found = list(self.prompts.values())
-        return ", ".join(found) if found else None
-
-    @property
     def prompts(self) -> dict[str, str]:
-        """The prompt template version of each prompted role, from its fingerprints:
-        ``{"split": "split/v1", "check": "file:<hex>", "cover": "cover/v1"}`` (roles without a prompt left out)."""
+        """Role -> prompt template version in its fingerprint (``{"split": "split/v1", ...}``)."""
         found = {}
         for role, fingerprint in (("split", self.splitter), ("check", self.checker), ("cover", self.coverage)):
             template = _TEMPLATE.search(fingerprint) if fingerprint else None
@@ -95,11 +83,9 @@ def checker_label(fingerprint: str | None) -> str:
 
 
 def differences(infos: Sequence[RunInfo]) -> list[str]:
-    """One line per way the runs differ (Checker, Splitter, prompt template of each role, question
-    set); empty if none.
+    """One line per way the runs differ (Checker, Splitter, each role's prompt template, question set).
 
-    A run that did not record a value (an older run), or has no prompt in that role (an
-    offline Splitter, no recall), is left out of that comparison.
+    A run without a value (not recorded, or no prompt in that role) is left out of that comparison.
     """
     out = []
     aspects: dict[str, list[str | None]] = {
@@ -118,15 +104,12 @@ def differences(infos: Sequence[RunInfo]) -> list[str]:
 def check_runs(
     run_dirs: Sequence[Path], *, allow_stale: bool = False, strict: bool = False
 ) -> tuple[list[RunInfo], list[str]]:
-    """Check that ``run_dirs`` can be ranked together (blocking).
+    """Check that ``run_dirs`` (or their ``verdicts/``) can be ranked together (blocking): each
+    folder's :class:`RunInfo` and the warnings to show.
 
     Args:
-        run_dirs: run folders (or their ``verdicts/`` folders).
-        allow_stale: report a stale folder as a warning instead of refusing it.
+        allow_stale: warn about a stale folder instead of refusing it.
         strict: refuse runs that differ instead of warning.
-
-    Returns:
-        Each folder's :class:`RunInfo` (in order) and the warnings to show.
 
     Raises:
         ConfigError: a stale folder (unless ``allow_stale``), or runs that differ under ``strict``.

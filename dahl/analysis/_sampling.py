@@ -1,26 +1,12 @@
-"""Stratified samples that keep the category distribution, and the DAHL paper's sample check.
-
-Allocation (:func:`allocate`) is by largest remainder (Hamilton's method): the
-sample size is round(fraction × N) (half to even); stratum h first gets floor(fraction × N_h)
-rows, and the rows still missing go one each to the strata with the largest
-remainders fraction × N_h − floor(·) (ties: larger stratum, then name). Rows
-inside a stratum are drawn without replacement with a seeded
-``numpy.random.Generator`` and written in their input order.
-
-:func:`repeat_check` is the check of the DAHL paper (§5.1): draw N stratified
-samples of a run's answers, compute each sample's per-answer scores, and run an
-F-test of equal variances and a Student t-test (equal variances) between every
-pair of samples; the smallest p-values show whether any two samples differ.
-:func:`pair_test` is that pair of tests on two arrays (also the temperature study's,
-:mod:`dahl.analysis._study`).
-"""
+"""Stratified samples that keep the category distribution, and the DAHL paper's check (§5.1) that
+such samples of a run's answers do not differ (:func:`repeat_check`)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import itertools
-import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,19 +20,19 @@ from dahl.analysis._verdicts import Verdicts
 
 __all__ = ["RepeatCheck", "SampleTest", "allocate", "pair_test", "repeat_check", "sample_file", "stratified_sample"]
 
-logger = logging.getLogger(__name__)
-
 
 def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None = None) -> npt.NDArray[np.int64]:
-    """Rows to draw per stratum by largest remainder (see the module docstring).
+    """Rows to draw per stratum by largest remainder (Hamilton's method).
+
+    The total is round(fraction × N) (half to even); stratum h gets floor(fraction × N_h), and
+    the rows still missing go one each to the largest remainders (ties: larger stratum, then name).
 
     Args:
         sizes: rows per stratum (h,).
         fraction: sample fraction in (0, 1].
         names: stratum names, for tie-breaking (default: position).
 
-    Returns:
-        int64 array (h,) summing to round(fraction × sum(sizes)), each <= its size.
+    Returns int64 (h,), each <= its size.
 
     Raises:
         ConfigError: fraction outside (0, 1].
@@ -66,15 +52,8 @@ def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None 
 
 
 def stratified_sample(strata: Sequence[str], fraction: float, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-    """Indices of a stratified sample of rows.
-
-    Args:
-        strata: the stratum (e.g. category) of each row, (n,).
-        fraction: sample fraction in (0, 1].
-        rng: seeded generator.
-
-    Returns:
-        Sorted int64 indices into ``strata``.
+    """Sorted int64 indices of a stratified sample (drawn without replacement by ``rng``) of rows
+    whose strata (e.g. categories) are ``strata`` (n,).
 
     Raises:
         ConfigError: fraction outside (0, 1].
@@ -96,12 +75,10 @@ def sample_file(input_path: Path, out_path: Path | None, *, fraction: float, str
         input_path: ``.jsonl`` (one object a line) or ``.csv`` with a header.
         out_path: where to write the sample (same format); None to only return it.
         fraction: sample fraction in (0, 1].
-        stratify: the field holding the stratum (e.g. ``category``); a record
-            without it falls in stratum ``""``.
+        stratify: the field holding the stratum (missing: stratum ``""``).
         seed: generator seed.
 
-    Returns:
-        ``(content, per_stratum)``: the sample's bytes and stratum -> (rows in input, rows in sample).
+    Returns ``(content, per_stratum)``: the sample's bytes and stratum -> (rows in input, in sample).
 
     Raises:
         InputError: unreadable file or a line that is not a JSON object.
@@ -141,17 +118,12 @@ def sample_file(input_path: Path, out_path: Path | None, *, fraction: float, str
         content = buf.getvalue().encode("utf-8")
     else:
         content = b"".join(ln if ln.endswith(b"\n") else ln + b"\n" for ln in (lines[i] for i in picked.tolist()))
-    counts: dict[str, tuple[int, int]] = {}
-    for s in strata:
-        n, m = counts.get(s, (0, 0))
-        counts[s] = (n + 1, m)
-    for i in picked.tolist():
-        n, m = counts[strata[i]]
-        counts[strata[i]] = (n, m + 1)
+    total = Counter(strata)
+    taken = Counter(strata[i] for i in picked.tolist())
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_bytes(content)
-    return content, dict(sorted(counts.items()))
+    return content, {s: (total[s], taken[s]) for s in sorted(total)}
 
 
 @dataclass(frozen=True)
@@ -175,19 +147,13 @@ def pair_test(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], i: int = 0
               alpha: float | None = None) -> SampleTest:
     """The DAHL paper's F-test of equal variances, then a t-test of equal means (§5.2).
 
-    F = s²_a / s²_b with (n_a − 1, n_b − 1) degrees of freedom, p = 2·min(cdf, sf)
-    (capped at 1). The t-test is Student's (pooled variance; scipy.stats.ttest_ind,
-    equal_var=True), as the paper after "confirming equal variances"; with ``alpha``
-    set, Welch's (equal_var=False) when the F-test rejects (f_p < alpha). Both are
-    None when a sample has fewer than 2 values or zero variance.
+    F = s²_a / s²_b with (n_a − 1, n_b − 1) degrees of freedom, p = min(1, 2·min(cdf, sf)). The
+    t-test is Student's (scipy.stats.ttest_ind, pooled variance), as the paper, or with ``alpha``
+    Welch's when f_p < alpha. Both None when a sample has < 2 values or zero variance.
 
     Args:
         a, b: per-answer scores, float arrays (n_a,), (n_b,).
         i, j: the labels the result carries.
-        alpha: F-test level that switches to Welch's t-test; None: always Student's.
-
-    Returns:
-        The test (``equal_var`` tells which t-test ran).
     """
     from scipy import stats  # type: ignore[import-untyped]  # lazy: ~1 s to import
 
@@ -206,15 +172,8 @@ def pair_test(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], i: int = 0
 
 @dataclass(frozen=True)
 class RepeatCheck:
-    """Result of :func:`repeat_check`.
-
-    Attributes:
-        model: the model whose answers were sampled.
-        sizes: scored answers per sample.
-        means: mean score per sample.
-        tests: every pair of samples.
-        min_f_p, min_t_p: smallest p-values over the pairs (None if undefined).
-    """
+    """Result of :func:`repeat_check`: per sample the scored answers (``sizes``) and ``means``, the
+    ``tests`` of every pair, and their smallest p-values ``min_f_p``, ``min_t_p`` (None: undefined)."""
 
     model: str
     sizes: list[int]
@@ -235,21 +194,9 @@ def repeat_check(
 ) -> RepeatCheck:
     """The DAHL paper's check that a stratified sample represents the full set (§5.1).
 
-    Each of ``repeats`` samples is a stratified sample (by category) of the
-    model's answers; answers outside the metric's mask are then dropped. F-test:
-    F = s²_i / s²_j, (n_i − 1, n_j − 1) degrees of freedom, p = 2·min(cdf, sf);
-    t-test: Student's, pooled variance (scipy.stats.ttest_ind, equal_var=True).
-
-    Args:
-        store: a run's verdicts.
-        fraction: sample fraction in (0, 1].
-        repeats: number of samples, >= 2.
-        seed: seed of the generator all samples are drawn from.
-        model: the model to sample; may be None when the run holds one model.
-        metric: per-answer metric (see :meth:`dahl.analysis._verdicts.Verdicts.scores`).
-
-    Returns:
-        Sizes, means and pairwise tests.
+    Draws ``repeats`` (>= 2) samples, by category, of ``fraction`` of ``model``'s answers (None: the
+    run's one model) from one generator seeded ``seed``, drops answers outside ``metric``'s mask
+    and tests each pair with :func:`pair_test` (Student's t-test).
 
     Raises:
         ConfigError: repeats < 2, bad fraction, or model missing/ambiguous.

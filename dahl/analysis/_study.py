@@ -1,19 +1,8 @@
 """The DAHL paper's temperature study (Seo et al. 2024, §5.2, Fig. 5) over one scored run.
 
-Input: a ``dahl score`` run folder of answers made by ``dahl generate --temperatures``
-(each answer's ``meta.sampling.temperature``, which scoring carries into the run's
-``answers.jsonl``). Per model × temperature: the mean per-answer score (DAHL Score
-by default, with the run's exclusions: :meth:`dahl.analysis._verdicts.Verdicts.scores`), its
-percentile bootstrap CI (:func:`dahl.metrics.bootstrap_ci`, the leaderboard's) and n.
-
-Between temperatures of one model, the paper's two tests (§5.2, there between sample
-sets): an F-test of equal variances, then a t-test of equal means — Student's when
-the F-test does not reject at ``alpha``, Welch's when it does
-(:func:`dahl.analysis._sampling.pair_test`). Pairs (``compare``): ``reference``, each
-temperature against the paper's generation temperature 0.6 (§3.3), the default;
-``adjacent``, neighbours on the grid; ``all``, every pair. p-values are
-two-sided and uncorrected for the number of tests. The answers to one question at
-one temperature (``--samples``) are taken as independent, as the paper does.
+Per model × temperature (each answer's ``meta.sampling.temperature``): the mean per-answer score,
+its percentile bootstrap CI and n; between temperatures of a model, the paper's F-test of equal
+variances then t-test (:func:`dahl.analysis._sampling.pair_test`), two-sided and uncorrected.
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import io
 import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +23,7 @@ import numpy.typing as npt
 from dahl.errors import ConfigError, InputError
 from dahl.results._manifest import stale_reason
 from dahl.metrics import bootstrap_ci, group_seed
+from dahl.analysis._leaderboard import _pair, _pct, _pct_ci
 from dahl.analysis._sampling import pair_test
 from dahl.analysis._verdicts import canonical_metric, load_verdicts
 
@@ -65,13 +55,9 @@ class TemperatureCell:
     """One model at one temperature.
 
     Attributes:
-        model: model name.
-        temperature: sampling temperature.
-        n: answers that enter the mean (the metric's mask).
-        excluded: answers of this cell outside the mask (abstained, unknown/error claims, no claim).
-        mean: mean per-answer score, fraction in [0, 1]; None when n is 0.
+        n, excluded: answers inside and outside the metric's mask.
+        mean, ci: mean per-answer score in [0, 1] and its percentile bootstrap CI; None when n is 0.
         sd: sample standard deviation (ddof 1); None when n < 2.
-        ci: percentile bootstrap CI of the mean, or None when n is 0.
     """
 
     model: str
@@ -88,12 +74,9 @@ class TemperatureTest:
     """The F-test then t-test between two temperatures of one model (two-sided).
 
     Attributes:
-        model: model name.
         a, b: the temperatures; F = s²_a / s²_b, t > 0 when a scores higher.
-        n_a, n_b: answers in each.
         f_stat, f_p: the F-test; None when a side has n < 2 or zero variance.
-        t_test: ``"student"`` (F-test not rejected) or ``"welch"``; None with f_stat None.
-        t_stat, t_p: the t-test; None with f_stat None.
+        t_test, t_stat, t_p: ``"student"`` (F-test not rejected) or ``"welch"``, the t-test; None with f_stat.
     """
 
     model: str
@@ -113,16 +96,12 @@ class TemperatureStudy:
     """Result of :func:`temperature_study`.
 
     Attributes:
-        run_dir: the run folder read.
         metric: canonical metric name (``precision`` is the DAHL Score).
         cells: one per (model, temperature), models sorted, temperatures ascending.
         tests: the pairs of ``compare``, per model in ``cells`` order.
-        compare: which pairs were tested.
         reference: the reference temperature (``compare == "reference"``), else None.
-        alpha: F-test level that switches the t-test to Welch's.
-        level: bootstrap CI coverage, e.g. 0.95.
-        seed: bootstrap seed.
-        without_temperature: answers of the run with no ``meta.sampling.temperature`` (left out).
+        alpha, level, seed: F-test level for Welch's t-test, CI coverage, bootstrap seed.
+        without_temperature: answers with no ``meta.sampling.temperature`` (left out).
     """
 
     run_dir: Path
@@ -166,11 +145,9 @@ _LINE = msgspec.json.Decoder(_Line)
 def read_temperatures(path: Path) -> dict[str, float]:
     """Answer id -> ``meta.sampling.temperature`` of a run's ``answers.jsonl`` (blocking; streamed).
 
-    Answers without one are left out.
-
     Raises:
-        InputError: the file cannot be read, or a line is not an answer with a string id
-            and a numeric temperature (file, line and field named).
+        InputError: the file cannot be read, or a line is not an answer with a string id and a
+            numeric temperature (file, line and field named).
     """
     out: dict[str, float] = {}
     try:
@@ -221,23 +198,17 @@ def temperature_study(
     """Score against temperature per model, with the paper's F-test then t-test (blocking).
 
     Args:
-        run_dir: a finished ``dahl score`` run folder (``answers.jsonl`` and ``verdicts/``).
-        metric: per-answer metric (see :meth:`dahl.analysis._verdicts.Verdicts.scores`); the DAHL Score by default.
-        compare: ``reference`` (each temperature against ``reference``), ``adjacent`` or ``all``.
-        reference: the reference temperature of ``compare="reference"``.
+        run_dir: a finished ``dahl score`` run folder.
+        metric: per-answer metric (:meth:`dahl.analysis._verdicts.Verdicts.scores`).
+        compare: ``reference`` (each temperature against ``reference``; the paper's generation
+            temperature 0.6, §3.3), ``adjacent`` or ``all``.
         alpha: F-test level in (0, 1): at f_p < alpha the t-test is Welch's, else Student's.
-        seed: bootstrap seed.
-        n_boot: bootstrap resamples, >= 1.
-        level: CI coverage in (0, 1).
-
-    Returns:
-        The study.
+        seed, n_boot, level: bootstrap seed, resamples (>= 1) and CI coverage in (0, 1).
 
     Raises:
         InputError: no verdict store or ``answers.jsonl``, or a bad line (file and line named).
-        ConfigError: a stale run (its last ``dahl score`` did not finish), no answer with a
-            temperature, an unknown metric, bad ``alpha``/``compare``, or a model without
-            the reference temperature.
+        ConfigError: a stale run, no answer with a temperature, an unknown metric, bad
+            ``alpha``/``compare``, or a model without the reference temperature.
     """
     if not 0.0 < alpha < 1.0:
         raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
@@ -286,10 +257,6 @@ def temperature_study(
     )
 
 
-def _pair(ci: tuple[float, float] | None) -> list[float] | None:
-    return None if ci is None else [ci[0], ci[1]]
-
-
 def to_json(study: TemperatureStudy) -> dict[str, Any]:
     """The study as a JSON-ready dict: settings, ``cells``, ``tests`` and ``best`` temperature per model."""
     best = {m: (b.temperature if (b := study.best(m)) is not None else None) for m in study.models}
@@ -297,10 +264,8 @@ def to_json(study: TemperatureStudy) -> dict[str, Any]:
         "run_dir": str(study.run_dir), "metric": study.metric, "compare": study.compare,
         "reference": study.reference, "alpha": study.alpha, "level": study.level, "seed": study.seed,
         "without_temperature": study.without_temperature, "best": best,
-        "cells": [{"model": c.model, "temperature": c.temperature, "n": c.n, "excluded": c.excluded,
-                   "mean": c.mean, "sd": c.sd, "ci": _pair(c.ci)} for c in study.cells],
-        "tests": [{"model": t.model, "a": t.a, "b": t.b, "n_a": t.n_a, "n_b": t.n_b, "f_stat": t.f_stat,
-                   "f_p": t.f_p, "t_test": t.t_test, "t_stat": t.t_stat, "t_p": t.t_p} for t in study.tests],
+        "cells": [{**asdict(c), "ci": _pair(c.ci)} for c in study.cells],
+        "tests": [asdict(t) for t in study.tests],
     }
 
 
@@ -331,10 +296,6 @@ def tests_csv(study: TemperatureStudy) -> str:
     return buf.getvalue()
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}"
-
-
 def to_markdown(study: TemperatureStudy) -> str:
     """Two Markdown tables: the score per model × temperature (percent, CI, n), then the tests."""
     label = "DAHL Score" if study.metric == "precision" else study.metric
@@ -342,7 +303,7 @@ def to_markdown(study: TemperatureStudy) -> str:
     lines = [f"## {label} against temperature ({pct}% bootstrap CI, seed {study.seed})", "",
              f"| model | temperature | {label} | {pct}% CI | n | excluded |", "|---|---:|---:|---:|---:|---:|"]
     for c in study.cells:
-        ci = "—" if c.ci is None else f"{_pct(c.ci[0])}–{_pct(c.ci[1])}"
+        ci = _pct_ci(c.ci)
         lines.append(f"| {c.model} | {c.temperature:g} | {_pct(c.mean)} | {ci} | {c.n} | {c.excluded} |")
     best = [f"{m} {b.temperature:g}" for m in study.models if (b := study.best(m)) is not None]
     lines += ["", f"Best temperature: {', '.join(best) or '—'}."]

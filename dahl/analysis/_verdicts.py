@@ -1,7 +1,4 @@
-"""The compact columnar verdict store of a run: ``OUTDIR/verdicts/``.
-
-Aggregation (leaderboards, preference pairs, agreement statistics) reads these
-numpy arrays instead of re-parsing ``answers.jsonl``. Layout, one file per column::
+"""The columnar verdict store of a run, ``OUTDIR/verdicts/``, one file per column::
 
     verdicts/
       meta.json          {"format": "dahl-verdicts", "version": 1, "n_answers", "n_claims",
@@ -16,11 +13,8 @@ numpy arrays instead of re-parsing ``answers.jsonl``. Layout, one file per colum
       models.json, categories.json, question_ids.json, ids.json   JSON lists of strings
       recall.npy, recall_facts.npy   only for runs with reference facts (dahl.analysis._recall_columns)
 
-:class:`VerdictWriter` keeps O(answers + claims) small numbers in memory (one
-byte per claim, ~30 bytes per answer plus its id) and writes the folder
-atomically at :meth:`VerdictWriter.close`: into a temporary sibling folder that
-is then renamed, so a crashed run never leaves a half store.
-:func:`load_verdicts` memory-maps the arrays.
+:class:`VerdictWriter` writes it atomically (a temporary sibling folder renamed in);
+:func:`load_verdicts` memory-maps it.
 """
 
 from __future__ import annotations
@@ -65,8 +59,8 @@ STORE_VERSION = 1
 _FORMAT = "dahl-verdicts"
 STATUSES: tuple[Status, ...] = tuple(Status)
 
-#: Per-answer values :meth:`Verdicts.scores` computes. ``dahl_score`` is an alias of ``precision``;
-#: the recall ones (:data:`dahl.analysis._recall_columns.RECALL_METRICS`) need a run scored with reference facts.
+#: Per-answer values :meth:`Verdicts.scores` computes (``dahl_score`` aliases ``precision``);
+#: the recall ones need a run scored with reference facts.
 METRICS: tuple[str, ...] = ("precision", "factscore", "factscore_init", "f1_at_k", "n_claims", *RECALL_METRICS)
 _ALIASES = {"dahl_score": "precision", "dahl_score-precision": "precision"}
 
@@ -77,11 +71,7 @@ _U = LABELS.index(Label.UNSUPPORTED)
 
 
 def canonical_metric(name: str) -> str:
-    """Map a metric name or alias to one of :data:`METRICS`.
-
-    Raises:
-        ConfigError: unknown name (the message lists the valid ones).
-    """
+    """Map a metric name or alias to one of :data:`METRICS`; ConfigError (listing them) if unknown."""
     name = _ALIASES.get(name, name)
     if name not in METRICS:
         raise ConfigError(f"unknown metric {name!r}; choose one of dahl_score, {', '.join(METRICS)}")
@@ -93,24 +83,14 @@ class Verdicts:
     """The columns of one store (or of several merged runs).
 
     Attributes:
-        root: the ``verdicts/`` folder read (None for an in-memory or merged store).
-        model, category, question: int32 arrays (n_answers,) of codes into
-            ``models``, ``categories`` and ``question_ids``.
-        status: int8 array (n_answers,), index into :class:`dahl.records.Status`.
-        counts: int32 array (n_answers, 5), claims per label in LABELS order.
-        offsets: int64 array (n_answers + 1,) into ``labels``.
-        labels: int8 array (n_claims,), index into LABELS.
+        model, category, question, status, counts, offsets, labels, recall, recall_facts:
+            the columns of the layout above (``recall*`` None when no run had reference facts).
         models, categories, question_ids: name tables.
+        root: the ``verdicts/`` folder read (None for an in-memory or merged store).
         gamma, k: FActScore γ and F1@K's K of the run, when recorded.
-        source: int16 array (n_answers,) giving the index of the run each answer
-            came from (merged stores), or None for a single run.
+        source: int16 (n_answers,), the run each answer came from (None: a single run).
         roots: the run folders, in ``source`` order.
-        recall: float64 (n_answers, 7), the per-answer recall metrics in
-            :data:`dahl.analysis._recall_columns.RECALL_METRICS` order, NaN where null; None when
-            no run had reference facts.
-        recall_facts: int32 (n_answers, 3): |F*|, covered and partial facts, -1 where
-            the answer has no recall; None with ``recall``.
-        without_recall: the run folders (merged stores) that have no recall columns.
+        without_recall: the run folders that have no recall columns.
     """
 
     model: npt.NDArray[np.int32]
@@ -163,27 +143,20 @@ class Verdicts:
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         """Per-answer values of ``metric`` and the mask of answers that enter its mean.
 
-        ``precision`` and ``f1_at_k`` use :func:`dahl.metrics.dahl_mask`, ``factscore``
-        and ``factscore_init`` :func:`dahl.metrics.factscore_mask`; ``n_claims`` (claims
-        per answer, for Splitter validation) counts every answer that responded. The
-        recall metrics (``recall``, ``recall_w``, ``f1``, ``f1_w``, ``recall_at_*``)
-        count every answer where the value is defined, abstained answers included (0).
+        Masks: :func:`dahl.metrics.dahl_mask` for ``precision`` and ``f1_at_k``,
+        :func:`dahl.metrics.factscore_mask` for the FActScores, every responding answer for
+        ``n_claims``, and for recall metrics every answer where defined (abstained: 0).
 
         Args:
             metric: one of :data:`METRICS` or an alias.
-            gamma: FActScore length penalty γ in claims; None uses the run's (else 10).
-            k: F1@K's K in supported claims; None uses the run's (else 64).
-            partial_recall: a recall metric of a merged store some of whose runs have no
-                recall is masked out for their answers instead of refused (the board's
-                columns when it ranks by another metric).
+            gamma, k: FActScore γ in claims and F1@K's K in supported claims (None: the run's, else 10, 64).
+            partial_recall: mask out the answers of runs without recall instead of refusing.
 
-        Returns:
-            ``(values, mask)``: float64 (n_answers,) with 0.0 outside the mask, bool (n_answers,).
+        Returns ``(values, mask)``: float64 (n_answers,), 0.0 outside the mask, and bool (n_answers,).
 
         Raises:
-            ConfigError: unknown metric, gamma < 0 or k < 1, or a recall metric for
-                a store (or a run of a merged store) without recall; the message names
-                the run folder.
+            ConfigError: unknown metric, gamma < 0, k < 1, or a recall metric for a run
+                without recall (named).
         """
         name = canonical_metric(metric)
         if name in RECALL_METRICS:
@@ -209,8 +182,7 @@ class Verdicts:
         return np.where(mask, raw, 0.0), mask
 
     def _recall_column(self, name: str, *, partial: bool = False) -> npt.NDArray[np.float64]:
-        """The ``recall.npy`` column of metric ``name`` (NaN for runs without recall when
-        ``partial``); ConfigError naming the runs without one."""
+        """The ``recall.npy`` column of ``name``; ConfigError naming the runs without one."""
         if self.recall is None or (self.without_recall and not partial):
             missing = self.without_recall or self.roots[:1]
             where = ", ".join(str(p) for p in missing) or "this verdict store"
@@ -224,13 +196,9 @@ class Verdicts:
 class VerdictWriter:
     """Collects answer results and writes ``out_dir/verdicts/`` at :meth:`close`.
 
-    Memory: one int8 per claim and ~10 numbers plus the id string per answer,
-    e.g. ~20 MB of labels for 20M claims.
-
     Args:
-        out_dir: the run's output folder (the store goes to ``out_dir/verdicts``).
-        gamma: FActScore γ of the run, recorded as the default for readers.
-        k: F1@K's K of the run, recorded likewise.
+        out_dir: the run's output folder.
+        gamma, k: the run's FActScore γ and F1@K's K, recorded as defaults for readers.
     """
 
     def __init__(self, out_dir: Path, *, gamma: float | None = None, k: int | None = None) -> None:
@@ -256,10 +224,7 @@ class VerdictWriter:
         return len(self._ids)
 
     def add(self, result: AnswerResult | ResultDigest) -> None:
-        """Record one answer's codes, label counts and per-claim labels.
-
-        Args:
-            result: a final answer result (claim texts are not kept).
+        """Record one answer's codes, label counts and per-claim labels (not its texts).
 
         Raises:
             InputError: unknown label name in ``result.counts``.
@@ -285,14 +250,7 @@ class VerdictWriter:
         self._recall.add(getattr(result, "recall", None))
 
     def close(self) -> Path:
-        """Write the store atomically and release the buffers (idempotent).
-
-        Returns:
-            The ``verdicts/`` folder.
-
-        Raises:
-            OSError: the folder cannot be written.
-        """
+        """Write the store (idempotent; OSError when it cannot) and return the ``verdicts/`` folder."""
         target = self.out_dir / STORE_DIR
         if self._closed:
             return target
@@ -300,13 +258,13 @@ class VerdictWriter:
         n = len(self._ids)
         recall = self._recall.arrays()
         store = Verdicts(
-            model=np.frombuffer(self._model, dtype=np.int32) if n else np.zeros(0, np.int32),
-            category=np.frombuffer(self._category, dtype=np.int32) if n else np.zeros(0, np.int32),
-            question=np.frombuffer(self._question, dtype=np.int32) if n else np.zeros(0, np.int32),
-            status=np.frombuffer(self._status, dtype=np.int8) if n else np.zeros(0, np.int8),
-            counts=(np.frombuffer(self._counts, dtype=np.int32) if n else np.zeros(0, np.int32)).reshape(n, len(LABELS)),
+            model=_column(self._model, np.int32),
+            category=_column(self._category, np.int32),
+            question=_column(self._question, np.int32),
+            status=_column(self._status, np.int8),
+            counts=_column(self._counts, np.int32).reshape(n, len(LABELS)),
             offsets=np.frombuffer(self._offsets, dtype=np.int64),
-            labels=np.frombuffer(self._labels, dtype=np.int8) if len(self._labels) else np.zeros(0, np.int8),
+            labels=_column(self._labels, np.int8),
             models=list(self._models),
             categories=list(self._categories),
             question_ids=list(self._questions),
@@ -321,18 +279,13 @@ class VerdictWriter:
         return target
 
 
+def _column(buffer: array[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    return np.frombuffer(buffer, dtype=dtype) if len(buffer) else np.zeros(0, dtype)
+
+
 def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
-    """Write ``store`` to ``out_dir/verdicts/`` through a temporary folder and a rename.
-
-    An existing store is replaced: it is renamed aside, the new one renamed in,
-    then the old one deleted, so a reader sees either the old or the new store.
-
-    Args:
-        store: the columns; ``store.ids`` must be available.
-        out_dir: the run folder.
-
-    Returns:
-        The ``verdicts/`` folder.
+    """Write ``store`` (its ``ids`` available) to ``out_dir/verdicts/``, replacing any store there
+    by renames (readers see the old store or the new one), and return that folder.
 
     Raises:
         InputError: the columns have inconsistent lengths.
@@ -428,17 +381,11 @@ def _store_dir(path: Path) -> Path:
 
 
 def load_verdicts(run_dir: Path) -> Verdicts:
-    """Open the store of one run, memory-mapping its arrays.
-
-    Args:
-        run_dir: the run folder (the one holding ``answers.jsonl``), or its ``verdicts/``.
-
-    Returns:
-        The columns; ``ids`` load lazily.
+    """Open the store of ``run_dir`` (a run folder or its ``verdicts/``), memory-mapping the arrays.
 
     Raises:
-        InputError: no store, a store of another version, or damaged files; the
-            message says to run ``dahl score`` again (or :func:`rebuild`).
+        InputError: no store, another version, or damaged files; the message says to run
+            ``dahl score`` again (or :func:`rebuild`).
     """
     folder = _store_dir(run_dir)
     hint = (
@@ -458,12 +405,10 @@ def load_verdicts(run_dir: Path) -> Verdicts:
         )
     if meta.get("labels") != [str(x) for x in LABELS] or meta.get("statuses") != [str(x) for x in STATUSES]:
         raise InputError(f"verdict store was written with other label codes; {hint}", file=str(meta_path))
-    arrays: dict[str, Any] = {}
-    for name in ("model", "category", "question", "status", "counts", "offsets", "labels"):
-        try:
-            arrays[name] = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"damaged verdict store column {name}: {exc}; {hint}", file=str(folder)) from None
+    arrays = {
+        name: _load_column(folder, name, hint)
+        for name in ("model", "category", "question", "status", "counts", "offsets", "labels")
+    }
     n = int(meta["n_answers"])
     if arrays["model"].shape != (n,) or arrays["offsets"].shape != (n + 1,):
         raise InputError(f"verdict store columns disagree with meta.json; {hint}", file=str(folder))
@@ -472,10 +417,7 @@ def load_verdicts(run_dir: Path) -> Verdicts:
         if recall_columns != list(RECALL_METRICS) or meta.get("recall_fact_columns") != list(FACT_COLUMNS):
             raise InputError(f"verdict store was written with other recall columns; {hint}", file=str(meta_path))
         for name, width in (("recall", len(RECALL_METRICS)), ("recall_facts", len(FACT_COLUMNS))):
-            try:
-                arrays[name] = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise InputError(f"damaged verdict store column {name}: {exc}; {hint}", file=str(folder)) from None
+            arrays[name] = _load_column(folder, name, hint)
             if arrays[name].shape != (n, width):
                 raise InputError(f"verdict store column {name} disagrees with meta.json; {hint}", file=str(folder))
     gamma = meta.get("gamma")
@@ -493,22 +435,19 @@ def load_verdicts(run_dir: Path) -> Verdicts:
     )
 
 
+def _load_column(folder: Path, name: str, hint: str) -> Any:
+    try:
+        return np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"damaged verdict store column {name}: {exc}; {hint}", file=str(folder)) from None
+
+
 def merge_verdicts(stores: Sequence[Verdicts]) -> Verdicts:
-    """Concatenate the stores of several runs, re-coding models, categories and questions.
-
-    Questions are matched across runs by question id, so answers of different
-    runs to the same question pair up.
-
-    Args:
-        stores: one or more stores, each holding different models.
-
-    Returns:
-        One store with ``source`` telling which run each answer came from; a
-        single store is returned unchanged.
+    """One store of several runs' (each of other models; ``source`` gives each answer's run),
+    questions matched by id; a single store is returned unchanged.
 
     Raises:
-        ConfigError: no store, or the same model in two runs (score it in one run,
-            or pass only one of them).
+        ConfigError: no store, or the same model in two runs.
     """
     if not stores:
         raise ConfigError("no run folder given")
@@ -587,27 +526,14 @@ def _without_recall(store: Verdicts) -> tuple[Path, ...]:
 
 
 def load_runs(run_dirs: Iterable[Path]) -> Verdicts:
-    """Load and merge the stores of ``run_dirs`` (see :func:`merge_verdicts`).
-
-    Raises:
-        InputError: a run has no readable store.
-        ConfigError: no run, or a model in two runs.
-    """
+    """Load and merge the stores of ``run_dirs`` (errors: :func:`load_verdicts`, :func:`merge_verdicts`)."""
     return merge_verdicts([load_verdicts(Path(d)) for d in run_dirs])
 
 
 def rebuild(out_dir: Path, *, gamma: float | None = None, k: int | None = None) -> Path:
-    """Write the store of a run made before the store existed, from its ``answers.jsonl``.
+    """Write the store of run folder ``out_dir`` from its ``answers.jsonl`` and return its folder.
 
-    Streams the file once; memory as for :class:`VerdictWriter`.
-
-    Args:
-        out_dir: the run folder.
-        gamma, k: the run's γ and K, recorded as defaults (read from
-            ``summary.json`` when None and the file is there).
-
-    Returns:
-        The ``verdicts/`` folder.
+    ``gamma`` and ``k`` are recorded as the run's (None: from ``summary.json``).
 
     Raises:
         InputError: ``answers.jsonl`` is missing or has an undecodable line.

@@ -1,9 +1,5 @@
-"""Metric formulas: pure functions, no I/O.
-
-:mod:`dahl.metrics._precision` holds the precision side (factual precision, DAHL Score,
-FActScore, F1@K, bootstrap intervals); :mod:`dahl.metrics._recall` the recall side of
-"Beyond Precision" (importance, F*, Rec, Rec^w, R@k, F1, F1^w).
-"""
+"""Metric formulas, pure functions: the precision side (:mod:`dahl.metrics._precision`) and the
+recall of "Beyond Precision" (:mod:`dahl.metrics._recall`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""Metric formulas: pure functions over per-answer label-count arrays.
+"""Metric formulas over per-answer label counts.
 
-Every vectorized function takes ``counts``, an integer array of shape
-``(n_answers, 5)`` whose columns follow :data:`dahl.records.LABELS`
-(supported S, unsupported U, irrelevant I, unknown N, error E), and an
-``eligible`` boolean array of shape ``(n_answers,)`` that is True for answers
-that responded: not abstained and split without error. The count-based rules
-(at least one claim, S + U > 0, no unknown/error claim) are applied here, so the
-caller only supplies what counts cannot tell.
-
-Definitions (docs/scoring.md, "Metrics"):
+``counts`` is an integer array (n_answers, 5) in :data:`dahl.records.LABELS` order (supported S,
+unsupported U, irrelevant I, unknown N, error E); ``eligible`` a bool array (n_answers,), True
+for answers that responded (not abstained, split without error). Definitions (docs/scoring.md):
 
 * factual precision = S / (S + U) (DAHL paper, Seo et al. 2024, §3.3);
 * DAHL Score = mean precision over answers whose every claim got a clean
@@ -24,7 +18,6 @@ Empty sets give None, never NaN.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Mapping
 
 import numpy as np
@@ -53,8 +46,6 @@ __all__ = [
     "sorted_mean",
 ]
 
-logger = logging.getLogger(__name__)
-
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -76,19 +67,14 @@ _E = LABELS.index(Label.ERROR)
 
 # Largest number of random draws held in memory at once by bootstrap_ci.
 _DRAW_BUDGET = 4_000_000
-#: Most bootstrap resamples: each one's mean is kept (8 bytes), so 10M is 80 MB per interval.
+#: Most bootstrap resamples (each one's mean is kept).
 MAX_N_BOOT = 10_000_000
 
 
 def as_counts(counts: Mapping[str, int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """Turn one answer's label counts into an int64 array of shape (5,), in LABELS order.
+    """One answer's label counts as an int64 array (5,) in LABELS order.
 
-    Args:
-        counts: a mapping from label name (``"supported"``, ...) to count, missing
-            labels counting 0; or a sequence/array of 5 counts in LABELS order.
-
-    Returns:
-        int64 array of shape (5,).
+    ``counts``: label name (``"supported"``, ...) -> count (missing: 0), or 5 counts in LABELS order.
 
     Raises:
         InputError: unknown label name, wrong length, non-integer or negative count.
@@ -131,20 +117,12 @@ def _check_eligible(eligible: npt.ArrayLike, n: int) -> BoolArray:
 
 
 def exclusion_codes(counts: npt.ArrayLike, abstained: npt.ArrayLike, split_error: npt.ArrayLike) -> npt.NDArray[np.int8]:
-    """Classify answers as scored (0) or excluded for a reason (``1 + REASONS.index(reason)``).
+    """int8 (n,): 0 for a scored answer, else ``1 + REASONS.index(reason)``.
 
-    Precedence when several reasons apply: split_error, abstained, no_claims,
-    error_claims, unknown_claims, only_irrelevant (DAHL paper §3.3 excludes
-    noncommittal answers and answers without a clean true/false verdict for
-    every unit).
+    Precedence: split_error, abstained, no_claims, error_claims, unknown_claims, only_irrelevant
+    (DAHL paper §3.3 excludes noncommittal answers and those without a clean verdict for every unit).
 
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        abstained: bool array (n,): the answer is noncommittal / marked abstained.
-        split_error: bool array (n,): the Splitter failed on the answer.
-
-    Returns:
-        int8 array (n,) of codes.
+    ``abstained``, ``split_error``: bool arrays (n,): the answer abstained; the Splitter failed on it.
 
     Raises:
         InputError: on wrongly shaped arrays.
@@ -153,39 +131,19 @@ def exclusion_codes(counts: npt.ArrayLike, abstained: npt.ArrayLike, split_error
     n = c.shape[0]
     abst = _check_eligible(abstained, n)
     serr = _check_eligible(split_error, n)
-    code = {r: np.int8(i + 1) for i, r in enumerate(REASONS)}
-    conditions = [
-        serr,
-        abst,
-        c.sum(axis=1) == 0,
-        c[:, _E] > 0,
-        c[:, _N] > 0,
-        c[:, _S] + c[:, _U] == 0,
-    ]
-    choices = [
-        code["split_error"],
-        code["abstained"],
-        code["no_claims"],
-        code["error_claims"],
-        code["unknown_claims"],
-        code["only_irrelevant"],
-    ]
+    conditions = [serr, abst, c.sum(axis=1) == 0, c[:, _E] > 0, c[:, _N] > 0, c[:, _S] + c[:, _U] == 0]
+    order = ("split_error", "abstained", "no_claims", "error_claims", "unknown_claims", "only_irrelevant")
+    choices = [np.int8(1 + REASONS.index(r)) for r in order]
     return np.select(conditions, choices, default=np.int8(0)).astype(np.int8)
 
 
 def answer_status(
     counts: Mapping[str, int] | npt.ArrayLike, *, abstained: bool, split_error: bool = False
 ) -> tuple[Status, str | None]:
-    """Decide whether one answer enters the DAHL Score, and if not why.
+    """Whether one answer (``counts`` as for :func:`as_counts`) enters the DAHL Score, and if not why.
 
-    Args:
-        counts: label counts (see :func:`as_counts`).
-        abstained: the answer is noncommittal or marked abstained in the input.
-        split_error: the Splitter failed on this answer.
-
-    Returns:
-        ``(Status.SCORED, None)``, or the status and one of :data:`REASONS`:
-        ``split_error`` -> ERROR, ``abstained`` -> ABSTAINED, others -> EXCLUDED.
+    Returns ``(Status.SCORED, None)``, or the status and one of :data:`REASONS`: ``split_error`` ->
+    ERROR, ``abstained`` -> ABSTAINED, others -> EXCLUDED.
 
     Raises:
         InputError: malformed counts.
@@ -203,15 +161,8 @@ def answer_status(
 
 
 def precision(s: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
-    """Factual precision S / (S + U) elementwise (DAHL paper §3.3).
-
-    Args:
-        s: supported counts, int array (n,).
-        u: unsupported counts, int array (n,).
-
-    Returns:
-        float64 array (n,), NaN where S + U = 0. Internal: public aggregates never return NaN.
-    """
+    """Factual precision S / (S + U) of int arrays ``s``, ``u`` (n,) (DAHL paper §3.3): float64 (n,),
+    NaN where S + U = 0 (aggregates never return NaN)."""
     s_arr = np.asarray(s, dtype=np.float64)
     den = s_arr + np.asarray(u, dtype=np.float64)
     out = np.full(den.shape, np.nan)
@@ -220,17 +171,9 @@ def precision(s: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
 
 
 def factscore_values(counts: npt.ArrayLike, gamma: float = 10.0) -> FloatArray:
-    """Per-answer FActScore S / (S + U + I), with the length penalty (Min et al. 2023).
+    """Per-answer FActScore S / (S + U + I), times exp(1 - γ/|A|) if |A| = S + U + I < γ (Min et al. 2023).
 
-    The penalty multiplies by exp(1 - γ/|A|) when |A| < γ, |A| = S + U + I the
-    number of checked claims; γ = 0 disables it.
-
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        gamma: length-penalty constant γ in claims (FActScore default 10).
-
-    Returns:
-        float64 array (n,), NaN where |A| = 0.
+    Returns float64 (n,), NaN where |A| = 0; ``gamma`` (claims, FActScore default 10) 0 disables the penalty.
 
     Raises:
         ConfigError: gamma < 0.
@@ -249,16 +192,8 @@ def factscore_values(counts: npt.ArrayLike, gamma: float = 10.0) -> FloatArray:
 
 
 def f1_values(counts: npt.ArrayLike, k: int = 64) -> FloatArray:
-    """Per-answer F1@K (SAFE, Wei et al. 2024, §5).
-
-    P = S / (S + U), R@K = min(S / K, 1), F1@K = 2PR / (P + R), and 0 when S = 0.
-
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        k: K, the number of supported claims a user wants (SAFE default 64).
-
-    Returns:
-        float64 array (n,), NaN where S + U = 0 (precision undefined).
+    """Per-answer F1@K = 2PR / (P + R), P = S / (S + U), R = min(S / K, 1), 0 when S = 0 (SAFE, Wei et
+    al. 2024, §5): float64 (n,), NaN where S + U = 0; K supported claims (SAFE default 64).
 
     Raises:
         ConfigError: k < 1.
@@ -276,14 +211,7 @@ def f1_values(counts: npt.ArrayLike, k: int = 64) -> FloatArray:
 
 
 def dahl_mask(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> BoolArray:
-    """Answers that enter the DAHL Score and F1@K: eligible, S + U > 0, no unknown/error claim.
-
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        eligible: bool array (n,): responded (not abstained, split without error).
-
-    Returns:
-        bool array (n,).
+    """bool (n,): the answers that enter the DAHL Score and F1@K: eligible, S + U > 0, no unknown/error claim.
 
     Raises:
         InputError: wrongly shaped arrays.
@@ -295,16 +223,9 @@ def dahl_mask(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> BoolArray:
 
 
 def factscore_mask(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> BoolArray:
-    """Answers that enter FActScore: eligible, at least one claim, no unknown/error claim.
+    """bool (n,): the answers that enter FActScore: eligible, a claim, no unknown/error claim.
 
     Unlike :func:`dahl_mask`, an answer with only irrelevant claims counts (score 0).
-
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        eligible: bool array (n,): responded (not abstained, split without error).
-
-    Returns:
-        bool array (n,).
 
     Raises:
         InputError: wrongly shaped arrays.
@@ -320,14 +241,7 @@ def _mean_or_none(values: FloatArray) -> float | None:
 
 
 def dahl_score(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> float | None:
-    """DAHL Score: mean per-answer precision over :func:`dahl_mask` answers (DAHL paper §3.3).
-
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        eligible: bool array (n,): responded (not abstained, split without error).
-
-    Returns:
-        The score in [0, 1], or None when no answer qualifies.
+    """DAHL Score in [0, 1]: mean precision over :func:`dahl_mask` answers (DAHL paper §3.3); None if none.
 
     Raises:
         InputError: wrongly shaped arrays.
@@ -338,15 +252,8 @@ def dahl_score(counts: npt.ArrayLike, eligible: npt.ArrayLike) -> float | None:
 
 
 def factscore(counts: npt.ArrayLike, eligible: npt.ArrayLike, gamma: float = 10.0) -> float | None:
-    """FActScore: mean of :func:`factscore_values` over :func:`factscore_mask` answers (Min et al. 2023).
-
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        eligible: bool array (n,): responded (not abstained, split without error).
-        gamma: length-penalty γ in claims; 0 gives FActScore without penalty ("init").
-
-    Returns:
-        The score in [0, 1], or None when no answer qualifies.
+    """FActScore in [0, 1]: mean :func:`factscore_values` over :func:`factscore_mask` answers (Min et
+    al. 2023), None if none; ``gamma`` 0 gives FActScore without penalty ("init").
 
     Raises:
         ConfigError: gamma < 0.
@@ -358,15 +265,7 @@ def factscore(counts: npt.ArrayLike, eligible: npt.ArrayLike, gamma: float = 10.
 
 
 def f1_at_k(counts: npt.ArrayLike, eligible: npt.ArrayLike, k: int = 64) -> float | None:
-    """Mean F1@K over the DAHL Score's answers (:func:`dahl_mask`) (SAFE, Wei et al. 2024).
-
-    Args:
-        counts: int array (n, 5) in LABELS order.
-        eligible: bool array (n,): responded (not abstained, split without error).
-        k: K in supported claims (default 64).
-
-    Returns:
-        The score in [0, 1], or None when no answer qualifies.
+    """Mean F1@K in [0, 1] over :func:`dahl_mask` answers (SAFE, Wei et al. 2024), None if none.
 
     Raises:
         ConfigError: k < 1.
@@ -378,19 +277,12 @@ def f1_at_k(counts: npt.ArrayLike, eligible: npt.ArrayLike, k: int = 64) -> floa
 
 
 def answer_metrics(counts: Mapping[str, int] | npt.ArrayLike, *, gamma: float = 10.0, k: int = 64) -> AnswerMetrics:
-    """All per-answer metrics of one answer, None where undefined.
+    """All per-answer metrics of one answer (``counts`` as for :func:`as_counts`), None where undefined.
 
-    Unknown and error claims enter no numerator or denominator here; whether the
-    answer enters an aggregate is decided by :func:`answer_status`.
+    Unknown and error claims enter no numerator or denominator; :func:`answer_status` decides
+    whether the answer enters an aggregate.
 
-    Args:
-        counts: label counts (see :func:`as_counts`).
-        gamma: FActScore length-penalty γ in claims (0 disables).
-        k: F1@K's K in supported claims.
-
-    Returns:
-        precision (None if S + U = 0), factscore and factscore_init (None if
-        S + U + I = 0), f1_at_k (None if S + U = 0).
+    Returns precision and f1_at_k (None if S + U = 0), factscore and factscore_init (None if S + U + I = 0).
 
     Raises:
         InputError: malformed counts.
@@ -417,24 +309,12 @@ def bootstrap_ci(
     n_boot: int = 1000,
     level: float = 0.95,
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap confidence interval of the mean, resampling answers.
+    """Percentile bootstrap ``(lo, hi)`` of the mean of ``values`` (float (n,), no NaN; None when
+    empty), resampling answers (Efron & Tibshirani 1993, ch. 13).
 
-    Values are sorted first, so the interval does not depend on input order.
-    With many ties (per-answer precisions are small fractions) resamples are
-    drawn as multinomial counts over the distinct values, which is the same
-    distribution as resampling answers with replacement; otherwise answer
-    indices are drawn. Draws are vectorized in chunks of at most a few million
-    numbers, so memory stays bounded for 1M answers. (Efron & Tibshirani 1993,
-    ch. 13, percentile interval.)
-
-    Args:
-        values: float array (n,) of per-answer scores, no NaN.
-        rng: seeded generator; the same seed and values give the same interval.
-        n_boot: number of bootstrap resamples.
-        level: coverage, e.g. 0.95 for the 2.5th and 97.5th percentiles.
-
-    Returns:
-        ``(lo, hi)``, or None when ``values`` is empty.
+    Values are sorted first, so the interval depends only on them and ``rng``'s seed; with many ties
+    the resamples are multinomial counts over the distinct values (the same distribution).
+    ``level`` 0.95 gives the 2.5th and 97.5th percentiles of ``n_boot`` resample means.
 
     Raises:
         ConfigError: n_boot outside [1, MAX_N_BOOT] or level not in (0, 1).
@@ -473,11 +353,7 @@ def bootstrap_ci(
 
 
 def group_seed(seed: int, *names: str) -> list[int]:
-    """Seed material of one group's bootstrap: ``[seed, blake2b-64 of the names joined by NUL]``.
-
-    The group's interval then depends on the run seed and the group's names (model,
-    category, metric), not on the order answers arrived in.
-    """
+    """Seed material of one group's bootstrap: ``[seed, blake2b-64 of the names joined by NUL]``."""
     digest = hashlib.blake2b("\x00".join(names).encode("utf-8"), digest_size=8).digest()
     return [seed, int.from_bytes(digest, "little")]
 

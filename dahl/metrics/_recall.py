@@ -1,5 +1,5 @@
 """Recall formulas of "Beyond Precision: Importance-Aware Recall for Factuality Evaluation
-in Long-Form LLM Generation" (docs/recall.md, "The formulas"): pure functions, no I/O.
+in Long-Form LLM Generation" (docs/recall.md, "The formulas").
 
 * importance: r̃ = (r − 1)/4, s̃ = (s − 1)/4 for the 1–5 relevance and salience ratings,
   imp = α·r̃ + β·s̃ (the paper's defaults α = β = 0.5); an unrated fact weighs 1;
@@ -11,9 +11,8 @@ in Long-Form LLM Generation" (docs/recall.md, "The formulas"): pure functions, n
 * F1 = 2PR / (P + R) with P the answer's DAHL precision S / (S + U) (0 when P + R = 0);
   F1^w the same with Rec^w.
 
-An abstained answer covers nothing: Rec = Rec^w = R@k = 0 and F1 = F1^w = 0 (Rec^w and F1^w
-stay None when Σ imp = 0). An empty F*
-gives None (reason ``empty_fstar``), Σ imp = 0 gives Rec^w None (``zero_weight``), a
+An abstained answer covers nothing: every metric 0 (Rec^w and F1^w None when Σ imp = 0). An
+empty F* gives None (reason ``empty_fstar``), Σ imp = 0 gives Rec^w None (``zero_weight``), a
 fact whose coverage failed gives None for all (``coverage_error``): never 0 or NaN.
 """
 
@@ -83,12 +82,10 @@ def fstar(
     alpha: float = 0.5,
     beta: float = 0.5,
 ) -> list[tuple[RefFact, float]]:
-    """F*: ``facts`` with their weights, most important first, cut by ``k`` or ``min_importance``.
+    """F*: ``facts`` with their weights, most important first (ties in file order), cut by ``k`` or
+    ``min_importance``.
 
-    Ties keep file order (a stable sort), so F* does not depend on anything but the file.
-
-    Returns:
-        ``[(fact, weight)]``, at most ``k`` long.
+    Returns ``[(fact, weight)]``, at most ``k`` long.
 
     Raises:
         ConfigError: ``k < 1``, or α, β invalid.
@@ -140,11 +137,8 @@ def answer_recall(
     Args:
         facts: F* with each fact's weight and coverage label, in importance order.
         precision: the answer's DAHL precision S / (S + U), None if undefined.
-        abstained: the answer abstained: it covers nothing (all metrics 0, labels ignored).
+        abstained: the answer abstained (labels ignored).
         partial: credit of a partial coverage (``strict`` 0, ``half`` 0.5, ``lenient`` 1).
-
-    Returns:
-        The metrics and ``facts``; see the module docstring for None and its reasons.
 
     Raises:
         ConfigError: unknown ``partial`` mode.

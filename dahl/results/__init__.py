@@ -1,3 +1,1 @@
-"""What a run writes: one answer's assembled result, the append-only answers log, the run's
-counters and the run folder's manifest.
-"""
+"""What a run writes: assembled results, the answers log, the run's counters and its manifest."""

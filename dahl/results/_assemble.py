@@ -58,12 +58,8 @@ class FoundAnswer(NamedTuple):
 
 
 class EncodedResult(msgspec.Struct, frozen=True, kw_only=True):
-    """An :class:`~dahl.records.AnswerResult` whose claims are already JSON (an answer found whole in the cache).
-
-    Same fields in the same order, so it encodes to the very line the
-    :class:`~dahl.records.AnswerResult` would; ``claims`` is spliced in as is
-    (a re-score neither decodes nor re-encodes the claims of an unchanged answer).
-    """
+    """An :class:`~dahl.records.AnswerResult` whose claims are already JSON (an answer found whole in
+    the cache); it encodes to the very line the AnswerResult would."""
 
     id: str
     model: str
@@ -114,13 +110,9 @@ def result_of_encoded(
     """The result of ``answer`` from its claims' JSON and their label counts (see :func:`result_of_claims`).
 
     Args:
-        answer: the answer as scored (after preprocessing).
-        input_hash: its resume key.
         claims: JSON array of its claims with verdicts (as :class:`~dahl.records.AnswerResult` writes them).
         counts: claims per label in :data:`~dahl.records.LABELS` order (from :func:`label_counts`).
-        question_id: :func:`~dahl.records.content_id` of the question (stored with the claims:
-            it costs a normalization and a hash to recompute).
-        gamma, k: FActScore γ and the K of F1@K.
+        question_id: :func:`~dahl.records.content_id` of the question.
     """
     return EncodedResult(claims=claims, **_fields(answer, input_hash, counts, question_id, gamma=gamma, k=k))
 
@@ -145,11 +137,8 @@ def result_of_claims(
     abstained: bool = False,
     split_error: str | None = None,
 ) -> AnswerResult:
-    """The result of ``answer`` whose claims already carry their verdicts.
-
-    Counts the labels, then derives status (:func:`dahl.metrics.answer_status`) and
-    per-answer metrics (:func:`dahl.metrics.answer_metrics`: DAHL precision, FActScore
-    with length penalty ``gamma``, F1@``k``) from the counts.
+    """The result of ``answer`` whose claims carry their verdicts: status and metrics from the label
+    counts (:func:`dahl.metrics.answer_status`, :func:`dahl.metrics.answer_metrics`).
 
     Args:
         answer: the answer as scored (after preprocessing).

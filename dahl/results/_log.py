@@ -1,12 +1,5 @@
-"""The append-only answer log (``OUTDIR/answers.jsonl``): write, resume, finalize.
-
-Lines are appended in completion order and flushed per batch, so a crash loses
-at most the batch being written. A run that resumes reads the keys of the lines
-already there and skips those answers. At the end, :meth:`AnswerLog.finalize`
-streams the file once to feed the summary and, when lines are out of input
-order or stale (from an earlier input or configuration), rewrites it in input
-order through a temporary file and an atomic rename.
-"""
+"""The append-only answer log (``OUTDIR/answers.jsonl``): write in completion order, resume, and
+finalize (feed the summary; rewrite in input order when lines are out of order or stale)."""
 
 from __future__ import annotations
 
@@ -41,8 +34,7 @@ def writing(path: Path) -> Iterator[None]:
     """Turn an OSError raised while writing ``path`` (disk full, read-only) into OutputWriteError.
 
     Raises:
-        OutputWriteError: naming the file and the reason; the message says that the
-            answers already written are kept and a re-run continues.
+        OutputWriteError: naming the file and the reason, and that a re-run continues.
     """
     try:
         yield
@@ -67,8 +59,7 @@ class _KeyOnly(msgspec.Struct):
     recall: _RecallKey | None = None
 
     def failed(self) -> bool:
-        """Whether the line records a failure to score again: a split error, an errored claim,
-        or a reference fact whose coverage judge failed (recall reason ``coverage_error``)."""
+        """The line records a split error, an errored claim or a failed coverage judge."""
         return (self.status == "error" or self.counts.get("error", 0) > 0
                 or (self.recall is not None and self.recall.reason == "coverage_error"))
 
@@ -78,44 +69,26 @@ _KEY_DECODER = msgspec.json.Decoder(_KeyOnly)
 
 def answer_input_hash(answer: Answer, run_fp: bytes) -> str:
     """An answer's input hash (its resume key with its id): hex blake2b-128 of its canonical
-    JSON (msgspec, deterministic key order) followed by ``run_fp``.
-
-    Args:
-        answer: the answer as read.
-        run_fp: bytes of everything else that changes its result (Splitter and Checker
-            fingerprints, γ, K; see :func:`dahl.run._score.score_async`).
-    """
+    JSON (deterministic key order) followed by ``run_fp``, the bytes of everything else that
+    changes its result (Splitter and Checker fingerprints, γ, K)."""
     hasher = hashlib.blake2b(_ANSWER_ENCODER.encode(answer), digest_size=16)
     hasher.update(run_fp)
     return hasher.hexdigest()
 
 
 def line_key(answer_id: str, input_hash: str) -> int:
-    """A line's resume key as one 64-bit int (blake2b of id and input hash).
-
-    An int costs a third of the memory of an ``(id, hash)`` tuple of strings: the run
-    keeps one per answer, so this is most of its memory on a large input. A collision
-    needs ~4 billion answers (birthday bound of 64 bits).
-    """
+    """A line's resume key as one 64-bit int (blake2b of id and input hash)."""
     digest = hashlib.blake2b(f"{answer_id}\x00{input_hash}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
 
 
 class AnswerLog:
-    """``answers.jsonl`` of one output directory.
-
-    Args:
-        path: the JSONL file; its folder is created if missing.
-
-    Keys are ``(id, input_hash)`` pairs: ``input_hash`` covers the answer and
-    the run's configuration, so a changed answer or Checker is re-scored.
-    """
+    """``answers.jsonl`` at ``path`` (its folder created if missing), keyed by :func:`line_key`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: IO[bytes] | None = None
-        # Lines appended since open(): the file's size then, and each line's key and end
-        # offset (16 bytes a line), so finalize() need not decode them to find their keys.
+        # Lines appended since open(): the file's size then, each line's key and end offset.
         self._start: int | None = None
         self._keys = array("Q")
         self._ends = array("q")
@@ -123,14 +96,9 @@ class AnswerLog:
     def finished_keys(self) -> set[int]:
         """Keys of the answers already finished in the file (blocking; call from a thread).
 
-        A line that records an error (status ``error``: the split failed; a claim
-        labelled ``error``: its check failed after retries; or recall reason
-        ``coverage_error``: a fact's coverage judge failed) is not finished: errors
-        are never kept as results, so the answer is scored again. Such lines are
-        removed first (the file is rewritten through a temporary file and an atomic
-        rename), so the new result replaces them; so are lines that do not decode
-        (the file's end-of-run pass reads every line). A torn last line (crash
-        mid-write) is ignored and later cut off by :meth:`open`.
+        Lines that record an error (a split error, an errored claim, a failed coverage judge)
+        or do not decode are not finished: the file is rewritten without them (atomic rename).
+        A torn last line is ignored (:meth:`open` cuts it off).
         """
         keys: set[int] = set()
         if not self.path.is_file():  # absent, or a device or FIFO: nothing finished to read
@@ -230,13 +198,11 @@ class AnswerLog:
         order: dict[int, int],
         consume: Callable[[ResultDigest], None],
     ) -> int:
-        """Stream the log once, keep the lines of this input, rewrite if needed.
+        """Stream the log once, keep the lines of this input in input order, rewrite if needed.
 
         Args:
-            order: input position of every key of the current input; emptied of the
-                keys found (it is not needed afterwards, and this frees its memory).
-            consume: called once per kept result, in input order, with its digest (the
-                fields the summary and verdict store read; claim texts are skipped).
+            order: input position of every key of the current input; emptied of the keys found.
+            consume: called once per kept result, in input order, with its digest.
 
         Returns:
             The number of lines dropped (stale or duplicate).
@@ -244,7 +210,7 @@ class AnswerLog:
         if not self.path.exists() or self.path.stat().st_size == 0:
             return 0
         with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)  # lines are decoded and copied from the mapping, never read one by one
+            view = memoryview(mapped)
             try:
                 return self._finalize_mapped(view, order, consume)
             finally:
@@ -252,14 +218,12 @@ class AnswerLog:
 
     def _finalize_mapped(self, view: memoryview, order: dict[int, int], consume: Callable[[ResultDigest], None]) -> int:
         """:meth:`finalize` over the file mapped in ``view``."""
-        # Three int64 columns (24 bytes a line) rather than tuples: one entry per answer.
         positions, offsets, ends = array("q"), array("q"), array("q")
         dropped = 0
         data = view.obj
         assert isinstance(data, mmap.mmap)
         size = len(view)
-        # The lines appended by this run are known, unless the record of them does not
-        # match the file (it was not opened here, or a write failed): then decode all.
+        # The lines appended by this run are known, unless the record does not match the file.
         appended = self._start is not None and (self._ends[-1] if self._ends else self._start) == size
         known = self._start if appended and self._start is not None else size
 

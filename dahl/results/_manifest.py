@@ -1,14 +1,5 @@
-"""The run folder's ``manifest.json``: what a run read, when, and whether it finished.
-
-A run writes the manifest twice: at its start with ``state: "in progress"`` (the
-previous run's fields kept), and at its end with ``state: "complete"``, the size
-and line count of ``answers.jsonl`` that its ``summary.json`` and ``verdicts/``
-describe. A folder whose manifest is still "in progress", or whose
-``answers.jsonl`` no longer has the recorded size, holds a summary that does not
-match its answers (:func:`stale_reason`); ``dahl leaderboard`` refuses it.
-
-Everything here is blocking file I/O: call it from a worker thread.
-"""
+"""The run folder's ``manifest.json``: what a run read, when, and whether it finished
+(:func:`stale_reason`). Blocking file I/O: call it from a worker thread."""
 
 from __future__ import annotations
 
@@ -54,12 +45,8 @@ def now_utc() -> str:
 
 
 def json_text(text: str | os.PathLike[str]) -> str:
-    """``text`` (a path or a message naming one) as valid Unicode for JSON.
-
-    A file name that is not valid UTF-8 reaches Python as lone surrogates
-    (``a\\udcff.jsonl``), which JSON encoders refuse; its raw bytes are written as
-    ``\\xff`` escapes instead (``a\\xff.jsonl``).
-    """
+    """``text`` (a path or a message naming one) as valid Unicode for JSON: the lone surrogates of
+    a name that is not UTF-8 (``a\\udcff.jsonl``) become escapes (``a\\xff.jsonl``)."""
     value = os.fspath(text)
     try:
         value.encode("utf-8")
@@ -71,13 +58,10 @@ def json_text(text: str | os.PathLike[str]) -> str:
 def hash_inputs(paths: Sequence[Input]) -> list[dict[str, Any]]:
     """Path, size (bytes) and hex blake2b-128 content hash of each input, streamed 1 MiB at a time.
 
-    Args:
-        paths: the run's input files; in-memory records are hashed as their canonical
-            JSON (:meth:`~dahl.formats._inline.Records.content_hash`), with ``bytes`` None.
+    In-memory records are hashed as their canonical JSON, with ``bytes`` None.
 
     Returns:
-        One ``{"path", "bytes", "blake2b"}`` per input, in order; an input that cannot
-        be read (removed since) has ``blake2b`` None.
+        One ``{"path", "bytes", "blake2b"}`` per input, in order (``blake2b`` None: unreadable).
     """
     out: list[dict[str, Any]] = []
     for path in paths:
@@ -167,11 +151,9 @@ def mark_started(out_dir: Path, previous: dict[str, Any] | None, started_at: str
     """Record in the manifest that a run started: until it completes, the folder is stale.
 
     Args:
-        out_dir: the run folder.
-        previous: the manifest found there (its fields are kept), or None.
+        previous: the manifest found in ``out_dir`` (its fields are kept), or None.
         started_at: :func:`now_utc` at the start.
-        config_hash: the run's configuration hash, recorded now so that a re-run after
-            a stop compares its own with the one the stopped run's answers were made with.
+        config_hash: the run's configuration hash, for a re-run after a stop to compare.
 
     Raises:
         OutputWriteError: the manifest cannot be written.
@@ -184,12 +166,8 @@ def mark_started(out_dir: Path, previous: dict[str, Any] | None, started_at: str
 
 
 def answers_file_state(path: Path, lines: int) -> dict[str, int]:
-    """``{"bytes", "lines"}`` of ``answers.jsonl`` (bytes 0 when absent): what the summary describes.
-
-    Args:
-        path: the file, as the run's end left it.
-        lines: its line count (the results the summary read: the file holds exactly those).
-    """
+    """``{"bytes", "lines"}`` of ``answers.jsonl`` at the run's end (bytes 0 when absent), given its
+    line count ``lines``."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -198,11 +176,8 @@ def answers_file_state(path: Path, lines: int) -> dict[str, int]:
 
 
 def stale_reason(run_dir: Path) -> str | None:
-    """Why the summary and verdicts of ``run_dir`` do not describe its ``answers.jsonl``, or None.
-
-    A folder written before manifests recorded their state, or without a manifest,
-    is taken as it is (None).
-    """
+    """Why the summary and verdicts of ``run_dir`` do not describe its ``answers.jsonl``, or None
+    (also without a manifest or its state)."""
     manifest = read_manifest(run_dir)
     if manifest is None or "state" not in manifest:
         return None

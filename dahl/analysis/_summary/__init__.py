@@ -1,9 +1,5 @@
-"""``summary.json``: the per-answer columns a run aggregates, and the typed file they become.
-
-:class:`SummaryBuilder` (``_builder``) collects compact columns per answer and computes the
-per-model and per-(model, category) figures (``_blocks``, with a ``recall`` object from
-``_recall`` when the run has reference facts); :class:`Summary` (``_file``) is the whole file:
-those figures plus the run, cost, config, inputs and change blocks.
+"""``summary.json``: :class:`SummaryBuilder` collects per-answer columns and computes the
+per-model and per-category figures; :class:`Summary` is the whole typed file.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The figures blocks of ``summary.json``: one group of answers (a model, or a model's category).
-
-Every block is a frozen msgspec Struct whose encoding (:func:`msgspec.to_builtins`) is the JSON
-object summary.json holds; a field that is ``UNSET`` is left out of it. The figures are computed
-by :class:`dahl.analysis._summary._builder.SummaryBuilder` from per-answer columns; the formulas are in
-:mod:`dahl.metrics`.
+"""The figures blocks of ``summary.json``: frozen msgspec Structs whose encoding is the JSON object
+(``UNSET`` fields left out), computed by :class:`dahl.analysis._summary._builder.SummaryBuilder`.
 """
 
 from __future__ import annotations
@@ -19,13 +15,8 @@ __all__ = ["Figures", "GroupSummary", "ModelSummary", "UnsupportedByReason"]
 
 
 class UnsupportedByReason(msgspec.Struct, frozen=True, kw_only=True):
-    """Unsupported claims of a group by the reason their verdict gave; the three sum to ``labels["unsupported"]``.
-
-    Attributes:
-        contradicted: claims the evidence contradicts.
-        no_evidence: claims no evidence was found for.
-        unstated: claims whose verdict gave no reason.
-    """
+    """Unsupported claims of a group by their verdict's reason (``contradicted``, ``no_evidence``,
+    ``unstated``: none given), summing to ``labels["unsupported"]``."""
 
     contradicted: int
     no_evidence: int
@@ -35,23 +26,18 @@ class UnsupportedByReason(msgspec.Struct, frozen=True, kw_only=True):
 class GroupSummary(msgspec.Struct, frozen=True, kw_only=True):
     """Figures of one group of answers: a model's category (and the base of :class:`ModelSummary`).
 
+    Scores are in [0, 1]; None (never NaN) when no answer qualifies.
+
     Attributes:
-        n_answers: answers in the group.
-        n_scored: answers in the DAHL Score and F1@K.
-        n_abstained: answers that abstained.
-        n_excluded: ``n_answers - n_scored`` (abstained included).
-        excluded_by_reason: every name of :data:`dahl.metrics.REASONS`, summing to ``n_excluded``.
-        n_factscore: answers in FActScore.
-        dahl_score: mean per-answer precision S / (S + U) (DAHL paper, section 3.3), in [0, 1].
-        dahl_score_ci: ``[lo, hi]`` percentile bootstrap of ``dahl_score``.
-        factscore: FActScore with the run's length penalty γ (Min et al. 2023).
-        factscore_init: FActScore without the penalty (γ = 0).
+        n_scored: answers in the DAHL Score and F1@K (``n_factscore``: in FActScore).
+        n_excluded: ``n_answers - n_scored`` (abstained included), by every name of
+            :data:`dahl.metrics.REASONS` in ``excluded_by_reason``.
+        dahl_score, dahl_score_ci: mean precision S / (S + U) (DAHL paper §3.3), ``[lo, hi]``
+            percentile bootstrap.
+        factscore, factscore_init: FActScore with the run's γ and with γ = 0 (Min et al. 2023).
         f1_at_k: mean F1@K (SAFE, Wei et al. 2024).
         labels: claims per label, every name of :data:`dahl.records.LABELS`.
-        unsupported_by_reason: only when some verdict of the run gave a reason.
-        recall: only when the run tracks recall (it has reference facts).
-
-    A score with no qualifying answer is None, never NaN.
+        unsupported_by_reason, recall: only when some verdict gave a reason; when the run tracks recall.
     """
 
     n_answers: int
@@ -71,11 +57,7 @@ class GroupSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelSummary(GroupSummary, frozen=True, kw_only=True):
-    """Figures of one model's answers, and of each of its categories.
-
-    Attributes:
-        categories: category -> its figures, sorted by name.
-    """
+    """Figures of one model's answers, and of each of its ``categories`` (sorted by name)."""
 
     categories: dict[str, GroupSummary] = msgspec.field(default_factory=dict)
 
@@ -85,8 +67,7 @@ class Figures(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         models: model -> its figures, sorted by name.
-        recall_settings: how recall was computed; None when recall is tracked without
-            settings (answers carried recall), UNSET (left out) when recall is not tracked.
+        recall_settings: None when recall is tracked without settings, UNSET when not tracked.
     """
 
     models: dict[str, ModelSummary]

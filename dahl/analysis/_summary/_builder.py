@@ -1,16 +1,9 @@
-"""Aggregation of answer results per model and per (model, category).
-
-:class:`SummaryBuilder` keeps only compact columns per answer (five int32 label
-counts, a one-byte flag, two int32 codes) and computes every aggregate with numpy at the end into the typed blocks of
-:mod:`dahl.analysis._summary._blocks`. The formulas live in :mod:`dahl.metrics`. When a
-run has reference facts, recall columns are kept too (:mod:`dahl.analysis._summary._recall`)
-and every block gets a ``recall`` object. The columns are the figures' sufficient
-statistics: two builders merge (:meth:`SummaryBuilder.merged`) into the figures of one.
-"""
+"""Aggregation of answer results per model and per (model, category): :class:`SummaryBuilder` keeps
+compact per-answer columns and computes the blocks of :mod:`dahl.analysis._summary._blocks` at the end."""
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -36,8 +29,6 @@ from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, Unsu
 
 __all__ = ["SummaryBuilder"]
 
-logger = logging.getLogger(__name__)
-
 # Per-answer flag column: what counts alone cannot tell.
 _RESPONDED, _ABSTAINED, _SPLIT_ERROR = 0, 1, 2
 _INITIAL_CAPACITY = 1024
@@ -53,19 +44,10 @@ class SummaryBuilder:
     """Collects answer results and builds ``summary.json``'s per-model figures.
 
     Args:
-        gamma: FActScore length-penalty γ in claims (0 disables).
-        k: F1@K's K in supported claims.
-        seed: seed of the bootstrap generators (one per group, derived from the
-            group name, so results do not depend on the order of :meth:`add`).
-        n_boot: bootstrap resamples for the DAHL Score interval.
-        level: coverage of the interval (0.95 gives the 2.5th and 97.5th percentiles).
-        recall_settings: the run's recall settings (it has reference facts): every
-            block gets a ``recall`` object and the summary ``recall_settings``. Without
-            them, recall is summarized only once an added answer carries ``recall``.
-
-    The columns are the figures' sufficient statistics: :meth:`merged` joins two builders
-    (two shards of a run) into one whose :meth:`build` equals that of one builder given
-    every answer of both.
+        gamma, k: FActScore length-penalty γ in claims (0 disables) and F1@K's K in supported claims.
+        seed, n_boot, level: bootstrap seed (one generator per group, with its names), resamples, coverage.
+        recall_settings: the run's recall settings: every block gets a ``recall`` object.
+            Without them, recall is summarized once an added answer carries ``recall``.
 
     Raises:
         ConfigError: gamma < 0, k < 1, n_boot < 1 or level outside (0, 1).
@@ -106,11 +88,9 @@ class SummaryBuilder:
         self._pending: list[list[int]] = []
         self.recall_settings = recall_settings
         # Recall rows stay parallel to _pending while recall is tracked (None: not yet).
-        self._recall: RecallColumns | None = None
+        self._recall = RecallColumns(_INITIAL_CAPACITY) if recall_settings is not None else None
         self._pending_recall: list[list[float]] = []
         self._pending_code: list[int] = []
-        if self.recall_settings is not None:
-            self._recall = RecallColumns(_INITIAL_CAPACITY)
 
     def __len__(self) -> int:
         """Number of answers added."""
@@ -124,15 +104,9 @@ class SummaryBuilder:
         )
 
     def add(self, result: AnswerResult | ResultDigest) -> None:
-        """Record one answer: its label counts, whether it abstained or failed to split, model, category.
+        """Record one answer's label counts, model, category and whether it abstained or failed to split.
 
-        The answer's status is read only for ``abstained`` and ``error`` (split
-        failure); the other exclusion reasons are recomputed from the counts, so
-        the summary always matches :mod:`dahl.metrics`. Rows are staged in a
-        small list and moved into numpy columns every few thousand answers.
-
-        Args:
-            result: the answer's result; its claim texts are not kept.
+        The other exclusion reasons are recomputed from the counts (:mod:`dahl.metrics`).
 
         Raises:
             InputError: ``result.counts`` has an unknown label or a negative count.
@@ -206,15 +180,11 @@ class SummaryBuilder:
         self._n = stop
 
     def merged(self, other: SummaryBuilder) -> SummaryBuilder:
-        """A new builder holding this builder's answers followed by ``other``'s (neither is changed).
-
-        Model and category codes of ``other`` are recoded into this builder's tables. Recall
-        is tracked when either side tracks it (answers of the other side are ``no_refs``);
-        the recall settings are those of the side that has them.
+        """A new builder of this builder's answers then ``other``'s; its :meth:`build` is that of one
+        builder given both. Recall is tracked when either side tracks it (the other's are ``no_refs``).
 
         Raises:
-            ConfigError: the two differ in gamma, k, seed, n_boot or level, or both have
-                recall settings and they differ.
+            ConfigError: the two differ in gamma, k, seed, n_boot, level, or recall settings both have.
         """
         mine = (self.gamma, self.k, self.seed, self.n_boot, self.level)
         theirs = (other.gamma, other.k, other.seed, other.n_boot, other.level)
@@ -247,17 +217,8 @@ class SummaryBuilder:
         return out
 
     def build(self) -> Figures:
-        """Compute the summary's figures.
-
-        Returns:
-            ``models``: model -> :class:`~dahl.analysis._summary._blocks.ModelSummary`, sorted
-            by name, each with its ``categories`` sorted by name. ``unsupported_by_reason`` is
-            set only when some verdict of the run gave a reason (unsupported claims counted as
-            ``contradicted``, ``no_evidence`` and ``unstated``). When recall is tracked, each
-            block also has ``recall`` (:meth:`dahl.analysis._summary._recall.RecallColumns.block`)
-            and the figures ``recall_settings`` (None when no settings were given); otherwise
-            both are UNSET (left out of summary.json).
-        """
+        """The summary's figures: models and their categories sorted by name (see
+        :class:`~dahl.analysis._summary._blocks.ModelSummary` for which fields are set when)."""
         self._flush()
         n = self._n
         counts = self._counts[:n].astype(np.int64)
@@ -311,7 +272,7 @@ class SummaryBuilder:
         return Figures(models=out, recall_settings=self.recall_settings)
 
     def _block(self, col: _Columns, rows: npt.NDArray[np.intp], seed: list[int]) -> dict[str, Any]:
-        """Fields of one group's :class:`~dahl.analysis._summary._blocks.GroupSummary` (``rows`` index the columns)."""
+        """Fields of the :class:`~dahl.analysis._summary._blocks.GroupSummary` of answers ``rows``."""
         in_dahl = col.in_dahl[rows]
         in_fs = col.in_fs[rows]
         n_scored = int(in_dahl.sum())
@@ -348,33 +309,19 @@ class SummaryBuilder:
         return block
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Columns:
     """Per-answer arrays shared by every group's computation (NaN already replaced by 0)."""
 
-    __slots__ = ("codes", "counts", "f1", "fs", "fs_init", "in_dahl", "in_fs", "precision", "reasons")
-
-    def __init__(
-        self,
-        *,
-        counts: npt.NDArray[np.int64],
-        codes: npt.NDArray[np.int8],
-        in_dahl: npt.NDArray[np.bool_],
-        in_fs: npt.NDArray[np.bool_],
-        precision: npt.NDArray[np.float64],
-        f1: npt.NDArray[np.float64],
-        fs: npt.NDArray[np.float64],
-        fs_init: npt.NDArray[np.float64],
-        reasons: npt.NDArray[np.int64] | None = None,
-    ) -> None:
-        self.counts = counts
-        self.codes = codes
-        self.in_dahl = in_dahl
-        self.in_fs = in_fs
-        self.precision = precision
-        self.f1 = f1
-        self.fs = fs
-        self.fs_init = fs_init
-        self.reasons = reasons  # (n, 2): contradicted, no_evidence; None when no verdict gave a reason
+    counts: npt.NDArray[np.int64]
+    codes: npt.NDArray[np.int8]
+    in_dahl: npt.NDArray[np.bool_]
+    in_fs: npt.NDArray[np.bool_]
+    precision: npt.NDArray[np.float64]
+    f1: npt.NDArray[np.float64]
+    fs: npt.NDArray[np.float64]
+    fs_init: npt.NDArray[np.float64]
+    reasons: npt.NDArray[np.int64] | None = None  # (n, 2): contradicted, no_evidence; None: no reason given
 
 
 def _joined(first: npt.NDArray[Any], second: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:

@@ -1,10 +1,7 @@
 """``summary.json`` as a typed value: :class:`Summary` and its run, cost, config and change blocks.
 
-A :class:`Summary` encodes (:meth:`Summary.encode`) to the bytes of ``summary.json``: keys
-sorted, two-space indent. A summary built by a run also carries its
-:class:`SummaryStatistics` (per-answer columns and question ids, never written), from which
-:meth:`Summary.merge` recomputes every figure of two shards joined; a summary decoded from
-the file has none and cannot be merged.
+A summary built by a run carries :class:`SummaryStatistics` (never written), from which
+:meth:`Summary.merge` recomputes the figures of two shards; a decoded one cannot be merged.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from dahl.errors import ConfigError
 from dahl.lanes._lane import LaneStatistics
 from dahl.lanes._spend import Spend
 from dahl.results import _manifest as manifest
-from dahl.results._counters import RunCounters, RunCounts
+from dahl.results._counters import _COUNTS, _COVER_COUNTS, RunCounters, RunCounts
 
 __all__ = [
     "Changes",
@@ -45,14 +42,8 @@ _T = TypeVar("_T")
 
 
 class PriceSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """The price a stage's tokens were charged at (:class:`dahl.pricing.Price`).
-
-    Attributes:
-        model: the model priced.
-        input_usd_per_mtok, output_usd_per_mtok: USD per million prompt and completion tokens.
-        batch: True when these already are the batch prices.
-        source: where the price comes from (a page URL, ``config FILE`` or ``--price``).
-    """
+    """The price a stage's tokens were charged at (:class:`dahl.pricing.Price`): USD per million
+    prompt and completion tokens, ``batch`` prices or not, ``source`` (URL, ``config FILE``, ``--price``)."""
 
     model: str
     input_usd_per_mtok: float
@@ -65,12 +56,9 @@ class StageCost(msgspec.Struct, frozen=True, kw_only=True):
     """Tokens and money of one stage's calls (:class:`dahl.lanes._spend.StageSpend`).
 
     Attributes:
-        model: the model the stage calls.
-        calls: calls that returned a reply.
-        calls_without_usage: of ``calls``, replies that reported no usage.
+        calls: calls that returned a reply (``calls_without_usage`` of them reported no usage).
         input_tokens, output_tokens: tokens reported.
-        usd: money of the reported tokens, USD; None when the price is unknown.
-        price: the price used, None when unknown.
+        usd, price: money of the reported tokens (USD) and the price; None when unknown.
     """
 
     model: str
@@ -94,9 +82,7 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
     """``run.cost``: this invocation's spend (:meth:`dahl.lanes._spend.Spend.as_dict`).
 
     Attributes:
-        usd: money spent, USD; None when a stage that made calls has no price.
-        max_cost_usd: the cap, USD; None = no cap.
-        batch: calls were priced at the batch price.
+        usd, max_cost_usd: money spent (None: a stage with calls has no price) and the cap (None: none), USD.
         price_table_date: the shipped price table's date (``YYYY-MM-DD``).
         lanes: stage name -> its tokens and money.
     """
@@ -122,7 +108,7 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
                    price_table_date=spend.table.date, lanes=lanes)
 
     def merge(self, other: CostSummary) -> CostSummary:
-        """Money and per-stage figures added (unknown money stays None); caps add (each shard stays under its own).
+        """Money, per-stage figures and caps added (unknown money stays None).
 
         Raises:
             ConfigError: the two were priced with different tables or batch pricing.
@@ -135,13 +121,8 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunSummary(RunCounts, frozen=True, kw_only=True):
-    """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when, and what it cost.
-
-    Attributes:
-        dahl_version: the dahl that ran.
-        started_at, finished_at: UTC, ISO 8601 to the second.
-        cost: tokens and money.
-    """
+    """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when
+    (``started_at``, ``finished_at``: UTC, ISO 8601 to the second), and what it cost."""
 
     dahl_version: str
     started_at: str
@@ -156,18 +137,16 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
                    finished_at=finished_at, cost=CostSummary.of(spend))
 
     def merge(self, other: RunSummary) -> RunSummary:
-        """Counts added; the earlier start, the later finish and the longer ``elapsed_s`` (shards run side by side).
-
-        Lanes present in both add their counts (``paused_until`` the later; ``rpm`` and
-        ``tpm`` this one's).
+        """Counts added (lanes' too, ``paused_until`` the later); the earlier start, the later finish,
+        the longer ``elapsed_s``.
 
         Raises:
             ConfigError: the runs are of different dahl versions, or priced differently.
         """
         if self.dahl_version != other.dahl_version:
             raise ConfigError(f"cannot merge runs of dahl {self.dahl_version} and {other.dahl_version}")
-        sums = {name: getattr(self, name) + getattr(other, name) for name in _RUN_COUNTS}
-        for name in ("answers_covered", "facts_judged", "facts_failed"):
+        sums = {name: getattr(self, name) + getattr(other, name) for name in _COUNTS}
+        for name in _COVER_COUNTS:
             mine, theirs = getattr(self, name), getattr(other, name)
             sums[name] = mine if theirs is UNSET else theirs if mine is UNSET else mine + theirs
         return msgspec.structs.replace(
@@ -178,18 +157,9 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
         )
 
 
-_RUN_COUNTS = ("answers_read", "answers_resumed", "answers_done", "answers_cached", "input_errors", "claims_done",
-               "claims_checked", "claims_cached", "claims_deduped", "claims_failed")
-
-
 class TemplateUse(msgspec.Struct, frozen=True, kw_only=True):
-    """The prompt template of one prompted stage (:func:`dahl.run._plan.used_templates`).
-
-    Attributes:
-        stage: ``split``, ``check``, ``check-evidence`` or ``cover``.
-        version: the template's version.
-        source: ``shipped`` or ``file``.
-    """
+    """The prompt template of one prompted ``stage`` (``split``, ``check``, ``check-evidence``,
+    ``cover``): its ``version`` and ``source`` (``shipped`` or ``file``)."""
 
     stage: str
     version: str
@@ -200,11 +170,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """``config``: what changes a result besides the answers.
 
     Attributes:
-        inputs: the input names, as given.
         splitter, checker: the adapters' fingerprints.
-        gamma: FActScore length-penalty γ, claims.
-        k: F1@K's K, supported claims.
-        seed: seed of the bootstrap generators.
+        gamma, k: FActScore length-penalty γ (claims) and F1@K's K (supported claims).
         templates: the prompt template of each prompted stage, in pipeline order.
     """
 
@@ -218,13 +185,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class InputFile(msgspec.Struct, frozen=True, kw_only=True):
-    """One input of ``inputs`` (:func:`dahl.results._manifest.hash_inputs`).
-
-    Attributes:
-        path: its name, as given.
-        bytes: its size; None for a stream or in-memory records.
-        blake2b: hex blake2b-128 of its content; None when unreadable or a stream.
-    """
+    """One input of ``inputs`` (:func:`dahl.results._manifest.hash_inputs`): ``bytes`` (None: a stream or
+    in-memory records) and hex blake2b-128 of its content (None: unreadable or a stream)."""
 
     path: str
     bytes: int | None
@@ -232,12 +194,8 @@ class InputFile(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class QuestionSetSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """``question_set``: the questions the answers respond to (:class:`dahl.results._manifest.QuestionSet`).
-
-    Attributes:
-        questions: distinct question ids.
-        blake2b: hex blake2b-128 of the sorted ids, NUL-separated.
-    """
+    """``question_set``: the number of distinct question ids and hex blake2b-128 of the sorted ids,
+    NUL-separated (:class:`dahl.results._manifest.QuestionSet`)."""
 
     questions: int
     blake2b: str
@@ -247,11 +205,8 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
     """``changes``: how this invocation relates to the output folder's earlier runs.
 
     Attributes:
-        previous_run: the folder held an earlier run's output.
-        config_changed: its manifest's configuration differs from this run's.
-        answers_reused: answers kept from an earlier run.
-        answers_scored: answers scored now.
-        answers_dropped: stale lines dropped from answers.jsonl.
+        previous_run, config_changed: the folder held an earlier run's output; of another configuration.
+        answers_reused, answers_scored, answers_dropped: answers kept, scored now, and stale lines dropped.
     """
 
     previous_run: bool
@@ -262,23 +217,15 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
 
     def merge(self, other: Changes) -> Changes:
         """Flags or-ed, counts added."""
+        counts = ("answers_reused", "answers_scored", "answers_dropped")
         return Changes(previous_run=self.previous_run or other.previous_run,
                        config_changed=self.config_changed or other.config_changed,
-                       answers_reused=self.answers_reused + other.answers_reused,
-                       answers_scored=self.answers_scored + other.answers_scored,
-                       answers_dropped=self.answers_dropped + other.answers_dropped)
+                       **{name: getattr(self, name) + getattr(other, name) for name in counts})
 
 
 class SummaryStatistics:
-    """What a summary's figures are computed from: per-answer columns and the question ids.
-
-    Args:
-        builder: the run's per-answer columns and their settings (γ, K, seed, n_boot, level).
-        questions: the answers' question ids.
-
-    Two statistics are equal when they give equal figures over the same questions (the
-    order of the answers does not change a figure).
-    """
+    """What a summary's figures are computed from: per-answer columns (``builder``) and the
+    ``questions``; equal when they give equal figures over the same questions."""
 
     __slots__ = ("builder", "questions")
 
@@ -305,17 +252,11 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     """The content of ``summary.json``.
 
     Attributes:
-        models: model -> its figures and its categories' (:class:`~dahl.analysis._summary._blocks.ModelSummary`).
+        models: model -> its figures and its categories'.
         recall_settings: how recall was computed; present only when the run tracks recall.
-        run: this invocation's counters, clock and cost.
-        config: the run's configuration.
-        inputs: each input's name, size and content hash.
-        question_set: the questions the answers respond to.
         input_errors: the first rejected input records, as text.
         cache: ``on``, ``off`` or ``disabled (why)``.
-        changes: how this invocation relates to the folder's earlier runs.
-        statistics: what the figures are computed from (never encoded); UNSET in a summary
-            decoded from the file.
+        statistics: what the figures are computed from (never encoded; UNSET when decoded).
     """
 
     models: dict[str, ModelSummary]
@@ -350,26 +291,19 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def decode(cls, data: bytes) -> Summary:
-        """A summary read from summary.json's bytes (no ``statistics``: it cannot be merged).
-
-        Raises:
-            msgspec.ValidationError: the bytes are not a summary of this shape.
-        """
+        """Decode summary.json's bytes (no ``statistics``); msgspec.ValidationError if not a summary."""
         return msgspec.json.decode(data, type=cls)
 
     def merge(self, other: Summary) -> Summary:
         """The summary of this run's answers and ``other``'s together (two shards of one run).
 
-        Counts add (run counters, cost, changes); ``config.inputs``, ``inputs`` and
-        ``input_errors`` are this one's followed by ``other``'s; ``cache`` is kept when
-        equal, else both are named. Every figure (means, bootstrap intervals, per
-        category, recall) and ``question_set`` is recomputed from the joined
-        :class:`SummaryStatistics`, so it equals the figure one run over both inputs gives.
+        Counts add; inputs and input errors are this one's then ``other``'s; ``cache`` is kept
+        when equal, else both are named; every figure and ``question_set`` is recomputed from
+        the joined statistics, as one run over both inputs gives.
 
         Raises:
-            ConfigError: either summary has no statistics (it was read from a file), or
-                the runs differ in splitter, checker, γ, K, seed, templates, bootstrap
-                settings, recall settings, dahl version or pricing.
+            ConfigError: a summary without statistics, or runs of other configurations, bootstrap or
+                recall settings, dahl versions or pricing.
         """
         if isinstance(self.statistics, UnsetType) or isinstance(other.statistics, UnsetType):
             raise ConfigError("a summary read from summary.json has no per-answer statistics and cannot be merged")

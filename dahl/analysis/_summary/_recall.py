@@ -1,10 +1,5 @@
-"""Recall columns of the summary: per-answer recall metrics kept compactly, aggregated per group.
-
-:class:`RecallColumns` holds, per answer, the seven recall metrics and |F*| as float64
-(NaN where a metric is None) and a one-byte reason code; :class:`RecallSummary` is a group's
-``recall`` object and :class:`RecordedRecallSettings` the ``recall_settings`` object at the top
-of ``summary.json``. The per-answer formulas are in
-:mod:`dahl.metrics._recall` ("Beyond Precision"); this module only averages them.
+"""Recall in the summary ("Beyond Precision"; per-answer formulas in :mod:`dahl.metrics._recall`):
+the per-answer columns, a group's ``recall`` object and the ``recall_settings`` object.
 """
 
 from __future__ import annotations
@@ -38,12 +33,10 @@ class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
     """How a run's recall was computed: ``summary.json``'s ``recall_settings``.
 
     Attributes:
-        refs: path of the reference set file, as given.
-        refs_sha256: hex SHA-256 of that file's bytes (:func:`dahl.formats._refs.refs_sha256`).
+        refs, refs_sha256: the reference set file, as given, and hex SHA-256 of its bytes.
         coverage: fingerprint of the coverage judge.
         partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
-        fstar_k: F* cut to the top k facts by importance, None for no cut.
-        fstar_min_importance: F* cut to facts with importance >= this, None for no cut.
+        fstar_k, fstar_min_importance: F* cut to the top k facts, or to importance >= this (None: no cut).
         alpha, beta: importance weights of relevance and salience ("Beyond Precision").
     """
 
@@ -60,16 +53,13 @@ class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
 class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
     """The ``recall`` object of a group ("Beyond Precision" importance-aware recall).
 
-    Means are over the answers where the metric is defined, None when there are none; a
-    ``*_ci`` is ``[lo, hi]`` of a percentile bootstrap over those answers, None when empty.
+    Means over the answers where defined (None: none); a ``*_ci`` is ``[lo, hi]`` of a percentile
+    bootstrap over them.
 
     Attributes:
-        n: answers with Rec defined (abstained ones included).
-        n_abstained: of those, answers that abstained (recall 0).
-        null_by_reason: answers with no Rec, by each name of
-            :data:`dahl.analysis._summary._recall.NULL_REASONS`.
-        recall, recall_w, f1, f1_w: mean Rec, weighted Rec, and their F1 with precision, in [0, 1].
-        recall_at_5, recall_at_10, recall_at_20: mean R@k over the top k facts by importance.
+        n: answers with Rec defined (``n_abstained`` of them abstained: recall 0).
+        null_by_reason: answers with no Rec, by each name of :data:`NULL_REASONS`.
+        recall, recall_w, f1, f1_w, recall_at_5, recall_at_10, recall_at_20: means in [0, 1].
         rho: mean claims per responding answer whose question has a reference set.
         facts: mean |F*| over the ``n`` answers.
     """
@@ -93,11 +83,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RecallColumns:
-    """Per-answer recall metrics as numpy columns, grown with the summary's other columns.
-
-    Rows are appended in the order answers reach :class:`~dahl.analysis._summary._builder.SummaryBuilder`;
-    :meth:`block` aggregates any subset of them.
-    """
+    """Per-answer recall metrics and reason codes as numpy columns, grown with the summary's others."""
 
     def __init__(self, capacity: int) -> None:
         self.values = np.full((capacity, _WIDTH), np.nan)
@@ -105,10 +91,8 @@ class RecallColumns:
 
     @staticmethod
     def row(result: AnswerResult | ResultDigest) -> tuple[list[float], int]:
-        """One answer's float row (NaN for None) and reason code.
-
-        A split error is ``split_error`` whatever its recall says; an answer without
-        ``recall`` is ``no_refs``.
+        """One answer's float row (NaN for None) and reason code (``split_error`` first, ``no_refs``
+        without ``recall``).
 
         Raises:
             InputError: ``recall.reason`` is not one of :data:`NULL_REASONS`.
@@ -152,11 +136,8 @@ class RecallColumns:
     @staticmethod
     def joined(first: RecallColumns | None, n_first: int, second: RecallColumns | None, n_second: int,
                capacity: int) -> RecallColumns:
-        """The first ``n_first`` rows of ``first`` then the first ``n_second`` of ``second``.
-
-        A side that is None (its answers were summarized without recall) gives ``no_refs``
-        rows; rows past both up to ``capacity`` are ``no_refs`` too.
-        """
+        """The first ``n_first`` rows of ``first`` then ``n_second`` of ``second`` in ``capacity`` rows;
+        a None side and the rest are ``no_refs``."""
         out = RecallColumns(capacity)
         out.mark_no_refs(capacity)
         for start, part, n in ((0, first, n_first), (n_first, second, n_second)):
@@ -181,17 +162,12 @@ class RecallColumns:
         n_boot: int,
         level: float,
     ) -> RecallSummary:
-        """The ``recall`` object of one group of answers (``rows`` index the columns).
+        """The ``recall`` object of the answers ``rows``.
 
         Args:
-            rows: the group's row indices.
-            abstained, responded: per-row flags of the group (same length as ``rows``).
-            claims: claims per answer of the group.
-            seed: the group's bootstrap seed material (as the DAHL Score interval's).
-            n_boot, level: bootstrap resamples and interval coverage.
-
-        Returns:
-            The group's figures (:class:`RecallSummary`).
+            abstained, responded, claims: per-row flags and claim counts of the group.
+            seed, n_boot, level: the group's bootstrap seed material (the DAHL Score's), resamples
+                and coverage.
         """
         values = self.values[rows]
         code = self.code[rows]
