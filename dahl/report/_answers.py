@@ -20,9 +20,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from dahl.results._log import writing
 from dahl.errors import InputError
 from dahl.records import LABELS, AnswerResult, ClaimResult
+from dahl.results._log import writing
 
 __all__ = ["ExplorerData", "write_answer_data"]
 

@@ -14,7 +14,7 @@ Pages are rendered with Jinja2 (autoescaping on); no file refers to the network.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -22,8 +22,8 @@ from typing import Any
 
 import jinja2
 
-from dahl.results._log import writing
 from dahl.report._answers import write_answer_data
+from dahl.results._log import writing
 
 __all__ = ["ReportSite", "build_report"]
 
@@ -58,18 +58,34 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
 
 
-def _rows(board: dict[str, Any], metrics: dict[str, str], parts: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+def _count(n: int) -> str:
+    """A count with thousands separators: ``11,815``."""
+    return f"{n:,}"
+
+
+def _p_value(p: float | None) -> str:
+    """A p-value for a table cell: ``< 0.001`` below 0.001, else three decimals; ``—`` when None."""
+    if p is None:
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _rows(board: dict[str, Any], metrics: dict[str, str], parts: dict[str, tuple[str | None, str | None]],
+          label: Callable[[str | None], str]) -> list[dict[str, Any]]:
+    """Board rows for the page; ``parts``: model -> (Splitter, Checker) fingerprints, ``label`` shortens one."""
     rows = []
     for m in board["models"]:
         ci = m.get("dahl_score_ci")
+        splitter, checker = parts.get(m["model"], (None, None))
+        checker = m.get("checker") or checker
         rows.append({
             "model": m["model"], "rank": m["rank"],
             "cells": [(k, m.get(k), _pct(m.get(k))) for k in metrics],
             "ci": ci, "ci_text": "—" if ci is None else f"{_pct(ci[0])}–{_pct(ci[1])}",
             "n_scored": m["n_scored"], "n_excluded": m["n_excluded"],
             "excluded": ", ".join(f"{k} {v}" for k, v in m["excluded_by_reason"].items() if v) or "none",
-            "splitter": parts.get(m["model"], ("—", "—"))[0],
-            "checker": m.get("checker") or parts.get(m["model"], ("—", "—"))[1],
+            "splitter": label(splitter), "splitter_fp": splitter or "not recorded",
+            "checker": label(checker), "checker_fp": checker or "not recorded",
         })
     return rows
 
@@ -129,17 +145,18 @@ def build_report(
     board = to_json(board_obj)
     out_dir = Path(out_dir)
     data = write_answer_data(run_dirs, out_dir / "data", chunk_size=chunk_size)
-    parts = {model: (checker_label(info.splitter), checker_label(info.checker))
-             for info, models in zip(infos, data.models_by_run) for model in models}
+    parts = {model: (info.splitter, info.checker) for info, models in zip(infos, data.models_by_run) for model in models}
     metrics = dict(_METRICS, **(_RECALL_METRICS if board_obj.has_recall else {}))
     env = jinja2.Environment(loader=jinja2.PackageLoader("dahl.report", "templates"),
                              autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
+    env.filters.update(count=_count, p_value=_p_value)
     common = {"warnings": warnings, "n_answers": data.n_answers, "n_claims": data.n_claims,
               "runs": [str(p) for p in run_dirs]}
     pages = {
         "index.html": env.get_template("leaderboard.html").render(
-            **common, metrics=metrics, sort_metric=metric, rows=_rows(board, metrics, parts),
-            heatmap=_heatmap(board), comparisons=board["comparisons"], level=board["settings"]["level"]),
+            **common, metrics=metrics, sort_metric=metric, rows=_rows(board, metrics, parts, checker_label),
+            heatmap=_heatmap(board), comparisons=board["comparisons"], level=board["settings"]["level"],
+            n_boot=board["settings"]["n_boot"]),
         "explorer.html": env.get_template("explorer.html").render(**common),
     }
     static = out_dir / "static"

@@ -39,6 +39,31 @@ def examples_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+#: A Checker model name as long as real deployments' (its fingerprint: ~230 characters, no spaces).
+LONG_MODEL = "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo-eu-west-deployment-2024-07"
+
+
+def long_checker_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of examples/answers.jsonl checked by an LLM (the bench mock) named :data:`LONG_MODEL`."""
+    out = tmp_path_factory.getbasetemp() / "report-long-checker"
+    if not (out / "index.html").is_file():
+        from tests.conftest import MockServers
+        from tests.test_run_checks import run
+
+        servers = MockServers()
+        try:
+            url = servers.start()
+            run_dir = tmp_path_factory.getbasetemp() / "long-checker-run"
+            code, text = run("score", str(EXAMPLES / "answers.jsonl"), "--checker", "openai", "--base-url", url,
+                             "--model", LONG_MODEL, "--api-key-env", "", "--no-cache", "--no-progress",
+                             "-o", str(run_dir))
+            assert code == 0, text
+        finally:
+            servers.stop_all()
+        build_report([run_dir], out)
+    return out
+
+
 def shots_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where screenshots go: $DAHL_REPORT_SHOTS, else a session temp folder."""
     env = os.environ.get("DAHL_REPORT_SHOTS")

@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from bench.chromium import chromium, missing, requested_urls
-from tests.report.sites import choose, examples_site, factscore_site, open_page, shots_dir, wait_for
+from tests.report.sites import (
+    LONG_MODEL,
+    choose,
+    examples_site,
+    factscore_site,
+    long_checker_site,
+    open_page,
+    shots_dir,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=f"headless Chromium unavailable: {missing()}")
 
@@ -79,7 +88,7 @@ class TestLeaderboardPage:
         cats = [r.find_element(By.TAG_NAME, "th").text for r in rows]
         assert cats == ["freq", "medium", "rare", "very freq", "very rare"]
         first = rows[0].find_elements(By.CSS_SELECTOR, "td.heat")
-        assert [c.text.split("\n") for c in first][0] == ["89.3", "n=23"]
+        assert first[0].text.split("\n") == ["89.3", "n=23"]
         assert sum(len(r.find_elements(By.CSS_SELECTOR, "td.heat")) for r in rows) == 15
 
     def test_sorting_by_columns_and_metric(self, browser: Any, factscore: Path) -> None:
@@ -95,6 +104,89 @@ class TestLeaderboardPage:
         assert board_column(browser, "f1_at_k") == ["58.5", "40.6", "25.3"]
 
 
+def viewport(driver: Any, width: int, height: int = 900) -> None:
+    """Make the page's viewport ``width`` × ``height`` CSS pixels (DevTools device metrics)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+
+def overflow(driver: Any) -> dict[str, float]:
+    """How far the board reaches: its box's scroll and client widths, its right edge, the viewport's width."""
+    return dict(driver.execute_script(
+        "var t = document.getElementById('board'), box = t.parentElement, root = document.documentElement;"
+        "return {box_scroll: box.scrollWidth, box_client: box.clientWidth, right: t.getBoundingClientRect().right,"
+        " page_scroll: root.scrollWidth, viewport: root.clientWidth};"))
+
+
+@pytest.fixture(scope="module")
+def long_checker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return long_checker_site(tmp_path_factory)
+
+
+class TestBoardLayout:
+    @pytest.mark.parametrize("width", [1400, 800])
+    def test_board_fits_the_window(self, browser: Any, long_checker: Path, shots: Path, width: int) -> None:
+        """A Checker fingerprint of ~230 characters: no column of the board runs past the viewport or its box."""
+        viewport(browser, width)
+        try:
+            open_page(browser, long_checker, "index.html")
+            got = overflow(browser)
+            browser.save_screenshot(str(shots / f"leaderboard-long-checker-{width}.png"))
+        finally:
+            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        assert got["box_scroll"] <= got["box_client"], got
+        assert got["right"] <= got["viewport"] and got["page_scroll"] <= got["viewport"], got
+
+    def test_long_fingerprint_is_in_a_tooltip_and_the_details(self, browser: Any, long_checker: Path) -> None:
+        """The Checker cell shows 'model (template)'; its title and the fingerprints table hold the whole fingerprint."""
+        open_page(browser, long_checker, "index.html")
+        cells = browser.find_elements(By.CSS_SELECTOR, "#board tbody td.checker")
+        assert [c.text for c in cells] == [f"{LONG_MODEL} (check/v1)"] * 2
+        full = cells[0].get_attribute("title")
+        assert full.startswith("openai:check|http://127.0.0.1:") and f"|model={LONG_MODEL}|template=check/v1|" in full
+        browser.find_element(By.CSS_SELECTOR, "#fingerprints summary").click()
+        codes = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#fingerprints code")]
+        assert codes == ["rules/v7", full] * 2
+
+    def test_rank_rule_is_stated(self, browser: Any, long_checker: Path) -> None:
+        """A note under the board (and the Rank heading's tooltip) says how ranks are given and why they repeat."""
+        open_page(browser, long_checker, "index.html")
+        note = browser.find_element(By.ID, "rank-rule").text
+        assert note == ("Rank: 1 + the number of models whose 95% CI of the DAHL Score lies entirely above this "
+                        "model's (the Chatbot Arena rule). Models whose intervals overlap share a rank, so ranks can "
+                        "repeat (1, 2, 2, 3).")
+        assert browser.find_element(By.CSS_SELECTOR, 'th[data-key="rank"]').get_attribute("title") == note
+
+
+@pytest.mark.data
+class TestNumbers:
+    def test_counts_have_thousands_separators(self, browser: Any, factscore: Path) -> None:
+        """Both pages' headers say '384 answers · 11,815 claims'; so does the explorer's count."""
+        for page in ("index.html", "explorer.html"):
+            open_page(browser, factscore, page)
+            assert browser.find_element(By.CSS_SELECTOR, ".top .meta").text == "384 answers · 11,815 claims"
+        assert count(browser) == "384 answers · 11,815 claims"
+
+    @pytest.mark.parametrize("width", [1400, 800])
+    def test_factscore_board_fits_the_window(self, browser: Any, factscore: Path, shots: Path, width: int) -> None:
+        """The three FActScore runs' board fits 1400 and 800 px viewports."""
+        viewport(browser, width)
+        try:
+            open_page(browser, factscore, "index.html")
+            got = overflow(browser)
+            browser.save_screenshot(str(shots / f"leaderboard-factscore-{width}.png"))
+        finally:
+            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        assert got["box_scroll"] <= got["box_client"] and got["page_scroll"] <= got["viewport"], got
+
+    def test_p_below_a_thousandth(self, browser: Any, factscore: Path) -> None:
+        """Paired comparisons at the bootstrap's floor (1/1001) read '< 0.001', the exact value in the tooltip."""
+        open_page(browser, factscore, "index.html")
+        cells = browser.find_elements(By.CSS_SELECTOR, "table.pairs td.p")
+        assert [c.text for c in cells] == ["< 0.001", "< 0.001"]
+        assert cells[0].get_attribute("title") == "bootstrap p = 0.000999 (1,000 resamples)"
+
+
 class TestBanner:
     def test_runs_scored_by_other_checkers_are_flagged(self, browser: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
         """Fake vs evidence Checker: the not-comparable banner names the difference on both pages."""
@@ -108,12 +200,12 @@ class TestBanner:
 @pytest.mark.data
 class TestExplorer:
     def test_filters_change_the_counts(self, browser: Any, factscore: Path) -> None:
-        """384 answers; PerplexityAI 128; scored 106; with an unsupported claim 93; very rare 15 (claims alongside)."""
+        """384 answers; PerplexityAI 128; scored 106; with an unsupported claim 93; very rare 15 (claims alongside, as 11,815)."""
         open_page(browser, factscore, "explorer.html")
-        assert count(browser) == "384 answers · 11815 claims"
-        expected = [({"model": "PerplexityAI"}, "128 answers · 4826 claims"),
-                    ({"status": "scored"}, "106 answers · 4318 claims"),
-                    ({"label": "unsupported"}, "93 answers · 3795 claims"),
+        assert count(browser) == "384 answers · 11,815 claims"
+        expected = [({"model": "PerplexityAI"}, "128 answers · 4,826 claims"),
+                    ({"status": "scored"}, "106 answers · 4,318 claims"),
+                    ({"label": "unsupported"}, "93 answers · 3,795 claims"),
                     ({"category": "very rare"}, "15 answers · 485 claims"),
                     ({"model": "all", "status": "all", "label": "any", "category": "all", "search": "doug sheehan"},
                      "3 answers · 82 claims")]

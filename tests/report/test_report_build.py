@@ -11,12 +11,23 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from dahl.analysis._verdicts import rebuild
 from dahl.cli import main
 from dahl.errors import InputError
-from dahl.records import AnswerMetrics, AnswerRecall, AnswerResult, ClaimResult, Coverage, Evidence, FactResult, Label, Status
+from dahl.records import (
+    AnswerMetrics,
+    AnswerRecall,
+    AnswerResult,
+    ClaimResult,
+    Coverage,
+    Evidence,
+    FactResult,
+    Label,
+    Status,
+)
 from dahl.report import build_report
 from dahl.report._answers import write_answer_data
-from dahl.analysis._verdicts import rebuild
+from dahl.report._build import _count, _p_value
 
 S, U = Label.SUPPORTED, Label.UNSUPPORTED
 
@@ -127,6 +138,21 @@ class TestSite:
         run = run_dir(tmp_path / "run", [answer("x1", "<script>alert(1)</script>", [S])])
         html = (build_report([run], tmp_path / "site", n_boot=10).out_dir / "index.html").read_text()
         assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+class TestCellText:
+    @pytest.mark.parametrize(("n", "text"), [(0, "0"), (999, "999"), (11815, "11,815"), (1_000_000, "1,000,000")],
+                             ids=["zero", "hundreds", "thousands", "millions"])
+    def test_counts_have_thousands_separators(self, n: int, text: str) -> None:
+        """Counts on the pages are written with commas every three digits."""
+        assert _count(n) == text
+
+    @pytest.mark.parametrize(("p", "text"), [(None, "—"), (1 / 1001, "< 0.001"), (0.001, "0.001"), (0.01234, "0.012"),
+                                             (1.0, "1.000")],
+                             ids=["none", "bootstrap-floor", "a-thousandth", "small", "one"])
+    def test_p_values(self, p: float | None, text: str) -> None:
+        """p below 0.001 reads '< 0.001' (never 0.000999); otherwise three decimals; no p: a dash."""
+        assert _p_value(p) == text
 
 
 class TestReportCommand:

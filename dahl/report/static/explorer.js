@@ -15,6 +15,7 @@
     return e;
   }
   function pct(x) { return x === null || x === undefined ? "—" : (100 * x).toFixed(1) + "%"; }
+  function num(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }  // 11815 -> "11,815"
 
   // ---- data files: <script> tags, since browsers block fetching file:// URLs
   D.chunk = function (k, rows) {
@@ -63,7 +64,7 @@
       for (var l = 0; l < idx.labels.length; l++) claims += c["n_" + idx.labels[l]][i];
     }
     shown = out.subarray(0, k);
-    $("count").textContent = k + (k === 1 ? " answer · " : " answers · ") + claims + (claims === 1 ? " claim" : " claims");
+    $("count").textContent = num(k) + (k === 1 ? " answer · " : " answers · ") + num(claims) + (claims === 1 ? " claim" : " claims");
     $("spacer").style.height = (k * ROW) + "px";
     cursor = -1;
     $("list").scrollTop = 0;
@@ -180,7 +181,7 @@
       sec.appendChild(el("p", "hint nospan", "These claims were given without their place in the response (no spans): their verdicts are in the list below."));
     sec.appendChild(box);
     if (a.claims.length) {
-      sec.appendChild(el("h4", null, a.claims.length + " claims"));
+      sec.appendChild(el("h4", null, num(a.claims.length) + (a.claims.length === 1 ? " claim" : " claims")));
       var ol = el("ol", "claims");
       a.claims.forEach(function (c, n) {
         var li = el("li");
