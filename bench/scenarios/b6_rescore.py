@@ -12,7 +12,7 @@ every cache key, stays the same; requests per run are ``/stats`` differences):
 4. Claim-by-claim re-score: ``dahl score`` on all N unedited claims into a fresh output
    folder sends 0 requests; every claim is a hit found claim by claim (figure: its
    claims/s). Like any finished run, it stores each answer whole
-   (:mod:`dahl.cache._answers`), as a first run against the model would have.
+   (:mod:`dahl.cache._wrap`), as a first run against the model would have.
 5. Unchanged re-score: ``dahl score`` on the same N claims into another fresh output
    folder sends 0 requests and finds every answer whole (figure: its claims/s, the
    cache-hit re-score of N cached claims after any finished run).

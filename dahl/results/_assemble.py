@@ -42,7 +42,7 @@ def _metrics_of(counts: tuple[int, ...], gamma: float, k: int) -> AnswerMetrics:
 
 
 class FoundAnswer(NamedTuple):
-    """An answer found whole in the cache (:mod:`dahl.cache._answers`).
+    """An answer found whole in the cache (:mod:`dahl.cache._wrap`).
 
     Attributes:
         claims: JSON array of its claims with verdicts, as ``answers.jsonl`` holds them.

@@ -1,4 +1,4 @@
-"""Tests for dahl.cache._coverage: per-fact coverage labels in the real SQLite store."""
+"""Tests for the coverage cache: per-fact coverage labels in the real SQLite store."""
 
 from __future__ import annotations
 
