@@ -118,6 +118,18 @@ def overflow(driver: Any) -> dict[str, float]:
         " page_scroll: root.scrollWidth, viewport: root.clientWidth};"))
 
 
+def board_at_width(browser: Any, site: Path, width: int, shot: Path) -> dict[str, float]:
+    """The leaderboard's overflow measures (see ``overflow``) in a ``width`` px viewport, screenshot to ``shot``."""
+    viewport(browser, width)
+    try:
+        open_page(browser, site, "index.html")
+        got = overflow(browser)
+        browser.save_screenshot(str(shot))
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    return got
+
+
 @pytest.fixture(scope="module")
 def long_checker(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return long_checker_site(tmp_path_factory)
@@ -127,13 +139,7 @@ class TestBoardLayout:
     @pytest.mark.parametrize("width", [1400, 800])
     def test_board_fits_the_window(self, browser: Any, long_checker: Path, shots: Path, width: int) -> None:
         """A Checker fingerprint of ~230 characters: no column of the board runs past the viewport or its box."""
-        viewport(browser, width)
-        try:
-            open_page(browser, long_checker, "index.html")
-            got = overflow(browser)
-            browser.save_screenshot(str(shots / f"leaderboard-long-checker-{width}.png"))
-        finally:
-            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        got = board_at_width(browser, long_checker, width, shots / f"leaderboard-long-checker-{width}.png")
         assert got["box_scroll"] <= got["box_client"], got
         assert got["right"] <= got["viewport"] and got["page_scroll"] <= got["viewport"], got
 
@@ -170,13 +176,7 @@ class TestNumbers:
     @pytest.mark.parametrize("width", [1400, 800])
     def test_factscore_board_fits_the_window(self, browser: Any, factscore: Path, shots: Path, width: int) -> None:
         """The three FActScore runs' board fits 1400 and 800 px viewports."""
-        viewport(browser, width)
-        try:
-            open_page(browser, factscore, "index.html")
-            got = overflow(browser)
-            browser.save_screenshot(str(shots / f"leaderboard-factscore-{width}.png"))
-        finally:
-            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        got = board_at_width(browser, factscore, width, shots / f"leaderboard-factscore-{width}.png")
         assert got["box_scroll"] <= got["box_client"] and got["page_scroll"] <= got["viewport"], got
 
     def test_p_below_a_thousandth(self, browser: Any, factscore: Path) -> None:
