@@ -14,31 +14,10 @@ from typing import Any
 import msgspec
 
 __all__ = [
-    "LABELS",
-    "Answer",
-    "AnswerMetrics",
-    "AnswerRecall",
-    "AnswerResult",
-    "Claim",
-    "ClaimLabel",
-    "Coverage",
-    "FactResult",
-    "FactMark",
-    "FactSource",
-    "RecallDigest",
-    "RefFact",
-    "RefSet",
-    "ClaimResult",
-    "Evidence",
-    "GivenClaim",
-    "Label",
-    "ResultDigest",
-    "Status",
-    "UnsupportedReason",
-    "Usage",
-    "Verdict",
-    "content_id",
-    "normalize_text",
+    "LABELS", "Answer", "AnswerMetrics", "AnswerRecall", "AnswerResult", "Claim", "ClaimLabel",
+    "Coverage", "FactResult", "FactMark", "FactSource", "RecallDigest", "RefFact", "RefSet",
+    "ClaimResult", "Evidence", "GivenClaim", "Label", "ResultDigest", "Status",
+    "UnsupportedReason", "Usage", "Verdict", "content_id", "normalize_text"
 ]
 
 

@@ -13,19 +13,9 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from dahl.records import Answer, AnswerResult, Claim, Evidence, Verdict
 
 __all__ = [
-    "Batched",
-    "Checker",
-    "ConcurrencyHint",
-    "Coverer",
-    "FramedKeys",
-    "LookingUp",
-    "Lookup",
-    "PreparedKeys",
-    "RawSplitter",
-    "ReparsingChecker",
-    "RequestKeyed",
-    "RequestKeyedSplitter",
-    "Splitter",
+    "Batched", "Checker", "ConcurrencyHint", "Coverer", "FramedKeys", "LookingUp", "Lookup",
+    "PreparedKeys", "RawSplitter", "ReparsingChecker", "RequestKeyed", "RequestKeyedSplitter",
+    "Splitter"
 ]
 
 

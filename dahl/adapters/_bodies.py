@@ -16,19 +16,9 @@ from dahl.adapters import _prompts as prompts
 from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig
 
 __all__ = [
-    "Format",
-    "Kind",
-    "Task",
-    "adapter_task",
-    "chat_body",
-    "check_request_body",
-    "endpoint_fingerprint",
-    "estimate_tokens",
-    "fingerprint",
-    "format_field",
-    "max_tokens",
-    "split_request_body",
-    "template_version",
+    "Format", "Kind", "Task", "adapter_task", "chat_body", "check_request_body",
+    "endpoint_fingerprint", "estimate_tokens", "fingerprint", "format_field", "max_tokens",
+    "split_request_body", "template_version"
 ]
 
 Format = Literal["json_schema", "json_object", "text"]

@@ -30,22 +30,10 @@ if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
 
 __all__ = [
-    "COVERAGE_JUDGES",
-    "COVER_MAX_TOKENS",
-    "COVER_TEMPLATE",
-    "COVER_TEMPLATE_VERSION",
-    "LEXICAL_COVERED",
-    "LEXICAL_PARTIAL",
-    "MAX_FACTS",
-    "CoverageJudge",
-    "ExactJudge",
-    "Judgement",
-    "LexicalJudge",
-    "OpenAICoverageJudge",
-    "cover_messages",
-    "cover_request_body",
-    "cover_task",
-    "parse_coverage",
+    "COVERAGE_JUDGES", "COVER_MAX_TOKENS", "COVER_TEMPLATE", "COVER_TEMPLATE_VERSION",
+    "LEXICAL_COVERED", "LEXICAL_PARTIAL", "MAX_FACTS", "CoverageJudge", "ExactJudge",
+    "Judgement", "LexicalJudge", "OpenAICoverageJudge", "cover_messages", "cover_request_body",
+    "cover_task", "parse_coverage"
 ]
 
 log = logging.getLogger(__name__)

@@ -18,20 +18,10 @@ import orjson
 from dahl.templates import PromptTemplate, tag_neutralizer
 
 __all__ = [
-    "CHECK_EVIDENCE_LABELS",
-    "CHECK_EVIDENCE_TEMPLATE",
-    "CHECK_EVIDENCE_TEMPLATE_VERSION",
-    "CHECK_LABELS",
-    "CHECK_TEMPLATE",
-    "CHECK_TEMPLATE_VERSION",
-    "PromptPassage",
-    "SPLIT_TEMPLATE",
-    "SPLIT_TEMPLATE_VERSION",
-    "check_messages",
-    "expected_reply",
-    "neutralize_tags",
-    "reply_schema",
-    "split_messages",
+    "CHECK_EVIDENCE_LABELS", "CHECK_EVIDENCE_TEMPLATE", "CHECK_EVIDENCE_TEMPLATE_VERSION",
+    "CHECK_LABELS", "CHECK_TEMPLATE", "CHECK_TEMPLATE_VERSION", "PromptPassage",
+    "SPLIT_TEMPLATE", "SPLIT_TEMPLATE_VERSION", "check_messages", "expected_reply",
+    "neutralize_tags", "reply_schema", "split_messages"
 ]
 
 SPLIT_TEMPLATE_VERSION = "split/v1"

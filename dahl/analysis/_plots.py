@@ -18,13 +18,8 @@ from dahl.analysis._study import TemperatureStudy
 from dahl.errors import ConfigError
 
 __all__ = [
-    "POINTS_KEY",
-    "RecallPoint",
-    "board_points",
-    "plot_leaderboard",
-    "plot_precision_recall",
-    "plot_temperature",
-    "summary_points",
+    "POINTS_KEY", "RecallPoint", "board_points", "plot_leaderboard", "plot_precision_recall",
+    "plot_temperature", "summary_points"
 ]
 
 logger = logging.getLogger(__name__)

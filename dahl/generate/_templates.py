@@ -15,12 +15,8 @@ from dahl.errors import ConfigError
 from dahl.templates import STAGES, PromptTemplate, fill, load_prompt_template
 
 __all__ = [
-    "GENERATE_TEMPLATES",
-    "Mode",
-    "Template",
-    "load_template",
-    "shipped_prompt_templates",
-    "shipped_templates",
+    "GENERATE_TEMPLATES", "Mode", "Template", "load_template", "shipped_prompt_templates",
+    "shipped_templates"
 ]
 
 Mode = Literal["chat", "completion"]

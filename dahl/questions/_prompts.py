@@ -16,16 +16,9 @@ from dahl.questions._checks import CATEGORIES
 from dahl.templates import PromptTemplate
 
 __all__ = [
-    "AMBIGUOUS",
-    "GENERATE_TEMPLATE",
-    "GENERATE_TEMPLATE_VERSION",
-    "JUDGE_TEMPLATE",
-    "JUDGE_TEMPLATE_VERSION",
-    "generate_messages",
-    "generate_schema",
-    "judge_messages",
-    "judge_schema",
-    "task",
+    "AMBIGUOUS", "GENERATE_TEMPLATE", "GENERATE_TEMPLATE_VERSION", "JUDGE_TEMPLATE",
+    "JUDGE_TEMPLATE_VERSION", "generate_messages", "generate_schema", "judge_messages",
+    "judge_schema", "task"
 ]
 
 GENERATE_TEMPLATE_VERSION = "questions-generate/v1"

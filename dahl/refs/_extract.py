@@ -19,16 +19,8 @@ from dahl.refs import _prompts as prompts
 from dahl.sentences import split_sentences
 
 __all__ = [
-    "SENTENCES_PER_CHUNK",
-    "CachedExtractor",
-    "Chunk",
-    "ExtractedFact",
-    "Extractor",
-    "Granularity",
-    "OpenAIExtractor",
-    "RuleExtractor",
-    "chunks",
-    "parse_facts",
+    "SENTENCES_PER_CHUNK", "CachedExtractor", "Chunk", "ExtractedFact", "Extractor",
+    "Granularity", "OpenAIExtractor", "RuleExtractor", "chunks", "parse_facts"
 ]
 
 

@@ -16,16 +16,8 @@ from dahl.config import EndpointConfig
 from dahl.templates import PromptTemplate
 
 __all__ = [
-    "EXTRACT_TEMPLATE",
-    "EXTRACT_TEMPLATE_VERSION",
-    "RATE_TEMPLATE",
-    "RATE_TEMPLATE_VERSION",
-    "extract_messages",
-    "extract_schema",
-    "neutralize",
-    "rate_messages",
-    "rate_schema",
-    "task",
+    "EXTRACT_TEMPLATE", "EXTRACT_TEMPLATE_VERSION", "RATE_TEMPLATE", "RATE_TEMPLATE_VERSION",
+    "extract_messages", "extract_schema", "neutralize", "rate_messages", "rate_schema", "task"
 ]
 
 EXTRACT_TEMPLATE_VERSION = "refs-extract/v1"

@@ -18,18 +18,9 @@ from dahl.formats._inline import Input, Records
 from dahl.formats._lines import input_name, is_stream
 
 __all__ = [
-    "COMPLETE",
-    "IN_PROGRESS",
-    "MANIFEST_NAME",
-    "QuestionSet",
-    "answers_file_state",
-    "hash_inputs",
-    "json_text",
-    "mark_started",
-    "now_utc",
-    "read_manifest",
-    "stale_reason",
-    "write_atomic",
+    "COMPLETE", "IN_PROGRESS", "MANIFEST_NAME", "QuestionSet", "answers_file_state",
+    "hash_inputs", "json_text", "mark_started", "now_utc", "read_manifest", "stale_reason",
+    "write_atomic"
 ]
 
 MANIFEST_NAME = "manifest.json"

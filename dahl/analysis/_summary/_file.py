@@ -24,17 +24,8 @@ from dahl.results import _manifest as manifest
 from dahl.results._counters import _COUNTS, _COVER_COUNTS, RunCounters, RunCounts
 
 __all__ = [
-    "Changes",
-    "CostSummary",
-    "InputFile",
-    "PriceSummary",
-    "QuestionSetSummary",
-    "RunConfig",
-    "RunSummary",
-    "StageCost",
-    "Summary",
-    "SummaryStatistics",
-    "TemplateUse",
+    "Changes", "CostSummary", "InputFile", "PriceSummary", "QuestionSetSummary", "RunConfig",
+    "RunSummary", "StageCost", "Summary", "SummaryStatistics", "TemplateUse"
 ]
 
 
