@@ -150,13 +150,15 @@ class _Client:
         raise AssertionError("unreachable")  # itertools.count() never ends
 
     async def _call(self, method: str, route: str, **kwargs: Any) -> bytes:
-        """One call, retried; ``kwargs`` go to aiohttp as they are (no body that a first attempt consumes)."""
+        """One call, retried; ``route`` under the base URL, or an absolute ``http(s)://`` URL as it is;
+        ``kwargs`` go to aiohttp as they are (no body that a first attempt consumes)."""
         return await self._retried(f"{method} {route}", lambda: self._once(method, route, **kwargs))
 
     async def _once(self, method: str, route: str, **kwargs: Any) -> bytes:
         headers = kwargs.pop("headers", self._headers)
+        url = route if route.startswith(("http://", "https://")) else self._base + route
         try:
-            async with self._session.request(method, self._base + route, headers=headers, **kwargs) as response:
+            async with self._session.request(method, url, headers=headers, **kwargs) as response:
                 data: bytes = await _json(response)
                 return data
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -296,11 +298,14 @@ class AnthropicBatches(_Client):
         return BatchState(batch_id, status, status == "ended", done, total, raw)
 
     async def results(self, state: BatchState) -> list[Outcome]:
-        """``GET`` the batch's ``results_url`` (JSONL ``{custom_id, result: {type, ...}}``)."""
-        url = state.raw.get("results_url") or f"{self._base}/messages/batches/{state.batch_id}/results"
-        route = url[len(self._base):] if url.startswith(self._base) else url
+        """``GET`` the batch's ``results_url`` (JSONL ``{custom_id, result: {type, ...}}``).
+
+        An absolute ``results_url`` is fetched as it is (another host than the base URL: a gateway, a
+        proxy), a relative one under the base URL; both with the same auth headers.
+        """
+        url = str(state.raw.get("results_url") or f"/messages/batches/{state.batch_id}/results")
         out = []
-        for line in _lines(await self._call("GET", route)):
+        for line in _lines(await self._call("GET", url if "://" in url or url.startswith("/") else "/" + url)):
             result = line.get("result") or {}
             kind = result.get("type")
             if kind == "succeeded":
