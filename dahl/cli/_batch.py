@@ -1,7 +1,8 @@
 """``dahl batch``: a run's cache misses through provider batch APIs (over :mod:`dahl.batch._ops`).
 
-Exit status: 0 done; 2 bad usage or settings; 4 a provider call failed (run it again); 6 ``collect``
-left batches running; 130 interrupted.
+Exit status: 0 done; 2 bad usage or settings, or a batch folder or file that cannot be read; 4 a
+provider call failed (run it again); 5 ``prepare`` read no input record (all skipped); 6 ``collect``
+left batches running, or ``prepare`` skipped bad input records; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ def prepare(inputs: tuple[Path, ...], folder: Path, provider: str, max_requests:
     if done.waiting:
         _echo(f"{done.waiting:,} answers wait for their split: after `collect`, run `prepare` again for their checks"
               + (" and covers" if config.recall is not None else ""))
+    if done.skipped:  # the exit statuses of dahl score for bad input: 5 none read, 6 some skipped
+        from dahl.cli._console import console
+
+        status = ExitStatus.NOTHING_SCORED if done.answers == 0 else ExitStatus.PARTIAL
+        console.print(f"[yellow]{done.skipped:,} input records skipped[/] (exit status {int(status)})")
+        sys.exit(status)
 
 
 @batch.command("submit")
