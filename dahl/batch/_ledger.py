@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 LEDGER_NAME = "ledger.jsonl"
 
 #: The events a ledger holds.
-_EVENTS = frozenset(("wave", "uploaded", "submitted", "collected", "canceled"))
+_EVENTS = frozenset(("wave", "submitting", "uploaded", "submitted", "collected", "canceled"))
 
 
 @dataclass
@@ -32,6 +32,7 @@ class Shard:
         provider: ``openai``, ``anthropic`` or ``file``.
         requests: lines in the file.
         wave: the wave event that wrote it.
+        submitting: the ``submitting`` event (its key and time), once dahl set out to submit it.
         file_id: the uploaded file's id (OpenAI), once uploaded.
         batch_id: the batch's id, once submitted.
         collected: the ``collected`` event, once collected.
@@ -44,6 +45,7 @@ class Shard:
     provider: str
     requests: int
     wave: dict[str, Any]
+    submitting: dict[str, Any] | None = None
     file_id: str | None = None
     batch_id: str | None = None
     collected: dict[str, Any] | None = None
@@ -57,7 +59,9 @@ class Ledger:
 
     Every file id and batch id is appended before the command moves on. Events, one JSON object a line:
     ``wave`` (provider, cache folder, stage settings, ``shards``: ``[{path, stage, requests}]``
-    relative to BATCHDIR, ``resubmit_of``: path or null); ``uploaded`` ``{shard, file_id}``;
+    relative to BATCHDIR, ``resubmit_of``: path or null); ``submitting`` ``{shard, key, at}`` (before
+    the first provider call of a shard: the key that marks its upload and batch at the provider, unix
+    seconds; see :class:`~dahl.batch._providers.ShardTag`); ``uploaded`` ``{shard, file_id}``;
     ``submitted`` ``{shard, batch_id}``; ``collected`` ``{shard, batch_id, results, succeeded,
     errors: {class: n}, expired, prompt_tokens, completion_tokens}`` (``results``: the saved result
     file); ``canceled`` ``{shard, batch_id}``.
@@ -140,7 +144,9 @@ class Ledger:
         shard = self.shards.get(event.get("shard", ""))
         if shard is None or kind not in _EVENTS:
             return False
-        if kind == "uploaded":
+        if kind == "submitting":
+            shard.submitting = shard.submitting or event
+        elif kind == "uploaded":
             shard.file_id = event["file_id"]
         elif kind == "submitted":
             shard.batch_id = event["batch_id"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
+import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -23,7 +25,8 @@ from dahl.batch._extras import Extra, read_extras, write_extras
 from dahl.batch._ledger import Ledger, Shard
 from dahl.batch._plan import plan_wave
 from dahl.batch._requests import StageMeta
-from dahl.batch._providers import BATCH_RETRY, BatchClient, BatchState, Outcome, client_for, parse_openai_line
+from dahl.batch._providers import (BATCH_RETRY, BatchClient, BatchState, Outcome, ShardTag, client_for,
+                                   parse_openai_line)
 from dahl.batch._shards import LIMITS, Limits, Provider, write_lines, write_shards
 from dahl.cache._store import open_store
 from dahl.cache._store import default_cache_dir
@@ -146,6 +149,10 @@ async def submit(folder: Path, *, base_url: str | None = None, api_key_env: str 
                  retry: RetryPolicy = BATCH_RETRY) -> list[Shard]:
     """Upload and start a batch of every shard not yet submitted; each id is in the ledger before the next call.
 
+    A shard's ``submitting`` event (its :class:`~dahl.batch._providers.ShardTag`) is in the ledger
+    before its first provider call; a shard resumed with one uses the upload and adopts the batch
+    the provider already holds for it (killed before their ledger lines) instead of making them again.
+
     Returns:
         The shards submitted by this call (already submitted ones are skipped).
 
@@ -162,18 +169,31 @@ async def submit(folder: Path, *, base_url: str | None = None, api_key_env: str 
                 continue
             path = folder / shard.path
             await anyio.to_thread.run_sync(_shard_lines, path)  # a missing file is named, before any call
+            tag = await _tag(ledger, shard)
             if shard.file_id is None:
-                file_id = await client.upload(path)
+                file_id = await client.upload(path, tag)
                 if file_id is not None:
                     await anyio.to_thread.run_sync(ledger.append, {"event": "uploaded", "shard": shard.path,
                                                                    "file_id": file_id})
-            batch_id = await client.create(path, shard.file_id)
+            batch_id = await client.create(path, shard.file_id, tag)
             await anyio.to_thread.run_sync(ledger.append, {"event": "submitted", "shard": shard.path,
                                                            "batch_id": batch_id})
             done.append(shard)
             if on_submitted is not None:
                 on_submitted(shard)
     return done
+
+
+async def _tag(ledger: Ledger, shard: Shard) -> ShardTag:
+    """The shard's :class:`ShardTag`: its ``submitting`` event, appended first when the ledger has none."""
+    resumed = shard.submitting is not None
+    if shard.submitting is None:
+        await anyio.to_thread.run_sync(ledger.append, {"event": "submitting", "shard": shard.path,
+                                                       "key": uuid.uuid4().hex, "at": time.time()})
+    event = shard.submitting
+    assert event is not None
+    known = frozenset(s.batch_id for s in ledger.shards.values() if s.batch_id is not None)
+    return ShardTag(str(event["key"]), float(event["at"]), shard.requests, resumed, known)
 
 
 @dataclass(frozen=True)
