@@ -19,7 +19,7 @@ from dahl.errors import ConfigError
 __all__ = ["BATCH_FAULTS", "FAULT_OPS", "faulty", "parse_batch_fault"]
 
 #: Operations of the batch API a fault can hit.
-FAULT_OPS = ("upload", "create", "list", "retrieve", "results", "cancel")
+FAULT_OPS = ("upload", "create", "list", "retrieve", "results", "cancel", "delete")
 #: Faults of a batch API call.
 BATCH_FAULTS = ("500", "503", "reset")
 

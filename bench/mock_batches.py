@@ -16,15 +16,19 @@ online run get the same replies. Behaviour (:class:`BatchMockConfig`):
   ``500`` / ``503`` reply that status without acting, ``reset`` acts and then drops
   the connection (the reply is lost: a create has created its batch).
 
-``GET /stats/batches`` gives the counters: files uploaded, batches created and
-canceled, requests answered per kind (split / check / cover), and ``faults_OP`` per
-operation.
+The list routes page as the providers do, newest first: ``GET /v1/files`` (``purpose``,
+``limit``, ``after``), ``GET /v1/batches`` (``limit`` <= 100, ``after``; each batch with its
+``metadata``) and ``GET /v1/messages/batches`` (``limit`` <= 1000, ``after_id``); ``DELETE
+/v1/files/{id}`` deletes a file. ``GET /stats/batches`` gives the counters: files uploaded and
+deleted, batches created and canceled, requests answered per kind (split / check / cover), and
+``faults_OP`` per operation.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import itertools
 import math
 import random
@@ -101,6 +105,8 @@ class _Batches:
     oracle: Oracle | None
     clock: Callable[[], float]
     files: dict[str, bytes] = field(default_factory=dict)
+    #: file id -> its OpenAI file object (``bytes``, ``created_at``, ``filename``, ``purpose``).
+    file_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     batches: dict[str, _Batch] = field(default_factory=dict)
     ids: itertools.count[int] = field(default_factory=itertools.count)
     counts: Counter[str] = field(default_factory=Counter)
@@ -160,10 +166,22 @@ def _chat_body(params: dict[str, Any]) -> dict[str, Any]:
     return {"model": params.get("model"), "messages": messages, "max_tokens": params.get("max_tokens")}
 
 
-def _store_file(state: _Batches, data: bytes) -> str:
+def _store_file(state: _Batches, data: bytes, filename: str = "output.jsonl", purpose: str = "batch_output") -> str:
     file_id = f"file-mock-{next(state.ids)}"
     state.files[file_id] = data
+    state.file_objects[file_id] = {"id": file_id, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                                   "filename": filename, "purpose": purpose}
     return file_id
+
+
+def _page(request: web.Request, items: list[dict[str, Any]], cursor: str, most: int, default: int) -> dict[str, Any]:
+    """One page of ``items`` (newest first) after the id in query parameter ``cursor``, as the providers page."""
+    limit = min(int(request.query.get("limit", default)), most)
+    after = request.query.get(cursor)
+    start = next((i + 1 for i, item in enumerate(items) if item["id"] == after), 0) if after else 0
+    data = items[start:start + limit]
+    return {"data": data, "has_more": start + limit < len(items), "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None}
 
 
 def _openai_files(batch: _Batch) -> tuple[bytes, bytes]:
@@ -211,7 +229,8 @@ def _anthropic_object(batch: _Batch, root: str) -> dict[str, Any]:
             "request_counts": {"processing": len(batch.requests) if results is None else 0,
                                **{k: counts.get(k, 0) for k in ("succeeded", "errored", "canceled", "expired")}},
             "results_url": f"{root}/v1/messages/batches/{batch.id}/results" if results is not None else None,
-            "created_at": batch.created_unix}
+            "created_at": datetime.datetime.fromtimestamp(batch.created_unix, datetime.UTC).isoformat()
+            .replace("+00:00", "Z")}
 
 
 def _batch(request: web.Request, kind: str) -> tuple[_Batches, _Batch]:
@@ -238,10 +257,26 @@ async def _upload(request: web.Request) -> web.Response:
     if data is None or purpose != "batch":
         return web.json_response({"error": {"message": "need purpose=batch and a file", "type": "invalid_request_error"}},
                                  status=400)
-    file_id = _store_file(state, data)
+    file_id = _store_file(state, data, filename or "upload.jsonl", "batch")
     state.counts["files_uploaded"] += 1
-    return web.json_response({"id": file_id, "object": "file", "bytes": len(data), "filename": filename,
-                              "purpose": "batch"})
+    return web.json_response(state.file_objects[file_id])
+
+
+async def _files_list(request: web.Request) -> web.Response:
+    state = request.app[BATCHES]
+    purpose = request.query.get("purpose")
+    files = [f for f in state.file_objects.values() if purpose is None or f["purpose"] == purpose][::-1]
+    return web.json_response({"object": "list", **_page(request, files, "after", 10_000, 10_000)})
+
+
+async def _file_delete(request: web.Request) -> web.Response:
+    state = request.app[BATCHES]
+    file_id = request.match_info["file_id"]
+    if state.file_objects.pop(file_id, None) is None:
+        raise web.HTTPNotFound()
+    del state.files[file_id]
+    state.counts["files_deleted"] += 1
+    return web.json_response({"id": file_id, "object": "file", "deleted": True})
 
 
 async def _file_content(request: web.Request) -> web.Response:
@@ -269,8 +304,16 @@ async def _openai_create(request: web.Request) -> web.Response:
 
 async def _openai_list(request: web.Request) -> web.Response:
     state = request.app[BATCHES]
-    data = [_openai_object(b) for b in state.batches.values() if b.kind == "openai"]
-    return web.json_response({"object": "list", "data": data[::-1], "has_more": False})
+    data = [_openai_object(b) for b in state.batches.values() if b.kind == "openai"][::-1]
+    return web.json_response({"object": "list", **_page(request, data, "after", 100, 20)})
+
+
+async def _anthropic_list(request: web.Request) -> web.Response:
+    state = request.app[BATCHES]
+    for batch in state.batches.values():
+        _poll(state, batch)
+    data = [_anthropic_object(b, _root(request)) for b in state.batches.values() if b.kind == "anthropic"][::-1]
+    return web.json_response(_page(request, data, "after_id", 1000, 20))
 
 
 async def _openai_retrieve(request: web.Request) -> web.Response:
@@ -353,10 +396,12 @@ def register(app: web.Application, config: BatchMockConfig, oracle: Oracle | Non
     """
     app[BATCHES] = _Batches(config, oracle, clock)
     routes = (("POST", "/v1/files", "upload", _upload), ("GET", "/v1/files/{file_id}/content", "results", _file_content),
+              ("GET", "/v1/files", "list", _files_list), ("DELETE", "/v1/files/{file_id}", "delete", _file_delete),
               ("POST", "/v1/batches", "create", _openai_create), ("GET", "/v1/batches", "list", _openai_list),
               ("GET", "/v1/batches/{batch_id}", "retrieve", _openai_retrieve),
               ("POST", "/v1/batches/{batch_id}/cancel", "cancel", _openai_cancel),
               ("POST", "/v1/messages/batches", "create", _anthropic_create),
+              ("GET", "/v1/messages/batches", "list", _anthropic_list),
               ("GET", "/v1/messages/batches/{batch_id}", "retrieve", _anthropic_retrieve),
               ("GET", "/v1/messages/batches/{batch_id}/results", "results", _anthropic_results),
               ("POST", "/v1/messages/batches/{batch_id}/cancel", "cancel", _anthropic_cancel))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
+import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -23,13 +25,14 @@ from dahl.batch._extras import Extra, read_extras, write_extras
 from dahl.batch._ledger import Ledger, Shard
 from dahl.batch._plan import plan_wave
 from dahl.batch._requests import StageMeta
-from dahl.batch._providers import BATCH_RETRY, BatchClient, BatchState, Outcome, client_for, parse_openai_line
+from dahl.batch._providers import (BATCH_RETRY, BatchClient, BatchState, Outcome, ShardTag, client_for,
+                                   parse_openai_line)
 from dahl.batch._shards import LIMITS, Limits, Provider, write_lines, write_shards
 from dahl.cache._store import open_store
 from dahl.cache._store import default_cache_dir
 from dahl.config import resolve_api_key, EndpointConfig
 from dahl.lanes._retry import RetryPolicy
-from dahl.errors import ConfigError
+from dahl.errors import ConfigError, InputError
 from dahl.formats._rows import jsonl_rows
 from dahl.run._score import ScoreConfig
 
@@ -51,6 +54,7 @@ class Prepared:
         answers, splits_cached, checks_cached, waiting: as :class:`~dahl.batch._plan.Wave`.
         no_passage, facts_cached: as :class:`~dahl.batch._plan.Wave`.
         pending: misses left out because a shard not yet collected holds them.
+        skipped: bad input records skipped (logged one by one, as ``dahl score`` does).
     """
 
     shards: tuple[tuple[str, str, int], ...]
@@ -62,6 +66,7 @@ class Prepared:
     pending: int
     no_passage: int = 0
     facts_cached: int = 0
+    skipped: int = 0
 
 
 async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits: Limits | None = None) -> Prepared:
@@ -95,7 +100,7 @@ async def prepare(config: ScoreConfig, folder: Path, provider: Provider, limits:
                  "shards": [{"path": p, "stage": s, "requests": n} for p, s, n in written]}
         await anyio.to_thread.run_sync(ledger.append, event)
     return Prepared(tuple(written), len(requests), wave.answers, wave.splits_cached, wave.checks_cached,
-                    wave.waiting, pending, wave.no_passage, wave.facts_cached)
+                    wave.waiting, pending, wave.no_passage, wave.facts_cached, wave.skipped)
 
 
 def _open_ids(ledger: Ledger) -> set[str]:
@@ -107,15 +112,26 @@ def _open_ids(ledger: Ledger) -> set[str]:
     return ids
 
 
+def _shard_lines(path: Path) -> list[bytes]:
+    """The non-blank lines of the prepared shard ``path`` (blocking).
+
+    Raises:
+        InputError: the file is missing or unreadable (named).
+    """
+    try:
+        return [line for line in path.read_bytes().splitlines() if line.strip()]
+    except OSError as exc:
+        raise InputError(f"cannot read the prepared batch file the ledger names: {exc.strerror}",
+                         file=str(path)) from None
+
+
 def _ids_of(path: Path) -> list[str]:
-    return [orjson.loads(line)["custom_id"] for line in path.read_bytes().splitlines() if line.strip()]
+    return [orjson.loads(line)["custom_id"] for line in _shard_lines(path)]
 
 
 async def _open_client(stack: AsyncExitStack, ledger: Ledger, base_url: str | None,
                        api_key_env: str | None, retry: RetryPolicy) -> BatchClient:
     """The provider's client: base URL and key variable as given, else as prepared (the check endpoint's)."""
-    if not ledger.waves:
-        raise ConfigError(f"{ledger.folder} has no prepared batches (run `dahl batch prepare` first)")
     first = ledger.waves[0]
     stage = first["stages"].get("check") or next(iter(first["stages"].values()))
     url = base_url or stage["base_url"]
@@ -133,6 +149,10 @@ async def submit(folder: Path, *, base_url: str | None = None, api_key_env: str 
                  retry: RetryPolicy = BATCH_RETRY) -> list[Shard]:
     """Upload and start a batch of every shard not yet submitted; each id is in the ledger before the next call.
 
+    A shard's ``submitting`` event (its :class:`~dahl.batch._providers.ShardTag`) is in the ledger
+    before its first provider call; a shard resumed with one uses the upload and adopts the batch
+    the provider already holds for it (killed before their ledger lines) instead of making them again.
+
     Returns:
         The shards submitted by this call (already submitted ones are skipped).
 
@@ -140,7 +160,7 @@ async def submit(folder: Path, *, base_url: str | None = None, api_key_env: str 
         ConfigError: nothing prepared, the key is unset, or the folder is ``file`` provider's.
         AdapterError: a provider call failed after its retries (what was recorded stays recorded).
     """
-    ledger = await anyio.to_thread.run_sync(Ledger.read, folder)
+    ledger = await anyio.to_thread.run_sync(Ledger.read_prepared, folder)
     done: list[Shard] = []
     async with AsyncExitStack() as stack:
         client = await _open_client(stack, ledger, base_url, api_key_env, retry)
@@ -148,18 +168,32 @@ async def submit(folder: Path, *, base_url: str | None = None, api_key_env: str 
             if shard.batch_id is not None or shard.canceled:
                 continue
             path = folder / shard.path
+            await anyio.to_thread.run_sync(_shard_lines, path)  # a missing file is named, before any call
+            tag = await _tag(ledger, shard)
             if shard.file_id is None:
-                file_id = await client.upload(path)
+                file_id = await client.upload(path, tag)
                 if file_id is not None:
                     await anyio.to_thread.run_sync(ledger.append, {"event": "uploaded", "shard": shard.path,
                                                                    "file_id": file_id})
-            batch_id = await client.create(path, shard.file_id)
+            batch_id = await client.create(path, shard.file_id, tag)
             await anyio.to_thread.run_sync(ledger.append, {"event": "submitted", "shard": shard.path,
                                                            "batch_id": batch_id})
             done.append(shard)
             if on_submitted is not None:
                 on_submitted(shard)
     return done
+
+
+async def _tag(ledger: Ledger, shard: Shard) -> ShardTag:
+    """The shard's :class:`ShardTag`: its ``submitting`` event, appended first when the ledger has none."""
+    resumed = shard.submitting is not None
+    if shard.submitting is None:
+        await anyio.to_thread.run_sync(ledger.append, {"event": "submitting", "shard": shard.path,
+                                                       "key": uuid.uuid4().hex, "at": time.time()})
+    event = shard.submitting
+    assert event is not None
+    known = frozenset(s.batch_id for s in ledger.shards.values() if s.batch_id is not None)
+    return ShardTag(str(event["key"]), float(event["at"]), shard.requests, resumed, known)
 
 
 @dataclass(frozen=True)
@@ -182,7 +216,7 @@ async def status(folder: Path, *, base_url: str | None = None, api_key_env: str 
     Raises:
         ConfigError, AdapterError: as :func:`submit`.
     """
-    ledger = await anyio.to_thread.run_sync(Ledger.read, folder)
+    ledger = await anyio.to_thread.run_sync(Ledger.read_prepared, folder)
     out: list[ShardStatus] = []
     async with AsyncExitStack() as stack:
         live = [s for s in ledger.shards.values() if s.batch_id is not None and s.collected is None]
@@ -220,9 +254,7 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
         ConfigError: nothing prepared; the cache is unusable; as :func:`submit`.
         InputError: ``from_file`` holds a line that is not JSON (file and line named).
     """
-    ledger = await anyio.to_thread.run_sync(Ledger.read, folder)
-    if not ledger.waves:
-        raise ConfigError(f"{folder} has no prepared batches (run `dahl batch prepare` first)")
+    ledger = await anyio.to_thread.run_sync(Ledger.read_prepared, folder)
     report = CollectReport()
     async with AsyncExitStack() as stack:
         recorded = ledger.waves[0].get("cache_dir")
@@ -236,7 +268,7 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             for line in lines:
                 outcome = parse_openai_line(line)
                 by_shard.setdefault(owner.get(outcome.custom_id, ""), []).append(outcome)
-            by_shard.pop("", None)
+            _warn_foreign(str(from_file), "the batch files not yet collected", by_shard.pop("", []))
         else:
             live = [s for s in ledger.shards.values() if s.batch_id is not None and s.collected is None]
             client = await _open_client(stack, ledger, base_url, api_key_env, retry) if live else None
@@ -252,6 +284,9 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             if shard.collected is not None:
                 continue
             ids = await anyio.to_thread.run_sync(_ids_of, folder / path)
+            known = set(ids)
+            _warn_foreign(f"batch {shard.batch_id or 'file'}", path, [o for o in outcomes if o.custom_id not in known])
+            outcomes = [o for o in outcomes if o.custom_id in known]
             seen = {o.custom_id for o in outcomes}
             outcomes += [Outcome(i, None, "expired") for i in ids if i not in seen]
             stage_of = dict.fromkeys(ids, shard.stage)
@@ -268,6 +303,14 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             report.collected.append(path)
             report.totals.add(got)
     return report
+
+
+def _warn_foreign(source: str, where: str, outcomes: list[Outcome]) -> None:
+    """Warn that ``outcomes`` of ``source`` have a custom_id no request of ``where`` has (they are ignored)."""
+    if outcomes:
+        ids = ", ".join(o.custom_id for o in outcomes[:5]) + (", ..." if len(outcomes) > 5 else "")
+        log.warning("%s: %d results ignored, their custom_id is in no request of %s: %s", source, len(outcomes),
+                    where, ids)
 
 
 def _stages(wave: dict[str, Any]) -> dict[str, StageMeta]:
@@ -303,7 +346,7 @@ async def resubmit(folder: Path, only: str, limits: Limits | None = None) -> Pre
     """
     if only not in ("failed", "expired"):
         raise ConfigError(f"--only must be failed or expired, got {only!r}")
-    ledger = await anyio.to_thread.run_sync(Ledger.read, folder)
+    ledger = await anyio.to_thread.run_sync(Ledger.read_prepared, folder)
     written: list[tuple[str, str, int]] = []
     for shard in list(ledger.shards.values()):
         if shard.collected is None or only in shard.resubmitted:
@@ -326,7 +369,7 @@ async def resubmit(folder: Path, only: str, limits: Limits | None = None) -> Pre
 
 def _lines_of(path: Path, ids: set[str]) -> list[bytes]:
     """The lines of shard ``path`` whose custom_id is in ``ids``, as they were written (blocking)."""
-    return [line for line in path.read_bytes().splitlines() if line.strip() and orjson.loads(line)["custom_id"] in ids]
+    return [line for line in _shard_lines(path) if orjson.loads(line)["custom_id"] in ids]
 
 
 async def cancel(folder: Path, *, base_url: str | None = None, api_key_env: str | None = None,
@@ -336,7 +379,7 @@ async def cancel(folder: Path, *, base_url: str | None = None, api_key_env: str 
     Returns:
         The batch ids canceled.
     """
-    ledger = await anyio.to_thread.run_sync(Ledger.read, folder)
+    ledger = await anyio.to_thread.run_sync(Ledger.read_prepared, folder)
     out: list[str] = []
     async with AsyncExitStack() as stack:
         live = [s for s in ledger.shards.values() if s.batch_id and s.collected is None and not s.canceled]

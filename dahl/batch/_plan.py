@@ -28,7 +28,7 @@ from dahl.cache._wrap import reparse_claims, reparse_verdict
 from dahl.cache._store import CacheStore, default_cache_dir
 from dahl.config import EndpointConfig
 from dahl.engine._scoring import prepare_answer
-from dahl.errors import ConfigError, InputError
+from dahl.errors import ConfigError
 from dahl.formats import read_answers
 from dahl.formats._refs import RefIndex
 from dahl.lanes._lane import LanePool
@@ -37,6 +37,7 @@ from dahl.records import Answer, Claim, Coverage, Verdict, content_id, normalize
 from dahl.run._plan import open_adapters, open_judge
 from dahl.run._recall import load_refs
 from dahl.run._score import ScoreConfig
+from dahl.run._source import InputErrors
 
 __all__ = ["CoverPlanner", "Wave", "open_cover_planner", "plan_wave"]
 
@@ -56,6 +57,7 @@ class Wave:
         no_passage: claims no corpus passage matches (their verdict needs no call).
         facts_cached: facts of F* whose coverage the cache holds (recall's cover stage).
         waiting: answers whose checks (and covers) wait for their split (the next wave).
+        skipped: bad input records skipped (each logged as ``dahl score`` logs it).
     """
 
     requests: list[BatchRequest] = field(default_factory=list)
@@ -66,6 +68,7 @@ class Wave:
     no_passage: int = 0
     facts_cached: int = 0
     waiting: int = 0
+    skipped: int = 0
 
 
 async def plan_wave(config: ScoreConfig) -> Wave:
@@ -112,7 +115,8 @@ async def plan_wave(config: ScoreConfig) -> Wave:
                 wave.stages["cover"] = cover.meta
         planner = _Planner(wave, store, splitter, checker if settings.checker == "openai" else None,
                            split_cfg if cached_split else None, cover)
-        stream = _answers(config)
+        errors = InputErrors()
+        stream = _answers(config, errors)
         while chunk := await anyio.to_thread.run_sync(_prepared, stream, options.preprocess,
                                                       options.max_response_chars):
             for read, answer, skip in chunk:
@@ -121,6 +125,8 @@ async def plan_wave(config: ScoreConfig) -> Wave:
                     await planner.add(read, answer)
         if cover is not None:
             wave.facts_cached = cover.facts_cached
+        errors.log_suppressed()
+        wave.skipped = errors.count
     return wave
 
 
@@ -192,11 +198,11 @@ class _Planner:
 CHUNK = 512
 
 
-def _answers(config: ScoreConfig) -> Iterator[Answer]:
-    """Every answer of the inputs, bad records skipped as a run skips them (lazy; blocking reads)."""
+def _answers(config: ScoreConfig, errors: InputErrors) -> Iterator[Answer]:
+    """Every answer of the inputs, bad records given to ``errors`` as a run gives them (lazy; blocking reads)."""
     for path in config.inputs:
         yield from read_answers(path, config.fmt, response_column=config.response_column, fields=config.fields,
-                                on_error=_skip, needs=config.adapters.input_needs)
+                                on_error=errors, needs=config.adapters.input_needs)
 
 
 def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> list[tuple[Answer, Answer, bool]]:
@@ -211,10 +217,6 @@ def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> lis
             answer, abstained = prepare_answer(read)
         out.append((read, answer, abstained))
     return out
-
-
-def _skip(_: InputError) -> None:
-    """A bad record is reported by ``dahl score``; here it makes no request."""
 
 
 async def _cached_split(store: CacheStore, key: str, version: str, splitter: object,

@@ -1,12 +1,16 @@
 """Provider batch APIs over HTTP: OpenAI ``/v1/files`` + ``/v1/batches``, Anthropic ``/v1/messages/batches``.
 
 Every call is retried on a transient error (5xx, 429, reset, timeout) under a
-:class:`~dahl.lanes._retry.RetryPolicy`; a 4xx is raised at once. Sources:
-platform.openai.com/docs/api-reference/batch, docs.anthropic.com/en/api/creating-message-batches.
+:class:`~dahl.lanes._retry.RetryPolicy`; a 4xx is raised at once. A shard's upload and batch are
+marked with its :class:`ShardTag`, so that a restart (a reply lost, a kill before the ledger line)
+uses what the provider already holds instead of uploading or creating it again. Sources:
+platform.openai.com/docs/api-reference/batch (and ``/files``: list, delete),
+docs.anthropic.com/en/api/creating-message-batches (and listing-message-batches).
 """
 
 from __future__ import annotations
 
+import datetime
 import io
 import itertools
 import logging
@@ -26,8 +30,8 @@ from dahl.batch._shards import CHAT_URL
 from dahl.lanes._retry import RetryPolicy, classify
 from dahl.errors import AdapterError, ConfigError, PermanentAPIError, TransientAPIError
 
-__all__ = ["ANTHROPIC_VERSION", "BATCH_RETRY", "AnthropicBatches", "BatchClient", "BatchState", "OpenAIBatches",
-           "Outcome", "client_for", "parse_openai_line"]
+__all__ = ["ANTHROPIC_VERSION", "BATCH_RETRY", "CLOCK_SKEW_S", "AnthropicBatches", "BatchClient", "BatchState",
+           "OpenAIBatches", "Outcome", "ShardTag", "client_for", "parse_openai_line"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,38 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 #: Retries of one provider call: 5 attempts, backoff 1 s doubling to 30 s, none started after 10 min.
 BATCH_RETRY = RetryPolicy(max_attempts=5, max_wall_s=600.0, base_s=1.0, cap_s=30.0)
+
+#: Seconds the provider's clock may be behind ours: listed objects this much older than a tag's
+#: ``since`` are still looked at.
+CLOCK_SKEW_S = 120.0
+
+
+@dataclass(frozen=True)
+class ShardTag:
+    """What marks one shard's upload and batch at the provider, so a restart finds them.
+
+    Attributes:
+        key: 32 hex digits recorded in the ledger before the shard's first provider call. OpenAI:
+            the uploaded file is named :meth:`file_name` and the batch's ``metadata.dahl_shard``
+            is the key. Anthropic keeps no metadata: a batch of exactly ``requests`` requests
+            created since ``since`` that the ledger does not record is taken for the shard's (so
+            two folders resuming shards of one size at once on one account could swap them).
+        since: unix seconds the key was recorded: nothing of the shard is older.
+        requests: lines of the shard.
+        resumed: an earlier run recorded the key (its upload or batch may exist); else the first
+            attempt of each call lists nothing.
+        known: batch ids the ledger records, never adopted.
+    """
+
+    key: str
+    since: float
+    requests: int
+    resumed: bool = False
+    known: frozenset[str] = frozenset()
+
+    def file_name(self, path: Path) -> str:
+        """The uploaded file's name: ``STEM-KEY.jsonl`` of shard ``path``."""
+        return f"{path.stem}-{self.key}.jsonl"
 
 
 @dataclass(frozen=True)
@@ -86,12 +122,12 @@ class Outcome:
 class BatchClient(Protocol):
     """What ``submit``, ``status``, ``collect`` and ``cancel`` need from a provider."""
 
-    async def upload(self, path: Path) -> str | None:
-        """Upload a shard; its file id, or None when the provider takes requests inline."""
+    async def upload(self, path: Path, tag: ShardTag) -> str | None:
+        """Upload a shard (or find its upload); its file id, or None when the provider takes requests inline."""
         ...
 
-    async def create(self, path: Path, file_id: str | None) -> str:
-        """Start a batch of the shard; its batch id."""
+    async def create(self, path: Path, file_id: str | None, tag: ShardTag) -> str:
+        """Start a batch of the shard (or find the one started); its batch id."""
         ...
 
     async def retrieve(self, batch_id: str) -> BatchState:
@@ -149,14 +185,30 @@ class _Client:
                 await anyio.sleep(wait)
         raise AssertionError("unreachable")  # itertools.count() never ends
 
+    async def _listed(self, route: str, params: dict[str, str], cursor: str, since: float) -> list[dict[str, Any]]:
+        """The objects of list ``route`` (newest first) created since ``since`` less :data:`CLOCK_SKEW_S`,
+        page after page (``cursor``: the parameter taking the last id of the page before); not retried."""
+        out: list[dict[str, Any]] = []
+        after: dict[str, str] = {}
+        while True:
+            page = orjson.loads(await self._once("GET", route, params={**params, **after}))
+            data = page.get("data") or []
+            fresh = [item for item in data if _created_s(item) >= since - CLOCK_SKEW_S]
+            out.extend(fresh)
+            if len(fresh) < len(data) or not data or not page.get("has_more"):
+                return out
+            after = {cursor: str(page.get("last_id") or data[-1]["id"])}
+
     async def _call(self, method: str, route: str, **kwargs: Any) -> bytes:
-        """One call, retried; ``kwargs`` go to aiohttp as they are (no body that a first attempt consumes)."""
+        """One call, retried; ``route`` under the base URL, or an absolute ``http(s)://`` URL as it is;
+        ``kwargs`` go to aiohttp as they are (no body that a first attempt consumes)."""
         return await self._retried(f"{method} {route}", lambda: self._once(method, route, **kwargs))
 
     async def _once(self, method: str, route: str, **kwargs: Any) -> bytes:
         headers = kwargs.pop("headers", self._headers)
+        url = route if route.startswith(("http://", "https://")) else self._base + route
         try:
-            async with self._session.request(method, self._base + route, headers=headers, **kwargs) as response:
+            async with self._session.request(method, url, headers=headers, **kwargs) as response:
                 data: bytes = await _json(response)
                 return data
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -186,6 +238,33 @@ def _lines(data: bytes) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in data.splitlines() if line.strip()]
 
 
+def _created_s(item: dict[str, Any]) -> float:
+    """Unix seconds of a listed object's ``created_at`` (OpenAI: seconds; Anthropic: RFC 3339); absent: now on."""
+    created = item.get("created_at")
+    if isinstance(created, (int, float)):
+        return float(created)
+    if isinstance(created, str):
+        return datetime.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    return float("inf")
+
+
+def _anthropic_total(raw: dict[str, Any]) -> int:
+    """Requests of an Anthropic batch object: the sum of its ``request_counts``."""
+    counts = raw.get("request_counts") or {}
+    return sum(int(counts.get(k) or 0) for k in ("processing", "succeeded", "errored", "canceled", "expired"))
+
+
+def _looked_up(resumed: bool) -> Callable[[], bool]:
+    """Whether an attempt should look for what an earlier one made: after a resume, else from the second on."""
+    tried = [resumed]
+
+    def now() -> bool:
+        before, tried[0] = tried[0], True
+        return before
+
+    return now
+
+
 class OpenAIBatches(_Client):
     """OpenAI's Batch API (``/v1/files`` upload, ``/v1/batches``, completion window 24 h).
 
@@ -201,33 +280,56 @@ class OpenAIBatches(_Client):
                  retry: RetryPolicy = BATCH_RETRY, rng: random.Random | None = None) -> None:
         super().__init__(session, base_url, {"Authorization": f"Bearer {api_key}"} if api_key else {}, retry, rng)
 
-    async def upload(self, path: Path) -> str | None:
-        """``POST /files`` (purpose ``batch``); the file id.
+    async def upload(self, path: Path, tag: ShardTag) -> str | None:
+        """``POST /files`` (purpose ``batch``, named ``tag.file_name(path)``); the file id.
+
+        After a resume or a failed attempt, a whole file of that name the provider lists
+        (``GET /files``) is used instead, and its other copies are deleted (``DELETE /files/{id}``).
 
         Raises:
             AdapterError: the upload failed.
         """
         data = await anyio.to_thread.run_sync(path.read_bytes)
+        name, look = tag.file_name(path), _looked_up(tag.resumed)
 
         def form() -> aiohttp.FormData:  # a new one per attempt: a sent form is spent
             made = aiohttp.FormData()
             made.add_field("purpose", "batch")
             # A file object, not bytes: aiohttp streams it instead of one blocking write.
-            made.add_field("file", io.BytesIO(data), filename=path.name, content_type="application/jsonl")
+            made.add_field("file", io.BytesIO(data), filename=name, content_type="application/jsonl")
             return made
 
-        reply = await self._retried("POST /files", lambda: self._once("POST", "/files", data=form()))
-        return str(orjson.loads(reply)["id"])
-
-    async def create(self, path: Path, file_id: str | None) -> str:
-        """``POST /batches`` of the uploaded file; the batch id (a listed batch of that file is adopted)."""
         async def attempt() -> str:
-            listed = orjson.loads(await self._once("GET", "/batches", params={"limit": "100"}))
-            for batch in listed.get("data") or ():
-                if batch.get("input_file_id") == file_id:
-                    return str(batch["id"])
+            if look():
+                mine = [f for f in await self._listed("/files", {"purpose": "batch"}, "after", tag.since)
+                        if f.get("filename") == name]
+                kept = next((f for f in mine if f.get("bytes") == len(data)), None)
+                for copy in mine:
+                    if copy is not kept:
+                        await self._once("DELETE", f"/files/{copy['id']}")
+                if kept is not None:
+                    return str(kept["id"])
+            return str(orjson.loads(await self._once("POST", "/files", data=form()))["id"])
+
+        return await self._retried("POST /files", attempt)
+
+    async def create(self, path: Path, file_id: str | None, tag: ShardTag) -> str:
+        """``POST /batches`` of the uploaded file, ``metadata.dahl_shard`` the tag's key; the batch id.
+
+        After a resume or a failed attempt, a listed batch (``GET /batches``) of that key or of that
+        file, not recorded for another shard, is adopted instead.
+        """
+        look = _looked_up(tag.resumed)
+
+        async def attempt() -> str:
+            if look():
+                for batch in await self._listed("/batches", {"limit": "100"}, "after", tag.since):
+                    mine = (batch.get("metadata") or {}).get("dahl_shard") == tag.key \
+                        or batch.get("input_file_id") == file_id
+                    if mine and batch.get("id") not in tag.known:
+                        return str(batch["id"])
             body = {"input_file_id": file_id, "endpoint": CHAT_URL, "completion_window": "24h",
-                    "metadata": {"dahl_shard": path.name}}
+                    "metadata": {"dahl_shard": tag.key, "dahl_file": path.name}}
             return str(orjson.loads(await self._once("POST", "/batches", json=body))["id"])
 
         return await self._retried("POST /batches", attempt)
@@ -273,34 +375,48 @@ class AnthropicBatches(_Client):
             headers["x-api-key"] = api_key
         super().__init__(session, base_url, headers, retry, rng)
 
-    async def upload(self, path: Path) -> str | None:
+    async def upload(self, path: Path, tag: ShardTag) -> str | None:
         """Nothing to upload: the requests go in the create call."""
         return None
 
-    async def create(self, path: Path, file_id: str | None) -> str:
-        """``POST /messages/batches`` with the shard's requests; the batch id."""
+    async def create(self, path: Path, file_id: str | None, tag: ShardTag) -> str:
+        """``POST /messages/batches`` with the shard's requests; the batch id.
+
+        After a resume or a failed attempt, the oldest listed batch (``GET /messages/batches``)
+        that matches ``tag`` (see :class:`ShardTag`) is adopted instead.
+        """
         data = await anyio.to_thread.run_sync(path.read_bytes)
         body = b'{"requests":[' + b",".join(line for line in data.splitlines() if line.strip()) + b"]}"
         headers = {**self._headers, "content-type": "application/json"}
-        reply = await self._retried("POST /messages/batches", lambda: self._once(
-            "POST", "/messages/batches", data=io.BytesIO(body), headers=headers))
-        return str(orjson.loads(reply)["id"])
+        look = _looked_up(tag.resumed)
+
+        async def attempt() -> str:
+            if look():
+                for batch in reversed(await self._listed("/messages/batches", {"limit": "100"}, "after_id", tag.since)):
+                    if batch.get("id") not in tag.known and _anthropic_total(batch) == tag.requests:
+                        return str(batch["id"])
+            reply = await self._once("POST", "/messages/batches", data=io.BytesIO(body), headers=headers)
+            return str(orjson.loads(reply)["id"])
+
+        return await self._retried("POST /messages/batches", attempt)
 
     async def retrieve(self, batch_id: str) -> BatchState:
         """``GET /messages/batches/{id}``."""
         raw = orjson.loads(await self._call("GET", f"/messages/batches/{batch_id}"))
         counts = raw.get("request_counts") or {}
         done = int(counts.get("succeeded") or 0) + int(counts.get("errored") or 0)
-        total = done + sum(int(counts.get(k) or 0) for k in ("processing", "canceled", "expired"))
         status = str(raw.get("processing_status"))
-        return BatchState(batch_id, status, status == "ended", done, total, raw)
+        return BatchState(batch_id, status, status == "ended", done, _anthropic_total(raw), raw)
 
     async def results(self, state: BatchState) -> list[Outcome]:
-        """``GET`` the batch's ``results_url`` (JSONL ``{custom_id, result: {type, ...}}``)."""
-        url = state.raw.get("results_url") or f"{self._base}/messages/batches/{state.batch_id}/results"
-        route = url[len(self._base):] if url.startswith(self._base) else url
+        """``GET`` the batch's ``results_url`` (JSONL ``{custom_id, result: {type, ...}}``).
+
+        An absolute ``results_url`` is fetched as it is (another host than the base URL: a gateway, a
+        proxy), a relative one under the base URL; both with the same auth headers.
+        """
+        url = str(state.raw.get("results_url") or f"/messages/batches/{state.batch_id}/results")
         out = []
-        for line in _lines(await self._call("GET", route)):
+        for line in _lines(await self._call("GET", url if "://" in url or url.startswith("/") else "/" + url)):
             result = line.get("result") or {}
             kind = result.get("type")
             if kind == "succeeded":

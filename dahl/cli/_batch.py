@@ -1,7 +1,8 @@
 """``dahl batch``: a run's cache misses through provider batch APIs (over :mod:`dahl.batch._ops`).
 
-Exit status: 0 done; 2 bad usage or settings; 4 a provider call failed (run it again); 6 ``collect``
-left batches running; 130 interrupted.
+Exit status: 0 done; 2 bad usage or settings, or a batch folder or file that cannot be read; 4 a
+provider call failed (run it again); 5 ``prepare`` read no input record (all skipped); 6 ``collect``
+left batches running, or ``prepare`` skipped bad input records; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dahl.batch._shards import LIMITS, Limits
 from dahl.cli._score_options import RECALL_OPTION_NAMES, score_config
 from dahl.errors import AdapterError, DahlError, FatalAPIError
 from dahl.exit_status import ExitStatus
-from dahl.pricing import cost_usd, price_for
+from dahl.pricing import PriceTable, cost_usd, price_for
 from dahl.records import Usage
 
 __all__ = ["batch"]
@@ -91,6 +92,12 @@ def prepare(inputs: tuple[Path, ...], folder: Path, provider: str, max_requests:
     if done.waiting:
         _echo(f"{done.waiting:,} answers wait for their split: after `collect`, run `prepare` again for their checks"
               + (" and covers" if config.recall is not None else ""))
+    if done.skipped:  # the exit statuses of dahl score for bad input: 5 none read, 6 some skipped
+        from dahl.cli._console import console
+
+        status = ExitStatus.NOTHING_SCORED if done.answers == 0 else ExitStatus.PARTIAL
+        console.print(f"[yellow]{done.skipped:,} input records skipped[/] (exit status {int(status)})")
+        sys.exit(status)
 
 
 @batch.command("submit")
@@ -108,8 +115,15 @@ def submit(folder: Path, base_url: str | None, api_key_env: str | None) -> None:
 @click.argument("folder", type=_FOLDER)
 @click.option("--base-url", default=None, help="Batch API root (default the prepared endpoint's).")
 @click.option("--api-key-env", default=None, help="Variable holding the key (default the prepared endpoint's).")
-def status(folder: Path, base_url: str | None, api_key_env: str | None) -> None:
-    """One line per batch file: stage, requests, batch id, state; tokens of what was collected."""
+def status(folder: Path, base_url: str | None, api_key_env: str | None, config_file: Path | None,
+           price_options: tuple[str, ...]) -> None:
+    """One line per batch file: stage, requests, batch id, state; tokens of what was collected and their cost."""
+    from dahl.cli._console import exit_stopped, price_overrides
+
+    try:
+        prices = price_overrides(config_file, price_options)
+    except DahlError as exc:
+        exit_stopped(exc, "")
     rows = _run(lambda: ops.status(folder, base_url=base_url, api_key_env=api_key_env))
     prompt = completion = 0
     for row in rows:
@@ -125,19 +139,19 @@ def status(folder: Path, base_url: str | None, api_key_env: str | None) -> None:
         else:
             state = "canceled" if shard.canceled else "not submitted"
         _echo(f"{shard.path} {shard.stage} {shard.requests:,} requests {shard.batch_id or '-'}: {state}")
-    money = _money(rows, prompt, completion)
+    money = _money(rows, prompt, completion, PriceTable.shipped().with_overrides(prices))
     _echo(f"tokens collected: {prompt:,} prompt + {completion:,} completion; cost at batch price: {money}")
 
 
-def _money(rows: list[ops.ShardStatus], prompt: int, completion: int) -> str:
-    """The collected tokens' cost at the model's batch price (:mod:`dahl.pricing`), ``unknown`` without one."""
+def _money(rows: list[ops.ShardStatus], prompt: int, completion: int, table: PriceTable) -> str:
+    """The collected tokens' cost at the model's batch price in ``table``, ``unknown`` (and why) without one."""
     if not rows:
         return "unknown"
     stages = rows[0].shard.wave["stages"]
-    stage = stages.get("check") or stages.get("split") or stages.get("cover") or {}
-    usd = cost_usd(Usage(prompt_tokens=prompt, completion_tokens=completion),
-                   price_for(str(stage.get("model")), batch=True))
-    return "unknown" if usd is None else f"${usd:,.6f}"
+    model = str((stages.get("check") or stages.get("split") or stages.get("cover") or {}).get("model"))
+    usd = cost_usd(Usage(prompt_tokens=prompt, completion_tokens=completion), price_for(model, batch=True, table=table))
+    return f"unknown (no batch price for {model}: give --price {model}=IN,OUT,BATCH_DISCOUNT)" if usd is None \
+        else f"${usd:,.6f}"
 
 
 @batch.command("collect")
@@ -186,11 +200,12 @@ def cancel(folder: Path, base_url: str | None, api_key_env: str | None) -> None:
 
 
 def _take_score_options() -> None:
-    """Give ``prepare`` the very options of ``dahl score`` that shape requests (one definition)."""
+    """Give ``prepare`` the very options of ``dahl score`` that shape requests, and ``status`` its prices
+    (``--config`` for ``[prices]``, ``--price``): one definition."""
     from dahl.cli._score import score
 
-    taken = [p for p in score.params if p.name in SCORE_OPTIONS]
-    prepare.params.extend(taken)
+    prepare.params.extend(p for p in score.params if p.name in SCORE_OPTIONS)
+    status.params.extend(p for p in score.params if p.name in ("config_file", "price_options"))
 
 
 _take_score_options()

@@ -45,9 +45,9 @@ class TestRetriedCalls:
             # the upload's 500 stored nothing; the lost create reply is adopted from GET /batches
             assert faults == {"faults_upload": 1, "faults_create": 1, "faults_retrieve": 2, "faults_results": 1}
             assert (stats["files_uploaded"], stats["batches_created"]) == (1, 1)
-        else:  # Anthropic uploads nothing; its create reset is the lost-reply case it cannot adopt: expect 2
+        else:  # Anthropic uploads nothing; the lost create reply is adopted from GET /messages/batches
             assert faults == {"faults_create": 1, "faults_retrieve": 2, "faults_results": 1}
-            assert stats["batches_created"] == 2
+            assert stats["batches_created"] == 1
         assert len(ledger_events(folder, "submitted")) == 1
         code, text = dahl("score", source, "-o", str(tmp_path / "out"), "--no-progress", "--checker", "openai",
                           *endpoint(url), "--cache-dir", str(tmp_path / "cache"))
@@ -116,3 +116,75 @@ class TestFaultFlag:
         assert parse_batch_fault("retrieve:503:2") == ("retrieve", "503", 2)
         with pytest.raises(ConfigError, match="--batch-fault must be OP:KIND\\[:N\\].*got 'upload:404'"):
             parse_batch_fault("upload:404")
+
+
+def _listed(url: str, route: str) -> list[dict[str, Any]]:
+    """The ``data`` of the mock's list ``route`` (``/files?purpose=batch``, ``/batches``, ``/messages/batches``)."""
+    import json
+    from urllib.request import urlopen
+
+    with urlopen(url + route) as reply:
+        data: list[dict[str, Any]] = json.loads(reply.read())["data"]
+    return data
+
+
+def _drop_lines(folder: Path, kinds: tuple[str, ...]) -> None:
+    """Remove the ledger's events of ``kinds``: a kill before they were written."""
+    import json
+
+    path = folder / "ledger.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if json.loads(line)["event"] not in kinds))
+
+
+class TestResumedSubmit:
+    @pytest.mark.parametrize(("provider", "lost", "route"), [
+        ("openai", ("submitted",), "/batches"), ("openai", ("uploaded", "submitted"), "/batches"),
+        ("anthropic", ("submitted",), "/messages/batches")])
+    def test_a_batch_whose_ledger_lines_were_lost_is_adopted_and_exists_once(
+        self, provider: str, lost: tuple[str, ...], route: str, tmp_path: Path, mocks: Any
+    ) -> None:
+        """Submitted, then the ledger loses its upload/submit lines (a kill): submit again adopts; 1 batch, 1 file."""
+        url = mocks.start()
+        folder, _ = _prepared(tmp_path, url, provider)
+        code, text = dahl("batch", "submit", str(folder))
+        assert code == 0, text
+        first = ledger_events(folder, "submitted")[0]["batch_id"]
+        _drop_lines(folder, lost)
+        code, text = dahl("batch", "submit", str(folder))
+        assert code == 0 and f"submitted wave-01/check-0001.jsonl: {first}" in text, text
+        assert [b["id"] for b in _listed(url, route)] == [first]
+        assert batch_stats(url)["batches_created"] == 1
+        if provider == "openai":
+            assert len(_listed(url, "/files?purpose=batch")) == batch_stats(url)["files_uploaded"] == 1
+        assert [e["batch_id"] for e in ledger_events(folder, "submitted")] == [first]
+
+    def test_an_upload_whose_reply_was_lost_is_used_and_its_copies_deleted(self, tmp_path: Path, mocks: Any) -> None:
+        """An upload reset (file stored, id never recorded) plus a second copy: submit uses one, deletes the other."""
+        import aiohttp
+
+        from dahl.batch._providers import OpenAIBatches, ShardTag
+
+        url = mocks.start("--batch-fault", "upload:reset")
+        folder, _ = _prepared(tmp_path, url)
+        with pytest.raises(TransientAPIError):
+            anyio.run(lambda: ops.submit(folder, retry=RetryPolicy(max_attempts=1)))
+        assert ledger_events(folder, "uploaded") == []
+        (event,) = ledger_events(folder, "submitting")
+        shard = folder / "wave-01" / "check-0001.jsonl"
+
+        async def upload_again() -> str | None:  # a second copy of the same name
+            async with aiohttp.ClientSession() as session:
+                return await OpenAIBatches(session, url, "").upload(shard, ShardTag(event["key"], event["at"], 30))
+
+        anyio.run(upload_again)
+        assert len(_listed(url, "/files?purpose=batch")) == 2
+        code, text = dahl("batch", "submit", str(folder))
+        assert code == 0, text
+        (kept,) = _listed(url, "/files?purpose=batch")
+        assert kept["filename"] == f"check-0001-{event['key']}.jsonl"
+        assert ledger_events(folder, "uploaded")[0]["file_id"] == kept["id"]
+        (batch,) = _listed(url, "/batches")
+        assert (batch["input_file_id"], batch["metadata"]["dahl_shard"]) == (kept["id"], event["key"])
+        stats = batch_stats(url)
+        assert (stats["files_uploaded"], stats["files_deleted"], stats["batches_created"]) == (2, 1, 1)

@@ -208,7 +208,7 @@ class TestLostCreateReply:
         import aiohttp
 
         from dahl.batch._ledger import Ledger
-        from dahl.batch._providers import OpenAIBatches
+        from dahl.batch._providers import OpenAIBatches, ShardTag
 
         url = mocks.start()
         source = str(write_answers(tmp_path / "answers.jsonl", 1, 10))
@@ -216,14 +216,18 @@ class TestLostCreateReply:
         code, text = dahl("batch", "prepare", source, "-o", str(folder), "--checker", "openai", *endpoint(url))
         assert code == 0, text
         shard = folder / "wave-01" / "check-0001.jsonl"
+        ledger = Ledger.read(folder)
+        ledger.append({"event": "submitting", "shard": "wave-01/check-0001.jsonl", "key": "k" * 32, "at": time.time()})
+        tag = ShardTag("k" * 32, time.time(), 10)
+
         async def upload_and_create() -> tuple[str | None, str]:
             async with aiohttp.ClientSession() as session:
                 client = OpenAIBatches(session, url, "")
-                file_id = await client.upload(shard)
-                return file_id, await client.create(shard, file_id)  # its reply "lost": only the upload recorded
+                file_id = await client.upload(shard, tag)
+                return file_id, await client.create(shard, file_id, tag)  # its reply "lost": only the upload recorded
 
         file_id, created = asyncio.run(upload_and_create())
-        Ledger.read(folder).append({"event": "uploaded", "shard": "wave-01/check-0001.jsonl", "file_id": file_id})
+        ledger.append({"event": "uploaded", "shard": "wave-01/check-0001.jsonl", "file_id": file_id})
         code, text = dahl("batch", "submit", str(folder))
         assert code == 0 and f"submitted wave-01/check-0001.jsonl: {created}" in text, text
         assert batch_stats(url)["batches_created"] == 1
