@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dahl.cache import CacheStore
+from dahl.errors import ConfigError
+from dahl.results._manifest import Shard
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "examples"
@@ -55,3 +60,39 @@ class TestSharedCacheFolder:
             # every claim of the seeded half comes from the cache the first run wrote
             assert run["claims_cached"] >= seeded  # type: ignore[operator]
             assert run["claims_cached"] + run["claims_checked"] == run["claims_done"] == 42  # type: ignore[operator]
+
+
+def _ids(out: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in (out / "answers.jsonl").read_text().splitlines()]
+
+
+class TestShard:
+    def test_an_id_hashes_to_one_shard_the_same_everywhere(self) -> None:
+        ids = [f"q{i}-{m}" for i in range(50) for m in "ab"]
+        owners = [[i for i in range(3) if Shard(index=i, count=3).owns(answer_id)] for answer_id in ids]
+        assert all(len(o) == 1 for o in owners)
+        digest = hashlib.blake2b(b"q1-a", digest_size=8).digest()
+        assert Shard(index=int.from_bytes(digest, "big") % 3, count=3).owns("q1-a")
+
+    @pytest.mark.parametrize("text", ["2/2", "-1/2", "0/0", "1", "a/b", "1/"])
+    def test_bad_shard_is_a_clear_error(self, text: str) -> None:
+        with pytest.raises(ConfigError, match=r"--shard must be I/N with 0 <= I < N"):
+            Shard.parse(text)
+
+    def test_bad_shard_on_the_command_line_exits_2(self, tmp_path: Path) -> None:
+        proc = _run(tmp_path, "score", *SCORE, "-o", str(tmp_path / "out"), "--shard", "2/2")
+        assert proc.returncode == 2
+        assert "--shard must be I/N with 0 <= I < N (e.g. 0/4), got '2/2'" in proc.stderr
+        assert not (tmp_path / "out").exists()
+
+    def test_the_shards_of_a_run_score_each_answer_once_and_record_their_shard(self, tmp_path: Path) -> None:
+        for i in range(2):
+            proc = _run(tmp_path, "score", *SCORE, "-o", str(tmp_path / f"s{i}"), "--shard", f"{i}/2")
+            assert proc.returncode == 0, proc.stderr
+            assert _run_block(tmp_path / f"s{i}")["shard"] == {"index": i, "count": 2}
+            manifest = json.loads((tmp_path / f"s{i}" / "manifest.json").read_text())
+            assert manifest["shard"] == {"index": i, "count": 2}
+        shards = [_ids(tmp_path / f"s{i}") for i in range(2)]
+        everything = [json.loads(line)["id"] for line in (EXAMPLES / "answers.jsonl").read_text().splitlines()]
+        assert sorted(shards[0] + shards[1]) == sorted(everything)
+        assert all(Shard(index=i, count=2).owns(answer_id) for i in range(2) for answer_id in shards[i])

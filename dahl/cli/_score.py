@@ -32,7 +32,7 @@ __all__ = ["score"]
 
 @click.command(cls=GroupedCommand, sections={
     "Options": ("out_dir", "splitter", "checker", "evidence", "config_file", "base_url", "model", "dry_run",
-                "max_cost_usd", "more_verbose", "help"),
+                "max_cost_usd", "shard", "workers", "more_verbose", "help"),
     "Input": ("fmt", "response_columns", "field_options"),
     "Endpoint and limits": ("api_key_env", "provider", "auth", "header_options", "rpm", "tpm", "max_in_flight",
                             "temperature", "max_tokens", "timeout_s", "top_k", "template_options", "price_options"),
@@ -94,6 +94,11 @@ __all__ = ["score"]
 @click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
               help="Price of MODEL in USD per million input and output tokens (repeatable); "
                    "over the shipped table and [prices] in --config.")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Score only shard I of N (0 <= I < N): the answers whose id hashes to I; join the N "
+                   "folders with dahl merge.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Score in N processes here (shards in OUT/shards/I), merged into OUT.")
 @template_option(SCORE_STAGES)
 @recall_options
 def score(
@@ -130,6 +135,8 @@ def score(
     auth: str | None,
     header_options: tuple[tuple[str, str], ...],
     template_options: tuple[str, ...],
+    shard: str | None,
+    workers: int,
     **recall_values: object,  # the options of dahl.cli._score_options.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
