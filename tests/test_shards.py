@@ -8,11 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
+from dahl import ScoreConfig, score
 from dahl.cache import CacheStore
 from dahl.errors import ConfigError
 from dahl.results._manifest import Shard
+from dahl.run._merge import merge_runs
+from dahl.run._plan import AdapterSettings
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "examples"
@@ -24,7 +28,7 @@ def _dahl(*args: str) -> list[str]:
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_dahl(*args), cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(_dahl(*args), check=False, cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 def _run_block(out: Path) -> dict[str, object]:
@@ -96,3 +100,81 @@ class TestShard:
         everything = [json.loads(line)["id"] for line in (EXAMPLES / "answers.jsonl").read_text().splitlines()]
         assert sorted(shards[0] + shards[1]) == sorted(everything)
         assert all(Shard(index=i, count=2).owns(answer_id) for i in range(2) for answer_id in shards[i])
+
+
+def _many_answers(path: Path, copies: int = 6) -> Path:
+    """The example answers ``copies`` times over, each copy with its own ids (so shards interleave)."""
+    records = [json.loads(line) for line in (EXAMPLES / "answers.jsonl").read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{n}"}) + "\n" for n in range(copies) for r in records))
+    return path
+
+
+def _config(inputs: Path, out: Path, shard: Shard | None = None, gamma: float = 10.0) -> ScoreConfig:
+    return ScoreConfig(inputs=(inputs,), out_dir=out, adapters=AdapterSettings(checker="fake"), shard=shard,
+                       gamma=gamma)
+
+
+def _without_run(out: Path) -> dict[str, object]:
+    summary: dict[str, object] = json.loads((out / "summary.json").read_text())
+    del summary["run"]
+    return summary
+
+
+class TestMerge:
+    def test_merged_shards_are_the_run_one_process_writes(self, tmp_path: Path) -> None:
+        inputs = _many_answers(tmp_path / "answers.jsonl")
+        whole = score(_config(inputs, tmp_path / "whole"))
+        shards = [tmp_path / f"s{i}" for i in range(3)]
+        for i, folder in enumerate(shards):
+            score(_config(inputs, folder, Shard(index=i, count=3)))
+        assert all(_ids(folder) for folder in shards)  # every shard holds answers: the lines interleave
+        report = anyio.run(merge_runs, shards[::-1], tmp_path / "merged")
+        merged = tmp_path / "merged"
+        assert (merged / "answers.jsonl").read_bytes() == (tmp_path / "whole" / "answers.jsonl").read_bytes()
+        assert _without_run(merged) == _without_run(tmp_path / "whole")
+        for name in sorted(p.name for p in (tmp_path / "whole" / "verdicts").iterdir()):
+            assert (merged / "verdicts" / name).read_bytes() == (tmp_path / "whole" / "verdicts" / name).read_bytes()
+        run = report.summary["run"]
+        assert (run["answers_done"], run["claims_done"]) == (48, whole.summary["run"]["claims_done"])
+        assert "shard" not in run
+        assert json.loads((merged / "manifest.json").read_text())["state"] == "complete"
+
+    def test_shards_of_different_runs_are_refused(self, tmp_path: Path) -> None:
+        inputs = _many_answers(tmp_path / "answers.jsonl")
+        score(_config(inputs, tmp_path / "s0", Shard(index=0, count=2)))
+        score(_config(inputs, tmp_path / "s1", Shard(index=1, count=2), gamma=5.0))
+        with pytest.raises(ConfigError, match=r"s1 and .*s0 are shards of different runs: scored with other settings"):
+            anyio.run(merge_runs, [tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
+        assert not (tmp_path / "merged" / "answers.jsonl").exists()
+
+    def test_an_incomplete_set_is_refused(self, tmp_path: Path) -> None:
+        inputs = _many_answers(tmp_path / "answers.jsonl")
+        score(_config(inputs, tmp_path / "s1", Shard(index=1, count=3)))
+        with pytest.raises(ConfigError, match=r"incomplete set of shards: 0/3, 2/3 missing"):
+            anyio.run(merge_runs, [tmp_path / "s1"], tmp_path / "merged")
+        with pytest.raises(ConfigError, match=r"shard 1/3 is given twice"):
+            anyio.run(merge_runs, [tmp_path / "s1", tmp_path / "s1"], tmp_path / "merged")
+
+    def test_a_whole_run_is_no_shard(self, tmp_path: Path) -> None:
+        inputs = _many_answers(tmp_path / "answers.jsonl")
+        score(_config(inputs, tmp_path / "whole"))
+        proc = _run(tmp_path, "merge", str(tmp_path / "whole"), "-o", str(tmp_path / "merged"))
+        assert proc.returncode == 2
+        assert "was scored without --shard: it is a whole run, not a shard" in proc.stderr
+
+
+class TestWorkers:
+    def test_two_workers_write_what_one_writes(self, tmp_path: Path) -> None:
+        one = _run(tmp_path, "score", *SCORE, "-o", str(tmp_path / "one"))
+        assert one.returncode == 0, one.stderr
+        two = _run(tmp_path, "score", *SCORE, "-o", str(tmp_path / "two"), "--workers", "2")
+        assert two.returncode == 0, two.stderr
+        assert (tmp_path / "two" / "answers.jsonl").read_bytes() == (tmp_path / "one" / "answers.jsonl").read_bytes()
+        assert _without_run(tmp_path / "two") == _without_run(tmp_path / "one")
+        assert sorted(p.name for p in (tmp_path / "two" / "shards").iterdir()) == ["0", "1"]
+        assert "2 shards merged: 8 answers, 42 claims" in two.stderr
+
+    def test_workers_and_shard_together_are_refused(self, tmp_path: Path) -> None:
+        proc = _run(tmp_path, "score", *SCORE, "-o", str(tmp_path / "out"), "--workers", "2", "--shard", "0/2")
+        assert proc.returncode == 2
+        assert "give --shard or --workers, not both" in proc.stderr

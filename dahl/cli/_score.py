@@ -7,6 +7,7 @@ from typing import NoReturn
 
 import click
 
+from dahl.cli._merge import run_workers
 from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
 from dahl.cli._options import (
     FINITE,
@@ -20,12 +21,14 @@ from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_c
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
 from dahl.config import AUTH_SCHEMES, PROVIDERS
-from dahl.errors import DahlError
+from dahl.errors import ConfigError, DahlError
+from dahl.formats._lines import STDIN
 from dahl.formats import FORMATS
 from dahl.results._counters import RunCounters
 from dahl.run._dryrun import DryRunReport
 from dahl.run._dryrun import dry_run as estimate
 from dahl.run._plan import CHECKERS, SPLITTERS
+from dahl.run._score import ScoreConfig
 
 __all__ = ["score"]
 
@@ -145,6 +148,10 @@ def score(
         if dry_run:
             _print_dry_run(estimate(config))
             return
+        if workers > 1:
+            _check_workers(config)
+            run_workers(click.get_current_context(), workers, out_dir)
+            return
         counters = RunCounters()
         mode: ProgressMode = "off" if no_progress else "bar" if console.is_terminal else "lines"
         report = run_stoppable(lambda: run_with_progress(config, counters, console, mode=mode, every_s=progress_every_s))
@@ -154,6 +161,14 @@ def score(
     print_summary(console, report, out_dir)
     exit_finished(report.exit_status, "[red]nothing scored:[/] no input record could be scored (exit status 5)",
                   lambda: f"[yellow]partly scored:[/] {partial_message(report.summary, report.counters.input_errors)}")
+
+
+def _check_workers(config: ScoreConfig) -> None:
+    """ConfigError unless ``--workers`` can run ``config``: no ``--shard``, no standard input."""
+    if config.shard is not None:
+        raise ConfigError("--workers runs every shard of the run; give --shard or --workers, not both")
+    if STDIN in config.inputs:
+        raise ConfigError("--workers cannot share standard input (-) between processes; give a file")
 
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:

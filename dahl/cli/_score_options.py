@@ -87,7 +87,7 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
         recall=recall,
         prices=price_overrides(config_file, get("price_options") or ()),
         max_cost_usd=get("max_cost_usd"),
-        shard=Shard.parse(get("shard")) if get("shard") else None,
+        shard=Shard.parse(str(get("shard"))) if get("shard") else None,
     )
 
 
