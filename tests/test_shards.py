@@ -13,6 +13,7 @@ import pytest
 
 from dahl import ScoreConfig, score
 from dahl.cache import CacheStore
+from dahl.cli._merge import shard_command
 from dahl.errors import ConfigError
 from dahl.results._manifest import Shard
 from dahl.run._merge import merge_runs
@@ -178,3 +179,11 @@ class TestWorkers:
         proc = _run(tmp_path, "score", *SCORE, "-o", str(tmp_path / "out"), "--workers", "2", "--shard", "0/2")
         assert proc.returncode == 2
         assert "give --shard or --workers, not both" in proc.stderr
+
+    def test_each_worker_gets_its_share_of_the_limits(self, tmp_path: Path) -> None:
+        params = {"rpm": 600.0, "tpm": None, "max_cost_usd": 2.0}
+        command = shard_command(["in.jsonl", "-o", "out", "--workers", "4"], params, 1, tmp_path / "s",
+                                Shard(index=3, count=4))
+        assert command[1:] == ["-m", "dahl", "-v", "score", "in.jsonl", "-o", "out", "--workers", "4",
+                               "--rpm", "150.0", "--max-cost", "0.5", "-o", str(tmp_path / "s"), "--shard", "3/4",
+                               "--workers", "1", "--no-progress"]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -16,10 +17,11 @@ from dahl.cli._progress import count
 from dahl.cli._summary import partial_message, result_table
 from dahl.errors import DahlError
 from dahl.exit_status import ExitStatus
+from dahl.results import _manifest as manifest
 from dahl.run._merge import merge_runs
 from dahl.run._report import run_status
 
-__all__ = ["merge", "run_workers"]
+__all__ = ["merge", "run_workers", "shard_command"]
 
 #: Exit statuses of a shard that leave it mergeable: finished, partly scored, or nothing to score.
 _MERGEABLE = (ExitStatus.OK, ExitStatus.PARTIAL, ExitStatus.NOTHING_SCORED)
@@ -58,12 +60,11 @@ def run_workers(ctx: click.Context, workers: int, out_dir: Path) -> None:
     A shard that stops (quota, API error, interrupt) stops the command with its exit status before the
     merge; a re-run resumes every shard.
     """
-    root = ctx.find_root().params.get("verbose", 0)
     folders = [out_dir / "shards" / str(i) for i in range(workers)]
     console.print(f"scoring in {count(workers, 'process', 'processes')}: {out_dir / 'shards'}/0..{workers - 1}")
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    procs = [subprocess.Popen([sys.executable, "-m", "dahl", *["-v"] * root, "score", *ctx.meta["dahl.args"],
-                               "-o", str(folder), "--shard", f"{i}/{workers}", "--workers", "1", "--no-progress"],
+    procs = [subprocess.Popen(shard_command(ctx.meta["dahl.args"], ctx.params, ctx.find_root().params.get("verbose", 0),
+                                            folder, manifest.Shard(index=i, count=workers)),
                               stdout=subprocess.DEVNULL) for i, folder in enumerate(folders)]
     try:
         statuses = [proc.wait() for proc in procs]
@@ -82,6 +83,16 @@ def run_workers(ctx: click.Context, workers: int, out_dir: Path) -> None:
                           "re-run the same command to continue")
             sys.exit(status)
     merge_into(folders, out_dir)
+
+
+def shard_command(args: list[str], params: dict[str, Any], verbose: int, folder: Path,
+                  shard: manifest.Shard) -> list[str]:
+    """The command line of one worker: ``dahl score`` with ``args`` (as given, ``params`` as parsed), into
+    ``folder`` as ``shard``, with its share (1/N) of the ``--rpm``, ``--tpm`` and ``--max-cost`` given."""
+    shares = [arg for name, flag in (("rpm", "--rpm"), ("tpm", "--tpm"), ("max_cost_usd", "--max-cost"))
+              if params.get(name) is not None for arg in (flag, repr(params[name] / shard.count))]
+    return [sys.executable, "-m", "dahl", *["-v"] * verbose, "score", *args, *shares, "-o", str(folder),
+            "--shard", str(shard), "--workers", "1", "--no-progress"]
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
