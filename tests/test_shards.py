@@ -15,6 +15,7 @@ from dahl import ScoreConfig, score
 from dahl.cache import CacheStore
 from dahl.cli._merge import shard_command
 from dahl.errors import ConfigError
+from dahl.locking import FolderLock
 from dahl.results._manifest import Shard
 from dahl.run._merge import merge_runs
 from dahl.run._plan import AdapterSettings
@@ -187,3 +188,16 @@ class TestWorkers:
         assert command[1:] == ["-m", "dahl", "-v", "score", "in.jsonl", "-o", "out", "--workers", "4",
                                "--rpm", "150.0", "--max-cost", "0.5", "-o", str(tmp_path / "s"), "--shard", "3/4",
                                "--workers", "1", "--no-progress"]
+
+    def test_a_shard_that_stops_stops_the_command_before_the_merge(self, tmp_path: Path) -> None:
+        busy = tmp_path / "out" / "shards" / "1"
+        busy.mkdir(parents=True)
+        lock = FolderLock(busy, name=".dahl.lock", what="output folder", hint="wait", error=ConfigError)
+        try:
+            proc = _run(tmp_path, "score", *SCORE, "-o", str(tmp_path / "out"), "--workers", "2")
+        finally:
+            lock.release()
+        assert proc.returncode == 2
+        assert f"stopped: shard 1/2 ({busy}) exited with status 2" in " ".join(proc.stderr.split())
+        assert (tmp_path / "out" / "shards" / "0" / "answers.jsonl").exists()
+        assert not (tmp_path / "out" / "answers.jsonl").exists()

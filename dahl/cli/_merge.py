@@ -81,7 +81,7 @@ def run_workers(ctx: click.Context, workers: int, out_dir: Path) -> None:
         if status not in _MERGEABLE:
             console.print(f"[red]stopped:[/] shard {i}/{workers} ({folders[i]}) exited with status {status}; "
                           "re-run the same command to continue")
-            sys.exit(status)
+            sys.exit(status if status > 0 else ExitStatus.INTERRUPTED)  # < 0: killed by a signal
     merge_into(folders, out_dir)
 
 
