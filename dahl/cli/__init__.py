@@ -13,6 +13,7 @@ from dahl.cli._batch import batch
 from dahl.cli._cache import cache
 from dahl.cli._eval import eval_command
 from dahl.cli._inspect import inspect
+from dahl.cli._merge import merge
 from dahl.cli._questions import questions
 from dahl.cli._refs import refs
 from dahl.cli._report import report
@@ -47,7 +48,7 @@ def main(verbose: int) -> None:
     setup_logging(verbose)
 
 
-for _command in (score, cache, inspect, _runs.leaderboard, _runs.pairs, _runs.agree, _runs.sample, report, refs,
+for _command in (score, merge, cache, inspect, _runs.leaderboard, _runs.pairs, _runs.agree, _runs.sample, report, refs,
                  questions, _generate.generate, _generate.templates, eval_command, batch, study):
     main.add_command(_command)
 for _command in main.commands.values():

@@ -136,6 +136,11 @@ class GroupedCommand(click.Command):
         super().__init__(*args, **kwargs)
         self.sections = sections
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse ``args``, kept as given in ``ctx.meta["dahl.args"]`` (for a command that runs itself again)."""
+        ctx.meta["dahl.args"] = list(args)
+        return super().parse_args(ctx, args)
+
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Write one definition list per section, then the options no section claims."""
         help_option = self.get_help_option(ctx)

@@ -7,6 +7,7 @@ from typing import NoReturn
 
 import click
 
+from dahl.cli._merge import run_workers
 from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
 from dahl.cli._options import (
     FINITE,
@@ -20,19 +21,21 @@ from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_c
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
 from dahl.config import AUTH_SCHEMES, PROVIDERS
-from dahl.errors import DahlError
+from dahl.errors import ConfigError, DahlError
+from dahl.formats._lines import STDIN
 from dahl.formats import FORMATS
 from dahl.results._counters import RunCounters
 from dahl.run._dryrun import DryRunReport
 from dahl.run._dryrun import dry_run as estimate
 from dahl.run._plan import CHECKERS, SPLITTERS
+from dahl.run._score import ScoreConfig
 
 __all__ = ["score"]
 
 
 @click.command(cls=GroupedCommand, sections={
     "Options": ("out_dir", "splitter", "checker", "evidence", "config_file", "base_url", "model", "dry_run",
-                "max_cost_usd", "more_verbose", "help"),
+                "max_cost_usd", "shard", "workers", "more_verbose", "help"),
     "Input": ("fmt", "response_columns", "field_options"),
     "Endpoint and limits": ("api_key_env", "provider", "auth", "header_options", "rpm", "tpm", "max_in_flight",
                             "temperature", "max_tokens", "timeout_s", "top_k", "template_options", "price_options"),
@@ -94,6 +97,11 @@ __all__ = ["score"]
 @click.option("--price", "price_options", multiple=True, metavar="MODEL=IN,OUT",
               help="Price of MODEL in USD per million input and output tokens (repeatable); "
                    "over the shipped table and [prices] in --config.")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Score only shard I of N (0 <= I < N): the answers whose id hashes to I; join the N "
+                   "folders with dahl merge.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Score in N processes here (shards in OUT/shards/I), merged into OUT.")
 @template_option(SCORE_STAGES)
 @recall_options
 def score(
@@ -130,6 +138,8 @@ def score(
     auth: str | None,
     header_options: tuple[tuple[str, str], ...],
     template_options: tuple[str, ...],
+    shard: str | None,
+    workers: int,
     **recall_values: object,  # the options of dahl.cli._score_options.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
@@ -137,6 +147,10 @@ def score(
         config = score_config(click.get_current_context().params)
         if dry_run:
             _print_dry_run(estimate(config))
+            return
+        if workers > 1:
+            _check_workers(config)
+            run_workers(click.get_current_context(), workers, out_dir)
             return
         counters = RunCounters()
         mode: ProgressMode = "off" if no_progress else "bar" if console.is_terminal else "lines"
@@ -147,6 +161,14 @@ def score(
     print_summary(console, report, out_dir)
     exit_finished(report.exit_status, "[red]nothing scored:[/] no input record could be scored (exit status 5)",
                   lambda: f"[yellow]partly scored:[/] {partial_message(report.summary, report.counters.input_errors)}")
+
+
+def _check_workers(config: ScoreConfig) -> None:
+    """ConfigError unless ``--workers`` can run ``config``: no ``--shard``, no standard input."""
+    if config.shard is not None:
+        raise ConfigError("--workers runs every shard of the run; give --shard or --workers, not both")
+    if STDIN in config.inputs:
+        raise ConfigError("--workers cannot share standard input (-) between processes; give a file")
 
 
 def _stop(exc: BaseException, out_dir: Path) -> NoReturn:

@@ -22,6 +22,7 @@ from dahl.errors import ConfigError
 from dahl.formats._fields import parse_field_options
 from dahl.metrics._recall import Partial
 from dahl.run._plan import AdapterSettings
+from dahl.results._manifest import Shard
 from dahl.run._score import ScoreConfig
 
 __all__ = ["ENDPOINT_OPTIONS", "RECALL_OPTION_NAMES", "recall_options", "recall_settings", "score_config"]
@@ -86,6 +87,7 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
         recall=recall,
         prices=price_overrides(config_file, get("price_options") or ()),
         max_cost_usd=get("max_cost_usd"),
+        shard=Shard.parse(str(get("shard"))) if get("shard") else None,
     )
 
 

@@ -92,6 +92,8 @@ class AnswerLog:
         self._start: int | None = None
         self._keys = array("Q")
         self._ends = array("q")
+        #: Input positions of the lines the last :meth:`finalize` kept, in file order (int64).
+        self.positions: np.ndarray[tuple[int], np.dtype[np.int64]] = np.empty(0, dtype=np.int64)
 
     def finished_keys(self) -> set[int]:
         """Keys of the answers already finished in the file (blocking; call from a thread).
@@ -205,8 +207,9 @@ class AnswerLog:
             consume: called once per kept result, in input order, with its digest.
 
         Returns:
-            The number of lines dropped (stale or duplicate).
+            The number of lines dropped (stale or duplicate); :attr:`positions` holds the kept lines' positions.
         """
+        self.positions = np.empty(0, dtype=np.int64)
         if not self.path.exists() or self.path.stat().st_size == 0:
             return 0
         with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
@@ -250,6 +253,7 @@ class AnswerLog:
                 start = end
         pos_np = np.frombuffer(positions, dtype=np.int64)
         in_order = bool(np.all(pos_np[1:] > pos_np[:-1]))
+        self.positions = np.sort(pos_np)
         rows = range(len(positions)) if in_order else np.argsort(pos_np, kind="stable").tolist()
         if in_order and not dropped:
             for i in rows:

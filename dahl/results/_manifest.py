@@ -10,20 +10,25 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from dahl._version import __version__
+from dahl.errors import ConfigError
 from dahl.results._log import writing
 from dahl.formats._inline import Input, Records
 from dahl.formats._lines import input_name, is_stream
 
 __all__ = [
-    "COMPLETE", "IN_PROGRESS", "MANIFEST_NAME", "QuestionSet", "answers_file_state",
+    "COMPLETE", "IN_PROGRESS", "MANIFEST_NAME", "POSITIONS_NAME", "QuestionSet", "Shard", "answers_file_state",
     "hash_inputs", "json_text", "mark_started", "now_utc", "read_manifest", "stale_reason",
     "write_atomic"
 ]
 
 MANIFEST_NAME = "manifest.json"
+#: A shard's input positions: one little-endian int64 per line of its answers.jsonl, the answer's
+#: place among the records read from the run's inputs (what ``dahl merge`` orders lines by).
+POSITIONS_NAME = "positions.i64"
 IN_PROGRESS = "in progress"
 COMPLETE = "complete"
 
@@ -74,6 +79,41 @@ def hash_inputs(paths: Sequence[Input]) -> list[dict[str, Any]]:
             digest = None
         out.append({"path": json_text(path), "bytes": size, "blake2b": digest})
     return out
+
+
+class Shard(msgspec.Struct, frozen=True, kw_only=True):
+    """Shard ``index`` of ``count`` (``0 <= index < count``): the answers whose id hashes to ``index``.
+
+    The hash is blake2b-64 of the id's UTF-8 bytes modulo ``count``, the same on every run and
+    machine; an id's duplicates fall in its shard.
+
+    Raises:
+        ConfigError: ``count < 1`` or ``index`` outside ``[0, count)``.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ConfigError(f"--shard must be I/N with 0 <= I < N, got {self}")
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """The shard written ``I/N``; ConfigError if it is not two integers with ``0 <= I < N``."""
+        index, _, count = text.partition("/")
+        try:
+            return cls(index=int(index), count=int(count))
+        except ValueError:
+            raise ConfigError(f"--shard must be I/N with 0 <= I < N (e.g. 0/4), got {text!r}") from None
+
+    def owns(self, answer_id: str) -> bool:
+        """Whether the answer with id ``answer_id`` is this shard's."""
+        digest = hashlib.blake2b(answer_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.count == self.index
 
 
 class QuestionSet:

@@ -97,6 +97,7 @@ async def run_summary(
     previous: dict[str, Any] | None,
     started_at: str,
     config_hash: str,
+    shard: manifest.Shard | None = None,
 ) -> Summary:
     """The run's summary; its figures are computed in a thread.
 
@@ -111,6 +112,7 @@ async def run_summary(
         previous: the output folder's manifest before this run, None for a new folder.
         started_at: UTC start, ISO 8601.
         config_hash: hex blake2b-128 of the run fingerprint.
+        shard: the shard the run scored, None: every answer.
     """
     figures = await anyio.to_thread.run_sync(collected.builder.build)
     question_set = collected.questions.as_dict()
@@ -118,7 +120,7 @@ async def run_summary(
         models=figures.models,
         recall_settings=figures.recall_settings,
         run=RunSummary.of(counters, dahl_version=__version__, started_at=started_at, finished_at=manifest.now_utc(),
-                          spend=spend),
+                          spend=spend, shard=shard),
         config=run_config,
         inputs=[InputFile(**f) for f in await anyio.to_thread.run_sync(input_files.result)],
         question_set=QuestionSetSummary(questions=question_set["questions"], blake2b=question_set["blake2b"]),
@@ -138,7 +140,8 @@ async def run_summary(
 async def write_summary(
     summary: Summary, out_dir: Path, answer_log: AnswerLog, collected: Collected, config_hash: str
 ) -> Path:
-    """Write ``summary.json``, then the manifest that marks the folder complete.
+    """Write ``summary.json`` (and a shard's :data:`~dahl.results._manifest.POSITIONS_NAME`), then the manifest
+    that marks the folder complete.
 
     Returns:
         The path of summary.json.
@@ -148,6 +151,10 @@ async def write_summary(
     """
     summary_path = out_dir / "summary.json"
     await anyio.to_thread.run_sync(manifest.write_atomic, summary_path, summary.encode())
+    shard = summary.run.shard
+    if isinstance(shard, manifest.Shard):
+        await anyio.to_thread.run_sync(manifest.write_atomic, out_dir / manifest.POSITIONS_NAME,
+                                       answer_log.positions.astype("<i8").tobytes())
     plain = summary.as_builtins()
     record = {
         "state": manifest.COMPLETE,
@@ -161,6 +168,8 @@ async def write_summary(
         "answers": collected.n_input_answers,
         "claims": summary.n_claims,
     }
+    if isinstance(shard, manifest.Shard):
+        record["shard"] = plain["run"]["shard"]
     # Last: the manifest says "complete" only once the summary it vouches for is on disk.
     record["answers_file"] = await anyio.to_thread.run_sync(manifest.answers_file_state, answer_log.path,
                                                             collected.kept)

@@ -67,6 +67,8 @@ class ScoreConfig(CallSettings):
         n_boot: bootstrap resamples for confidence intervals.
         pipeline: concurrency and batching; None picks defaults from the adapters.
         recall: reference facts and recall settings (``--refs``); None = precision only.
+        shard: score only this shard's answers (``--shard I/N``; see :class:`~dahl.results._manifest.Shard`);
+            None = all.
         cache_dir, use_cache, prices, max_cost_usd: keyword-only, see
             :class:`~dahl.engine._options.CallSettings`.
     """
@@ -83,6 +85,7 @@ class ScoreConfig(CallSettings):
     n_boot: int = 1000
     pipeline: PipelineOptions | None = None
     recall: RecallSettings | None = None
+    shard: manifest.Shard | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -276,7 +279,7 @@ async def _run_stages(
         await run_pipeline(
             answer_source(config.inputs, config.fmt, config.response_column, parts.run_fp, finished, reading.order,
                           reading.errors, config.adapters.input_needs, counters,
-                          fields=config.fields),
+                          fields=config.fields, shard=config.shard),
             parts.splitter,
             parts.checker,
             answer_log,
@@ -319,6 +322,7 @@ async def _summarize(
     summary = await run_summary(
         run_config, collected, counters, spend=parts.spend, cache_state=parts.cache_state, input_files=input_files,
         input_errors=reading.errors.first, previous=previous, started_at=started_at, config_hash=parts.config_hash,
+        shard=config.shard,
     )
     return summary, await write_summary(summary, config.out_dir, answer_log, collected, parts.config_hash)
 

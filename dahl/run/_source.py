@@ -2,6 +2,8 @@
 
 Runs in the pipeline's reader thread. A second record with an id already read is skipped with
 an input error naming both records; an answer the output folder holds is counted as resumed.
+A shard run keeps the answers of its shard; records that cannot be read are reported by shard 0 only,
+so the shards of one run report each once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from dahl.results._counters import RunCounters
 from dahl.results._log import answer_input_hash, line_key
+from dahl.results._manifest import Shard
 from dahl.engine._pipeline import QueuedAnswer
 from dahl.errors import InputError
 from dahl.formats import Needs, Records, read_answers
@@ -78,6 +81,7 @@ def answer_source(
     needs: Needs = Needs.NOTHING,
     counters: RunCounters | None = None,
     fields: dict[str, str] | None = None,
+    shard: Shard | None = None,
 ) -> Iterator[QueuedAnswer]:
     """Yield the answers of ``inputs`` still to score.
 
@@ -85,10 +89,12 @@ def answer_source(
         inputs, fmt, response_column, fields: the run's inputs (see :func:`dahl.formats.read_answers`).
         run_fp: the run fingerprint (see :func:`~dahl.results._log.answer_input_hash`).
         finished: resume keys of the answers the output folder already holds.
-        order: filled with the input position of every key.
+        order: filled with the input position of every key: the answer's place among the answers
+            read from ``inputs`` (those of other shards and duplicates counted too).
         errors: called with each rejected record.
         needs: what every answer must carry for the run's adapters.
         counters: the run's counters (``answers_resumed`` counted as read).
+        shard: score only this shard's answers; None: all.
 
     Raises:
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
@@ -104,7 +110,6 @@ def answer_source(
         return f"{path}:{line}" if line else path
 
     def admit(key: int, answer_id: str, file: int, line: int, answer: Answer) -> bool:
-        nonlocal position
         first = first_seen.get(hash(answer_id))
         if first is not None:
             if key in order:
@@ -118,16 +123,23 @@ def answer_source(
             return False
         first_seen[hash(answer_id)] = file << 40 | line
         order[key] = position
-        position += 1
         if key in finished:
             if counters is not None:
                 counters.answers_resumed += 1
             return False
         return True
 
+    on_error = errors if shard is None or shard.index == 0 else _ignore
     for file, path in enumerate(inputs):
         for line, answer in read_answers(path, fmt, response_column=response_column, fields=fields,
-                                         on_error=errors, needs=needs).pairs():
+                                         on_error=on_error, needs=needs).pairs():
+            position += 1
+            if shard is not None and not shard.owns(answer.id):
+                continue
             input_hash = answer_input_hash(answer, run_fp)
             if admit(line_key(answer.id, input_hash), answer.id, file, line or 0, answer):
                 yield QueuedAnswer(answer, input_hash)
+
+
+def _ignore(_error: InputError) -> None:
+    """Drop a rejected record (another shard reports it)."""

@@ -113,23 +113,25 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 class RunSummary(RunCounts, frozen=True, kw_only=True):
     """``run``: what this invocation did (:meth:`dahl.results._counters.RunCounters.snapshot`), when
-    (``started_at``, ``finished_at``: UTC, ISO 8601 to the second), and what it cost."""
+    (``started_at``, ``finished_at``: UTC, ISO 8601 to the second), what it cost, and the ``shard`` of
+    its run it scored (absent: every answer)."""
 
     dahl_version: str
     started_at: str
     finished_at: str
     cost: CostSummary
+    shard: manifest.Shard | UnsetType = UNSET
 
     @classmethod
     def of(cls, counters: RunCounters, *, dahl_version: str, started_at: str, finished_at: str,
-           spend: Spend) -> RunSummary:
+           spend: Spend, shard: manifest.Shard | None = None) -> RunSummary:
         """The run block of ``counters`` (read now) and ``spend``."""
         return cls(**msgspec.structs.asdict(counters.snapshot()), dahl_version=dahl_version, started_at=started_at,
-                   finished_at=finished_at, cost=CostSummary.of(spend))
+                   finished_at=finished_at, cost=CostSummary.of(spend), shard=UNSET if shard is None else shard)
 
     def merge(self, other: RunSummary) -> RunSummary:
         """Counts added (lanes' too, ``paused_until`` the later); the earlier start, the later finish,
-        the longer ``elapsed_s``.
+        the longer ``elapsed_s``; no ``shard``.
 
         Raises:
             ConfigError: the runs are of different dahl versions, or priced differently.
@@ -144,7 +146,7 @@ class RunSummary(RunCounts, frozen=True, kw_only=True):
             self, **sums, status=_added(self.status, other.status), errors=_added(self.errors, other.errors),
             elapsed_s=max(self.elapsed_s, other.elapsed_s), lanes=_merged(self.lanes, other.lanes, _merged_lane),
             started_at=min(self.started_at, other.started_at), finished_at=max(self.finished_at, other.finished_at),
-            cost=self.cost.merge(other.cost),
+            cost=self.cost.merge(other.cost), shard=UNSET,
         )
 
 
