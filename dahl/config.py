@@ -35,6 +35,7 @@ __all__ = [
     "endpoint_configs",
     "load_config",
     "load_fields",
+    "load_nli",
     "load_templates",
     "normalize_base_url",
     "resolve_api_key",
@@ -310,6 +311,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+#: The ``nli`` Checker's keys of ``[check]`` and their TOML types (read by :func:`load_nli`).
+NLI_KEYS: dict[str, tuple[type, ...]] = {"nli_model": (str,), "nli_threshold": _NUMBER, "nli_contradiction": _NUMBER}
+
+
 def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{section}] must be a table")
@@ -355,6 +360,25 @@ def load_fields(path: str | Path) -> dict[str, str]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def load_nli(path: str | Path) -> dict[str, Any]:
+    """The ``nli`` Checker's settings in ``[check]`` of a TOML file, the keys present only:
+    ``nli_model`` (a Path, relative to the file's folder), ``nli_threshold``, ``nli_contradiction``.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, a value of the wrong type (file and key named).
+    """
+    path = Path(path)
+    table = _read_toml(path).get("check", {})
+    found = {k: v for k, v in table.items() if k in NLI_KEYS} if isinstance(table, dict) else {}
+    for key, value in found.items():
+        if isinstance(value, bool) or not isinstance(value, NLI_KEYS[key]):
+            raise ConfigError(f"{path}: [check] {key} must be {' or '.join(t.__name__ for t in NLI_KEYS[key])}, "
+                              f"got {value!r}")
+    if "nli_model" in found:
+        found["nli_model"] = path.parent / found["nli_model"]
+    return found
+
+
 def load_templates(path: str | Path) -> dict[str, PromptTemplate]:
     """Read the prompt templates a TOML file's ``[templates]`` names (paths relative to the file).
 
@@ -396,9 +420,12 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     default = _check_table(path, "default", data.get("default", {}))
     result: dict[str, EndpointConfig] = {}
     for stage in _STAGES:
-        if stage not in data and "default" not in data:
+        table = data.get(stage, {})
+        if isinstance(table, dict):  # the nli Checker's keys are load_nli's
+            table = {k: v for k, v in table.items() if k not in NLI_KEYS}
+        if not table and "default" not in data:
             continue
-        own = _check_table(path, stage, data.get(stage, {}))
+        own = _check_table(path, stage, table)
         merged = {**default, **own}
         for table in ("extra_body", "headers"):  # merged key by key
             both = {**default.get(table, {}), **own.get(table, {})}

@@ -13,6 +13,7 @@ from dahl.cli._batch import batch
 from dahl.cli._cache import cache
 from dahl.cli._eval import eval_command
 from dahl.cli._inspect import inspect
+from dahl.cli._models import models
 from dahl.cli._questions import questions
 from dahl.cli._refs import refs
 from dahl.cli._report import report
@@ -48,7 +49,7 @@ def main(verbose: int) -> None:
 
 
 for _command in (score, cache, inspect, _runs.leaderboard, _runs.pairs, _runs.agree, _runs.sample, report, refs,
-                 questions, _generate.generate, _generate.templates, eval_command, batch, study):
+                 questions, _generate.generate, _generate.templates, eval_command, batch, study, models):
     main.add_command(_command)
 for _command in main.commands.values():
     _with_verbose(_command)
