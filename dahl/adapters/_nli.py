@@ -122,7 +122,7 @@ def _roles(file: Path, config: dict[str, Any]) -> tuple[tuple[str, ...], int, in
     try:
         names = {int(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
     except ValueError:
-        raise ConfigError(f"{file}: id2label keys must be class numbers, got {sorted(raw)}") from None
+        raise ConfigError(f"{file}: id2label keys must be class numbers, got {raw!r}") from None
     if not names or sorted(names) != list(range(len(names))):
         raise ConfigError(f"{file}: id2label must name the labels of classes 0..n-1, got {raw!r}")
     labels = tuple(names[i] for i in range(len(names)))
@@ -171,7 +171,7 @@ class NLIModel:
             options.intra_op_num_threads = options.inter_op_num_threads = 1
             self._session = onnxruntime.InferenceSession(str(folder.path / "model.onnx"), options,
                                                          providers=["CPUExecutionProvider"])
-        except Exception as exc:  # both raise their own exception types
+        except Exception as exc:  # noqa: BLE001 - both raise plain Exception subclasses
             raise ConfigError(f"{folder.path}: cannot load the model: {exc}") from None
         self._plain.no_truncation()
         self._plain.no_padding()
@@ -212,12 +212,12 @@ class NLIModel:
         """
         out = []
         for start in range(0, len(pairs), _BATCH):
-            encoded = self._pairs.encode_batch(list(pairs[start:start + _BATCH]))
-            feeds = {"input_ids": [e.ids for e in encoded], "attention_mask": [e.attention_mask for e in encoded],
-                     "token_type_ids": [e.type_ids for e in encoded]}
             try:
+                encoded = self._pairs.encode_batch(list(pairs[start:start + _BATCH]))
+                feeds = {"input_ids": [e.ids for e in encoded], "attention_mask": [e.attention_mask for e in encoded],
+                         "token_type_ids": [e.type_ids for e in encoded]}
                 result = self._session.run(None, {n: np.asarray(feeds[n], dtype=np.int64) for n in self.inputs})
-            except Exception as exc:  # onnxruntime's own exception types
+            except Exception as exc:  # noqa: BLE001 - tokenizers and onnxruntime raise plain Exception subclasses
                 raise AdapterError(f"{self.folder.path}/model.onnx: inference failed: {exc}") from None
             out.append(np.asarray(result[0], dtype=np.float64).reshape(len(encoded), -1))
         z = np.concatenate(out) if out else np.zeros((0, len(self.folder.labels)))
@@ -313,7 +313,7 @@ class NLIChecker:
                     try:
                         probs = await anyio.to_thread.run_sync(self.model.probabilities,
                                                                [p for ps, _ in taken for p in ps])
-                    except Exception as exc:  # an AdapterError: every claim of the batch gets it
+                    except AdapterError as exc:  # every claim of the batch gets it
                         for _, future in taken:
                             future.set_exception(exc)
                         continue

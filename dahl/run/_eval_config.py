@@ -257,12 +257,15 @@ def _adapters(r: _Reader, data: Mapping[str, Any]) -> AdapterSettings:
     evidence = r.file("[check]", "evidence", check["evidence"]) if "evidence" in check else None
     if checker in ("evidence", "nli") and evidence is None:
         raise r.fail("[check]", f"kind = \"{checker}\" needs evidence (the corpus JSONL or folder)")
+    if checker != "nli" and any(k.startswith("nli_") for k in check):
+        raise r.fail("[check]", "nli_model, nli_threshold and nli_contradiction need kind = \"nli\"")
     if checker == "nli" and "nli_model" not in check:
         raise r.fail("[check]", "kind = \"nli\" needs nli_model (the model folder)")
-    nli = {k: r.file("[check]", k, v) if k == "nli_model" else v for k, v in check.items() if k.startswith("nli_")}
+    nli_model = r.file("[check]", "nli_model", check["nli_model"]) if "nli_model" in check else None
     try:
         return AdapterSettings(
-            splitter=splitter, checker=checker, evidence=evidence, top_k=check.get("top_k", 5), **nli,
+            splitter=splitter, checker=checker, evidence=evidence, top_k=check.get("top_k", 5), nli_model=nli_model,
+            nli_threshold=check.get("nli_threshold", 0.5), nli_contradiction=check.get("nli_contradiction", 0.5),
             split_endpoint=_endpoint(r, "[split]", split, SPLIT_MAX_TOKENS) if splitter == "openai" else None,
             check_endpoint=_endpoint(r, "[check]", check, CHECK_MAX_TOKENS) if checker == "openai" else None,
         )

@@ -16,6 +16,7 @@ from dahl.adapters._corpus import Corpus
 from dahl.adapters._nli import NLIChecker, NLIModel, read_folder
 from dahl.cache._keys import check_key
 from dahl.cli import main
+from dahl.config import load_config, load_nli
 from dahl.errors import AdapterError, ConfigError
 from dahl.records import Answer, Claim, Label, UnsupportedReason
 from dahl.run._eval_config import load_eval_config
@@ -223,6 +224,16 @@ class TestSettings:
                                             '[check]\nkind = "nli"\nevidence = "c.jsonl"\n')
         with pytest.raises(ConfigError, match=r"\[check\].*needs nli_model"):
             load_eval_config(tmp_path / "eval.toml")
+
+
+    def test_score_config_check_table(self, tmp_path: Path) -> None:
+        """``[check]`` of ``dahl score --config``: nli keys alone make no endpoint; a wrong type is named."""
+        (tmp_path / "a.toml").write_text('[check]\nnli_model = "m"\nnli_contradiction = 0.8\n')
+        assert load_nli(tmp_path / "a.toml") == {"nli_model": tmp_path / "m", "nli_contradiction": 0.8}
+        assert load_config(tmp_path / "a.toml") == {}
+        (tmp_path / "b.toml").write_text('[check]\nnli_threshold = "high"\n')
+        with pytest.raises(ConfigError, match=r"b.toml: \[check\] nli_threshold must be int or float, got 'high'"):
+            load_nli(tmp_path / "b.toml")
 
 
 def run(*args: str) -> tuple[int, str]:
