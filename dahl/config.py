@@ -315,17 +315,17 @@ _TYPES: dict[str, tuple[type, ...]] = {
 NLI_KEYS: dict[str, tuple[type, ...]] = {"nli_model": (str,), "nli_threshold": _NUMBER, "nli_contradiction": _NUMBER}
 
 
-def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
+def _check_table(path: Path, section: str, table: Any, types: dict[str, tuple[type, ...]] = _TYPES) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{section}] must be a table")
     for key in table:
-        if key not in _TYPES:
+        if key not in types:
             raise ConfigError(
-                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(_TYPES))})"
+                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(types))})"
             )
         value = table[key]
-        if isinstance(value, bool) or not isinstance(value, _TYPES[key]):
-            names = " or ".join(t.__name__ for t in _TYPES[key])
+        if isinstance(value, bool) or not isinstance(value, types[key]):
+            names = " or ".join(t.__name__ for t in types[key])
             raise ConfigError(f"{path}: [{section}] {key} must be {names}, got {value!r}")
     return table
 
@@ -369,11 +369,8 @@ def load_nli(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     table = _read_toml(path).get("check", {})
-    found = {k: v for k, v in table.items() if k in NLI_KEYS} if isinstance(table, dict) else {}
-    for key, value in found.items():
-        if isinstance(value, bool) or not isinstance(value, NLI_KEYS[key]):
-            raise ConfigError(f"{path}: [check] {key} must be {' or '.join(t.__name__ for t in NLI_KEYS[key])}, "
-                              f"got {value!r}")
+    found = _check_table(path, "check", {k: v for k, v in table.items() if k in NLI_KEYS} if isinstance(table, dict)
+                         else table, NLI_KEYS)
     if "nli_model" in found:
         found["nli_model"] = path.parent / found["nli_model"]
     return found

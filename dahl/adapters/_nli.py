@@ -1,23 +1,15 @@
 """The ``nli`` Checker: an entailment model from a local folder (ONNX), over the evidence Checker's corpus.
 
-A model folder holds ``model.onnx`` (a sequence classifier: int64 ``input_ids`` and
-``attention_mask``, optionally ``token_type_ids``, of shape (pairs, tokens) in; logits of shape
-(pairs, labels) out), ``tokenizer.json`` (Hugging Face ``tokenizers``) and ``config.json``, whose
-``id2label`` names the labels: entailment / neutral / contradiction (an NLI model), supported /
-unsupported (MiniCheck), or two other names with ``"supported_label"`` naming the one that means
-supported (``LABEL_0`` / ``LABEL_1`` folders).
+A model folder holds ``model.onnx`` (int64 ``input_ids``, ``attention_mask`` and optionally
+``token_type_ids`` of shape (pairs, tokens) in, logits of shape (pairs, labels) out),
+``tokenizer.json`` and ``config.json``, whose ``id2label`` names entailment / neutral /
+contradiction (NLI), supported / unsupported (MiniCheck), or two labels with ``"supported_label"``.
 
-Decision for one claim:
-
-1. **Retrieve** the BM25 top ``top_k`` passages for claim + question, as the evidence Checker does
-   (only in the documents of ``answer.meta["evidence_ids"]`` when given); none → ``unknown``.
-2. **Score** every (chunk, claim) pair, each passage cut into chunks that fit the model's window
-   beside the claim; the pairs of every claim in flight are batched, in worker threads.
-3. **Decide** on the maximum P(entailment) over chunks and passages: supported at or above
-   ``threshold``; else unsupported, reason ``contradicted`` when the maximum P(contradiction)
-   reaches ``contradiction`` (models with a contradiction label), else ``no_evidence``.
-
-Needs the ``nli`` extra (``pip install 'dahl[nli]'``: onnxruntime and tokenizers), imported on use.
+A claim's BM25 top ``top_k`` passages (claim + question, as the evidence Checker; none → unknown)
+are cut into chunks that fit the model's window beside the claim; the maximum P(entailment) over
+every (chunk, claim) pair decides: supported at or above ``threshold``, else unsupported, reason
+``contradicted`` when the maximum P(contradiction) reaches ``contradiction``, else ``no_evidence``.
+Needs the ``nli`` extra (``pip install 'dahl[nli]'``: onnxruntime, tokenizers), imported on use.
 """
 
 from __future__ import annotations
@@ -89,14 +81,9 @@ def read_folder(path: str | Path) -> ModelFolder:
         raise ConfigError(f"{p}: missing {', '.join(missing)} (a model folder holds {', '.join(MODEL_FILES)})")
     config, tokenizer = _json(p / "config.json"), _json(p / "tokenizer.json")
     labels, supported, contradiction = _roles(p / "config.json", config)
-    truncation = tokenizer.get("truncation")
-    positions = config.get("max_position_embeddings")
-    if isinstance(truncation, dict) and isinstance(truncation.get("max_length"), int):
-        max_length = int(truncation["max_length"])
-    elif isinstance(positions, int) and positions > 0:
-        max_length = min(positions, _WINDOW)
-    else:
-        max_length = _WINDOW
+    truncation, positions = tokenizer.get("truncation") or {}, config.get("max_position_embeddings")
+    max_length = int(truncation["max_length"]) if isinstance(truncation.get("max_length"), int) \
+        else min(positions, _WINDOW) if isinstance(positions, int) and positions > 0 else _WINDOW
     digest = hashlib.blake2b(digest_size=16)
     for f in (*sorted(q for q in p.iterdir() if q.name.startswith("model.onnx")), p / MODEL_FILES[1], p / MODEL_FILES[2]):
         digest.update(f.name.encode() + b"\0")
@@ -119,13 +106,10 @@ def _json(file: Path) -> dict[str, Any]:
 def _roles(file: Path, config: dict[str, Any]) -> tuple[tuple[str, ...], int, int | None]:
     """``(labels, supported index, contradiction index or None)`` of config.json's ``id2label``."""
     raw = config.get("id2label")
-    try:
-        names = {int(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
-    except ValueError:
-        raise ConfigError(f"{file}: id2label keys must be class numbers, got {raw!r}") from None
-    if not names or sorted(names) != list(range(len(names))):
+    names = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+    labels = tuple(names.get(str(i), "") for i in range(len(names)))
+    if not labels or "" in labels:
         raise ConfigError(f"{file}: id2label must name the labels of classes 0..n-1, got {raw!r}")
-    labels = tuple(names[i] for i in range(len(names)))
     low = [n.lower() for n in labels]
     chosen = config.get("supported_label")
     if chosen is not None:
@@ -286,13 +270,8 @@ class NLIChecker:
         """The claim's passages, its (chunk, claim) pairs and each pair's passage index (blocking)."""
         query = analyze(claim.text) + (analyze(answer.question) if answer.question else [])
         hits = self.corpus.search(query, k=self.top_k, doc_ids=evidence_ids(answer))
-        pairs: list[_Pair] = []
-        owners: list[int] = []
-        for i, hit in enumerate(hits):
-            for chunk in self.model.chunks(hit.passage.text, claim.text):
-                pairs.append((chunk, claim.text))
-                owners.append(i)
-        return hits, pairs, owners
+        chunks = [(i, c) for i, hit in enumerate(hits) for c in self.model.chunks(hit.passage.text, claim.text)]
+        return hits, [(c, claim.text) for _, c in chunks], [i for i, _ in chunks]
 
     async def _score(self, pairs: list[_Pair]) -> np.ndarray:
         """:meth:`NLIModel.probabilities` of ``pairs``: queued behind the pairs of the other claims in
