@@ -80,7 +80,8 @@ def _pairs() -> list[tuple[str, str]]:
 
 
 def throughput(folder: Path, *, repeat: int = 1) -> dict[str, Any]:
-    """Load ``folder`` and score the pairs ``repeat`` times; the figures as a dict."""
+    """Load ``folder`` and score the pairs ``repeat`` times; the figures as a dict (tokens per pair:
+    the mean with special tokens, before padding to the longest pair of each batch of 32)."""
     from dahl.adapters._nli import NLIModel, read_folder
 
     model = NLIModel(read_folder(folder))
@@ -90,8 +91,12 @@ def throughput(folder: Path, *, repeat: int = 1) -> dict[str, Any]:
     for _ in range(repeat):
         model.probabilities(pairs)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    from tokenizers import Tokenizer
+
+    tokens = [len(e.ids) for e in Tokenizer.from_file(str(folder / "tokenizer.json")).encode_batch(pairs)]
     n = len(pairs) * repeat
-    return {"pairs": n, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
+    return {"pairs": n, "tokens_per_pair": round(sum(tokens) / len(tokens), 1), "cpu_s": round(cpu, 3),
+            "wall_s": round(wall, 3),
             "pairs_per_cpu_s": round(n / cpu, 1), "pairs_per_wall_s": round(n / wall, 1),
             "model_bytes": (folder / "model.onnx").stat().st_size, "max_length": model.folder.max_length}
 
