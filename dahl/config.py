@@ -35,6 +35,7 @@ __all__ = [
     "endpoint_configs",
     "load_config",
     "load_fields",
+    "load_nli",
     "load_templates",
     "normalize_base_url",
     "resolve_api_key",
@@ -310,17 +311,21 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _check_table(path: Path, section: str, table: Any) -> dict[str, Any]:
+#: The ``nli`` Checker's keys of ``[check]`` and their TOML types (read by :func:`load_nli`).
+NLI_KEYS: dict[str, tuple[type, ...]] = {"nli_model": (str,), "nli_threshold": _NUMBER, "nli_contradiction": _NUMBER}
+
+
+def _check_table(path: Path, section: str, table: Any, types: dict[str, tuple[type, ...]] = _TYPES) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{section}] must be a table")
     for key in table:
-        if key not in _TYPES:
+        if key not in types:
             raise ConfigError(
-                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(_TYPES))})"
+                f"{path}: unknown key {key!r} in [{section}] (known: {', '.join(sorted(types))})"
             )
         value = table[key]
-        if isinstance(value, bool) or not isinstance(value, _TYPES[key]):
-            names = " or ".join(t.__name__ for t in _TYPES[key])
+        if isinstance(value, bool) or not isinstance(value, types[key]):
+            names = " or ".join(t.__name__ for t in types[key])
             raise ConfigError(f"{path}: [{section}] {key} must be {names}, got {value!r}")
     return table
 
@@ -353,6 +358,22 @@ def load_fields(path: str | Path) -> dict[str, str]:
         return check_fields(table)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+def load_nli(path: str | Path) -> dict[str, Any]:
+    """The ``nli`` Checker's settings in ``[check]`` of a TOML file, the keys present only:
+    ``nli_model`` (a Path, relative to the file's folder), ``nli_threshold``, ``nli_contradiction``.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, a value of the wrong type (file and key named).
+    """
+    path = Path(path)
+    table = _read_toml(path).get("check", {})
+    found = _check_table(path, "check", {k: v for k, v in table.items() if k in NLI_KEYS} if isinstance(table, dict)
+                         else table, NLI_KEYS)
+    if "nli_model" in found:
+        found["nli_model"] = path.parent / found["nli_model"]
+    return found
 
 
 def load_templates(path: str | Path) -> dict[str, PromptTemplate]:
@@ -396,9 +417,12 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     default = _check_table(path, "default", data.get("default", {}))
     result: dict[str, EndpointConfig] = {}
     for stage in _STAGES:
-        if stage not in data and "default" not in data:
+        table = data.get(stage, {})
+        if isinstance(table, dict):  # the nli Checker's keys are load_nli's
+            table = {k: v for k, v in table.items() if k not in NLI_KEYS}
+        if not table and "default" not in data:
             continue
-        own = _check_table(path, stage, data.get(stage, {}))
+        own = _check_table(path, stage, table)
         merged = {**default, **own}
         for table in ("extra_body", "headers"):  # merged key by key
             both = {**default.get(table, {}), **own.get(table, {})}

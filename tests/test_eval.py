@@ -295,7 +295,7 @@ class TestEvalConfig:
             pytest.param(lambda t: t.replace('mode = "chat"', 'mode = "base"'),
                          "[[models]] 'model-a': mode must be one of completion, chat, got 'base'", id="bad-mode"),
             pytest.param(lambda t: t.replace('kind = "evidence"', 'kind = "replay"'),
-                         "[check]: kind must be one of evidence, openai, fake, got 'replay'", id="bad-checker"),
+                         "[check]: kind must be one of evidence, nli, openai, fake, got 'replay'", id="bad-checker"),
             pytest.param(lambda t: t.replace('metric = "dahl_score"', 'metric = "accuracy"'),
                          "[leaderboard]: metric must be one of dahl_score", id="bad-metric"),
             pytest.param(lambda t: t.replace("[questions]", "[questions]\nfraction = 1.5"),

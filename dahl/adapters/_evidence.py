@@ -37,7 +37,7 @@ from dahl.adapters._support import claim_terms as claim_terms_of
 from dahl.errors import ConfigError
 from dahl.records import Answer, Claim, Evidence, Label, Verdict, normalize_text
 
-__all__ = ["Assessment", "EvidenceChecker", "EvidenceSettings"]
+__all__ = ["Assessment", "EvidenceChecker", "EvidenceSettings", "evidence_ids"]
 
 logger = logging.getLogger(__name__)
 
@@ -314,12 +314,13 @@ class EvidenceChecker:
         return None
 
     def _doc_ids(self, answer: Answer) -> list[str] | None:
-        if not self.settings.restrict:
-            return None
-        ids = answer.meta.get("evidence_ids") if answer.meta else None
-        if not isinstance(ids, list):
-            return None
-        return [str(i) for i in ids]
+        return evidence_ids(answer) if self.settings.restrict else None
+
+
+def evidence_ids(answer: Answer) -> list[str] | None:
+    """The documents ``answer.meta["evidence_ids"]`` restricts the search to, or None (all)."""
+    ids = answer.meta.get("evidence_ids") if answer.meta else None
+    return [str(i) for i in ids] if isinstance(ids, list) else None
 
 
 #: Index terms of words that ask for an answer instead of naming what it is about.

@@ -14,6 +14,7 @@ from dahl.cli._cache import cache
 from dahl.cli._eval import eval_command
 from dahl.cli._inspect import inspect
 from dahl.cli._merge import merge
+from dahl.cli._models import models
 from dahl.cli._questions import questions
 from dahl.cli._refs import refs
 from dahl.cli._report import report
@@ -49,7 +50,7 @@ def main(verbose: int) -> None:
 
 
 for _command in (score, merge, cache, inspect, _runs.leaderboard, _runs.pairs, _runs.agree, _runs.sample, report, refs,
-                 questions, _generate.generate, _generate.templates, eval_command, batch, study):
+                 questions, _generate.generate, _generate.templates, eval_command, batch, study, models):
     main.add_command(_command)
 for _command in main.commands.values():
     _with_verbose(_command)

@@ -34,11 +34,12 @@ __all__ = ["score"]
 
 
 @click.command(cls=GroupedCommand, sections={
-    "Options": ("out_dir", "splitter", "checker", "evidence", "config_file", "base_url", "model", "dry_run",
-                "max_cost_usd", "shard", "workers", "more_verbose", "help"),
+    "Options": ("out_dir", "splitter", "checker", "evidence", "nli_model", "config_file", "base_url", "model",
+                "dry_run", "max_cost_usd", "shard", "workers", "more_verbose", "help"),
     "Input": ("fmt", "response_columns", "field_options"),
     "Endpoint and limits": ("api_key_env", "provider", "auth", "header_options", "rpm", "tpm", "max_in_flight",
-                            "temperature", "max_tokens", "timeout_s", "top_k", "template_options", "price_options"),
+                            "temperature", "max_tokens", "timeout_s", "top_k", "nli_threshold", "nli_contradiction", "template_options",
+                            "price_options"),
     "Scores": ("gamma", "k", "seed"),
     "Recall": RECALL_OPTION_NAMES,
     "Cache and progress": ("cache_dir", "no_cache", "no_progress", "progress_every_s"),
@@ -56,13 +57,19 @@ __all__ = ["score"]
 @click.option("--splitter", default="rules", show_default=True, type=click.Choice(SPLITTERS),
               help="rules: offline rule-based; given: claims from the input; openai: an LLM endpoint.")
 @click.option("--checker", default="evidence", show_default=True, type=click.Choice(CHECKERS),
-              help="evidence: offline BM25 over --evidence; replay: labels from the input; "
-                   "fake: deterministic; openai: an LLM endpoint.")
+              help="evidence: offline BM25 over --evidence; nli: an entailment model (--nli-model) over "
+                   "--evidence; replay: labels from the input; fake: deterministic; openai: an LLM endpoint.")
 @click.option("--evidence", type=click.Path(path_type=Path), default=None,
               help="Corpus: JSONL {id, title?, text, url?} or a folder of .txt/.md files; the evidence "
                    "Checker's passages, or with --checker openai the passages each claim is judged against.")
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(min=1),
-              help="Passages per claim for --checker openai --evidence.")
+              help="Passages per claim for --checker openai --evidence and --checker nli.")
+@click.option("--nli-model", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Model folder of --checker nli: model.onnx, tokenizer.json, config.json (dahl models check DIR).")
+@click.option("--nli-threshold", type=click.FloatRange(0, 1), default=None,
+              help="P(entailment) at or above which --checker nli says supported (default 0.5).")
+@click.option("--nli-contradiction", type=click.FloatRange(0, 1), default=None,
+              help="P(contradiction) at or above which --checker nli gives reason contradicted (default 0.5).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML file with [split]/[check] (and [default]) endpoint settings.")
 @click.option("--base-url", default=None, help="OpenAI-compatible API root for the openai adapters.")
@@ -114,6 +121,9 @@ def score(
     checker: str,
     evidence: Path | None,
     top_k: int,
+    nli_model: Path | None,
+    nli_threshold: float | None,
+    nli_contradiction: float | None,
     gamma: float,
     k: int,
     seed: int,

@@ -17,7 +17,7 @@ from dahl.adapters._coverage import COVERAGE_JUDGES
 from dahl.adapters._recall import RecallSettings
 from dahl.cli._options import FINITE, parse_template_options
 from dahl.cli._templates import SCORE_STAGES, apply_score_templates
-from dahl.config import EndpointConfig, endpoint_configs, load_fields, load_templates
+from dahl.config import EndpointConfig, endpoint_configs, load_fields, load_nli, load_templates
 from dahl.errors import ConfigError
 from dahl.formats._fields import parse_field_options
 from dahl.metrics._recall import Partial
@@ -65,6 +65,8 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
                  **parse_template_options(get("template_options") or (), SCORE_STAGES)}
     endpoints, recall = apply_score_templates(templates, endpoints, recall, splitter=splitter, checker=checker,
                                               evidence=evidence)
+    nli = {**(load_nli(config_file) if config_file is not None else {}),
+           **{k: get(k) for k in ("nli_model", "nli_threshold", "nli_contradiction") if get(k) is not None}}
     return ScoreConfig(
         inputs=values["inputs"],
         out_dir=values["out_dir"],
@@ -78,6 +80,7 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
             split_endpoint=endpoints.get("split"),
             check_endpoint=endpoints.get("check"),
             top_k=get("top_k", 5),
+            **nli,
         ),
         gamma=get("gamma", 10.0),
         k=get("k", 64),

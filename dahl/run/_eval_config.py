@@ -42,7 +42,8 @@ _TABLES: dict[str, dict[str, tuple[type, ...]]] = {
     "questions": {"file": (str,), "fraction": _NUM, "seed": (int,), "stratify": (str,)},
     "generate": {k: v for k, v in _MODEL.items() if k != "name"},
     "split": {"kind": (str,), **_ENDPOINT},
-    "check": {"kind": (str,), "evidence": (str,), "top_k": (int,), **_ENDPOINT},
+    "check": {"kind": (str,), "evidence": (str,), "top_k": (int,), "nli_model": (str,), "nli_threshold": _NUM,
+              "nli_contradiction": _NUM, **_ENDPOINT},
     "refs": {"file": (str,), "coverage": (str,), "partial": (str,), "fstar_k": (int,),
              "fstar_min_importance": _NUM, "alpha": _NUM, "beta": _NUM},
     "score": {"gamma": _NUM, "k": (int,)},
@@ -50,7 +51,7 @@ _TABLES: dict[str, dict[str, tuple[type, ...]]] = {
                     "n_boot": (int,)},
 }
 _SPLITTERS = ("rules", "openai")
-_CHECKERS = ("evidence", "openai", "fake")
+_CHECKERS = ("evidence", "nli", "openai", "fake")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,11 +255,17 @@ def _adapters(r: _Reader, data: Mapping[str, Any]) -> AdapterSettings:
         if kind != "openai" and extra:
             raise r.fail(f"[{name}]", f"{', '.join(extra)}: endpoint keys need kind = \"openai\"")
     evidence = r.file("[check]", "evidence", check["evidence"]) if "evidence" in check else None
-    if checker == "evidence" and evidence is None:
-        raise r.fail("[check]", "kind = \"evidence\" needs evidence (the corpus JSONL or folder)")
+    if checker in ("evidence", "nli") and evidence is None:
+        raise r.fail("[check]", f"kind = \"{checker}\" needs evidence (the corpus JSONL or folder)")
+    if checker != "nli" and any(k.startswith("nli_") for k in check):
+        raise r.fail("[check]", "nli_model, nli_threshold and nli_contradiction need kind = \"nli\"")
+    if checker == "nli" and "nli_model" not in check:
+        raise r.fail("[check]", "kind = \"nli\" needs nli_model (the model folder)")
+    nli_model = r.file("[check]", "nli_model", check["nli_model"]) if "nli_model" in check else None
     try:
         return AdapterSettings(
-            splitter=splitter, checker=checker, evidence=evidence, top_k=check.get("top_k", 5),
+            splitter=splitter, checker=checker, evidence=evidence, top_k=check.get("top_k", 5), nli_model=nli_model,
+            nli_threshold=check.get("nli_threshold", 0.5), nli_contradiction=check.get("nli_contradiction", 0.5),
             split_endpoint=_endpoint(r, "[split]", split, SPLIT_MAX_TOKENS) if splitter == "openai" else None,
             check_endpoint=_endpoint(r, "[check]", check, CHECK_MAX_TOKENS) if checker == "openai" else None,
         )

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # aiohttp and bm25s are imported only when used
 __all__ = ["CHECKERS", "SPLITTERS", "AdapterSettings", "open_adapters", "open_judge", "used_templates"]
 
 SPLITTERS = ("rules", "given", "openai")
-CHECKERS = ("evidence", "replay", "fake", "openai")
+CHECKERS = ("evidence", "nli", "replay", "fake", "openai")
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,12 @@ class AdapterSettings:
             the evidence Checker, or passages for the ``openai`` Checker.
         split_endpoint: endpoint of the ``openai`` Splitter.
         check_endpoint: endpoint of the ``openai`` Checker.
-        top_k: passages per claim given to the ``openai`` Checker with ``evidence`` (>= 1).
+        top_k: passages per claim given to the ``openai`` Checker with ``evidence``, or scored by
+            the ``nli`` Checker (>= 1).
         index_dir: folder where corpus indexes are saved per corpus fingerprint; None = in memory.
+        nli_model: the ``nli`` Checker's model folder (model.onnx, tokenizer.json, config.json).
+        nli_threshold: P(entailment) at or above which the ``nli`` Checker says supported, in [0, 1].
+        nli_contradiction: P(contradiction) at or above which it says contradicted, in [0, 1].
     """
 
     splitter: str = "rules"
@@ -54,6 +58,9 @@ class AdapterSettings:
     check_endpoint: EndpointConfig | None = None
     top_k: int = 5
     index_dir: Path | None = None
+    nli_model: Path | None = None
+    nli_threshold: float = 0.5
+    nli_contradiction: float = 0.5
 
     def __post_init__(self) -> None:
         if self.splitter not in SPLITTERS:
@@ -62,9 +69,14 @@ class AdapterSettings:
             raise ConfigError(f"unknown checker {self.checker!r}; choose one of {', '.join(CHECKERS)}")
         if self.checker == "replay" and self.splitter != "given":
             raise ConfigError("--checker replay needs --splitter given: it replays the labels of the given claims")
-        if self.checker == "evidence" and self.evidence is None:
-            raise ConfigError("--checker evidence needs --evidence CORPUS.jsonl")
-        if self.evidence is not None and self.checker in ("evidence", "openai") and not self.evidence.exists():
+        if self.checker in ("evidence", "nli") and self.evidence is None:
+            raise ConfigError(f"--checker {self.checker} needs --evidence CORPUS.jsonl")
+        if self.checker == "nli" and self.nli_model is None:
+            raise ConfigError("--checker nli needs --nli-model DIR (model.onnx, tokenizer.json, config.json)")
+        if not (0.0 <= self.nli_threshold <= 1.0 and 0.0 <= self.nli_contradiction <= 1.0):
+            raise ConfigError(f"--nli-threshold and --nli-contradiction must be in [0, 1], got {self.nli_threshold}, "
+                              f"{self.nli_contradiction}")
+        if self.evidence is not None and self.checker in ("evidence", "nli", "openai") and not self.evidence.exists():
             raise ConfigError(f"evidence file not found: {self.evidence}")
         if self.top_k < 1:
             raise ConfigError(f"--top-k must be >= 1, got {self.top_k}")
@@ -97,7 +109,7 @@ async def open_adapters(
     modules = {settings.splitter, settings.checker}  # adapter names are their module names
     if "openai" in modules:
         modules.update(("http", "route"))
-    if "evidence" in modules or (settings.checker == "openai" and settings.evidence is not None):
+    if modules & {"evidence", "nli"} or (settings.checker == "openai" and settings.evidence is not None):
         modules.update(("corpus", "documents"))
     await anyio.to_thread.run_sync(
         lambda: [importlib.import_module(f"dahl.adapters._{m}") for m in sorted(modules)]
@@ -150,6 +162,14 @@ async def open_adapters(
         from dahl.adapters._fake import FakeChecker
 
         checker = FakeChecker()
+    elif settings.checker == "nli":
+        from dahl.adapters._nli import NLIChecker, NLIModel, read_folder
+
+        assert settings.nli_model is not None  # checked in __post_init__
+        path = settings.nli_model
+        model = await anyio.to_thread.run_sync(lambda: NLIModel(read_folder(path)))
+        checker = NLIChecker(await _corpus(settings), model, top_k=settings.top_k, threshold=settings.nli_threshold,
+                             contradiction=settings.nli_contradiction)
     else:
         from dahl.adapters._evidence import EvidenceChecker
 
