@@ -23,7 +23,7 @@ import numpy.typing as npt
 from dahl.errors import ConfigError
 from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes, group_seed, sorted_mean
 from dahl.metrics._precision import MAX_N_BOOT
-from dahl.analysis._paired_bootstrap import joint_paired_bootstrap
+from dahl.analysis._paired_bootstrap import MIN_SHARED_QUESTIONS, format_p, joint_paired_bootstrap
 from dahl.records import Status
 from dahl.analysis._runs import checker_label
 from dahl.analysis._verdicts import STATUSES, Verdicts
@@ -102,9 +102,10 @@ class Comparison:
     """Paired comparison of model ``a`` (ranked above) with model ``b``.
 
     Attributes:
-        n_pairs: questions both answered with an included answer.
+        n_pairs: shared questions: both answered with an included answer.
         mean_diff, ci: mean of per-question A − B and its percentile bootstrap CI.
-        p_value: two-sided paired bootstrap p-value.
+        p_value: two-sided paired bootstrap p-value; None below
+            :data:`~dahl.analysis._paired_bootstrap.MIN_SHARED_QUESTIONS` shared questions.
     """
 
     a: str
@@ -371,12 +372,13 @@ def _pair(ci: tuple[float, float] | None) -> list[float] | None:
 
 
 def to_json(board: Leaderboard) -> dict[str, Any]:
-    """The ``board.json`` document: ``metric``, ``settings``, ``models`` (the rows' fields, by rank),
-    ``comparisons`` and ``categories``; scores are fractions in [0, 1] or null."""
+    """The ``board.json`` document: ``metric``, ``settings`` (with ``min_shared_questions``, below which a
+    comparison's ``p_value`` is null), ``models`` (the rows' fields, by rank), ``comparisons`` (``n_pairs``:
+    shared questions) and ``categories``; scores are fractions in [0, 1] or null."""
     return {
         "metric": board.metric,
         "settings": {"gamma": board.gamma, "k": board.k, "seed": board.seed, "n_boot": board.n_boot,
-                     "level": board.level, "rank_rule": "chatbot-arena: 1 + models with CI entirely above"},
+                     "level": board.level, "min_shared_questions": MIN_SHARED_QUESTIONS, "rank_rule": "chatbot-arena: 1 + models with CI entirely above"},
         "models": [
             {
                 "model": r.model,
@@ -442,12 +444,11 @@ def to_markdown(board: Leaderboard) -> str:
     lines += ["", "Ranks: 1 + number of models whose CI lies entirely above (Chatbot Arena rule)."]
     if board.comparisons:
         lines += ["", f"### Paired comparisons ({board.metric}, shared questions)", ""]
-        lines.append(_md_row(["A", "B", "questions", "A − B", f"{pct}% CI", "p (two-sided)"]))
+        lines.append(_md_row(["A", "B", "shared questions", "A − B", f"{pct}% CI", "p (two-sided)"]))
         lines.append("|:---|:---|---:|---:|---:|---:|")
         for c in board.comparisons:
             diff = "—" if c.mean_diff is None else f"{100 * c.mean_diff:+.1f}"
-            p = "—" if c.p_value is None else f"{c.p_value:.3g}"
-            lines.append(_md_row([c.a, c.b, str(c.n_pairs), diff, _pct_ci(c.ci), p]))
+            lines.append(_md_row([c.a, c.b, f"{c.n_pairs:,}", diff, _pct_ci(c.ci), format_p(c.p_value, c.n_pairs)]))
     if board.categories:
         models = [r.model for r in board.models]
         lines += ["", f"### {board.metric} by category", ""]
