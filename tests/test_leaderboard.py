@@ -289,14 +289,19 @@ class TestRecallBoard:
         assert board.models[0].model == "A" and board.models[0].ci == expected
 
     def test_markdown_and_csv_columns(self, recall_store: Verdicts) -> None:
-        """The markdown row shows Rec 66.7, Rec^w 75.0, F1 72.2, F1^w 78.6, ρ 2.0; CSV has the fractions."""
+        """The markdown row shows Rec 66.7, Rec^w 75.0, mean F1 72.2, F1 of means 2·P·R/(P + R) with P
+        (the DAHL Score 8/9) and R = 2/3: 16/21 = 76.2, F1^w 78.6, ρ 2.0; CSV and JSON have the fractions."""
         board = build_leaderboard(recall_store)
         lines = to_markdown(board).splitlines()
         assert lines[2].startswith("| rank | model | DAHL Score | 95% CI | FActScore | FActScore (no penalty) | F1@64 "
-                                   "| Rec | Rec^w | F1 | F1^w | ρ | scored | excluded |")
-        assert "| 66.7 | 75.0 | 72.2 | 78.6 | 2.0 | 3 | 0 |" in lines[4]
+                                   "| Rec | Rec^w | mean F1 | F1 of means | F1^w | ρ | scored | excluded |")
+        assert "| 66.7 | 75.0 | 72.2 | 76.2 | 78.6 | 2.0 | 3 | 0 |" in lines[4]
         rows = list(csv.DictReader(io.StringIO(to_csv(board))))
         assert float(rows[1]["recall_w"]) == 0.5 and rows[1]["rho"] == "1.5" and rows[1]["n_recall"] == "2"
+        a = board.models[0]
+        assert a.dahl_score is not None and a.recall is not None
+        assert a.f1_of_means == pytest.approx(16 / 21)
+        assert float(rows[0]["f1_of_means"]) == a.f1_of_means == to_json(board)["models"][0]["f1_of_means"]
 
     def test_json_has_recall_keys_only_with_recall(self, recall_store: Verdicts, small: Verdicts) -> None:
         """board.json rows carry recall, recall_w, f1, f1_w, rho, n_recall with recall, and not without."""
