@@ -35,25 +35,24 @@ def study() -> None:
               help="Temperature pairs tested: each against --reference, adjacent ones, or every pair.")
 @click.option("--reference", default=0.6, show_default=True, type=FINITE,
               help="Reference temperature of --compare reference (the DAHL paper's generation setting).")
-@click.option("--alpha", default=0.05, show_default=True, type=FINITE,
-              help="F-test level: below it the t-test is Welch's, else Student's.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
 @click.option("--n-boot", default=1000, show_default=True, type=click.IntRange(min=1), help="Bootstrap resamples.")
 @click.option("--no-plot", is_flag=True, help="Do not draw temperature.png (no matplotlib needed).")
-def temperature(run_dir: Path, out_dir: Path, metric: str, compare: str, reference: float, alpha: float, seed: int,
+def temperature(run_dir: Path, out_dir: Path, metric: str, compare: str, reference: float, seed: int,
                 n_boot: int, no_plot: bool) -> None:
     """Score against temperature per model in RUN_DIR (a dahl score run of dahl generate --temperatures answers).
 
-    Per model x temperature: mean score, 95% bootstrap CI and n; between temperatures:
-    the DAHL paper's F-test of equal variances, then a t-test (Student's, or Welch's when
-    the F-test rejects at --alpha). Prints the Markdown tables and writes them with the
-    CSV, JSON and the plot (paper Fig. 5) into OUT.
+    The samples of a question are not independent, so each question counts once: per model
+    x temperature, the mean of the questions' mean scores, its 95% bootstrap CI over the
+    questions, answers and questions; between temperatures, a paired t-test of the question
+    means over the questions both scored. Prints the Markdown tables and writes them with
+    the CSV, JSON and the plot (paper Fig. 5) into OUT.
     """
     from dahl.analysis._study import cells_csv, temperature_study, tests_csv, to_json, to_markdown
 
     try:
         result = temperature_study(run_dir, metric=metric, compare=compare,  # type: ignore[arg-type]  # click.Choice
-                                   reference=reference, alpha=alpha, seed=seed, n_boot=n_boot)
+                                   reference=reference, seed=seed, n_boot=n_boot)
         text = to_markdown(result)
         click.echo(text, nl=False)
         files = {
