@@ -356,12 +356,12 @@ def check_text(check: RepeatCheck, *, metric: str, fraction: float, seed: int, l
 
     label = "DAHL Score" if metric in ("precision", "dahl_score") else metric
     per = "per question (mean of its answers)" if check.unit == "questions" else "per answer"
-    lines = [f"{len(check.sizes)} samples of {fraction:g} of {check.population:,} {check.unit} ({check.drawn:,} each, "
-             f"by category, seed {seed}); {check.model}'s {label} {per}",
+    lines = [(f"{len(check.sizes)} samples of {fraction:g} of {check.population:,} {check.unit} ({check.drawn:,} "
+              f"each, by category, seed {seed}); {check.model}'s {label} {per}"),
              f"scored {check.unit} per sample: {', '.join(map(str, check.sizes))}",
              "sample means: " + ", ".join("—" if m is None else f"{100 * m:.1f}" for m in check.means),
-             f"one-way ANOVA across the samples: F = {num(check.anova_f)} (df {check.anova_df[0]}, "
-             f"{check.anova_df[1]}), p = {format_p(check.anova_p)}",
+             (f"one-way ANOVA across the samples: F = {num(check.anova_f)} (df {check.anova_df[0]}, "
+              f"{check.anova_df[1]}), p = {format_p(check.anova_p)}"),
              "", "pairs: F-test of equal variances, then Student's t-test (two-sided, as the DAHL paper §5.2)", "",
              "| i | j | F | p (F) | t | p (t) |", "|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {t.i} | {t.j} | {num(t.f_stat)} | {format_p(t.f_p)} | {num(t.t_stat)} | {format_p(t.t_p)} |"
@@ -370,6 +370,6 @@ def check_text(check: RepeatCheck, *, metric: str, fraction: float, seed: int, l
     verdict = ("no ANOVA (too few scored units or no variance)" if check.anova_p is None else
                f"the sample means differ (ANOVA p < {level:g})" if check.anova_p < level else
                f"no difference between the sample means (ANOVA p ≥ {level:g})")
-    lines += ["", f"smallest p: F-test {format_p(check.min_f_p)}, t-test {format_p(check.min_t_p)}; {verdict}; "
-                  f"{below} of {len(check.tests)} t-tests below {level:g} (uncorrected)"]
+    lines += ["", (f"smallest p: F-test {format_p(check.min_f_p)}, t-test {format_p(check.min_t_p)}; {verdict}; "
+                   f"{below} of {len(check.tests)} t-tests below {level:g} (uncorrected)")]
     return "\n".join(lines) + "\n"

@@ -326,8 +326,8 @@ def to_markdown(study: TemperatureStudy) -> str:
     the tests; each says it works at the question level."""
     label = "DAHL Score" if study.metric == "precision" else study.metric
     pct = round(100 * study.level)
-    lines = [f"## {label} against temperature (mean of the question means; {pct}% bootstrap CI over questions, "
-             f"seed {study.seed})", "",
+    lines = [(f"## {label} against temperature (mean of the question means; {pct}% bootstrap CI over questions, "
+              f"seed {study.seed})"), "",
              f"| model | temperature | {label} | {pct}% CI | n | excluded | questions |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for c in study.cells:
@@ -339,8 +339,8 @@ def to_markdown(study: TemperatureStudy) -> str:
         lines.append(f"{study.without_temperature} answers without meta.sampling.temperature were left out.")
     pairs = {"reference": f"each temperature against {study.reference:g}" if study.reference is not None else "",
              "adjacent": "adjacent temperatures", "all": "every pair of temperatures"}[study.compare]
-    lines += ["", f"## {TEST[0].upper() + TEST[1:]} ({pairs}; each question's mean over its samples, the "
-                  "questions both temperatures scored; two-sided, uncorrected)", "",
+    lines += ["", (f"## {TEST[0].upper() + TEST[1:]} ({pairs}; each question's mean over its samples, the "
+                   "questions both temperatures scored; two-sided, uncorrected)"), "",
               "| model | a | b | n_a | n_b | questions | a − b | t | p |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for t in study.tests:
