@@ -92,6 +92,66 @@ class TestScoreRefs:
         assert code == 0, output
         assert rows["a"]["recall"]["recall"] == pytest.approx(0.25)
 
+    def test_unrated_facts_have_no_recall_at_k(self, inputs: Path, tmp_path: Path) -> None:
+        """Facts with neither importance nor support have no order: R@k is null (not file order), Rec stays;
+        summary.json says how each set's F* was ordered."""
+        path = tmp_path / "unrated.jsonl"
+        facts = [{"id": f"f{i}", "text": text} for i, text in enumerate(
+            ["Marie Curie was a physicist.", "Polonium was discovered in 1898.", "Radium glows."], 1)]
+        path.write_text(json.dumps({"question_id": content_id(QUESTION), "question": QUESTION, "facts": facts}) + "\n")
+        code, output, rows = _score(inputs, tmp_path / "out", "--refs", str(path))
+        assert code == 0, output
+        recall = rows["a"]["recall"]
+        assert recall["recall"] == pytest.approx(1 / 3)
+        assert (recall["recall_at_5"], recall["recall_at_10"], recall["recall_at_20"]) == (None, None, None)
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        assert summary["recall_settings"]["recall_at_order"] == {"importance": 0, "support": 0, "none": 1}
+        assert summary["models"]["m"]["recall"]["recall_at_5"] is None
+
+    def test_pooled_facts_are_ranked_by_support(self, inputs: Path, tmp_path: Path) -> None:
+        """A pooled set (support, no importance): F* and R@k follow support, most stated first."""
+        path = tmp_path / "pooled.jsonl"
+        facts = [{"id": f"f{i}", "text": f"Fact number {i} of the pool.", "support": 1} for i in range(1, 6)]
+        facts.append({"id": "f6", "text": "Marie Curie was a physicist.", "support": 3})
+        path.write_text(json.dumps({"question_id": content_id(QUESTION), "question": QUESTION, "facts": facts}) + "\n")
+        code, output, rows = _score(inputs, tmp_path / "out", "--refs", str(path))
+        assert code == 0, output
+        recall = rows["a"]["recall"]
+        assert [f["id"] for f in recall["facts"]] == ["f6", "f1", "f2", "f3", "f4", "f5"]
+        assert (recall["recall"], recall["recall_at_5"]) == (pytest.approx(1 / 6), pytest.approx(1 / 5))
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        assert summary["recall_settings"]["recall_at_order"] == {"importance": 0, "support": 1, "none": 0}
+
+    def test_stored_importance_unless_alpha_beta_given(self, inputs: Path, tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+        """The importance stored by the build is used as it is; --alpha/--beta recompute it from the ratings,
+        with a warning when they differ from the α, β the build recorded."""
+        path = tmp_path / "built.jsonl"
+        facts = [{"id": "f1", "text": "Marie Curie was a physicist.", "relevance": 5, "salience": 1, "importance": 1.0},
+                 {"id": "f2", "text": "Polonium was discovered in 1898.", "relevance": 1, "salience": 5,
+                  "importance": 0.0}]
+        line = {"question_id": content_id(QUESTION), "question": QUESTION, "facts": facts,
+                "meta": {"alpha": 1.0, "beta": 0.0}}
+        path.write_text(json.dumps(line) + "\n")
+        code, output, rows = _score(inputs, tmp_path / "stored", "--refs", str(path))
+        assert code == 0, output
+        assert [f["weight"] for f in rows["a"]["recall"]["facts"]] == [1.0, 0.0]
+        assert rows["a"]["recall"]["recall_w"] == 1.0  # f1 covered, all the weight
+        assert "differ from" not in output
+        summary = json.loads((tmp_path / "stored" / "summary.json").read_text())
+        assert (summary["recall_settings"]["alpha"], summary["recall_settings"]["beta"]) == (None, None)
+        with caplog.at_level("WARNING", logger="dahl.run._recall"):
+            code, output, rows = _score(inputs, tmp_path / "given", "--refs", str(path), "--alpha", "0.5", "--beta", "0.5")
+        assert code == 0, output
+        assert [f["weight"] for f in rows["a"]["recall"]["facts"]] == [0.5, 0.5]
+        assert rows["a"]["recall"]["recall_w"] == 0.5
+        assert any("recall α 0.5, β 0.5 (given) differ from the α, β the reference sets" in r.getMessage()
+                   and "α 1, β 0" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="dahl.run._recall"):
+            code, output, rows = _score(inputs, tmp_path / "same", "--refs", str(path), "--alpha", "1", "--beta", "0")
+        assert code == 0 and not any("differ from" in r.getMessage() for r in caplog.records)
+
     @pytest.mark.parametrize(("args", "message"), [
         (["--coverage", "exact"], "need --refs"),
         (["--refs", "missing.jsonl"], "reference facts file not found"),

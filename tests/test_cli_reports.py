@@ -146,7 +146,7 @@ class TestRecallReports:
             args += ["--plot-recall", str(png)]
         code, out = run(*args)
         assert code == 0, out
-        assert "ranked by recall_w" in out and "| 1 | A | 88.9 |" in out and "| 66.7 | 75.0 | 72.2 | 78.6 | 2.0 |" in out
+        assert "ranked by recall_w" in out and "| 1 | A | 88.9 |" in out and "| 66.7 | 75.0 | 72.2 | 76.2 | 78.6 | 2.0 |" in out
         assert "Rank uses recall_w; its 95% CIs: A 50.0–100.0" in out
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {png}" in out
 

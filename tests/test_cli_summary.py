@@ -39,18 +39,19 @@ def recall_block(rec: float | None, rec_w: float | None, f1: float | None, **ext
 
 def with_recall() -> dict[str, Any]:
     summary = wide_summary()
-    summary["models"]["PerplexityAI-online"]["recall"] = recall_block(0.492, 0.5134, 0.6126)
+    summary["models"]["PerplexityAI-online"]["recall"] = recall_block(0.492, 0.5134, 0.6126, f1_of_means=0.6099)
     summary["models"]["gpt-4o-mini"]["recall"] = recall_block(0.35, None, 0.4511)
     return summary
 
 
 class TestRecallColumns:
     def test_wide_shows_rec_rec_w_f1(self) -> None:
-        """At 160 columns the Rec, Rec^w and F1 columns follow F1@64; a null value is a dash."""
-        text = render(result_table(with_recall(), 64, 160), 160)
+        """At 170 columns Rec, Rec^w, mean F1 (of the per-answer F1) and F1 of means follow F1@64; a null is a dash."""
+        text = render(result_table(with_recall(), 64, 170), 170)
         header = next(line for line in text.splitlines() if "model" in line)
-        assert header.split("┃")[-5:-1] == [" F1@64 ", "  Rec ", " Rec^w ", "   F1 "]
-        assert "│  45.7 │ 49.2 │  51.3 │ 61.3 │" in text and "│  45.7 │ 35.0 │     — │ 45.1 │" in text
+        assert header.split("┃")[-6:-1] == [" F1@64 ", "  Rec ", " Rec^w ", " mean F1 ", " F1 of means "]
+        assert "│  45.7 │ 49.2 │  51.3 │    61.3 │        61.0 │" in text
+        assert "│  45.7 │ 35.0 │     — │    45.1 │           — │" in text
         assert "not shown" not in text
 
     def test_80_columns_keep_recall_and_name_what_went(self) -> None:
@@ -59,14 +60,14 @@ class TestRecallColumns:
         assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
         for value in ("Rec", "Rec^w", "F1", "49.2", "51.3", "61.3", "82.6"):
             assert value in text, value
-        assert "not shown at this width: no penalty, 95% CI, abstained, excluded, answers," in text
-        assert "F1@64 (see summary.json)" in text
+        assert "not shown at this width: no penalty, 95% CI, F1 of means, abstained, excluded," in text
+        assert "answers, F1@64 (see summary.json)" in text
 
     def test_50_columns_drop_f1_then_rec_w(self) -> None:
         """At 50 columns F1 and Rec^w go after F1@K; Rec remains whole."""
         text = render(result_table(with_recall(), 64, 50), 50)
         assert "…" not in text and "Rec^w" not in text.split("not shown")[0] and "49.2" in text
-        assert "F1@64, F1, Rec^w" in text.replace("\n", " ").replace("  ", " ")
+        assert "F1@64, mean F1, Rec^w" in " ".join(text.split())
 
     def test_without_recall_the_table_is_as_before(self) -> None:
         """A run without recall prints exactly the table it printed before recall existed."""
@@ -133,7 +134,7 @@ class TestPrintSummary:
         text = printed(with_blocks, tmp_path)
         assert "recall: 4 answers with recall (1 abstained, counted 0); null: 2 empty F*" in text
         table = render(result_table(with_blocks.summary, 64, 120), 120)
-        assert "│ 66.7 │  75.0 │ 72.2 │" in table and "│ 50.0 │  50.0 │ 33.3 │" in table
+        assert "│ 66.7 │  75.0 │    72.2 │" in table and "│ 50.0 │  50.0 │    33.3 │" in table
 
 
 class TestPartialMessage:

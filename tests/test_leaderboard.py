@@ -14,7 +14,7 @@ import pytest
 
 from dahl.errors import ConfigError
 from dahl.metrics import bootstrap_ci
-from dahl.analysis._paired_bootstrap import joint_paired_bootstrap
+from dahl.analysis._paired_bootstrap import MIN_SHARED_QUESTIONS, format_p, joint_paired_bootstrap
 from dahl.analysis._leaderboard import (
     arena_ranks,
     build_leaderboard,
@@ -66,20 +66,31 @@ def paired_bootstrap(diffs: list[float], **kwargs: Any) -> tuple[float, tuple[fl
 class TestPairedBootstrap:
     def test_constant_positive_difference(self) -> None:
         """Every resample mean equals 1, none is as extreme as 0 under H0: p = 1/(B+1), CI (1, 1)."""
-        mean, ci, p = paired_bootstrap([1.0] * 5, rng=np.random.default_rng(0), n_boot=999)  # type: ignore[misc]
+        mean, ci, p = paired_bootstrap([1.0] * 10, rng=np.random.default_rng(0), n_boot=999)  # type: ignore[misc]
         assert mean == 1.0 and ci == (1.0, 1.0) and p == pytest.approx(1 / 1000)
 
     def test_zero_difference_has_p_one(self) -> None:
         """All differences 0: every resample is as extreme as the observed 0, p = 1."""
-        res = paired_bootstrap([0.0, 0.0, 0.0], rng=np.random.default_rng(0), n_boot=100)
+        res = paired_bootstrap([0.0] * 10, rng=np.random.default_rng(0), n_boot=100)
         assert res is not None and res[2] == 1.0
 
-    def test_two_values_p_is_one_half(self) -> None:
-        """d = (2, 0): resample means 0, 1, 2 with prob 1/4, 1/2, 1/4; |m − 1| ≥ 1 has prob 1/2."""
+    def test_two_shared_questions_report_no_p(self) -> None:
+        """d = (2, 0): the mean and CI stay, but 2 shared questions are too few for a p (the minimum is 10)."""
         res = paired_bootstrap([2.0, 0.0], rng=np.random.default_rng(1), n_boot=8000)
-        assert res is not None
-        assert res[0] == 1.0 and res[1] == (0.0, 2.0)
-        assert res[2] == pytest.approx(0.5, abs=0.02)
+        assert MIN_SHARED_QUESTIONS == 10
+        assert res == (1.0, (0.0, 2.0), None)
+
+    def test_ten_values_p(self) -> None:
+        """d = (2, 0) × 5: |m* − 1| ≥ 1 only when all 10 draws are equal, prob 2/2^10; p ≈ (1 + B·2/1024)/(B + 1)."""
+        res = paired_bootstrap([2.0, 0.0] * 5, rng=np.random.default_rng(1), n_boot=20000)
+        assert res is not None and res[2] == pytest.approx(2 / 1024, abs=0.001)
+
+    @pytest.mark.parametrize(("p", "n", "text"), [(None, 2, "too few shared questions (2 < 10)"), (None, 0, "too few shared questions (0 < 10)"),
+                                                  (None, None, "—"), (1 / 1001, 125, "< 0.001"), (0.0123, 10, "0.012")],
+                             ids=["two", "none-shared", "unknown", "floor", "small"])
+    def test_p_cell_text(self, p: float | None, n: int | None, text: str) -> None:
+        """One formatter writes p: '< 0.001' below 0.001, three decimals above, and says when there are too few questions."""
+        assert format_p(p, n) == text
 
     def test_one_shared_question_has_no_p(self) -> None:
         """One question: the resamples cannot vary, so p is undefined (not 1/(B+1)); the mean stays."""
@@ -121,7 +132,7 @@ class TestBuildLeaderboard:
         (cmp,) = build_leaderboard(small).comparisons
         assert (cmp.a, cmp.b, cmp.n_pairs) == ("A", "B", 2)
         assert cmp.mean_diff == pytest.approx(7 / 12)
-        assert cmp.p_value is not None and 0 < cmp.p_value <= 1
+        assert cmp.p_value is None  # 2 shared questions: too few for a p
 
     def test_comparison_does_not_depend_on_answer_order(self, tmp_path: Path) -> None:
         """The same answers written in another order (concurrent generation) give the same paired CI and p."""
@@ -161,6 +172,15 @@ class TestRenderers:
         for line in lines[header : header + 4]:
             assert line.count("|") == 10
         assert "| 1 | A | 83.3 |" in text
+
+    def test_markdown_comparison_says_too_few_questions(self, small: Verdicts) -> None:
+        """2 shared questions: the count stands beside the difference and the p cell says there are too few."""
+        text = to_markdown(build_leaderboard(small))
+        assert "| A | B | shared questions | A − B | 95% CI | p (two-sided) |" in text
+        assert "| A | B | 2 | +58.3 |" in text and text.rstrip().endswith("| too few shared questions (2 < 10) |")
+        doc = to_json(build_leaderboard(small))
+        assert doc["settings"]["min_shared_questions"] == 10
+        assert (doc["comparisons"][0]["n_pairs"], doc["comparisons"][0]["p_value"]) == (2, None)
 
     def test_csv_rows(self, small: Verdicts) -> None:
         """CSV has one row per model with the category columns."""
@@ -216,6 +236,12 @@ class TestFActScoreBoard:
             assert c.p_value is not None and c.p_value < 0.01
             assert c.mean_diff is not None and c.ci is not None and c.ci[0] > 0
 
+    def test_markdown_p_below_a_thousandth(self, runs: dict[str, Path]) -> None:
+        """A bootstrap p at its floor (1/1001) reads '< 0.001' in the markdown, never 0.000999."""
+        text = to_markdown(build_leaderboard(load_runs([runs[m] for m in MODELS])))
+        rows = [line for line in text.splitlines() if line.startswith(("| PerplexityAI | ChatGPT |", "| ChatGPT | InstructGPT |"))]
+        assert len(rows) == 2 and all(r.endswith("| < 0.001 |") for r in rows) and "0.000999" not in text
+
     def test_ci_matches_summary_json(self, runs: dict[str, Path]) -> None:
         """The DAHL Score CI equals summary.json's (same seed derivation)."""
         board = build_leaderboard(load_runs([runs["ChatGPT"]]))
@@ -263,14 +289,19 @@ class TestRecallBoard:
         assert board.models[0].model == "A" and board.models[0].ci == expected
 
     def test_markdown_and_csv_columns(self, recall_store: Verdicts) -> None:
-        """The markdown row shows Rec 66.7, Rec^w 75.0, F1 72.2, F1^w 78.6, ρ 2.0; CSV has the fractions."""
+        """The markdown row shows Rec 66.7, Rec^w 75.0, mean F1 72.2, F1 of means 2·P·R/(P + R) with P
+        (the DAHL Score 8/9) and R = 2/3: 16/21 = 76.2, F1^w 78.6, ρ 2.0; CSV and JSON have the fractions."""
         board = build_leaderboard(recall_store)
         lines = to_markdown(board).splitlines()
         assert lines[2].startswith("| rank | model | DAHL Score | 95% CI | FActScore | FActScore (no penalty) | F1@64 "
-                                   "| Rec | Rec^w | F1 | F1^w | ρ | scored | excluded |")
-        assert "| 66.7 | 75.0 | 72.2 | 78.6 | 2.0 | 3 | 0 |" in lines[4]
+                                   "| Rec | Rec^w | mean F1 | F1 of means | F1^w | ρ | scored | excluded |")
+        assert "| 66.7 | 75.0 | 72.2 | 76.2 | 78.6 | 2.0 | 3 | 0 |" in lines[4]
         rows = list(csv.DictReader(io.StringIO(to_csv(board))))
         assert float(rows[1]["recall_w"]) == 0.5 and rows[1]["rho"] == "1.5" and rows[1]["n_recall"] == "2"
+        a = board.models[0]
+        assert a.dahl_score is not None and a.recall is not None
+        assert a.f1_of_means == pytest.approx(16 / 21)
+        assert float(rows[0]["f1_of_means"]) == a.f1_of_means == to_json(board)["models"][0]["f1_of_means"]
 
     def test_json_has_recall_keys_only_with_recall(self, recall_store: Verdicts, small: Verdicts) -> None:
         """board.json rows carry recall, recall_w, f1, f1_w, rho, n_recall with recall, and not without."""

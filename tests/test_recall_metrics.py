@@ -15,6 +15,7 @@ from dahl.metrics import (
     fact_weight,
     fstar,
     importance,
+    ranking,
 )
 from dahl.records import AnswerRecall, Coverage, FactResult, RefFact
 
@@ -53,9 +54,13 @@ class TestImportance:
             importance(r, s, alpha=alpha)
 
     def test_fact_weight(self) -> None:
-        """A rated fact weighs its importance, an unrated one its given importance, else 1."""
-        assert fact_weight(rated("a", 4, 5, importance=0.1)) == 0.875  # ratings win over a given importance
+        """The stored importance wins unless α or β is given; ratings without one use dahl's 0.5, 0.5; else 1."""
+        assert fact_weight(rated("a", 4, 5, importance=0.1)) == 0.1  # stored, as the build computed it
+        assert fact_weight(rated("a", 4, 5, importance=0.1), alpha=0.5, beta=0.5) == 0.875  # given: recomputed
+        assert fact_weight(rated("a", 4, 5, importance=0.1), alpha=1.0) == 0.75 + 0.5  # the other weight: 0.5
+        assert fact_weight(rated("a", 4, 5)) == 0.875
         assert fact_weight(rated("b", importance=0.3)) == 0.3
+        assert fact_weight(rated("b", importance=0.3), alpha=1.0, beta=0.0) == 0.3  # no ratings to recompute
         assert fact_weight(rated("c")) == 1.0
         assert fact_weight(rated("d", 3)) == 1.0  # one rating is not a rating pair
 
@@ -81,6 +86,20 @@ class TestFstar:
     def test_alpha_beta_reach_the_weights(self) -> None:
         """α = 1, β = 0 weighs relevance alone: b (4, 5) .75, a (3, 3) .5."""
         assert [w for _, w in fstar(self.FACTS[:2], alpha=1.0, beta=0.0)] == [0.75, 0.5]
+
+    def test_without_importance_ordered_by_support(self) -> None:
+        """A pooled set (support, no importance) is ranked by support, ties in file order; weights stay 1."""
+        pooled = (rated("a", support=1), rated("b", support=3), rated("c"), rated("d", support=3))
+        assert ranking(pooled) == "support"
+        assert [(f.id, w) for f, w in fstar(pooled)] == [("b", 1.0), ("d", 1.0), ("a", 1.0), ("c", 1.0)]
+        assert "".join(f.id for f, _ in fstar(pooled, k=2)) == "bd"
+
+    def test_ranking_basis(self) -> None:
+        """importance when a fact has one (stored or rated), support when only that, else no order."""
+        assert ranking(self.FACTS) == "importance"
+        assert ranking((rated("a", importance=0.2), rated("b", support=4))) == "importance"
+        assert ranking((rated("a"), rated("b"))) is None
+        assert [f.id for f, _ in fstar((rated("a"), rated("b"), rated("c")))] == ["a", "b", "c"]
 
     def test_bad_k(self) -> None:
         """k < 1 is a configuration error."""
@@ -112,6 +131,15 @@ class TestAnswerRecall:
         out = answer_recall(judged(*((1.0, lab) for lab in (C, C, N, C, N, N, C))), precision=1.0)
         assert out.recall_at_5 == pytest.approx(0.6)
         assert out.recall_at_10 == out.recall_at_20 == out.recall == pytest.approx(4 / 7)
+
+    def test_recall_at_k_is_null_without_an_order(self) -> None:
+        """F* with no importance and no support has no top k: R@k is None (abstained too); Rec stays."""
+        facts = judged(*((1.0, lab) for lab in (C, C, N, C, N, N, C)))
+        out = answer_recall(facts, precision=1.0, ranked=False)
+        assert (out.recall_at_5, out.recall_at_10, out.recall_at_20) == (None, None, None)
+        assert out.recall == pytest.approx(4 / 7) and out.reason is None
+        abstained = answer_recall(facts, precision=None, abstained=True, ranked=False)
+        assert (abstained.recall, abstained.recall_at_5) == (0.0, None)
 
     def test_facts_kept_in_order(self) -> None:
         """The result carries F* with its labels, in the order given."""

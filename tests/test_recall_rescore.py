@@ -76,8 +76,9 @@ class TestRecallRescore:
         summary = json.loads((tmp_path / "out2" / "summary.json").read_text())
         settings = summary["recall_settings"]
         assert settings["refs_sha256"] == hashlib.sha256((tmp_path / "refs.jsonl").read_bytes()).hexdigest()
+        # No --alpha/--beta: the stored importances are used, and recorded as such (null).
         assert (settings["partial"], settings["fstar_k"], settings["alpha"], settings["beta"]) == ("strict", None,
-                                                                                                   0.5, 0.5)
+                                                                                                   None, None)
 
     def test_coverage_errors_are_judged_again_on_a_rerun(self, tmp_path: Path, mocks: Any) -> None:
         """Off-format replies (half of them) leave claims and facts in error; re-runs ask only for those, until

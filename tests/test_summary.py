@@ -281,7 +281,7 @@ class TestSummaryOnFactscoreHumanLabels:
 SETTINGS = RecordedRecallSettings(refs="refs.jsonl", refs_sha256="ab" * 32, coverage="exact/1")
 RECALL_KEYS = [
     "n", "n_abstained", "null_by_reason", "recall", "recall_ci", "recall_w", "recall_w_ci", "f1", "f1_ci",
-    "f1_w", "f1_w_ci", "recall_at_5", "recall_at_10", "recall_at_20", "rho", "facts",
+    "f1_w", "f1_w_ci", "recall_at_5", "recall_at_10", "recall_at_20", "rho", "facts", "f1_of_means",
 ]
 C, N, P, E = Coverage.COVERED, Coverage.NOT_COVERED, Coverage.PARTIAL, Coverage.ERROR
 
@@ -350,6 +350,9 @@ class TestSummaryRecall:
             assert rec[f"recall_at_{k}"] == pytest.approx(1 / 3)
         assert rec["rho"] == 3.0  # a, c, d, g: (4 + 2 + 2 + 4) / 4
         assert rec["facts"] == pytest.approx(8 / 3)  # a 4, b 2, d 2
+        # F1 of the means: the model's DAHL Score (.85) and mean Rec (1/3), beside the mean of the per-answer F1.
+        assert built(recall_example(), recall_settings=SETTINGS)["models"]["m"]["dahl_score"] == pytest.approx(0.85)
+        assert rec["f1_of_means"] == pytest.approx(2 * 0.85 / 3 / (0.85 + 1 / 3))  # 0.479, not f1's 0.367
 
     def test_hand_computed_categories(self) -> None:
         """Category blocks get their own recall objects over their own answers."""
@@ -384,7 +387,7 @@ class TestSummaryRecall:
     def test_settings_at_top_level(self) -> None:
         """recall_settings is the settings object as given (Struct or mapping); None when recall came without it."""
         expected = {"refs": "refs.jsonl", "refs_sha256": "ab" * 32, "coverage": "exact/1", "partial": "strict",
-                    "fstar_k": None, "fstar_min_importance": None, "alpha": 0.5, "beta": 0.5}
+                    "fstar_k": None, "fstar_min_importance": None, "alpha": 0.5, "beta": 0.5, "recall_at_order": {}}
         assert built(recall_example(), recall_settings=SETTINGS)["recall_settings"] == expected
         assert built(recall_example(), recall_settings=expected)["recall_settings"] == expected
         assert built(recall_example())["recall_settings"] is None

@@ -18,7 +18,7 @@ from dahl.adapters._coverage import COVERAGE_JUDGES, CoverageJudge
 from dahl.config import EndpointConfig
 from dahl.errors import AdapterError, ConfigError, FatalAPIError, QuotaExhausted
 from dahl.formats._refs import RefIndex
-from dahl.metrics import PARTIAL_CREDIT, answer_recall, fstar
+from dahl.metrics import PARTIAL_CREDIT, answer_recall, fstar, ranking
 from dahl.metrics._recall import Partial
 from dahl.records import AnswerRecall, AnswerResult, Coverage, FactResult, Status
 
@@ -38,7 +38,8 @@ class RecallSettings:
         partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
         fstar_k: F* = the top ``k`` facts by importance; None = all.
         fstar_min_importance: F* = the facts with importance >= this; None = all.
-        alpha, beta: importance weights of relevance and salience (paper: 0.5, 0.5).
+        alpha, beta: importance weights of relevance and salience; None: each fact's stored
+            importance (rated facts without one: dahl's default 0.5, 0.5; the paper gives none).
         endpoint: the ``openai`` judge's endpoint; None = the Checker's.
     """
 
@@ -47,8 +48,8 @@ class RecallSettings:
     partial: Partial = "strict"
     fstar_k: int | None = None
     fstar_min_importance: float | None = None
-    alpha: float = 0.5
-    beta: float = 0.5
+    alpha: float | None = None
+    beta: float | None = None
     endpoint: EndpointConfig | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -62,7 +63,7 @@ class RecallSettings:
             raise ConfigError(f"--fstar-k must be >= 1, got {self.fstar_k}")
         for name in ("alpha", "beta"):
             value = getattr(self, name)
-            if not (0.0 <= value < float("inf")):
+            if value is not None and not (0.0 <= value < float("inf")):
                 raise ConfigError(f"--{name} must be a finite number >= 0, got {value}")
         if not self.refs.is_file():
             raise ConfigError(f"reference facts file not found: {self.refs}")
@@ -112,9 +113,10 @@ class RecallCoverer:
         ranked = fstar(ref_set.facts, k=s.fstar_k, min_importance=s.fstar_min_importance, alpha=s.alpha, beta=s.beta)
         precision = result.metrics.precision
         abstained = result.status is Status.ABSTAINED
+        ordered = ranking(ref_set.facts) is not None
         if not ranked or abstained:
             facts = tuple(FactResult(id=f.id, text=f.text, weight=w, label=Coverage.NOT_COVERED) for f, w in ranked)
-            recall = answer_recall(facts, precision=precision, abstained=abstained, partial=s.partial)
+            recall = answer_recall(facts, precision=precision, abstained=abstained, partial=s.partial, ranked=ordered)
             return msgspec.structs.replace(result, recall=recall)
         try:
             judged = await self._judge.judge(result, [f.text for f, _ in ranked])
@@ -131,5 +133,5 @@ class RecallCoverer:
                 for (f, w), j in zip(ranked, judged, strict=True)
             )
         return msgspec.structs.replace(
-            result, recall=answer_recall(facts, precision=precision, partial=s.partial)
+            result, recall=answer_recall(facts, precision=precision, partial=s.partial, ranked=ordered)
         )

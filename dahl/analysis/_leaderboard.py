@@ -21,9 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dahl.errors import ConfigError
-from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes, group_seed, sorted_mean
+from dahl.metrics import REASONS, bootstrap_ci, exclusion_codes, f1_score, group_seed, sorted_mean
 from dahl.metrics._precision import MAX_N_BOOT
-from dahl.analysis._paired_bootstrap import joint_paired_bootstrap
+from dahl.analysis._paired_bootstrap import MIN_SHARED_QUESTIONS, format_p, joint_paired_bootstrap
 from dahl.records import Status
 from dahl.analysis._runs import checker_label
 from dahl.analysis._verdicts import STATUSES, Verdicts
@@ -71,6 +71,7 @@ class ModelRow:
         checker: fingerprint of the Checker of the model's run (None: not known).
         recall, recall_w, f1, f1_w: mean per-answer Rec, Rec^w, F1, F1^w over the answers
             where defined ("Beyond Precision"; None without recall).
+        f1_of_means: 2PR / (P + R) of the model's DAHL Score P and mean Rec R (None without recall).
         rho: ρ, mean claims per responding answer.
         n_recall: answers with Rec defined (abstained ones included).
     """
@@ -95,6 +96,7 @@ class ModelRow:
     f1_w: float | None = None
     rho: float | None = None
     n_recall: int = 0
+    f1_of_means: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,10 @@ class Comparison:
     """Paired comparison of model ``a`` (ranked above) with model ``b``.
 
     Attributes:
-        n_pairs: questions both answered with an included answer.
+        n_pairs: shared questions: both answered with an included answer.
         mean_diff, ci: mean of per-question A − B and its percentile bootstrap CI.
-        p_value: two-sided paired bootstrap p-value.
+        p_value: two-sided paired bootstrap p-value; None below
+            :data:`~dahl.analysis._paired_bootstrap.MIN_SHARED_QUESTIONS` shared questions.
     """
 
     a: str
@@ -252,6 +255,7 @@ def build_leaderboard(
                     **{m: means.get(m) for m in BOARD_METRICS},
                     rho=sorted_mean(claims[rows][responded[rows]]) if has_recall else None,
                     n_recall=int(recall_mask.sum()),
+                    f1_of_means=f1_score(means["dahl_score"], means["recall"]) if has_recall else None,
                 )
             )
         ranks = arena_ranks([r.ci for r in rows_out])
@@ -363,7 +367,7 @@ def _categories(
     return out
 
 
-_RECALL_FIELDS = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall")
+_RECALL_FIELDS = ("recall", "recall_w", "f1", "f1_w", "rho", "n_recall", "f1_of_means")
 
 
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:
@@ -371,12 +375,13 @@ def _pair(ci: tuple[float, float] | None) -> list[float] | None:
 
 
 def to_json(board: Leaderboard) -> dict[str, Any]:
-    """The ``board.json`` document: ``metric``, ``settings``, ``models`` (the rows' fields, by rank),
-    ``comparisons`` and ``categories``; scores are fractions in [0, 1] or null."""
+    """The ``board.json`` document: ``metric``, ``settings`` (with ``min_shared_questions``, below which a
+    comparison's ``p_value`` is null), ``models`` (the rows' fields, by rank), ``comparisons`` (``n_pairs``:
+    shared questions) and ``categories``; scores are fractions in [0, 1] or null."""
     return {
         "metric": board.metric,
         "settings": {"gamma": board.gamma, "k": board.k, "seed": board.seed, "n_boot": board.n_boot,
-                     "level": board.level, "rank_rule": "chatbot-arena: 1 + models with CI entirely above"},
+                     "level": board.level, "min_shared_questions": MIN_SHARED_QUESTIONS, "rank_rule": "chatbot-arena: 1 + models with CI entirely above"},
         "models": [
             {
                 "model": r.model,
@@ -422,17 +427,18 @@ def _md_row(cells: list[str]) -> str:
 
 
 def to_markdown(board: Leaderboard) -> str:
-    """GitHub markdown: the model table (percent; with recall Rec … ρ after F1@K), the comparisons
-    and the category table."""
+    """GitHub markdown: the model table (percent; with recall Rec, Rec^w, mean F1 (of the per-answer F1),
+    F1 of means (of the DAHL Score and Rec), F1^w and ρ after F1@K), the comparisons and the category table."""
     pct = int(round(100 * board.level))
     lines = [f"## Leaderboard (ranked by {board.metric}, {pct}% bootstrap CI, seed {board.seed})", ""]
     with_checker = any(r.checker for r in board.models)  # known for runs that recorded it
-    recall_head = ["Rec", "Rec^w", "F1", "F1^w", "ρ"] if board.has_recall else []
+    recall_head = ["Rec", "Rec^w", "mean F1", "F1 of means", "F1^w", "ρ"] if board.has_recall else []
     lines.append(_md_row(["rank", "model", "DAHL Score", f"{pct}% CI", "FActScore", "FActScore (no penalty)",
                           f"F1@{board.k}", *recall_head, "scored", "excluded", *(["Checker"] if with_checker else [])]))
     lines.append("|" + "---:|:---|" + "---:|" * (7 + len(recall_head)) + (":---|" if with_checker else ""))
     for r in board.models:
-        recall = [_pct(r.recall), _pct(r.recall_w), _pct(r.f1), _pct(r.f1_w), _rho(r.rho)] if board.has_recall else []
+        recall = [_pct(r.recall), _pct(r.recall_w), _pct(r.f1), _pct(r.f1_of_means), _pct(r.f1_w), _rho(r.rho)] \
+            if board.has_recall else []
         lines.append(_md_row([str(r.rank), r.model, _pct(r.dahl_score), _pct_ci(r.dahl_score_ci), _pct(r.factscore),
                               _pct(r.factscore_init), _pct(r.f1_at_k), *recall, str(r.n_scored), str(r.n_excluded),
                               *([checker_label(r.checker)] if with_checker else [])]))
@@ -442,12 +448,11 @@ def to_markdown(board: Leaderboard) -> str:
     lines += ["", "Ranks: 1 + number of models whose CI lies entirely above (Chatbot Arena rule)."]
     if board.comparisons:
         lines += ["", f"### Paired comparisons ({board.metric}, shared questions)", ""]
-        lines.append(_md_row(["A", "B", "questions", "A − B", f"{pct}% CI", "p (two-sided)"]))
+        lines.append(_md_row(["A", "B", "shared questions", "A − B", f"{pct}% CI", "p (two-sided)"]))
         lines.append("|:---|:---|---:|---:|---:|---:|")
         for c in board.comparisons:
             diff = "—" if c.mean_diff is None else f"{100 * c.mean_diff:+.1f}"
-            p = "—" if c.p_value is None else f"{c.p_value:.3g}"
-            lines.append(_md_row([c.a, c.b, str(c.n_pairs), diff, _pct_ci(c.ci), p]))
+            lines.append(_md_row([c.a, c.b, f"{c.n_pairs:,}", diff, _pct_ci(c.ci), format_p(c.p_value, c.n_pairs)]))
     if board.categories:
         models = [r.model for r in board.models]
         lines += ["", f"### {board.metric} by category", ""]
@@ -477,7 +482,7 @@ def to_csv(board: Leaderboard) -> str:
         writer.writerow([r.rank, r.model, num(r.dahl_score), num(lo), num(hi), num(r.factscore),
                          num(r.factscore_init), num(r.f1_at_k), r.n_answers, r.n_scored, r.n_excluded,
                          r.checker or "",
-                         *([num(r.recall), num(r.recall_w), num(r.f1), num(r.f1_w), num(r.rho), r.n_recall]
-                           if board.has_recall else []),
+                         *([num(r.recall), num(r.recall_w), num(r.f1), num(r.f1_w), num(r.rho), r.n_recall,
+                            num(r.f1_of_means)] if board.has_recall else []),
                          *("" if c is None else num(c.score) for c in cells)])
     return buf.getvalue()

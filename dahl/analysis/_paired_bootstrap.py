@@ -8,7 +8,23 @@ import numpy.typing as npt
 from dahl.errors import ConfigError
 from dahl.metrics._precision import _DRAW_BUDGET, MAX_N_BOOT
 
-__all__ = ["joint_paired_bootstrap"]
+__all__ = ["MIN_SHARED_QUESTIONS", "format_p", "joint_paired_bootstrap"]
+
+#: Fewest shared questions a paired comparison needs before it reports a p-value.
+MIN_SHARED_QUESTIONS = 10
+
+
+def format_p(p: float | None, n_shared: int | None = None) -> str:
+    """A p-value for a table cell: ``< 0.001`` below 0.001, else three decimals.
+
+    Without a p: ``too few shared questions (n < MIN_SHARED_QUESTIONS)`` when ``n_shared`` (the
+    comparison's shared questions) is below :data:`MIN_SHARED_QUESTIONS`, else ``—``.
+    """
+    if p is None:
+        if n_shared is not None and n_shared < MIN_SHARED_QUESTIONS:
+            return f"too few shared questions ({n_shared} < {MIN_SHARED_QUESTIONS})"
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def joint_paired_bootstrap(
@@ -34,7 +50,7 @@ def joint_paired_bootstrap(
 
     Returns:
         Per comparison ``(mean, (lo, hi), p_value)``, or None when it shares no question;
-        ``p_value`` is None when it shares a single question (no null distribution).
+        ``p_value`` is None when it shares fewer than :data:`MIN_SHARED_QUESTIONS` questions.
 
     Raises:
         ConfigError: shapes differ, n_boot < 1 or level outside (0, 1).
@@ -78,8 +94,8 @@ def joint_paired_bootstrap(
         lo, hi = np.quantile(m, [tail, 1.0 - tail])
         # Tolerance: resample means equal to the observed mean up to rounding count as extreme.
         extreme = int((np.abs(m - mean) >= abs(mean) - 1e-12).sum())
-        # One shared question: every resample equals the observed mean; no null distribution.
-        p = min(1.0, (1.0 + extreme) / (m.size + 1.0)) if n_shared[j] >= 2 else None
+        # A few shared questions give a resampling distribution too coarse for a p.
+        p = min(1.0, (1.0 + extreme) / (m.size + 1.0)) if n_shared[j] >= MIN_SHARED_QUESTIONS else None
         out[j] = (mean, (float(lo), float(hi)), p)
     return out
 

@@ -1,5 +1,6 @@
-"""Stratified samples that keep the category distribution, and the DAHL paper's check (§5.1) that
-such samples of a run's answers do not differ (:func:`repeat_check`)."""
+"""Stratified samples that keep the category distribution, and the DAHL paper's check (§5.2) that
+such samples do not differ: of a run's answers (:func:`repeat_check`) or of a question set, scored
+per question by a run (:func:`question_check`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import numpy.typing as npt
 import orjson
 
 from dahl.errors import ConfigError, InputError
-from dahl.analysis._verdicts import Verdicts
+from dahl.analysis._verdicts import Verdicts, canonical_metric
 
-__all__ = ["RepeatCheck", "SampleTest", "allocate", "pair_test", "repeat_check", "sample_file", "stratified_sample"]
+__all__ = ["RepeatCheck", "SampleTest", "allocate", "anova", "check_text", "pair_test", "question_check",
+           "repeat_check", "sample_file", "stratified_sample"]
 
 
 def allocate(sizes: Sequence[int], fraction: float, names: Sequence[str] | None = None) -> npt.NDArray[np.int64]:
@@ -170,10 +172,42 @@ def pair_test(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], i: int = 0
     return SampleTest(i, j, f_stat, f_p, float(res.statistic), float(res.pvalue), equal_var)
 
 
+def anova(samples: Sequence[npt.NDArray[np.float64]]) -> tuple[float | None, float | None, tuple[int, int]]:
+    """One-way ANOVA F-test that the samples' means are equal (Fisher 1925; as scipy.stats.f_oneway).
+
+    F = (SS_between / (k − 1)) / (SS_within / (N − k)) over the k non-empty samples of N values in
+    all, p = P(F' ≥ F) with (k − 1, N − k) degrees of freedom.
+
+    Returns ``(F, p, (k − 1, N − k))``; F and p None when k < 2, N ≤ k or every sample is constant.
+    """
+    from scipy import stats  # lazy: ~1 s to import
+
+    groups = [np.asarray(g, dtype=np.float64) for g in samples if len(g)]
+    k, n = len(groups), sum(g.size for g in groups)
+    df = (k - 1, n - k)
+    if k < 2 or n <= k:
+        return None, None, df
+    grand = float(np.concatenate(groups).mean())
+    between = sum(g.size * (float(g.mean()) - grand) ** 2 for g in groups)
+    within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
+    if within <= 0:
+        return None, None, df
+    f_stat = (between / df[0]) / (within / df[1])
+    return f_stat, float(stats.f.sf(f_stat, *df)), df
+
+
 @dataclass(frozen=True)
 class RepeatCheck:
-    """Result of :func:`repeat_check`: per sample the scored answers (``sizes``) and ``means``, the
-    ``tests`` of every pair, and their smallest p-values ``min_f_p``, ``min_t_p`` (None: undefined)."""
+    """Result of :func:`repeat_check` and :func:`question_check`: per sample the scored units
+    (``sizes``: answers, or questions with a score) and ``means``, the one-way ANOVA across the
+    samples (:func:`anova`), the ``tests`` of every pair, and their smallest p-values ``min_f_p``,
+    ``min_t_p`` (None: undefined).
+
+    Attributes:
+        unit: ``answers`` or ``questions``, what a sample holds.
+        drawn: units drawn per sample (before dropping the unscored ones).
+        population: units sampled from (the model's answers, or the question set's questions).
+    """
 
     model: str
     sizes: list[int]
@@ -181,6 +215,46 @@ class RepeatCheck:
     tests: list[SampleTest]
     min_f_p: float | None
     min_t_p: float | None
+    anova_f: float | None = None
+    anova_p: float | None = None
+    anova_df: tuple[int, int] = (0, 0)
+    unit: str = "answers"
+    drawn: int = 0
+    population: int = 0
+
+
+def _model_of(store: Verdicts, model: str | None) -> str:
+    """``model``, or the run's one model; ConfigError when missing or ambiguous."""
+    present = sorted({store.models[c] for c in np.unique(np.asarray(store.model)).tolist()})
+    if model is None:
+        if len(present) != 1:
+            raise ConfigError(f"the run holds several models; choose one with --model ({', '.join(present)})")
+        return str(present[0])
+    if model not in present:
+        raise ConfigError(f"model {model!r} not in the run; it holds {', '.join(present)}")
+    return model
+
+
+def _compare(model: str, samples: list[npt.NDArray[np.float64]], unit: str, drawn: int, population: int) -> RepeatCheck:
+    """The ANOVA and pairwise tests of ``samples`` (one float array each) as a :class:`RepeatCheck`."""
+    tests = [pair_test(samples[i], samples[j], i, j) for i, j in itertools.combinations(range(len(samples)), 2)]
+    f_ps = [t.f_p for t in tests if t.f_p is not None]
+    t_ps = [t.t_p for t in tests if t.t_p is not None]
+    f_stat, f_p, df = anova(samples)
+    return RepeatCheck(
+        model=model,
+        sizes=[int(s.size) for s in samples],
+        means=[float(s.mean()) if s.size else None for s in samples],
+        tests=tests,
+        min_f_p=min(f_ps) if f_ps else None,
+        min_t_p=min(t_ps) if t_ps else None,
+        anova_f=f_stat,
+        anova_p=f_p,
+        anova_df=df,
+        unit=unit,
+        drawn=drawn,
+        population=population,
+    )
 
 
 def repeat_check(
@@ -192,7 +266,7 @@ def repeat_check(
     model: str | None = None,
     metric: str = "precision",
 ) -> RepeatCheck:
-    """The DAHL paper's check that a stratified sample represents the full set (§5.1).
+    """The DAHL paper's check that a stratified sample represents the full set (§5.2), over answers.
 
     Draws ``repeats`` (>= 2) samples, by category, of ``fraction`` of ``model``'s answers (None: the
     run's one model) from one generator seeded ``seed``, drops answers outside ``metric``'s mask
@@ -203,29 +277,99 @@ def repeat_check(
     """
     if repeats < 2:
         raise ConfigError(f"--repeats must be >= 2, got {repeats}")
-    present = sorted({store.models[c] for c in np.unique(np.asarray(store.model)).tolist()})
-    if model is None:
-        if len(present) != 1:
-            raise ConfigError(f"the run holds several models; choose one with --model ({', '.join(present)})")
-        model = present[0]
-    if model not in present:
-        raise ConfigError(f"model {model!r} not in the run; it holds {', '.join(present)}")
+    model = _model_of(store, model)
     values, mask = store.scores(metric)
     rows = np.flatnonzero(np.asarray(store.model) == store.models.index(model))
     strata = [store.categories[c] for c in np.asarray(store.category)[rows].tolist()]
     rng = np.random.default_rng(seed)
     samples = []
+    drawn = 0
     for _ in range(repeats):
         picked = rows[stratified_sample(strata, fraction, rng)]
+        drawn = int(picked.size)
         samples.append(values[picked][mask[picked]])
-    tests = [pair_test(samples[i], samples[j], i, j) for i, j in itertools.combinations(range(repeats), 2)]
-    f_ps = [t.f_p for t in tests if t.f_p is not None]
-    t_ps = [t.t_p for t in tests if t.t_p is not None]
-    return RepeatCheck(
-        model=model,
-        sizes=[int(s.size) for s in samples],
-        means=[float(s.mean()) if s.size else None for s in samples],
-        tests=tests,
-        min_f_p=min(f_ps) if f_ps else None,
-        min_t_p=min(t_ps) if t_ps else None,
-    )
+    return _compare(model, samples, "answers", drawn, int(rows.size))
+
+
+def question_check(
+    questions: Path,
+    store: Verdicts,
+    *,
+    fraction: float = 0.1,
+    repeats: int = 5,
+    seed: int = 0,
+    model: str | None = None,
+    metric: str = "precision",
+) -> RepeatCheck:
+    """The DAHL paper's sampling check (§5.2) on a question set: do ``repeats`` random samples of it
+    give the same score?
+
+    Draws ``repeats`` (>= 2) samples of ``fraction`` of the questions of ``questions`` (a
+    ``dahl generate`` questions file), stratified by category, from one generator seeded
+    ``seed``. Each question's score is the mean ``metric`` of ``model``'s answers to it in
+    ``store`` inside the metric's mask (matched by :func:`~dahl.records.content_id` of the text);
+    a question without one is dropped from its sample. Then :func:`anova` across the samples and
+    :func:`pair_test` (F-test of variances, Student's t-test) between every pair.
+
+    Raises:
+        InputError: an unreadable questions file or a bad record (file, line, field named).
+        ConfigError: repeats < 2, bad fraction, model missing/ambiguous, an unknown metric, or no
+            question of the set answered in the run.
+    """
+    from dahl.generate._questions import read_questions
+    from dahl.records import content_id
+
+    if repeats < 2:
+        raise ConfigError(f"--repeats must be >= 2, got {repeats}")
+    model = _model_of(store, model)
+    rows = list(read_questions(questions))
+    values, mask = store.scores(canonical_metric(metric))
+    n_q = len(store.question_ids)
+    inside = mask & (np.asarray(store.model) == store.models.index(model))
+    question = np.asarray(store.question)[inside]
+    count = np.bincount(question, minlength=n_q)
+    means = np.divide(np.bincount(question, weights=values[inside], minlength=n_q), count, out=np.full(n_q, np.nan),
+                      where=count > 0)
+    code = {qid: i for i, qid in enumerate(store.question_ids)}
+    scores = np.array([means[code[k]] if (k := content_id(r.question)) in code else np.nan for r in rows])
+    if not np.isfinite(scores).any():
+        raise ConfigError(f"no question of {questions} has a scored answer of {model} in the run "
+                          "(questions are matched by their text)")
+    rng = np.random.default_rng(seed)
+    samples, drawn = [], 0
+    for _ in range(repeats):
+        picked = stratified_sample([r.category for r in rows], fraction, rng)
+        drawn = int(picked.size)
+        v = scores[picked]
+        samples.append(v[np.isfinite(v)])
+    return _compare(model, samples, "questions", drawn, len(rows))
+
+
+def check_text(check: RepeatCheck, *, metric: str, fraction: float, seed: int, level: float = 0.05) -> str:
+    """The plain-text report of a :class:`RepeatCheck`: what was drawn, the sample means (percent),
+    the one-way ANOVA, the pairwise F- and t-tests (a Markdown table), the ANOVA's verdict at ``level``
+    and how many uncorrected t-tests fall below it."""
+    from dahl.analysis._paired_bootstrap import format_p
+
+    def num(x: float | None) -> str:
+        return "—" if x is None else f"{x:.4g}"
+
+    label = "DAHL Score" if metric in ("precision", "dahl_score") else metric
+    per = "per question (mean of its answers)" if check.unit == "questions" else "per answer"
+    lines = [(f"{len(check.sizes)} samples of {fraction:g} of {check.population:,} {check.unit} ({check.drawn:,} "
+              f"each, by category, seed {seed}); {check.model}'s {label} {per}"),
+             f"scored {check.unit} per sample: {', '.join(map(str, check.sizes))}",
+             "sample means: " + ", ".join("—" if m is None else f"{100 * m:.1f}" for m in check.means),
+             (f"one-way ANOVA across the samples: F = {num(check.anova_f)} (df {check.anova_df[0]}, "
+              f"{check.anova_df[1]}), p = {format_p(check.anova_p)}"),
+             "", "pairs: F-test of equal variances, then Student's t-test (two-sided, as the DAHL paper §5.2)", "",
+             "| i | j | F | p (F) | t | p (t) |", "|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {t.i} | {t.j} | {num(t.f_stat)} | {format_p(t.f_p)} | {num(t.t_stat)} | {format_p(t.t_p)} |"
+              for t in check.tests]
+    below = sum(1 for t in check.tests if t.t_p is not None and t.t_p < level)
+    verdict = ("no ANOVA (too few scored units or no variance)" if check.anova_p is None else
+               f"the sample means differ (ANOVA p < {level:g})" if check.anova_p < level else
+               f"no difference between the sample means (ANOVA p ≥ {level:g})")
+    lines += ["", (f"smallest p: F-test {format_p(check.min_f_p)}, t-test {format_p(check.min_t_p)}; {verdict}; "
+                   f"{below} of {len(check.tests)} t-tests below {level:g} (uncorrected)")]
+    return "\n".join(lines) + "\n"

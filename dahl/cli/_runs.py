@@ -208,18 +208,12 @@ def sample(input_path: Path, fraction: float, stratify: str, seed: int, out_file
         if not input_path.is_dir():
             click.echo("error: --repeats needs a run folder (the output of dahl score) as INPUT", err=True)
             sys.exit(EXIT_USAGE)
-        from dahl.analysis._sampling import repeat_check
+        from dahl.analysis._sampling import check_text, repeat_check
         from dahl.analysis._verdicts import load_verdicts
 
         check = _guard(lambda: repeat_check(load_verdicts(input_path), fraction=fraction, repeats=repeats,
                                             seed=seed, model=model, metric=metric))
-        click.echo(f"model: {check.model}   samples: {len(check.sizes)}   scored answers per sample: {check.sizes}")
-        click.echo("sample means: " + ", ".join(_num(m) for m in check.means))
-        click.echo("| i | j | F | p (F) | t | p (t) |")
-        click.echo("|---:|---:|---:|---:|---:|---:|")
-        for t in check.tests:
-            click.echo(f"| {t.i} | {t.j} | {_num(t.f_stat)} | {_num(t.f_p, 3)} | {_num(t.t_stat)} | {_num(t.t_p, 3)} |")
-        click.echo(f"smallest p: F-test {_num(check.min_f_p, 3)}   t-test {_num(check.min_t_p, 3)}")
+        click.echo(check_text(check, metric=metric, fraction=fraction, seed=seed), nl=False)
         return
     if input_path.is_dir():
         click.echo("error: INPUT must be a JSONL or CSV file (a run folder needs --repeats)", err=True)

@@ -111,9 +111,11 @@ _OPTIONS = (
                  help="F* = the K most important facts (default: all)."),
     click.option("--fstar-min-importance", type=FINITE, default=None,
                  help="F* = the facts with importance >= T (default: all)."),
-    click.option("--alpha", type=FINITE, default=0.5, show_default=True,
-                 help="Importance weight of relevance: imp = α·(r−1)/4 + β·(s−1)/4."),
-    click.option("--beta", type=FINITE, default=0.5, show_default=True, help="Importance weight of salience."),
+    click.option("--alpha", type=FINITE, default=None,
+                 help="Importance weight of relevance: imp = α·(r−1)/4 + β·(s−1)/4, recomputed from the ratings "
+                      "(default: the importance stored in the refs file; rated facts without one: 0.5)."),
+    click.option("--beta", type=FINITE, default=None,
+                 help="Importance weight of salience (default: as --alpha; dahl's default 0.5)."),
     click.option("--coverage-model", default=None,
                  help="Model of the openai coverage judge (default: the Checker's), on the Checker's endpoint "
                       "or --base-url."),
@@ -145,7 +147,7 @@ def recall_settings(
     if refs is None:
         if values.get("coverage") or values.get("coverage_model") or values.get("fstar_k") \
                 or values.get("fstar_min_importance") is not None or values.get("partial", "strict") != "strict" \
-                or values.get("alpha", 0.5) != 0.5 or values.get("beta", 0.5) != 0.5:
+                or values.get("alpha") is not None or values.get("beta") is not None:
             raise ConfigError("--coverage, --coverage-model, --fstar-*, --partial, --alpha and --beta need --refs")
         return None
     settings = RecallSettings(
@@ -154,8 +156,8 @@ def recall_settings(
         partial=values.get("partial", "strict"),
         fstar_k=values.get("fstar_k"),
         fstar_min_importance=values.get("fstar_min_importance"),
-        alpha=values.get("alpha", 0.5),
-        beta=values.get("beta", 0.5),
+        alpha=values.get("alpha"),
+        beta=values.get("beta"),
     )
     if settings.judge_name(checker) != "openai":
         return settings

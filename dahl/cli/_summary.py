@@ -17,11 +17,12 @@ __all__ = ["DROP_ORDER", "RECALL_COLUMNS", "partial_message", "print_summary", "
 
 #: Result-table columns in the order they are dropped when the console is too narrow
 #: (``F1@K`` stands for the run's K).
-DROP_ORDER = ("no penalty", "95% CI", "abstained", "excluded", "answers", "F1@K", "F1", "Rec^w")
-#: Recall columns: header -> key of a model's summary.json ``recall`` block.
-RECALL_COLUMNS = {"Rec": "recall", "Rec^w": "recall_w", "F1": "f1"}
+DROP_ORDER = ("no penalty", "95% CI", "F1 of means", "abstained", "excluded", "answers", "F1@K", "mean F1", "Rec^w")
+#: Recall columns: header -> key of a model's summary.json ``recall`` block ("mean F1": the mean of the
+#: per-answer F1; "F1 of means": F1 of the model's DAHL Score and mean Rec).
+RECALL_COLUMNS = {"Rec": "recall", "Rec^w": "recall_w", "mean F1": "f1", "F1 of means": "f1_of_means"}
 #: Shorter headers, tried before a column is dropped.
-_SHORT = {"abstained": "abst.", "excluded": "excl."}
+_SHORT = {"abstained": "abst.", "excluded": "excl.", "mean F1": "F1"}
 
 
 def _pct(x: float | None) -> str:

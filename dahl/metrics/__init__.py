@@ -22,6 +22,7 @@ from dahl.metrics._precision import (
     sorted_mean,
 )
 from dahl.metrics._recall import (
+    DEFAULT_WEIGHT,
     PARTIAL_CREDIT,
     RECALL_AT,
     Partial,
@@ -31,9 +32,11 @@ from dahl.metrics._recall import (
     fact_weight,
     fstar,
     importance,
+    ranking,
 )
 
 __all__ = [
+    "DEFAULT_WEIGHT",
     "PARTIAL_CREDIT",
     "Partial",
     "REASONS",
@@ -58,5 +61,6 @@ __all__ = [
     "group_seed",
     "importance",
     "precision",
+    "ranking",
     "sorted_mean",
 ]

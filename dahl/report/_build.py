@@ -22,6 +22,7 @@ from typing import Any
 
 import jinja2
 
+from dahl.analysis._paired_bootstrap import format_p as _p_value
 from dahl.report._answers import write_answer_data
 from dahl.results._log import writing
 
@@ -63,11 +64,6 @@ def _count(n: int) -> str:
     return f"{n:,}"
 
 
-def _p_value(p: float | None) -> str:
-    """A p-value for a table cell: ``< 0.001`` below 0.001, else three decimals; ``—`` when None."""
-    if p is None:
-        return "—"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _rows(board: dict[str, Any], metrics: dict[str, str], parts: dict[str, tuple[str | None, str | None]],

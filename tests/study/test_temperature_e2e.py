@@ -67,7 +67,7 @@ class TestMockTemperature:
 class TestTemperatureStudyEndToEnd:
     def test_sample_generate_score_study(self, mocks: MockServers, tmp_path: Path) -> None:
         """A 10 % category sample at 3 temperatures x 5 samples: one request per answer, the
-        table's rows, the F and t statistics scipy recomputes from answers.jsonl, and the PNG."""
+        table's rows, the question-level paired t statistics scipy recomputes from answers.jsonl, and the PNG."""
         from scipy import stats  # type: ignore[import-untyped]
 
         source = require_data("dahl/questions.csv")
@@ -99,30 +99,33 @@ class TestTemperatureStudyEndToEnd:
         out = tmp_path / "study"
         printed = _invoke("study", "temperature", str(run), "-o", str(out)).output
 
-        # Recompute every figure from the scored answers, grouped by their recorded temperature.
-        scores: dict[float, list[float]] = {t: [] for t in TEMPERATURES}
+        # Recompute every figure from the scored answers: each question's mean over its samples per temperature.
+        scores: dict[float, dict[str, list[float]]] = {t: {} for t in TEMPERATURES}
         for line in _lines(run / "answers.jsonl"):
             counts = line["counts"]
             if line["status"] == "scored" and counts["unknown"] + counts["error"] == 0 \
                     and counts["supported"] + counts["unsupported"] > 0:
-                scores[line["meta"]["sampling"]["temperature"]].append(line["metrics"]["precision"])
+                temperature = line["meta"]["sampling"]["temperature"]
+                scores[temperature].setdefault(line["question_id"], []).append(line["metrics"]["precision"])
+        q_means = {t: {q: sum(v) / len(v) for q, v in by_q.items()} for t, by_q in scores.items()}
         data = json.loads((out / "temperature.json").read_text())
         cells = {c["temperature"]: c for c in data["cells"]}
         assert [cells[t]["n"] + cells[t]["excluded"] for t in TEMPERATURES] == [145, 145, 145]
         for t in TEMPERATURES:
-            assert cells[t]["n"] == len(scores[t])
-            assert cells[t]["mean"] == pytest.approx(sum(scores[t]) / len(scores[t]), rel=1e-12)
+            assert cells[t]["n"] == sum(map(len, scores[t].values()))
+            assert cells[t]["questions"] == len(q_means[t])
+            assert cells[t]["mean"] == pytest.approx(sum(q_means[t].values()) / len(q_means[t]), rel=1e-12)
         means = [cells[t]["mean"] for t in TEMPERATURES]
         assert means == sorted(means, reverse=True) and means[0] - means[2] > 0.2  # more false sentences
         assert [(t["a"], t["b"]) for t in data["tests"]] == [(0.2, 0.6), (1.0, 0.6)]
+        assert data["unit"].startswith("question: each question's mean over its samples")
         for test in data["tests"]:
-            a, b = scores[test["a"]], scores[test["b"]]
-            f = stats.tvar(a) / stats.tvar(b)
-            f_p = 2 * min(stats.f.cdf(f, len(a) - 1, len(b) - 1), stats.f.sf(f, len(a) - 1, len(b) - 1))
-            t_res = stats.ttest_ind(a, b, equal_var=f_p >= 0.05)
-            assert test["f_stat"] == pytest.approx(f, rel=1e-9)
-            assert test["f_p"] == pytest.approx(f_p, rel=1e-9)
-            assert test["t_test"] == ("student" if f_p >= 0.05 else "welch")
+            shared = sorted(q_means[test["a"]].keys() & q_means[test["b"]].keys())
+            a = [q_means[test["a"]][q] for q in shared]
+            b = [q_means[test["b"]][q] for q in shared]
+            t_res = stats.ttest_rel(a, b)
+            assert (test["n_questions"], test["t_test"]) == (len(shared), "paired t-test over questions")
+            assert len(shared) <= 29  # the questions, not the 145 answers
             assert test["t_stat"] == pytest.approx(float(t_res.statistic), rel=1e-9)
             assert test["t_p"] == pytest.approx(float(t_res.pvalue), rel=1e-9)
 

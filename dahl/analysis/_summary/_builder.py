@@ -304,7 +304,7 @@ class SummaryBuilder:
             flag = self._flag[rows]
             block["recall"] = self._recall.block(
                 rows, abstained=flag == _ABSTAINED, responded=flag == _RESPONDED, claims=col.counts[rows].sum(axis=1),
-                seed=seed, n_boot=self.n_boot, level=self.level,
+                seed=seed, n_boot=self.n_boot, level=self.level, precision=block["dahl_score"],
             )
         return block
 

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from dahl.analysis._recall_columns import RECALL_METRICS
 from dahl.errors import InputError
-from dahl.metrics import bootstrap_ci, sorted_mean
+from dahl.metrics import bootstrap_ci, f1_score, sorted_mean
 from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
 
 __all__ = ["NULL_REASONS", "RecallColumns", "RecallSummary", "RecordedRecallSettings"]
@@ -37,7 +37,10 @@ class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
         coverage: fingerprint of the coverage judge.
         partial: credit of a partial coverage: ``strict`` 0, ``half`` 0.5, ``lenient`` 1.
         fstar_k, fstar_min_importance: F* cut to the top k facts, or to importance >= this (None: no cut).
-        alpha, beta: importance weights of relevance and salience ("Beyond Precision").
+        alpha, beta: importance weights of relevance and salience ("Beyond Precision") given for the
+            run; None: the importances stored in the reference sets.
+        recall_at_order: reference sets by what orders their F* for R@k: ``importance``,
+            ``support`` (pooled sets), ``none`` (no order: R@k is null).
     """
 
     refs: str
@@ -46,8 +49,9 @@ class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
     partial: str = "strict"
     fstar_k: int | None = None
     fstar_min_importance: float | None = None
-    alpha: float = 0.5
-    beta: float = 0.5
+    alpha: float | None = 0.5
+    beta: float | None = 0.5
+    recall_at_order: dict[str, int] = {}
 
 
 class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,6 +66,8 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
         recall, recall_w, f1, f1_w, recall_at_5, recall_at_10, recall_at_20: means in [0, 1].
         rho: mean claims per responding answer whose question has a reference set.
         facts: mean |F*| over the ``n`` answers.
+        f1_of_means: 2PR / (P + R) of the group's DAHL Score P and mean Rec R (``f1`` is the mean
+            of the per-answer F1).
     """
 
     n: int
@@ -80,6 +86,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
     recall_at_20: float | None
     rho: float | None
     facts: float | None
+    f1_of_means: float | None = None
 
 
 class RecallColumns:
@@ -161,11 +168,13 @@ class RecallColumns:
         seed: list[int],
         n_boot: int,
         level: float,
+        precision: float | None = None,
     ) -> RecallSummary:
         """The ``recall`` object of the answers ``rows``.
 
         Args:
             abstained, responded, claims: per-row flags and claim counts of the group.
+            precision: the group's DAHL Score, for ``f1_of_means``.
             seed, n_boot, level: the group's bootstrap seed material (the DAHL Score's), resamples
                 and coverage.
         """
@@ -188,4 +197,5 @@ class RecallColumns:
         with_refs = responded & (code != _NO_REFS)
         out["rho"] = sorted_mean(claims[with_refs].astype(np.float64))
         out["facts"] = sorted_mean(values[defined, -1])
+        out["f1_of_means"] = f1_score(precision, out["recall"])
         return RecallSummary(**out)
