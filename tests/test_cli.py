@@ -234,6 +234,31 @@ class TestBadInput:
         assert code == 2
         assert "absent.jsonl" in text
 
+    def test_missing_input_file_is_named_before_adapter_options(self, tmp_path: Path) -> None:
+        """A missing input with the default evidence Checker and no --evidence names the input, not --evidence."""
+        code, text = run("score", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o"))
+        assert code == ExitStatus.USAGE
+        assert f"input file not found: {tmp_path / 'missing.jsonl'}" in text and "--evidence" not in text
+
+    def test_json_object_given_as_json_array_is_refused(self, tmp_path: Path) -> None:
+        """--format json on a top-level object exits 2 naming the file and the array it expected, not 0 records."""
+        path = tmp_path / "obj.json"
+        path.write_text('{"answers": [{"question": "q", "response": "r"}]}\n')
+        code, text = run("score", str(path), "--format", "json", "--checker", "fake", "-o", str(tmp_path / "o"),
+                         "--no-progress")
+        assert code == ExitStatus.USAGE, text
+        assert f"{path}: expected a JSON array of records" in text.replace("\n", "")
+
+    def test_refs_nested_1000_deep_is_named(self, tmp_path: Path) -> None:
+        """A --refs line nested 1,000 deep exits 2 naming file and line, not a RecursionError."""
+        refs = tmp_path / "refs.jsonl"
+        refs.write_text('{"question_id": "q", "facts": [{"text": "x"}], "meta": {"a": ' + "[" * 1000 + "]" * 1000
+                        + "}}\n")
+        code, text = run("score", str(self.write(tmp_path, self.GOOD)), "--checker", "fake", "--refs", str(refs),
+                         "-o", str(tmp_path / "o"), "--no-progress")
+        assert code == ExitStatus.USAGE, text
+        assert f"{refs}:1: nested too deeply" in text.replace("\n", "")
+
     def test_openai_checker_without_key_names_the_variable(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """--checker openai with an unset key variable exits 2 naming the variable, not a key."""
         monkeypatch.delenv("DAHL_TEST_KEY", raising=False)

@@ -22,7 +22,7 @@ from dahl.errors import ConfigError
 from dahl.formats._fields import parse_field_options
 from dahl.metrics._recall import Partial
 from dahl.run._plan import AdapterSettings
-from dahl.run._score import ScoreConfig
+from dahl.run._score import ScoreConfig, check_input_paths
 
 __all__ = ["ENDPOINT_OPTIONS", "RECALL_OPTION_NAMES", "recall_options", "recall_settings", "score_config"]
 
@@ -47,6 +47,7 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
     from dahl.cli._console import price_overrides
 
     get = values.get
+    check_input_paths(values["inputs"], get("fmt", "auto"))  # a missing file before any option it would hide
     config_file: Path | None = get("config_file")
     splitter, checker, evidence = get("splitter", "rules"), get("checker", "evidence"), get("evidence")
     overrides = {name: get(name) for name in ENDPOINT_OPTIONS}
