@@ -429,6 +429,35 @@ getattr(importlib.import_module(module), func)()
         assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
         assert proc.stderr == "interrupted\n"
 
+    # The child signals itself at a fixed point of its start: while importing the module named
+    # first, or (<before-main>) between importing the entry point and calling it.
+    SIGINT_AT = """
+import builtins, importlib, os, signal, sys
+at = sys.argv.pop(1)
+module, func = sys.argv.pop(1).split(":")
+real = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == at:
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = hooked
+sys.argv[0] = "dahl"
+entry = getattr(importlib.import_module(module), func)
+if at == "<before-main>":
+    os.kill(os.getpid(), signal.SIGINT)
+entry()
+"""
+
+    @pytest.mark.parametrize("at", ["dahl.exit_status", "<before-main>", "click", "dahl.cli._score", "msgspec"])
+    def test_ctrl_c_early_in_dahl_score_exits_130_with_one_line(self, tmp_path: Path, at: str) -> None:
+        """Ctrl-C at each early moment of dahl score (the entry point's own imports, before main is
+        called, the CLI's imports) prints one line "interrupted" and exits 130: no traceback, no -2."""
+        proc = subprocess.run([sys.executable, "-c", self.SIGINT_AT, at, self.entry(), "score",
+                               str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                               "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stderr) == (ExitStatus.INTERRUPTED, "interrupted\n")
+        assert not (tmp_path / "o").exists()
+
     def test_sigterm_during_imports_exits_130_quietly(self) -> None:
         """SIGTERM while the command is still importing exits 130 with one line (it was 143, silent)."""
         script = self.CTRL_C_DURING_IMPORTS.replace("signal.SIGINT", "signal.SIGTERM")
