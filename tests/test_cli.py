@@ -259,6 +259,19 @@ class TestBadInput:
         assert code == ExitStatus.USAGE, text
         assert f"{refs}:1: nested too deeply" in text.replace("\n", "")
 
+    def test_config_chooses_the_checker(self, tmp_path: Path) -> None:
+        """[check] kind in --config chooses the Checker when --checker is not given; --checker wins."""
+        config = tmp_path / "dahl.toml"
+        config.write_text('[check]\nkind = "fake"\n')
+        path = self.write(tmp_path, self.GOOD)
+        code, text = run("score", str(path), "--config", str(config), "-o", str(tmp_path / "o"), "--no-progress")
+        assert code == 0, text
+        assert summary(tmp_path / "o")["config"]["checker"].startswith("fake/")
+        code, text = run("score", str(path), "--config", str(config), "--checker", "evidence", "--evidence",
+                         str(EXAMPLES / "corpus.jsonl"), "-o", str(tmp_path / "o2"), "--no-progress")
+        assert code == 0, text
+        assert summary(tmp_path / "o2")["config"]["checker"].startswith("evidence/")
+
     def test_openai_checker_without_key_names_the_variable(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """--checker openai with an unset key variable exits 2 naming the variable, not a key."""
         monkeypatch.delenv("DAHL_TEST_KEY", raising=False)
