@@ -17,7 +17,10 @@ def _interrupted_at_start(_signum: int, _frame: object) -> None:
     os._exit(130)  # ExitStatus.INTERRUPTED: importing it here would widen the window
 
 
-signal.signal(signal.SIGINT, _interrupted_at_start)
+# SIGINT ignored (a background job of a script: the terminal's Ctrl-C is not for it) stays ignored.
+_SIGINT_IGNORED = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+if not _SIGINT_IGNORED:
+    signal.signal(signal.SIGINT, _interrupted_at_start)
 signal.signal(signal.SIGTERM, _interrupted_at_start)
 
 from types import FrameType
@@ -33,14 +36,13 @@ def _terminate(_signum: int, _frame: FrameType | None) -> None:
 
 def main() -> None:
     """Run the ``dahl`` command; Ctrl-C or SIGTERM at any moment exits with status 130 and one line."""
-    signal.signal(signal.SIGINT, _interrupted_at_start)  # as at import, for a caller that imported earlier
-    signal.signal(signal.SIGTERM, _interrupted_at_start)
     try:
         import click
 
         from dahl.cli import main as cli
 
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here the command stops cleanly
+        if not _SIGINT_IGNORED:  # from here the command stops cleanly
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _terminate)
         try:
             status = cli.main(standalone_mode=False)
