@@ -15,15 +15,16 @@ Names are imported on first use (PEP 562), so ``import dahl`` is cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+# No runtime import here: ``dahl``'s entry point (``dahl.__main__``) installs its interrupt
+# handling first thing, and this package is imported before it.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from dahl._version import __version__
-    from dahl.run._plan import AdapterSettings
     from dahl.adapters._recall import RecallSettings
+    from dahl.analysis._summary import Summary
     from dahl.config import EndpointConfig
-    from dahl.results._counters import RunCounters
     from dahl.engine._pipeline import PipelineOptions
     from dahl.errors import (
         AdapterError,
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
         Usage,
         Verdict,
     )
-    from dahl.analysis._summary import Summary
+    from dahl.results._counters import RunCounters
+    from dahl.run._plan import AdapterSettings
     from dahl.run._score import ScoreConfig, ScoreReport, score, score_async
 
 #: Where each public name is defined (the TYPE_CHECKING imports above, for mypy).
@@ -132,6 +134,8 @@ def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'dahl' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

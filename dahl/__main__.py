@@ -1,14 +1,28 @@
 """The ``dahl`` command's entry point (also ``python -m dahl``).
 
-The CLI is imported inside the Ctrl-C/SIGTERM handler, so an interrupt at any moment exits 130
-with one line; a reader that stops reading (``| head -1``) ends the command with status 0.
+Importing this module installs its interrupt handling before anything else: until the command
+starts, Ctrl-C or SIGTERM prints ``interrupted`` and exits 130 at once (nothing has been done
+yet); once it runs they raise KeyboardInterrupt, which the command turns into a clean stop, and
+which exits 130 with one line too. A reader that stops reading (``| head -1``) ends the command
+with status 0.
 """
-
-from __future__ import annotations
 
 import os
 import signal
 import sys
+
+
+def _interrupted_at_start(_signum: int, _frame: object) -> None:
+    os.write(2, b"interrupted\n")
+    os._exit(130)  # ExitStatus.INTERRUPTED: importing it here would widen the window
+
+
+# SIGINT ignored (a background job of a script: the terminal's Ctrl-C is not for it) stays ignored.
+_SIGINT_IGNORED = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+if not _SIGINT_IGNORED:
+    signal.signal(signal.SIGINT, _interrupted_at_start)
+signal.signal(signal.SIGTERM, _interrupted_at_start)
+
 from types import FrameType
 
 from dahl.exit_status import ExitStatus
@@ -22,12 +36,14 @@ def _terminate(_signum: int, _frame: FrameType | None) -> None:
 
 def main() -> None:
     """Run the ``dahl`` command; Ctrl-C or SIGTERM at any moment exits with status 130 and one line."""
-    signal.signal(signal.SIGTERM, _terminate)
     try:
         import click
 
         from dahl.cli import main as cli
 
+        if not _SIGINT_IGNORED:  # from here the command stops cleanly
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _terminate)
         try:
             status = cli.main(standalone_mode=False)
         except click.Abort as exc:

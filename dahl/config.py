@@ -260,25 +260,34 @@ def resolve_api_key(cfg: EndpointConfig) -> str:
     return key
 
 
+def expand_env(text: str, what: str) -> str:
+    """``text`` with every ``${NAME}`` replaced by the environment variable NAME.
+
+    Args:
+        text: a setting's value, e.g. a header or a base URL.
+        what: how errors name the setting, e.g. ``"header X-Key of https://host/v1"``.
+
+    Raises:
+        ConfigError: a named variable is unset or holds a line break or NUL (never shows a value).
+    """
+    def lookup(match: re.Match[str]) -> str:
+        found = os.environ.get(match.group(1))
+        if found is None:
+            raise ConfigError(f"{what} needs environment variable {match.group(1)}, which is not set")
+        if _HEADER_VALUE_BAD.search(found):
+            raise ConfigError(f"{what}: environment variable {match.group(1)} holds a line break or NUL")
+        return found
+
+    return _ENV_REFERENCE.sub(lookup, text)
+
+
 def resolve_headers(cfg: EndpointConfig) -> dict[str, str]:
     """``cfg.headers`` with every ``${NAME}`` replaced by the environment variable NAME (may be secrets).
 
     Raises:
         ConfigError: a named variable is unset or holds a line break or NUL (never shows a value).
     """
-    def value(name: str, text: str) -> str:
-        def lookup(match: re.Match[str]) -> str:
-            found = os.environ.get(match.group(1))
-            if found is None:
-                raise ConfigError(f"header {name} of {cfg.base_url} needs environment variable "
-                                  f"{match.group(1)}, which is not set")
-            if _HEADER_VALUE_BAD.search(found):
-                raise ConfigError(f"header {name} of {cfg.base_url}: environment variable {match.group(1)} "
-                                  "holds a line break or NUL")
-            return found
-        return _ENV_REFERENCE.sub(lookup, text)
-
-    return {name: value(name, text) for name, text in cfg.headers.items()}
+    return {name: expand_env(text, f"header {name} of {cfg.base_url}") for name, text in cfg.headers.items()}
 
 
 def api_key_id(key: str) -> str:
@@ -394,11 +403,41 @@ def load_templates(path: str | Path) -> dict[str, PromptTemplate]:
             for stage, file in table.items()}
 
 
+def load_kinds(path: str | Path, choices: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """Read which adapter each stage uses: ``kind`` of the ``[split]`` and ``[check]`` tables.
+
+    Args:
+        path: the TOML file (as :func:`load_config` reads it).
+        choices: ``{stage: the kinds it accepts}``, e.g. the Splitter and Checker names.
+
+    Returns:
+        ``{stage: kind}`` for the stages whose table names one.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, or a kind that is not a string of ``choices``
+            (file, table and the choices named).
+    """
+    path = Path(path)
+    data = _read_toml(path)
+    kinds: dict[str, str] = {}
+    for stage in _STAGES:
+        table = data.get(stage, {})
+        if not isinstance(table, dict) or "kind" not in table:
+            continue
+        kind = table["kind"]
+        if kind not in choices[stage]:
+            raise ConfigError(f"{path}: [{stage}] kind must be one of {', '.join(choices[stage])}, got {kind!r}")
+        kinds[stage] = kind
+    return kinds
+
+
 def load_config(path: str | Path) -> dict[str, EndpointConfig]:
     """Read endpoint settings for the ``split`` and ``check`` stages from a TOML file.
 
     ``[default]`` is merged under both stages (stage keys win; ``extra_body`` and ``headers``
     key by key); a stage with neither table is left out; ``max_tokens`` defaults per stage.
+    A stage table may name its adapter (``kind``, read by :func:`load_kinds`); one that names
+    an offline adapter has no endpoint and is left out.
 
     Returns:
         ``{"split": EndpointConfig, "check": EndpointConfig}`` (stages present only).
@@ -422,7 +461,12 @@ def load_config(path: str | Path) -> dict[str, EndpointConfig]:
             table = {k: v for k, v in table.items() if k not in NLI_KEYS}
         if not table and "default" not in data:
             continue
+        kind = table.pop("kind", "openai") if isinstance(table, dict) else "openai"
         own = _check_table(path, stage, table)
+        if kind != "openai":
+            if own:
+                raise ConfigError(f"{path}: [{stage}] {', '.join(sorted(own))}: endpoint keys need kind = \"openai\"")
+            continue
         merged = {**default, **own}
         for table in ("extra_body", "headers"):  # merged key by key
             both = {**default.get(table, {}), **own.get(table, {})}

@@ -234,6 +234,44 @@ class TestBadInput:
         assert code == 2
         assert "absent.jsonl" in text
 
+    def test_missing_input_file_is_named_before_adapter_options(self, tmp_path: Path) -> None:
+        """A missing input with the default evidence Checker and no --evidence names the input, not --evidence."""
+        code, text = run("score", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o"))
+        assert code == ExitStatus.USAGE
+        assert f"input file not found: {tmp_path / 'missing.jsonl'}" in text and "--evidence" not in text
+
+    def test_json_object_given_as_json_array_is_refused(self, tmp_path: Path) -> None:
+        """--format json on a top-level object exits 2 naming the file and the array it expected, not 0 records."""
+        path = tmp_path / "obj.json"
+        path.write_text('{"answers": [{"question": "q", "response": "r"}]}\n')
+        code, text = run("score", str(path), "--format", "json", "--checker", "fake", "-o", str(tmp_path / "o"),
+                         "--no-progress")
+        assert code == ExitStatus.USAGE, text
+        assert f"{path}: expected a JSON array of records" in text.replace("\n", "")
+
+    def test_refs_nested_1000_deep_is_named(self, tmp_path: Path) -> None:
+        """A --refs line nested 1,000 deep exits 2 naming file and line, not a RecursionError."""
+        refs = tmp_path / "refs.jsonl"
+        refs.write_text('{"question_id": "q", "facts": [{"text": "x"}], "meta": {"a": ' + "[" * 1000 + "]" * 1000
+                        + "}}\n")
+        code, text = run("score", str(self.write(tmp_path, self.GOOD)), "--checker", "fake", "--refs", str(refs),
+                         "-o", str(tmp_path / "o"), "--no-progress")
+        assert code == ExitStatus.USAGE, text
+        assert f"{refs}:1: nested too deeply" in text.replace("\n", "")
+
+    def test_config_chooses_the_checker(self, tmp_path: Path) -> None:
+        """[check] kind in --config chooses the Checker when --checker is not given; --checker wins."""
+        config = tmp_path / "dahl.toml"
+        config.write_text('[check]\nkind = "fake"\n')
+        path = self.write(tmp_path, self.GOOD)
+        code, text = run("score", str(path), "--config", str(config), "-o", str(tmp_path / "o"), "--no-progress")
+        assert code == 0, text
+        assert summary(tmp_path / "o")["config"]["checker"].startswith("fake/")
+        code, text = run("score", str(path), "--config", str(config), "--checker", "evidence", "--evidence",
+                         str(EXAMPLES / "corpus.jsonl"), "-o", str(tmp_path / "o2"), "--no-progress")
+        assert code == 0, text
+        assert summary(tmp_path / "o2")["config"]["checker"].startswith("evidence/")
+
     def test_openai_checker_without_key_names_the_variable(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """--checker openai with an unset key variable exits 2 naming the variable, not a key."""
         monkeypatch.delenv("DAHL_TEST_KEY", raising=False)
@@ -403,6 +441,35 @@ getattr(importlib.import_module(module), func)()
                               cwd=REPO, capture_output=True, text=True, timeout=60)
         assert proc.returncode == ExitStatus.INTERRUPTED, proc.stderr
         assert proc.stderr == "interrupted\n"
+
+    # The child signals itself at a fixed point of its start: while importing the module named
+    # first, or (<before-main>) between importing the entry point and calling it.
+    SIGINT_AT = """
+import builtins, importlib, os, signal, sys
+at = sys.argv.pop(1)
+module, func = sys.argv.pop(1).split(":")
+real = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == at:
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = hooked
+sys.argv[0] = "dahl"
+entry = getattr(importlib.import_module(module), func)
+if at == "<before-main>":
+    os.kill(os.getpid(), signal.SIGINT)
+entry()
+"""
+
+    @pytest.mark.parametrize("at", ["dahl.exit_status", "<before-main>", "click", "dahl.cli._score", "msgspec"])
+    def test_ctrl_c_early_in_dahl_score_exits_130_with_one_line(self, tmp_path: Path, at: str) -> None:
+        """Ctrl-C at each early moment of dahl score (the entry point's own imports, before main is
+        called, the CLI's imports) prints one line "interrupted" and exits 130: no traceback, no -2."""
+        proc = subprocess.run([sys.executable, "-c", self.SIGINT_AT, at, self.entry(), "score",
+                               str(EXAMPLES / "answers.jsonl"), "--checker", "fake", "-o", str(tmp_path / "o"),
+                               "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stderr) == (ExitStatus.INTERRUPTED, "interrupted\n")
+        assert not (tmp_path / "o").exists()
 
     def test_sigterm_during_imports_exits_130_quietly(self) -> None:
         """SIGTERM while the command is still importing exits 130 with one line (it was 143, silent)."""

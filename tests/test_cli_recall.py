@@ -174,7 +174,7 @@ class TestScoreRefs:
         bad.write_text('{"question": "Q?", "facts": [{"text": "ok"}]}\n{"question": "R?", "facts": [{"text": " "}]}\n')
         code, output, _ = _score(inputs, tmp_path / "out", "--refs", str(bad))
         assert code == 2
-        assert f"{bad}:2, field 'facts[0].text': a reference fact has empty text" in " ".join(output.split())
+        assert f"{bad}:2, field '$.facts[0].text': a reference fact has empty text" in " ".join(output.split())
 
 
 class TestRecallSettingsFromOptions:

@@ -166,6 +166,21 @@ extra_body = { search_context_size = "low" }
         with pytest.raises(ConfigError, match=r"dahl\.toml: \[check\] temperature"):
             load_config(path)
 
+    def test_kind_chooses_the_adapter(self, tmp_path: Path) -> None:
+        """kind in [split]/[check] names the adapter; an offline one has no endpoint, and takes no endpoint key."""
+        from dahl.config import load_kinds
+
+        path = write(tmp_path, '[default]\nbase_url = "http://x/v1"\nmodel = "m"\n[split]\nkind = "rules"\n'
+                               '[check]\nkind = "openai"\nrpm = 5\n')
+        assert load_kinds(path, {"split": ("rules", "openai"), "check": ("fake", "openai")}) == {
+            "split": "rules", "check": "openai"}
+        assert [(stage, cfg.rpm) for stage, cfg in load_config(path).items()] == [("check", 5.0)]
+        bad = write(tmp_path, '[check]\nkind = "fake"\nmodel = "m"\n')
+        with pytest.raises(ConfigError, match=r'dahl\.toml: \[check\] model: endpoint keys need kind = "openai"'):
+            load_config(bad)
+        with pytest.raises(ConfigError, match=r"dahl\.toml: \[check\] kind must be one of fake, openai, got 'replay'"):
+            load_kinds(write(tmp_path, '[check]\nkind = "replay"\n'), {"split": (), "check": ("fake", "openai")})
+
     def test_bad_toml_and_missing_file(self, tmp_path: Path) -> None:
         """Invalid TOML and a missing file raise ConfigError."""
         with pytest.raises(ConfigError, match="invalid TOML"):

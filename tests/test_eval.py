@@ -41,17 +41,22 @@ def _precision_by_answer(score_answers: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def mock_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example config's models read their server from DAHL_MOCK_URL: the docs' mock unless a test starts one."""
+    monkeypatch.setenv("DAHL_MOCK_URL", "http://127.0.0.1:8765")
+
+
 @pytest.fixture
-def example(tmp_path: Path, mocks: MockServers) -> tuple[Path, str]:
+def example(tmp_path: Path, mocks: MockServers, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
     """The example config (examples/eval) copied to ``tmp_path``, both models on one fresh mock."""
     folder = tmp_path / "eval"
     shutil.copytree(EXAMPLE, folder)
     shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
     url = mocks.start(*(arg for m in ("model-a", "model-b") for arg in
                         ("--oracle-answers", f"{m}={folder / m}.answers.jsonl")))
-    config = folder / "eval.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace("http://127.0.0.1:8765/v1", url), encoding="utf-8")
-    return config, url
+    monkeypatch.setenv("DAHL_MOCK_URL", url.removesuffix("/v1"))
+    return folder / "eval.toml", url
 
 
 class TestEvalPubMedQA:
@@ -109,14 +114,15 @@ PINNED: dict[str, Any] = {"n_scored": (131, 132), "truthful": 0.488247, "halluci
 class TestEvalExitStatus:
     """The exit status is dahl score's: a failed answer makes the eval partial."""
 
-    def test_failed_generation_is_partial_and_the_rest_is_ranked(self, tmp_path: Path, mocks: MockServers) -> None:
+    def test_failed_generation_is_partial_and_the_rest_is_ranked(self, tmp_path: Path, mocks: MockServers,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
         """A 400 for one of 8 requests (seeded fault draws): exit 6, the other 7 answers scored and ranked."""
         folder = tmp_path / "eval"
         shutil.copytree(EXAMPLE, folder)
         shutil.copy(REPO / "examples" / "corpus.jsonl", tmp_path / "corpus.jsonl")
         url = mocks.start("--fault", "400=0.3", "--seed", "3")
+        monkeypatch.setenv("DAHL_MOCK_URL", url.removesuffix("/v1"))
         config = folder / "eval.toml"
-        config.write_text(config.read_text(encoding="utf-8").replace("http://127.0.0.1:8765/v1", url), encoding="utf-8")
         result = _eval(str(config))
         assert result.exit_code == ExitStatus.PARTIAL, result.output
         assert "partly done: 1 answer failed to generate (exit status 6; re-running retries them)" in result.output
@@ -328,6 +334,17 @@ class TestEvalConfig:
             load_eval_config(path)
         assert str(info.value).startswith(f"{path}: ")
         assert message in str(info.value)
+
+    def test_example_reads_the_mock_url_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The example hard-codes no port: its models' base_url is ${DAHL_MOCK_URL}/v1; unset, the error names it."""
+        monkeypatch.setenv("DAHL_MOCK_URL", "http://127.0.0.1:4321")
+        assert [m.endpoint.base_url for m in load_eval_config(EXAMPLE / "eval.toml").models] == [
+            "http://127.0.0.1:4321/v1", "http://127.0.0.1:4321/v1"]
+        monkeypatch.delenv("DAHL_MOCK_URL")
+        with pytest.raises(ConfigError) as info:
+            load_eval_config(EXAMPLE / "eval.toml")
+        assert str(info.value) == (f"{EXAMPLE / 'eval.toml'}: [[models]] 'model-a': base_url needs environment "
+                                   "variable DAHL_MOCK_URL, which is not set")
 
     def test_check_table_takes_provider_auth_and_headers(self, tmp_path: Path) -> None:
         """[check] kind = "openai" takes provider, auth and headers as dahl score --config does (they were unknown keys)."""

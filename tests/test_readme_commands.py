@@ -40,7 +40,7 @@ INSTALL = re.compile(r"^(python3? -m venv |\. \.venv/bin/activate|pip install )"
 DATA = re.compile(r"\.\./shared/data/([\w.-]+)")
 #: What a page's examples need that another page made: docs/report.md reports the Quickstart's run.
 SETUP = {"docs/report.md": "dahl score examples/answers.jsonl --evidence examples/corpus.jsonl -o out --no-progress"}
-#: The port of the bench mock in the docs (examples/eval/eval.toml); each test run uses a free one.
+#: The port of the bench mock in the docs' commands; each test run uses a free one.
 DOC_PORT = "8765"
 #: Figures that depend on the machine's speed or the clock: (pattern, what it becomes on both sides).
 MASKS = [
@@ -228,8 +228,6 @@ class Folder:
             (base / "shared").mkdir()
             (base / "shared" / "data").symlink_to(shared_data_dir().resolve())
         self.port = str(free_port())
-        toml = self.work / "examples" / "eval" / "eval.toml"
-        toml.write_text(toml.read_text(encoding="utf-8").replace(DOC_PORT, self.port), encoding="utf-8")
         self.env = {k: v for k, v in os.environ.items()
                     if not k.endswith(("_API_KEY", "_TOKEN")) and k not in ("COLUMNS", "LINES")}
         self.env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -297,6 +295,22 @@ class TestPagesFindTheirExamples:
         line = "progress: 100% · 8/8 answers · 1,093 claims/s · ETA 0s · 0 errors · 0:00:01"
         assert mask(line) == "progress: 100% · 8/8 answers · N claims/s · ETA N · 0 errors · H:MM:SS"
         assert mask("8 answers scored now, 42 claims in 0.5 s -> out") == "8 answers scored now, 42 claims in N s -> out"
+
+
+class TestInstall:
+    def test_the_readme_install_draws_the_plots_the_pages_show(self) -> None:
+        """The README's install command installs the plot extra (matplotlib), which dahl eval's board.png and
+        --plot-recall of the pages' journeys need: they work after it, not exit 2 "plotting needs matplotlib"."""
+        import tomllib
+
+        readme = (REPO / "README.md").read_text(encoding="utf-8")
+        installs = re.findall(r"pip install ('\.\[[\w,]+\]'|\.)(?= |$)", readme, flags=re.MULTILINE)
+        assert installs and all("plot" in extras for extras in installs[:1]), installs
+        assert "pip install '.[plot]'" in readme.split("## Install", 1)[1].strip().split("\n\n", 1)[0]
+        extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+        assert any(d.startswith("matplotlib") for d in extras["plot"])
+        pages = "".join((REPO / page).read_text(encoding="utf-8") for page in PAGES)
+        assert "dahl eval examples/eval/eval.toml" in pages and "--plot-recall" in pages
 
 
 class TestExamplesPrintWhatThePagesShow:

@@ -57,21 +57,26 @@ class TestDahlLayout:
     @pytest.mark.parametrize(
         ("row", "message", "field"),
         [
-            ({"question_id": "q", "facts": [{"text": " "}]}, "empty text", "facts[0].text"),
-            ({"question_id": "q", "facts": [{"text": "x", "salience": 6}]}, "1-5 rating", "facts[0].salience"),
-            ({"question_id": "q", "facts": [{"text": 3}]}, "Expected `str`", "facts[0].text"),
+            ({"question_id": "q", "facts": [{"text": " "}]}, "empty text", "$.facts[0].text"),
+            ({"question_id": "q", "facts": [{"text": "x", "salience": 6}]}, "1-5 rating", "$.facts[0].salience"),
+            ({"question_id": "q", "facts": [{"text": 3}]}, "Expected `str`", "$.facts[0].text"),
             ({"facts": []}, "needs question_id or question", "question_id"),
             ({"question_id": "q", "facts": [{"text": "x", "importance": -0.5}]}, "importance must be",
-             "facts[0].importance"),
+             "$.facts[0].importance"),
             ({"question_id": "q", "facts": [{"id": "1", "text": "x"}, {"id": 1, "text": "y"}]}, "duplicate fact id",
-             "facts[1].id"),
+             "$.facts[1].id"),
             ({"question_id": "q", "facts": [{"text": "x", "relevance": 1}]}, "relevance without salience",
-             "facts[0].salience"),
+             "$.facts[0].salience"),
+            ({"question_id": "q", "facts": [{"text": "x", "importance": 7}]}, r"importance must be in \[0, 1\], got 7",
+             "$.facts[0].importance"),
+            ('{"question_id": "q", "facts": [{"text": "x"}], "meta": {"a": ' + "[" * 1000 + "]" * 1000 + "}}",
+             "nested too deeply", None),
         ],
         ids=["empty-text", "rating-range", "wrong-type", "no-question", "negative-importance", "duplicate-id",
-             "one-rating"],
+             "one-rating", "importance-above-1", "nested-1000-deep"],
     )
-    def test_errors_name_file_line_field(self, tmp_path: Path, row: dict[str, Any], message: str, field: str) -> None:
+    def test_errors_name_file_line_field(self, tmp_path: Path, row: dict[str, Any] | str, message: str,
+                                         field: str | None) -> None:
         """A bad set on line 2 is an InputError naming the file, line 2 and the field."""
         path = write_lines(tmp_path / "refs.jsonl", [{"question_id": "ok", "facts": []}, row])
         with pytest.raises(InputError, match=message) as info:
@@ -125,15 +130,21 @@ class TestFactRBenchLayout:
         ("row", "message", "field"),
         [
             ({"question": "", "reference_fact_set": "{}"}, "non-empty question", "question"),
-            ({"question": "Q?", "reference_fact_set": "{not json"}, "not JSON", "reference_fact_set"),
+            ({"question": "Q?", "reference_fact_set": "{not json"}, "malformed JSON", "reference_fact_set"),
             ({"question": "Q?", "reference_fact_set": "[1]"}, "object of fact lists", "reference_fact_set"),
             ({"question": "Q?", "reference_fact_set": {"m": "A."}}, "list of facts", "reference_fact_set.m"),
             ({"question": "Q?", "reference_fact_set": {"m": ["A.", 5]}}, "must be a string", "reference_fact_set.m[1]"),
             ({"question_id": "q", "facts": []}, "no reference_fact_set", "reference_fact_set"),
+            ({"question": "Q?", "reference_fact_set": "[" * 1000 + "]" * 1000}, "nested too deeply",
+             "reference_fact_set"),
+            ('{"question": "Q?", "reference_fact_set": {}, "x": ' + "[" * 1000 + "]" * 1000 + "}", "nested too deeply",
+             None),
         ],
-        ids=["no-question", "bad-json", "not-object", "not-list", "not-string", "dahl-line-in-factrbench-file"],
+        ids=["no-question", "bad-json", "not-object", "not-list", "not-string", "dahl-line-in-factrbench-file",
+             "cell-nested-1000-deep", "row-nested-1000-deep"],
     )
-    def test_errors_name_file_line_field(self, tmp_path: Path, row: dict[str, Any], message: str, field: str) -> None:
+    def test_errors_name_file_line_field(self, tmp_path: Path, row: dict[str, Any] | str, message: str,
+                                         field: str | None) -> None:
         """A bad row on line 2 of a FactRBench file is an InputError naming the file, line 2 and the field."""
         path = write_lines(tmp_path / "f.jsonl", [factrbench_row("Q?", {"m": ["A."]}), row])
         with pytest.raises(InputError, match=message) as info:

@@ -122,7 +122,7 @@ class TestPool:
         with pytest.raises(InputError) as info:
             pool_runs([run])
         assert (info.value.file, info.value.line, info.value.field) == (str(run / "answers.jsonl"), 2,
-                                                                         "claims[0].text")
+                                                                         "$.claims[0].text")
 
     def test_missing_answers_and_no_runs(self, tmp_path: Path) -> None:
         """No runs, or a folder without answers.jsonl, is an input error."""

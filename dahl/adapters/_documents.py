@@ -22,7 +22,7 @@ import msgspec
 
 from dahl.adapters._corpus import ANALYZER_VERSION, Corpus, Passage, check_window, cut_passages
 from dahl.errors import ConfigError, InputError
-from dahl.formats._jsonpath import nesting_error
+from dahl.formats._jsonpath import decode_json
 
 __all__ = ["Document", "open_corpus", "read_documents"]
 
@@ -30,7 +30,6 @@ logger = logging.getLogger(__name__)
 
 _SUFFIXES = (".md", ".txt")
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
-_FIELD = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
 _SAVED = "passages.msgpack"
 
 
@@ -112,17 +111,12 @@ def open_corpus(
     if documents is None:
         documents = _parse_jsonl(p, content)
     passages: list[Passage] = []
-    seen: set[str] = set()
-    for doc in documents:
-        doc_id = str(doc.id)
-        if doc_id in seen:
-            logger.warning("%s: duplicate document id %r", p, doc_id)
-        seen.add(doc_id)
-        passages.extend(cut_passages(doc_id, doc.title or "", doc.text, window, stride, doc.url))
-    if not seen:  # a wrong path, not evidence: every claim would be judged without a passage
+    for doc in documents:  # ids are distinct: _parse_jsonl refuses a repeated one, a folder's are paths
+        passages.extend(cut_passages(str(doc.id), doc.title or "", doc.text, window, stride, doc.url))
+    if not documents:  # a wrong path, not evidence: every claim would be judged without a passage
         raise ConfigError(f"the corpus {p} has no documents (a JSONL file of {{id, text}} lines, or a folder "
                           "of .txt/.md files)")
-    corpus = Corpus(passages, content_hash=fingerprint, n_documents=len(seen))
+    corpus = Corpus(passages, content_hash=fingerprint, n_documents=len(documents))
     if folder is not None:
         _save(corpus, folder)
     return corpus
@@ -140,18 +134,17 @@ def _read_bytes(p: Path) -> bytes:
 def _parse_jsonl(p: Path, data: bytes) -> list[Document]:
     decoder = msgspec.json.Decoder(Document)
     documents: list[Document] = []
+    lines: dict[str, int] = {}  # document id -> its first line
     # A UTF-8 byte-order mark (an editor's) is skipped, as the answers readers do.
     for number, line in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            documents.append(decoder.decode(line))
-        except msgspec.ValidationError as exc:
-            raise InputError(str(exc), file=str(p), line=number, field=_field_of(str(exc))) from None
-        except msgspec.DecodeError as exc:
-            raise InputError(f"not valid JSON: {exc}", file=str(p), line=number) from None
-        except RecursionError:
-            raise nesting_error(file=str(p), line=number) from None
+        document = decode_json(decoder, line, file=str(p), line=number)
+        first = lines.setdefault(str(document.id), number)
+        if first != number:
+            raise InputError(f"duplicate document id {str(document.id)!r} (first on line {first})", file=str(p),
+                             line=number, field="id")
+        documents.append(document)
     return documents
 
 
@@ -177,12 +170,6 @@ def _read_folder(root: Path) -> tuple[list[Document], bytes]:
     if not documents:
         logger.warning("corpus folder %s holds no .txt or .md file", root)
     return documents, msgspec.msgpack.encode(content)
-
-
-def _field_of(message: str) -> str | None:
-    """Pull the field name out of a msgspec validation message."""
-    match = _FIELD.search(message)
-    return (match.group(1) or match.group(2)) if match else None
 
 
 def _load(folder: Path, fingerprint: str) -> Corpus | None:

@@ -1,5 +1,5 @@
-"""``python -m dahl.cli``: the ``dahl`` command."""
+"""``python -m dahl.cli``: the ``dahl`` command, through its entry point (:mod:`dahl.__main__`)."""
 
-from dahl.cli import main
+from dahl.__main__ import main
 
 main()

@@ -54,11 +54,13 @@ __all__ = ["score"]
                    "(the model is named after its column).")
 @click.option("--field", "field_options", multiple=True, metavar="TARGET=SOURCE",
               help="Read dahl's field TARGET from the input's SOURCE, e.g. question=prompt (repeatable).")
-@click.option("--splitter", default="rules", show_default=True, type=click.Choice(SPLITTERS),
-              help="rules: offline rule-based; given: claims from the input; openai: an LLM endpoint.")
-@click.option("--checker", default="evidence", show_default=True, type=click.Choice(CHECKERS),
+@click.option("--splitter", default=None, type=click.Choice(SPLITTERS),
+              help="rules: offline rule-based; given: claims from the input; openai: an LLM endpoint. "
+                   "[default: [split] kind of --config, else rules]")
+@click.option("--checker", default=None, type=click.Choice(CHECKERS),
               help="evidence: offline BM25 over --evidence; nli: an entailment model (--nli-model) over "
-                   "--evidence; replay: labels from the input; fake: deterministic; openai: an LLM endpoint.")
+                   "--evidence; replay: labels from the input; fake: deterministic; openai: an LLM endpoint. "
+                   "[default: [check] kind of --config, else evidence]")
 @click.option("--evidence", type=click.Path(path_type=Path), default=None,
               help="Corpus: JSONL {id, title?, text, url?} or a folder of .txt/.md files; the evidence "
                    "Checker's passages, or with --checker openai the passages each claim is judged against.")
@@ -117,8 +119,8 @@ def score(
     fmt: str,
     response_columns: tuple[str, ...],
     field_options: tuple[str, ...],
-    splitter: str,
-    checker: str,
+    splitter: str | None,
+    checker: str | None,
     evidence: Path | None,
     top_k: int,
     nli_model: Path | None,

@@ -17,13 +17,13 @@ from dahl.adapters._coverage import COVERAGE_JUDGES
 from dahl.adapters._recall import RecallSettings
 from dahl.cli._options import FINITE, parse_template_options
 from dahl.cli._templates import SCORE_STAGES, apply_score_templates
-from dahl.config import EndpointConfig, endpoint_configs, load_fields, load_nli, load_templates
+from dahl.config import EndpointConfig, endpoint_configs, load_fields, load_kinds, load_nli, load_templates
 from dahl.errors import ConfigError
 from dahl.formats._fields import parse_field_options
 from dahl.metrics._recall import Partial
-from dahl.run._plan import AdapterSettings
 from dahl.results._manifest import Shard
-from dahl.run._score import ScoreConfig
+from dahl.run._plan import CHECKERS, SPLITTERS, AdapterSettings
+from dahl.run._score import ScoreConfig, check_input_paths
 
 __all__ = ["ENDPOINT_OPTIONS", "RECALL_OPTION_NAMES", "recall_options", "recall_settings", "score_config"]
 
@@ -48,8 +48,12 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
     from dahl.cli._console import price_overrides
 
     get = values.get
+    check_input_paths(values["inputs"], get("fmt", "auto"))  # a missing file before any option it would hide
     config_file: Path | None = get("config_file")
-    splitter, checker, evidence = get("splitter", "rules"), get("checker", "evidence"), get("evidence")
+    kinds = load_kinds(config_file, {"split": SPLITTERS, "check": CHECKERS}) if config_file is not None else {}
+    splitter = get("splitter") or kinds.get("split", "rules")  # the command line, then --config, then the default
+    checker = get("checker") or kinds.get("check", "evidence")
+    evidence = get("evidence")
     overrides = {name: get(name) for name in ENDPOINT_OPTIONS}
     overrides["headers"] = dict(get("header_options") or ()) or None
     given = {k: v for k, v in overrides.items() if v is not None}

@@ -96,7 +96,7 @@ def _saved_files(folder: Path) -> list[Path]:
 
 
 def _stream_batches(files: list[Path]) -> Iterator[Any]:
-    pa = _pyarrow(files[0] if files else "", "hf")
+    pa = _pyarrow(files[0] if files else "")
     for file in files:
         with pa.memory_map(str(file)) as source:
             yield from pa.ipc.open_stream(source)
@@ -162,7 +162,7 @@ def read_hf(
     folder = Path(source)
     if folder.is_dir():
         files = _saved_files(folder)
-        _pyarrow(folder, "hf")
+        _pyarrow(folder)
         batches: Iterable[Any] = _stream_batches(files)
     else:
         tables = hf_tables(str(source))

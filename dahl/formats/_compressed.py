@@ -1,5 +1,7 @@
 """Open an input file as a byte stream: ``.gz`` and ``.zst`` are decompressed as read; another
-binary file is refused with a message naming what it is and how to read it."""
+binary file is refused with a message naming what it is and how to read it. Damaged or cut
+compressed data is an :class:`~dahl.errors.InputError` naming the file and the byte offsets,
+whichever reader meets it."""
 
 from __future__ import annotations
 
@@ -7,13 +9,13 @@ import gzip
 import io
 import zlib
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 import zstandard
 
-from dahl.errors import ConfigError
+from dahl.errors import ConfigError, InputError
 
-__all__ = ["CORRUPT_ERRORS", "MAGIC", "binary_kind", "model_stem", "open_bytes", "open_stream"]
+__all__ = ["MAGIC", "binary_kind", "model_stem", "open_bytes", "open_stream"]
 
 #: Leading bytes of binary files people pass as answer files -> what they are.
 MAGIC: dict[bytes, str] = {
@@ -85,14 +87,11 @@ def open_bytes(path: Path) -> io.BufferedIOBase:
             f"{path} is named {path.suffix} but is not {expected}-compressed; rename it"
         )
     try:
-        if expected == "gzip":
-            return gzip.open(path, "rb")
         raw = path.open("rb")
     except OSError as exc:
         raise ConfigError(f"cannot open input file {path}: {exc.strerror or exc}") from exc
-    if expected == "zstd":
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_size=_READ_SIZE, closefd=True)
-        return io.BufferedReader(stream, buffer_size=_READ_SIZE)
+    if expected is not None:
+        return io.BufferedReader(_Decompressed(raw, expected, str(path), close_source=True), buffer_size=_READ_SIZE)
     return raw
 
 
@@ -111,16 +110,91 @@ def open_stream(handle: BinaryIO, name: str) -> io.BufferedIOBase:
     buffered = handle if isinstance(handle, io.BufferedReader) else io.BufferedReader(cast(io.RawIOBase, handle))
     head = buffered.peek(8)[:8]
     kind = next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
-    if kind == "gzip":
-        return gzip.GzipFile(fileobj=buffered, mode="rb")
-    if kind == "zstd":
-        stream = zstandard.ZstdDecompressor().stream_reader(buffered, read_size=_READ_SIZE, closefd=False)
-        return io.BufferedReader(stream, buffer_size=_READ_SIZE)
+    if kind in ("gzip", "zstd"):
+        return io.BufferedReader(_Decompressed(buffered, kind, name, close_source=False), buffer_size=_READ_SIZE)
     if kind is not None:
         what = "UTF-16 text, not UTF-8" if kind == "UTF-16" else f"a {kind} file, not text"
         raise ConfigError(f"{name} looks like {what}; save it to a file and read that ({_HINTS[kind]})")
     return buffered
 
 
-#: Exceptions a decompressing stream raises on damaged or cut data.
-CORRUPT_ERRORS: tuple[type[Exception], ...] = (EOFError, zlib.error, gzip.BadGzipFile, zstandard.ZstdError)
+#: Exceptions a decompressor raises on damaged or cut data.
+_CORRUPT_ERRORS: tuple[type[Exception], ...] = (EOFError, zlib.error, gzip.BadGzipFile, zstandard.ZstdError)
+
+
+class _Counted:
+    """A byte source that counts the bytes read from it (the compressed offset of damage)."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self.source = source
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.source.read(size)
+        self.count += len(data)
+        return data
+
+
+class _Decompressed(io.RawIOBase):
+    """The decompressed bytes of a gzip stream (members in sequence) or a zstd stream (frames in
+    sequence), read from ``source`` as needed.
+
+    A zstd frame cut short is an error here (zstandard's stream reader ends there silently), as a
+    gzip member cut short is in :mod:`gzip`. Damaged or cut data raises :class:`InputError`
+    naming ``name``, the decompressed byte offset reached and the compressed bytes read so far.
+    """
+
+    def __init__(self, source: BinaryIO, kind: str, name: str, *, close_source: bool) -> None:
+        super().__init__()
+        self._source = _Counted(source)
+        self._name = name
+        self._close_source = close_source
+        self._gzip = gzip.GzipFile(fileobj=cast(Any, self._source), mode="rb") if kind == "gzip" else None
+        self._zstd = zstandard.ZstdDecompressor()
+        self._frame: Any = None  # the zstd frame under way, None between frames
+        self._pending = memoryview(b"")
+        self._offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            n = self._gzip.readinto1(buffer) if self._gzip is not None else self._zstd_into(buffer)
+        except _CORRUPT_ERRORS as exc:
+            raise InputError(
+                f"compressed data is damaged or cut short after decompressed byte {self._offset:,} "
+                f"(compressed byte {self._source.count:,} read): {exc}",
+                file=self._name,
+            ) from None
+        self._offset += n
+        return n
+
+    def _zstd_into(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._source.read(_READ_SIZE)
+            if not chunk:
+                if self._frame is not None:
+                    raise EOFError("the stream ends inside a zstd frame")
+                return 0
+            out = []
+            while chunk:
+                if self._frame is None:
+                    self._frame = self._zstd.decompressobj()
+                out.append(self._frame.decompress(chunk))
+                chunk = b""
+                if self._frame.eof:
+                    chunk, self._frame = self._frame.unused_data, None
+            self._pending = memoryview(b"".join(out))
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            if self._gzip is not None:
+                self._gzip.close()
+            if self._close_source:
+                self._source.source.close()
+        super().close()

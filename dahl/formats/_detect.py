@@ -11,12 +11,12 @@ from collections.abc import Collection
 from contextlib import closing
 from pathlib import Path
 
-import msgspec
 
 from dahl.errors import ConfigError, InputError
 from dahl.formats._arrow import is_saved_dataset
 from dahl.formats._compressed import binary_kind, open_bytes
-from dahl.formats._jsonpath import NESTED_TOO_DEEPLY
+from dahl.formats._jsonarray import starts_array
+from dahl.formats._jsonpath import ANY_JSON, decode_json
 from dahl.formats._lines import check_input_path, decode_line, numbered_lines
 
 __all__ = ["FORMATS", "SNIFF_LINES", "detect_format"]
@@ -43,13 +43,6 @@ def _binary_format(path: Path) -> str | None:
     return None
 
 
-def _starts_array(path: Path) -> bool:
-    """Whether the first non-blank byte is ``[`` (a bounded read: a one-line array is the whole file)."""
-    with open_bytes(path) as handle:
-        head = handle.read(_SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf").lstrip()
-    return head[:1] == b"["
-
-
 def _is_safe(path: Path) -> bool:
     """Whether the first 64 KiB of a (pretty-printed) JSON object name ``per_prompt_data``."""
     with open_bytes(path) as handle:
@@ -59,11 +52,9 @@ def _is_safe(path: Path) -> bool:
 def _classify(text: str, response_keys: Collection[str]) -> tuple[str | None, str]:
     """The format one decoded JSON Lines line names, or None and why it names none."""
     try:
-        value = msgspec.json.decode(text)
-    except msgspec.DecodeError as exc:
-        return None, f"not valid JSON ({exc})"
-    except RecursionError:
-        return None, NESTED_TOO_DEEPLY
+        value = decode_json(ANY_JSON, text, file="", line=None)
+    except InputError as exc:
+        return None, exc.message
     if not isinstance(value, dict):
         return None, f"a JSON {type(value).__name__}, not an object"
     keys = set(value)
@@ -136,7 +127,7 @@ def detect_format(
     binary = _binary_format(path)
     if binary is not None:
         return binary
-    if _starts_array(path):
+    if starts_array(path):
         return "json"
     first_problem: str | None = None
     seen = 0
@@ -157,7 +148,7 @@ def detect_format(
             name, problem = _classify(text, response_keys) if text.startswith("{") else (None, "")
             if name is not None:
                 return name
-            if seen == 1 and problem.startswith("not valid JSON") and _is_safe(path):
+            if seen == 1 and problem.startswith("malformed JSON") and _is_safe(path):
                 return "safe"
             first_problem = first_problem or problem or (
                 "first line is neither a JSON object nor a CSV header with a 'question' column"

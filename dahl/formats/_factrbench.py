@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from dahl.errors import ConfigError, InputError
+from dahl.formats._jsonpath import ANY_JSON, decode_json
 from dahl.records import FactSource, RefFact, RefSet, content_id, normalize_text
 
 __all__ = ["FACT_SET_FIELD", "factrbench_set", "is_factrbench", "read_factrbench_parquet"]
@@ -47,10 +46,7 @@ def factrbench_set(row: dict[str, Any], *, file: str, line: int) -> RefSet:
         raise InputError("a FactRBench row needs a non-empty question", file=file, line=line, field="question")
     raw = row.get(FACT_SET_FIELD)
     if isinstance(raw, str):
-        try:
-            raw = msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise InputError(f"not JSON: {exc}", file=file, line=line, field=FACT_SET_FIELD) from None
+        raw = decode_json(ANY_JSON, raw, file=file, line=line, field=FACT_SET_FIELD)
     if not isinstance(raw, dict):
         raise InputError(f"must be an object of fact lists, got {type(raw).__name__}", file=file, line=line,
                          field=FACT_SET_FIELD)

@@ -15,7 +15,7 @@ import msgspec
 
 from dahl.errors import ConfigError, InputError
 from dahl.formats._jsonl import RecordIn, record_answer
-from dahl.formats._jsonpath import NESTED_TOO_DEEPLY, validation_error
+from dahl.formats._jsonpath import NESTED_TOO_DEEPLY, decode_json
 from dahl.formats._needs import Needs, check_needs
 from dahl.formats._stream import skip_or_raise
 from dahl.records import Answer
@@ -100,15 +100,9 @@ def _answer_of(item: Mapping[str, Any], where: str) -> Answer:
     except RecursionError:
         raise InputError(NESTED_TOO_DEEPLY, file=where) from None
     try:
-        return record_answer(_DECODER.decode(raw), file=where, line=0)
-    except RecursionError:
-        raise InputError(NESTED_TOO_DEEPLY, file=where) from None
-    except msgspec.ValidationError as exc:
-        error = validation_error(exc, file=where, line=0)
-    except InputError as exc:
-        error = exc
-    # An item has no line: name it by its index alone.
-    raise InputError(error.message, file=where, field=error.field)
+        return record_answer(decode_json(_DECODER, raw, file=where, line=None), file=where, line=0)
+    except InputError as error:  # an item has no line: name it by its index alone
+        raise InputError(error.message, file=where, field=error.field) from None
 
 
 def _check_needs(answer: Answer, needs: Needs, where: str) -> None:

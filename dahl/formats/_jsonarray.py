@@ -17,7 +17,9 @@ from dahl.formats._needs import Needs
 from dahl.formats._rows import RowOptions, stream_rows
 from dahl.formats._stream import AnswerStream, skip_or_raise
 
-__all__ = ["json_items", "read_json_array"]
+__all__ = ["json_items", "read_json_array", "starts_array"]
+
+_SNIFF_BYTES = 1 << 16
 
 
 def json_items(
@@ -47,6 +49,18 @@ def json_items(
             on_error(error)
 
 
+def starts_array(path: Path) -> bool:
+    """Whether the first non-blank byte of ``path`` is ``[`` (a bounded read of 64 KiB, after a
+    byte-order mark; ``.gz`` / ``.zst`` decompressed).
+
+    Raises:
+        ConfigError: the file cannot be opened or is binary.
+    """
+    with open_bytes(path) as handle:
+        head = handle.read(_SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[:1] == b"["
+
+
 def read_json_array(
     path: Path,
     *,
@@ -60,9 +74,12 @@ def read_json_array(
 
     Raises:
         ConfigError: the file cannot be opened or is binary.
-        InputError: a bad or non-object element, or malformed JSON, when ``on_error`` is None.
+        InputError: the file does not hold an array (raised here, whatever ``on_error``); a bad
+            or non-object element, or malformed JSON, when ``on_error`` is None.
     """
     file = str(path)
+    if not starts_array(path):
+        raise InputError("expected a JSON array of records at the top level (JSON Lines: --format jsonl)", file=file)
 
     def objects() -> Iterator[tuple[int, dict[str, Any]]]:
         for position, value in json_items(path, "item", on_error=on_error):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -10,7 +9,7 @@ from typing import TypeVar
 import msgspec
 
 from dahl.errors import InputError
-from dahl.formats._jsonpath import nesting_error, validation_error
+from dahl.formats._jsonpath import decode_json
 from dahl.formats._lines import decode_line, input_name, numbered_lines
 from dahl.formats._needs import Needs, check_needs
 from dahl.formats._stream import AnswerStream, skip_or_raise
@@ -19,17 +18,6 @@ from dahl.records import Answer
 __all__ = ["read_records"]
 
 R = TypeVar("R")
-
-
-_AT_BYTE = re.compile(r"\(byte (\d+)\)$")
-
-
-def _hint(raw: bytes, exc: msgspec.DecodeError) -> str:
-    """A hint for the one malformed-JSON case exporters cause most: pandas' bare NaN / Infinity."""
-    at = _AT_BYTE.search(str(exc))
-    if at and raw[int(at.group(1)) :].startswith((b"NaN", b"Infinity", b"-Infinity")):
-        return " (a bare NaN or Infinity, as pandas writes for a missing value, is not JSON; write null)"
-    return ""
 
 
 def read_records(
@@ -68,15 +56,7 @@ def _numbered(
         if not raw.strip():
             continue
         try:
-            text = decode_line(raw, file=file, line=number)
-            try:
-                record = decoder.decode(text)
-            except msgspec.ValidationError as exc:
-                raise validation_error(exc, file=file, line=number) from exc
-            except msgspec.DecodeError as exc:
-                raise InputError(f"malformed JSON: {exc}{_hint(raw, exc)}", file=file, line=number) from exc
-            except RecursionError:
-                raise nesting_error(file=file, line=number) from None
+            record = decode_json(decoder, decode_line(raw, file=file, line=number), file=file, line=number)
             answer = convert(record, file, number)
             if checked:
                 check_needs(answer, needs, file=file, line=number)

@@ -13,7 +13,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 from dahl.errors import ConfigError, InputError
-from dahl.formats._compressed import CORRUPT_ERRORS, open_bytes, open_stream
+from dahl.formats._compressed import open_bytes, open_stream
 
 __all__ = ["STDIN", "check_input_path", "decode_line", "input_name", "is_stream", "numbered_lines"]
 
@@ -84,10 +84,8 @@ def numbered_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
                 if number == 1 and raw.startswith(_BOM):
                     raw = raw[len(_BOM) :]
                 yield number, raw
-        except CORRUPT_ERRORS as exc:
-            raise InputError(
-                f"compressed data is damaged or cut short: {exc}", file=name, line=number + 1
-            ) from exc
+        except InputError as exc:  # damaged compressed data: on the line being read
+            raise InputError(exc.message, file=name, line=number + 1) from None
 
 
 def decode_line(raw: bytes, *, file: str, line: int) -> str:

@@ -8,7 +8,6 @@ Parquet, :mod:`dahl.formats._factrbench`); :class:`RefIndex` finds an answer's s
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import msgspec
 
 from dahl.errors import InputError
 from dahl.formats._factrbench import factrbench_set, is_factrbench, read_factrbench_parquet
+from dahl.formats._jsonpath import ANY_JSON, decode_json
 from dahl.records import AnswerResult, FactSource, RefFact, RefSet, content_id, normalize_text
 
 __all__ = ["RefIndex", "read_refs", "refs_sha256", "write_refs"]
@@ -44,7 +44,7 @@ _DECODER = msgspec.json.Decoder(_SetIn)
 
 def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
     text = normalize_text(raw.text)
-    where = f"facts[{n - 1}]"
+    where = f"$.facts[{n - 1}]"
     if not text:
         raise InputError("a reference fact has empty text", file=str(path), line=line, field=f"{where}.text")
     for name in ("relevance", "salience"):
@@ -56,8 +56,8 @@ def _fact(raw: _FactIn, n: int, path: Path, line: int) -> RefFact:
         given, missing = ("relevance", "salience") if raw.salience is None else ("salience", "relevance")
         raise InputError(f"{given} without {missing}: give both ratings, or an importance", file=str(path),
                          line=line, field=f"{where}.{missing}")
-    if raw.importance is not None and not (math.isfinite(raw.importance) and raw.importance >= 0):
-        raise InputError(f"importance must be a finite weight >= 0, got {raw.importance}", file=str(path), line=line,
+    if raw.importance is not None and not 0.0 <= raw.importance <= 1.0:
+        raise InputError(f"importance must be in [0, 1], got {raw.importance}", file=str(path), line=line,
                          field=f"{where}.importance")
     if raw.support is not None and raw.support < 0:
         raise InputError(f"support must be >= 0, got {raw.support}", file=str(path), line=line,
@@ -111,13 +111,7 @@ def read_refs(path: str | Path) -> Iterator[RefSet]:
                                      file=str(path), line=line_no, field="reference_fact_set")
                 yield factrbench_set(row, file=str(path), line=line_no)
                 continue
-            try:
-                raw = _DECODER.decode(line)
-            except msgspec.ValidationError as exc:
-                raise InputError(f"not a reference set: {exc}", file=str(path), line=line_no,
-                                 field=_json_path(exc)) from None
-            except msgspec.DecodeError as exc:
-                raise InputError(f"not JSON: {exc}", file=str(path), line=line_no) from None
+            raw = decode_json(_DECODER, line, file=str(path), line=line_no, invalid="not a reference set: ")
             question = raw.question
             if raw.question_id is None and not normalize_text(question):
                 raise InputError("a reference set needs question_id or question", file=str(path), line=line_no,
@@ -127,7 +121,7 @@ def read_refs(path: str | Path) -> Iterator[RefSet]:
             for n, fact in enumerate(facts):
                 if fact.id in seen:
                     raise InputError(f"duplicate fact id {fact.id!r}", file=str(path), line=line_no,
-                                     field=f"facts[{n}].id")
+                                     field=f"$.facts[{n}].id")
                 seen.add(fact.id)
             yield RefSet(
                 question_id=raw.question_id if raw.question_id is not None else content_id(question),
@@ -139,27 +133,16 @@ def read_refs(path: str | Path) -> Iterator[RefSet]:
 
 def _json_or_none(line: bytes) -> Any:
     try:
-        return msgspec.json.decode(line)
-    except msgspec.DecodeError:
+        return decode_json(ANY_JSON, line, file="", line=None)
+    except InputError:  # reported when the line is read as a set
         return None
 
 
 def _json_object(line: bytes, path: Path, line_no: int) -> dict[str, Any]:
-    try:
-        value = msgspec.json.decode(line)
-    except msgspec.DecodeError as exc:
-        raise InputError(f"not JSON: {exc}", file=str(path), line=line_no) from None
+    value = decode_json(ANY_JSON, line, file=str(path), line=line_no)
     if not isinstance(value, dict):
         raise InputError(f"not a JSON object: {type(value).__name__}", file=str(path), line=line_no)
     return value
-
-
-def _json_path(exc: msgspec.ValidationError) -> str | None:
-    """The ``$.a.b[0]`` path msgspec names at the end of a validation message, without ``$.``."""
-    message = str(exc)
-    if " - at `$." not in message:
-        return None
-    return message.rpartition(" - at `$.")[2].rstrip("`")
 
 
 def refs_sha256(path: str | Path) -> str:

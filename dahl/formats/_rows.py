@@ -16,7 +16,7 @@ import msgspec
 from dahl.errors import InputError
 from dahl.formats._fields import rename_row
 from dahl.formats._jsonl import RecordIn, record_answer
-from dahl.formats._jsonpath import nesting_error, validation_error
+from dahl.formats._jsonpath import decode_json, nesting_error, validation_error
 from dahl.formats._lines import decode_line, input_name, numbered_lines
 from dahl.formats._needs import Needs, check_needs
 from dahl.formats._stream import AnswerStream, skip_or_raise
@@ -103,14 +103,8 @@ def jsonl_rows(
         if not raw.strip():
             continue
         try:
-            try:
-                value = _OBJECT.decode(decode_line(raw, file=file, line=number))
-            except msgspec.ValidationError as exc:
-                raise InputError(f"expected a JSON object: {exc}", file=file, line=number) from exc
-            except msgspec.DecodeError as exc:
-                raise InputError(f"malformed JSON: {exc}", file=file, line=number) from exc
-            except RecursionError:
-                raise nesting_error(file=file, line=number) from None
+            value = decode_json(_OBJECT, decode_line(raw, file=file, line=number), file=file, line=number,
+                                invalid="expected a JSON object: ")
         except InputError as error:
             skip_or_raise(error, on_error)
             continue

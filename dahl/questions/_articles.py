@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
 from dahl.errors import InputError
+from dahl.formats._jsonpath import decode_json
 
 __all__ = ["Article", "read_articles"]
 
@@ -42,17 +42,6 @@ class _ArticleIn(msgspec.Struct, kw_only=True):
 
 
 _DECODER = msgspec.json.Decoder(_ArticleIn)
-_AT = re.compile(r"at `(\$[^`]*)`")
-_MISSING = re.compile(r"missing required field `(\w+)`")
-
-
-def _field(message: str) -> str | None:
-    """The JSON path a msgspec validation message names (``$.text``), or None."""
-    if found := _AT.search(message):
-        return found.group(1)
-    if found := _MISSING.search(message):
-        return f"$.{found.group(1)}"
-    return None
 
 
 def read_articles(path: Path) -> Iterator[Article]:
@@ -71,18 +60,12 @@ def read_articles(path: Path) -> Iterator[Article]:
         for n, raw in enumerate(handle, 1):
             if not raw.strip():
                 continue
-            try:
-                item = _DECODER.decode(raw)
-            except msgspec.ValidationError as exc:
-                field = _field(str(exc))
-                raise InputError(f"not an article: {exc}", file=str(path), line=n, field=field) from None
-            except msgspec.DecodeError as exc:
-                raise InputError(f"not JSON: {exc}", file=str(path), line=n) from None
+            item = decode_json(_DECODER, raw, file=str(path), line=n, invalid="not an article: ")
             article_id = str(item.id)
             if not item.text.strip():
-                raise InputError("empty article text", file=str(path), line=n, field="$.text")
+                raise InputError("empty article text", file=str(path), line=n, field="text")
             if article_id in seen:
-                raise InputError(f"article id {article_id!r} seen twice", file=str(path), line=n, field="$.id")
+                raise InputError(f"article id {article_id!r} seen twice", file=str(path), line=n, field="id")
             seen.add(article_id)
             yield Article(id=article_id, title=item.title or "", text=item.text, license=item.license or "",
                           url=item.url or "", line=n)

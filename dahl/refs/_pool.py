@@ -12,6 +12,7 @@ import msgspec
 
 from dahl.results import _manifest as manifest
 from dahl.errors import InputError
+from dahl.formats._jsonpath import decode_json
 from dahl.records import FactSource, Label, RefFact, RefSet, Status, content_id
 from dahl.refs._dedupe import fact_key, near_groups
 
@@ -146,14 +147,7 @@ def _read_run(run: Path, run_no: int, questions: dict[str, _Question], *, requir
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            try:
-                answer = _DECODER.decode(line)
-            except msgspec.ValidationError as exc:
-                message = str(exc)
-                field = message.rpartition(" - at `$.")[2].rstrip("`") if " - at `$." in message else None
-                raise InputError(f"not an answer result: {exc}", file=str(path), line=line_no, field=field) from None
-            except msgspec.DecodeError as exc:
-                raise InputError(f"not JSON: {exc}", file=str(path), line=line_no) from None
+            answer = decode_json(_DECODER, line, file=str(path), line=line_no, invalid="not an answer result: ")
             _add(answer, run_no, questions, path, line_no)
             n += 1
     logger.info("pooled %d answers from %s", n, path)

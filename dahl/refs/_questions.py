@@ -15,6 +15,7 @@ import msgspec
 
 from dahl.errors import InputError
 from dahl.formats import read_answers
+from dahl.formats._jsonpath import decode_json
 from dahl.records import content_id, normalize_text
 
 __all__ = ["Document", "RefQuestion", "read_questions"]
@@ -78,7 +79,14 @@ def _question(raw: _QuestionIn, path: Path, line: int) -> RefQuestion:
         raise InputError("the question is empty", file=str(path), line=line, field="question")
     documents = None
     if raw.documents is not None:
+        if not raw.documents:
+            raise InputError("no inline documents: give one or more, or leave documents out", file=str(path),
+                             line=line, field="documents")
         documents = tuple(Document(id=str(d.id), text=d.text, title=d.title or "") for d in raw.documents)
+        for i, document in enumerate(documents):
+            if not document.text.strip():
+                raise InputError(f"inline document {document.id!r} has empty text", file=str(path), line=line,
+                                 field=f"$.documents[{i}].text")
         ids = [d.id for d in documents]
         if len(set(ids)) != len(ids):
             raise InputError("two inline documents share an id", file=str(path), line=line, field="documents")
@@ -97,8 +105,8 @@ def _first_object(path: Path) -> dict[str, object] | None:
         for line in handle:
             if line.strip():
                 try:
-                    return _PROBE.decode(line.removeprefix(_BOM))
-                except msgspec.DecodeError:
+                    return decode_json(_PROBE, line.removeprefix(_BOM), file=str(path), line=None)
+                except InputError:  # not an object: read as another format, which reports it
                     return None
     return None
 
@@ -110,13 +118,7 @@ def _jsonl(path: Path) -> Iterator[RefQuestion]:
                 line = line.removeprefix(_BOM)
             if not line.strip():
                 continue
-            try:
-                raw = _DECODER.decode(line)
-            except msgspec.ValidationError as exc:
-                field = str(exc).rsplit("`$.", 1)[-1].rstrip("`") if "`$." in str(exc) else None
-                raise InputError(f"not a question record: {exc}", file=str(path), line=n, field=field) from None
-            except msgspec.DecodeError as exc:
-                raise InputError(f"not JSON: {exc}", file=str(path), line=n) from None
+            raw = decode_json(_DECODER, line, file=str(path), line=n, invalid="not a question record: ")
             yield _question(raw, path, n)
 
 

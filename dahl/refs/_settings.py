@@ -44,7 +44,7 @@ class BuildSettings(CallSettings):
         rate_endpoint: the ``openai`` rater's endpoint.
         rate_batch: facts per rating call (>= 1).
         alpha: α of the importance (>= 0).
-        beta: β of the importance (>= 0).
+        beta: β of the importance (>= 0; α + β <= 1, so an importance is in [0, 1]).
         near: near-duplicate threshold, rapidfuzz ``fuzz.ratio`` 0-100 (100: exact only).
         cache_dir, use_cache, prices, max_cost_usd: keyword-only, see
             :class:`~dahl.engine._options.CallSettings`.
@@ -87,6 +87,8 @@ class BuildSettings(CallSettings):
         if not 0.0 <= self.near <= 100.0:
             raise ConfigError(f"--near-threshold must be in [0, 100], got {self.near}")
         importance(1, 1, alpha=self.alpha, beta=self.beta)  # ConfigError on a bad α or β
+        if self.alpha + self.beta > 1.0:  # refs.jsonl importances are in [0, 1]; the reader refuses others
+            raise ConfigError(f"--alpha + --beta must be <= 1 (importance in [0, 1]), got {self.alpha} + {self.beta}")
         if self.evidence is not None and not self.evidence.exists():
             raise ConfigError(f"evidence corpus not found: {self.evidence} (a JSONL file or a folder of .txt/.md)")
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from dahl.run._plan import AdapterSettings
 from dahl.adapters._recall import RecallSettings
-from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig
+from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig, expand_env
 from dahl.errors import ConfigError
 from dahl.generate._settings import PAPER_MAX_TOKENS, PAPER_TEMPERATURE
 from dahl.generate._templates import Mode
@@ -224,7 +224,8 @@ def _model(r: _Reader, raw: Any, n: int, defaults: Mapping[str, Any]) -> ModelSp
     fields = {k: t[k] for k in ("api_key_env", "seed", "rpm", "tpm", "max_in_flight", "timeout_s", "max_outage_s")
               if k in t}
     try:
-        endpoint = EndpointConfig(base_url=t["base_url"], model=t["name"],
+        base_url = expand_env(t["base_url"], "base_url")
+        endpoint = EndpointConfig(base_url=base_url, model=t["name"],
                                   temperature=t.get("temperature", PAPER_TEMPERATURE),
                                   max_tokens=t.get("max_tokens", PAPER_MAX_TOKENS), **fields)
     except ConfigError as exc:
@@ -240,6 +241,7 @@ def _endpoint(r: _Reader, where: str, t: Mapping[str, Any], max_tokens: int) -> 
             raise r.fail(where, f"kind = \"openai\" needs {key}")
     fields.setdefault("max_tokens", max_tokens)
     try:
+        fields["base_url"] = expand_env(fields["base_url"], "base_url")
         return EndpointConfig(**fields)
     except ConfigError as exc:
         raise r.fail(where, str(exc)) from None

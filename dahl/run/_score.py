@@ -10,7 +10,7 @@ import gc
 import hashlib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -45,7 +45,7 @@ from dahl.analysis._summary import RunConfig, Summary, SummaryBuilder, TemplateU
 from dahl.analysis._verdicts import VerdictWriter
 from dahl.run._outputs import collect, run_summary, write_summary
 
-__all__ = ["ScoreConfig", "ScoreReport", "run_status", "score", "score_async"]
+__all__ = ["ScoreConfig", "ScoreReport", "check_input_paths", "run_status", "score", "score_async"]
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +94,7 @@ class ScoreConfig(CallSettings):
             raise ConfigError("no input files given")
         if self.fmt != "auto" and self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose one of auto, {', '.join(FORMATS)}")
-        for path in self.inputs:
-            # hf reads save_to_disk folders, and hub names that are no path at all
-            if isinstance(path, Path) and not (self.fmt == "hf" or (self.fmt == "auto" and is_saved_dataset(path))):
-                check_input_path(path)
+        check_input_paths(self.inputs, self.fmt)
         if self.inputs.count(STDIN) > 1:
             raise ConfigError("standard input (-) can be an input once only")
         if not math.isfinite(self.gamma) or self.gamma < 0:
@@ -106,6 +103,19 @@ class ScoreConfig(CallSettings):
             raise ConfigError("--k must be >= 1")
         if self.k >= 2**63:  # summary.json and verdicts/ hold it as a 64-bit integer
             raise ConfigError(f"--k must be below 2**63 claims, got {self.k}")
+
+
+def check_input_paths(inputs: Iterable[Input], fmt: str) -> None:
+    """Check that every path among ``inputs`` can be read as format ``fmt`` (``"auto"`` detects):
+    a file, ``-`` or a FIFO; a folder only as a saved dataset. In-memory records pass.
+
+    Raises:
+        ConfigError: a path that does not exist, or is a folder or another kind of file.
+    """
+    for path in inputs:
+        # hf reads save_to_disk folders, and hub names that are no path at all
+        if isinstance(path, Path) and not (fmt == "hf" or (fmt == "auto" and is_saved_dataset(path))):
+            check_input_path(path)
 
 
 def _run_fingerprint(config: ScoreConfig, splitter_fp: str, checker_fp: str, recall_fp: str | None = None) -> bytes:

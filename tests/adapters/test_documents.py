@@ -122,6 +122,15 @@ class TestSavedIndex:
         assert again.built is True
         assert "cannot be read" in caplog.text
 
+    def test_duplicate_id_is_refused(self, tmp_path: Path) -> None:
+        """Two documents with one id (1 and "1" alike) are an InputError naming file, the second line and id."""
+        path = tmp_path / "c.jsonl"
+        path.write_text('{"id": 1, "text": "A."}\n{"id": "b", "text": "B."}\n{"id": "1", "text": "C."}\n')
+        for read in (read_documents, open_corpus):
+            with pytest.raises(InputError, match=r"duplicate document id '1' \(first on line 1\)") as info:
+                read(path)
+            assert (info.value.file, info.value.line, info.value.field) == (str(path), 3, "id")
+
     def test_bad_line_still_reported_with_an_index_dir(self, tmp_path: Path) -> None:
         """A malformed line is an InputError naming file, line and field, index folder or not."""
         path = tmp_path / "c.jsonl"

@@ -82,6 +82,13 @@ class TestSavedDataset:
         })
         assert [a.question for a in read_answers(folder)] == ["t0", "t1", "t2", "x0"]
 
+    def test_missing_pyarrow_names_the_arrow_extra(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A saved folder needs pyarrow alone: without it --format hf names the arrow extra, not hf."""
+        folder = save_to_disk_folder(tmp_path / "ds", {"train": [{"question": "q", "response": "r"}]})
+        monkeypatch.setitem(sys.modules, "pyarrow", None)
+        with pytest.raises(ConfigError, match=r"needs pyarrow, which is not installed; pip install 'dahl\[arrow\]'$"):
+            list(read_answers(folder, "hf"))
+
     def test_not_a_saved_folder(self, tmp_path: Path) -> None:
         """A plain folder is a ConfigError saying what was expected: with --format hf a
         saved folder; detected, a directory whose files to pass, or a saved folder."""

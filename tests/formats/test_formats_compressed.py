@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,38 @@ class TestCompressed:
             for answer in read_answers(path, "jsonl"):
                 read.append(answer.response)
         assert len(read) > 0
+
+    def test_zstd_frames_in_sequence(self, tmp_path: Path) -> None:
+        """Concatenated zstd frames (as zstd writes for appended files) read as one stream."""
+        path = tmp_path / "two.jsonl.zst"
+        compress = zstandard.ZstdCompressor().compress
+        path.write_bytes(compress(LINES) + compress(LINES.replace(b"r1", b"r3").replace(b"r2", b"r4")))
+        assert [a.response for a in read_answers(path, "jsonl")] == ["r1", "r2", "r3", "r4"]
+
+    @pytest.mark.parametrize("fmt", ["auto", "jsonl", "json"])
+    @pytest.mark.parametrize(
+        ("name", "damage", "reason"),
+        [
+            ("cut.jsonl.gz", lambda data: data[: len(data) // 2], "end-of-stream marker"),
+            ("bad.jsonl.gz", lambda data: data[:20] + bytes(b ^ 0x55 for b in data[20:40]) + data[40:],
+             "Error -3 while decompressing"),
+            ("cut.jsonl.zst", lambda data: data[: len(data) // 2], "the stream ends inside a zstd frame"),
+            ("cut2.jsonl.zst", lambda data: data + data[: len(data) // 2], "the stream ends inside a zstd frame"),
+        ],
+        ids=["gzip-cut", "gzip-damaged", "zstd-cut", "zstd-second-frame-cut"],
+    )
+    def test_damage_names_file_and_offsets(self, tmp_path: Path, name: str, damage: Callable[[bytes], bytes],
+                                           reason: str, fmt: str) -> None:
+        """Cut or damaged compressed data, small enough to be met by format detection, is an InputError
+        naming the file and the decompressed and compressed offsets, whichever reader meets it."""
+        text = LINES if fmt != "json" else b"[" + LINES.strip().replace(b"\n", b",") + b"]"
+        compress = gzip.compress if name.endswith(".gz") else zstandard.ZstdCompressor().compress
+        path = tmp_path / name
+        path.write_bytes(damage(compress(text)))
+        with pytest.raises(InputError, match=r"compressed data is damaged or cut short after decompressed byte "
+                                             rf"[\d,]+ \(compressed byte [\d,]+ read\): .*{reason}") as info:
+            list(read_answers(path, fmt))
+        assert info.value.file == str(path)
 
     def test_suffix_without_compression(self, tmp_path: Path) -> None:
         """A .gz name on plain text is a ConfigError saying so."""

@@ -38,7 +38,7 @@ class TestDetectFormat:
             pytest.param("", "the file is empty", id="empty"),
             pytest.param("\n  \n", "the file is empty", id="blank"),
             pytest.param('{"prompt": "p"}\n', "first JSON object has keys prompt", id="json-other"),
-            pytest.param("{not json\n", "not valid JSON", id="bad-json"),
+            pytest.param("{not json\n", "malformed JSON", id="bad-json"),
             pytest.param("prompt,answer\n", "neither a JSON object nor a CSV header", id="csv-no-question"),
             pytest.param(b"\xc3\x28\n", "invalid UTF-8", id="not-utf8"),
             pytest.param(b"\xff\xfe\n", "looks like UTF-16 text", id="utf-16-bom"),
@@ -91,7 +91,7 @@ class TestSniffPastBadRecords:
     def test_gives_up_after_the_bound(self, tmp_path: Path) -> None:
         """Past SNIFF_LINES bad lines the format is not guessed; the error names the first line's problem."""
         path = write(tmp_path, "{bad\n" * SNIFF_LINES + GOOD_JSONL)
-        with pytest.raises(ConfigError, match=rf"not valid JSON.*no good record in the first {SNIFF_LINES} lines"):
+        with pytest.raises(ConfigError, match=rf"malformed JSON.*no good record in the first {SNIFF_LINES} lines"):
             detect_format(path)
 
     def test_good_record_at_the_bound(self, tmp_path: Path) -> None:

@@ -29,6 +29,15 @@ class TestJsonArray:
         [answer] = list(read_answers(path, fields={"question": "prompt", "response": "output"}))
         assert (answer.question, answer.response, answer.category) == ("q", "r", "all")
 
+    @pytest.mark.parametrize("text", ['{"a": [{"question": "q", "response": "r"}]}', '"text"', "  \n 7"])
+    def test_not_an_array_is_refused(self, tmp_path: Path, text: str) -> None:
+        """A top-level object (or scalar) is an InputError naming the file, even with on_error, not 0 records."""
+        path = write(tmp_path, text)
+        errors: list[InputError] = []
+        with pytest.raises(InputError, match="expected a JSON array of records") as info:
+            read_answers(path, "json", on_error=errors.append)
+        assert (info.value.file, info.value.line, errors) == (str(path), None, [])
+
     def test_bad_element_is_skipped_and_named(self, tmp_path: Path) -> None:
         """A bad element is reported with its 1-based position as the line; the rest is read."""
         path = write(tmp_path, '[{"question": "q1", "response": ""}, 7, {"question": "q3", "response": "r3"}]')

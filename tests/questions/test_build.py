@@ -137,12 +137,12 @@ class TestTable:
 
 class TestArticles:
     def test_bad_line_names_file_line_field(self, tmp_path: Path) -> None:
-        """A line without text is an InputError naming the file, line 2 and $.text."""
+        """A line without text is an InputError naming the file, line 2 and text."""
         path = tmp_path / "a.jsonl"
         path.write_text('{"id": 1, "text": "A."}\n{"id": 2, "title": "T"}\n')
         with pytest.raises(InputError) as info:
             list(read_articles(path))
-        assert (info.value.file, info.value.line, info.value.field) == (str(path), 2, "$.text")
+        assert (info.value.file, info.value.line, info.value.field) == (str(path), 2, "text")
 
     def test_repeated_id(self, tmp_path: Path) -> None:
         """An id seen twice is refused (its questions would be journaled under one id)."""

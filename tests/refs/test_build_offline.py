@@ -105,6 +105,15 @@ class TestBuildErrors:
         assert result.exit_code == ExitStatus.USAGE, result.output
         assert f"{out}:1: not a reference set line" in result.output
 
+    def test_weights_that_could_exceed_importance_1_are_refused(self, tmp_path: Path) -> None:
+        """--alpha + --beta above 1 would write importances the refs reader refuses: a usage error at once."""
+        questions = tmp_path / "q.jsonl"
+        questions.write_text(json.dumps({"question": "Why?", "documents": [{"id": "d", "text": "Because."}]}) + "\n")
+        result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(tmp_path / "r.jsonl"),
+                                           "--alpha", "1", "--beta", "0.5", "--no-progress"])
+        assert result.exit_code == ExitStatus.USAGE, result.output
+        assert "--alpha + --beta must be <= 1" in result.output
+
 
 class TestResumeSettings:
     def test_rerun_with_other_settings_refuses_to_mix_sets(self, tmp_path: Path) -> None:

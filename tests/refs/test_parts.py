@@ -53,6 +53,20 @@ class TestReadQuestions:
             list(read_questions(path))
         assert (caught.value.file, caught.value.line, caught.value.field) == (str(path), 2, "question")
 
+    @pytest.mark.parametrize(
+        ("documents", "field"),
+        [([], "documents"), ([{"id": "a", "text": "A."}, {"id": "b", "text": " "}], "$.documents[1].text")],
+        ids=["no-documents", "empty-text"],
+    )
+    def test_empty_inline_documents_are_refused(self, tmp_path: Path, documents: list[object], field: str) -> None:
+        """An empty documents list, or an inline document without text, names the file, line 2 and the field."""
+        path = tmp_path / "q.jsonl"
+        path.write_text(json.dumps({"question": "Fine?"}) + "\n" + json.dumps({"question": "Q?", "documents": documents})
+                        + "\n")
+        with pytest.raises(InputError) as caught:
+            list(read_questions(path))
+        assert (caught.value.file, caught.value.line, caught.value.field) == (str(path), 2, field)
+
 
 class TestChunks:
     def test_chunk_and_sentence_granularity(self) -> None:
