@@ -97,6 +97,30 @@ class TestFActScoreAcceptance:
             assert lo < m["dahl_score"] < hi
 
 
+class TestGivenClaimsAbstain:
+    def test_noncommittal_answer_with_given_claims_is_abstained(self, tmp_path: Path) -> None:
+        """"I don't know." with one supported given claim is abstained, as the rule Splitter's run scores it."""
+        path = tmp_path / "given.jsonl"
+        path.write_text("".join(
+            json.dumps({"id": i, "question": "What is aspirin?", "response": response, "model": "m",
+                        "claims": [{"text": "Aspirin is a drug.", "label": label}]}) + "\n"
+            for i, response, label in (("a", "I don't know.", "S"), ("b", "Aspirin is a food.", "NS"))))
+        given, rules = tmp_path / "given", tmp_path / "rules"
+        code, text = run("score", str(path), "--splitter", "given", "--checker", "replay", "-o", str(given),
+                         "--no-progress")
+        assert code == 0, text
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(rules), "--no-progress")
+        assert code == 0, text
+        line = json.loads((given / "answers.jsonl").read_text().splitlines()[0])
+        assert (line["id"], line["status"], line["reason"], line["claims"]) == ("a", "abstained", "abstained", [])
+        assert set(line["metrics"].values()) == {None}
+        as_rules = json.loads((rules / "answers.jsonl").read_text().splitlines()[0])
+        for key in ("status", "reason", "claims", "counts", "metrics", "response"):
+            assert line[key] == as_rules[key], key
+        model = summary(given)["models"]["m"]
+        assert (model["n_abstained"], model["n_scored"], model["dahl_score"]) == (1, 1, 0.0)
+
+
 class TestBadInput:
     def write(self, tmp_path: Path, text: bytes) -> Path:
         path = tmp_path / "answers.jsonl"
