@@ -132,14 +132,11 @@ def is_noncommittal(sentence: str) -> bool:
     return match is not None and _CONTRAST.search(folded, match.end()) is None
 
 
-def may_abstain(question: str, response: str) -> bool:
-    """Return False when ``preprocess(question, response).abstained`` is surely False (cheap, no sentence
-    split): no noncommittal opening starts a word anywhere in ``response`` (a preamble run into the
-    opening with no space or mark between is not seen), and it has more words than an echo of
-    ``question`` with a question and an answer label can have."""
-    if len(_WORD.findall(response)) <= len(_WORD.findall(question)) + 2:
-        return True
-    return _ANYWHERE.search(_fold(response)) is not None
+def may_abstain(response: str) -> bool:
+    """Return False when ``preprocess("", response).abstained`` is surely False (cheap, no sentence
+    split): ``response`` is not blank and no noncommittal opening starts a word anywhere in it (a
+    preamble run into the opening with no space or mark between is not seen)."""
+    return not response.strip() or _ANYWHERE.search(_fold(response)) is not None
 
 
 def _is_question_or_request(sentence: str) -> bool:

@@ -99,12 +99,15 @@ class TestFActScoreAcceptance:
 
 class TestGivenClaimsAbstain:
     def test_noncommittal_answer_with_given_claims_is_abstained(self, tmp_path: Path) -> None:
-        """"I don't know." with one supported given claim is abstained, as the rule Splitter's run scores it."""
+        """"I don't know." with one supported given claim is abstained, as the rule Splitter's run scores it;
+        a response that repeats its question is not emptied (given claims are not taken from it)."""
         path = tmp_path / "given.jsonl"
         path.write_text("".join(
-            json.dumps({"id": i, "question": "What is aspirin?", "response": response, "model": "m",
+            json.dumps({"id": i, "question": question, "response": response, "model": "m",
                         "claims": [{"text": "Aspirin is a drug.", "label": label}]}) + "\n"
-            for i, response, label in (("a", "I don't know.", "S"), ("b", "Aspirin is a food.", "NS"))))
+            for i, question, response, label in (
+                ("a", "What is aspirin?", "I don't know.", "S"), ("b", "What is aspirin?", "Aspirin is a food.", "NS"),
+                ("c", "Aspirin is a drug.", "Aspirin is a drug.", "S"))))
         given, rules = tmp_path / "given", tmp_path / "rules"
         code, text = run("score", str(path), "--splitter", "given", "--checker", "replay", "-o", str(given),
                          "--no-progress")
@@ -118,7 +121,7 @@ class TestGivenClaimsAbstain:
         for key in ("status", "reason", "claims", "counts", "metrics", "response"):
             assert line[key] == as_rules[key], key
         model = summary(given)["models"]["m"]
-        assert (model["n_abstained"], model["n_scored"], model["dahl_score"]) == (1, 1, 0.0)
+        assert (model["n_abstained"], model["n_scored"], model["dahl_score"]) == (1, 2, 0.5)
 
 
 class TestBadInput:

@@ -180,13 +180,13 @@ class TestAbstained:
         """Noncommittal statements (with questions back to the user) make an abstention, which the
         cheap pre-test lets through."""
         assert preprocess("Who is Zelma Wilson?", text).abstained is True
-        assert may_abstain("Who is Zelma Wilson?", text) is True
+        assert may_abstain(text) is True
 
     def test_pre_test_passes_content_over(self) -> None:
-        """Plain content is surely not abstained; an echo, or a noncommittal word start, may be."""
-        assert may_abstain("What is X?", "Angina is chest pain. Nausea is unknown to none.") is True
-        assert may_abstain("What is X?", "Angina is chest pain. It causes nausea in China.") is False
-        assert may_abstain("What is X?", "Question: What is X? Answer:") is True
+        """Plain content is surely not abstained; a noncommittal opening at a word start may be."""
+        assert may_abstain("Angina is chest pain. Nausea is unknown to none.") is True
+        assert may_abstain("Angina is chest pain. It causes nausea in China.") is False
+        assert may_abstain("Sorry,I don't know.") is True
 
     @pytest.mark.parametrize(
         "text",

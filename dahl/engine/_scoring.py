@@ -29,10 +29,12 @@ def error_text(exc: BaseException) -> str:
 
 def prepare_answer(answer: Answer, clean: bool = True) -> tuple[Answer, bool]:
     """Preprocess ``answer`` (DAHL step 0, :func:`dahl.preprocess.preprocess`; CPU work): the cleaned
-    answer (``answer`` itself if unchanged, or when not ``clean``: given claims are not taken from
-    the response) and whether it abstained, which is judged with or without ``clean``."""
+    answer (``answer`` itself if unchanged) and whether it abstained. Without ``clean`` (given claims,
+    not taken from the response) the answer is returned as it is and abstained only when noncommittal
+    (an echo of the question does not empty it)."""
     reason = answer.meta.get("finish_reason")  # dahl generate's: decides whether the tail was cut
-    pre = preprocess(answer.question, answer.response, finish_reason=reason if isinstance(reason, str) else None)
+    pre = preprocess(answer.question if clean else "", answer.response,
+                     finish_reason=reason if isinstance(reason, str) else None)
     if not clean or pre.text == answer.response:
         return answer, pre.abstained
     cleaned = Answer(
@@ -135,7 +137,7 @@ class Scoring:
             await self.emit(build_result(answer, item.input_hash, [], [], gamma=gamma, k=k, split_error=too_long))
             return
         clean = self.options.preprocess
-        if not abstained and (clean or may_abstain(answer.question, answer.response)):
+        if not abstained and (clean or may_abstain(answer.response)):
             answer, abstained = await anyio.to_thread.run_sync(prepare_answer, answer, clean)
         if abstained:
             await self.emit(build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k, abstained=True))
