@@ -47,6 +47,7 @@ class TestScoreExample:
         s = summary(out)
         assert set(s["models"]) == {"model-a", "model-b"}
         assert s["models"]["model-b"]["n_abstained"] == 1  # "I don't know."
+        assert s["models"]["model-b"]["unsupported_by_reason"] == {"contradicted": 3, "no_evidence": 2, "unstated": 0}
         lines = (out / "answers.jsonl").read_text().splitlines()
         assert len(lines) == 8
         assert "DAHL Score" in text
