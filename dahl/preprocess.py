@@ -29,7 +29,7 @@ import msgspec
 
 from dahl.sentences import LIST_MARKER, split_sentences
 
-__all__ = ["NONCOMMITTAL_PATTERNS", "Preprocessed", "Removal", "is_noncommittal", "preprocess"]
+__all__ = ["NONCOMMITTAL_PATTERNS", "Preprocessed", "Removal", "is_noncommittal", "may_abstain", "preprocess"]
 
 RemovalKind = Literal["echo", "duplicate", "truncated"]
 
@@ -106,6 +106,9 @@ _PREAMBLE = (
 _NONCOMMITTAL = re.compile(
     r"\A\W*" + _PREAMBLE + r"(?:" + "|".join(NONCOMMITTAL_PATTERNS) + r")", re.IGNORECASE
 )
+# Any opening at a word start anywhere (the sentence end anchor loosened to a word end).
+_ANYWHERE = re.compile(r"(?<!\w)(?:" + "|".join(NONCOMMITTAL_PATTERNS).replace(r"\W*\Z", r"\b") + ")",
+                       re.IGNORECASE)
 _CONTRAST = re.compile(r"(?:,|;|\s)\s*(?:but|however|although|though|yet)\b", re.IGNORECASE)
 _REQUEST = re.compile(
     r"\A\W*(?:please|kindly|feel free|could you|can you|would you|if you)\b", re.IGNORECASE
@@ -127,6 +130,13 @@ def is_noncommittal(sentence: str) -> bool:
     folded = _fold(sentence)
     match = _NONCOMMITTAL.match(folded)
     return match is not None and _CONTRAST.search(folded, match.end()) is None
+
+
+def may_abstain(response: str) -> bool:
+    """Return False when ``preprocess("", response).abstained`` is surely False (cheap, no sentence
+    split): ``response`` is not blank and no noncommittal opening starts a word anywhere in it (a
+    preamble run into the opening with no space or mark between is not seen)."""
+    return not response.strip() or _ANYWHERE.search(_fold(response)) is not None
 
 
 def _is_question_or_request(sentence: str) -> bool:

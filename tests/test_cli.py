@@ -47,6 +47,7 @@ class TestScoreExample:
         s = summary(out)
         assert set(s["models"]) == {"model-a", "model-b"}
         assert s["models"]["model-b"]["n_abstained"] == 1  # "I don't know."
+        assert s["models"]["model-b"]["unsupported_by_reason"] == {"contradicted": 3, "no_evidence": 2, "unstated": 0}
         lines = (out / "answers.jsonl").read_text().splitlines()
         assert len(lines) == 8
         assert "DAHL Score" in text
@@ -95,6 +96,33 @@ class TestFActScoreAcceptance:
             assert m["n_scored"] == n_dahl, model
             lo, hi = m["dahl_score_ci"]
             assert lo < m["dahl_score"] < hi
+
+
+class TestGivenClaimsAbstain:
+    def test_noncommittal_answer_with_given_claims_is_abstained(self, tmp_path: Path) -> None:
+        """"I don't know." with one supported given claim is abstained, as the rule Splitter's run scores it;
+        a response that repeats its question is not emptied (given claims are not taken from it)."""
+        path = tmp_path / "given.jsonl"
+        path.write_text("".join(
+            json.dumps({"id": i, "question": question, "response": response, "model": "m",
+                        "claims": [{"text": "Aspirin is a drug.", "label": label}]}) + "\n"
+            for i, question, response, label in (
+                ("a", "What is aspirin?", "I don't know.", "S"), ("b", "What is aspirin?", "Aspirin is a food.", "NS"),
+                ("c", "Aspirin is a drug.", "Aspirin is a drug.", "S"))))
+        given, rules = tmp_path / "given", tmp_path / "rules"
+        code, text = run("score", str(path), "--splitter", "given", "--checker", "replay", "-o", str(given),
+                         "--no-progress")
+        assert code == 0, text
+        code, text = run("score", str(path), "--checker", "fake", "-o", str(rules), "--no-progress")
+        assert code == 0, text
+        line = json.loads((given / "answers.jsonl").read_text().splitlines()[0])
+        assert (line["id"], line["status"], line["reason"], line["claims"]) == ("a", "abstained", "abstained", [])
+        assert set(line["metrics"].values()) == {None}
+        as_rules = json.loads((rules / "answers.jsonl").read_text().splitlines()[0])
+        for key in ("status", "reason", "claims", "counts", "metrics", "response"):
+            assert line[key] == as_rules[key], key
+        model = summary(given)["models"]["m"]
+        assert (model["n_abstained"], model["n_scored"], model["dahl_score"]) == (1, 2, 0.5)
 
 
 class TestBadInput:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dahl.preprocess import Removal, is_noncommittal, preprocess
+from dahl.preprocess import Removal, is_noncommittal, may_abstain, preprocess
 
 # DAHL paper (Seo et al. 2024), Table 1, verbatim.
 TABLE1_PROMPT = (
@@ -177,8 +177,16 @@ class TestAbstained:
         ],
     )
     def test_abstained(self, text: str) -> None:
-        """Noncommittal statements (with questions back to the user) make an abstention."""
+        """Noncommittal statements (with questions back to the user) make an abstention, which the
+        cheap pre-test lets through."""
         assert preprocess("Who is Zelma Wilson?", text).abstained is True
+        assert may_abstain(text) is True
+
+    def test_pre_test_passes_content_over(self) -> None:
+        """Plain content is surely not abstained; a noncommittal opening at a word start may be."""
+        assert may_abstain("Angina is chest pain. Nausea is unknown to none.") is True
+        assert may_abstain("Angina is chest pain. It causes nausea in China.") is False
+        assert may_abstain("Sorry,I don't know.") is True
 
     @pytest.mark.parametrize(
         "text",

@@ -13,11 +13,13 @@ Decision for one claim (thresholds are :class:`EvidenceSettings`):
    claim's content terms and no veto applies.
 6. **Model**: the passage with the highest P(supports) decides: supported at or above
    ``support_threshold``, else contradicted when P(refutes) ≥ P(neutral), else not stated.
-7. **Vetoes**: a supported claim is unsupported when that passage lacks one of its numbers,
-   holds the opposite of one of its words, or a sentence with ≥ 80 % of its content terms has
-   the other negation polarity.
+7. **Vetoes**: a supported claim is unsupported when that passage lacks one of its numbers
+   (contradicted when the closest sentence gives a number instead, else not stated), holds the
+   opposite of one of its words, or a sentence with ≥ 80 % of its content terms has the other
+   negation polarity (both contradicted).
 
-The verdict keeps the best ``n_evidence`` passages as evidence and a one-line reason in ``raw``.
+The verdict keeps the best ``n_evidence`` passages as evidence and a one-line reason in ``raw``;
+an unsupported verdict's ``reason`` is ``contradicted`` or ``no_evidence`` (not stated).
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import numpy as np
 
 from dahl.adapters._corpus import Corpus, Hit, analyze
 from dahl.adapters._lexicon import NON_CONTENT
-from dahl.adapters._support import FEATURE_NAMES, SupportModel, load_support_model, pair_features
+from dahl.adapters._support import FEATURE_NAMES, SupportModel, load_support_model, numbers_with_units, pair_features
 from dahl.adapters._support import claim_terms as claim_terms_of
 from dahl.errors import ConfigError
-from dahl.records import Answer, Claim, Evidence, Label, Verdict, normalize_text
+from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict, normalize_text
 
 __all__ = ["Assessment", "EvidenceChecker", "EvidenceSettings", "evidence_ids"]
 
@@ -61,6 +63,8 @@ class Assessment:
         probabilities: (P supports, P refutes, P neutral) for the deciding passage, float64
             array of shape (3,); None when the model was not consulted.
         stated: supported by the ``stated_share`` rule, not by the model.
+        unsupported: for an ``unsupported`` claim, whether the passage contradicts it or does
+            not state it (``no_evidence``); None for every other label.
     """
 
     label: Label
@@ -69,6 +73,7 @@ class Assessment:
     hits: tuple[Hit, ...]
     probabilities: np.ndarray | None = None
     stated: bool = False
+    unsupported: UnsupportedReason | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +152,8 @@ class EvidenceChecker:
     """
 
     cacheable = True
-    parser_version = "1"
+    #: "2": verdicts carry ``reason``; entries stored by "1" (without it) are checked again.
+    parser_version = "2"
     #: ``cache_request`` holds document ids only: the key keeps the question and claim texts.
     cache_request_covers_input = False
 
@@ -218,7 +224,8 @@ class EvidenceChecker:
             Evidence(text=h.passage.text, source=h.passage.doc_id, score=round(h.score, 4))
             for h in a.hits
         )
-        return Verdict(label=a.label, checker=self.fingerprint, raw=a.reason, evidence=evidence)
+        return Verdict(label=a.label, checker=self.fingerprint, raw=a.reason, evidence=evidence,
+                       reason=a.unsupported)
 
     def assess(self, claim: Claim, answer: Answer) -> Assessment:
         """Apply the decision and return its intermediate figures (blocking)."""
@@ -274,9 +281,16 @@ class EvidenceChecker:
         label = Label.SUPPORTED if p[0] >= s.support_threshold else Label.UNSUPPORTED
         veto = _veto(x[top_row])
         if veto and label == Label.SUPPORTED:
+            why = UnsupportedReason.CONTRADICTED
+            if veto == _LACKS_NUMBER:  # contradicted only when its closest sentence gives a number instead
+                claim_numbers = {n for n, _ in terms.numbers}
+                if any(n not in claim_numbers for n, _ in numbers_with_units(rows[top_row][1])):
+                    veto += " and its closest sentence gives another"
+                else:
+                    why = UnsupportedReason.NO_EVIDENCE
             return Assessment(
                 Label.UNSUPPORTED, float(x[top_row, _SHARE_IDF]),
-                f"passage {kept[top_row].passage.id} {veto} (P supports={p[0]:.2f})", kept, p,
+                f"passage {kept[top_row].passage.id} {veto} (P supports={p[0]:.2f})", kept, p, unsupported=why,
             )
         cls = 0 if label == Label.SUPPORTED else (1 if p[1] >= p[2] else 2)
         top = ", ".join(f"{n} {v:+.2f}" for n, v in self.model.contributions(x[top_row], cls)[:3])
@@ -287,7 +301,8 @@ class EvidenceChecker:
         )
         if rows[top_row][1]:
             note += f"; closest sentence: {rows[top_row][1][:160]!r}"
-        return Assessment(label, float(x[top_row, _SHARE_IDF]), note, kept, p)
+        return Assessment(label, float(x[top_row, _SHARE_IDF]), note, kept, p,
+                          unsupported=(None, UnsupportedReason.CONTRADICTED, UnsupportedReason.NO_EVIDENCE)[cls])
 
     def _on_topic(self, asked: Sequence[str], texts: Sequence[str]) -> bool:
         """Whether a kept passage holds ``on_topic`` of the idf weight of the question's content
@@ -332,10 +347,13 @@ _ASKING = frozenset(
 )
 
 
+_LACKS_NUMBER = "lacks a number of the claim"
+
+
 def _veto(x: np.ndarray) -> str | None:
     """Why a passage cannot support the claim whatever the model says, or None."""
     if x[_NUMBER_MISSING] > 0:
-        return "lacks a number of the claim"
+        return _LACKS_NUMBER
     if x[_ANTONYM] > 0:
         return "says the opposite of a claim word"
     if x[_NEGATION_SHARE] >= 0.8:

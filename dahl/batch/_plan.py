@@ -213,8 +213,8 @@ def _prepared(stream: Iterator[Answer], preprocess: bool, max_chars: int) -> lis
             out.append((read, read, True))
             continue
         answer, abstained = read, read.abstained
-        if preprocess and not abstained:
-            answer, abstained = prepare_answer(read)
+        if not abstained:
+            answer, abstained = prepare_answer(read, preprocess)
         out.append((read, answer, abstained))
     return out
 

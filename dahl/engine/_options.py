@@ -58,7 +58,8 @@ class PipelineOptions:
         read_batch: answers the reader thread takes per hop.
         flush_items: results per write batch.
         flush_interval_s: longest a finished result waits before being written, seconds.
-        preprocess: apply DAHL step 0 before splitting (off for pre-split input).
+        preprocess: clean the response (DAHL step 0) before splitting (off for pre-split input);
+            noncommittal answers are abstained either way.
         gamma: FActScore length-penalty γ (0 disables).
         k: K of F1@K.
         max_response_chars: longer responses are not split (status ``error``), characters.

@@ -17,7 +17,7 @@ from dahl.engine._queued import ClaimJob, Line, Pending, QueuedAnswer, WholeAnsw
 from dahl.results._assemble import build_result, result_of_found
 from dahl.engine._stage import Stage, Unbatched
 from dahl.errors import AdapterError
-from dahl.preprocess import preprocess
+from dahl.preprocess import may_abstain, preprocess
 from dahl.records import Answer, AnswerResult, Label, Verdict
 
 __all__ = ["Scoring", "error_text", "prepare_answer"]
@@ -27,12 +27,15 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def prepare_answer(answer: Answer) -> tuple[Answer, bool]:
+def prepare_answer(answer: Answer, clean: bool = True) -> tuple[Answer, bool]:
     """Preprocess ``answer`` (DAHL step 0, :func:`dahl.preprocess.preprocess`; CPU work): the cleaned
-    answer (``answer`` itself if unchanged) and whether it abstained."""
+    answer (``answer`` itself if unchanged) and whether it abstained. Without ``clean`` (given claims,
+    not taken from the response) the answer is returned as it is and abstained only when noncommittal
+    (an echo of the question does not empty it)."""
     reason = answer.meta.get("finish_reason")  # dahl generate's: decides whether the tail was cut
-    pre = preprocess(answer.question, answer.response, finish_reason=reason if isinstance(reason, str) else None)
-    if pre.text == answer.response:
+    pre = preprocess(answer.question if clean else "", answer.response,
+                     finish_reason=reason if isinstance(reason, str) else None)
+    if not clean or pre.text == answer.response:
         return answer, pre.abstained
     cleaned = Answer(
         id=answer.id,
@@ -133,8 +136,9 @@ class Scoring:
             self.counters.errors["ResponseTooLong"] += 1
             await self.emit(build_result(answer, item.input_hash, [], [], gamma=gamma, k=k, split_error=too_long))
             return
-        if self.options.preprocess and not abstained:
-            answer, abstained = await anyio.to_thread.run_sync(prepare_answer, answer)
+        clean = self.options.preprocess
+        if not abstained and (clean or may_abstain(answer.response)):
+            answer, abstained = await anyio.to_thread.run_sync(prepare_answer, answer, clean)
         if abstained:
             await self.emit(build_result(item.answer, item.input_hash, [], [], gamma=gamma, k=k, abstained=True))
             return

@@ -10,7 +10,7 @@ import msgspec
 from dahl.errors import InputError
 from dahl.formats._jsonpath import decode_json
 
-__all__ = ["Article", "read_articles"]
+__all__ = ["Article", "article_url", "read_articles"]
 
 
 class Article(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,3 +69,14 @@ def read_articles(path: Path) -> Iterator[Article]:
             seen.add(article_id)
             yield Article(id=article_id, title=item.title or "", text=item.text, license=item.license or "",
                           url=item.url or "", line=n)
+
+
+_PMC_ID = re.compile(r"PMC\d+", re.IGNORECASE)
+
+
+def article_url(article_id: str, url: str = "") -> str:
+    """``url`` when given, else the PMC page of a PMC id (``PMC123`` →
+    ``https://www.ncbi.nlm.nih.gov/pmc/articles/PMC123/``), else ``""``."""
+    if url or not _PMC_ID.fullmatch(article_id):
+        return url
+    return f"https://www.ncbi.nlm.nih.gov/pmc/articles/PMC{article_id[3:]}/"

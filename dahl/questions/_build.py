@@ -172,7 +172,7 @@ class _Asker:
         for text in texts:
             verdict = await self._cached(self.judge_endpoint, prompts.judge_messages(text, template=self.judge_template), _parse_judgement)
             judged.append(Judged(question=text, **verdict))
-        return ArticleQuestions(article_id=article.id, title=article.title, license=article.license,
+        return ArticleQuestions(article_id=article.id, title=article.title, license=article.license, url=article.url,
                                 model=self.generate_endpoint.cfg.model,
                                 generator=self.generate_endpoint.fingerprint, per_article=self.per_article,
                                 questions=tuple(judged))

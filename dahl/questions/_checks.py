@@ -1,7 +1,7 @@
 """Checks a benchmark question must pass: context dependence, duplicates, category.
 
 Context dependence: DAHL's three regex families (Seo et al. 2024, §3.2.2; later members dahl's) plus
-"based on / according to". Duplicates compare :func:`question_key`, exactly or by rapidfuzz ratio.
+"based on / according to" unless a named standard follows ("the DSM-5 criteria", "the WHO,"). Duplicates compare :func:`question_key`, exactly or by rapidfuzz ratio.
 Categories: the 28 MedMCQA fields (Pal et al. 2023) plus "Other" (§3.2.3), lower case.
 """
 
@@ -57,13 +57,12 @@ _ALIASES: dict[str, str] = {
     "psm preventive and social medicine": "preventive and social medicine",
 }
 
-#: Pairs of categories that name (nearly) the same field: a set using both splits one field in
-#: two. "statistics" is no category of the paper; the released file uses it beside "bio-statistics".
-#: Community medicine is India's name for preventive and social medicine (both are in §3.2.3).
+#: Pairs of labels that name the same field: a set using both splits one field in two.
+#: "statistics" is no category of the paper; the released file uses it beside "bio-statistics".
+#: Community medicine and PSM (preventive and social medicine) are two categories of §3.2.3.
 NEAR_SYNONYMS: tuple[tuple[str, str], ...] = (
     ("statistics", "bio-statistics"),
     ("biostatistics", "bio-statistics"),
-    ("community medicine", "preventive and social medicine"),
     ("psm", "preventive and social medicine"),
 )
 
@@ -73,6 +72,14 @@ NEAR_THRESHOLD = 95.0
 _SOURCE_NOUNS = (r"(?:study|studies|analysis|analyses|paper|article|research|case\s+reports?|case\s+series|"
                  r"case\s+presented|case|report|trial|review|survey|experiment|investigation|authors?|"
                  r"findings|results|text|passage|cohort|patients?\s+described)")
+# A name (capitalized words, acronyms, numbers, "(ESC)", joined by of/on/for/and/the/in/&) that is
+# a standard: followed by "criteria", "guidelines"… (up to four words between) or ending the phrase.
+_NAME_WORD = r"(?:[A-Z][\w'’‐/-]*|[\w‐-]*\d[\w‐/–-]*|\([A-Z][\w‐-]*\))"
+_NAMED_STANDARD = (
+    r"\s+(?:(?i:the)\s+)?" + _NAME_WORD + r"(?:\s+(?:(?:of|on|for|and|the|in|&)\s+)*" + _NAME_WORD + r")*"
+    r"(?:(?:\s+[a-z][\w‐-]*){0,4}?\s+(?:criteria|guidelines?|classifications?|staging|grading|scoring"
+    r"|recommendations?|standards?|consensus|definitions?|scales?)\b|\s*(?:,|\?|$))"
+)
 # (name, pattern); the names are the flags written to a question's output row.
 _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # (1) the/this/that + study/analysis/paper…; "the study of X" is a field, not an article,
@@ -88,8 +95,8 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("context_finding", re.compile(
         r"\b(?:was|were)\s+(?:used|identified|found|observed|employed|conducted|performed|reported|measured|"
         r"included|selected|developed|detected|noted)\b", re.IGNORECASE)),
-    # dahl's addition: the answer hinges on an unnamed source.
-    ("context_basis", re.compile(r"\b(?:based\s+on|depending\s+on|according\s+to)\b", re.IGNORECASE)),
+    # dahl's addition: the answer hinges on an unnamed source (a named standard is none).
+    ("context_basis", re.compile(r"\b(?i:based\s+on|depending\s+on|according\s+to)\b(?!" + _NAMED_STANDARD + ")")),
 )
 
 #: The context-dependence flags :func:`context_flags` can return, in family order.

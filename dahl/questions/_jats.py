@@ -11,7 +11,7 @@ from typing import Literal
 from lxml import etree
 
 from dahl.errors import InputError
-from dahl.questions._articles import Article
+from dahl.questions._articles import Article, article_url
 
 __all__ = ["METADATA_ONLY", "NOT_FOUND", "parse_jats"]
 
@@ -69,6 +69,4 @@ def parse_jats(pmc_id: str, xml: bytes) -> Article | Literal["metadata_only", "n
     if licence is not None:
         license_text = licence.get(_XLINK_HREF) or licence.get("license-type") or _text(licence)
     text = "\n\n".join([p for p in [title, *abstract, *_paragraphs(body)] if p])
-    number = pmc_id.removeprefix("PMC")
-    return Article(id=pmc_id, title=title, text=text, license=license_text,
-                   url=f"https://www.ncbi.nlm.nih.gov/pmc/articles/PMC{number}/")
+    return Article(id=pmc_id, title=title, text=text, license=license_text, url=article_url(pmc_id))

@@ -35,7 +35,7 @@ class ArticleQuestions(msgspec.Struct, frozen=True, kw_only=True):
     """The questions of one article (a journal line).
 
     Attributes:
-        article_id, title, license: the article's.
+        article_id, title, license, url: the article's (``url`` "" when unknown).
         model: the generating model's name.
         generator: fingerprint of the generating endpoint (model, template, sampling).
         per_article: questions asked for.
@@ -49,6 +49,7 @@ class ArticleQuestions(msgspec.Struct, frozen=True, kw_only=True):
     generator: str
     per_article: int
     questions: tuple[Judged, ...]
+    url: str = ""
 
 
 _DECODER = msgspec.json.Decoder(ArticleQuestions)

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dahl.errors import OutputWriteError
+from dahl.questions._articles import article_url
 from dahl.questions._checks import context_flags, duplicate_clusters
 from dahl.questions._journal import ArticleQuestions
 from dahl.questions._prompts import AMBIGUOUS, GENERATE_TEMPLATE_VERSION, JUDGE_TEMPLATE_VERSION
@@ -16,8 +17,8 @@ from dahl.records import content_id
 
 __all__ = ["COLUMNS", "PROMPT_VERSION", "TableCounts", "write_table"]
 
-COLUMNS = ("question", "category", "article_id", "title", "license", "generator", "prompt_version", "flags",
-           "category_confidence", "duplicate_cluster", "question_id")
+COLUMNS = ("question", "category", "article_id", "article_url", "title", "license", "generator", "prompt_version",
+           "flags", "category_confidence", "duplicate_cluster", "question_id")
 
 #: Both templates' versions, as recorded per row.
 PROMPT_VERSION = f"{GENERATE_TEMPLATE_VERSION}+{JUDGE_TEMPLATE_VERSION}"
@@ -59,8 +60,9 @@ def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float 
                 keep_flagged: bool, prompt_version: str = PROMPT_VERSION) -> TableCounts:
     """Write the CSV of ``articles`` (in the given order) to ``out``, atomically (blocking).
 
-    Columns: ``question, category, article_id, title, license, generator, prompt_version, flags,
-    category_confidence, duplicate_cluster, question_id`` (:func:`~dahl.records.content_id` of the
+    Columns: ``question, category, article_id, article_url, title, license, generator, prompt_version,
+    flags, category_confidence, duplicate_cluster, question_id`` (``article_url``: the article's url, or
+    its PMC page when its id is a PMC id; ``question_id``: :func:`~dahl.records.content_id` of the
     text). Flags (``;``-separated, in order): the context families, ``needs_article``, ``ambiguous`` /
     ``uncategorized``, ``duplicate``; flagged rows are dropped unless ``keep_flagged``.
 
@@ -91,7 +93,8 @@ def write_table(out: Path, articles: Iterable[ArticleQuestions], *, near: float 
                 if flags and not keep_flagged:
                     counts.dropped += 1
                     continue
-                writer.writerow([judged.question, judged.category, article.article_id, article.title,
+                writer.writerow([judged.question, judged.category, article.article_id,
+                                 article_url(article.article_id, article.url), article.title,
                                  article.license, article.model, prompt_version, ";".join(flags),
                                  f"{judged.confidence:.3f}", ids[cluster], ids[n]])
                 counts.written += 1

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 
 from dahl.adapters._base import Checker, PreparedKeys
 from dahl.adapters._bodies import max_tokens
@@ -30,7 +29,7 @@ from dahl.config import EndpointConfig
 from dahl.run._estimate import DEFAULT_COMPLETION_TOKENS, DryRunReport, StageEstimate, Tally, stage_estimate, time_bound
 from dahl.errors import InputError
 from dahl.formats import read_answers
-from dahl.preprocess import preprocess
+from dahl.engine._scoring import prepare_answer
 from dahl.pricing import PriceTable
 from dahl.records import Answer, Claim, Verdict, content_id
 from dahl.run._score import ScoreConfig
@@ -275,13 +274,8 @@ def _chunks(config: ScoreConfig, settings: AdapterSettings, clean: bool, limit: 
                 continue
             in_sample = sampled < SAMPLE
             abstained = answer.abstained
-            if clean and not abstained and (exact or in_sample):  # as the split stage prepares it
-                reason = answer.meta.get("finish_reason")
-                pre = preprocess(answer.question, answer.response,
-                                 finish_reason=reason if isinstance(reason, str) else None)
-                abstained = pre.abstained
-                if pre.text != answer.response:
-                    answer = msgspec.structs.replace(answer, response=pre.text)
+            if not abstained and (exact or in_sample):  # as the split stage prepares it
+                answer, abstained = prepare_answer(answer, clean)
             if abstained:
                 continue
             sampled += 1

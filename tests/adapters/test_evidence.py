@@ -7,13 +7,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from dahl.adapters._base import Checker
 from dahl.adapters._corpus import Corpus, Hit
 from dahl.adapters._evidence import EvidenceChecker
+from dahl.cache import CacheStore, CachingChecker
+from dahl.cache._keys import check_key
 from dahl.errors import ConfigError
-from dahl.records import Answer, Claim, Label
+from dahl.records import Answer, Claim, Label, UnsupportedReason
+from dahl.results._counters import RunCounters
 
 DOCS = [
     ("asp", "", "Aspirin reduces the risk of myocardial infarction."),
@@ -413,3 +417,53 @@ class TestStatedClaims:
         assert ",t=" not in EvidenceChecker(corpus, stated_share=None).fingerprint
         with pytest.raises(ConfigError):
             EvidenceChecker(corpus, stated_share=1.5)
+
+
+class TestUnsupportedReason:
+    """An unsupported verdict says whether its passage contradicts the claim or does not state it."""
+
+    @pytest.mark.parametrize(
+        ("question", "text", "meta", "label", "reason", "says"),
+        [("Does vitamin D help?", "Vitamin D supplementation prevents fractures in older adults.", None,
+          Label.UNSUPPORTED, UnsupportedReason.CONTRADICTED, " contradicts it "),
+         ("Who invented aspirin?", "Aspirin was invented by a French chemist.", {"evidence_ids": ["asp", "asp2"]},
+          Label.UNSUPPORTED, UnsupportedReason.NO_EVIDENCE, " does not state it "),
+         ("How much zolpidem?", "The recommended starting dose of zolpidem is 10 mg at bedtime.", None,
+          Label.UNSUPPORTED, UnsupportedReason.CONTRADICTED, " lacks a number of the claim and its closest"),
+         ("What does aspirin do?", "Aspirin reduces the risk of myocardial infarction.", None,
+          Label.SUPPORTED, None, " states it: "),
+         ("Where is the Eiffel Tower?", "The Eiffel Tower stands in Paris.", None, Label.UNKNOWN, None, "no passage")],
+        ids=["model-refutes", "model-neutral", "other-number", "supported", "unknown"],
+    )
+    def test_reason_follows_the_decision(self, checker: EvidenceChecker, question: str, text: str,
+                                         meta: dict[str, Any] | None, label: Label,
+                                         reason: UnsupportedReason | None, says: str) -> None:
+        """The model's refutes / neutral, and a veto, give the reason the raw text states; other labels none."""
+        verdict = checker.check_sync(claim(text), ask(question, meta))
+        assert (verdict.label, verdict.reason) == (label, reason)
+        assert verdict.raw is not None and says in verdict.raw
+
+    @pytest.mark.parametrize(
+        ("question", "text", "reason"),
+        [("What is metformin?", "It is used for type 2 diabetes at 500 mg.", UnsupportedReason.NO_EVIDENCE),
+         ("What is H. pylori?", "Helicobacter pylori is a Gram-positive bacterium.", UnsupportedReason.CONTRADICTED)],
+        ids=["number-not-given", "opposite-word"],
+    )
+    def test_veto_reason(self, question: str, text: str, reason: UnsupportedReason) -> None:
+        """A number the passage does not give at all is not stated; an opposite word contradicts."""
+        quick = EvidenceChecker(Corpus.from_documents(QUICKSTART))
+        verdict = quick.check_sync(claim(text), Answer(id="a", question=question, response=text))
+        assert (verdict.label, verdict.reason) == (Label.UNSUPPORTED, reason), verdict.raw
+
+    async def test_a_verdict_stored_without_reason_is_checked_again(self, checker: EvidenceChecker,
+                                                                   tmp_path: Path) -> None:
+        """An entry the previous parser version stored (no reason) is not served: the claim is checked again."""
+        c, a = claim("Vitamin D supplementation prevents fractures in older adults."), ask("Does vitamin D help?")
+        old = msgspec.structs.replace(checker.check_sync(c, a), reason=None)
+        with CacheStore(tmp_path / "cache") as store:
+            store.put(check_key(checker, c, a), old, old.raw, parser_version="1")
+            counters = RunCounters()
+            verdict = await CachingChecker(checker, store, counters).check(c, a)
+        assert (verdict.label, verdict.reason) == (Label.UNSUPPORTED, UnsupportedReason.CONTRADICTED)
+        assert (counters.claims_checked, counters.claims_cached) == (1, 0)
+        assert verdict.evidence == old.evidence

@@ -104,6 +104,18 @@ class TestBuildWire:
         assert out.read_bytes() == first
 
 
+    def test_each_row_names_its_article_url(self, mocks: Any, tmp_path: Path) -> None:
+        """article_url: the article's own url, else the PMC page of a PMC id, else empty."""
+        url = mocks.start()
+        out = tmp_path / "questions.csv"
+        items = [{**ARTICLES[0], "id": "PMC7"}, {**ARTICLES[1], "id": "b", "url": "https://example.org/b"},
+                 {**ARTICLES[2], "id": "c"}]
+        code, text = _build(url, _articles(tmp_path, items), out, "--keep-flagged")
+        assert code == ExitStatus.OK, text
+        urls = {r["article_id"]: r["article_url"] for r in _rows(out)}
+        assert urls == {"PMC7": "https://www.ncbi.nlm.nih.gov/pmc/articles/PMC7/", "b": "https://example.org/b",
+                        "c": ""}
+
     def test_other_settings_refused(self, mocks: Any, tmp_path: Path) -> None:
         """Continuing a build with another --per-article is refused (exit 2), naming the journal."""
         url = mocks.start()

@@ -23,7 +23,7 @@ class TestContextFlags:
         ("What were the main limitations of this study?", ["context_reference"]),
         ("What treatment options are mentioned for asthma?", ["context_verb"]),
         ("Which biomarkers were identified in patients with sepsis?", ["context_finding"]),
-        ("According to WHO, what is the definition of anaemia?", ["context_basis"]),
+        ("According to the authors, what is the definition of anaemia?", ["context_reference", "context_basis"]),
         ("Based on the findings of the study, which genes were identified?",
          ["context_reference", "context_finding", "context_basis"]),
         ("What is the mechanism of action of metformin?", []),
@@ -34,6 +34,27 @@ class TestContextFlags:
     def test_families(self, question: str, flags: list[str]) -> None:
         """Each DAHL §3.2.2 family (and dahl's basis family) flags its phrase, in family order."""
         assert context_flags(question) == flags
+
+    @pytest.mark.parametrize("question", [
+        "Based on the DSM-5 criteria, list the requirements for a diagnosis of Major Depressive Disorder.",
+        "According to WHO, what is the definition of anaemia?",
+        "According to the European Society of Cardiology (ESC) guidelines, how is acute PE stratified?",
+        "Based on the American Joint Committee on Cancer (AJCC) staging, 8th edition, what does T4N3M0 mean?",
+        "According to the ASA 2008 pre-anesthesia checkout procedure guidelines, what is checked?",
+    ], ids=["dsm-5-criteria", "who", "esc-guidelines", "ajcc-staging", "words-before-guidelines"])
+    def test_named_standard_is_no_reference(self, question: str) -> None:
+        """"based on / according to" a named standard, criteria or body does not point at the article."""
+        assert context_flags(question) == []
+
+    @pytest.mark.parametrize("question", [
+        "Based on the DAPA-CKD trial, how does dapagliflozin act?",
+        "Based on the Kaplan-Meier survival curves, was there a difference in recurrence?",
+        "According to Smith et al., what is the incidence of gout?",
+        "Depending on the severity, how is asthma treated?",
+    ], ids=["named-trial", "named-curves", "et-al", "unnamed"])
+    def test_named_study_is_still_a_reference(self, question: str) -> None:
+        """A named trial, the article's curves, its authors, or no name at all: still flagged."""
+        assert context_flags(question) == ["context_basis"]
 
     def test_flag_names(self) -> None:
         """The four flags are named in family order."""
