@@ -9,6 +9,7 @@ reply or failure                                       raised
 429 "Request too large" (tokens per min)               ``PermanentAPIError(429)``
 other 429; 529 (Anthropic overloaded)                  ``RateLimited(retry_after_s)``
 408, 409, 5xx                                          ``TransientAPIError``
+404 (the message names the URL)                        ``PermanentAPIError(404)``
 other 4xx (incl. 413 request too large)                ``PermanentAPIError(status)``
 refused, host not resolved                             ``ConnectError``
 reset, disconnect, truncated payload, timeout          ``TransientAPIError``
@@ -204,6 +205,8 @@ def _status_error(
         return RateLimited(text, retry_after_s=retry_after_s(headers), status=status)
     if status in (408, 409) or status >= 500:
         return TransientAPIError(text, status=status)
+    if status == 404:  # a wrong path or model: the URL tells which
+        return PermanentAPIError(f"HTTP 404 from {url}: {message or 'Not Found'}", status=404)
     return PermanentAPIError(text, status=status)
 
 
