@@ -23,6 +23,7 @@ Third-party exceptions are translated into this tree at module boundaries.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 
 __all__ = [
@@ -106,12 +107,15 @@ class RateLimited(AdapterError):
         message: what the server said.
         retry_after_s: seconds the server asked us to wait, if it said.
         status: HTTP status (429).
+        headers: the reply's headers with lowercase names (its ``x-ratelimit-*`` limits), if known.
     """
 
     def __init__(
-        self, message: str, *, retry_after_s: float | None = None, status: int | None = 429
+        self, message: str, *, retry_after_s: float | None = None, status: int | None = 429,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.retry_after_s = retry_after_s
+        self.headers: Mapping[str, str] = headers if headers is not None else {}
         super().__init__(message, status=status)
 
 

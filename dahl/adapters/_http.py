@@ -202,7 +202,7 @@ def _status_error(
     if status == 429 and any(w in lowered for w in _TOO_LARGE_WORDS):
         return PermanentAPIError(text, status=429)
     if status in (429, 529):  # 529: Anthropic's "overloaded", back-pressure like a rate limit
-        return RateLimited(text, retry_after_s=retry_after_s(headers), status=status)
+        return RateLimited(text, retry_after_s=retry_after_s(headers), status=status, headers=headers)
     if status in (408, 409) or status >= 500:
         return TransientAPIError(text, status=status)
     if status == 404:  # a wrong path or model: the URL tells which
