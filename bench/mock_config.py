@@ -20,9 +20,10 @@ __all__ = ["FAULT_KINDS", "Latency", "MockConfig", "parse_fault", "parse_latency
 #: ``malformed``: 200 with a truncated JSON body; ``offformat``: 200 with chatty content
 #: that is neither a label nor a claim list; ``quota``: 429 ``insufficient_quota``;
 #: ``401``: OpenAI's ``invalid_api_key`` reply; ``400``: an ``invalid_request_error``;
-#: ``529``: Anthropic's ``overloaded_error`` (:mod:`bench.mock_anthropic`).
+#: ``529``: Anthropic's ``overloaded_error`` (:mod:`bench.mock_anthropic`); ``refusal``: 200 with
+#: a refusal (OpenAI's ``message.refusal`` and null content; Anthropic's ``stop_reason: "refusal"``).
 FAULT_KINDS: tuple[str, ...] = (
-    "500", "503", "reset", "timeout", "malformed", "offformat", "quota", "401", "400", "529")
+    "500", "503", "reset", "timeout", "malformed", "offformat", "quota", "401", "400", "529", "refusal")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ Every error dahl raises on purpose derives from ``DahlError``::
     │   ├── TransientAPIError         408, 409, 5xx, reset, timeout: retry with backoff
     │   │   └── ConnectError          refused, unresolvable host: fatal once retries run out
     │   ├── PermanentAPIError         other 4xx, oversized request: never retried
+    │   │   └── ModelRefused          the model refused the request (a refusal stop reason)
     │   ├── QuotaExhausted            quota or billing exhausted: the run stops cleanly
     │   │   └── CostCapReached        the next call could pass --max-cost: stops likewise
     │   ├── FatalAPIError             the endpoint cannot work (bad key, unreachable,
@@ -35,6 +36,7 @@ __all__ = [
     "DahlError",
     "FatalAPIError",
     "InputError",
+    "ModelRefused",
     "OutputParseError",
     "OutputWriteError",
     "PermanentAPIError",
@@ -129,6 +131,15 @@ class ConnectError(TransientAPIError):
 
 class PermanentAPIError(AdapterError):
     """A failure that retrying cannot fix: 4xx other than 408/409/429, oversized request."""
+
+
+class ModelRefused(PermanentAPIError):
+    """The model refused to answer a Splitter's, Checker's or judge's request: Anthropic's
+    ``stop_reason: "refusal"``, OpenAI's ``message.refusal`` or ``finish_reason: "content_filter"``.
+
+    Args:
+        message: what the model said, or the stop reason when it said nothing.
+    """
 
 
 class QuotaExhausted(AdapterError):

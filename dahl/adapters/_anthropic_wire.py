@@ -43,7 +43,8 @@ DEFAULT_MAX_TOKENS = 1024
 
 # Keys messages_body handles itself; every other key of the chat body is copied.
 _OWN_KEYS = frozenset({"messages", "max_tokens", "response_format", "stop", "seed"})
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length"}
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length",
+                 "refusal": "refusal"}
 
 
 def _text(content: Any) -> str:
@@ -127,8 +128,8 @@ def chat_reply(message: Mapping[str, Any]) -> dict[str, Any]:
     """Convert an Anthropic Message (a 200 reply of ``/v1/messages``) to a chat-completion reply.
 
     The content is the first ``tool_use`` block's ``input`` as compact JSON, else the ``text``
-    blocks joined; ``finish_reason`` is ``length`` for ``stop_reason: max_tokens``, else
-    ``stop``; ``usage`` is ``prompt_tokens`` (cache reads and writes included),
+    blocks joined; ``finish_reason`` is ``length`` for ``stop_reason: max_tokens``, ``refusal``
+    for ``refusal``, else ``stop``; ``usage`` is ``prompt_tokens`` (cache reads and writes included),
     ``completion_tokens`` and ``total_tokens``.
 
     Raises:

@@ -19,7 +19,7 @@ from dahl.adapters._bodies import Format, Task, budget, chat_body, estimate_toke
 from dahl.adapters._http import ChatReply, make_session
 from dahl.adapters._route import ChatRoute
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.errors import AdapterError, OutputParseError, PermanentAPIError
+from dahl.errors import AdapterError, ModelRefused, OutputParseError, PermanentAPIError
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._lane import Lane, LaneLimits, LanePool
 from dahl.lanes._spend import InnerLane as CallLane
@@ -114,6 +114,13 @@ def reask_messages(
     """
     follow_up = f"Your reply could not be parsed: {error}; {expected}.\n\n{messages[-1]['content']}"
     return [*messages, {"role": "assistant", "content": neutralize(reply)}, {"role": "user", "content": follow_up}]
+
+
+def _check_refusal(reply: ChatReply) -> None:
+    """Raise ``ModelRefused`` with what the model said when ``reply`` is a refusal."""
+    if reply.refused:
+        said = " ".join(reply.content.split())[:300] or "(no text)"
+        raise ModelRefused(f"the model refused (finish_reason {reply.finish_reason!r}): {said}")
 
 
 class Connections:
@@ -257,9 +264,11 @@ class Endpoint:
         ``CountMismatch``). The result holds the value or the last parse error.
 
         Raises:
+            ModelRefused: the model refused (:attr:`ChatReply.refused`); never re-asked.
             AdapterError: a call failed after the lane's retries.
         """
         reply, body, fmt = await self.request(build)
+        _check_refusal(reply)
         try:
             return Parsed(parse(reply.content), None, reply, reply.usage)
         except OutputParseError as first:
@@ -271,6 +280,7 @@ class Endpoint:
         messages = reask_messages(body["messages"], reply.content, str(error), expected, neutralize=task.neutralize)
         usage = reply.usage
         reply = await self.send({**body, "messages": messages})
+        _check_refusal(reply)
         usage = total_usage(usage, reply.usage)
         try:
             return Parsed(parse(reply.content), None, reply, usage)

@@ -14,6 +14,7 @@ other 4xx (incl. 413 request too large)                ``PermanentAPIError(statu
 refused, host not resolved                             ``ConnectError``
 reset, disconnect, truncated payload, timeout          ``TransientAPIError``
 200 whose body is not JSON / has no choices            ``TransientAPIError``
+200 refusal (``message.refusal``, ``content_filter``)  a reply whose ``refused`` is True
 =====================================================  =========================
 
 No error message, log line or reply contains the API key: server messages are redacted, and
@@ -50,6 +51,7 @@ from dahl.records import Usage
 __all__ = [
     "AUTH_HEADERS",
     "BytesReply",
+    "REFUSALS",
     "ChatReply",
     "decode_json",
     "encode_body",
@@ -85,7 +87,8 @@ class ChatReply:
         headers: response headers with lowercase names.
         raw: the whole decoded JSON body.
         citations: ``citations`` and ``search_results[].url``, in order, without duplicates.
-        finish_reason: ``choices[0].finish_reason`` (``"length"`` = cut at max_tokens).
+        finish_reason: ``choices[0].finish_reason`` (``"length"`` = cut at max_tokens;
+            ``"refusal"`` when ``message.refusal`` is set or Anthropic's stop reason says so).
     """
 
     content: str
@@ -95,6 +98,16 @@ class ChatReply:
     raw: dict[str, Any] = field(repr=False)
     citations: tuple[str, ...] = ()
     finish_reason: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        """Whether the model refused: :data:`REFUSALS` holds the finish reason."""
+        return self.finish_reason in REFUSALS
+
+
+#: Finish reasons of a refusal: the model's own (``message.refusal``, Anthropic's stop reason) and
+#: OpenAI's content filter.
+REFUSALS = frozenset({"refusal", "content_filter"})
 
 
 #: A key this long or longer is masked wherever a 200 reply echoes it; a shorter one would
@@ -322,12 +335,17 @@ def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     Raises:
         TransientAPIError: the body has no ``choices[0].message`` (or ``.text``) string.
     """
+    finish: str | None = None
     try:
         choice = data["choices"][0]
         if "message" not in choice and isinstance(choice.get("text"), str):  # /completions (text_completion)
             content = choice["text"]
         else:
-            content = choice["message"].get("content") or ""
+            message = choice["message"]
+            content = message.get("content") or ""
+            refusal = message.get("refusal")
+            if isinstance(refusal, str) and refusal:  # structured outputs' refusal: no content
+                content, finish = content or refusal, "refusal"
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise TransientAPIError(f"malformed reply: no choices[0].message ({exc!r})") from exc
     if not isinstance(content, str):
@@ -347,7 +365,7 @@ def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
         headers=headers,
         raw=data,
         citations=_citations(data),
-        finish_reason=choice.get("finish_reason"),
+        finish_reason=finish or choice.get("finish_reason"),
     )
 
 

@@ -118,6 +118,13 @@ class TestChatReply:
         assert (reply.content, reply.finish_reason, reply.usage, reply.usage_tokens) == (
             "Supported\nok", "length", None, None)
 
+    def test_refusal_is_flagged(self) -> None:
+        """stop_reason refusal -> finish_reason refusal; the reply is refused, its text kept."""
+        message = {"id": "m", "content": [{"type": "text", "text": "I can't help with that."}],
+                   "stop_reason": "refusal"}
+        reply = parse_reply(chat_reply(message), {})
+        assert (reply.content, reply.finish_reason, reply.refused) == ("I can't help with that.", "refusal", True)
+
     def test_not_a_message(self) -> None:
         """An error body (no content list) is a ValueError."""
         with pytest.raises(ValueError, match="no content list"):

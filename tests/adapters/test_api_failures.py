@@ -98,6 +98,17 @@ class TestOutage:
         assert 10 <= mocks.stats(url)["requests"] <= 16
 
 
+class TestRefusals:
+    async def test_a_refused_check_is_a_claim_in_error(self, tmp_path: Path, mocks: Any) -> None:
+        """Every reply a refusal (message.refusal): each claim is labelled error with ModelRefused, one request each (no re-ask), no trip."""
+        url = mocks.start("--fault", "refusal=1")
+        await score_async(config(tmp_path, url, 10))
+        claims = [c for row in written(tmp_path) for c in row["claims"]]
+        assert {(c["label"], c["error"]) for c in claims} == {(Label.ERROR, (
+            "ModelRefused: the model refused (finish_reason 'refusal'): I'm sorry, but I can't help with that request."))}
+        assert len(claims) == mocks.stats(url)["requests"] == 30
+
+
 class TestRequestAboveTheTokenBudget:
     async def test_a_claim_no_window_can_fit_is_an_error_after_one_request(self, tmp_path: Path, mocks: Any) -> None:
         """Anthropic route, mock --tpm 1000, one ~5,600-token claim: one request, its 429 announces the budget, the claim is a PermanentAPIError naming both sizes."""

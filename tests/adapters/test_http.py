@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dahl.adapters._http import encode_body, make_session, parse_duration_s, post_chat, retry_after_s
+from dahl.adapters._http import encode_body, make_session, parse_duration_s, parse_reply, post_chat, retry_after_s
 from dahl.errors import (
     ConnectError,
     FatalAPIError,
@@ -138,6 +138,16 @@ class TestPostChat:
         server.push(server.chat(None))  # type: ignore[arg-type]
         result = await post_chat(session, url(server), KEY, BODY)
         assert result.content == ""
+
+    @pytest.mark.parametrize(("message", "finish", "content", "reason"), [
+        ({"role": "assistant", "content": None, "refusal": "I can't help."}, "stop", "I can't help.", "refusal"),
+        ({"role": "assistant", "content": "Partial"}, "content_filter", "Partial", "content_filter"),
+    ], ids=["message-refusal", "content-filter"])
+    def test_refusals_are_flagged(self, message: dict, finish: str, content: str, reason: str) -> None:  # type: ignore[type-arg]
+        """OpenAI's message.refusal (content null) and finish_reason content_filter: a refused reply."""
+        reply = parse_reply({"choices": [{"index": 0, "message": message, "finish_reason": finish}]}, {})
+        assert (reply.content, reply.finish_reason, reply.refused) == (content, reason, True)
+        assert not parse_reply({"choices": [{"message": {"content": "ok", "refusal": None}}]}, {}).refused
 
     async def test_rate_limited(self, server, session) -> None:
         """429 with Retry-After: 2 raises RateLimited(retry_after_s=2.0, status=429)."""
