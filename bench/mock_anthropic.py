@@ -214,6 +214,9 @@ async def serve_messages(
                 if k.lower() in _ECHOED or k.lower().startswith("x-")}
     message = message_reply(f"msg_mock_{next(state.ids)}", body, content, json_mode=prompt.json_mode,
                             input_tokens=prompt.prompt_tokens, echo=echo)
+    if state.config.cached_prompt:  # Anthropic's input_tokens excludes the cache reads
+        read = prompt.prompt_tokens // 2
+        message["usage"].update(input_tokens=prompt.prompt_tokens - read, cache_read_input_tokens=read)
     stats.prompt_tokens += prompt.prompt_tokens
     stats.completion_tokens += message["usage"]["output_tokens"]
     raw = json.dumps(message, ensure_ascii=False).encode()

@@ -131,6 +131,9 @@ class MockConfig:
             generation requests of that model only (tried first).
         batches: the batch routes' completion time, expiry and errors (:mod:`bench.mock_batches`).
         finish_length: cut every generated reply in its last sentence, ``finish_reason: "length"``.
+        cached_prompt: report half of every prompt's tokens (rounded down) as read from a prompt
+            cache (OpenAI's ``prompt_tokens_details.cached_tokens``; Anthropic's
+            ``cache_read_input_tokens``, the rest in ``input_tokens``).
 
     Raises:
         ConfigError: a limit that admits less than one request/token per window, a
@@ -150,6 +153,7 @@ class MockConfig:
     oracle_answers: Path | None = None
     model_answers: tuple[tuple[str, Path], ...] = ()
     finish_length: bool = False
+    cached_prompt: bool = False
     batches: BatchMockConfig = field(default_factory=BatchMockConfig)
 
     def __post_init__(self) -> None:

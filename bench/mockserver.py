@@ -215,6 +215,7 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
             prompt.prompt_tokens,
             completion_tokens,
             finish,
+            prompt.prompt_tokens // 2 if state.config.cached_prompt else None,
         )
     stats.prompt_tokens += prompt.prompt_tokens
     stats.completion_tokens += completion_tokens
@@ -390,6 +391,8 @@ def _parser() -> argparse.ArgumentParser:
                              "(repeatable) answers that model's requests only")
     parser.add_argument("--finish-length", action="store_true",
                         help='cut generated replies in their last sentence, finish_reason "length"')
+    parser.add_argument("--cached-prompt", action="store_true",
+                        help="report half of every prompt's tokens as read from the provider's prompt cache")
     mock_batches.add_arguments(parser)
     return parser
 
@@ -442,6 +445,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         oracle_answers=general,
         model_answers=tuple(by_model),
         finish_length=args.finish_length,
+        cached_prompt=args.cached_prompt,
         batches=mock_batches.config_from(args),
     )
 

@@ -91,6 +91,8 @@ def total_usage(*usages: Usage | None) -> Usage | None:
     return Usage(
         prompt_tokens=sum(u.prompt_tokens for u in known),
         completion_tokens=sum(u.completion_tokens for u in known),
+        cached_tokens=sum(u.cached_tokens for u in known),
+        cache_write_tokens=sum(u.cache_write_tokens for u in known),
     )
 
 

@@ -50,8 +50,8 @@ from dahl.records import Usage
 
 __all__ = [
     "AUTH_HEADERS",
-    "BytesReply",
     "REFUSALS",
+    "BytesReply",
     "ChatReply",
     "decode_json",
     "encode_body",
@@ -356,7 +356,10 @@ def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     if isinstance(raw_usage, dict):
         prompt = token_count(raw_usage.get("prompt_tokens"))
         completion = token_count(raw_usage.get("completion_tokens"))
-        usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
+        details = raw_usage.get("prompt_tokens_details")
+        cached = token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        usage = Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
+                      cache_write_tokens=token_count(raw_usage.get("cache_creation_input_tokens")))
         total = token_count(raw_usage.get("total_tokens")) or prompt + completion
     return ChatReply(
         content=content,

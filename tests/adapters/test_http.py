@@ -108,6 +108,13 @@ class TestPostChat:
         assert result.headers["x-ratelimit-remaining-requests"] == "99"
         assert result.finish_reason == "stop"
 
+    def test_cached_prompt_tokens(self) -> None:
+        """usage.prompt_tokens_details.cached_tokens is the part of prompt_tokens read from the cache."""
+        data = {"choices": [{"message": {"content": "ok"}}],
+                "usage": {"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+                          "prompt_tokens_details": {"cached_tokens": 1920}}}
+        assert parse_reply(data, {}).usage == Usage(prompt_tokens=2006, completion_tokens=300, cached_tokens=1920)
+
     async def test_sends_body_and_bearer(self, server, session) -> None:
         """The body is sent as JSON and the key only in the Authorization header."""
         server.push(server.chat("ok"))
