@@ -82,7 +82,9 @@ class ChatReply:
     """A parsed 200 reply of ``/chat/completions`` (or of ``/completions``: ``choices[0].text``).
 
     Attributes:
-        content: text of ``choices[0].message.content`` (``""`` when the server sent null).
+        content: text of ``choices[0].message.content`` (``""`` when the server sent null; its
+            ``message.refusal`` when that is set and the content is not).
+        usage: prompt, completion and prompt-cache tokens, or None if not reported.
         usage_tokens: total tokens of the call, or None if not reported.
         headers: response headers with lowercase names.
         raw: the whole decoded JSON body.
