@@ -10,7 +10,8 @@ has ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`` headers (r
 RFC 3339 time) and an exhausted window answers 429 ``rate_limit_error`` with
 ``retry-after``. Faults (``--fault``) take Anthropic's shapes: ``529`` is
 ``overloaded_error``; ``quota`` is the 400 "credit balance is too low"; ``400`` is a
-400 refusing ``tool_choice`` (the adapters then ask in text mode).
+400 refusing ``tool_choice`` (the adapters then ask in text mode); ``refusal`` is a 200 with
+``stop_reason: "refusal"``.
 
 With ``--echo-auth`` the reply carries the request's ``x-api-key``, ``anthropic-version``,
 ``authorization``, ``api-key`` and ``x-*`` headers: an ``"echo"`` object in the tool
@@ -27,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
+from bench.mock_reply import OFFFORMAT_TEXT, REFUSAL_TEXT, estimate_tokens, parse_prompt, reply_content
 from bench.mock_window import format_seconds
 from bench.mock_wire import decode_body
 from dahl.lanes._retry import parse_duration_s
@@ -201,6 +202,11 @@ async def serve_messages(
         return _error(401, "authentication_error", "invalid x-api-key", headers)
     if fault == "400":
         return _error(400, "invalid_request_error", "Mock fault 400: tool_choice is not supported.", headers)
+    if fault == "refusal":
+        return web.json_response({"id": f"msg_mock_{next(state.ids)}", "type": "message", "role": "assistant",
+                                  "model": str(body.get("model")), "content": [{"type": "text", "text": REFUSAL_TEXT}],
+                                  "stop_reason": "refusal", "stop_sequence": None,
+                                  "usage": {"input_tokens": prompt.prompt_tokens, "output_tokens": 9}}, headers=headers)
     content = OFFFORMAT_TEXT if fault == "offformat" else reply_content(prompt, state.oracle)
     echo = None
     if state.config.echo_auth:
@@ -208,6 +214,9 @@ async def serve_messages(
                 if k.lower() in _ECHOED or k.lower().startswith("x-")}
     message = message_reply(f"msg_mock_{next(state.ids)}", body, content, json_mode=prompt.json_mode,
                             input_tokens=prompt.prompt_tokens, echo=echo)
+    if state.config.cached_prompt:  # Anthropic's input_tokens excludes the cache reads
+        read = prompt.prompt_tokens // 2
+        message["usage"].update(input_tokens=prompt.prompt_tokens - read, cache_read_input_tokens=read)
     stats.prompt_tokens += prompt.prompt_tokens
     stats.completion_tokens += message["usage"]["output_tokens"]
     raw = json.dumps(message, ensure_ascii=False).encode()

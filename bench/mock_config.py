@@ -20,9 +20,10 @@ __all__ = ["FAULT_KINDS", "Latency", "MockConfig", "parse_fault", "parse_latency
 #: ``malformed``: 200 with a truncated JSON body; ``offformat``: 200 with chatty content
 #: that is neither a label nor a claim list; ``quota``: 429 ``insufficient_quota``;
 #: ``401``: OpenAI's ``invalid_api_key`` reply; ``400``: an ``invalid_request_error``;
-#: ``529``: Anthropic's ``overloaded_error`` (:mod:`bench.mock_anthropic`).
+#: ``529``: Anthropic's ``overloaded_error`` (:mod:`bench.mock_anthropic`); ``refusal``: 200 with
+#: a refusal (OpenAI's ``message.refusal`` and null content; Anthropic's ``stop_reason: "refusal"``).
 FAULT_KINDS: tuple[str, ...] = (
-    "500", "503", "reset", "timeout", "malformed", "offformat", "quota", "401", "400", "529")
+    "500", "503", "reset", "timeout", "malformed", "offformat", "quota", "401", "400", "529", "refusal")
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,9 @@ class MockConfig:
             generation requests of that model only (tried first).
         batches: the batch routes' completion time, expiry and errors (:mod:`bench.mock_batches`).
         finish_length: cut every generated reply in its last sentence, ``finish_reason: "length"``.
+        cached_prompt: report half of every prompt's tokens (rounded down) as read from a prompt
+            cache (OpenAI's ``prompt_tokens_details.cached_tokens``; Anthropic's
+            ``cache_read_input_tokens``, the rest in ``input_tokens``).
 
     Raises:
         ConfigError: a limit that admits less than one request/token per window, a
@@ -149,6 +153,7 @@ class MockConfig:
     oracle_answers: Path | None = None
     model_answers: tuple[tuple[str, Path], ...] = ()
     finish_length: bool = False
+    cached_prompt: bool = False
     batches: BatchMockConfig = field(default_factory=BatchMockConfig)
 
     def __post_init__(self) -> None:

@@ -26,6 +26,7 @@ from dahl.records import normalize_text
 
 __all__ = [
     "OFFFORMAT_TEXT",
+    "REFUSAL_TEXT",
     "Prompt",
     "default_label",
     "estimate_tokens",
@@ -37,6 +38,8 @@ __all__ = [
 
 #: Chatty content of an ``offformat`` fault: neither a label nor a claim list.
 OFFFORMAT_TEXT = "As an assistant I think this might be an interesting claim."
+#: What a ``refusal`` fault's reply says.
+REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _PASSAGE_HEAD = re.compile(r"<evidence>\n\[\d+\] source: ([^\n|]*?)(?: \| title: [^\n]*)?\n")

@@ -67,6 +67,7 @@ def completion_bytes(
     prompt_tokens: int,
     completion_tokens: int,
     finish_reason: str = "stop",
+    cached_tokens: int | None = None,
 ) -> bytes:
     """A ``chat.completion`` reply body, as ``json.dumps(..., ensure_ascii=False).encode()`` writes it.
 
@@ -82,6 +83,7 @@ def completion_bytes(
         prompt_tokens: estimated prompt tokens.
         completion_tokens: estimated completion tokens.
         finish_reason: ``"stop"``, or ``"length"`` for a reply cut at the token limit.
+        cached_tokens: when given, ``usage.prompt_tokens_details.cached_tokens`` (of the prompt tokens).
 
     Returns:
         UTF-8 bytes.
@@ -95,6 +97,8 @@ def completion_bytes(
         f'"model": {json_string(model)}, "choices": [{{"index": 0, "message": {{"role": "assistant", '
         f'"content": {json_string(content)}}}, "finish_reason": {json_string(finish_reason)}}}], "usage": {{"prompt_tokens": '
         f'{prompt_tokens}, "completion_tokens": {completion_tokens}, "total_tokens": '
-        f"{prompt_tokens + completion_tokens}}}}}"
+        f"{prompt_tokens + completion_tokens}"
+        + ("" if cached_tokens is None else f', "prompt_tokens_details": {{"cached_tokens": {cached_tokens}}}')
+        + "}}"
     )
     return text.encode("utf-8")

@@ -44,7 +44,7 @@ from bench import mock_batches, mock_generate
 from bench.mock_anthropic import serve_messages
 from bench.mock_oracle import Oracle
 from bench.mock_questions import efetch_xml
-from bench.mock_reply import OFFFORMAT_TEXT, estimate_tokens, parse_prompt, reply_content
+from bench.mock_reply import OFFFORMAT_TEXT, REFUSAL_TEXT, estimate_tokens, parse_prompt, reply_content
 from bench.mock_stats import MockStats
 from bench.mock_window import RateWindow, format_seconds
 from bench.mock_wire import completion_bytes, decode_body
@@ -181,6 +181,13 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
         return _error(401, message, "invalid_request_error", "invalid_api_key", headers)
     if fault == "400":
         return _error(400, "Mock fault 400: unsupported parameter.", "invalid_request_error", None, headers)
+    if fault == "refusal":
+        refused = {"id": f"chatcmpl-mock-{next(state.ids)}", "object": "chat.completion", "created": int(time.time()),
+                   "model": prompt.model, "choices": [{"index": 0, "message": {
+                       "role": "assistant", "content": None, "refusal": REFUSAL_TEXT}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": prompt.prompt_tokens, "completion_tokens": 9,
+                             "total_tokens": prompt.prompt_tokens + 9}}
+        return web.json_response(refused, headers=headers)
     finish = "stop"
     if fault == "offformat":
         content = OFFFORMAT_TEXT
@@ -208,6 +215,7 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
             prompt.prompt_tokens,
             completion_tokens,
             finish,
+            prompt.prompt_tokens // 2 if state.config.cached_prompt else None,
         )
     stats.prompt_tokens += prompt.prompt_tokens
     stats.completion_tokens += completion_tokens
@@ -383,6 +391,8 @@ def _parser() -> argparse.ArgumentParser:
                              "(repeatable) answers that model's requests only")
     parser.add_argument("--finish-length", action="store_true",
                         help='cut generated replies in their last sentence, finish_reason "length"')
+    parser.add_argument("--cached-prompt", action="store_true",
+                        help="report half of every prompt's tokens as read from the provider's prompt cache")
     mock_batches.add_arguments(parser)
     return parser
 
@@ -435,6 +445,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         oracle_answers=general,
         model_answers=tuple(by_model),
         finish_length=args.finish_length,
+        cached_prompt=args.cached_prompt,
         batches=mock_batches.config_from(args),
     )
 

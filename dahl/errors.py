@@ -10,6 +10,7 @@ Every error dahl raises on purpose derives from ``DahlError``::
     │   ├── TransientAPIError         408, 409, 5xx, reset, timeout: retry with backoff
     │   │   └── ConnectError          refused, unresolvable host: fatal once retries run out
     │   ├── PermanentAPIError         other 4xx, oversized request: never retried
+    │   │   └── ModelRefused          the model refused the request (a refusal stop reason)
     │   ├── QuotaExhausted            quota or billing exhausted: the run stops cleanly
     │   │   └── CostCapReached        the next call could pass --max-cost: stops likewise
     │   ├── FatalAPIError             the endpoint cannot work (bad key, unreachable,
@@ -23,6 +24,7 @@ Third-party exceptions are translated into this tree at module boundaries.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "DahlError",
     "FatalAPIError",
     "InputError",
+    "ModelRefused",
     "OutputParseError",
     "OutputWriteError",
     "PermanentAPIError",
@@ -106,12 +109,15 @@ class RateLimited(AdapterError):
         message: what the server said.
         retry_after_s: seconds the server asked us to wait, if it said.
         status: HTTP status (429).
+        headers: the reply's headers with lowercase names (its ``x-ratelimit-*`` limits), if known.
     """
 
     def __init__(
-        self, message: str, *, retry_after_s: float | None = None, status: int | None = 429
+        self, message: str, *, retry_after_s: float | None = None, status: int | None = 429,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.retry_after_s = retry_after_s
+        self.headers: Mapping[str, str] = headers if headers is not None else {}
         super().__init__(message, status=status)
 
 
@@ -125,6 +131,15 @@ class ConnectError(TransientAPIError):
 
 class PermanentAPIError(AdapterError):
     """A failure that retrying cannot fix: 4xx other than 408/409/429, oversized request."""
+
+
+class ModelRefused(PermanentAPIError):
+    """The model refused to answer a Splitter's, Checker's or judge's request: Anthropic's
+    ``stop_reason: "refusal"``, OpenAI's ``message.refusal`` or ``finish_reason: "content_filter"``.
+
+    Args:
+        message: what the model said, or the stop reason when it said nothing.
+    """
 
 
 class QuotaExhausted(AdapterError):

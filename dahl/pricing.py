@@ -2,7 +2,9 @@
 
 The shipped table is ``dahl/prices.toml`` (USD per million tokens, batch discount, source, date);
 ``[prices."MODEL"]`` in ``--config`` and ``--price`` override it. An unknown price is ``None``, never 0.
-One call costs ``(prompt_tokens x input + completion_tokens x output) / 1,000,000`` USD.
+One call costs ``(uncached x input + cached x cached_input + written x cache_write + completion_tokens
+x output) / 1,000,000`` USD, where ``cached`` and ``written`` are the prompt tokens read from and written
+to the provider's prompt cache and ``uncached`` the rest of ``prompt_tokens``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,11 @@ class Price(msgspec.Struct, frozen=True, kw_only=True):
         model: the model name the price is for.
         input_usd: USD per million prompt (input) tokens.
         output_usd: USD per million completion (output) tokens.
-        batch_discount: factor of both prices on a provider batch API (0.5 = half price);
+        cached_input_usd: USD per million prompt tokens read from the prompt cache; ``None``: the
+            input price (no cache discount known).
+        cache_write_usd: USD per million prompt tokens written to the prompt cache; ``None``: the
+            input price (no write surcharge).
+        batch_discount: factor of every price on a provider batch API (0.5 = half price);
             ``None`` when the provider has no batch API.
         source: where the price comes from (a price page URL, ``config FILE`` or ``--price``).
         batch: True when ``input_usd``/``output_usd`` already are the batch prices.
@@ -56,19 +62,35 @@ class Price(msgspec.Struct, frozen=True, kw_only=True):
     batch_discount: float | None = None
     source: str = ""
     batch: bool = False
+    cached_input_usd: float | None = None
+    cache_write_usd: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("input_usd", "output_usd"):
+        for name in ("input_usd", "output_usd", "cached_input_usd", "cache_write_usd"):
             value = getattr(self, name)
+            if value is None and name.startswith("cache"):
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"price of {self.model!r}: {name} must be a finite number >= 0, got {value!r}")
         d = self.batch_discount
         if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 < d <= 1):
             raise ConfigError(f"price of {self.model!r}: batch_discount must be in (0, 1], got {d!r}")
 
+    @property
+    def cached_rate(self) -> float:
+        """USD per million prompt tokens read from the cache (the input price when none is listed)."""
+        return self.input_usd if self.cached_input_usd is None else self.cached_input_usd
+
+    @property
+    def write_rate(self) -> float:
+        """USD per million prompt tokens written to the cache (the input price when none is listed)."""
+        return self.input_usd if self.cache_write_usd is None else self.cache_write_usd
+
     def as_dict(self) -> dict[str, object]:
-        """Plain JSON: ``{"model", "input_usd_per_mtok", "output_usd_per_mtok", "batch", "source"}``."""
+        """Plain JSON: ``{"model", "input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok",
+        "cache_write_usd_per_mtok", "batch", "source"}`` (the cache prices as charged)."""
         return {"model": self.model, "input_usd_per_mtok": self.input_usd, "output_usd_per_mtok": self.output_usd,
+                "cached_input_usd_per_mtok": self.cached_rate, "cache_write_usd_per_mtok": self.write_rate,
                 "batch": self.batch, "source": self.source}
 
 
@@ -98,7 +120,7 @@ class PriceTable:
 
         Args:
             model: model name as sent in requests, e.g. ``"gpt-4o-mini-2024-07-18"``.
-            batch: the batch price: both prices times ``batch_discount``.
+            batch: the batch price: every price times ``batch_discount``.
 
         Returns:
             The price, or ``None`` when unknown (or a batch price without a batch discount).
@@ -111,8 +133,10 @@ class PriceTable:
         if price.batch_discount is None:
             return None
         d = price.batch_discount
+        cached, write = price.cached_input_usd, price.cache_write_usd  # None: the input price, discounted too
         return msgspec.structs.replace(price, input_usd=price.input_usd * d, output_usd=price.output_usd * d,
-                                       batch=True)
+                                       cached_input_usd=None if cached is None else cached * d,
+                                       cache_write_usd=None if write is None else write * d, batch=True)
 
 
 def price_for(model: str, *, batch: bool = False, table: PriceTable | None = None) -> Price | None:
@@ -121,25 +145,32 @@ def price_for(model: str, *, batch: bool = False, table: PriceTable | None = Non
 
 
 def cost_usd(usage: Usage | None, price: Price | None) -> float | None:
-    """USD of ``usage`` at ``price``: ``(prompt x input + completion x output) / 1e6``.
+    """USD of ``usage`` at ``price`` (the module's formula; cache reads and writes are parts of the
+    prompt, each counted at most once).
 
     Returns:
         The cost, or ``None`` when the price or the usage is unknown.
     """
     if usage is None or price is None:
         return None
-    return (usage.prompt_tokens * price.input_usd + usage.completion_tokens * price.output_usd) / PER_TOKENS
+    prompt = usage.prompt_tokens
+    cached = min(usage.cached_tokens, prompt)
+    written = min(usage.cache_write_tokens, prompt - cached)
+    return ((prompt - cached - written) * price.input_usd + cached * price.cached_rate + written * price.write_rate
+            + usage.completion_tokens * price.output_usd) / PER_TOKENS
 
 
 def upper_bound_usd(estimated_tokens: int, max_tokens: int, price: Price) -> float:
-    """The most one request may cost, USD: prompt estimate at the input price, ``max_tokens`` at the output.
+    """The most one request may cost, USD: prompt estimate at the input price (or the cache write
+    price when higher), ``max_tokens`` at the output.
 
     Args:
         estimated_tokens: the lane's reservation, prompt estimate + ``max_tokens``, tokens.
         max_tokens: the request's completion cap, tokens (at most ``estimated_tokens`` counts).
     """
     completion = min(max(max_tokens, 0), estimated_tokens)
-    return ((estimated_tokens - completion) * price.input_usd + completion * price.output_usd) / PER_TOKENS
+    prompt_rate = max(price.input_usd, price.write_rate)
+    return ((estimated_tokens - completion) * prompt_rate + completion * price.output_usd) / PER_TOKENS
 
 
 def parse_price_option(text: str) -> Price:
@@ -188,14 +219,16 @@ def load_price_overrides(path: str | Path) -> dict[str, Price]:
 def _price(model: str, table: Any, source: str, where: str) -> Price:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table with input and output (USD per million tokens)")
-    unknown = set(table) - {"input", "output", "batch_discount", "source"}
+    unknown = set(table) - {"input", "output", "cached_input", "cache_write", "batch_discount", "source"}
     if unknown:
-        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (known: batch_discount, input, output, source)")
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
+                          "(known: batch_discount, cache_write, cached_input, input, output, source)")
     for key in ("input", "output"):
         if key not in table:
             raise ConfigError(f"{where} needs {key!r} (USD per million tokens)")
     try:
         return Price(model=model, input_usd=table["input"], output_usd=table["output"],
+                     cached_input_usd=table.get("cached_input"), cache_write_usd=table.get("cache_write"),
                      batch_discount=table.get("batch_discount"), source=str(table.get("source", source)))
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc

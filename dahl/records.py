@@ -147,10 +147,21 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Tokens one call consumed, as reported by the server."""
+    """Tokens one call consumed, as reported by the server.
+
+    Attributes:
+        prompt_tokens: every prompt token, cached ones included.
+        completion_tokens: completion tokens.
+        cached_tokens: of ``prompt_tokens``, those read from the provider's prompt cache
+            (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
+        cache_write_tokens: of ``prompt_tokens``, those written to it (Anthropic
+            ``cache_creation_input_tokens``; OpenAI bills no write).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):

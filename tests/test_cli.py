@@ -430,6 +430,22 @@ class TestExitStatus:
         assert code == ExitStatus.PARTIAL, text
         assert "6 claims ended in error" in text
 
+    def test_a_wrong_base_url_path_exits_4_naming_the_url(self, tmp_path: Path, mocks: object) -> None:
+        """Every reply 404 (a wrong path in --base-url), 9 claims: exit 4 at the 5th, printing the URL and the server's message."""
+        from tests.test_quota_resume import write_answers
+
+        url = mocks.start()  # type: ignore[attr-defined]
+        wrong = url.removesuffix("/v1") + "/wrong"
+        answers = tmp_path / "answers.jsonl"
+        write_answers(answers, 3)
+        code, text = run("score", str(answers), "-o", str(tmp_path / "o"), "--splitter", "given", "--checker", "openai",
+                         "--base-url", wrong, "--model", "mock", "--api-key-env", "", "--max-in-flight", "1",
+                         "--no-progress")
+        assert code == ExitStatus.FATAL_API, text
+        line = " ".join(text.split())
+        assert (f"stopped: {wrong} (model mock): 5 calls in a row were answered 404 Not Found; stopping. Check the "
+                f"base URL and the model. Last error: HTTP 404 from {wrong}/chat/completions: 404: Not Found.") in line
+
     def test_fatal_api_error_exits_4(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A FatalAPIError stops the run with exit 4 and one line naming it, no traceback."""
         import dahl.cli._console

@@ -188,6 +188,12 @@ class TestMeter:
         assert "29 in flight · 35 queued" in line and "64" not in line
         assert "10.0 req/s · 12 × 429 · 3 retries · 1,234,567 tokens" in line
 
+    def test_cached_prompt_tokens_follow_the_tokens(self) -> None:
+        """Prompt tokens the metered stages read from the provider's cache are shown after the tokens."""
+        assert "1,234 × 429 · 56 retries · 12,345,678 tokens · 6,000 cached · " in busy_snapshot(
+            cached_tokens=6_000).plain()
+        assert "cached" not in busy_snapshot().plain()
+
 
 def busy_snapshot(**kw: Any) -> Snapshot:
     values: dict[str, Any] = dict(done=12_345, total=27_000, claims_per_s=1_234.4, eta_s=190.0, in_flight=64, queued=35,

@@ -33,8 +33,8 @@ def write_answers(path: Path, n: int) -> None:
                     + "\n")
 
 
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, ["score", *args, "--no-progress"])
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["score", *args, "--no-progress"], env=env)
     return result.exit_code, result.output
 
 
@@ -69,6 +69,30 @@ class TestMoneyInSummary:
         assert (cost["price_table_date"], cost["max_cost_usd"], cost["batch"]) == ("2025-05-01", None, False)
         assert f"money: ${cost['usd']:.6f} (split ${split['usd']:.6f}, check ${check['usd']:.6f}; prices of " \
                "2025-05-01)" in text  # amounts under a cent: 6 decimals
+
+    @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+    def test_cached_prompt_tokens_are_priced_at_the_cached_rate(self, tmp_path: Path, mocks: Any,
+                                                                provider: str) -> None:
+        """Half of each prompt read from the cache (mock --cached-prompt): those tokens at the cached rate, the HTTP line names them."""
+        url = mocks.start("--cached-prompt")
+        write_answers(tmp_path / "a.jsonl", 4)
+        model, (in_usd, cached_usd, out_usd) = (
+            ("gpt-4o-mini", (0.15, 0.075, 0.60)) if provider == "openai" else ("claude-3-5-haiku", (0.80, 0.08, 4.00)))
+        code, text = run(str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "out"), *http(url, model=model),
+                         "--provider", provider, "--api-key-env", "DAHL_TEST_CACHE_KEY", env={"DAHL_TEST_CACHE_KEY": "k"})
+        assert code == 0, text
+        stats = mocks.stats(url)
+        lanes = json.loads((tmp_path / "out" / "summary.json").read_text())["run"]["cost"]["lanes"]
+        assert sum(lane["input_tokens"] for lane in lanes.values()) == stats["tokens"]["prompt"]
+        cached = sum(lane["cached_tokens"] for lane in lanes.values())
+        assert 0 < cached <= stats["tokens"]["prompt"] // 2
+        for lane in lanes.values():
+            assert lane["cache_write_tokens"] == 0
+            assert lane["usd"] == pytest.approx(((lane["input_tokens"] - lane["cached_tokens"]) * in_usd
+                                                 + lane["cached_tokens"] * cached_usd
+                                                 + lane["output_tokens"] * out_usd) / 1e6, rel=1e-12)
+            assert lane["price"]["cached_input_usd_per_mtok"] == cached_usd
+        assert f"({cached:,} prompt tokens read from the provider's cache, 0 written to it)" in text
 
     def test_price_option_prices_an_unlisted_model(self, tmp_path: Path, mocks: Any) -> None:
         """--price mock=2,8: the money is the mock's tokens x $2 / $8 per M; without it, null."""

@@ -64,6 +64,32 @@ class TestMoney:
         assert cost_usd(Usage(prompt_tokens=1000, completion_tokens=200), price_for("gpt-4o-mini")) == \
             pytest.approx(0.00027, abs=1e-15)
 
+    def test_cached_prompt_tokens_by_hand(self) -> None:
+        """Prompt-cache reads and writes at the table's cache prices, by hand:
+        gpt-4o-mini, 10,000 prompt (4,000 read) + 500 completion: (6000 x 0.15 + 4000 x 0.075 + 500 x 0.60) / 1e6
+        = $0.0015; claude-3-5-haiku, 10,000 prompt (6,000 read, 2,000 written) + 1,000 completion:
+        (2000 x 0.80 + 6000 x 0.08 + 2000 x 1.00 + 1000 x 4.00) / 1e6 = $0.00808, half that in a batch."""
+        openai = Usage(prompt_tokens=10_000, completion_tokens=500, cached_tokens=4_000)
+        assert cost_usd(openai, price_for("gpt-4o-mini")) == pytest.approx(0.0015, abs=1e-15)
+        claude = Usage(prompt_tokens=10_000, completion_tokens=1_000, cached_tokens=6_000, cache_write_tokens=2_000)
+        assert cost_usd(claude, price_for("claude-3-5-haiku")) == pytest.approx(0.00808, abs=1e-15)
+        assert cost_usd(claude, price_for("claude-3-5-haiku", batch=True)) == pytest.approx(0.00404, abs=1e-15)
+        # No cache prices listed (sonar): every prompt token at the input price.
+        assert cost_usd(openai, price_for("sonar")) == pytest.approx((10_000 * 1.0 + 500 * 1.0) / 1e6, abs=1e-15)
+
+    def test_shipped_cache_prices_follow_the_providers_ratios(self) -> None:
+        """Anthropic: cache reads 0.1 x input, writes 1.25 x; OpenAI: cached input 50 % (gpt-4o) or 25 % (gpt-4.1), no write price."""
+        for model in ("claude-3-5-haiku", "claude-3-5-sonnet", "claude-3-7-sonnet", "claude-sonnet-4"):
+            price = price_for(model)
+            assert price is not None and price.cached_input_usd is not None and price.cache_write_usd is not None
+            assert (price.cached_input_usd, price.cache_write_usd) == pytest.approx(
+                (0.1 * price.input_usd, 1.25 * price.input_usd))
+        for model, share in (("gpt-4o-mini", 0.5), ("gpt-4o", 0.5), ("gpt-4.1", 0.25), ("gpt-4.1-mini", 0.25),
+                             ("gpt-4.1-nano", 0.25)):
+            price = price_for(model)
+            assert price is not None and price.cache_write_usd is None
+            assert price.cached_input_usd == pytest.approx(share * price.input_usd)
+
     def test_unknown_price_or_usage_costs_none(self) -> None:
         """No price, or no usage reported: the money is unknown."""
         assert cost_usd(Usage(prompt_tokens=5), None) is None
@@ -103,6 +129,16 @@ class TestOverrides:
             model="gpt-4o-mini", input_usd=0.1, output_usd=0.4, batch_discount=0.5, source=f"config {path}",
             batch=True)
         assert set(load_config(path)) == {"check"}
+
+    def test_toml_cache_prices(self, tmp_path: Path) -> None:
+        """cached_input and cache_write in a [prices] table are read (USD per million tokens); a negative one is refused."""
+        path = tmp_path / "c.toml"
+        path.write_text('[prices."m"]\ninput = 1\noutput = 2\ncached_input = 0.1\ncache_write = 1.25\n')
+        price = load_price_overrides(path)["m"]
+        assert (price.cached_input_usd, price.cache_write_usd) == (0.1, 1.25)
+        path.write_text('[prices."m"]\ninput = 1\noutput = 2\ncached_input = -1\n')
+        with pytest.raises(ConfigError, match="cached_input_usd must be a finite number >= 0"):
+            load_price_overrides(path)
 
     @pytest.mark.parametrize(("table", "message"), [
         ("input = 1", "needs 'output'"),

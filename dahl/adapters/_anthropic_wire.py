@@ -43,7 +43,8 @@ DEFAULT_MAX_TOKENS = 1024
 
 # Keys messages_body handles itself; every other key of the chat body is copied.
 _OWN_KEYS = frozenset({"messages", "max_tokens", "response_format", "stop", "seed"})
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length"}
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length",
+                 "refusal": "refusal"}
 
 
 def _text(content: Any) -> str:
@@ -127,9 +128,10 @@ def chat_reply(message: Mapping[str, Any]) -> dict[str, Any]:
     """Convert an Anthropic Message (a 200 reply of ``/v1/messages``) to a chat-completion reply.
 
     The content is the first ``tool_use`` block's ``input`` as compact JSON, else the ``text``
-    blocks joined; ``finish_reason`` is ``length`` for ``stop_reason: max_tokens``, else
-    ``stop``; ``usage`` is ``prompt_tokens`` (cache reads and writes included),
-    ``completion_tokens`` and ``total_tokens``.
+    blocks joined; ``finish_reason`` is ``length`` for ``stop_reason: max_tokens``, ``refusal``
+    for ``refusal``, else ``stop``; ``usage`` is ``prompt_tokens`` (cache reads and
+    writes included), ``completion_tokens``, ``total_tokens``, the cache reads (when any) as OpenAI's
+    ``prompt_tokens_details.cached_tokens`` and the writes (when any) as ``cache_creation_input_tokens``.
 
     Raises:
         ValueError: ``message`` has no ``content`` list (not a Message: e.g. an error body).
@@ -164,6 +166,11 @@ def chat_reply(message: Mapping[str, Any]) -> dict[str, Any]:
         completion = token_count(usage.get("output_tokens"))
         reply["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
                           "total_tokens": prompt + completion}
+        read, written = (token_count(usage.get(k)) for k in ("cache_read_input_tokens", "cache_creation_input_tokens"))
+        if read:
+            reply["usage"]["prompt_tokens_details"] = {"cached_tokens": read}
+        if written:
+            reply["usage"]["cache_creation_input_tokens"] = written
     return reply
 
 

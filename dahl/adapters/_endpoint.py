@@ -19,7 +19,7 @@ from dahl.adapters._bodies import Format, Task, budget, chat_body, estimate_toke
 from dahl.adapters._http import ChatReply, make_session
 from dahl.adapters._route import ChatRoute
 from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.errors import AdapterError, OutputParseError, PermanentAPIError
+from dahl.errors import AdapterError, ModelRefused, OutputParseError, PermanentAPIError
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._lane import Lane, LaneLimits, LanePool
 from dahl.lanes._spend import InnerLane as CallLane
@@ -91,6 +91,8 @@ def total_usage(*usages: Usage | None) -> Usage | None:
     return Usage(
         prompt_tokens=sum(u.prompt_tokens for u in known),
         completion_tokens=sum(u.completion_tokens for u in known),
+        cached_tokens=sum(u.cached_tokens for u in known),
+        cache_write_tokens=sum(u.cache_write_tokens for u in known),
     )
 
 
@@ -114,6 +116,13 @@ def reask_messages(
     """
     follow_up = f"Your reply could not be parsed: {error}; {expected}.\n\n{messages[-1]['content']}"
     return [*messages, {"role": "assistant", "content": neutralize(reply)}, {"role": "user", "content": follow_up}]
+
+
+def _check_refusal(reply: ChatReply) -> None:
+    """Raise ``ModelRefused`` with what the model said when ``reply`` is a refusal."""
+    if reply.refused:
+        said = " ".join(reply.content.split())[:300] or "(no text)"
+        raise ModelRefused(f"the model refused (finish_reason {reply.finish_reason!r}): {said}")
 
 
 class Connections:
@@ -257,9 +266,11 @@ class Endpoint:
         ``CountMismatch``). The result holds the value or the last parse error.
 
         Raises:
+            ModelRefused: the model refused (:attr:`ChatReply.refused`); never re-asked.
             AdapterError: a call failed after the lane's retries.
         """
         reply, body, fmt = await self.request(build)
+        _check_refusal(reply)
         try:
             return Parsed(parse(reply.content), None, reply, reply.usage)
         except OutputParseError as first:
@@ -271,6 +282,7 @@ class Endpoint:
         messages = reask_messages(body["messages"], reply.content, str(error), expected, neutralize=task.neutralize)
         usage = reply.usage
         reply = await self.send({**body, "messages": messages})
+        _check_refusal(reply)
         usage = total_usage(usage, reply.usage)
         try:
             return Parsed(parse(reply.content), None, reply, usage)

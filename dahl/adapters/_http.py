@@ -9,10 +9,12 @@ reply or failure                                       raised
 429 "Request too large" (tokens per min)               ``PermanentAPIError(429)``
 other 429; 529 (Anthropic overloaded)                  ``RateLimited(retry_after_s)``
 408, 409, 5xx                                          ``TransientAPIError``
+404 (the message names the URL)                        ``PermanentAPIError(404)``
 other 4xx (incl. 413 request too large)                ``PermanentAPIError(status)``
 refused, host not resolved                             ``ConnectError``
 reset, disconnect, truncated payload, timeout          ``TransientAPIError``
 200 whose body is not JSON / has no choices            ``TransientAPIError``
+200 refusal (``message.refusal``, ``content_filter``)  a reply whose ``refused`` is True
 =====================================================  =========================
 
 No error message, log line or reply contains the API key: server messages are redacted, and
@@ -48,6 +50,7 @@ from dahl.records import Usage
 
 __all__ = [
     "AUTH_HEADERS",
+    "REFUSALS",
     "BytesReply",
     "ChatReply",
     "decode_json",
@@ -79,12 +82,15 @@ class ChatReply:
     """A parsed 200 reply of ``/chat/completions`` (or of ``/completions``: ``choices[0].text``).
 
     Attributes:
-        content: text of ``choices[0].message.content`` (``""`` when the server sent null).
+        content: text of ``choices[0].message.content`` (``""`` when the server sent null; its
+            ``message.refusal`` when that is set and the content is not).
+        usage: prompt, completion and prompt-cache tokens, or None if not reported.
         usage_tokens: total tokens of the call, or None if not reported.
         headers: response headers with lowercase names.
         raw: the whole decoded JSON body.
         citations: ``citations`` and ``search_results[].url``, in order, without duplicates.
-        finish_reason: ``choices[0].finish_reason`` (``"length"`` = cut at max_tokens).
+        finish_reason: ``choices[0].finish_reason`` (``"length"`` = cut at max_tokens;
+            ``"refusal"`` when ``message.refusal`` is set or Anthropic's stop reason says so).
     """
 
     content: str
@@ -94,6 +100,16 @@ class ChatReply:
     raw: dict[str, Any] = field(repr=False)
     citations: tuple[str, ...] = ()
     finish_reason: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        """Whether the model refused: :data:`REFUSALS` holds the finish reason."""
+        return self.finish_reason in REFUSALS
+
+
+#: Finish reasons of a refusal: the model's own (``message.refusal``, Anthropic's stop reason) and
+#: OpenAI's content filter.
+REFUSALS = frozenset({"refusal", "content_filter"})
 
 
 #: A key this long or longer is masked wherever a 200 reply echoes it; a shorter one would
@@ -201,9 +217,11 @@ def _status_error(
     if status == 429 and any(w in lowered for w in _TOO_LARGE_WORDS):
         return PermanentAPIError(text, status=429)
     if status in (429, 529):  # 529: Anthropic's "overloaded", back-pressure like a rate limit
-        return RateLimited(text, retry_after_s=retry_after_s(headers), status=status)
+        return RateLimited(text, retry_after_s=retry_after_s(headers), status=status, headers=headers)
     if status in (408, 409) or status >= 500:
         return TransientAPIError(text, status=status)
+    if status == 404:  # a wrong path or model: the URL tells which
+        return PermanentAPIError(f"HTTP 404 from {url}: {message or 'Not Found'}", status=404)
     return PermanentAPIError(text, status=status)
 
 
@@ -319,12 +337,17 @@ def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     Raises:
         TransientAPIError: the body has no ``choices[0].message`` (or ``.text``) string.
     """
+    finish: str | None = None
     try:
         choice = data["choices"][0]
         if "message" not in choice and isinstance(choice.get("text"), str):  # /completions (text_completion)
             content = choice["text"]
         else:
-            content = choice["message"].get("content") or ""
+            message = choice["message"]
+            content = message.get("content") or ""
+            refusal = message.get("refusal")
+            if isinstance(refusal, str) and refusal:  # structured outputs' refusal: no content
+                content, finish = content or refusal, "refusal"
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise TransientAPIError(f"malformed reply: no choices[0].message ({exc!r})") from exc
     if not isinstance(content, str):
@@ -335,7 +358,10 @@ def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
     if isinstance(raw_usage, dict):
         prompt = token_count(raw_usage.get("prompt_tokens"))
         completion = token_count(raw_usage.get("completion_tokens"))
-        usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
+        details = raw_usage.get("prompt_tokens_details")
+        cached = token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        usage = Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
+                      cache_write_tokens=token_count(raw_usage.get("cache_creation_input_tokens")))
         total = token_count(raw_usage.get("total_tokens")) or prompt + completion
     return ChatReply(
         content=content,
@@ -344,7 +370,7 @@ def parse_reply(data: Any, headers: Mapping[str, str]) -> ChatReply:
         headers=headers,
         raw=data,
         citations=_citations(data),
-        finish_reason=choice.get("finish_reason"),
+        finish_reason=finish or choice.get("finish_reason"),
     )
 
 

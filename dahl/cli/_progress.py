@@ -139,6 +139,7 @@ class Snapshot:
         http: with HTTP lanes, ``(requests per second, 429 replies, retries, tokens)``.
         cover: with a cover stage, ``(answers covering, facts judged)``.
         money: with metered HTTP stages, ``(USD spent or None, ((stage, USD or None), ...))``.
+        cached_tokens: prompt tokens the metered stages read from the provider's prompt cache.
     """
 
     done: int
@@ -152,6 +153,7 @@ class Snapshot:
     http: tuple[float, int, int, int] | None = None
     cover: tuple[int, int] | None = None
     money: tuple[float | None, tuple[tuple[str, float | None], ...]] | None = None
+    cached_tokens: int = 0
 
     @property
     def fraction(self) -> float | None:
@@ -184,6 +186,8 @@ class Snapshot:
             out.append((3, f"{rate_limited:,} × 429"))
             out.append((6, count(retries, "retry", "retries")))
             out.append((6, count(tokens, "token")))
+            if self.cached_tokens:
+                out.append((6, f"{self.cached_tokens:,} cached"))
         if self.money is not None:
             total, stages = self.money
             out.append((2, usd(total)))
@@ -266,6 +270,7 @@ class Meter:
             http=http,
             cover=(c.answers_covering, c.facts_judged) if c.covering else None,
             money=_money(c),
+            cached_tokens=sum(meter.cached_tokens for meter in c.spend.stages.values()) if c.spend else 0,
         )
 
 

@@ -163,8 +163,13 @@ def print_summary(console: Console, report: ScoreReport, out_dir: Path) -> None:
                       f"{count(run['facts_judged'], 'reference fact')} judged, {run['facts_failed']:,} in error")
     if run["lanes"]:
         t = report.counters.lane_totals()
+        cost_lanes = (run.get("cost") or {}).get("lanes") or {}
+        cached = sum(lane.get("cached_tokens", 0) for lane in cost_lanes.values())
+        written = sum(lane.get("cache_write_tokens", 0) for lane in cost_lanes.values())
+        caching = f" ({cached:,} prompt tokens read from the provider's cache, {written:,} written to it)" if (
+            cached or written) else ""
         console.print(f"HTTP: {count(t['requests'], 'request')}, {t['rate_limited']:,} answered 429, "
-                      f"{count(t['retries'], 'retry', 'retries')}, {count(t['tokens_used'], 'token')}")
+                      f"{count(t['retries'], 'retry', 'retries')}, {count(t['tokens_used'], 'token')}{caching}")
     cost = run.get("cost")
     if isinstance(cost, dict) and cost.get("lanes"):
         stages = ", ".join(f"{name} {usd(lane['usd'])}" for name, lane in cost["lanes"].items())

@@ -17,6 +17,7 @@ import anyio
 import msgspec
 
 from dahl.adapters._endpoint import Connections
+from dahl.adapters._http import REFUSALS
 from dahl.cache._wrap import BlobCache
 from dahl.cache._store import open_store
 from dahl.engine._channel import Channel
@@ -75,7 +76,8 @@ def _record(job: _Job, reply: Generated) -> dict[str, Any]:
         "model": endpoint.cfg.model,
         "category": job.question.category,
     }
-    if not reply.text.strip():  # an empty reply: the model said nothing, reported as abstained
+    # An empty reply (the model said nothing) or a refusal (flagged by its finish_reason) is abstained.
+    if not reply.text.strip() or reply.finish_reason in REFUSALS:
         record["abstained"] = True
     record["meta"] = {
         "question_id": job.question.question_id,
@@ -179,6 +181,8 @@ async def _run(
             counters.cached += 1
         if reply.finish_reason == "length":
             counters.truncated += 1
+        elif reply.finish_reason in REFUSALS:
+            counters.refused += 1
         await finished.send(_record(job, reply))
 
     async def failed(job: _Job, exc: AdapterError) -> None:

@@ -80,6 +80,7 @@ class GenerateCounters(JobCounters):
         answers: answers asked for (questions x models x temperatures x samples).
         cached: of the written answers, those taken from the cache.
         truncated: written answers whose reply ended at the token limit.
+        refused: written answers the model refused (written as abstained).
         duplicates: answers asked for twice (a question repeated in the file): answered once.
         resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`.
     """
@@ -88,6 +89,7 @@ class GenerateCounters(JobCounters):
     answers: int = 0
     cached: int = 0
     truncated: int = 0
+    refused: int = 0
     duplicates: int = 0
 
 

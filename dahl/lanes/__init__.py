@@ -5,7 +5,7 @@ pool's :class:`LimiterFactory`, :class:`MemoryLimiters` by default) holds the RP
 pause gate, breaker state and spend cap shared by every caller of the endpoint.
 """
 
-from dahl.lanes._breaker import Breaker, BreakerSettings, BreakerState
+from dahl.lanes._breaker import NOT_FOUND_LIMIT, Breaker, BreakerSettings, BreakerState
 from dahl.lanes._clock import Clock, SystemClock, VirtualTimeLoop, run_in_virtual_time
 from dahl.lanes._lane import Lane, LanePool, LaneStatistics
 from dahl.lanes._limiter import (
@@ -38,6 +38,7 @@ __all__ = [
     "MemoryLimiter",
     "MemoryLimiters",
     "MeteredLane",
+    "NOT_FOUND_LIMIT",
     "Outcome",
     "PauseGate",
     "RateBucket",

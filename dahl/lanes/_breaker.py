@@ -1,6 +1,7 @@
 """A lane's circuit breaker: pause on an outage, stop when the endpoint cannot work.
 
-``permanent_limit`` permanent failures in a row, an outage past ``max_outage_s`` or a
+``permanent_limit`` permanent failures in a row, :data:`NOT_FOUND_LIMIT` replies in a row
+answered 404 (a wrong base URL or model), an outage past ``max_outage_s`` or a
 ``FatalAPIError`` trip it; ``transient_limit`` transient failures in a row open it (one probe per
 cool-down). Rate limits and connection failures are not counted.
 """
@@ -16,11 +17,15 @@ from typing import Literal
 from dahl.lanes._clock import Clock, SystemClock
 from dahl.errors import ConfigError, FatalAPIError
 
-__all__ = ["Breaker", "BreakerSettings", "BreakerState"]
+__all__ = ["NOT_FOUND_LIMIT", "Breaker", "BreakerSettings", "BreakerState"]
 
 logger = logging.getLogger(__name__)
 
 BreakerState = Literal["closed", "open", "tripped"]
+
+#: Calls in a row whose reply was 404 Not Found that trip the breaker: every request of a lane
+#: goes to one URL, so repeated 404s mean the base URL (or the model) is wrong, not one request.
+NOT_FOUND_LIMIT = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,7 @@ class Breaker:
         self.settings = settings if settings is not None else BreakerSettings()
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._permanent = 0
+        self._not_found = 0  # 404 replies in a row
         self._transient = 0
         self._outage_since: float | None = None  # first transient failure since the last success
         self._open_until: float | None = None  # None: closed
@@ -144,6 +150,7 @@ class Breaker:
     def succeeded(self, probe: bool) -> None:
         """The attempt got a reply: every count restarts and an open breaker closes."""
         self._permanent = 0
+        self._not_found = 0
         self._transient = 0
         self._outage_since = None
         self._close()
@@ -189,16 +196,24 @@ class Breaker:
         return None
 
     def failed_permanent(self, exc: BaseException, probe: bool) -> FatalAPIError | None:
-        """Count a call that ended in a permanent error; trip after ``permanent_limit`` in a row.
+        """Count a call that ended in a permanent error; trip after ``permanent_limit`` in a row,
+        or after :data:`NOT_FOUND_LIMIT` in a row whose ``status`` is 404.
 
         Returns:
             The ``FatalAPIError`` to raise when the breaker trips, else None.
         """
         self._permanent += 1
+        self._not_found = self._not_found + 1 if getattr(exc, "status", None) == 404 else 0
         self._transient = 0
         self._outage_since = None
         self._close()
         self._end_probe(probe)
+        if self._not_found >= NOT_FOUND_LIMIT:
+            return self._trip(FatalAPIError(
+                f"{self.name}: {self._not_found} calls in a row were answered 404 Not Found; stopping. "
+                f"Check the base URL and the model. Last error: {exc}",
+                status=404,
+            ))
         if self._permanent < self.settings.permanent_limit:
             return None
         return self._trip(FatalAPIError(

@@ -16,13 +16,13 @@ import msgspec
 
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._clock import Clock, SystemClock
-from dahl.lanes._limiter import Announced, Limiter, LimiterFactory, Reservation
+from dahl.lanes._limiter import Announced, Limiter, LimiterFactory, Reservation, endpoint_name
 from dahl.lanes._limits import LaneLimits, Reply
 from dahl.lanes._memory import MemoryLimiter, MemoryLimiters
 from dahl.lanes._ramp import StartRamp
 from dahl.lanes._retry import RetryDecision, RetryPolicy, classify
 from dahl.config import normalize_base_url
-from dahl.errors import ConnectError, FatalAPIError, PermanentAPIError
+from dahl.errors import ConnectError, FatalAPIError, PermanentAPIError, RateLimited
 
 if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
@@ -143,8 +143,8 @@ class Lane:
             The reply of the first successful attempt.
 
         Raises:
-            PermanentAPIError: ``estimated_tokens`` exceeds the per-minute token budget, or the attempt
-                raised it.
+            PermanentAPIError: ``estimated_tokens`` exceeds the per-minute token budget (known before
+                sending, or announced by a 429 reply: at once, no wait), or the attempt raised it.
             RateLimited, TransientAPIError: the last error, once ``max_attempts`` attempts were made or
                 the next wait would pass ``max_wall_s`` (not while the breaker is open).
             FatalAPIError: the breaker tripped, or every attempt failed to connect.
@@ -165,8 +165,9 @@ class Lane:
                 try:
                     return await self._attempt(attempt, estimated_tokens, probe, first_sent)
                 except Exception as exc:
-                    decision = classify(exc)
-                    wait_s = await self._retry_wait(exc, decision, probe, number, first_sent)
+                    error = self._beyond_budget(exc, estimated_tokens)
+                    decision = classify(error)
+                    wait_s = await self._retry_wait(error, decision, probe, number, first_sent)
                 if decision.kind == "rate_limit":
                     # Everyone waits out the server's reset; the held buckets
                     # then release them at their rate, not all at once.
@@ -192,6 +193,32 @@ class Lane:
             raise
         await self.limiter.report("success", probe=probe)
         return reply
+
+    def _beyond_budget(self, exc: Exception, estimated: int) -> Exception:
+        """``exc``, or the ``PermanentAPIError`` of a 429 no window can end.
+
+        A request of ``estimated`` tokens (prompt estimate + ``max_tokens``) above the lane's
+        tokens-per-minute limit (configured, learnt from earlier replies, or announced in this
+        429's ``x-ratelimit-limit-tokens``) fits no window: waiting cannot help.
+        """
+        if not isinstance(exc, RateLimited):
+            return exc
+        limits = [self.limiter.snapshot().tpm]
+        announced = Announced.read(exc.headers, sent_at=0.0, now=0.0)
+        if announced is not None:
+            limits.append(announced.tpm)
+        known = [limit for limit in limits if limit is not None]
+        if not known or estimated <= min(known):
+            return exc
+        self._rate_limited += 1
+        error = PermanentAPIError(
+            f"request of {estimated} tokens (prompt estimate + max_tokens) exceeds the token budget of "
+            f"{min(known):g} tokens per minute of {endpoint_name(self.key)}: no window can fit it "
+            f"(the server said: {exc})",
+            status=exc.status,
+        )
+        error.__cause__ = exc
+        return error
 
     async def _retry_wait(
         self, exc: Exception, decision: RetryDecision, probe: bool, number: int, first_sent: list[float]

@@ -54,8 +54,10 @@ class StageSpend:
         price: its price, ``None`` when unknown.
         calls: calls that returned a reply.
         calls_without_usage: of ``calls``, replies that reported no usage.
-        input_tokens: prompt tokens reported.
+        input_tokens: prompt tokens reported (cached ones included).
         output_tokens: completion tokens reported.
+        cached_tokens: of ``input_tokens``, those read from the provider's prompt cache.
+        cache_write_tokens: of ``input_tokens``, those written to it.
     """
 
     stage: str
@@ -65,16 +67,20 @@ class StageSpend:
     calls_without_usage: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def usd(self) -> float | None:
         """Money of the reported tokens at ``price``, USD; ``None`` when the price is unknown."""
-        return cost_usd(Usage(prompt_tokens=self.input_tokens, completion_tokens=self.output_tokens), self.price)
+        return cost_usd(Usage(prompt_tokens=self.input_tokens, completion_tokens=self.output_tokens,
+                              cached_tokens=self.cached_tokens, cache_write_tokens=self.cache_write_tokens), self.price)
 
     def as_dict(self) -> dict[str, object]:
         """Plain JSON for summary.json's ``cost.lanes``."""
         return {"model": self.model, "calls": self.calls, "calls_without_usage": self.calls_without_usage,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "usd": self.usd,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cached_tokens": self.cached_tokens, "cache_write_tokens": self.cache_write_tokens, "usd": self.usd,
                 "price": None if self.price is None else self.price.as_dict()}
 
 
@@ -207,3 +213,5 @@ class MeteredLane:
         else:
             meter.input_tokens += usage.prompt_tokens
             meter.output_tokens += usage.completion_tokens
+            meter.cached_tokens += usage.cached_tokens
+            meter.cache_write_tokens += usage.cache_write_tokens

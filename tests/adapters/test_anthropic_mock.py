@@ -19,7 +19,7 @@ from dahl.adapters._route import ChatRoute
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import Lane, LaneLimits
 from dahl.lanes._retry import RetryPolicy
-from dahl.errors import FatalAPIError, PermanentAPIError, QuotaExhausted, RateLimited
+from dahl.errors import FatalAPIError, ModelRefused, PermanentAPIError, QuotaExhausted, RateLimited
 from dahl.records import Answer, Claim, Label
 
 KEY = "sk-ant-TESTKEY-0123456789abcdef"
@@ -126,6 +126,20 @@ class TestAdaptersOverMessages:
                     Claim(text="C.", index=0), ANSWER)
             assert verdict.label == Label.ERROR and server.stats()["check"] == 2
 
+
+    async def test_a_refusal_is_an_error_and_never_reasked(self) -> None:
+        """stop_reason refusal: the Splitter and the Checker raise ModelRefused with the model's words, one request each."""
+        async for server in started(faults=(("refusal", 1.0),)):
+            async with make_session(4, 5.0) as session:
+                lane = fast_lane()
+                said = "the model refused (finish_reason 'refusal'): I'm sorry, but I can't help with that request."
+                with pytest.raises(ModelRefused) as split:
+                    await OpenAISplitter(claude(server.url), session, lane).split(ANSWER)
+                with pytest.raises(ModelRefused) as check:
+                    await OpenAIChecker(claude(server.url), session, lane).check(Claim(text="C.", index=0), ANSWER)
+            assert str(split.value) == str(check.value) == said
+            assert isinstance(check.value, PermanentAPIError)
+            assert (server.stats()["split"], server.stats()["check"]) == (1, 1)
 
     async def test_tool_rejection_falls_back_to_text_once(self) -> None:
         """A 400 naming tool_choice: asked once more in text mode (2 requests), then the 400 stands."""

@@ -14,6 +14,7 @@ from dahl.adapters._bodies import check_request_body, split_request_body
 from dahl.adapters._endpoint import reask_messages
 from dahl.adapters._http import parse_reply
 from dahl.config import EndpointConfig
+from dahl.records import Usage
 
 CHECK_SCHEMA = {
     "type": "object",
@@ -107,8 +108,17 @@ class TestChatReply:
             "choices": [{"index": 0, "message": {"role": "assistant",
                                                  "content": '{"label":"supported","reason":"ok"}'},
                          "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 150, "completion_tokens": 12, "total_tokens": 162},
+            "usage": {"prompt_tokens": 150, "completion_tokens": 12, "total_tokens": 162,
+                      "prompt_tokens_details": {"cached_tokens": 50}},
         }
+
+    def test_cache_reads_and_writes_reach_the_usage(self) -> None:
+        """input 100 + cache read 50 + cache write 30: prompt 180, of them 50 cached and 30 written."""
+        message = {"id": "m", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                   "usage": {"input_tokens": 100, "output_tokens": 7, "cache_read_input_tokens": 50,
+                             "cache_creation_input_tokens": 30}}
+        assert parse_reply(chat_reply(message), {}).usage == Usage(
+            prompt_tokens=180, completion_tokens=7, cached_tokens=50, cache_write_tokens=30)
 
     def test_text_fallback_and_length(self) -> None:
         """No tool_use: the text blocks joined; stop_reason max_tokens -> finish_reason length; no usage -> none."""
@@ -117,6 +127,13 @@ class TestChatReply:
         reply = parse_reply(chat_reply(message), {})
         assert (reply.content, reply.finish_reason, reply.usage, reply.usage_tokens) == (
             "Supported\nok", "length", None, None)
+
+    def test_refusal_is_flagged(self) -> None:
+        """stop_reason refusal -> finish_reason refusal; the reply is refused, its text kept."""
+        message = {"id": "m", "content": [{"type": "text", "text": "I can't help with that."}],
+                   "stop_reason": "refusal"}
+        reply = parse_reply(chat_reply(message), {})
+        assert (reply.content, reply.finish_reason, reply.refused) == ("I can't help with that.", "refusal", True)
 
     def test_not_a_message(self) -> None:
         """An error body (no content list) is a ValueError."""

@@ -98,6 +98,42 @@ class TestOutage:
         assert 10 <= mocks.stats(url)["requests"] <= 16
 
 
+class TestRefusals:
+    async def test_a_refused_check_is_a_claim_in_error(self, tmp_path: Path, mocks: Any) -> None:
+        """Every reply a refusal (message.refusal): each claim is labelled error with ModelRefused, one request each (no re-ask), no trip."""
+        url = mocks.start("--fault", "refusal=1")
+        await score_async(config(tmp_path, url, 10))
+        claims = [c for row in written(tmp_path) for c in row["claims"]]
+        assert {(c["label"], c["error"]) for c in claims} == {(Label.ERROR, (
+            "ModelRefused: the model refused (finish_reason 'refusal'): I'm sorry, but I can't help with that request."))}
+        assert len(claims) == mocks.stats(url)["requests"] == 30
+
+
+class TestRequestAboveTheTokenBudget:
+    async def test_a_claim_no_window_can_fit_is_an_error_after_one_request(self, tmp_path: Path, mocks: Any) -> None:
+        """Anthropic route, mock --tpm 1000, one ~5,600-token claim: one request, its 429 announces the budget, the claim is a PermanentAPIError naming both sizes."""
+        url = mocks.start("--tpm", "1000")
+        answers = tmp_path / "answers.jsonl"
+        text = "Metformin lowers hepatic glucose production in adults with diabetes. " * 320
+        answers.write_text(json.dumps({"id": "a", "question": "What does metformin do?", "response": text,
+                                       "claims": [{"text": text}]}) + "\n")
+        check = EndpointConfig(base_url=url, model="mock", api_key_env=KEY_ENV, provider="anthropic")
+        await score_async(ScoreConfig(
+            inputs=(answers,), out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", n_boot=10,
+            adapters=AdapterSettings(splitter="given", checker="openai", check_endpoint=check)))
+        [row] = written(tmp_path)
+        [claim] = row["claims"]
+        assert claim["label"] == Label.ERROR
+        assert claim["error"].startswith("PermanentAPIError: request of ")
+        requested = int(claim["error"].split()[3])
+        assert requested > 5600
+        assert claim["error"] == (
+            f"PermanentAPIError: request of {requested} tokens (prompt estimate + max_tokens) exceeds the token "
+            f"budget of 1000 tokens per minute of {url} (model mock): no window can fit it (the server said: "
+            "HTTP 429: Number of tokens has exceeded your rate limit.)")
+        assert mocks.stats(url)["requests"] == 1
+
+
 class TestRefusedConnection:
     async def test_refused_connection_is_fatal_after_the_retry_budget(self) -> None:
         """Nobody listening: the first call's attempts (6), then FatalAPIError 'cannot connect to URL'; other calls send nothing."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dahl.adapters._http import encode_body, make_session, parse_duration_s, post_chat, retry_after_s
+from dahl.adapters._http import encode_body, make_session, parse_duration_s, parse_reply, post_chat, retry_after_s
 from dahl.errors import (
     ConnectError,
     FatalAPIError,
@@ -108,6 +108,13 @@ class TestPostChat:
         assert result.headers["x-ratelimit-remaining-requests"] == "99"
         assert result.finish_reason == "stop"
 
+    def test_cached_prompt_tokens(self) -> None:
+        """usage.prompt_tokens_details.cached_tokens is the part of prompt_tokens read from the cache."""
+        data = {"choices": [{"message": {"content": "ok"}}],
+                "usage": {"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+                          "prompt_tokens_details": {"cached_tokens": 1920}}}
+        assert parse_reply(data, {}).usage == Usage(prompt_tokens=2006, completion_tokens=300, cached_tokens=1920)
+
     async def test_sends_body_and_bearer(self, server, session) -> None:
         """The body is sent as JSON and the key only in the Authorization header."""
         server.push(server.chat("ok"))
@@ -138,6 +145,16 @@ class TestPostChat:
         server.push(server.chat(None))  # type: ignore[arg-type]
         result = await post_chat(session, url(server), KEY, BODY)
         assert result.content == ""
+
+    @pytest.mark.parametrize(("message", "finish", "content", "reason"), [
+        ({"role": "assistant", "content": None, "refusal": "I can't help."}, "stop", "I can't help.", "refusal"),
+        ({"role": "assistant", "content": "Partial"}, "content_filter", "Partial", "content_filter"),
+    ], ids=["message-refusal", "content-filter"])
+    def test_refusals_are_flagged(self, message: dict, finish: str, content: str, reason: str) -> None:  # type: ignore[type-arg]
+        """OpenAI's message.refusal (content null) and finish_reason content_filter: a refused reply."""
+        reply = parse_reply({"choices": [{"index": 0, "message": message, "finish_reason": finish}]}, {})
+        assert (reply.content, reply.finish_reason, reply.refused) == (content, reason, True)
+        assert not parse_reply({"choices": [{"message": {"content": "ok", "refusal": None}}]}, {}).refused
 
     async def test_rate_limited(self, server, session) -> None:
         """429 with Retry-After: 2 raises RateLimited(retry_after_s=2.0, status=429)."""

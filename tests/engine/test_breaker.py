@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from dahl.lanes._breaker import Breaker, BreakerSettings
+from dahl.lanes._breaker import NOT_FOUND_LIMIT, Breaker, BreakerSettings
 from dahl.lanes._clock import run_in_virtual_time
 from dahl.lanes._lane import Lane, LaneLimits
 from dahl.lanes._retry import RetryPolicy
@@ -132,6 +132,41 @@ class TestPermanentFailures:
             "succeeded; stopping. Last error: HTTP 400: bad parameter 'x'"
         )
         assert fatal.status == 400
+
+    def test_five_404s_in_a_row_trip(self) -> None:
+        """A 404 on every call: the 5th (NOT_FOUND_LIMIT) raises FatalAPIError naming the URL and the server's message."""
+        endpoint = Endpoint(PermanentAPIError("HTTP 404 from http://api.test/v1/chat/completions: Not Found", status=404))
+
+        async def main() -> tuple[int, int, BaseException | None, int]:
+            lane = make_lane()
+            ok, failed, fatal = await workers(lane, endpoint, 1, 50)
+            return ok, failed, fatal, len(endpoint.sent)
+
+        ok, failed, fatal, sent = run_in_virtual_time(main)
+        assert NOT_FOUND_LIMIT == 5
+        assert (ok, failed, sent) == (0, 4, 5)
+        assert isinstance(fatal, FatalAPIError) and fatal.status == 404
+        assert str(fatal) == (
+            "http://api.test/v1 (model m): 5 calls in a row were answered 404 Not Found; stopping. Check the "
+            "base URL and the model. Last error: HTTP 404 from http://api.test/v1/chat/completions: Not Found"
+        )
+
+    def test_another_permanent_error_between_404s_resets_their_count(self) -> None:
+        """4 404s, a 400, 4 more 404s: 9 permanent failures and no trip."""
+        class Mixed:
+            def __init__(self) -> None:
+                self.n = 0
+
+            async def __call__(self) -> Reply:
+                self.n += 1
+                if self.n == 5:
+                    raise PermanentAPIError("HTTP 400", status=400)
+                raise PermanentAPIError("HTTP 404 from http://api.test/v1/x: Not Found", status=404)
+
+        async def main() -> tuple[int, int, BaseException | None]:
+            return await workers(make_lane(), Mixed(), 1, 9)
+
+        assert run_in_virtual_time(main) == (0, 9, None)
 
     def test_a_success_between_resets_the_count(self) -> None:
         """19 permanent failures, a success, 19 more: no trip (the count restarts at a success)."""

@@ -325,6 +325,36 @@ class TestLaneRetry:
         sent = run_in_virtual_time(main)
         assert 1.0 <= sent[1] <= 1.5
 
+    def test_a_request_above_the_announced_tpm_fails_at_once(self) -> None:
+        """A 429 announcing 1,000 tokens/min to a 5,600-token request: PermanentAPIError naming both sizes, 1 attempt, no wait."""
+
+        async def main() -> tuple[int, float, LaneStatistics]:
+            subject = Lane("http://api.test/v1|key|m", LaneLimits(), rng=random.Random(3))
+            script = Script(RateLimited("HTTP 429: Number of tokens has exceeded your rate limit.",
+                                        headers={"x-ratelimit-limit-tokens": "1000"}))
+            with pytest.raises(PermanentAPIError) as info:
+                await subject.call(script, estimated_tokens=5600)
+            assert str(info.value) == (
+                "request of 5600 tokens (prompt estimate + max_tokens) exceeds the token budget of 1000 tokens "
+                "per minute of http://api.test/v1 (model m): no window can fit it (the server said: HTTP 429: "
+                "Number of tokens has exceeded your rate limit.)")
+            assert info.value.status == 429 and isinstance(info.value.__cause__, RateLimited)
+            return len(script.sent), now(), subject.statistics()
+
+        sent, elapsed, stats = run_in_virtual_time(main)
+        assert (sent, elapsed) == (1, 0.0)
+        assert (stats.rate_limited, stats.retries, stats.fatal_errors) == (1, 0, 1)
+
+    def test_a_429_to_a_request_within_the_announced_tpm_is_retried(self) -> None:
+        """A 429 announcing 1,000 tokens/min to a 900-token request: a rate limit, retried after the pause."""
+
+        async def main() -> int:
+            script = Script(RateLimited("429", retry_after_s=1.0, headers={"x-ratelimit-limit-tokens": "1000"}))
+            await lane().call(script, estimated_tokens=900)
+            return len(script.sent)
+
+        assert run_in_virtual_time(main) == 2
+
     def test_rate_limits_exhaust_attempts(self) -> None:
         """Three 429s with max_attempts 3 raise the last RateLimited."""
 

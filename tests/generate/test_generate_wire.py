@@ -146,6 +146,22 @@ class TestTruncated:
             assert all(cut not in claim["text"] for claim in results[answer["id"]]["claims"])
 
 
+class TestRefused:
+    def test_a_refusal_is_written_abstained_and_flagged(self, mocks: MockServers, tmp_path: Path) -> None:
+        """Every reply a refusal (message.refusal): 3 answers written abstained with finish_reason refusal; dahl score abstains them."""
+        url = mocks.start("--fault", "refusal=1")
+        out = tmp_path / "answers.jsonl"
+        result = _generate(_questions(tmp_path), url, out, "--model", "m", "--mode", "chat")
+        assert result.exit_code == 0, result.output
+        assert "3 answers written of 3 (3 refused (abstained))" in " ".join(result.output.split())
+        answers = _lines(out)
+        assert [(a["abstained"], a["meta"]["finish_reason"], a["response"]) for a in answers] == [
+            (True, "refusal", "I'm sorry, but I can't help with that request.")] * 3
+        scored = CliRunner().invoke(main, ["score", str(out), "--checker", "fake", "-o", str(tmp_path / "run"),
+                                           "--no-progress"])
+        assert {r["status"] for r in _lines(tmp_path / "run" / "answers.jsonl")} == {"abstained"}, scored.output
+
+
 class TestOracleAnswers:
     def test_known_questions_get_the_given_text(self, mocks: MockServers, tmp_path: Path) -> None:
         """--oracle-answers: a known question is answered with its text, others deterministically."""

@@ -34,13 +34,17 @@ _T = TypeVar("_T")
 
 class PriceSummary(msgspec.Struct, frozen=True, kw_only=True):
     """The price a stage's tokens were charged at (:class:`dahl.pricing.Price`): USD per million
-    prompt and completion tokens, ``batch`` prices or not, ``source`` (URL, ``config FILE``, ``--price``)."""
+    prompt and completion tokens (and prompt tokens read from / written to the prompt cache; None in
+    summaries written before they were priced), ``batch`` prices or not, ``source`` (URL, ``config FILE``,
+    ``--price``)."""
 
     model: str
     input_usd_per_mtok: float
     output_usd_per_mtok: float
     batch: bool
     source: str
+    cached_input_usd_per_mtok: float | None = None
+    cache_write_usd_per_mtok: float | None = None
 
 
 class StageCost(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,6 +53,8 @@ class StageCost(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         calls: calls that returned a reply (``calls_without_usage`` of them reported no usage).
         input_tokens, output_tokens: tokens reported.
+        cached_tokens, cache_write_tokens: of ``input_tokens``, those read from and written to the
+            provider's prompt cache.
         usd, price: money of the reported tokens (USD) and the price; None when unknown.
     """
 
@@ -59,6 +65,8 @@ class StageCost(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int
     usd: float | None
     price: PriceSummary | None
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def merge(self, other: StageCost) -> StageCost:
         """Calls, tokens and money added (None money stays None); model and price are this one's."""
@@ -66,7 +74,8 @@ class StageCost(msgspec.Struct, frozen=True, kw_only=True):
             self, calls=self.calls + other.calls,
             calls_without_usage=self.calls_without_usage + other.calls_without_usage,
             input_tokens=self.input_tokens + other.input_tokens, output_tokens=self.output_tokens + other.output_tokens,
-            usd=_plus(self.usd, other.usd))
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens, usd=_plus(self.usd, other.usd))
 
 
 class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,10 +100,12 @@ class CostSummary(msgspec.Struct, frozen=True, kw_only=True):
         for name, meter in spend.stages.items():
             price = None if meter.price is None else PriceSummary(
                 model=meter.price.model, input_usd_per_mtok=meter.price.input_usd,
-                output_usd_per_mtok=meter.price.output_usd, batch=meter.price.batch, source=meter.price.source)
+                output_usd_per_mtok=meter.price.output_usd, batch=meter.price.batch, source=meter.price.source,
+                cached_input_usd_per_mtok=meter.price.cached_rate, cache_write_usd_per_mtok=meter.price.write_rate)
             lanes[name] = StageCost(model=meter.model, calls=meter.calls, calls_without_usage=meter.calls_without_usage,
                                     input_tokens=meter.input_tokens, output_tokens=meter.output_tokens, usd=meter.usd,
-                                    price=price)
+                                    price=price, cached_tokens=meter.cached_tokens,
+                                    cache_write_tokens=meter.cache_write_tokens)
         return cls(usd=spend.spent_usd(), max_cost_usd=spend.max_cost_usd, batch=spend.batch,
                    price_table_date=spend.table.date, lanes=lanes)
 
