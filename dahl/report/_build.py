@@ -31,7 +31,7 @@ __all__ = ["ReportSite", "build_report"]
 #: Board metric -> column heading (recall ones only when the runs were scored with reference facts).
 _METRICS = {"dahl_score": "DAHL Score", "factscore": "FActScore", "factscore_init": "FActScore (no γ)",
             "f1_at_k": "F1@K"}
-_RECALL_METRICS = {"recall": "Recall", "recall_w": "Recall (w)", "f1": "F1", "f1_w": "F1 (w)"}
+_RECALL_METRICS = {"recall": "Recall", "recall_w": "Recall (w)", "f1": "mean F1", "f1_w": "F1 (w)"}
 _STATIC = ("report.css", "theme.js", "leaderboard.js", "explorer.js")
 
 
