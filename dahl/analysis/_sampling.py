@@ -351,8 +351,8 @@ def check_text(check: RepeatCheck, *, metric: str, fraction: float, seed: int, l
     and how many uncorrected t-tests fall below it."""
     from dahl.analysis._paired_bootstrap import format_p
 
-    def num(x: float | None) -> str:
-        return "—" if x is None else f"{x:.4g}"
+    def num(x: float | None) -> str:  # F and t to three decimals, so a column reads at a glance
+        return "—" if x is None else f"{x:.3f}"
 
     label = "DAHL Score" if metric in ("precision", "dahl_score") else metric
     per = "per question (mean of its answers)" if check.unit == "questions" else "per answer"
