@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dahl.adapters._base import Splitter
 from dahl.adapters._rules import RuleSplitter, split_claims
@@ -428,3 +431,55 @@ class TestAgainstFactScoreHumans:
         assert pooled["rules"]["n"] == 352
         assert round(pooled["rules"]["pearson_r"], 4) == 0.6560
         assert round(pooled["rules"]["mean_ratio"], 4) == 0.9093
+
+
+def _prefix_pairs(text: str) -> list[tuple[str, str]]:
+    """(shorter, longer) claims of one sentence where the shorter one's words begin the longer one's."""
+    claims = split_claims(text)
+    words = [re.findall(r"\w+", claim) for claim, _, _ in claims]
+    return [
+        (a[0], b[0])
+        for i, a in enumerate(claims)
+        for j, b in enumerate(claims)
+        if i != j and a[2] == b[2] and len(words[j]) > len(words[i]) and words[j][: len(words[i])] == words[i]
+    ]
+
+
+_SUBJECTS = st.sampled_from(["She", "The tumor", "Aspirin", "He"])
+_VERBS = st.sampled_from(["earned", "measured", "is", "received"])
+_OBJECTS = st.sampled_from(["a Ph.D.", "approx. 5 cm", "a degree", "an advocate", "a drug"])
+_PHRASES = st.lists(
+    st.sampled_from(["in physics", "in diameter", "from MIT", "in 1990", "for diversity", "with honors"]),
+    min_size=0, max_size=3, unique=True,
+)
+
+# Known limitation: the phrase rule writes a claim per phrase with the words before it, as
+# FActScore's annotators write facts, so a shorter claim often begins a longer one ("She earned
+# a Ph.D." beside "She earned a Ph.D. in physics."). Dropping such claims costs the claim count
+# its match with the human facts (pooled r 0.656 -> 0.640, mean ratio 0.909 -> 0.699, see
+# ARCHITECTURE.md, "The rule Splitter"); strict xfail so the fix removes these markers.
+_PREFIX_LIMITATION = pytest.mark.xfail(
+    strict=True, reason="the rule Splitter writes a claim and its phrase-extended form side by side"
+)
+
+
+class TestNoPrefixClaims:
+    @_PREFIX_LIMITATION
+    @pytest.mark.parametrize(
+        "text",
+        ["The tumor measured approx. 5 cm in diameter.", "She earned a Ph.D. in physics."],
+        ids=["approx-5-cm", "ph-d"],
+    )
+    def test_no_truncated_claim_beside_the_whole_sentence(self, text: str) -> None:
+        """A sentence with one phrase gives no claim cut short beside the whole sentence."""
+        assert _prefix_pairs(text) == []
+
+    @_PREFIX_LIMITATION
+    @settings(derandomize=True, max_examples=60, deadline=None)
+    @given(_SUBJECTS, _VERBS, _OBJECTS, _PHRASES)
+    def test_no_claim_is_a_prefix_of_another_in_its_sentence(
+        self, subject: str, verb: str, obj: str, phrases: list[str]
+    ) -> None:
+        """No claim's words begin another claim of the same sentence."""
+        text = " ".join([subject, verb, obj, *phrases]).rstrip(".") + "."
+        assert _prefix_pairs(text) == []

@@ -132,13 +132,17 @@ class TestHealthVerSplit:
         assert (held, len(parts)) == (89, 322)
 
 
-# Measured with python -m bench.offline_eval --healthver (support/v1 model, 690 held-back rows).
-HEALTHVER_HELDOUT = {"accuracy": 0.5174, "macro_f1": 0.4442, "supports_vs_refutes_accuracy": 0.6489}
+# Measured with python -m bench.offline_eval --healthver (support/v1 model, 690 held-back rows):
+# three-way from the verdict (supported / unsupported contradicted / anything else), and from the
+# support model's own class for the deciding passage.
+HEALTHVER_HELDOUT = {"accuracy": 0.4971, "macro_f1": 0.4141, "supports_vs_refutes_accuracy": 0.6489}
+HEALTHVER_HELDOUT_MODEL_CLASS = {"accuracy": 0.5174, "macro_f1": 0.4442, "supports_vs_refutes_accuracy": 0.6489}
 
 
 class TestHealthVerFigures:
     def test_held_back_figures_pinned(self) -> None:
-        """3-way accuracy, macro-F1 and Supports-vs-Refutes accuracy on the held-back part, as measured."""
+        """3-way accuracy, macro-F1 and Supports-vs-Refutes accuracy on the held-back part, as measured;
+        the 3-way label is the verdict's (its reason tells Refutes from Neutral)."""
         require_data("healthver/healthver_dev.csv")
         from bench.healthver_eval import healthver_figures
         from tests.conftest import shared_data_dir
@@ -146,4 +150,7 @@ class TestHealthVerFigures:
         figures = healthver_figures(shared_data_dir(), "heldout")
         assert figures["rows"] == 690
         assert figures["evidence_checker"] == HEALTHVER_HELDOUT
+        assert figures["predicted"] == {"Supports": 183, "Refutes": 77, "Neutral": 430}
+        assert figures["supports_vs_refutes_from_reason"] == 0.5815
+        assert figures["model_class"] == HEALTHVER_HELDOUT_MODEL_CLASS
         assert figures["baseline_majority_neutral"]["macro_f1"] == 0.2174
