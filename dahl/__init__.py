@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         Verdict,
     )
     from dahl.results._counters import RunCounters
+    from dahl.results._manifest import Shard
     from dahl.run._plan import AdapterSettings
     from dahl.run._score import ScoreConfig, ScoreReport, score, score_async
 
@@ -69,6 +70,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "dahl.adapters._recall": ("RecallSettings",),
     "dahl.config": ("EndpointConfig",),
     "dahl.results._counters": ("RunCounters",),
+    "dahl.results._manifest": ("Shard",),
     "dahl.engine._pipeline": ("PipelineOptions",),
     "dahl.errors": (
         "AdapterError", "CacheError", "ConfigError", "CostCapReached", "DahlError", "FatalAPIError", "InputError",
@@ -120,6 +122,7 @@ __all__ = [
     "RunCounters",
     "ScoreConfig",
     "ScoreReport",
+    "Shard",
     "Status",
     "Summary",
     "TransientAPIError",
