@@ -69,6 +69,9 @@ class ScoreConfig(CallSettings):
         recall: reference facts and recall settings (``--refs``); None = precision only.
         shard: score only this shard's answers (``--shard I/N``; see :class:`~dahl.results._manifest.Shard`);
             None = all.
+        coord: ``redis://host:port/db[?run=NAME]``: the lanes' limits, pause, breaker trip and cost cap
+            are shared with the run's other shards through Redis (:class:`~dahl.lanes._redis.RedisLimiters`);
+            None = this process alone.
         cache_dir, use_cache, prices, max_cost_usd: keyword-only, see
             :class:`~dahl.engine._options.CallSettings`.
     """
@@ -86,6 +89,7 @@ class ScoreConfig(CallSettings):
     pipeline: PipelineOptions | None = None
     recall: RecallSettings | None = None
     shard: manifest.Shard | None = None
+    coord: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -234,7 +238,14 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
         cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
         adapters = replace(adapters, index_dir=cache_root / "corpus-index")
     spend = counters.spend = await config.open_spend()
-    inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend)
+    limiters = None
+    if config.coord is not None:
+        from dahl.lanes._redis import RedisLimiters  # the redis package only when asked for
+
+        limiters = RedisLimiters(config.coord, shards=config.shard.count if config.shard else 1)
+        stack.push_async_callback(limiters.aclose)
+    inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend,
+                                                                        limiters=limiters)
     if len(lanes):
         counters.lane_statistics = lanes.statistics
     cache: CacheStore | None = None
