@@ -25,9 +25,9 @@ from dahl.lanes._limits import LaneLimits
 from dahl.lanes._memory import MemoryLimiter, SpendLedger
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from redis.asyncio import BlockingConnectionPool, Redis
 
-__all__ = ["RedisLimiter", "RedisLimiters"]
+__all__ = ["LOST", "RedisLimiter", "RedisLimiters", "connection_pool"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,21 +120,12 @@ class RedisLimiters:
     """
 
     def __init__(self, url: str, *, shards: int = 1, max_connections: int = 32) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("redis", "rediss", "unix") or shards < 1:
-            raise ConfigError(f"--coord must be a redis://host:port/db URL, got {url!r}")
-        try:
-            from redis.asyncio import BlockingConnectionPool
-        except ImportError as exc:
-            raise ConfigError("--coord needs the redis package: pip install 'dahl[coord]'") from exc
-        query = parse_qs(parts.query)
-        self.run = query.pop("run", ["default"])[0]
-        self.url = urlunsplit(parts._replace(query="&".join(f"{k}={v[0]}" for k, v in query.items())))
+        if shards < 1:
+            raise ConfigError(f"shards must be >= 1, got {shards}")
+        self._pool, self.url, self.run = connection_pool(url, max_connections)
         self.shards = shards
         self.ledger = SpendLedger()  # this process's own spend: the fallback's budget share counts it
         self.lost: BaseException | None = None
-        self._pool = BlockingConnectionPool.from_url(self.url, max_connections=max_connections, timeout=5,
-                                                     socket_timeout=5, socket_connect_timeout=2)
         self._client: Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._capped = False
@@ -179,12 +170,32 @@ class RedisLimiters:
             client, self._client = self._client, None
             try:
                 await client.aclose()
-            except _LOST:
+            except LOST:
                 pass
         await self._pool.disconnect()
 
     def __repr__(self) -> str:
         return f"<RedisLimiters {self.url} run={self.run!r} shards={self.shards}{' lost' if self.lost else ''}>"
+
+
+def connection_pool(url: str, max_connections: int) -> tuple[BlockingConnectionPool, str, str]:
+    """A pool of at most ``max_connections`` connections to ``url``; (pool, URL without ``run``, run name).
+
+    Raises:
+        ConfigError: as :class:`RedisLimiters`.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ConfigError(f"--coord must be a redis://host:port/db URL, got {url!r}")
+    try:
+        from redis.asyncio import BlockingConnectionPool
+    except ImportError as exc:
+        raise ConfigError("--coord needs the redis package: pip install 'dahl[coord]'") from exc
+    query = parse_qs(parts.query)
+    run = query.pop("run", ["default"])[0]
+    url = urlunsplit(parts._replace(query="&".join(f"{k}={v[0]}" for k, v in query.items())))
+    return BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=5, socket_timeout=5,
+                                           socket_connect_timeout=2), url, run
 
 
 def _lost_errors() -> tuple[type[BaseException], ...]:
@@ -195,7 +206,7 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
     return (RedisError, OSError)
 
 
-_LOST = _lost_errors()
+LOST = _lost_errors()  #: What a lost or unreachable Redis raises.
 _SCRIPTS = {"acquire": _ACQUIRE, "settle": _SETTLE, "pause": _PAUSE, "reserve": _RESERVE,
             "settle_spend": _SETTLE_SPEND}
 
@@ -227,7 +238,7 @@ class RedisLimiter:
             return None
         try:
             return await self.coord.run_script(name, keys, args)
-        except _LOST as exc:
+        except LOST as exc:
             self.coord.lose(exc)
             return None
 
@@ -279,7 +290,7 @@ class RedisLimiter:
         if self.coord.lost is None and self.local.breaker.state != "tripped":
             try:
                 message = await self.coord.get(self._trip_key)
-            except _LOST as exc:
+            except LOST as exc:
                 self.coord.lose(exc)
             else:
                 if message is not None:
@@ -302,7 +313,7 @@ class RedisLimiter:
         if self.coord.lost is None:
             try:
                 await self.coord.set(self._trip_key, str(error))
-            except _LOST as exc:
+            except LOST as exc:
                 self.coord.lose(exc)
 
     async def reserve_spend(self, usd: float, cap_usd: float | None) -> None:

@@ -251,7 +251,7 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
     cache: CacheStore | None = None
     cache_state = "on" if config.use_cache else "off"
     if config.use_cache:  # an unusable cache folder warns and the run goes on without it
-        cache, unusable = await open_store(stack, config.cache_dir)
+        cache, unusable = await open_store(stack, config.cache_dir, coord=config.coord)
         if unusable is not None:
             cache_state = f"disabled ({unusable})"
     splitter = CachingSplitter(inner_splitter, cache, counters)
