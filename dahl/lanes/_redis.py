@@ -263,9 +263,9 @@ class RedisLimiter:
         if self.coord.lost is not None:
             return await self.local.settle(reserved, used_tokens, announced=announced, unmetered=unmetered)
         tokens = requests = 0
-        if reserved.tokens and used_tokens is not None and used_tokens >= 0:
-            if used_tokens > reserved.tokens or self.limits.refund_tokens:
-                tokens = used_tokens - reserved.tokens
+        if reserved.tokens and used_tokens is not None and used_tokens >= 0 and (
+                used_tokens > reserved.tokens or self.limits.refund_tokens):
+            tokens = used_tokens - reserved.tokens
         if announced is not None:
             if announced.rpm is not None and (self._rpm is None or announced.rpm < self._rpm):
                 self._rpm = announced.rpm

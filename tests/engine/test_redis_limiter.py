@@ -26,7 +26,8 @@ from dahl.lanes._memory import MemoryLimiters
 KEY = "http://127.0.0.1/v1|key-id|mock"
 
 
-def limiter(factory: LimiterFactory, limits: LaneLimits = LaneLimits()) -> Any:
+def limiter(factory: LimiterFactory, limits: LaneLimits | None = None) -> Any:
+    limits = limits or LaneLimits()
     return factory(KEY, limits, breaker=BreakerSettings(), spread_s=0.0, clock=SystemClock(), rng=random.Random(1))
 
 
@@ -105,6 +106,31 @@ async def test_admissions_are_paced_by_the_server_clock(redis_server: Any) -> No
     # 12 admissions advance the shared pace by 12 x 100 ms from the first: never more than one per 100 ms.
     assert pace / 1000 - times[0] == pytest.approx(1.2, abs=0.05)
     assert times[-1] - times[0] >= 1.1 - 0.01
+
+
+@pytest.mark.parametrize(("refund", "pace_ms"), [(True, 200.0), (False, 1000.0)])
+async def test_tokens_reserve_the_estimate_and_refund_from_usage(refund: bool, pace_ms: float,
+                                                                 redis_server: Any) -> None:
+    """60,000 TPM (1 ms per token): an attempt of 1,000 tokens moves the shared token pace 1,000 ms ahead;
+    its reported usage of 200 gives 800 back when the endpoint refunds; a request over the TPM fails."""
+    from redis.asyncio import Redis
+
+    from dahl.errors import PermanentAPIError
+
+    (factory,) = shards("redis", redis_server.url, 1)
+    lim = limiter(factory, LaneLimits(tpm=60_000, refund_tokens=refund))
+    client = Redis.from_url(redis_server.url)
+    try:
+        reserved = await lim.acquire(1, 1000)
+        start = float(await client.get(f"dahl:lane:{KEY}:tokens")) - 1000.0  # the server time it was taken
+        await lim.settle(reserved, 200)
+        assert reserved.tokens == 1000
+        assert float(await client.get(f"dahl:lane:{KEY}:tokens")) - start == pace_ms
+        with pytest.raises(PermanentAPIError, match="exceeds the token budget"):
+            await lim.acquire(1, 60_001)
+    finally:
+        await client.aclose()
+        await close([factory])
 
 
 async def test_a_pause_in_one_shard_holds_the_other(redis_server: Any) -> None:
