@@ -71,3 +71,23 @@ async def test_a_lease_left_by_a_dead_shard_is_taken_over(tmp_path: Path, redis_
         for store in (dead, live):
             await store.aclose()
             store.close()
+
+
+def test_workers_with_coord_make_the_calls_of_one_process(tmp_path: Path, mocks: Any, redis_server: Any) -> None:
+    """dahl score --workers 2 --coord: the merged answers of one process, for the calls of one process."""
+    import subprocess
+    import sys
+
+    alone_url, url = mocks.start("--latency-ms", "20"), mocks.start("--latency-ms", "20")
+    asyncio.run(score_async(config(tmp_path, alone_url, "alone", None)))
+    args = [sys.executable, "-m", "dahl", "score", str(tmp_path / "a.jsonl"), "--splitter", "openai", "--checker",
+            "openai", "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
+            "--rpm", "6000", "--cache-dir", str(tmp_path / "workers" / "cache"), "--no-progress"]
+    proc = subprocess.run([*args, "-o", str(tmp_path / "workers" / "out"), "--workers", "2", "--coord",
+                           redis_server.url], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    one, two = mocks.stats(alone_url), mocks.stats(url)
+    assert (two["split"], two["check"]) == (one["split"], one["check"])
+    assert [line.pop("input_hash") and line for line in map(json.loads, (tmp_path / "workers" / "out" /
+            "answers.jsonl").read_text().splitlines())] == [line.pop("input_hash") and line for line in map(
+            json.loads, (tmp_path / "alone" / "out" / "answers.jsonl").read_text().splitlines())]
