@@ -20,7 +20,7 @@ import msgspec
 
 from dahl.cache._store import CachedEntry, CacheStore, SingleFlight
 from dahl.cache._table import ENVELOPE_DECODER, Value, encode_envelope, entry_of
-from dahl.lanes._redis import LOST, connection_pool
+from dahl.lanes._redis import connection_pool, lost_errors
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -93,7 +93,7 @@ class RedisStore(CacheStore):
             return found
         try:
             rows = await self._redis().mget([_STORE + keys[i] for i in missed])
-        except LOST as exc:
+        except lost_errors() as exc:
             self._lose(exc)
             return found
         copies: list[tuple[str, Value, str | None]] = []
@@ -125,7 +125,7 @@ class RedisStore(CacheStore):
     async def _send(self, rows: dict[str, bytes]) -> None:
         try:
             await self._redis().mset(rows)
-        except LOST as exc:
+        except lost_errors() as exc:
             self._lose(exc)
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
@@ -147,7 +147,7 @@ class RedisStore(CacheStore):
         if self.lost is None:
             try:
                 token = await self._claim(key)
-            except LOST as exc:
+            except lost_errors() as exc:
                 self._lose(exc)
         try:
             yield
@@ -158,7 +158,7 @@ class RedisStore(CacheStore):
                     if self._writes:  # this shard's entry reaches Redis before the others stop waiting
                         await asyncio.gather(*self._writes)
                     await self._scripts["release"](keys=[_LEASE + key], args=[token])
-                except LOST as exc:
+                except lost_errors() as exc:
                     self._lose(exc)
 
     async def _claim(self, key: str) -> str | None:
@@ -185,12 +185,12 @@ class RedisStore(CacheStore):
                         for lease in list(self._held):
                             pipe.pexpire(lease, int(self.lease_s * 1000))
                         await pipe.execute()
-                except LOST as exc:
+                except lost_errors() as exc:
                     self._lose(exc)
 
     async def aclose(self) -> None:
         """Send what is queued for Redis, stop the heartbeat and close the connections (idempotent)."""
-        with contextlib.suppress(*LOST):
+        with contextlib.suppress(*lost_errors()):
             if self._writes:
                 await asyncio.gather(*self._writes)
         if self._heartbeat is not None:
@@ -200,7 +200,7 @@ class RedisStore(CacheStore):
             self._heartbeat = None
         if self._client is not None:
             client, self._client = self._client, None
-            with contextlib.suppress(*LOST):
+            with contextlib.suppress(*lost_errors()):
                 await client.aclose()
         await self._pool.disconnect()
 

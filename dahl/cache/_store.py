@@ -254,25 +254,16 @@ class CacheStore:
 
 
 async def open_store(stack: AsyncExitStack, cache_dir: Path | None, *,
-                     coord: str | None = None) -> tuple[CacheStore | None, CacheUnusable | None]:
-    """Open the cache at ``cache_dir`` off the loop, closed with ``stack``: (store or None, why).
-
-    With ``coord`` (``redis://host:port/db``) the store is a :class:`~dahl.cache._redis.RedisStore`, shared
-    with the run's other shards (ConfigError: a bad URL, or the redis package missing)."""
+                     opener: Callable[[Path], CacheStore] = CacheStore) -> tuple[CacheStore | None, CacheUnusable | None]:
+    """Open the cache at ``cache_dir`` off the loop (``opener(directory)``), closed with ``stack``: (store or
+    None, why)."""
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     try:
-        if coord is None:
-            store = await anyio.to_thread.run_sync(CacheStore, directory)
-        else:
-            from dahl.cache._redis import RedisStore
-
-            store = await anyio.to_thread.run_sync(RedisStore, directory, coord)
+        store = await anyio.to_thread.run_sync(opener, directory)
     except CacheUnusable as exc:
         log.warning("%s; running without the cache", exc)
         return None, exc
     stack.push_async_callback(_close, store)
-    if coord is not None:
-        stack.push_async_callback(store.aclose)  # type: ignore[attr-defined]
     return store, None
 
 

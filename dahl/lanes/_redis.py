@@ -11,6 +11,7 @@ and the budget, and says so once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from dataclasses import replace
@@ -27,7 +28,7 @@ from dahl.lanes._memory import MemoryLimiter, SpendLedger
 if TYPE_CHECKING:
     from redis.asyncio import BlockingConnectionPool, Redis
 
-__all__ = ["LOST", "RedisLimiter", "RedisLimiters", "connection_pool"]
+__all__ = ["RedisLimiter", "RedisLimiters", "connection_pool", "lost_errors"]
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class RedisLimiters:
             client, self._client = self._client, None
             try:
                 await client.aclose()
-            except LOST:
+            except lost_errors():
                 pass
         await self._pool.disconnect()
 
@@ -198,15 +199,14 @@ def connection_pool(url: str, max_connections: int) -> tuple[BlockingConnectionP
                                            socket_connect_timeout=2), url, run
 
 
-def _lost_errors() -> tuple[type[BaseException], ...]:
-    try:
-        from redis.exceptions import RedisError
-    except ImportError:
-        return (OSError,)
+@functools.cache
+def lost_errors() -> tuple[type[BaseException], ...]:
+    """What a lost or unreachable Redis raises: ``RedisError`` (its connection errors and timeouts), OSError."""
+    from redis.exceptions import RedisError
+
     return (RedisError, OSError)
 
 
-LOST = _lost_errors()  #: What a lost or unreachable Redis raises.
 _SCRIPTS = {"acquire": _ACQUIRE, "settle": _SETTLE, "pause": _PAUSE, "reserve": _RESERVE,
             "settle_spend": _SETTLE_SPEND}
 
@@ -238,7 +238,7 @@ class RedisLimiter:
             return None
         try:
             return await self.coord.run_script(name, keys, args)
-        except LOST as exc:
+        except lost_errors() as exc:
             self.coord.lose(exc)
             return None
 
@@ -290,7 +290,7 @@ class RedisLimiter:
         if self.coord.lost is None and self.local.breaker.state != "tripped":
             try:
                 message = await self.coord.get(self._trip_key)
-            except LOST as exc:
+            except lost_errors() as exc:
                 self.coord.lose(exc)
             else:
                 if message is not None:
@@ -313,7 +313,7 @@ class RedisLimiter:
         if self.coord.lost is None:
             try:
                 await self.coord.set(self._trip_key, str(error))
-            except LOST as exc:
+            except lost_errors() as exc:
                 self.coord.lose(exc)
 
     async def reserve_spend(self, usd: float, cap_usd: float | None) -> None:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import hashlib
 import logging
@@ -251,7 +252,14 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
     cache: CacheStore | None = None
     cache_state = "on" if config.use_cache else "off"
     if config.use_cache:  # an unusable cache folder warns and the run goes on without it
-        cache, unusable = await open_store(stack, config.cache_dir, coord=config.coord)
+        opener: Callable[[Path], CacheStore] = CacheStore
+        if config.coord is not None:  # the local store with Redis beside it, closed before it
+            from dahl.cache._redis import RedisStore
+
+            opener = functools.partial(RedisStore, url=config.coord)
+        cache, unusable = await open_store(stack, config.cache_dir, opener=opener)
+        if config.coord is not None and isinstance(cache, RedisStore):
+            stack.push_async_callback(cache.aclose)
         if unusable is not None:
             cache_state = f"disabled ({unusable})"
     splitter = CachingSplitter(inner_splitter, cache, counters)
