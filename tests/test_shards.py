@@ -189,6 +189,14 @@ class TestWorkers:
                                "--rpm", "150.0", "--max-cost", "0.5", "-o", str(tmp_path / "s"), "--shard", "3/4",
                                "--workers", "1", "--no-progress"]
 
+    def test_with_coord_every_worker_shares_the_whole_limits_under_one_run_name(self, tmp_path: Path) -> None:
+        """--coord: no 1/N shares (Redis paces the shards together); the workers' URL names their run."""
+        params = {"rpm": 600.0, "tpm": None, "max_cost_usd": 2.0, "coord": "redis://127.0.0.1:6379/0"}
+        args = ["in.jsonl", "--coord", "redis://127.0.0.1:6379/0"]
+        command = shard_command(args, params, 0, tmp_path / "s", Shard(index=1, count=4), "r1")
+        assert command[4:] == [*args, "--coord", "redis://127.0.0.1:6379/0?run=r1", "-o", str(tmp_path / "s"),
+                               "--shard", "1/4", "--workers", "1", "--no-progress"]
+
     def test_a_shard_that_stops_stops_the_command_before_the_merge(self, tmp_path: Path) -> None:
         busy = tmp_path / "out" / "shards" / "1"
         busy.mkdir(parents=True)

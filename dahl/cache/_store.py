@@ -253,11 +253,13 @@ class CacheStore:
         self._writer.stop()
 
 
-async def open_store(stack: AsyncExitStack, cache_dir: Path | None) -> tuple[CacheStore | None, CacheUnusable | None]:
-    """Open the cache at ``cache_dir`` off the loop, closed with ``stack``: (store or None, why)."""
+async def open_store(stack: AsyncExitStack, cache_dir: Path | None, *,
+                     opener: Callable[[Path], CacheStore] = CacheStore) -> tuple[CacheStore | None, CacheUnusable | None]:
+    """Open the cache at ``cache_dir`` off the loop (``opener(directory)``), closed with ``stack``: (store or
+    None, why)."""
     directory = cache_dir if cache_dir is not None else default_cache_dir()
     try:
-        store = await anyio.to_thread.run_sync(CacheStore, directory)
+        store = await anyio.to_thread.run_sync(opener, directory)
     except CacheUnusable as exc:
         log.warning("%s; running without the cache", exc)
         return None, exc

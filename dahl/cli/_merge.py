@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -63,8 +64,9 @@ def run_workers(ctx: click.Context, workers: int, out_dir: Path) -> None:
     folders = [out_dir / "shards" / str(i) for i in range(workers)]
     console.print(f"scoring in {count(workers, 'process', 'processes')}: {out_dir / 'shards'}/0..{workers - 1}")
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    run = uuid.uuid4().hex[:12]
     procs = [subprocess.Popen(shard_command(ctx.meta["dahl.args"], ctx.params, ctx.find_root().params.get("verbose", 0),
-                                            folder, manifest.Shard(index=i, count=workers)),
+                                            folder, manifest.Shard(index=i, count=workers), run),
                               stdout=subprocess.DEVNULL) for i, folder in enumerate(folders)]
     try:
         statuses = [proc.wait() for proc in procs]
@@ -86,11 +88,15 @@ def run_workers(ctx: click.Context, workers: int, out_dir: Path) -> None:
 
 
 def shard_command(args: list[str], params: dict[str, Any], verbose: int, folder: Path,
-                  shard: manifest.Shard) -> list[str]:
+                  shard: manifest.Shard, run: str = "") -> list[str]:
     """The command line of one worker: ``dahl score`` with ``args`` (as given, ``params`` as parsed), into
-    ``folder`` as ``shard``, with its share (1/N) of the ``--rpm``, ``--tpm`` and ``--max-cost`` given."""
+    ``folder`` as ``shard``, with its share (1/N) of the ``--rpm``, ``--tpm`` and ``--max-cost`` given (all of them with ``--coord``,
+    which the shards then share, under the run name ``run``)."""
     shares = [arg for name, flag in (("rpm", "--rpm"), ("tpm", "--tpm"), ("max_cost_usd", "--max-cost"))
-              if params.get(name) is not None for arg in (flag, repr(params[name] / shard.count))]
+              if params.get(name) is not None and not params.get("coord")
+              for arg in (flag, repr(params[name] / shard.count))]
+    if (url := params.get("coord")) and run and "run=" not in url:
+        shares += ["--coord", f"{url}{'&' if '?' in url else '?'}run={run}"]
     return [sys.executable, "-m", "dahl", *["-v"] * verbose, "score", *args, *shares, "-o", str(folder),
             "--shard", str(shard), "--workers", "1", "--no-progress"]
 

@@ -35,7 +35,7 @@ __all__ = ["score"]
 
 @click.command(cls=GroupedCommand, sections={
     "Options": ("out_dir", "splitter", "checker", "evidence", "nli_model", "config_file", "base_url", "model",
-                "dry_run", "max_cost_usd", "shard", "workers", "more_verbose", "help"),
+                "dry_run", "max_cost_usd", "shard", "workers", "coord", "more_verbose", "help"),
     "Input": ("fmt", "response_columns", "field_options"),
     "Endpoint and limits": ("api_key_env", "provider", "auth", "header_options", "rpm", "tpm", "max_in_flight",
                             "temperature", "max_tokens", "timeout_s", "top_k", "nli_threshold", "nli_contradiction", "template_options",
@@ -111,6 +111,9 @@ __all__ = ["score"]
                    "folders with dahl merge.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Score in N processes here (shards in OUT/shards/I), merged into OUT.")
+@click.option("--coord", default=None, metavar="URL",
+              help="Share the limits, pause, breaker and --max-cost of every shard through Redis at URL "
+                   "(redis://host:port/db[?run=NAME]).")
 @template_option(SCORE_STAGES)
 @recall_options
 def score(
@@ -152,6 +155,7 @@ def score(
     template_options: tuple[str, ...],
     shard: str | None,
     workers: int,
+    coord: str | None,
     **recall_values: object,  # the options of dahl.cli._score_options.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""

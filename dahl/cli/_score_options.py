@@ -95,6 +95,7 @@ def score_config(values: Mapping[str, Any]) -> ScoreConfig:
         prices=price_overrides(config_file, get("price_options") or ()),
         max_cost_usd=get("max_cost_usd"),
         shard=Shard.parse(str(get("shard"))) if get("shard") else None,
+        coord=get("coord"),
     )
 
 

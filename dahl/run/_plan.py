@@ -13,6 +13,7 @@ import anyio
 from dahl.adapters._base import Checker, ConcurrencyHint, Splitter
 from dahl.config import EndpointConfig
 from dahl.lanes._lane import Lane, LanePool
+from dahl.lanes._limiter import LimiterFactory
 from dahl.engine._pipeline import PipelineOptions
 from dahl.errors import ConfigError
 from dahl.formats._needs import Needs
@@ -93,12 +94,14 @@ class AdapterSettings:
 
 
 async def open_adapters(
-    settings: AdapterSettings, stack: AsyncExitStack, *, spend: Spend | None = None
+    settings: AdapterSettings, stack: AsyncExitStack, *, spend: Spend | None = None,
+    limiters: LimiterFactory | None = None,
 ) -> tuple[Splitter, Checker, PipelineOptions, LanePool]:
     """Construct the Splitter and Checker, pipeline options that suit them, and the run's lanes.
 
     Resources (HTTP sessions) are closed with ``stack``; blocking set-up runs in a worker thread.
-    With ``spend``, each stage's calls are metered and capped.
+    With ``spend``, each stage's calls are metered and capped; ``limiters`` builds the lanes' limiters
+    (in memory by default).
 
     Raises:
         ConfigError: unknown names, missing files, an unset API key variable.
@@ -114,7 +117,7 @@ async def open_adapters(
     await anyio.to_thread.run_sync(
         lambda: [importlib.import_module(f"dahl.adapters._{m}") for m in sorted(modules)]
     )
-    pool = LanePool(spend=spend)
+    pool = LanePool(spend=spend, limiter_factory=limiters)
     opened: Connections | None = None
 
     async def endpoint(cfg: EndpointConfig) -> tuple[aiohttp.ClientSession, Lane]:

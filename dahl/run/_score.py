@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import hashlib
 import logging
@@ -69,6 +70,9 @@ class ScoreConfig(CallSettings):
         recall: reference facts and recall settings (``--refs``); None = precision only.
         shard: score only this shard's answers (``--shard I/N``; see :class:`~dahl.results._manifest.Shard`);
             None = all.
+        coord: ``redis://host:port/db[?run=NAME]``: the lanes' limits, pause, breaker trip and cost cap
+            are shared with the run's other shards through Redis (:class:`~dahl.lanes._redis.RedisLimiters`);
+            None = this process alone.
         cache_dir, use_cache, prices, max_cost_usd: keyword-only, see
             :class:`~dahl.engine._options.CallSettings`.
     """
@@ -86,6 +90,7 @@ class ScoreConfig(CallSettings):
     pipeline: PipelineOptions | None = None
     recall: RecallSettings | None = None
     shard: manifest.Shard | None = None
+    coord: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -234,13 +239,27 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
         cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
         adapters = replace(adapters, index_dir=cache_root / "corpus-index")
     spend = counters.spend = await config.open_spend()
-    inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend)
+    limiters = None
+    if config.coord is not None:
+        from dahl.lanes._redis import RedisLimiters  # the redis package only when asked for
+
+        limiters = RedisLimiters(config.coord, shards=config.shard.count if config.shard else 1)
+        stack.push_async_callback(limiters.aclose)
+    inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend,
+                                                                        limiters=limiters)
     if len(lanes):
         counters.lane_statistics = lanes.statistics
     cache: CacheStore | None = None
     cache_state = "on" if config.use_cache else "off"
     if config.use_cache:  # an unusable cache folder warns and the run goes on without it
-        cache, unusable = await open_store(stack, config.cache_dir)
+        opener: Callable[[Path], CacheStore] = CacheStore
+        if config.coord is not None:  # the local store with Redis beside it, closed before it
+            from dahl.cache._redis import RedisStore
+
+            opener = functools.partial(RedisStore, url=config.coord)
+        cache, unusable = await open_store(stack, config.cache_dir, opener=opener)
+        if config.coord is not None and isinstance(cache, RedisStore):
+            stack.push_async_callback(cache.aclose)
         if unusable is not None:
             cache_state = f"disabled ({unusable})"
     splitter = CachingSplitter(inner_splitter, cache, counters)
