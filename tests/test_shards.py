@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -209,3 +210,59 @@ class TestWorkers:
         assert f"stopped: shard 1/2 ({busy}) exited with status 2" in " ".join(proc.stderr.split())
         assert (tmp_path / "out" / "shards" / "0" / "answers.jsonl").exists()
         assert not (tmp_path / "out" / "answers.jsonl").exists()
+
+
+class TestKilledShard:
+    def test_a_shard_killed_mid_run_resumes_and_the_merge_is_the_single_run(self, tmp_path: Path,
+                                                                              mocks: Any) -> None:
+        """kill -9 of shard 0/2 mid-run, then its re-run: only the claims of answers missing from its
+        answers.jsonl are checked again, and the merged run is byte for byte the one-process run."""
+        import os
+        import signal
+        import time
+
+        inputs = _many_answers(tmp_path / "answers.jsonl", copies=15)  # 120 answers
+        url = mocks.start("--latency-ms", "20")  # one server for both: its URL is in every input hash
+
+        def args(base_url: str, out: Path, *extra: str) -> list[str]:
+            return _dahl("score", str(inputs), "--checker", "openai", "--base-url", base_url, "--model", "mock",
+                         "--api-key-env", "", "--max-in-flight", "2", "--no-cache", "--no-progress", "-o", str(out),
+                         *extra)
+
+        single = subprocess.run(args(url, tmp_path / "single"), capture_output=True, text=True, timeout=300)
+        assert single.returncode == 0, single.stderr
+        shards = [tmp_path / f"s{i}" for i in range(2)]
+        proc = subprocess.Popen(args(url, shards[0], "--shard", "0/2"), cwd=REPO,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            log = shards[0] / "answers.jsonl"
+            for _ in range(3000):  # poll the output, not the clock: kill once a few answers are written
+                if log.is_file() and log.read_bytes().count(b"\n") >= 5:
+                    break
+                time.sleep(0.01)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait(timeout=30)
+        assert not (shards[0] / "summary.json").exists()  # killed before it finished
+        whole_lines = log.read_bytes().split(b"\n")[:-1]  # a line the kill cut short is made again
+        written = {json.loads(line)["id"] for line in whole_lines}
+        claims = {line["id"]: len(line["claims"]) for line in map(json.loads,
+                  (tmp_path / "single" / "answers.jsonl").read_text().splitlines())}
+        owned = [answer_id for answer_id in claims if Shard(index=0, count=2).owns(answer_id)]
+        checked_before = mocks.stats(url)["check"]
+        again = subprocess.run(args(url, shards[0], "--shard", "0/2"), capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        # nothing finished is sent again: the re-run checks exactly the claims of the answers not written
+        assert mocks.stats(url)["check"] - checked_before == sum(claims[a] for a in owned if a not in written)
+        other = subprocess.run(args(url, shards[1], "--shard", "1/2"), capture_output=True, text=True, timeout=300)
+        assert other.returncode == 0, other.stderr
+        merge = subprocess.run(_dahl("merge", *map(str, shards), "-o", str(tmp_path / "merged")),
+                               capture_output=True, text=True, timeout=300)
+        assert merge.returncode == 0, merge.stderr
+        assert ((tmp_path / "merged" / "answers.jsonl").read_bytes()
+                == (tmp_path / "single" / "answers.jsonl").read_bytes())
+        merged, alone = _without_run(tmp_path / "merged"), _without_run(tmp_path / "single")
+        # `changes` tells what this run did to its folder: the resumed shard reused its 5+ answers
+        assert merged.pop("changes")["answers_reused"] == len(written) > 0  # type: ignore[index]
+        alone.pop("changes")
+        assert merged == alone
