@@ -266,3 +266,34 @@ class TestKilledShard:
         assert merged.pop("changes")["answers_reused"] == len(written) > 0  # type: ignore[index]
         alone.pop("changes")
         assert merged == alone
+
+
+class TestSharedSpendCap:
+    def test_four_shards_stay_under_one_cap_plus_a_request_bound_each(self, tmp_path: Path, mocks: Any,
+                                                                     redis_server: Any) -> None:
+        """--max-cost $0.002 over 4 shards on one --coord: the mock's tokens x the prices stay within the
+        cap plus one request's upper bound per shard (each shard's stop names its bound)."""
+        import re
+
+        url = mocks.start()
+        with (tmp_path / "a.jsonl").open("w") as f:
+            for i in range(80):
+                f.write(json.dumps({"id": f"a{i}", "question": f"What does drug {i} do?", "response":
+                        f"Drug {i} lowers blood pressure. It was approved in {1900 + i}. It is taken {i} times."})
+                        + "\n")
+        coord = f"{redis_server.url}?run=cap"
+        procs = [subprocess.Popen(_dahl("score", str(tmp_path / "a.jsonl"), "-o", str(tmp_path / f"s{i}"),
+                                        "--shard", f"{i}/4", "--coord", coord, "--checker", "openai", "--base-url",
+                                        url, "--model", "gpt-4o-mini", "--api-key-env", "", "--max-in-flight",
+                                        "4", "--no-cache", "--no-progress", "--max-cost", "0.002"),
+                                  cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for i in range(4)]
+        errors = [proc.communicate(timeout=300)[1] for proc in procs]
+        codes = [proc.returncode for proc in procs]
+        assert set(codes) <= {0, 3} and 3 in codes, errors
+        bounds = [float(m.group(1)) for e in errors
+                  if (m := re.search(r"could cost up to \$(\d+\.\d+)", e.replace("\n", "")))]
+        assert len(bounds) == codes.count(3)
+        tokens = mocks.stats(url)["tokens"]
+        spent = (tokens["prompt"] * 0.15 + tokens["completion"] * 0.60) / 1e6  # gpt-4o-mini's shipped prices
+        assert 0.001 < spent <= 0.002 + 4 * max(bounds)
