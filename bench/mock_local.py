@@ -1,14 +1,17 @@
 """What a local server (llama.cpp's Python server, as measured) does that a hosted API does not.
 
-- ``--llama``: a request body that fails validation, a ``response_format`` of a type other than
-  ``text`` or ``json_object`` (``json_schema``), and a body that is not JSON are answered by
-  **HTTP 500** with FastAPI/pydantic's validation message (type ``internal_server_error``).
+- ``--llama``: a request body that fails validation (not an object, ``messages`` not a list) and
+  a ``response_format`` of a type other than ``text`` or ``json_object`` (``json_schema``) are
+  answered by **HTTP 500** with FastAPI/pydantic's validation message (type
+  ``internal_server_error``); a body that is not JSON by a 500 whose body is the plain text
+  ``Internal Server Error``.
 - ``--slots N``: N requests are computed at once and the rest wait in a queue (never a 429 or
   503); a request the client gave up on is still computed.
 - ``--n-ctx N``: a prompt above N tokens is refused (400 ``context_length_exceeded``); a reply
   that would take prompt + completion past N is cut there, ``finish_reason: "length"``.
-- ``--models NAME ...``: ``GET /v1/models`` lists these; without them it answers a JSON 404. The
-  model name of a request is echoed back whatever it is.
+- ``--models NAME ...``: ``GET /v1/models`` lists these (llama.cpp lists the model file's path,
+  or ``--model_alias``); without them it answers FastAPI's JSON 404 ``{"detail": "Not Found"}``.
+  The model name of a request is echoed back whatever it is.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["context_exceeded", "cut_to_context", "models_handler", "validation_error", "format_rejection"]
+__all__ = ["context_exceeded", "cut_to_context", "format_rejection", "models_handler", "rejection",
+           "validation_error"]
+
 
 
 def validation_error(loc: tuple[Any, ...], kind: str, msg: str, value: Any) -> web.Response:
@@ -27,6 +32,16 @@ def validation_error(loc: tuple[Any, ...], kind: str, msg: str, value: Any) -> w
     message = f"1 validation error:\n  {detail!r}"
     body = {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}}
     return web.json_response(body, status=500)
+
+
+def rejection(body: Any) -> web.Response | None:
+    """The 500 of a decoded body that fails validation (see :func:`format_rejection`); None when valid."""
+    if not isinstance(body, Mapping):
+        return validation_error(("body",), "model_attributes_type",
+                                "Input should be a valid dictionary or object to extract fields from", body)
+    if "messages" in body and not isinstance(body["messages"], list):
+        return validation_error(("body", "messages"), "list_type", "Input should be a valid list", body["messages"])
+    return format_rejection(body)
 
 
 def format_rejection(body: Mapping[str, Any]) -> web.Response | None:
@@ -67,7 +82,6 @@ def cut_to_context(content: str, prompt_tokens: int, n_ctx: int | None, chars_pe
 def models_handler(names: Sequence[str]) -> web.Response:
     """``GET /v1/models``: OpenAI's list of ``names``; a JSON 404 when there are none."""
     if not names:
-        body = {"error": {"message": "Not Found", "type": "not_found_error", "param": None, "code": None}}
-        return web.json_response(body, status=404)
+        return web.json_response({"detail": "Not Found"}, status=404)
     return web.json_response({"object": "list", "data": [
         {"id": name, "object": "model", "owned_by": "me", "permissions": []} for name in names]})

@@ -140,15 +140,15 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
     except (ValueError, UnicodeDecodeError):
         stats.kinds["other"] += 1
         if config.llama:
-            return mock_local.validation_error(("body", 0), "json_invalid", "JSON decode error", {})
+            return web.Response(status=500, text="Internal Server Error")
         return _error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
-    if not isinstance(body, dict):
-        stats.kinds["other"] += 1
-        return _error(400, "The request body must be a JSON object.", "invalid_request_error", None)
-    rejected = mock_local.format_rejection(body) if config.llama else None
+    rejected = mock_local.rejection(body) if config.llama else None
     if rejected is not None:
         stats.kinds["other"] += 1
         return rejected
+    if not isinstance(body, dict):
+        stats.kinds["other"] += 1
+        return _error(400, "The request body must be a JSON object.", "invalid_request_error", None)
     completion = request.path.endswith("/completions") and not request.path.endswith("chat/completions")
     prompt = mock_generate.completion_prompt(body) if completion else parse_prompt(body)
     stats.kinds[prompt.kind] += 1

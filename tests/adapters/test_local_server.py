@@ -60,14 +60,15 @@ class TestValidation500:
         plain = _status_error(500, {}, b'{"error": {"message": "out of memory"}}', "", "u")
         assert type(plain).__name__ == "TransientAPIError"
 
-    async def test_malformed_body_500_not_retried(self) -> None:
-        """A body the server cannot decode (its 500 is a validation error) is sent once."""
+    @pytest.mark.parametrize("body", [b"[1]", b'{"model": "smollm2", "messages": "hi"}'], ids=["not-object", "messages"])
+    async def test_invalid_body_500_not_retried(self, body: bytes) -> None:
+        """A body the server rejects with a validation error (its 500 names the body's fields) is sent once."""
         async for server in started(llama=True):
             session = make_session(4, 5.0)
             try:
                 lane = LanePool().get(server.url, "none", "smollm2", LaneLimits(max_in_flight=4))
                 with pytest.raises(PermanentAPIError) as info:
-                    await lane.call(lambda: post_chat(session, f"{server.url}/chat/completions", "", b"{not json"),
+                    await lane.call(lambda: post_chat(session, f"{server.url}/chat/completions", "", body),
                                     estimated_tokens=10)
                 assert info.value.status == 500 and "validation error" in str(info.value)
                 assert server.stats()["requests"] == 1
@@ -173,3 +174,10 @@ async def test_model_name_checked_once(models: tuple[str, ...], model: str, warn
                 await Connections(stack, connections.pool).open(cfg)
             assert caplog.text.count("does not list model") == (1 if warned else 0)
             assert server.stats()["requests"] == 0  # no chat request was sent
+
+
+def test_mock_flags() -> None:
+    """The mock's local-server flags on its command line."""
+    config = mockserver.config_from_args(["--port", "0", "--llama", "--slots", "1", "--n-ctx", "2048",
+                                          "--models", "smollm2"])
+    assert (config.llama, config.slots, config.n_ctx, config.models) == (True, 1, 2048, ("smollm2",))
