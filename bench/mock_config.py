@@ -134,6 +134,11 @@ class MockConfig:
         cached_prompt: report half of every prompt's tokens (rounded down) as read from a prompt
             cache (OpenAI's ``prompt_tokens_details.cached_tokens``; Anthropic's
             ``cache_read_input_tokens``, the rest in ``input_tokens``).
+        llama: answer validation failures (a ``json_schema`` reply format, a body that is not
+            JSON) with llama.cpp's HTTP 500 (:mod:`bench.mock_local`).
+        slots: requests computed at once, the rest queued (None: no limit).
+        n_ctx: context window, tokens: a longer prompt is refused, a reply past it is cut.
+        models: the names ``GET /v1/models`` lists (none: a JSON 404).
 
     Raises:
         ConfigError: a limit that admits less than one request/token per window, a
@@ -154,6 +159,10 @@ class MockConfig:
     model_answers: tuple[tuple[str, Path], ...] = ()
     finish_length: bool = False
     cached_prompt: bool = False
+    llama: bool = False
+    slots: int | None = None
+    n_ctx: int | None = None
+    models: tuple[str, ...] = ()
     batches: BatchMockConfig = field(default_factory=BatchMockConfig)
 
     def __post_init__(self) -> None:
@@ -172,6 +181,10 @@ class MockConfig:
                 raise ConfigError(f"bad fault {kind}={rate}")
         if sum(rate for _, rate in self.faults) > 1.0 + 1e-9:
             raise ConfigError("fault rates sum to more than 1")
+        for name in ("slots", "n_ctx"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
         if self.timeout_fault_s < 0:
             raise ConfigError("timeout_fault_s must be >= 0 seconds")
 

@@ -5,12 +5,13 @@ Command line::
     python -m bench.mockserver --port PORT [--oracle INPUT_FILE ...] [--latency-ms MS]
         [--latency lognormal:MEDIAN_MS[:SIGMA]] [--rpm N] [--tpm N] [--window-s S]
         [--fault KIND=RATE ...] [--seed N] [--echo-auth] [--oracle-answers [MODEL=]FILE ...] [--finish-length]
+        [--llama] [--slots N] [--n-ctx N] [--models NAME ...]
 
 prints ``ready http://127.0.0.1:PORT`` (flushed) once listening, serves
 ``POST /v1/chat/completions`` (and ``/chat/completions``), Anthropic's ``POST /v1/messages``
 (:mod:`bench.mock_anthropic`), ``POST /v1/completions``
 (generation, :mod:`bench.mock_generate`), NCBI's ``GET /entrez/eutils/efetch.fcgi``
-(:func:`bench.mock_questions.efetch_xml`), ``GET /stats`` and
+(:func:`bench.mock_questions.efetch_xml`), ``GET /v1/models`` (:mod:`bench.mock_local`), ``GET /stats`` and
 ``POST /stats/reset``, and prints the final stats as one JSON line on SIGINT/SIGTERM.
 
 In-process use (tests)::
@@ -40,7 +41,7 @@ from typing import Any
 from aiohttp import web
 
 from bench.mock_config import FAULT_KINDS, Latency, MockConfig, parse_fault, parse_latency
-from bench import mock_batches, mock_generate
+from bench import mock_batches, mock_generate, mock_local
 from bench.mock_anthropic import serve_messages
 from bench.mock_oracle import Oracle
 from bench.mock_questions import efetch_xml
@@ -72,6 +73,8 @@ class _State:
     #: ``config.fault_rates()`` computed once (the config is frozen), read per request.
     fault_rates: dict[str, float] = field(default_factory=dict)
     answers: mock_generate.AnswerOracle | None = None
+    #: ``config.slots`` requests computed at once (None: no limit).
+    slots: asyncio.Semaphore | None = None
 
 
 STATE = web.AppKey("dahl_mock_state", _State)
@@ -115,7 +118,11 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     stats = state.stats
     stats.enter()
     try:
-        response = await _serve(request, state)
+        if state.slots is None:
+            response = await _serve(request, state)
+        else:
+            async with state.slots:  # a queue, never a 429 or 503
+                response = await _serve(request, state)
         if response is not None:
             stats.status[str(response.status)] += 1
             return response
@@ -127,17 +134,27 @@ async def _chat(request: web.Request) -> web.StreamResponse:
 
 async def _serve(request: web.Request, state: _State) -> web.Response | None:
     stats = state.stats
+    config = state.config
     try:
         body = decode_body(await request.read())
     except (ValueError, UnicodeDecodeError):
         stats.kinds["other"] += 1
+        if config.llama:
+            return web.Response(status=500, text="Internal Server Error")
         return _error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
+    rejected = mock_local.rejection(body) if config.llama else None
+    if rejected is not None:
+        stats.kinds["other"] += 1
+        return rejected
     if not isinstance(body, dict):
         stats.kinds["other"] += 1
         return _error(400, "The request body must be a JSON object.", "invalid_request_error", None)
     completion = request.path.endswith("/completions") and not request.path.endswith("chat/completions")
     prompt = mock_generate.completion_prompt(body) if completion else parse_prompt(body)
     stats.kinds[prompt.kind] += 1
+    too_long = mock_local.context_exceeded(prompt.prompt_tokens, config.n_ctx)
+    if too_long is not None:
+        return too_long
     headers: dict[str, str] = {}
     if state.window is not None:
         cost = prompt.prompt_tokens + prompt.max_tokens
@@ -198,6 +215,9 @@ async def _serve(request: web.Request, state: _State) -> web.Response | None:
         content, finish = mock_generate.truncate(text, prompt.max_tokens, state.config.finish_length)
     else:
         content = reply_content(prompt, state.oracle)
+    cut = mock_local.cut_to_context(content, prompt.prompt_tokens, config.n_ctx)
+    if cut is not None:
+        content, finish = cut, "length"
     if state.config.echo_auth:
         content = f"{content}\nAuthorization: {request.headers.get('Authorization', '')}"
         content += "".join(f"\n{k.lower()}: {v}" for k, v in request.headers.items()
@@ -244,6 +264,10 @@ async def _efetch(request: web.Request) -> web.Response:
     return web.Response(body=efetch_xml(request.query.get("id", "")), content_type="text/xml")
 
 
+async def _models(request: web.Request) -> web.Response:
+    return mock_local.models_handler(request.app[STATE].config.models)
+
+
 async def _get_stats(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATE].stats.as_dict())
 
@@ -285,6 +309,7 @@ def create_app(
         fault_rates=config.fault_rates(),
         answers=mock_generate.AnswerOracle.load_all(config.oracle_answers, config.model_answers)
         if config.oracle_answers or config.model_answers else None,
+        slots=asyncio.Semaphore(config.slots) if config.slots is not None else None,
     )
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/chat/completions", _chat)
@@ -292,6 +317,8 @@ def create_app(
     app.router.add_get("/entrez/eutils/efetch.fcgi", _efetch)
     app.router.add_post("/v1/completions", _chat)
     app.router.add_post("/completions", _chat)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/models", _models)
     app.router.add_get("/stats", _get_stats)
     app.router.add_post("/stats/reset", _reset_stats)
     mock_batches.register(app, config.batches, oracle, clock)
@@ -393,6 +420,11 @@ def _parser() -> argparse.ArgumentParser:
                         help='cut generated replies in their last sentence, finish_reason "length"')
     parser.add_argument("--cached-prompt", action="store_true",
                         help="report half of every prompt's tokens as read from the provider's prompt cache")
+    parser.add_argument("--llama", action="store_true",
+                        help="answer a json_schema reply format and a non-JSON body with llama.cpp's HTTP 500")
+    parser.add_argument("--slots", type=int, help="requests computed at once; the rest queue (no 429/503)")
+    parser.add_argument("--n-ctx", type=int, help="context window, tokens: longer prompts refused, replies cut")
+    parser.add_argument("--models", nargs="+", default=[], metavar="NAME", help="names GET /v1/models lists")
     mock_batches.add_arguments(parser)
     return parser
 
@@ -446,6 +478,10 @@ def config_from_args(argv: Sequence[str] | None = None) -> MockConfig:
         model_answers=tuple(by_model),
         finish_length=args.finish_length,
         cached_prompt=args.cached_prompt,
+        llama=args.llama,
+        slots=args.slots,
+        n_ctx=args.n_ctx,
+        models=tuple(args.models),
         batches=mock_batches.config_from(args),
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
 import math
 import os
 import re
@@ -33,6 +34,7 @@ __all__ = [
     "api_key_id",
     "default_api_key_env",
     "endpoint_configs",
+    "is_local_url",
     "load_config",
     "load_fields",
     "load_nli",
@@ -83,6 +85,20 @@ def normalize_base_url(url: str) -> str:
     if path.endswith("/chat/completions"):
         path = path[: -len("/chat/completions")]
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``url``'s host is this machine or a private network: ``localhost``, a loopback,
+    private or link-local IP address (where a self-hosted server such as llama.cpp, vLLM or
+    Ollama runs). A host name other than ``localhost`` is not resolved: False."""
+    host = (urlsplit(url.strip()).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def default_api_key_env(base_url: str) -> str:

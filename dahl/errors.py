@@ -8,9 +8,11 @@ Every error dahl raises on purpose derives from ``DahlError``::
     ├── AdapterError                  a Splitter or Checker call failed
     │   ├── RateLimited               429; ``retry_after_s`` seconds to wait
     │   ├── TransientAPIError         408, 409, 5xx, reset, timeout: retry with backoff
-    │   │   └── ConnectError          refused, unresolvable host: fatal once retries run out
+    │   │   ├── ConnectError          refused, unresolvable host: fatal once retries run out
+    │   │   └── RequestTimeout        no reply within the endpoint's timeout
     │   ├── PermanentAPIError         other 4xx, oversized request: never retried
-    │   │   └── ModelRefused          the model refused the request (a refusal stop reason)
+    │   │   ├── ModelRefused          the model refused the request (a refusal stop reason)
+    │   │   └── ReplyCut              the reply ended at the token limit (finish_reason length)
     │   ├── QuotaExhausted            quota or billing exhausted: the run stops cleanly
     │   │   └── CostCapReached        the next call could pass --max-cost: stops likewise
     │   ├── FatalAPIError             the endpoint cannot work (bad key, unreachable,
@@ -42,6 +44,8 @@ __all__ = [
     "PermanentAPIError",
     "QuotaExhausted",
     "RateLimited",
+    "ReplyCut",
+    "RequestTimeout",
     "TransientAPIError",
 ]
 
@@ -129,8 +133,14 @@ class ConnectError(TransientAPIError):
     """No connection could be made (refused, host not resolved): retried, then :class:`FatalAPIError`."""
 
 
+class RequestTimeout(TransientAPIError):
+    """No reply came within the endpoint's timeout (``timeout_s``); retried like any transient
+    error, except against a local server (see :class:`~dahl.lanes.Lane`)."""
+
+
 class PermanentAPIError(AdapterError):
-    """A failure that retrying cannot fix: 4xx other than 408/409/429, oversized request."""
+    """A failure that retrying cannot fix: 4xx other than 408/409/429, oversized request, or a
+    reply of any status whose error is a validation error naming the request's own fields."""
 
 
 class ModelRefused(PermanentAPIError):
@@ -139,6 +149,14 @@ class ModelRefused(PermanentAPIError):
 
     Args:
         message: what the model said, or the stop reason when it said nothing.
+    """
+
+
+class ReplyCut(PermanentAPIError):
+    """A Splitter's, Checker's or judge's reply ended at the token limit (``finish_reason:
+    "length"``; a server whose context window is smaller than prompt + ``max_tokens`` cuts it
+    too): half a reply is never parsed. Never retried; raise ``max_tokens`` or the server's
+    context window.
     """
 
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import aiohttp
+import orjson
 
 from dahl.adapters._bodies import Format, Task, budget, chat_body, estimate_tokens, fingerprint, format_field
-from dahl.adapters._http import ChatReply, make_session
+from dahl.adapters._http import ChatReply, get_bytes, make_session
 from dahl.adapters._route import ChatRoute
-from dahl.config import EndpointConfig, api_key_id, resolve_api_key
-from dahl.errors import AdapterError, ModelRefused, OutputParseError, PermanentAPIError
+from dahl.config import EndpointConfig, api_key_id, is_local_url, resolve_api_key
+from dahl.errors import AdapterError, ConfigError, ModelRefused, OutputParseError, PermanentAPIError, ReplyCut
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._lane import Lane, LaneLimits, LanePool
 from dahl.lanes._spend import InnerLane as CallLane
@@ -34,6 +35,7 @@ __all__ = [
     "CountMismatch",
     "Endpoint",
     "Parsed",
+    "check_model",
     "reask_messages",
     "rejects_format",
     "total_usage",
@@ -97,9 +99,10 @@ def total_usage(*usages: Usage | None) -> Usage | None:
 
 
 def rejects_format(exc: AdapterError, *, anthropic: bool) -> bool:
-    """Whether ``exc`` is a server's rejection of the structured reply format: an HTTP 400 or
-    422 naming ``response_format`` (for Anthropic also ``tools`` / ``tool_choice``)."""
-    if not isinstance(exc, PermanentAPIError) or exc.status not in (400, 422):
+    """Whether ``exc`` is a server's rejection of the structured reply format: a permanent
+    error of an HTTP status other than 404 (a 400, a 422, a validation error's 500) naming ``response_format``
+    (for Anthropic also ``tools`` / ``tool_choice``)."""
+    if not isinstance(exc, PermanentAPIError) or exc.status in (None, 404) or isinstance(exc, ModelRefused):
         return False
     words = ("response_format", "tool_choice", "tools") if anthropic else ("response_format",)
     return any(word in str(exc) for word in words)
@@ -118,11 +121,40 @@ def reask_messages(
     return [*messages, {"role": "assistant", "content": neutralize(reply)}, {"role": "user", "content": follow_up}]
 
 
-def _check_refusal(reply: ChatReply) -> None:
-    """Raise ``ModelRefused`` with what the model said when ``reply`` is a refusal."""
+def _check_refusal(reply: ChatReply, max_tokens: int) -> None:
+    """Raise ``ModelRefused`` with what the model said when ``reply`` is a refusal, ``ReplyCut``
+    when it ended at the token limit (``finish_reason`` ``"length"``)."""
+    said = " ".join(reply.content.split())[:300] or "(no text)"
     if reply.refused:
-        said = " ".join(reply.content.split())[:300] or "(no text)"
         raise ModelRefused(f"the model refused (finish_reason {reply.finish_reason!r}): {said}")
+    if reply.finish_reason == "length":
+        tokens = reply.usage.completion_tokens if reply.usage is not None else "?"
+        raise ReplyCut(f"the reply was cut at the token limit (finish_reason 'length', {tokens} completion "
+                       f"tokens, max_tokens {max_tokens}; a server's context window smaller than the prompt + "
+                       f"max_tokens cuts it too): {said[:120]}")
+
+
+async def check_model(session: aiohttp.ClientSession, cfg: EndpointConfig) -> bool | None:
+    """Whether ``cfg.base_url``'s ``GET /models`` lists ``cfg.model``; logs a warning when not.
+
+    A local server (llama.cpp, vLLM, Ollama) may answer any model name with the one model it
+    serves, echoing the name back. None when the list could not be read (no such route, a
+    non-JSON body, any failure): never an error.
+    """
+    url = f"{cfg.base_url}/models"
+    try:
+        route = ChatRoute(cfg)
+        reply = await get_bytes(session, url, {}, secret=route.api_key, headers=route.headers)
+        data = orjson.loads(reply.body)
+        names = [str(m.get("id")) for m in data["data"] if isinstance(m, dict)]
+    except (AdapterError, ConfigError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        log.debug("GET %s: no model list (%s: %s)", url, type(exc).__name__, exc)
+        return None
+    if cfg.model in names:
+        return True
+    log.warning("%s does not list model %r (it lists %s); a local server may answer with the model it "
+                "serves whatever the name", cfg.base_url, cfg.model, ", ".join(map(repr, names[:5])) or "none")
+    return False
 
 
 class Connections:
@@ -130,7 +162,8 @@ class Connections:
 
     One lane per (normalized base URL, key identity, model) from ``pool`` (default: a new one),
     with the endpoint's limits and breaker; one session per (in-flight cap, timeout), closed
-    with ``stack``.
+    with ``stack``. The model of a local endpoint (:func:`~dahl.config.is_local_url`) is
+    checked against its ``/models`` list once (:func:`check_model`).
     """
 
     def __init__(self, stack: AsyncExitStack, pool: LanePool | None = None) -> None:
@@ -153,6 +186,10 @@ class Connections:
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = await self._stack.enter_async_context(make_session(*key))
+        checked = (cfg.base_url, cfg.model)
+        if checked not in self.pool.checked and cfg.provider == "openai" and is_local_url(cfg.base_url):
+            self.pool.checked.add(checked)
+            await check_model(session, cfg)
         return session, lane
 
 
@@ -267,10 +304,11 @@ class Endpoint:
 
         Raises:
             ModelRefused: the model refused (:attr:`ChatReply.refused`); never re-asked.
+            ReplyCut: the reply ended at the token limit; never parsed, never re-asked.
             AdapterError: a call failed after the lane's retries.
         """
         reply, body, fmt = await self.request(build)
-        _check_refusal(reply)
+        _check_refusal(reply, self.max_tokens)
         try:
             return Parsed(parse(reply.content), None, reply, reply.usage)
         except OutputParseError as first:
@@ -282,7 +320,7 @@ class Endpoint:
         messages = reask_messages(body["messages"], reply.content, str(error), expected, neutralize=task.neutralize)
         usage = reply.usage
         reply = await self.send({**body, "messages": messages})
-        _check_refusal(reply)
+        _check_refusal(reply, self.max_tokens)
         usage = total_usage(usage, reply.usage)
         try:
             return Parsed(parse(reply.content), None, reply, usage)

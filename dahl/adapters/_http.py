@@ -8,11 +8,13 @@ reply or failure                                       raised
 401; other 403 (bad key, no access to the model)       ``FatalAPIError(status)``
 429 "Request too large" (tokens per min)               ``PermanentAPIError(429)``
 other 429; 529 (Anthropic overloaded)                  ``RateLimited(retry_after_s)``
+any status: a validation error naming request fields   ``PermanentAPIError(status)``
 408, 409, 5xx                                          ``TransientAPIError``
 404 (the message names the URL)                        ``PermanentAPIError(404)``
 other 4xx (incl. 413 request too large)                ``PermanentAPIError(status)``
 refused, host not resolved                             ``ConnectError``
-reset, disconnect, truncated payload, timeout          ``TransientAPIError``
+reset, disconnect, truncated payload                   ``TransientAPIError``
+timeout                                                ``RequestTimeout`` (transient)
 200 whose body is not JSON / has no choices            ``TransientAPIError``
 200 refusal (``message.refusal``, ``content_filter``)  a reply whose ``refused`` is True
 =====================================================  =========================
@@ -44,6 +46,7 @@ from dahl.errors import (
     PermanentAPIError,
     QuotaExhausted,
     RateLimited,
+    RequestTimeout,
     TransientAPIError,
 )
 from dahl.records import Usage
@@ -75,6 +78,9 @@ _QUOTA_WORDS = ("insufficient_quota", "billing", "exceeded your current quota", 
 _CREDIT_WORDS = ("credit balance is too low",)
 # OpenAI answers a request above the whole per-minute token budget with a 429 that no wait can fix.
 _TOO_LARGE_WORDS = ("request too large",)
+# A validation error of the request itself (FastAPI/pydantic servers such as llama.cpp's Python
+# server answer these with a 500): ``('body', 'response_format', 'type')``, "1 validation error".
+_VALIDATION = re.compile(r"\bvalidation errors?\b|\(\s*'body'\s*,|\[\s*\"body\"\s*,")
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,8 @@ def _status_error(
         )
     if status == 429 and any(w in lowered for w in _TOO_LARGE_WORDS):
         return PermanentAPIError(text, status=429)
+    if _VALIDATION.search(message) and status not in (429, 529):  # no retry fixes the request
+        return PermanentAPIError(text, status=status)
     if status in (429, 529):  # 529: Anthropic's "overloaded", back-pressure like a rate limit
         return RateLimited(text, retry_after_s=retry_after_s(headers), status=status, headers=headers)
     if status in (408, 409) or status >= 500:
@@ -289,7 +297,7 @@ async def post_bytes(
             payload = await response.read()
             return response.status, {k.lower(): v for k, v in response.headers.items()}, payload
     except TimeoutError as exc:  # asyncio.TimeoutError is TimeoutError on Python >= 3.11
-        raise TransientAPIError(f"request timed out after {session.timeout.total} s") from exc
+        raise RequestTimeout(f"request timed out after {session.timeout.total} s") from exc
     except aiohttp.InvalidURL as exc:
         raise PermanentAPIError(f"invalid URL {url!r}") from exc
     except aiohttp.ServerDisconnectedError as exc:
@@ -412,17 +420,18 @@ class BytesReply:
 
 
 async def get_bytes(session: aiohttp.ClientSession, url: str, params: Mapping[str, str], *,
-                    secret: str = "") -> BytesReply:
+                    secret: str = "", headers: CIMultiDictProxy[str] | None = None) -> BytesReply:
     """Send ONE GET and return its body; no retry. Errors map as for :func:`post_chat`;
-    ``params`` may hold an API key ``secret``, redacted from error messages.
+    ``params`` (or ``headers``, of :func:`request_headers`) may hold an API key ``secret``,
+    redacted from error messages.
     """
     try:
-        async with session.get(url, params=dict(params)) as response:
+        async with session.get(url, params=dict(params), headers=headers) as response:
             payload = await response.read()
             status = response.status
             reply_headers = {k.lower(): v for k, v in response.headers.items()}
     except TimeoutError as exc:
-        raise TransientAPIError(f"request timed out after {session.timeout.total} s") from exc
+        raise RequestTimeout(f"request timed out after {session.timeout.total} s") from exc
     except aiohttp.InvalidURL as exc:
         raise PermanentAPIError(f"invalid URL {url!r}") from exc
     except aiohttp.ClientConnectorError as exc:

@@ -27,6 +27,7 @@ def _done(c: GenerateCounters) -> str:
     more += [f"{c.cached:,} from cache"] if c.cached else []
     more += [f"{c.truncated:,} cut at max tokens"] if c.truncated else []
     more += [f"{c.refused:,} refused (abstained)"] if c.refused else []
+    more += [f"{c.empty:,} empty (abstained)"] if c.empty else []
     more += [f"{c.duplicates:,} duplicate"] if c.duplicates else []
     more += [f"{c.failed:,} failed"] if c.failed else []
     extra = f" ({', '.join(more)})" if more else ""

@@ -183,6 +183,10 @@ async def _run(
             counters.truncated += 1
         elif reply.finish_reason in REFUSALS:
             counters.refused += 1
+        elif not reply.text.strip():
+            counters.empty += 1
+            log.warning("answer %s (%s, sample %d) is empty (finish_reason %r): written as abstained",
+                        job.id, endpoint.cfg.model, job.sample, reply.finish_reason)
         await finished.send(_record(job, reply))
 
     async def failed(job: _Job, exc: AdapterError) -> None:

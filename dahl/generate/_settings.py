@@ -81,6 +81,7 @@ class GenerateCounters(JobCounters):
         cached: of the written answers, those taken from the cache.
         truncated: written answers whose reply ended at the token limit.
         refused: written answers the model refused (written as abstained).
+        empty: written answers with no text (written as abstained).
         duplicates: answers asked for twice (a question repeated in the file): answered once.
         resumed, written, failed, spend: see :class:`~dahl.results._counters.JobCounters`.
     """
@@ -90,6 +91,7 @@ class GenerateCounters(JobCounters):
     cached: int = 0
     truncated: int = 0
     refused: int = 0
+    empty: int = 0
     duplicates: int = 0
 
 

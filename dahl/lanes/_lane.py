@@ -2,11 +2,18 @@
 
 A lane with no configured limits sends at most ``max_in_flight`` requests per second until its
 first reply; a breaker trip, or a call whose retries all failed to connect, raises ``FatalAPIError``.
+
+A local server (:func:`~dahl.config.is_local_url`: llama.cpp, vLLM, Ollama on this machine or a
+private network) queues what it cannot run at once instead of answering 429 or 503, and keeps
+computing a request the client gave up on: there a timeout is a sign of a queue, not of an
+outage. After the first one the lane says so once, sends one request at a time, and retries a
+timed-out request at most once (each retry would add to the server's queue).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -21,8 +28,8 @@ from dahl.lanes._limits import LaneLimits, Reply
 from dahl.lanes._memory import MemoryLimiter, MemoryLimiters
 from dahl.lanes._ramp import StartRamp
 from dahl.lanes._retry import RetryDecision, RetryPolicy, classify
-from dahl.config import normalize_base_url
-from dahl.errors import ConnectError, FatalAPIError, PermanentAPIError, RateLimited
+from dahl.config import is_local_url, normalize_base_url
+from dahl.errors import ConnectError, FatalAPIError, PermanentAPIError, RateLimited, RequestTimeout
 
 if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
@@ -91,6 +98,7 @@ class Lane:
         rng: random source for backoff and jitter.
         breaker: thresholds of the default limiter's breaker (unused when ``limiter`` is given).
         limiter: rate limits, pause gate, breaker and spend cap; a :class:`MemoryLimiter` by default.
+        local: the endpoint is a local server (see the module docstring).
     """
 
     def __init__(
@@ -103,8 +111,11 @@ class Lane:
         rng: random.Random | None = None,
         breaker: BreakerSettings | None = None,
         limiter: Limiter | None = None,
+        local: bool = False,
     ) -> None:
         self.key = key
+        self.local = local
+        self._one: asyncio.Lock | None = None  # set after a local timeout: one request at a time
         self.limits = limits
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -182,7 +193,7 @@ class Lane:
     ) -> R:
         """One admitted attempt: slot, ramp, limiter, send; a reply reported to the breaker."""
         try:
-            async with self._slots:
+            async with self._slots, self._one or contextlib.nullcontext():
                 if self._ramp is not None:
                     await self._ramp.wait()
                 reply = await self._send(attempt, estimated, first_sent)
@@ -236,6 +247,18 @@ class Lane:
             raise stop from exc
         if decision.kind == "fatal":
             raise exc
+        if self.local and isinstance(exc, RequestTimeout):
+            if self._one is None:
+                self._one = asyncio.Lock()
+                logger.warning(
+                    "%s did not answer in time (%s): a local server queues requests rather than refusing "
+                    "them, so this is a queue, not an outage; sending one request at a time from now on "
+                    "and retrying a timed-out request once (raise --timeout if one reply takes longer)",
+                    endpoint_name(self.key), exc,
+                )
+            if number >= 2:
+                self._transient += 1
+                raise exc
         if decision.kind == "rate_limit":
             self._rate_limited += 1
             wait_s = policy.rate_limit_pause_s(decision.retry_after_s)
@@ -363,6 +386,9 @@ class LanePool:
         rng: random source shared by the lanes.
         spend: the run's money meter and cap; None = not metered.
         limiter_factory: builds each lane's limiter; a fresh :class:`MemoryLimiters` by default.
+
+    Attributes:
+        checked: ``(base URL, model)`` pairs whose model list was read once (by the endpoint client).
     """
 
     def __init__(
@@ -380,6 +406,7 @@ class LanePool:
         self._rng = rng if rng is not None else random.Random()
         self._limiters: LimiterFactory = limiter_factory if limiter_factory is not None else MemoryLimiters()
         self._lanes: dict[str, Lane] = {}
+        self.checked: set[tuple[str, str]] = set()
 
     def get(
         self,
@@ -410,7 +437,8 @@ class LanePool:
                 key, limits, breaker=breaker if breaker is not None else BreakerSettings(),
                 spread_s=self._policy.rate_limit_jitter_s, clock=self._clock, rng=self._rng,
             )
-            lane = Lane(key, limits, policy=self._policy, clock=self._clock, rng=self._rng, limiter=limiter)
+            lane = Lane(key, limits, policy=self._policy, clock=self._clock, rng=self._rng, limiter=limiter,
+                        local=is_local_url(base_url))
             self._lanes[key] = lane
         elif lane.limits != limits:
             logger.warning("lane %s: already built with %s; ignoring %s", key, lane.limits, limits)

@@ -162,6 +162,18 @@ class TestRefused:
         assert {r["status"] for r in _lines(tmp_path / "run" / "answers.jsonl")} == {"abstained"}, scored.output
 
 
+    def test_empty_answers_are_counted_and_warned(self, mocks: MockServers, tmp_path: Path) -> None:
+        """Replies with no text: written abstained, counted in the closing line, a warning each."""
+        oracle = tmp_path / "silent.jsonl"
+        oracle.write_text("".join(json.dumps({"question": q, "response": " "}) + "\n" for q, _ in QUESTIONS[:2]))
+        url = mocks.start("--oracle-answers", str(oracle))
+        out = tmp_path / "answers.jsonl"
+        result = _generate(_questions(tmp_path), url, out, "--model", "m", "--mode", "completion")
+        assert result.exit_code == 0, result.output
+        assert "3 answers written of 3 (2 empty (abstained))" in " ".join(result.output.split())
+        assert [a.get("abstained", False) for a in _lines(out)].count(True) == 2
+
+
 class TestOracleAnswers:
     def test_known_questions_get_the_given_text(self, mocks: MockServers, tmp_path: Path) -> None:
         """--oracle-answers: a known question is answered with its text, others deterministically."""
