@@ -17,7 +17,13 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from dahl.errors import CostCapReached, DahlError, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.errors import (
+    CostCapReached,
+    DahlError,
+    FatalAPIError,
+    OutputWriteError,
+    QuotaExhausted,
+)
 from dahl.exit_status import ExitStatus
 from dahl.pricing import Price, load_price_overrides, parse_price_option
 

@@ -67,7 +67,8 @@ def run_ray(ctx: click.Context, address: str, out_dir: Path) -> None:
     if not ray.is_initialized():
         ray.init(address=address, num_cpus=ctx.params["workers"] if given and address == LOCAL else None,
                  log_to_driver=False)
-    workers = ctx.params["workers"] if given else max(1, int(ray.cluster_resources().get("CPU", os.cpu_count() or 1)))
+    cpus = ray.cluster_resources().get("CPU", os.cpu_count() or 1)  # type: ignore[no-untyped-call]
+    workers = ctx.params["workers"] if given else max(1, int(cpus))
     folders = [out_dir / "shards" / str(i) for i in range(workers)]
     run = uuid.uuid4().hex[:12]
     configs = [score_config({**ctx.params, **shard_shares(ctx.params, workers, run), "out_dir": folder,

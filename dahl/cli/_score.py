@@ -7,9 +7,8 @@ from typing import NoReturn
 
 import click
 
-from dahl.cli._merge import run_workers
-from dahl.cli._ray import LOCAL, run_ray
 from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
+from dahl.cli._merge import run_workers
 from dahl.cli._options import (
     FINITE,
     HEADER,
@@ -18,13 +17,14 @@ from dahl.cli._options import (
     template_option,
 )
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
+from dahl.cli._ray import LOCAL, run_ray
 from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
 from dahl.config import AUTH_SCHEMES, PROVIDERS
 from dahl.errors import ConfigError, DahlError
-from dahl.formats._lines import STDIN
 from dahl.formats import FORMATS
+from dahl.formats._lines import STDIN
 from dahl.results._counters import RunCounters
 from dahl.run._dryrun import DryRunReport
 from dahl.run._dryrun import dry_run as estimate
