@@ -7,7 +7,9 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
@@ -19,6 +21,8 @@ from dahl.locking import FolderLock
 from dahl.results._manifest import Shard
 from dahl.run._plan import AdapterSettings
 from dahl.run._score import ScoreConfig
+from dahl.run._score import score_async
+from tests.cache.test_redis_store import config as redis_config
 from tests.test_shards import SCORE, _without_run
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
@@ -74,6 +78,24 @@ class TestRay:
         assert (tmp_path / "out" / "shards" / "0" / "answers.jsonl").exists()
         assert not (busy / "answers.jsonl").exists()
         assert not (tmp_path / "out" / "answers.jsonl").exists()
+
+    def test_with_coord_the_ray_shards_make_the_calls_of_one_process(self, tmp_path: Path, mocks: Any,
+                                                                      redis_server: Any) -> None:
+        """--ray --workers 2 --coord: the two tasks share one verdict store and its leases through Redis, so
+        they send the upstream calls of one process between them; the merged answers are that process's."""
+        alone_url, url = mocks.start("--latency-ms", "20"), mocks.start("--latency-ms", "20")
+        anyio.run(score_async, redis_config(tmp_path, alone_url, "alone", None))
+        code, text = _run("score", str(tmp_path / "a.jsonl"), "--splitter", "openai", "--checker", "openai",
+                          "--base-url", url, "--model", "mock", "--api-key-env", "", "--max-in-flight", "4",
+                          "--rpm", "6000", "--cache-dir", str(tmp_path / "ray" / "cache"), "--no-progress",
+                          "-o", str(tmp_path / "ray" / "out"), "--ray", "--workers", "2", "--coord", redis_server.url)
+        assert code == 0, text
+        one, two = mocks.stats(alone_url), mocks.stats(url)
+        assert (two["split"], two["check"]) == (one["split"], one["check"])
+        merged, alone = ([{k: v for k, v in json.loads(line).items() if k != "input_hash"}
+                          for line in (tmp_path / name / "out" / "answers.jsonl").read_text().splitlines()]
+                         for name in ("ray", "alone"))
+        assert merged == alone
 
     def test_ray_reproduces_the_factscore_replay_figures(self, tmp_path: Path, shared_data: Path) -> None:
         """Given claims + replayed human labels, in two Ray shards: FActScore 41.9/57.5/69.3."""
