@@ -65,8 +65,7 @@ def run_ray(ctx: click.Context, address: str, out_dir: Path) -> None:
         raise ConfigError("--ray needs Ray; install it with: pip install 'dahl[ray]'") from exc
     given = ctx.get_parameter_source("workers") != click.core.ParameterSource.DEFAULT
     if not ray.is_initialized():
-        ray.init(address=address, num_cpus=ctx.params["workers"] if given and address == LOCAL else None,
-                 log_to_driver=False)
+        ray.init(address=address, num_cpus=ctx.params["workers"] if given and address == LOCAL else None)
     cpus = ray.cluster_resources().get("CPU", os.cpu_count() or 1)  # type: ignore[no-untyped-call]
     workers = ctx.params["workers"] if given else max(1, int(cpus))
     folders = [out_dir / "shards" / str(i) for i in range(workers)]
