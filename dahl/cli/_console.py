@@ -17,12 +17,18 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from dahl.errors import CostCapReached, FatalAPIError, OutputWriteError, QuotaExhausted
+from dahl.errors import (
+    CostCapReached,
+    DahlError,
+    FatalAPIError,
+    OutputWriteError,
+    QuotaExhausted,
+)
 from dahl.exit_status import ExitStatus
 from dahl.pricing import Price, load_price_overrides, parse_price_option
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_QUOTA", "EXIT_USAGE", "console", "exit_finished", "exit_stopped", "out", "price_overrides",
-           "run_stoppable", "setup_logging"]
+           "run_stoppable", "setup_logging", "stop_status"]
 
 class _Console(Console):
     """A rich Console whose reader going away (``| head -1``) ends the command with status 0."""
@@ -150,15 +156,28 @@ def exit_stopped(exc: BaseException, again: str, interrupted: str | None = None)
     """
     text = escape(str(exc))
     if isinstance(exc, CostCapReached):
-        line, status = f"[red]stopped:[/] {text}. {again}", ExitStatus.QUOTA
+        line = f"[red]stopped:[/] {text}. {again}"
     elif isinstance(exc, QuotaExhausted):
-        line, status = f"[red]stopped:[/] API quota exhausted ({text}). {again}", ExitStatus.QUOTA
+        line = f"[red]stopped:[/] API quota exhausted ({text}). {again}"
     elif isinstance(exc, FatalAPIError):
-        line, status = f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}", ExitStatus.FATAL_API
+        line = f"[red]stopped:[/] {escape(str(exc).rstrip('.'))}. {again}"
     elif isinstance(exc, KeyboardInterrupt):
-        line, status = interrupted or f"[yellow]interrupted.[/] {again}", ExitStatus.INTERRUPTED
+        line = interrupted or f"[yellow]interrupted.[/] {again}"
     else:
         line = f"[red]error:[/] {text}"
-        status = ExitStatus.WRITE_FAILED if isinstance(exc, OutputWriteError) else ExitStatus.USAGE
     console.print(line, emoji=False)  # a message's "file:100:" must not become an emoji
-    sys.exit(status)
+    sys.exit(stop_status(exc))
+
+
+def stop_status(exc: BaseException) -> ExitStatus:
+    """The exit status of a command that ``exc`` stopped: QuotaExhausted or CostCapReached 3, FatalAPIError 4,
+    OutputWriteError 8, KeyboardInterrupt 130, any other DahlError 2, anything else 1 (INTERNAL)."""
+    if isinstance(exc, QuotaExhausted):  # CostCapReached is one
+        return ExitStatus.QUOTA
+    if isinstance(exc, FatalAPIError):
+        return ExitStatus.FATAL_API
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitStatus.INTERRUPTED
+    if isinstance(exc, OutputWriteError):
+        return ExitStatus.WRITE_FAILED
+    return ExitStatus.USAGE if isinstance(exc, DahlError) else ExitStatus.INTERNAL

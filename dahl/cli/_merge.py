@@ -22,7 +22,7 @@ from dahl.results import _manifest as manifest
 from dahl.run._merge import merge_runs
 from dahl.run._report import run_status
 
-__all__ = ["merge", "run_workers", "shard_command"]
+__all__ = ["merge", "merge_shards", "run_workers", "shard_command", "shard_shares"]
 
 #: Exit statuses of a shard that leave it mergeable: finished, partly scored, or nothing to score.
 _MERGEABLE = (ExitStatus.OK, ExitStatus.PARTIAL, ExitStatus.NOTHING_SCORED)
@@ -79,10 +79,18 @@ def run_workers(ctx: click.Context, workers: int, out_dir: Path) -> None:
                                           "to continue.")
     finally:
         signal.signal(signal.SIGTERM, previous)
+    merge_shards(statuses, folders, out_dir)
+
+
+def merge_shards(statuses: list[int], folders: list[Path], out_dir: Path, reasons: list[str] | None = None) -> None:
+    """Merge the shard folders ``folders`` into ``out_dir`` (see :func:`merge_into`) when every shard ended
+    mergeable; else exit with the first failed shard's status (``statuses[i]``, an exit status; < 0: killed
+    by a signal), naming it and, when given, ``reasons[i]``, why it stopped."""
     for i, status in enumerate(statuses):
         if status not in _MERGEABLE:
-            console.print(f"[red]stopped:[/] shard {i}/{workers} ({folders[i]}) exited with status {status}; "
-                          "re-run the same command to continue")
+            why = f": {reasons[i]}" if reasons and reasons[i] else ""
+            console.print(f"[red]stopped:[/] shard {i}/{len(folders)} ({folders[i]}) exited with status {status}"
+                          f"{why}; re-run the same command to continue", emoji=False)
             sys.exit(status if status > 0 else ExitStatus.INTERRUPTED)  # < 0: killed by a signal
     merge_into(folders, out_dir)
 
@@ -92,13 +100,22 @@ def shard_command(args: list[str], params: dict[str, Any], verbose: int, folder:
     """The command line of one worker: ``dahl score`` with ``args`` (as given, ``params`` as parsed), into
     ``folder`` as ``shard``, with its share (1/N) of the ``--rpm``, ``--tpm`` and ``--max-cost`` given (all of them with ``--coord``,
     which the shards then share, under the run name ``run``)."""
-    shares = [arg for name, flag in (("rpm", "--rpm"), ("tpm", "--tpm"), ("max_cost_usd", "--max-cost"))
-              if params.get(name) is not None and not params.get("coord")
-              for arg in (flag, repr(params[name] / shard.count))]
-    if (url := params.get("coord")) and run and "run=" not in url:
-        shares += ["--coord", f"{url}{'&' if '?' in url else '?'}run={run}"]
+    flags = {"rpm": "--rpm", "tpm": "--tpm", "max_cost_usd": "--max-cost", "coord": "--coord"}
+    shares = [arg for name, value in shard_shares(params, shard.count, run).items()
+              for arg in (flags[name], repr(value) if isinstance(value, float) else value)]
     return [sys.executable, "-m", "dahl", *["-v"] * verbose, "score", *args, *shares, "-o", str(folder),
             "--shard", str(shard), "--workers", "1", "--no-progress"]
+
+
+def shard_shares(params: dict[str, Any], count: int, run: str = "") -> dict[str, Any]:
+    """The ``dahl score`` parameters (``params`` as parsed) one of ``count`` shards of a run gets instead:
+    its share (1/``count``) of ``rpm``, ``tpm`` and ``max_cost_usd`` given; with ``coord`` none (the shards
+    share the whole limits through Redis) but the URL naming the run ``run`` (unless it names one)."""
+    shares = {name: params[name] / count for name in ("rpm", "tpm", "max_cost_usd")
+              if params.get(name) is not None and not params.get("coord")}
+    if (url := params.get("coord")) and run and "run=" not in url:
+        shares["coord"] = f"{url}{'&' if '?' in url else '?'}run={run}"
+    return shares
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:

@@ -7,8 +7,8 @@ from typing import NoReturn
 
 import click
 
-from dahl.cli._merge import run_workers
 from dahl.cli._console import console, exit_finished, exit_stopped, out, run_stoppable
+from dahl.cli._merge import run_workers
 from dahl.cli._options import (
     FINITE,
     HEADER,
@@ -17,13 +17,14 @@ from dahl.cli._options import (
     template_option,
 )
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
+from dahl.cli._ray import LOCAL, run_ray
 from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
 from dahl.config import AUTH_SCHEMES, PROVIDERS
 from dahl.errors import ConfigError, DahlError
-from dahl.formats._lines import STDIN
 from dahl.formats import FORMATS
+from dahl.formats._lines import STDIN
 from dahl.results._counters import RunCounters
 from dahl.run._dryrun import DryRunReport
 from dahl.run._dryrun import dry_run as estimate
@@ -35,7 +36,7 @@ __all__ = ["score"]
 
 @click.command(cls=GroupedCommand, sections={
     "Options": ("out_dir", "splitter", "checker", "evidence", "nli_model", "config_file", "base_url", "model",
-                "dry_run", "max_cost_usd", "shard", "workers", "coord", "more_verbose", "help"),
+                "dry_run", "max_cost_usd", "shard", "workers", "coord", "ray_address", "more_verbose", "help"),
     "Input": ("fmt", "response_columns", "field_options"),
     "Endpoint and limits": ("api_key_env", "provider", "auth", "header_options", "rpm", "tpm", "max_in_flight",
                             "temperature", "max_tokens", "timeout_s", "top_k", "nli_threshold", "nli_contradiction", "template_options",
@@ -114,6 +115,9 @@ __all__ = ["score"]
 @click.option("--coord", default=None, metavar="URL",
               help="Share the limits, pause, breaker and --max-cost of every shard through Redis at URL "
                    "(redis://host:port/db[?run=NAME]).")
+@click.option("--ray", "ray_address", is_flag=False, flag_value=LOCAL, default=None, metavar="[ADDRESS]",
+              help="Score the shards as Ray tasks on the Ray cluster at ADDRESS (without it: a Ray instance "
+                   "started here), merged into OUT; --workers shards, default the cluster's CPUs. Needs dahl[ray].")
 @template_option(SCORE_STAGES)
 @recall_options
 def score(
@@ -156,6 +160,7 @@ def score(
     shard: str | None,
     workers: int,
     coord: str | None,
+    ray_address: str | None,
     **recall_values: object,  # the options of dahl.cli._score_options.RECALL_OPTION_NAMES
 ) -> None:
     """Score INPUTS (answer files) and write OUT/answers.jsonl and OUT/summary.json."""
@@ -163,6 +168,10 @@ def score(
         config = score_config(click.get_current_context().params)
         if dry_run:
             _print_dry_run(estimate(config))
+            return
+        if ray_address is not None:
+            _check_workers(config)
+            run_ray(click.get_current_context(), ray_address, out_dir)
             return
         if workers > 1:
             _check_workers(config)
