@@ -199,7 +199,8 @@ class TestStateScenarios:
         assert data["runs"]["reference"]["sent"] == 2500
 
     async def test_b6(self, tmp_path: Path) -> None:
-        """B6 re-scores 3,000 cached claims: unchanged, 0 requests and 300 answers whole; 30 edited, exactly 30 requests."""
+        """B6 re-scores 3,000 cached claims: unchanged, 0 requests and 300 answers whole; 30 edited, exactly 30 requests;
+        the same with --workers 2."""
         data = _check_result(await b6_rescore.run("tiny", tmp_path), "b6_rescore")
         rescore = data["runs"]["rescore"]
         assert rescore["requests"] == 30
@@ -208,6 +209,10 @@ class TestStateScenarios:
         assert every_whole["requests"] == 0
         assert (every_whole["run"]["answers_cached"], every_whole["run"]["claims_cached"]) == (300, 3000)
         assert data["runs"]["verify"]["requests"] == 0
+        workers = data["runs"]["rescore_workers2"]
+        assert (workers["requests"], workers["run"]["claims_cached"], workers["run"]["answers_cached"]) == (30, 2970, 270)
+        assert data["runs"]["every_whole_workers2"]["requests"] == 0
+        assert data["runs"]["every_whole_workers2"]["run"]["answers_cached"] == 300
         assert all(r["cpu_s"] > 0 for r in data["runs"]["cache_on"] + data["runs"]["cache_off"])
 
     async def test_b7(self, tmp_path: Path) -> None:
