@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench import suite
-from bench.scenarios import b0_micro, b1_overhead, b2_latency, b3_rate, b4_faults, b5_crash, b6_rescore, b7_soak, peers
+from bench.scenarios import b0_micro, b1_overhead, b2_latency, b3_rate, b4_faults, b5_crash, b6_rescore, b7_soak, b9_shards, peers
 from bench.scenarios.common import (
     Figure,
     ScenarioResult,
@@ -220,3 +220,28 @@ class TestStateScenarios:
         data = _check_result(await b7_soak.run("tiny", tmp_path), "b7_soak")
         assert data["claims_out"] == 20000
         assert data["runs"]["worker"]["lag_p99_ms"] is not None
+
+
+class TestShardScenario:
+    async def test_b9(self, tmp_path: Path) -> None:
+        """B9 at tiny size: every rate-bound run of 4 shards checks each of its 40 claims once (40 answered 200), and
+        4 shards over 8 identical answers of 5 claims send 5 check calls, one per distinct claim."""
+        if b9_shards.redis_missing() is not None:
+            pytest.skip(b9_shards.redis_missing())
+        data = _check_result(await b9_shards.run("tiny", tmp_path), "b9_shards")
+        for name in ("coord", "static", "tpm"):
+            run = data["runs"][name]
+            assert run["mock"]["status"]["200"] == 40
+            assert set(run["returncodes"]) <= {0, 5}  # 5: a shard that no answer hashed to
+        flight = data["runs"]["single_flight"]
+        assert flight["mock"]["requests"] == 5 and flight["returncodes"] == [0, 0, 0, 0]
+        assert data["figures"][-1]["value"] == 5.0 and data["figures"][-1]["baseline"] == 5.0
+
+    async def test_b9_without_redis_server_is_one_skipped_row(self, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+        """No redis-server binary: B9 reports one row naming why, and no claim."""
+        monkeypatch.setattr(b9_shards.shutil, "which", lambda name: None)
+        data = json.loads(json.dumps((await b9_shards.run("tiny", tmp_path)).as_dict(1.0)))
+        assert [f["figure"] for f in data["figures"]] == [
+            "skipped: redis-server not installed (Debian: apt-get install redis-server)"]
+        assert (data["claims_in"], data["claims_out"]) == (0, 0)
