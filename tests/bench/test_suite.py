@@ -9,7 +9,18 @@ from typing import Any
 import pytest
 
 from bench import suite
-from bench.scenarios import b0_micro, b1_overhead, b2_latency, b3_rate, b4_faults, b5_crash, b6_rescore, b7_soak, b9_shards, peers
+from bench.scenarios import (
+    b0_micro,
+    b1_overhead,
+    b2_latency,
+    b3_rate,
+    b4_faults,
+    b5_crash,
+    b6_rescore,
+    b7_soak,
+    b9_shards,
+    peers,
+)
 from bench.scenarios.common import (
     Figure,
     ScenarioResult,
