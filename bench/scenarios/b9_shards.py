@@ -51,7 +51,7 @@ RPM = 600
 LATENCY_MS = 200
 IN_FLIGHT = 16
 #: Claims per rate-bound run (5 per answer), and (answers, claims per answer) of the single-flight run, per size.
-CLAIMS = {"tiny": 40, "quick": 80, "full": 3000}
+CLAIMS = {"tiny": 40, "quick": 60, "full": 3000}
 SINGLE = {"tiny": (8, 5), "quick": (40, 20), "full": (200, 50)}
 
 
