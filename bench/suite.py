@@ -60,6 +60,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("b6", "b6_rescore", "re-score: 1M cached claims, 1 % edited; lookup claims/s; cache on vs off", 19, 540),
     ScenarioSpec("b7", "b7_soak", "soak: 5M claims through the fake Checker; RSS flat, loop lag p99", 24, 560),
     ScenarioSpec("b8", "b8_recall", "recall: N answers x 20 facts, LLM coverage judge at 1 s, C=200; 1 % re-score", 20, 70),
+    ScenarioSpec("b9", "b9_shards", "4 shards, one 600 RPM account: --coord (Redis) vs static split, TPM; single flight", 45, 1100),
     ScenarioSpec("peers", "peers", "bare aiohttp, openai gather, sequential, LiteLLM, curator on B1-B3", 300, 900),
 )
 

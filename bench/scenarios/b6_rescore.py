@@ -22,6 +22,10 @@ every cache key, stays the same; requests per run are ``/stats`` differences):
    end, process start-up excluded); target ≥ 50,000 claims/s (issue 4). Unedited
    answers are found whole; the edited ones (one claim in ten changed) are split into
    claims, 9 of 10 found claim by claim, and the changed one is checked.
+   Then steps 5 and 6 again with ``--workers 2`` (two shard processes on the one cache
+   folder, merged), the second on a file edited at the same places with another text so
+   its edited claims are misses too: requests = edited claims, and claims/s by wall time
+   (process start-up included, since the workers' start-up is their cost) of both ways.
 7. Issue-4 engine figure: first-time runs (all misses) of M fresh claims
    (quick 3,000, full 20,000) with the cache on (fresh folder) vs ``--no-cache``; claims/s ratio
    on/off, target ≥ 0.85. Each round runs both, on first in even rounds and off first
@@ -108,10 +112,11 @@ def fill_cache(answers: Path, cache: Path, url: str) -> dict[str, float]:
     return {"claims": n, "key_s": key_s, "put_s": put_s}
 
 
-def edit_answers(src: Path, dst: Path, every: int, limit_answers: int | None = None) -> int:
+def edit_answers(src: Path, dst: Path, every: int, limit_answers: int | None = None, suffix: str = ", revised).") -> int:
     """Copy ``src`` to ``dst`` changing the text of every ``every``-th claim; return how many changed.
 
     ``limit_answers``: copy only the first answers (no edit is made then when ``every`` is 0).
+    ``suffix``: replaces the edited claim's last character (another suffix gives other claims at the same places).
     """
     changed = 0
     index = 0
@@ -122,7 +127,7 @@ def edit_answers(src: Path, dst: Path, every: int, limit_answers: int | None = N
             row = json.loads(line)
             for claim in row["claims"]:
                 if every and index % every == every // 2:
-                    claim["text"] = claim["text"][:-1] + ", revised)."
+                    claim["text"] = claim["text"][:-1] + suffix
                     changed += 1
                 index += 1
             fout.write(json.dumps(row) + "\n")
@@ -176,9 +181,10 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
     result = ScenarioResult(NAME, size)
     n_cached, n_onoff, rounds = SIZES[size]
     answers, edited, sample = workdir / "answers.jsonl", workdir / "edited.jsonl", workdir / "sample.jsonl"
-    fresh = workdir / "fresh.jsonl"
+    fresh, edited_w = workdir / "fresh.jsonl", workdir / "edited-workers.jsonl"
     write_answers(answers, n_cached, seed=SEED)
     changed = edit_answers(answers, edited, EDIT_EVERY)
+    edit_answers(answers, edited_w, EDIT_EVERY, suffix=", revised again).")
     edit_answers(answers, sample, 0, limit_answers=SAMPLE_ANSWERS)
     write_answers(fresh, n_onoff, seed=SEED + 1)
     cache = workdir / "cache"
@@ -192,6 +198,11 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
         every_whole = await cli_run(dahl_command(answers, workdir / "out-whole", cache, mock.url), mock,
                                     workdir / "out-whole")
         rescore = await cli_run(dahl_command(edited, workdir / "out-rescore", cache, mock.url), mock, workdir / "out-rescore")
+        # The same two re-scores as 2 shard processes on the one cache folder (other edits at the same places).
+        whole_w = await cli_run([*dahl_command(answers, workdir / "out-whole-w2", cache, mock.url), "--workers", "2"],
+                                mock, workdir / "out-whole-w2")
+        rescore_w = await cli_run([*dahl_command(edited_w, workdir / "out-rescore-w2", cache, mock.url), "--workers", "2"],
+                                  mock, workdir / "out-rescore-w2")
         # Engine ceiling without any cache or HTTP: the fake Checker on the same file.
         fake_argv = [*dahl_command(edited, workdir / "out-fake", workdir / "unused-cache", mock.url)[:3], "score",
                      str(edited), "-o", str(workdir / "out-fake"), "--splitter", "given", "--checker", "fake",
@@ -210,7 +221,9 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
                 runs.append(await cli_run(argv, mock, out))
             result.claims_in += 2 * n_onoff
             result.claims_out += _labelled(on_out / "answers.jsonl") + _labelled(off_out / "answers.jsonl")
-    result.claims_in += 3 * n_cached
+    result.claims_in += 5 * n_cached
+    result.claims_out += _labelled(workdir / "out-whole-w2" / "answers.jsonl")
+    result.claims_out += _labelled(workdir / "out-rescore-w2" / "answers.jsonl")
     result.claims_out += _labelled(workdir / "out-rescore" / "answers.jsonl")
     result.claims_out += _labelled(workdir / "out-by-claim" / "answers.jsonl")
     result.claims_out += _labelled(workdir / "out-whole" / "answers.jsonl")
@@ -234,6 +247,17 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
         Figure.make("re-score claims/s vs engine ceiling (fake Checker, no cache, same file)",
                     rescore["claims_per_s"], ceiling["claims_per_s"]),
         Figure.make("re-score wall s incl. process start-up", rescore["wall_s"]),
+        Figure.make("unchanged re-score claims/s incl. start-up (wall), --workers 2 vs one process",
+                    n_cached / whole_w["wall_s"], n_cached / every_whole["wall_s"]),
+        Figure.make("re-score claims/s incl. start-up (wall), --workers 2 vs one process",
+                    n_cached / rescore_w["wall_s"], n_cached / rescore["wall_s"]),
+        Figure.make("unchanged re-score claims/s (elapsed_s; merged: the longer shard's), --workers 2 vs one process",
+                    whole_w["claims_per_s"], every_whole["claims_per_s"]),
+        Figure.make("re-score claims/s (elapsed_s; merged: the longer shard's), --workers 2 vs one process",
+                    rescore_w["claims_per_s"], rescore["claims_per_s"]),
+        Figure.make(f"re-score --workers 2: requests vs edited claims ({changed} of {n_cached})",
+                    float(rescore_w["requests"]), float(changed), "<= 1.0"),
+        Figure.make("unchanged re-score --workers 2: requests", float(whole_w["requests"]), None, "<= 0"),
         Figure.make(f"first run, cache on / --no-cache claims/s, median of {rounds} paired rounds (zero latency)",
                     statistics.median(paired), 1.0, ">= 0.85"),
         Figure.make("first run claims/s, best cache-on run vs best --no-cache run", best_on, best_off),
@@ -244,7 +268,7 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
     ]
     result.runs = rounded({
         "fill": {**filled, "wall_s": fill_s}, "verify": verify, "by_claim": by_claim, "every_whole": every_whole,
-        "rescore": rescore, "fake_ceiling": ceiling,
+        "rescore": rescore, "fake_ceiling": ceiling, "every_whole_workers2": whole_w, "rescore_workers2": rescore_w,
         "cache_on": on_runs, "cache_off": off_runs,
     })
     result.notes.append(

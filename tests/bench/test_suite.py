@@ -9,7 +9,18 @@ from typing import Any
 import pytest
 
 from bench import suite
-from bench.scenarios import b0_micro, b1_overhead, b2_latency, b3_rate, b4_faults, b5_crash, b6_rescore, b7_soak, peers
+from bench.scenarios import (
+    b0_micro,
+    b1_overhead,
+    b2_latency,
+    b3_rate,
+    b4_faults,
+    b5_crash,
+    b6_rescore,
+    b7_soak,
+    b9_shards,
+    peers,
+)
 from bench.scenarios.common import (
     Figure,
     ScenarioResult,
@@ -199,7 +210,8 @@ class TestStateScenarios:
         assert data["runs"]["reference"]["sent"] == 2500
 
     async def test_b6(self, tmp_path: Path) -> None:
-        """B6 re-scores 3,000 cached claims: unchanged, 0 requests and 300 answers whole; 30 edited, exactly 30 requests."""
+        """B6 re-scores 3,000 cached claims: unchanged, 0 requests and 300 answers whole; 30 edited, exactly 30 requests;
+        the same with --workers 2."""
         data = _check_result(await b6_rescore.run("tiny", tmp_path), "b6_rescore")
         rescore = data["runs"]["rescore"]
         assert rescore["requests"] == 30
@@ -208,6 +220,10 @@ class TestStateScenarios:
         assert every_whole["requests"] == 0
         assert (every_whole["run"]["answers_cached"], every_whole["run"]["claims_cached"]) == (300, 3000)
         assert data["runs"]["verify"]["requests"] == 0
+        workers = data["runs"]["rescore_workers2"]
+        assert (workers["requests"], workers["run"]["claims_cached"], workers["run"]["answers_cached"]) == (30, 2970, 270)
+        assert data["runs"]["every_whole_workers2"]["requests"] == 0
+        assert data["runs"]["every_whole_workers2"]["run"]["answers_cached"] == 300
         assert all(r["cpu_s"] > 0 for r in data["runs"]["cache_on"] + data["runs"]["cache_off"])
 
     async def test_b7(self, tmp_path: Path) -> None:
@@ -215,3 +231,28 @@ class TestStateScenarios:
         data = _check_result(await b7_soak.run("tiny", tmp_path), "b7_soak")
         assert data["claims_out"] == 20000
         assert data["runs"]["worker"]["lag_p99_ms"] is not None
+
+
+class TestShardScenario:
+    async def test_b9(self, tmp_path: Path) -> None:
+        """B9 at tiny size: every rate-bound run of 4 shards checks each of its 40 claims once (40 answered 200), and
+        4 shards over 8 identical answers of 5 claims send 5 check calls, one per distinct claim."""
+        if b9_shards.redis_missing() is not None:
+            pytest.skip(b9_shards.redis_missing())
+        data = _check_result(await b9_shards.run("tiny", tmp_path), "b9_shards")
+        for name in ("coord", "static", "tpm"):
+            run = data["runs"][name]
+            assert run["mock"]["status"]["200"] == 40
+            assert set(run["returncodes"]) <= {0, 5}  # 5: a shard that no answer hashed to
+        flight = data["runs"]["single_flight"]
+        assert flight["mock"]["requests"] == 5 and flight["returncodes"] == [0, 0, 0, 0]
+        assert data["figures"][-1]["value"] == 5.0 and data["figures"][-1]["baseline"] == 5.0
+
+    async def test_b9_without_redis_server_is_one_skipped_row(self, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+        """No redis-server binary: B9 reports one row naming why, and no claim."""
+        monkeypatch.setattr(b9_shards.shutil, "which", lambda name: None)
+        data = json.loads(json.dumps((await b9_shards.run("tiny", tmp_path)).as_dict(1.0)))
+        assert [f["figure"] for f in data["figures"]] == [
+            "skipped: redis-server not installed (Debian: apt-get install redis-server)"]
+        assert (data["claims_in"], data["claims_out"]) == (0, 0)
