@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.request import urlopen
 
 import pytest
+
+from bench.redis_server import RedisServer, redis_missing
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,39 +95,13 @@ def mocks() -> Iterator[MockServers]:
         servers.stop_all()
 
 
-class RedisServer:
-    """A real ``redis-server`` on loopback, on a free port, persisting nothing; :meth:`kill` stops it."""
-
-    def __init__(self, binary: str) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                                       "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):  # up to 5 s for the port to listen
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.01)
-        self.kill()
-        raise RuntimeError(f"redis-server did not listen on port {self.port}")
-
-    def kill(self) -> None:
-        """Stop the server (SIGKILL) and wait for it."""
-        if self._proc.poll() is None:
-            self._proc.kill()
-        self._proc.wait(timeout=10)
-
-
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
     """A fresh ``redis-server`` process on 127.0.0.1 (skipped without the binary or the redis package)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server; .ci/run installs it)")
-    pytest.importorskip("redis", reason="the redis package is not installed (pip install 'dahl[coord]')")
-    server = RedisServer(binary)
+    missing = redis_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    server = RedisServer(shutil.which("redis-server") or "redis-server")
     try:
         yield server
     finally:

@@ -24,13 +24,12 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.redis_server import RedisServer, redis_missing
 from bench.scenarios.b3_rate import tokens_per_request
 from bench.scenarios.b5_crash import dahl_command
 from bench.scenarios.common import (
@@ -53,46 +52,6 @@ IN_FLIGHT = 16
 #: Claims per rate-bound run (5 per answer), and (answers, claims per answer) of the single-flight run, per size.
 CLAIMS = {"tiny": 40, "quick": 60, "full": 3000}
 SINGLE = {"tiny": (8, 5), "quick": (40, 20), "full": (200, 50)}
-
-
-class RedisProcess:
-    """``redis-server`` on 127.0.0.1 at a free port, persisting nothing; ``url`` is ``redis://host:port/0``.
-
-    Raises:
-        RuntimeError: the server did not listen within 5 s.
-    """
-
-    def __init__(self, binary: str) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                                       "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.01)
-        self.stop()
-        raise RuntimeError(f"redis-server did not listen on port {self.port}")
-
-    def stop(self) -> None:
-        """Kill the server and wait for it."""
-        if self._proc.poll() is None:
-            self._proc.kill()
-        self._proc.wait(timeout=10)
-
-
-def redis_missing() -> str | None:
-    """Why B9 cannot run here (no ``redis-server`` binary, no ``redis`` package), or None."""
-    if shutil.which("redis-server") is None:
-        return "redis-server not installed (Debian: apt-get install redis-server)"
-    try:
-        import redis  # noqa: F401
-    except ImportError:
-        return "the redis package is not installed (pip install 'dahl[coord]')"
-    return None
 
 
 def write_identical(path: Path, answers: int, per_answer: int) -> int:
@@ -164,7 +123,7 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
     single = workdir / "single.jsonl"
     n_answers, per_answer = SINGLE[size]
     distinct = write_identical(single, n_answers, per_answer)
-    redis = await asyncio.to_thread(RedisProcess, shutil.which("redis-server") or "redis-server")
+    redis = await asyncio.to_thread(RedisServer, shutil.which("redis-server") or "redis-server")
     try:
         coord = await shard_run(answers, workdir, "coord", ["--rpm", str(RPM), *window], ["--rpm", str(RPM)], redis.url)
         static = await shard_run(answers, workdir, "static", ["--rpm", str(RPM), *window],
@@ -173,7 +132,7 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
                               redis.url)
         flight = await shard_run(single, workdir, "single", ["--latency-ms", "500"], [], redis.url)
     finally:
-        redis.stop()
+        redis.kill()
     for r in (coord, static, tpm):
         result.claims_in += n
         result.claims_out += r["claims_out"]

@@ -251,8 +251,10 @@ class TestShardScenario:
     async def test_b9_without_redis_server_is_one_skipped_row(self, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
         """No redis-server binary: B9 reports one row naming why, and no claim."""
-        monkeypatch.setattr(b9_shards.shutil, "which", lambda name: None)
+        from bench import redis_server
+
+        monkeypatch.setattr(redis_server.shutil, "which", lambda name: None)
         data = json.loads(json.dumps((await b9_shards.run("tiny", tmp_path)).as_dict(1.0)))
         assert [f["figure"] for f in data["figures"]] == [
-            "skipped: redis-server not installed (Debian: apt-get install redis-server)"]
+            "skipped: redis-server is not installed (Debian: apt-get install redis-server; .ci/run installs it)"]
         assert (data["claims_in"], data["claims_out"]) == (0, 0)
