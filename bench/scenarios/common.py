@@ -217,7 +217,18 @@ def write_answers(path: Path, n_claims: int, *, per_answer: int = 10, seed: int 
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, MiB (``ru_maxrss`` is KiB on Linux)."""
+    """Peak resident set size of this process since it started its program, MiB.
+
+    ``VmHWM`` of ``/proc/self/status`` (kB): the high-water mark of this process's own
+    memory. ``getrusage``'s ``ru_maxrss`` (the fallback where /proc is missing) is no use in
+    a worker: Linux carries the parent's high-water mark across fork and exec into it.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
