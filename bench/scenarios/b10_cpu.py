@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.scenarios.b1_overhead import CONCURRENCY, cpu_ms_per_request
-from bench.scenarios.common import Figure, ScenarioResult, measured_run, rounded, scenario_main, write_answers
+from bench.scenarios.common import (
+    Figure,
+    ScenarioResult,
+    measured_run,
+    rounded,
+    scenario_main,
+    write_answers,
+)
 
 NAME = "b10_cpu"
 REPEATS = {"tiny": 1, "quick": 2, "full": 3}

@@ -12,7 +12,6 @@ from bench import suite
 from bench.scenarios import (
     b0_micro,
     b1_overhead,
-    b10_cpu,
     b2_latency,
     b3_rate,
     b4_faults,
@@ -20,6 +19,7 @@ from bench.scenarios import (
     b6_rescore,
     b7_soak,
     b9_shards,
+    b10_cpu,
     peers,
 )
 from bench.scenarios.common import (
