@@ -30,7 +30,8 @@ async def _child_peak_mb(alloc_mib: int) -> float:
 
 def test_worker_peak_rss_is_its_own() -> None:
     """From a parent holding 400 MiB: an idle worker reports far less than 400 MiB, and one
-    that touches 200 MiB reports at least 200 MiB more than the idle one."""
+    that touches 200 MiB reports at least 200 MB (190.7 MiB) more than the idle one (the two
+    interpreters' own pages differ by a few hundred kB)."""
     parent = bytearray(400 * MIB)
     for i in range(0, len(parent), 4096):
         parent[i] = 1
@@ -41,4 +42,4 @@ def test_worker_peak_rss_is_its_own() -> None:
     idle, busy = asyncio.run(both())
     del parent
     assert 5 < idle < 200
-    assert busy - idle >= 200
+    assert busy - idle >= 200e6 / MIB
