@@ -61,6 +61,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("b7", "b7_soak", "soak: 5M claims through the fake Checker; RSS flat, loop lag p99", 24, 560),
     ScenarioSpec("b8", "b8_recall", "recall: N answers x 20 facts, LLM coverage judge at 1 s, C=200; 1 % re-score", 20, 70),
     ScenarioSpec("b9", "b9_shards", "4 shards, one 600 RPM account: --coord (Redis) vs static split, TPM; single flight", 45, 1100),
+    ScenarioSpec("b10", "b10_cpu", "client CPU ms per request, dahl vs bare loop, mock and client pinned to a core each", 20, 60),
     ScenarioSpec("peers", "peers", "bare aiohttp, openai gather, sequential, LiteLLM, curator on B1-B3", 300, 900),
 )
 

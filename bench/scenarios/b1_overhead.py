@@ -24,7 +24,8 @@ REPEATS = {"tiny": 1, "quick": 2, "full": 3}
 CLAIMS = {"tiny": 300, "quick": 5000, "full": 30000}
 
 
-def _per_1k(run: dict[str, object]) -> float | None:
+def cpu_ms_per_request(run: dict[str, object]) -> float | None:
+    """Client CPU ms per request the mock received (= CPU s per 1,000 requests); None without requests."""
     requests = int(run["mock"]["requests"]) if isinstance(run.get("mock"), dict) else 0  # type: ignore[index]
     cpu = run.get("cpu_s")
     return 1000.0 * float(cpu) / requests if requests and isinstance(cpu, float) else None
@@ -50,7 +51,7 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
     result.figures += [
         Figure.make("req/s, dahl vs bare aiohttp loop", dahl.get("requests_per_s"), bare.get("requests_per_s"), ">= 0.85"),
         Figure.make("steady claims/s (10-90 %), dahl vs bare", dahl.get("steady_rate"), bare.get("steady_rate")),
-        Figure.make("CPU s per 1k requests, dahl vs bare", _per_1k(dahl), _per_1k(bare)),
+        Figure.make("CPU s per 1k requests, dahl vs bare", cpu_ms_per_request(dahl), cpu_ms_per_request(bare)),
         Figure.make("peak RSS MiB, dahl vs bare", dahl.get("peak_rss_mb"), bare.get("peak_rss_mb")),
         Figure.make("event-loop lag p99 ms, dahl", dahl.get("lag_p99_ms")),
     ]

@@ -160,7 +160,7 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
         Figure.make("event-loop lag p99 ms vs 20 ms", report.get("lag_p99_ms"), LAG_TARGET_MS, "<= 1.0"),
         Figure.make("event-loop lag max ms", report.get("lag_max_ms")),
         Figure.make("claims/s (fake Checker, cache off)", report["claims_done"] / elapsed if elapsed else None),
-        Figure.make("peak RSS MiB (worker ru_maxrss)", report.get("peak_rss_mb")),
+        Figure.make("peak RSS MiB (worker VmHWM)", report.get("peak_rss_mb")),
     ]
     result.runs = rounded({
         "worker": report, "rss_samples": len(rss), "rss_first_mb": first, "rss_last_mb": last,

@@ -13,7 +13,7 @@ orchestrator writes them to ``bodies`` (:func:`write_bodies`) for every client b
 a peer's worker imports no dahl module and runs in the peers' virtualenv. The
 report holds ``claims_in`` (claims attempted), ``claims_out`` (claims that came back: with a
 label for dahl, as a 200 reply for the others), ``wall_s``, ``cpu_s`` (user + system CPU of
-this process during the run), ``peak_rss_mb`` (whole process life, imports included),
+this process during the run), ``peak_rss_mb`` (VmHWM: this process since exec, imports included),
 ``steady_rate`` (claims/s between 10 % and 90 % done), event-loop lag and, for the non-dahl
 clients, request latency p50/p99 (ms, one HTTP call as the client sees it).
 """

@@ -217,7 +217,18 @@ def write_answers(path: Path, n_claims: int, *, per_answer: int = 10, seed: int 
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, MiB (``ru_maxrss`` is KiB on Linux)."""
+    """Peak resident set size of this process since it started its program, MiB.
+
+    ``VmHWM`` of ``/proc/self/status`` (kB): the high-water mark of this process's own
+    memory. ``getrusage``'s ``ru_maxrss`` (the fallback where /proc is missing) is no use in
+    a worker: Linux carries the parent's high-water mark across fork and exec into it.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -374,13 +385,16 @@ class MockProcess:
     Args:
         args: mock flags (see ``bench/mockserver.py``), without ``--port``.
         ready_timeout_s: seconds to wait for its ``ready`` line.
+        cpus: CPU numbers the mock process is pinned to (``os.sched_setaffinity``) once it
+            is ready; None leaves it where it started.
 
     Raises:
         RuntimeError: the process exited or did not print ``ready`` in time.
     """
 
-    def __init__(self, args: Sequence[str], ready_timeout_s: float = 20.0) -> None:
+    def __init__(self, args: Sequence[str], ready_timeout_s: float = 20.0, cpus: set[int] | None = None) -> None:
         self.args = list(args)
+        self.cpus = cpus
         self.ready_timeout_s = ready_timeout_s
         self.root = ""
         self.url = ""
@@ -407,6 +421,8 @@ class MockProcess:
             raise RuntimeError(f"mock server did not start (args {self.args}): {text!r}")
         self.root = text.split(" ", 1)[1]
         self.url = f"{self.root}/v1"
+        if self.cpus is not None:
+            os.sched_setaffinity(self._proc.pid, self.cpus)
         self._cpu0 = self.cpu_s() or 0.0  # start-up (imports) is not serving
         self._session = aiohttp.ClientSession()
         return self
@@ -551,6 +567,7 @@ async def measured_run(
     limit: int | None = None,
     poll: bool = False,
     python: str | None = None,
+    mock_cpus: set[int] | None = None,
 ) -> dict[str, Any]:
     """One client run against a fresh mock process; the worker report plus the mock's view.
 
@@ -564,6 +581,8 @@ async def measured_run(
         limit: first ``limit`` claims only (the sequential peer).
         poll: sample the mock's admitted count every 0.1 s (``admitted_series``).
         python: interpreter of the worker (the peers' virtualenv for the peers, when made).
+        mock_cpus: CPU numbers to pin the mock process to (None: not pinned); the worker
+            runs where this process may run.
 
     Returns:
         The worker report with ``mock`` (final ``/stats``), ``mock_cpu_s``, ``requests_per_s``
@@ -574,7 +593,7 @@ async def measured_run(
         "kind": kind, "answers": str(answers), "concurrency": concurrency, "rpm": rpm, "tpm": tpm,
         "limit": limit, "out_dir": str(out_dir),
     }
-    async with MockProcess(mock_args) as mock:
+    async with MockProcess(mock_args, cpus=mock_cpus) as mock:
         spec["url"] = mock.url
         if kind != "dahl":  # a peer's worker reads its bodies from a file: it may not have dahl
             from bench.scenarios.clients import write_bodies

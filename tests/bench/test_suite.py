@@ -19,6 +19,7 @@ from bench.scenarios import (
     b6_rescore,
     b7_soak,
     b9_shards,
+    b10_cpu,
     peers,
 )
 from bench.scenarios.common import (
@@ -137,6 +138,17 @@ class TestScenarios:
         data = _check_result(await b1_overhead.run("tiny", tmp_path), "b1_overhead")
         first = data["figures"][0]
         assert first["target"] == ">= 0.85" and first["baseline"] > 0
+        rss = next(f for f in data["figures"] if f["figure"].startswith("peak RSS"))
+        # Each worker's own peak: not the one high-water mark of the process that started both.
+        assert rss["value"] != rss["baseline"] and 10 < rss["baseline"] < 500 and 10 < rss["value"] < 500
+
+    async def test_b10(self, tmp_path: Path) -> None:
+        """B10 reports dahl's CPU ms per request against the bare loop's with the 1.3 target, both
+        measured over every claim's request (300 each), and loses no claim."""
+        data = _check_result(await b10_cpu.run("tiny", tmp_path), "b10_cpu")
+        first = data["figures"][0]
+        assert first["target"] == "<= 1.3" and first["value"] > 0 and first["baseline"] > 0
+        assert data["runs"]["dahl"]["mock"]["requests"] == data["runs"]["bare"]["mock"]["requests"] == 300
 
     async def test_b2(self, tmp_path: Path) -> None:
         """B2 compares the lognormal run with C / mean latency = 200 / 1.1331 s = 176.5/s."""
