@@ -286,7 +286,7 @@ class AnswerLog:
         return dropped
 
 
-_RELEASE_BYTES = 32 << 20
+_RELEASE_BYTES = 8 << 20
 
 
 def _release(mapped: mmap.mmap) -> None:
