@@ -225,6 +225,17 @@ class AnswerLog:
         dropped = 0
         data = view.obj
         assert isinstance(data, mmap.mmap)
+        walked = 0
+
+        def walk(n: int) -> None:
+            # Read pages of the mapping count in the resident set until dropped: drop them
+            # every _RELEASE_BYTES read, so the log's size does not set the peak RSS.
+            nonlocal walked
+            walked += n
+            if walked >= _RELEASE_BYTES:
+                walked = 0
+                _release(data)
+
         size = len(view)
         # The lines appended by this run are known, unless the record does not match the file.
         appended = self._start is not None and (self._ends[-1] if self._ends else self._start) == size
@@ -246,6 +257,7 @@ class AnswerLog:
             end = data.find(b"\n", start) + 1 or size
             k = _KEY_DECODER.decode(view[start:end])
             keep(line_key(k.id, k.input_hash), start, end)
+            walk(end - start)
             start = end
         if appended:
             for key, end in zip(self._keys, self._ends, strict=True):
@@ -258,6 +270,7 @@ class AnswerLog:
         if in_order and not dropped:
             for i in rows:
                 consume(_DECODER.decode(view[offsets[i] : ends[i]]))
+                walk(ends[i] - offsets[i])
             return 0
         tmp = self.path.with_suffix(".jsonl.tmp")
         with writing(self.path):
@@ -266,10 +279,22 @@ class AnswerLog:
                     line = view[offsets[i] : ends[i]]
                     dst.write(line)
                     consume(_DECODER.decode(line))
+                    walk(ends[i] - offsets[i])
                 dst.flush()
                 os.fsync(dst.fileno())
             os.replace(tmp, self.path)
         return dropped
+
+
+_RELEASE_BYTES = 8 << 20
+
+
+def _release(mapped: mmap.mmap) -> None:
+    """Drop the pages of the read-only file mapping ``mapped`` from the resident set (Linux
+    ``MADV_DONTNEED``; a later read faults them in again from the page cache); no-op where
+    the platform has no such advice."""
+    if hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED)
 
 
 def _close_quietly(file: IO[bytes]) -> None:

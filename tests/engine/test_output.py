@@ -106,3 +106,25 @@ class TestWriteFailures:
     def test_a_device_holds_no_finished_answers(self) -> None:
         """finished_keys of a path that is not a regular file (a device) is empty, without reading it."""
         assert AnswerLog(Path("/dev/zero")).finished_keys() == set()
+
+
+class TestResidentBound:
+    def test_finalize_drops_the_mapped_log_every_window(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """40 equal lines, a 4-line window: the mapping is dropped 20 times over the 2 passes
+        (keys, then digests), so at most 4 lines' pages stay resident; digests come back whole."""
+        from dahl.results import _log
+
+        path = tmp_path / "answers.jsonl"
+        earlier = AnswerLog(path)
+        earlier.open()
+        earlier.append([_result(i, "SU") for i in range(10, 50)])
+        earlier.close()
+        line = path.stat().st_size // 40
+        assert path.stat().st_size == 40 * line
+        calls: list[int] = []
+        release = _log._release
+        monkeypatch.setattr(_log, "_RELEASE_BYTES", 4 * line)
+        monkeypatch.setattr(_log, "_release", lambda mapped: (calls.append(1), release(mapped)))
+        dropped, digests = _finalize(AnswerLog(path), {line_key(f"a{i}", f"h{i}"): i for i in range(10, 50)})
+        assert (dropped, len(calls)) == (0, 20)
+        assert digests == [(f"a{i}", ("supported", "unsupported")) for i in range(10, 50)]
