@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import socket
 import warnings
 from pathlib import Path
 
@@ -40,9 +41,16 @@ class TestFolder:
         assert folder.max_length == 512
         assert read_folder(build_bert(tmp_path / "w", window=64)).max_length == 64
 
-    def test_two_label_folder_and_pytorch_bin(self, tmp_path: Path) -> None:
+    def test_two_label_folder_and_pytorch_bin(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The older weights file; loaded with every socket refused (local_files_only: never a download)."""
         folder = read_folder(build_bert(tmp_path, labels=MINICHECK_LABELS, safetensors=False))
         assert (folder.files[0], folder.supported, folder.contradiction) == ("pytorch_model.bin", 1, None)
+
+        def refuse(*args: object) -> None:
+            raise OSError("no network in this test")
+
+        monkeypatch.setattr(socket.socket, "connect", refuse)
+        monkeypatch.setattr(socket, "create_connection", refuse)
         model = NLIModel(folder)
         assert (model.inputs, model.calls) == (("input_ids", "attention_mask"), 1)
         assert model.runtime == f"torch {torch.__version__}, transformers {transformers.__version__}"
