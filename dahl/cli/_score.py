@@ -68,7 +68,8 @@ __all__ = ["score"]
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(min=1),
               help="Passages per claim for --checker openai --evidence and --checker nli.")
 @click.option("--nli-model", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Model folder of --checker nli: model.onnx, tokenizer.json, config.json (dahl models check DIR).")
+              help="Model folder of --checker nli: model.onnx, tokenizer.json, config.json, or a transformers "
+                   "folder with the transformers extra (dahl models check DIR).")
 @click.option("--nli-threshold", type=click.FloatRange(0, 1), default=None,
               help="P(entailment) at or above which --checker nli says supported (default 0.5).")
 @click.option("--nli-contradiction", type=click.FloatRange(0, 1), default=None,

@@ -93,8 +93,52 @@ class TestFolder:
         with pytest.raises(ConfigError, match=r"pip install 'dahl\[nli\]'"):
             NLIModel(folder)
 
+    def test_transformers_folder_without_torch_names_the_extra(self, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+        """config.json and weights but no model.onnx: a transformers folder, read without torch;
+        loading it without the extra names the folder and the install."""
+        build_model(tmp_path)
+        (tmp_path / "model.onnx").rename(tmp_path / "model.safetensors")
+        folder = read_folder(tmp_path)
+        assert (folder.backend, folder.files) == ("transformers", ("model.safetensors", "tokenizer.json", "config.json"))
+        assert folder.fingerprint != read_folder(build_model(tmp_path / "onnx")).fingerprint
+        monkeypatch.setitem(sys.modules, "torch", None)
+        with pytest.raises(ConfigError, match=rf"{tmp_path} is a transformers model folder \(no model.onnx\): .*"
+                                              r"pip install 'dahl\[transformers\]'"):
+            NLIModel(folder)
+
+    def test_kind_of_folder(self, tmp_path: Path) -> None:
+        """model.onnx wins over weights beside it; a transformers folder needs its config and tokenizer."""
+        build_model(tmp_path / "both")
+        (tmp_path / "both" / "pytorch_model.bin").write_bytes(b"weights")
+        assert read_folder(tmp_path / "both").backend == "onnx"
+        (tmp_path / "t").mkdir()
+        (tmp_path / "t" / "model.safetensors").write_bytes(b"weights")
+        with pytest.raises(ConfigError, match=r"t: missing config.json, tokenizer.json \(or tokenizer_config.json\) "
+                                              r"\(a transformers model folder"):
+            read_folder(tmp_path / "t")
+        (tmp_path / "e").mkdir()
+        with pytest.raises(ConfigError, match=r"e: missing model.onnx, tokenizer.json, config.json .*or is a "
+                                              r"transformers folder: config.json, model.safetensors or pytorch_model.bin"):
+            read_folder(tmp_path / "e")
+
+    def test_sharded_weights_are_hashed(self, tmp_path: Path) -> None:
+        """A sharded index's shards are part of the fingerprint."""
+        build_model(tmp_path)
+        (tmp_path / "model.onnx").unlink()
+        (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+            {"weight_map": {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}}))
+        for shard in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+            (tmp_path / shard).write_bytes(b"1")
+        before = read_folder(tmp_path)
+        assert before.files[:3] == ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                    "model.safetensors.index.json")
+        (tmp_path / "model-00002-of-00002.safetensors").write_bytes(b"2")
+        assert read_folder(tmp_path).fingerprint != before.fingerprint
+
     def test_import_dahl_needs_no_extra(self) -> None:
-        code = "import sys, dahl, dahl.adapters._nli; assert not {'onnxruntime', 'tokenizers'} & set(sys.modules)"
+        code = ("import sys, dahl, dahl.adapters._nli; "
+                "assert not {'onnxruntime', 'tokenizers', 'torch', 'transformers'} & set(sys.modules)")
         subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
     def test_fingerprint_and_cache_key_follow_the_weights(self, tmp_path: Path) -> None:
@@ -241,31 +285,36 @@ def run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def score_quickstart(folder: Path, tmp_path: Path) -> None:
+    """Score the README example with ``--checker nli --nli-model folder`` (a tiny model whose only
+    entailing word is "metformin"), check each verdict, then again from a ``--config`` file: all cached."""
+    examples = REPO / "examples"
+    args = [str(examples / "answers.jsonl"), "--evidence", str(examples / "corpus.jsonl"), "--checker", "nli",
+            "--nli-model", str(folder), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    status, _ = run("score", *args, "-o", str(tmp_path / "out"))
+    assert status == 0
+    lines = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    claims = [c for line in lines for c in line["claims"]]
+    assert len(claims) == 42
+    for c in claims:  # "metformin" in the claim or its best passage is the tiny model's entailment
+        stated = "metformin" in (c["text"] + c["evidence"][0]["text"]).lower()
+        assert (c["label"], c.get("reason")) == (("supported", None) if stated else ("unsupported", "no_evidence"))
+    assert {c["label"] for c in claims} == {"supported", "unsupported"}
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["config"]["checker"].startswith(f"nli/v1:{read_folder(folder).fingerprint}:")
+    (tmp_path / "score.toml").write_text(f'[check]\nnli_model = "{folder.relative_to(tmp_path)}"\n')
+    status, _ = run("score", *args[:5], "--config", str(tmp_path / "score.toml"), *args[7:],
+                    "-o", str(tmp_path / "again"))
+    assert status == 0
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert (again["run"]["claims_cached"], again["run"]["claims_checked"]) == (42, 0)
+    assert (tmp_path / "again" / "answers.jsonl").read_text() == (tmp_path / "out" / "answers.jsonl").read_text()
+
+
 class TestCommands:
     def test_score_the_quickstart_example_offline(self, tmp_path: Path) -> None:
         """``dahl score --checker nli`` on the README example: the model's verdicts, then all from the cache."""
-        build_model(tmp_path / "m", entail_words=("metformin",))
-        examples = REPO / "examples"
-        args = [str(examples / "answers.jsonl"), "--evidence", str(examples / "corpus.jsonl"), "--checker", "nli",
-                "--nli-model", str(tmp_path / "m"), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
-        status, _ = run("score", *args, "-o", str(tmp_path / "out"))
-        assert status == 0
-        lines = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
-        claims = [c for line in lines for c in line["claims"]]
-        assert len(claims) == 42
-        for c in claims:  # "metformin" in the claim or its best passage is the tiny model's entailment
-            stated = "metformin" in (c["text"] + c["evidence"][0]["text"]).lower()
-            assert (c["label"], c.get("reason")) == (("supported", None) if stated else ("unsupported", "no_evidence"))
-        assert {c["label"] for c in claims} == {"supported", "unsupported"}
-        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-        assert summary["config"]["checker"].startswith("nli/v1:")
-        (tmp_path / "score.toml").write_text('[check]\nnli_model = "m"\n')
-        status, _ = run("score", *args[:5], "--config", str(tmp_path / "score.toml"), *args[7:],
-                        "-o", str(tmp_path / "again"))
-        assert status == 0
-        again = json.loads((tmp_path / "again" / "summary.json").read_text())
-        assert (again["run"]["claims_cached"], again["run"]["claims_checked"]) == (42, 0)
-        assert (tmp_path / "again" / "answers.jsonl").read_text() == (tmp_path / "out" / "answers.jsonl").read_text()
+        score_quickstart(build_model(tmp_path / "m", entail_words=("metformin",)), tmp_path)
 
     def test_models_check(self, tmp_path: Path) -> None:
         build_model(tmp_path / "m")
@@ -273,7 +322,18 @@ class TestCommands:
         assert status == 0
         assert "labels: 0 entailment (supported), 1 neutral, 2 contradiction (contradicted)" in output
         assert f"fingerprint: {read_folder(tmp_path / 'm').fingerprint}" in output
+        assert "backend: onnx (model.onnx, run by onnxruntime; extra nli)" in output and "runtime: onnxruntime 1." in output
         assert "usable: yes" in output
         build_model(tmp_path / "n", labels={"0": "LABEL_0", "1": "LABEL_1"})
         result = CliRunner().invoke(main, ["models", "check", str(tmp_path / "n")])
         assert result.exit_code == 2 and "usable: no" in result.output
+
+    def test_models_check_a_transformers_folder_without_the_extra(self, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+        build_model(tmp_path)
+        (tmp_path / "model.onnx").rename(tmp_path / "model.safetensors")
+        monkeypatch.setitem(sys.modules, "torch", None)
+        result = CliRunner().invoke(main, ["models", "check", str(tmp_path)])
+        assert result.exit_code == 2
+        assert "backend: transformers (no model.onnx, run by torch; extra transformers)" in result.output
+        assert "usable: no" in result.output and "pip install 'dahl[transformers]'" in result.output
