@@ -188,6 +188,25 @@ class TestAbstained:
         assert may_abstain("Angina is chest pain. It causes nausea in China.") is False
         assert may_abstain("Sorry,I don't know.") is True
 
+    def test_pre_test_first_letters_cover_every_opening(self) -> None:
+        """The pre-test's first-letter lookahead skips no opening: each pattern matches nothing
+        that starts with a letter outside the set (tried on every letter, digit and mark)."""
+        import re
+        import string
+
+        from dahl.preprocess import _FIRST_LETTERS, NONCOMMITTAL_PATTERNS
+
+        for pattern in NONCOMMITTAL_PATTERNS:
+            opening = re.compile(pattern, re.IGNORECASE)
+            first = {c for c in string.printable + "ſK" if opening.match(c + " ") or any(
+                opening.match(c + rest) for rest in ("'m not sure", " don't know", "t is not possible to say",
+                                                      "o answer", "/a", "nknown", "one", "rovided search results do not",
+                                                      "earch results do not", "here is no information available",
+                                                      "his cannot be answered", "he search results do not"))}
+            assert {c.casefold() for c in first} <= set(_FIRST_LETTERS), pattern
+        assert may_abstain("Angina is chest pain. The provided search results do not mention it.") is True
+        assert may_abstain("Angina is chest pain. N/A") is True
+
     @pytest.mark.parametrize(
         "text",
         [

@@ -124,10 +124,13 @@ def reask_messages(
 def _check_refusal(reply: ChatReply, max_tokens: int) -> None:
     """Raise ``ModelRefused`` with what the model said when ``reply`` is a refusal, ``ReplyCut``
     when it ended at the token limit (``finish_reason`` ``"length"``)."""
+    finish = reply.finish_reason
+    if finish != "length" and not reply.refused:  # the common case: nothing to say, nothing built
+        return
     said = " ".join(reply.content.split())[:300] or "(no text)"
     if reply.refused:
         raise ModelRefused(f"the model refused (finish_reason {reply.finish_reason!r}): {said}")
-    if reply.finish_reason == "length":
+    if finish == "length":
         tokens = reply.usage.completion_tokens if reply.usage is not None else "?"
         raise ReplyCut(f"the reply was cut at the token limit (finish_reason 'length', {tokens} completion "
                        f"tokens, max_tokens {max_tokens}; a server's context window smaller than the prompt + "

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 
 from dahl.adapters._anthropic_wire import ANTHROPIC_VERSION, chat_reply, messages_body, ratelimit_headers
-from dahl.adapters._http import ChatReply, decode_json, encode_body, parse_reply, post_bytes, post_chat, request_headers
+from dahl.adapters._http import ChatReply, decode_json, encode_body, parse_reply, post_bytes, request_headers
 from dahl.config import EndpointConfig, resolve_api_key, resolve_headers
 from dahl.errors import ConfigError, TransientAPIError
 
@@ -65,9 +65,10 @@ class ChatRoute:
             AdapterError: as :func:`dahl.adapters._http.post_chat`; ``TransientAPIError`` for
                 an anthropic 200 that is not a Message.
         """
-        if not self.anthropic:
-            return await post_chat(session, self.url, self.api_key, data, headers=self.headers, secrets=self.secrets)
         status, raw_headers, payload = await post_bytes(session, self.url, data, self.headers)
+        if not self.anthropic:  # post_chat's steps, one coroutine frame fewer on every resume
+            reply = decode_json(status, raw_headers, payload, self.api_key, self.url, secrets=self.secrets)
+            return parse_reply(reply, raw_headers)
         headers = ratelimit_headers(raw_headers)
         message = decode_json(status, headers, payload, self.api_key, self.url, secrets=self.secrets)
         try:

@@ -13,7 +13,6 @@ timed-out request at most once (each retry would add to the server's queue).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -193,10 +192,17 @@ class Lane:
     ) -> R:
         """One admitted attempt: slot, ramp, limiter, send; a reply reported to the breaker."""
         try:
-            async with self._slots, self._one or contextlib.nullcontext():
-                if self._ramp is not None:
-                    await self._ramp.wait()
-                reply = await self._send(attempt, estimated, first_sent)
+            async with self._slots:
+                one = self._one
+                if one is None:  # the usual case: no second context manager entered per attempt
+                    if self._ramp is not None:
+                        await self._ramp.wait()
+                    reply = await self._send(attempt, estimated, first_sent)
+                else:
+                    async with one:
+                        if self._ramp is not None:
+                            await self._ramp.wait()
+                        reply = await self._send(attempt, estimated, first_sent)
         except Exception:
             raise  # reported with its retry decision
         except BaseException:  # cancelled: the probe's turn goes to another call
