@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import aiohttp
+import msgspec
 import orjson
 
 from dahl.adapters._bodies import (
@@ -69,8 +69,7 @@ class CountMismatch(OutputParseError):
     the stage asks each item alone, and never pads)."""
 
 
-@dataclass(frozen=True)
-class Parsed(Generic[T]):
+class Parsed(msgspec.Struct, Generic[T], frozen=True):
     """A reply and what the stage's parser made of it.
 
     Attributes:
