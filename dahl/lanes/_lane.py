@@ -20,27 +20,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
-from dahl.config import is_local_url, normalize_base_url
-from dahl.errors import (
-    ConnectError,
-    FatalAPIError,
-    PermanentAPIError,
-    RateLimited,
-    RequestTimeout,
-)
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._clock import Clock, SystemClock
-from dahl.lanes._limiter import (
-    Announced,
-    Limiter,
-    LimiterFactory,
-    Reservation,
-    endpoint_name,
-)
+from dahl.lanes._limiter import Announced, Limiter, LimiterFactory, Reservation, endpoint_name
 from dahl.lanes._limits import LaneLimits, Reply
 from dahl.lanes._memory import MemoryLimiter, MemoryLimiters
 from dahl.lanes._ramp import StartRamp
 from dahl.lanes._retry import RetryDecision, RetryPolicy, classify
+from dahl.config import is_local_url, normalize_base_url
+from dahl.errors import ConnectError, FatalAPIError, PermanentAPIError, RateLimited, RequestTimeout
 
 if TYPE_CHECKING:
     from dahl.lanes._spend import Spend
@@ -177,43 +165,16 @@ class Lane:
             raise TypeError(f"estimated_tokens must be an int, got {estimated_tokens!r}")
         if estimated_tokens < 0:
             raise ValueError(f"estimated_tokens must be >= 0, got {estimated_tokens}")
-        first_sent: list[float] = []  # filled when the first request leaves
-        limiter = self.limiter
+        first_sent: list[float] = []  # filled by _send when the first request leaves
         self._active += 1
         try:
             number = 0
             while True:
                 number += 1
-                probe = await limiter.admit()
+                probe = await self.limiter.admit()
                 try:
-                    # One attempt: a slot, then (the usual case: no start ramp, no one-at-a-time
-                    # lock) _send's steps in this frame, which every resume of the request passes.
-                    try:
-                        async with self._slots:
-                            if self._one is not None or self._ramp is not None:
-                                reply = await self._paced(attempt, estimated_tokens, first_sent)
-                            else:
-                                reserved = await limiter.acquire(1, estimated_tokens)
-                                sent_at = self._sending(reserved, first_sent)
-                                try:
-                                    reply = await attempt()
-                                except BaseException:
-                                    await limiter.settle(reserved, 0)  # a failure used nothing
-                                    raise
-                                finally:
-                                    self._in_flight -= 1
-                                    self._tokens_reserved -= reserved.tokens
-                                usage = self._answered(reply)
-                                await limiter.settle(reserved, usage, announced=Announced.read(
-                                    reply.headers, sent_at=sent_at, now=self._clock.now))
-                    except Exception:
-                        raise  # reported with its retry decision
-                    except BaseException:  # cancelled: the probe's turn goes to another call
-                        await limiter.report("released", probe=probe)
-                        raise
-                    await limiter.report("success", probe=probe)
-                    return reply
-                except Exception as exc:  # noqa: BLE001 - classified below: retried, or raised again
+                    return await self._attempt(attempt, estimated_tokens, probe, first_sent)
+                except Exception as exc:
                     error = self._beyond_budget(exc, estimated_tokens)
                     decision = classify(error)
                     wait_s = await self._retry_wait(error, decision, probe, number, first_sent)
@@ -226,17 +187,29 @@ class Lane:
         finally:
             self._active -= 1
 
-    async def _paced(self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]) -> R:
-        """One attempt (a slot is held) under the one-at-a-time lock or the start ramp, or both."""
-        one = self._one
-        if one is None:
-            if self._ramp is not None:
-                await self._ramp.wait()
-            return await self._send(attempt, estimated, first_sent)
-        async with one:
-            if self._ramp is not None:
-                await self._ramp.wait()
-            return await self._send(attempt, estimated, first_sent)
+    async def _attempt(
+        self, attempt: Callable[[], Awaitable[R]], estimated: int, probe: bool, first_sent: list[float]
+    ) -> R:
+        """One admitted attempt: slot, ramp, limiter, send; a reply reported to the breaker."""
+        try:
+            async with self._slots:
+                one = self._one
+                if one is None:  # the usual case: no second context manager entered per attempt
+                    if self._ramp is not None:
+                        await self._ramp.wait()
+                    reply = await self._send(attempt, estimated, first_sent)
+                else:
+                    async with one:
+                        if self._ramp is not None:
+                            await self._ramp.wait()
+                        reply = await self._send(attempt, estimated, first_sent)
+        except Exception:
+            raise  # reported with its retry decision
+        except BaseException:  # cancelled: the probe's turn goes to another call
+            await self.limiter.report("released", probe=probe)
+            raise
+        await self.limiter.report("success", probe=probe)
+        return reply
 
     def _beyond_budget(self, exc: Exception, estimated: int) -> Exception:
         """``exc``, or the ``PermanentAPIError`` of a 429 no window can end.
@@ -341,11 +314,15 @@ class Lane:
     async def _send(
         self, attempt: Callable[[], Awaitable[R]], estimated: int, first_sent: list[float]
     ) -> R:
-        """Acquire and send one attempt (a slot is held); settle its reservation. The start ramp's
-        path (:meth:`call` does the same steps itself once the ramp is open)."""
+        """Acquire and send one attempt (a slot is held); settle its reservation."""
         limiter = self.limiter
         reserved = await limiter.acquire(1, estimated)
-        sent_at = self._sending(reserved, first_sent)
+        self._in_flight += 1
+        self._tokens_reserved += reserved.tokens
+        self._requests += 1
+        sent_at = self._clock.now()
+        if not first_sent:
+            first_sent.append(sent_at)
         try:
             reply = await attempt()
         except BaseException:
@@ -354,8 +331,11 @@ class Lane:
         finally:
             self._in_flight -= 1
             self._tokens_reserved -= reserved.tokens
-        usage = self._answered(reply)
-        announced = Announced.read(reply.headers, sent_at=sent_at, now=self._clock.now)
+        self._successes += 1
+        usage = reply.usage_tokens
+        if usage is not None and usage >= 0:
+            self._tokens_used += usage
+        announced = Announced.read(reply.headers, sent_at=sent_at, now=self._clock.now())
         ramp, self._ramp = self._ramp, None
         if ramp is None:
             await limiter.settle(reserved, usage, announced=announced)
@@ -369,25 +349,6 @@ class Lane:
         ramp.open()
         logger.debug("lane %s: first reply after %d paced sends: %r", self.key, ramp.admitted, self)
         return reply
-
-    def _sending(self, reserved: Reservation, first_sent: list[float]) -> float:
-        """Count an attempt leaving with ``reserved``; the clock time it left (the one clock read
-        of a request that gets a reply without rate-limit headers)."""
-        self._in_flight += 1
-        self._tokens_reserved += reserved.tokens
-        self._requests += 1
-        sent_at = self._clock.now()
-        if not first_sent:
-            first_sent.append(sent_at)
-        return sent_at
-
-    def _answered(self, reply: Reply) -> int | None:
-        """Count a reply; its usage tokens (None when not reported)."""
-        self._successes += 1
-        usage = reply.usage_tokens
-        if usage is not None and usage >= 0:
-            self._tokens_used += usage
-        return usage
 
     def statistics(self) -> LaneStatistics:
         """Return a snapshot of the lane's counters and limits."""

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
-from dahl.errors import FatalAPIError
 from dahl.lanes._breaker import BreakerSettings, BreakerState
 from dahl.lanes._clock import Clock
 from dahl.lanes._limits import LaneLimits
 from dahl.lanes._retry import parse_duration_s
+from dahl.errors import FatalAPIError
 
 __all__ = [
     "Announced",
@@ -62,14 +62,13 @@ class Announced(NamedTuple):
     tokens_reset_at: float | None = None
 
     @classmethod
-    def read(cls, headers: Mapping[str, str], *, sent_at: float, now: float | Callable[[], float]) -> Announced | None:
+    def read(cls, headers: Mapping[str, str], *, sent_at: float, now: float) -> Announced | None:
         """Read the ``x-ratelimit-*`` headers of a reply; ``None`` when it has none.
 
         Args:
             headers: the reply's headers (any case).
             sent_at: clock time (seconds) the request was sent; resets are counted from it.
-            now: clock time (seconds) now, or the clock's ``now`` (read only for a reply that
-                announces a reset).
+            now: clock time (seconds) now.
         """
         lower: dict[str, str] = {}
         for name, value in headers.items():
@@ -78,8 +77,6 @@ class Announced(NamedTuple):
                 lower[name] = value
         if not lower:
             return None
-        if callable(now):
-            now = now()
         read: list[float | None] = []
         for limit_name, remaining_name, reset_name in _RATELIMIT_HEADERS:
             limit = _number(lower.get(limit_name))
