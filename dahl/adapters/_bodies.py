@@ -16,7 +16,7 @@ from dahl.adapters import _prompts as prompts
 from dahl.config import CHECK_MAX_TOKENS, SPLIT_MAX_TOKENS, EndpointConfig
 
 __all__ = [
-    "Format", "Kind", "Task", "adapter_task", "chat_body", "check_request_body",
+    "BodyBytes", "Format", "Kind", "Task", "adapter_task", "chat_body", "check_request_body",
     "endpoint_fingerprint", "estimate_tokens", "fingerprint", "format_field", "max_tokens",
     "split_request_body", "template_version"
 ]
@@ -141,6 +141,53 @@ def estimate_tokens(body: dict[str, Any]) -> int:
     (OpenAI's rule of thumb for English), + ``max_tokens``."""
     chars = sum(len(m.get("content", "")) for m in body.get("messages", ())) + len(body.get("prompt") or "")
     return -(-chars // 4) + int(body.get("max_tokens") or 0)
+
+
+class BodyBytes:
+    """The encoded bytes of a request body whose one message content changes per request, built once.
+
+    ``body`` holds ``hole`` as the whole content of one message; ``encode`` turns a body into the
+    bytes sent (the route's). JSON escapes a string character by character, so the bytes of the
+    body with ``content`` in the hole are the bytes before the hole's string, the string of
+    ``content``, and the bytes after it. :attr:`usable` is False (build the body instead) unless
+    the hole is encoded exactly once, in place of that message's content, and filling
+    reproduces ``encode`` on probe texts.
+    """
+
+    __slots__ = ("_chars", "_head", "_max_tokens", "_tail", "usable")
+
+    def __init__(self, body: dict[str, Any], hole: str, encode: Callable[[dict[str, Any]], bytes]) -> None:
+        self._head = self._tail = b""
+        self._chars = sum(len(m.get("content", "")) for m in body.get("messages", ())) - len(hole)
+        self._max_tokens = int(body.get("max_tokens") or 0)
+        data, marker = encode(body), orjson.dumps(hole)
+        self.usable = "prompt" not in body and data.count(marker) == 1
+        if self.usable:
+            self._head, self._tail = data.split(marker)
+            messages = body["messages"]
+            index = next((i for i, m in enumerate(messages) if m.get("content") == hole), None)
+
+            def exact(text: str) -> bytes:
+                assert index is not None
+                return encode({**body, "messages": [*messages[:index], {**messages[index], "content": text},
+                                                    *messages[index + 1:]]})
+
+            self.usable = index is not None and all(
+                self.encode(text)[0] == exact(text) for text in _BYTES_PROBES
+            )
+
+    def encode(self, content: str) -> tuple[bytes, int]:
+        """The bytes of the body with ``content`` in the hole, and their :func:`estimate_tokens`.
+
+        Raises:
+            TypeError: ``content`` is not valid UTF-8 text (a lone surrogate), as ``encode``.
+        """
+        return (self._head + orjson.dumps(content) + self._tail,
+                -(-(self._chars + len(content)) // 4) + self._max_tokens)
+
+
+#: Texts :class:`BodyBytes` checks its split against: quotes, escapes, non-ASCII, braces, tags.
+_BYTES_PROBES = ('Q "x" \\ y\n\t\u0001 {z} <claim>', "é ‹ 漢字 \U0001f600", "")
 
 
 def template_version(cfg: EndpointConfig, kind: Kind, *, with_evidence: bool = False) -> str:

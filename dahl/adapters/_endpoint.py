@@ -10,17 +10,33 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import aiohttp
+import msgspec
 import orjson
 
-from dahl.adapters._bodies import Format, Task, budget, chat_body, estimate_tokens, fingerprint, format_field
+from dahl.adapters._bodies import (
+    BodyBytes,
+    Format,
+    Task,
+    budget,
+    chat_body,
+    estimate_tokens,
+    fingerprint,
+    format_field,
+)
 from dahl.adapters._http import ChatReply, get_bytes, make_session
 from dahl.adapters._route import ChatRoute
 from dahl.config import EndpointConfig, api_key_id, is_local_url, resolve_api_key
-from dahl.errors import AdapterError, ConfigError, ModelRefused, OutputParseError, PermanentAPIError, ReplyCut
+from dahl.errors import (
+    AdapterError,
+    ConfigError,
+    ModelRefused,
+    OutputParseError,
+    PermanentAPIError,
+    ReplyCut,
+)
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._lane import Lane, LaneLimits, LanePool
 from dahl.lanes._spend import InnerLane as CallLane
@@ -53,8 +69,7 @@ class CountMismatch(OutputParseError):
     the stage asks each item alone, and never pads)."""
 
 
-@dataclass(frozen=True)
-class Parsed(Generic[T]):
+class Parsed(msgspec.Struct, Generic[T], frozen=True):
     """A reply and what the stage's parser made of it.
 
     Attributes:
@@ -260,6 +275,12 @@ class Endpoint:
         return chat_body(self.cfg, messages, max_tokens=self.max_tokens,
                          response_format=format_field(fmt, self.task.json_schema))
 
+    def body_bytes(self, body: dict[str, Any], hole: str) -> BodyBytes | None:
+        """:class:`~dahl.adapters._bodies.BodyBytes` of ``body`` (one message's content is ``hole``)
+        as this endpoint's route encodes it; None when that cannot be split."""
+        encoded = BodyBytes(body, hole, self._route.encode)
+        return encoded if encoded.usable else None
+
     async def send(self, body: dict[str, Any]) -> ChatReply:
         """Send ``body`` (encoded once) through the lane; its reply.
 
@@ -287,30 +308,57 @@ class Endpoint:
         try:
             return await self.send(body), body, fmt
         except PermanentAPIError as exc:
-            if fmt == "text" or not rejects_format(exc, anthropic=self.cfg.provider == "anthropic"):
-                raise
-            if self._fmt == fmt:
-                log.warning(
-                    "%s rejected response_format=%s (%s); using text mode for the rest of the run",
-                    self.cfg.base_url, fmt, exc,
-                )
-                self._fmt = "text"
-            body = build("text")
-            return await self.send(body), body, "text"
+            return await self._in_text(build, fmt, exc)
+
+    async def _in_text(
+        self, build: Callable[[Format], dict[str, Any]], fmt: Format, exc: PermanentAPIError
+    ) -> tuple[ChatReply, dict[str, Any], Format]:
+        """After ``exc`` answered a request in ``fmt``: re-raise it, or (a rejection of the reply
+        format) switch to text mode for good and send ``build("text")``."""
+        if fmt == "text" or not rejects_format(exc, anthropic=self.cfg.provider == "anthropic"):
+            raise exc
+        if self._fmt == fmt:
+            log.warning(
+                "%s rejected response_format=%s (%s); using text mode for the rest of the run",
+                self.cfg.base_url, fmt, exc,
+            )
+            self._fmt = "text"
+        body = build("text")
+        return await self.send(body), body, "text"
 
     async def ask(
-        self, build: Callable[[Format], dict[str, Any]], parse: Callable[[str], T], *, reask: bool = True
+        self, build: Callable[[Format], dict[str, Any]], parse: Callable[[str], T], *, reask: bool = True,
+        encoded: tuple[Format, bytes, int] | None = None,
     ) -> Parsed[T]:
         """Send ``build(format)`` (as :meth:`request`) and parse the reply with ``parse``; re-ask
         once with the parse error when it fails (unless ``reask`` is False or it is a
         ``CountMismatch``). The result holds the value or the last parse error.
+
+        Args:
+            encoded: ``(format, bytes of build(format), their estimate_tokens)`` when the stage
+                has them (:class:`~dahl.adapters._bodies.BodyBytes`): sent as they are while the
+                endpoint asks in that format; ``build`` then runs only for a re-ask or a fallback.
 
         Raises:
             ModelRefused: the model refused (:attr:`ChatReply.refused`); never re-asked.
             ReplyCut: the reply ended at the token limit; never parsed, never re-asked.
             AdapterError: a call failed after the lane's retries.
         """
-        reply, body, fmt = await self.request(build)
+        body: dict[str, Any] | None
+        if encoded is not None and encoded[0] == self._fmt:
+            fmt, data, estimated = encoded
+            route, session, body = self._route, self._session, None
+
+            def attempt() -> Awaitable[ChatReply]:
+                return route.post(session, data)
+
+            self.calls += 1
+            try:
+                reply = await self._lane.call(attempt, estimated_tokens=estimated)
+            except PermanentAPIError as exc:
+                reply, body, fmt = await self._in_text(build, fmt, exc)
+        else:
+            reply, body, fmt = await self.request(build)
         _check_refusal(reply, self.max_tokens)
         try:
             return Parsed(parse(reply.content), None, reply, reply.usage)
@@ -320,6 +368,8 @@ class Endpoint:
             error = first
         task = self.task
         expected = task.reask_json if fmt != "text" else task.reask_text
+        if body is None:
+            body = build(fmt)
         messages = reask_messages(body["messages"], reply.content, str(error), expected, neutralize=task.neutralize)
         usage = reply.usage
         reply = await self.send({**body, "messages": messages})

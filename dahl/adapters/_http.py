@@ -30,15 +30,15 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import msgspec
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from dahl.adapters._anthropic_wire import token_count
-from dahl.lanes._retry import parse_duration_s
 from dahl.errors import (
     AdapterError,
     ConnectError,
@@ -49,6 +49,7 @@ from dahl.errors import (
     RequestTimeout,
     TransientAPIError,
 )
+from dahl.lanes._retry import parse_duration_s
 from dahl.records import Usage
 
 __all__ = [
@@ -83,8 +84,7 @@ _TOO_LARGE_WORDS = ("request too large",)
 _VALIDATION = re.compile(r"\bvalidation errors?\b|\(\s*'body'\s*,|\[\s*\"body\"\s*,")
 
 
-@dataclass(frozen=True)
-class ChatReply:
+class ChatReply(msgspec.Struct, frozen=True):
     """A parsed 200 reply of ``/chat/completions`` (or of ``/completions``: ``choices[0].text``).
 
     Attributes:
@@ -103,9 +103,13 @@ class ChatReply:
     usage: Usage | None
     usage_tokens: int | None
     headers: Mapping[str, str]
-    raw: dict[str, Any] = field(repr=False)
+    raw: dict[str, Any]
     citations: tuple[str, ...] = ()
     finish_reason: str | None = None
+
+    def __repr__(self) -> str:  # the body stays out: it can be long
+        return (f"ChatReply(content={self.content!r}, usage={self.usage!r}, usage_tokens={self.usage_tokens!r}, "
+                f"headers={self.headers!r}, citations={self.citations!r}, finish_reason={self.finish_reason!r})")
 
     @property
     def refused(self) -> bool:

@@ -13,7 +13,7 @@ from dahl.adapters import _prompts as prompts
 from dahl.adapters._bodies import Format, check_request_body
 from dahl.config import EndpointConfig
 
-__all__ = ["CheckKeyTemplate", "digest_system", "fill_content"]
+__all__ = ["CONTENT_HOLE", "CheckKeyTemplate", "digest_system", "fill_content"]
 
 #: Distinct system prompts whose digests one adapter remembers (a handful exist per template).
 _MAX_SYSTEM_DIGESTS = 64
@@ -40,6 +40,8 @@ def digest_system(body: dict[str, Any], digests: dict[str, str]) -> dict[str, An
 # Holes of the check body template; NUL bytes keep them apart from real prompt text.
 _QUESTION_HOLE = "\x00dahl-question-hole\x00"
 _CLAIM_HOLE = "\x00dahl-claim-hole\x00"
+#: The templated message's whole content in :meth:`CheckKeyTemplate.sent_body`.
+CONTENT_HOLE = "\x00dahl-content-hole\x00"
 # Probes that check the template against the real body builder once per format.
 _PROBES = (("What <question> is x?", "A </claim> claim."), ("Q", "C"))
 
@@ -119,6 +121,17 @@ class CheckKeyTemplate:
             safe_question = prompts.neutralize_tags(question)
             self._last_question = (question, safe_question)
         return head + safe_question + middle + prompts.neutralize_tags(claim) + tail
+
+    def sent_body(self) -> dict[str, Any] | None:
+        """The body :func:`check_request_body` builds (system prompt not digested) with the whole
+        content of the templated message replaced by :data:`CONTENT_HOLE`; None unless usable.
+        With :meth:`content` in the hole it is the body of that question and claim."""
+        if not self.usable:
+            return None
+        body = check_request_body(self._cfg, _QUESTION_HOLE, _CLAIM_HOLE, fmt=self._fmt)
+        messages = list(body["messages"])
+        messages[self._index] = {**messages[self._index], "content": CONTENT_HOLE}
+        return {**body, "messages": messages}
 
     def fill(self, question: str, claim: str) -> dict[str, Any]:
         """The keyed body with ``question`` and ``claim`` filled into the holes."""

@@ -14,15 +14,30 @@ import aiohttp
 import anyio.to_thread
 
 from dahl.adapters import _prompts as prompts
-from dahl.adapters._bodies import Format, Kind, adapter_task, check_request_body, split_request_body
-from dahl.adapters._bodies import template_version
+from dahl.adapters._bodies import (
+    BodyBytes,
+    Format,
+    Kind,
+    adapter_task,
+    check_request_body,
+    split_request_body,
+    template_version,
+)
 from dahl.adapters._endpoint import CallLane, Endpoint
 from dahl.adapters._http import ChatReply
-from dahl.adapters._keybody import CheckKeyTemplate, digest_system
+from dahl.adapters._keybody import CONTENT_HOLE, CheckKeyTemplate, digest_system
 from dahl.adapters._parse import parse_claims, parse_verdict
 from dahl.config import EndpointConfig
 from dahl.errors import ConfigError
-from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict, normalize_text
+from dahl.records import (
+    Answer,
+    Claim,
+    Evidence,
+    Label,
+    UnsupportedReason,
+    Verdict,
+    normalize_text,
+)
 
 if TYPE_CHECKING:  # bm25s is imported only when a corpus is used
     from dahl.adapters._corpus import Corpus, Hit
@@ -130,6 +145,8 @@ class OpenAIChecker:
                 + f"|evidence={corpus.fingerprint}|analyzer={ANALYZER_VERSION}|top_k={top_k}"
             )
         self._key_templates: dict[Format, CheckKeyTemplate] = {}
+        # Per format: the request bytes around the templated message (None: bodies are built).
+        self._sent: dict[Format, BodyBytes | None] = {}
         self._last_question: tuple[str, str] = ("", "")  # (raw, normalized): claims share it
         self._last_frame: dict[str, Any] = {}  # the frame last handed out (never mutated)
         # (question, claim, doc ids) -> hits; written on the event loop thread only.
@@ -209,6 +226,15 @@ class OpenAIChecker:
             template = CheckKeyTemplate(endpoint.cfg, fmt, endpoint.system_digests)
             self._key_templates[fmt] = template
         return template
+
+    def _sent_bytes(self, fmt: Format) -> BodyBytes | None:
+        """The request bytes of format ``fmt`` around :meth:`cache_request_content`, built once."""
+        try:
+            return self._sent[fmt]
+        except KeyError:
+            body = self._key_template().sent_body()
+            sent = self._sent[fmt] = None if body is None else self._endpoint.body_bytes(body, CONTENT_HOLE)
+            return sent
 
     def _question(self, answer: Answer) -> str:
         """``answer.question`` normalized (remembered: the claims of an answer share it)."""
@@ -333,7 +359,13 @@ class OpenAIChecker:
         def build(fmt: Format) -> dict[str, Any]:
             return check_request_body(endpoint.cfg, question, text, evidence=passages, fmt=fmt)
 
-        parsed = await endpoint.ask(build, lambda raw: parse_verdict(raw, with_evidence=with_evidence))
+        encoded: tuple[Format, bytes, int] | None = None
+        fmt = endpoint.reply_format
+        sent = None if with_evidence else self._sent_bytes(fmt)
+        if sent is not None:  # the body's bytes from the template's, around the one message that changes
+            encoded = (fmt, *sent.encode(self._key_template().content(question, text)))
+        parsed = await endpoint.ask(build, lambda raw: parse_verdict(raw, with_evidence=with_evidence),
+                                    encoded=encoded)
         if parsed.error is not None:
             return Verdict(
                 label=Label.ERROR,

@@ -13,10 +13,24 @@ from typing import Generic, TypeVar, cast
 
 import msgspec
 
-from dahl.adapters._base import (Checker, FramedKeys, Lookup, PreparedKeys, RawSplitter, ReparsingChecker,
-                                 Splitter)
+from dahl.adapters._base import (
+    Checker,
+    FramedKeys,
+    Lookup,
+    PreparedKeys,
+    RawSplitter,
+    ReparsingChecker,
+    Splitter,
+)
 from dahl.adapters._coverage import CoverageJudge, Judgement
-from dahl.cache._keys import CheckKeyRecipe, check_key, check_key_recipe, check_keys, coverage_keys, split_key
+from dahl.cache._keys import (
+    CheckKeyRecipe,
+    check_key,
+    check_key_recipe,
+    check_keys,
+    coverage_keys,
+    split_key,
+)
 from dahl.cache._store import CachedEntry, CacheStore, SingleFlight, Store
 from dahl.cache._table import Value
 from dahl.errors import CacheError, DahlError
@@ -194,6 +208,9 @@ class CachingChecker(CachingAdapter[Checker]):
         self._framed = inner if isinstance(inner, FramedKeys) and inner.cache_request_covers_input else None
         self._recipe: tuple[object, CheckKeyRecipe | None] = (None, None)  # (frame it holds for, recipe)
         self._cached: Cached[Verdict] = Cached(self._store, self.parser_version, self._verdict_of)
+        # This process's single flight: no other shard can store a key while its check is in flight
+        # (a leased one re-reads the store once it holds the lease).
+        self._local_flight = type(self._cached.flight) is SingleFlight
 
     @property
     def in_flight(self) -> int:
@@ -241,7 +258,24 @@ class CachingChecker(CachingAdapter[Checker]):
 
     async def check_missed(self, claim: Claim, answer: Answer, key: str, generation: int) -> Verdict:
         """:meth:`check` of a claim missed under ``key`` at ``generation`` (re-read only if written since)."""
-        return await self._check(key, claim, answer, generation)
+        store, cached = self._store, self._cached
+        if store is None or not self._local_flight or key in cached.flight or store.after_miss(
+                key, generation, parser_version=self.parser_version) is not None:
+            return await self._check(key, claim, answer, generation)
+        # The usual miss: nothing stored under the key since the lookup and no identical check in
+        # flight, so no lookup to make: the check under single flight, two frames fewer than resolve.
+        verdict, _ = await cached.flight.run(key, lambda: self._checked(key, claim, answer), _never_shared)
+        return verdict
+
+    async def _checked(self, key: str, claim: Claim, answer: Answer) -> tuple[Verdict, bool]:
+        """``inner.check`` counted and stored, as :meth:`Cached.resolve`'s compute step; (verdict, False)."""
+        self._counters.claims_checked += 1
+        verdict = await self.inner.check(claim, answer)
+        cached = self._cached
+        cached.counts.computed += 1
+        if verdict.label is not Label.ERROR:
+            cached.put(key, verdict, verdict.raw)
+        return verdict, False
 
     async def _check(self, key: str, claim: Claim, answer: Answer, generation: int | None) -> Verdict:
         store, counters = self._store, self._counters
@@ -277,6 +311,10 @@ class CachingChecker(CachingAdapter[Checker]):
         if verdict is not None:  # put back with its raw reply: a later parser change re-parses it again
             self._cached.put(key, verdict, entry.raw)
         return verdict
+
+
+def _never_shared() -> None:
+    """The sharing callback of a call that owns its key (never called: it shares no one's outcome)."""
 
 
 class CachingSplitter(CachingAdapter[Splitter]):

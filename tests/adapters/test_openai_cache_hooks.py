@@ -6,18 +6,28 @@ import hashlib
 from pathlib import Path
 
 import msgspec
-
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dahl.adapters import _keybody as keybody
+from dahl.adapters._bodies import BodyBytes, check_request_body, estimate_tokens
 from dahl.adapters._openai import OpenAIChecker, OpenAISplitter
+from dahl.adapters._route import ChatRoute
 from dahl.cache import CacheStore, CachingChecker, CachingSplitter
 from dahl.config import EndpointConfig
-from dahl.results._counters import RunCounters
 from dahl.errors import OutputParseError
-from dahl.records import Answer, Claim, Evidence, Label, UnsupportedReason, Verdict, normalize_text
+from dahl.records import (
+    Answer,
+    Claim,
+    Evidence,
+    Label,
+    UnsupportedReason,
+    Verdict,
+    normalize_text,
+)
+from dahl.results._counters import RunCounters
 
 ENV = "DAHL_TEST_OPENAI_KEY"
 ANSWER = Answer(id="a1", question="What is metformin?", response="Metformin treats diabetes. It is cheap.")
@@ -116,6 +126,28 @@ class TestCheckKeyTemplate:
         """Filling the template gives exactly the body the prompt builder gives, tags and NULs included."""
         template = keybody.CheckKeyTemplate(OFFLINE_CFG, "text", {})
         assert template.fill(question, claim) == template.exact(question, claim)
+
+    @settings(max_examples=200, deadline=None)
+    @given(question=TAGGY, claim=TAGGY, fmt=st.sampled_from(["text", "json_object", "json_schema"]),
+           provider=st.sampled_from(["openai", "anthropic"]))
+    def test_sent_bytes_equal_encoded_body(self, question: str, claim: str, fmt, provider: str) -> None:
+        """The request bytes filled from the template's are the route's encoding of the built body,
+        and their token estimate is estimate_tokens of it."""
+        cfg = EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="", provider=provider)
+        route = ChatRoute(cfg)
+        template = keybody.CheckKeyTemplate(cfg, fmt, {})
+        sent_body = template.sent_body()
+        assert sent_body is not None
+        sent = BodyBytes(sent_body, keybody.CONTENT_HOLE, route.encode)
+        assert sent.usable
+        body = check_request_body(cfg, question, claim, fmt=fmt)
+        assert sent.encode(template.content(question, claim)) == (route.encode(body), estimate_tokens(body))
+
+    def test_sent_bytes_refuse_a_hole_encoded_twice(self) -> None:
+        """A body holding the hole in two places cannot be split: BodyBytes says it is not usable."""
+        hole = keybody.CONTENT_HOLE
+        body = {"model": "m", "messages": [{"role": "user", "content": hole}], "metadata": {"tag": hole}}
+        assert not BodyBytes(body, hole, orjson.dumps).usable
 
     async def test_key_body_is_sent_body(self, server, session, lane, cfg) -> None:
         """cache_request's content is the user message sent; its frame digests the rest of the body."""
