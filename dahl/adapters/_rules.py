@@ -16,6 +16,10 @@ Rules, applied to each sentence of :func:`dahl.sentences.split_sentences`:
    phrases and prepositions, the head restored for time, place and cause phrases.
 6. **Kinds and names**: "including" / "such as" after a noun gives "A is among <noun>" per
    item, and a title right after "the ... <noun>" gives "The <noun> is <title>".
+7. **Extensions stated on their own**: a claim that another claim of its sentence begins ("She
+   earned a Ph.D." ... "She earned a Ph.D. from Harvard") says only what it adds, about what it
+   modifies ("The Ph.D. was from Harvard"), where such a claim reads naturally
+   (:func:`dahl.adapters._phrases.own_claim`); otherwise it stays whole.
 
 **Source span.** Every claim has a ``(start, end)`` span into the response where its own words
 begin, up to where the next claim of its sentence begins, trimmed of spaces, separators and a
@@ -43,6 +47,8 @@ from dahl.adapters._clauses import is_verb as _is_verb
 from dahl.adapters._clauses import refine as _refine
 from dahl.adapters._clauses import subject_of as _subject
 from dahl.adapters._clauses import words as _words
+from dahl.adapters._phrases import begins as _begins
+from dahl.adapters._phrases import own_claim as _own_claim
 from dahl.adapters._phrases import phrase_claims as _phrase_claims
 from dahl.adapters._spans import locate as _locate
 from dahl.records import Answer, Claim, normalize_text
@@ -430,6 +436,7 @@ def split_claims(text: str) -> list[ClaimTuple]:
                         previous = part
             if listed is not None:
                 connectors |= _add_membership(text, span, listed, found, seen)
+        found = _restate_extensions(found)
         ends = [at for _, at in found[1:]] + [s_end]
         for n, ((part, at), end) in enumerate(zip(found, ends, strict=True)):
             if part in connectors:
@@ -445,14 +452,39 @@ def split_claims(text: str) -> list[ClaimTuple]:
     return claims
 
 
+def _restate_extensions(found: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Each claim another claim of the sentence begins ("She earned a Ph.D." before "She earned
+    a Ph.D. from Harvard") replaced by the claim its added words make on their own ("The Ph.D.
+    was from Harvard"), where one reads naturally; ``found`` holds (claim text, start offset)
+    in text order, and the offsets are kept."""
+    return [(_restated(part, found), at) for part, at in found]
+
+
+def _restated(part: str, found: list[tuple[str, int]]) -> str:
+    """``part``, or the claim its added words make on their own when another claim of ``found``
+    begins it (:func:`dahl.adapters._phrases.own_claim`)."""
+    for shorter, _ in found:
+        if shorter != part and _begins(part, shorter):
+            n = len(_WORDS.findall(shorter))
+            start = [m.start() for m in _WORDS.finditer(part)][n]
+            added = part[start:].strip(" ,;")
+            own = _own_claim(shorter.rstrip(" ,;"), added)
+            if own is not None and all(own != other and not _begins(own, other) for other, _ in found):
+                return own
+    return part
+
+
+_WORDS = re.compile(r"\w+")
+
+
 class RuleSplitter:
     """Offline Splitter: :func:`split_claims` run in a worker thread.
 
     Attributes:
-        fingerprint: ``"rules/v7"``; bumped whenever the output for some input changes.
+        fingerprint: ``"rules/v8"``; bumped whenever the output for some input changes.
     """
 
-    fingerprint: str = "rules/v7"
+    fingerprint: str = "rules/v8"
     #: Splitting is cheap and deterministic: the verdict cache does not store it.
     cacheable: bool = False
     parser_version: str = "1"

@@ -2,17 +2,17 @@ from __future__ import annotations
 
 import pytest
 
-from dahl.adapters._phrases import phrase_claims
+from dahl.adapters._phrases import own_claim, phrase_claims
 from dahl.adapters._rules import split_claims
 
 
 class TestPhraseClaims:
-    def test_noun_phrase_keeps_words_before(self) -> None:
-        """A phrase that may modify the noun before it keeps the words before it; segments are disjoint."""
+    def test_noun_phrase_is_stated_about_its_noun(self) -> None:
+        """A phrase that modifies the noun before it is a claim about that noun; segments are disjoint."""
         assert phrase_claims("Insulin binds receptors on muscle cells in the liver.") == [
             ("Insulin binds receptors", "Insulin binds receptors"),
-            ("Insulin binds receptors on muscle cells", "on muscle cells"),
-            ("Insulin binds receptors on muscle cells in the liver.", "in the liver."),
+            ("The receptors are on muscle cells", "on muscle cells"),
+            ("The muscle cells are in the liver.", "in the liver."),
         ]
 
     def test_adjunct_gets_head_restored(self) -> None:
@@ -27,7 +27,7 @@ class TestPhraseClaims:
         """'Insulin is secreted' stops on a participle: the first claim adds 'by beta cells' to it."""
         assert phrase_claims("Insulin is secreted by beta cells in the pancreas.") == [
             ("Insulin is secreted by beta cells", "Insulin is secreted by beta cells"),
-            ("Insulin is secreted by beta cells in the pancreas.", "in the pancreas."),
+            ("The beta cells are in the pancreas.", "in the pancreas."),
         ]
 
     def test_prefix_ending_on_verb_is_dropped_and_its_words_carried(self) -> None:
@@ -85,3 +85,26 @@ class TestOwnSpans:
             ("He joined the army", "He joined the army"),
             ("He joined the army in 1990.", "in 1990."),
         ]
+
+
+class TestOwnClaim:
+    @pytest.mark.parametrize(
+        ("before", "own", "expected"),
+        [
+            ("She earned a Ph.D.", "in physics", "The Ph.D. was in physics"),
+            ("Samantha is an Indian actress", "who works in Tamil films", "Samantha works in Tamil films"),
+            ("Morton was inducted into the Hall of Fame", "in 1992", "Morton was inducted in 1992"),
+            ("Samantha made her acting debut", "in 2010", "Her acting debut was in 2010"),
+            ("Botak Chin remains a figure", "while others see him as a terrorist", "Others see him as a terrorist"),
+            ("The tumor measured approx. 5 cm", "in diameter", None),
+            ("The song topped the charts", "in 1963", None),
+            ("He married his wife", "in 1990", None),
+            ("Therapy combines a proton pump inhibitor", "with antibiotics", None),
+            ("He has managed a number of clubs", "in Italy", None),
+        ],
+        ids=["noun-phrase", "who-after-copula", "passive-time", "event-time", "contrast-clause",
+             "number", "time-on-a-definite-object", "time-on-a-person", "with-may-attach-to-verb", "quantity"],
+    )
+    def test_added_words_stated_on_their_own(self, before: str, own: str, expected: str | None) -> None:
+        """An extension is a claim about what it modifies where that reads as a fact, else None."""
+        assert own_claim(before, own) == expected

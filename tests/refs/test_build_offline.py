@@ -40,9 +40,9 @@ class TestOfflinePubMedQA:
         result = CliRunner().invoke(main, ["refs", "build", str(questions), "-o", str(out), "--no-progress"],
                                     catch_exceptions=False)
         assert result.exit_code == ExitStatus.OK, result.output
-        assert "3 reference sets written" in result.output and "(76 facts)" in result.output
+        assert "3 reference sets written" in result.output and "(79 facts)" in result.output
         sets = {s.question_id: s for s in read_refs(out)}
-        assert {q: len(s.facts) for q, s in sets.items()} == {"21645374": 33, "16418930": 23, "9488747": 20}
+        assert {q: len(s.facts) for q, s in sets.items()} == {"21645374": 36, "16418930": 23, "9488747": 20}
         first = sets["21645374"].facts[0]
         assert first.text == "Programmed cell death (PCD) is the regulated death of cells within an organism."
         assert first.source is not None and first.source.span == (0, 79)
@@ -56,7 +56,7 @@ class TestOfflinePubMedQA:
                 assert fact.source is not None and fact.source.doc_id is not None and fact.source.span is not None
                 start, end = fact.source.span
                 assert 0 <= start < end <= len(documents[fact.source.doc_id]["text"])
-            assert ref_set.meta["rater"] is None and ref_set.meta["extractor"] == "rules-extract/v1|rules/v7"
+            assert ref_set.meta["rater"] is None and ref_set.meta["extractor"] == "rules-extract/v1|rules/v8"
 
     def test_exact_duplicates_across_documents_are_kept_once(self, tmp_path: Path) -> None:
         """A document given twice under two ids adds no fact; the first document keeps the source."""
