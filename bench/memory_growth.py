@@ -22,7 +22,8 @@ from bench.scenarios.b7_soak import write_stream
 
 
 def vm_mb(field: str = "VmHWM") -> float:
-    """``field`` of /proc/self/status in MiB (``VmHWM``: peak resident set size; ``VmRSS``: now)."""
+    """``field`` of /proc/self/status in MiB (``VmHWM``: peak resident set size; ``VmRSS``: now;
+    ``RssAnon`` / ``RssFile``: its heap and its mapped files)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024.0
@@ -61,7 +62,8 @@ async def _run(answers: Path, out_dir: Path, n: int) -> dict[str, tracemalloc.Sn
 
     def snap(label: str) -> None:
         snaps[label] = tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
-        print(f"{label:>4} of claims: VmRSS {vm_mb('VmRSS'):.1f} MiB, VmHWM {vm_mb():.1f} MiB", flush=True)
+        print(f"{label:>4} of claims: VmRSS {vm_mb('VmRSS'):.1f} MiB (RssAnon {vm_mb('RssAnon'):.1f}, "
+              f"RssFile {vm_mb('RssFile'):.1f}), VmHWM {vm_mb():.1f} MiB", flush=True)
 
     async def watch() -> None:
         for pct in (10, 50, 100):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dahl.engine._pipeline import QueuedAnswer
+from dahl.results._index import InputIndex
 from dahl.run._source import MAX_REPORTED_INPUT_ERRORS, InputErrors, answer_source
 from dahl.formats import Needs
 from dahl.formats._jsonpath import NESTED_TOO_DEEPLY
@@ -26,7 +27,7 @@ def record(answer_id: str, **fields: Any) -> str:
 def read(inputs: list[Path], needs: Needs = Needs.NOTHING) -> tuple[list[str], InputErrors]:
     """Ids of the answers answer_source yields (read here), and its error collector."""
     errors = InputErrors()
-    items = answer_source(inputs, "auto", None, RUN_FP, set(), {}, errors, needs)
+    items = answer_source(inputs, "auto", None, RUN_FP, set(), InputIndex(), errors, needs)
     return [item.answer.id for item in items if isinstance(item, QueuedAnswer)], errors
 
 
@@ -156,7 +157,7 @@ class TestNewFormats:
         pq.write_table(pa.table({"id": ["q1", "q2", "q1"], "question": ["Q1?", "Q2?", "Q1?"],
                                  "x": ["A.", "B.", "A."], "y": ["C.", "D.", "C."]}), path)
         errors = InputErrors()
-        items = answer_source([path], "auto", ("x", "y"), RUN_FP, set(), {}, errors)
+        items = answer_source([path], "auto", ("x", "y"), RUN_FP, set(), InputIndex(), errors)
         ids = [item.answer.id for item in items if isinstance(item, QueuedAnswer)]
         assert ids == ["q1/x", "q1/y", "q2/x", "q2/y"]
         assert [(e.line, e.field) for e in errors.first] == [(3, "id"), (3, "id")]
@@ -169,7 +170,7 @@ class TestNewFormats:
         path.write_text(json.dumps({"prompt": "Q?", "x": "A.", "y": "B.", "claims": ["c"]}) + "\n"
                         + json.dumps({"prompt": "Q2?", "x": "C.", "y": "D."}) + "\n")
         errors = InputErrors()
-        answers = [item.answer for item in answer_source([path], "auto", ("x", "y"), RUN_FP, set(), {}, errors,
+        answers = [item.answer for item in answer_source([path], "auto", ("x", "y"), RUN_FP, set(), InputIndex(), errors,
                                                          Needs.CLAIMS, fields={"question": "prompt"})]
         assert [(a.question, a.model, a.response) for a in answers] == [("Q?", "x", "A."), ("Q?", "y", "B.")]
         assert [(e.line, e.field) for e in errors.first] == [(2, "claims"), (2, "claims")]

@@ -1,10 +1,10 @@
 """B7 soak: millions of claims streamed through dahl in flat memory without blocking the loop.
 
-A seeded file of N claims (quick 200,000, full 5,000,000; 10 per answer, written as a
-stream) is scored by :func:`dahl.score_async` with ``splitter="given"``,
-``checker="fake"`` and the cache off, in a worker process
-(``python -m bench.scenarios.b7_soak --worker SPEC REPORT``): the fake Checker costs
-almost nothing, so the engine itself (reader, pipeline, answer log, summary) is what is
+A seeded file of N claims (quick 200,000, full 5,000,000, and ``huge`` 10,000,000, run by
+hand only; ``--claims N`` sets any other count; 10 per answer, written as a stream) is scored
+by :func:`dahl.score_async` with ``splitter="given"``, ``checker="fake"`` and the cache off,
+in a worker process (``python -m bench.scenarios.b7_soak --worker SPEC REPORT``): the fake
+Checker costs almost nothing, so the engine itself (reader, pipeline, answer log, summary) is what is
 soaked; an HTTP mock would dominate instead.
 
 - Memory: the orchestrator samples the worker's ``VmRSS`` (``/proc/PID/status``) every
@@ -18,7 +18,9 @@ soaked; an HTTP mock would dominate instead.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import functools
 import json
 import random
 import sys
@@ -38,7 +40,8 @@ from bench.scenarios.common import (
 )
 
 NAME = "b7_soak"
-CLAIMS = {"tiny": 20_000, "quick": 200_000, "full": 5_000_000}
+#: Claims per size; ``huge`` is run by hand (``--size huge``), never by the suite.
+CLAIMS = {"tiny": 20_000, "quick": 200_000, "full": 5_000_000, "huge": 10_000_000}
 PER_ANSWER = 10
 RSS_INTERVAL_S = 0.25
 PEAK_TARGET_MB = 500.0
@@ -118,10 +121,10 @@ def _labelled(path: Path) -> int:
         return sum(line.count('"label":') for line in fh)
 
 
-async def run(size: str, workdir: Path) -> ScenarioResult:
-    """Run B7 at ``size``; see the module docstring for the figures."""
+async def run(size: str, workdir: Path, claims: int | None = None) -> ScenarioResult:
+    """Run B7 at ``size`` (``claims`` claims instead when given); see the module docstring for the figures."""
     result = ScenarioResult(NAME, size)
-    n = CLAIMS[size]
+    n = CLAIMS[size] if claims is None else claims
     answers = workdir / "answers.jsonl"
     await asyncio.to_thread(write_stream, answers, n)
     spec_path, report_path, out_dir = workdir / "spec.json", workdir / "report.json", workdir / "out"
@@ -172,10 +175,13 @@ async def run(size: str, workdir: Path) -> ScenarioResult:
 
 
 def main() -> int:
-    """``python -m bench.scenarios.b7_soak --size quick --json out.json`` (or ``--worker SPEC REPORT``)."""
+    """``python -m bench.scenarios.b7_soak --size quick [--claims N] --json out.json`` (or ``--worker SPEC REPORT``)."""
     if sys.argv[1:2] == ["--worker"]:
         return worker_main(sys.argv[2:4])
-    return scenario_main(NAME, run)
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--claims", type=int, help="claims to score instead of the size's count")
+    known, rest = extra.parse_known_args()
+    return scenario_main(NAME, functools.partial(run, claims=known.claims), rest, sizes=tuple(CLAIMS))
 
 
 if __name__ == "__main__":

@@ -530,17 +530,21 @@ async def run_worker(
 
 
 def scenario_main(
-    name: str, run: Callable[[str, Path], Coroutine[Any, Any, ScenarioResult]], argv: Sequence[str] | None = None
+    name: str,
+    run: Callable[[str, Path], Coroutine[Any, Any, ScenarioResult]],
+    argv: Sequence[str] | None = None,
+    sizes: Sequence[str] = SIZES,
 ) -> int:
     """Command line of a scenario module: ``--size tiny|quick|full --json PATH``.
 
     Runs ``run(size, workdir)`` and writes the result JSON to ``--json`` (stdout by default).
+    ``sizes`` are the ``--size`` choices (a scenario may add its own beyond :data:`SIZES`).
 
     Returns:
         0 on success, 1 when dahl lost claims (claims in != claims out).
     """
     parser = argparse.ArgumentParser(prog=f"python -m bench.scenarios.{name}")
-    parser.add_argument("--size", choices=SIZES, default="quick")
+    parser.add_argument("--size", choices=sizes, default="quick")
     parser.add_argument("--json", type=Path, help="write the result here (default: stdout)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")

@@ -196,6 +196,9 @@ class Verdicts:
 class VerdictWriter:
     """Collects answer results and writes ``out_dir/verdicts/`` at :meth:`close`.
 
+    Holds about 60 bytes per answer and one per claim (compact columns; the ids as their JSON
+    text), released once written.
+
     Args:
         out_dir: the run's output folder.
         gamma, k: the run's FActScore γ and F1@K's K, recorded as defaults for readers.
@@ -212,7 +215,8 @@ class VerdictWriter:
         self._counts = array("i")
         self._offsets = array("q", [0])
         self._labels = array("b")
-        self._ids: list[str] = []
+        self._ids = bytearray(b"[")  # ids.json as it will be written, each id followed by a comma
+        self._n = 0
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._questions: dict[str, int] = {}
@@ -221,7 +225,7 @@ class VerdictWriter:
 
     def __len__(self) -> int:
         """Number of answers added."""
-        return len(self._ids)
+        return self._n
 
     def add(self, result: AnswerResult | ResultDigest) -> None:
         """Record one answer's codes, label counts and per-claim labels (not its texts).
@@ -246,16 +250,20 @@ class VerdictWriter:
         qid = result.question_id or result.question
         self._question.append(self._questions.setdefault(qid, len(self._questions)))
         self._status.append(_STATUS_CODE[result.status])
-        self._ids.append(result.id)
+        self._ids += orjson.dumps(result.id)
+        self._ids += b","
+        self._n += 1
         self._recall.add(getattr(result, "recall", None))
 
     def close(self) -> Path:
-        """Write the store (idempotent; OSError when it cannot) and return the ``verdicts/`` folder."""
+        """Write the store (idempotent; OSError when it cannot), release the columns and return the
+        ``verdicts/`` folder."""
         target = self.out_dir / STORE_DIR
         if self._closed:
             return target
         self._closed = True
-        n = len(self._ids)
+        n = self._n
+        self._ids[-1:] = b"]" if n else b"[]"
         recall = self._recall.arrays()
         store = Verdicts(
             model=_column(self._model, np.int32),
@@ -272,20 +280,34 @@ class VerdictWriter:
             k=self.k,
             recall=None if recall is None else recall[0],
             recall_facts=None if recall is None else recall[1],
-            _ids=self._ids,
         )
-        save_verdicts(store, self.out_dir)
-        logger.info("wrote verdict store %s (%d answers, %d claims)", target, n, len(self._labels))
+        n_claims = len(self._labels)
+        try:
+            save_verdicts(store, self.out_dir, ids_json=bytes(self._ids))
+        finally:
+            del store, recall
+            self._release()
+        logger.info("wrote verdict store %s (%d answers, %d claims)", target, n, n_claims)
         return target
+
+    def _release(self) -> None:
+        """Drop the columns (after :meth:`close`)."""
+        self._model, self._category, self._question = array("i"), array("i"), array("i")
+        self._status, self._counts, self._offsets, self._labels = array("b"), array("i"), array("q"), array("b")
+        self._ids = bytearray()
+        self._recall = RecallColumns()
 
 
 def _column(buffer: array[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
     return np.frombuffer(buffer, dtype=dtype) if len(buffer) else np.zeros(0, dtype)
 
 
-def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
-    """Write ``store`` (its ``ids`` available) to ``out_dir/verdicts/``, replacing any store there
-    by renames (readers see the old store or the new one), and return that folder.
+def save_verdicts(store: Verdicts, out_dir: Path, *, ids_json: bytes | None = None) -> Path:
+    """Write ``store`` to ``out_dir/verdicts/``, replacing any store there by renames (readers see
+    the old store or the new one), and return that folder.
+
+    ``ids_json``: the ``ids.json`` table already encoded (a JSON list of ``n_answers`` strings,
+    as ``orjson.dumps`` writes it); None: ``store.ids``, which must be available.
 
     Raises:
         InputError: the columns have inconsistent lengths.
@@ -293,14 +315,14 @@ def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
     """
     n = store.n_answers
     n_claims = int(store.labels.shape[0])
-    ids = store.ids
+    ids_table = orjson.dumps(store.ids) if ids_json is None else ids_json
     shapes_ok = (
         store.category.shape == (n,)
         and store.question.shape == (n,)
         and store.status.shape == (n,)
         and store.counts.shape == (n, len(LABELS))
         and store.offsets.shape == (n + 1,)
-        and len(ids) == n
+        and (ids_json is not None or len(store.ids) == n)
         and (n_claims == int(store.offsets[-1]))
         and (store.recall is None or store.recall.shape == (n, len(RECALL_METRICS)))
         and ((store.recall is None) == (store.recall_facts is None))
@@ -316,7 +338,7 @@ def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        _write_columns(store, ids, tmp, n, n_claims)
+        _write_columns(store, ids_table, tmp, n, n_claims)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -329,8 +351,8 @@ def save_verdicts(store: Verdicts, out_dir: Path) -> Path:
     return target
 
 
-def _write_columns(store: Verdicts, ids: list[str], tmp: Path, n: int, n_claims: int) -> None:
-    """Write every column and table into the temporary folder ``tmp``."""
+def _write_columns(store: Verdicts, ids_json: bytes, tmp: Path, n: int, n_claims: int) -> None:
+    """Write every column and table (``ids.json`` given encoded) into the temporary folder ``tmp``."""
     columns: dict[str, Any] = {
         "model": store.model.astype(np.int32, copy=False),
         "category": store.category.astype(np.int32, copy=False),
@@ -345,9 +367,10 @@ def _write_columns(store: Verdicts, ids: list[str], tmp: Path, n: int, n_claims:
         columns["recall_facts"] = store.recall_facts.astype(np.int32, copy=False)
     for name, arr in columns.items():
         np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
-    tables = {"models": store.models, "categories": store.categories, "question_ids": store.question_ids, "ids": ids}
+    tables = {"models": store.models, "categories": store.categories, "question_ids": store.question_ids}
     for name, table in tables.items():
         (tmp / f"{name}.json").write_bytes(orjson.dumps(table))
+    (tmp / "ids.json").write_bytes(ids_json)
     meta = {
         "format": _FORMAT,
         "version": STORE_VERSION,

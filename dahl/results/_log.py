@@ -16,9 +16,10 @@ from typing import IO
 import msgspec
 import numpy as np
 
-from dahl.results._assemble import EncodedResult
 from dahl.errors import OutputWriteError
 from dahl.records import Answer, AnswerResult, ResultDigest
+from dahl.results._assemble import EncodedResult
+from dahl.results._index import InputIndex
 
 __all__ = ["AnswerLog", "answer_input_hash", "line_key", "writing"]
 
@@ -197,13 +198,18 @@ class AnswerLog:
 
     def finalize(
         self,
-        order: dict[int, int],
+        index: InputIndex,
         consume: Callable[[ResultDigest], None],
     ) -> int:
         """Stream the log once, keep the lines of this input in input order, rewrite if needed.
 
+        A line is kept when ``index`` holds its resume key, and for one key only its first line.
+        Memory: about 100 bytes per line and per answer of ``index`` while lines are matched,
+        then 32 bytes per kept line; the file's pages are dropped as they are read. The record of
+        the lines appended since :meth:`open` is released.
+
         Args:
-            order: input position of every key of the current input; emptied of the keys found.
+            index: every answer of the current input, with its resume key and input position.
             consume: called once per kept result, in input order, with its digest.
 
         Returns:
@@ -215,14 +221,14 @@ class AnswerLog:
         with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
             try:
-                return self._finalize_mapped(view, order, consume)
+                return self._finalize_mapped(view, index, consume)
             finally:
                 view.release()
+                # The record of appended lines is read once: a later finalize decodes every line.
+                self._start, self._keys, self._ends = None, array("Q"), array("q")
 
-    def _finalize_mapped(self, view: memoryview, order: dict[int, int], consume: Callable[[ResultDigest], None]) -> int:
+    def _finalize_mapped(self, view: memoryview, index: InputIndex, consume: Callable[[ResultDigest], None]) -> int:
         """:meth:`finalize` over the file mapped in ``view``."""
-        positions, offsets, ends = array("q"), array("q"), array("q")
-        dropped = 0
         data = view.obj
         assert isinstance(data, mmap.mmap)
         walked = 0
@@ -240,52 +246,60 @@ class AnswerLog:
         # The lines appended by this run are known, unless the record does not match the file.
         appended = self._start is not None and (self._ends[-1] if self._ends else self._start) == size
         known = self._start if appended and self._start is not None else size
-
-        def keep(key: int, start: int, end: int) -> None:
-            nonlocal dropped
-            # pop: a second line with the same key finds nothing and is dropped.
-            pos = order.pop(key, None)
-            if pos is None:
-                dropped += 1
-            else:
-                positions.append(pos)
-                offsets.append(start)
-                ends.append(end)
-
+        keys, ends = array("Q"), array("q")
         start = 0
         while start < known:
             end = data.find(b"\n", start) + 1 or size
             k = _KEY_DECODER.decode(view[start:end])
-            keep(line_key(k.id, k.input_hash), start, end)
+            keys.append(line_key(k.id, k.input_hash))
+            ends.append(end)
             walk(end - start)
             start = end
         if appended:
-            for key, end in zip(self._keys, self._ends, strict=True):
-                keep(key, start, end)
-                start = end
-        pos_np = np.frombuffer(positions, dtype=np.int64)
-        in_order = bool(np.all(pos_np[1:] > pos_np[:-1]))
-        self.positions = np.sort(pos_np)
-        rows = range(len(positions)) if in_order else np.argsort(pos_np, kind="stable").tolist()
+            keys.extend(self._keys)
+            ends.extend(self._ends)
+        if not ends:
+            return 0
+        line_end = np.frombuffer(ends, dtype=np.int64)
+        line_start = np.concatenate((np.zeros(1, dtype=np.int64), line_end[:-1]))
+        position = index.positions_of(np.frombuffer(keys, dtype=np.uint64))
+        del keys
+        # np.unique gives each position once, ascending, with the number of its first line.
+        positions, first = np.unique(position, return_index=True)
+        found = positions >= 0
+        self.positions, rows = positions[found], first[found]
+        dropped = int(position.size - rows.size)
+        in_order = bool(np.all(rows[1:] > rows[:-1]))
+        del position, positions, first, found
+        starts, ends_kept = line_start[rows], line_end[rows]
+        del line_start, line_end, rows
+
+        def lines() -> Iterator[memoryview]:
+            """The kept lines in input order (offsets converted a chunk at a time)."""
+            for c in range(0, starts.size, _CHUNK_LINES):
+                for a, b in zip(starts[c : c + _CHUNK_LINES].tolist(), ends_kept[c : c + _CHUNK_LINES].tolist(),
+                                strict=True):
+                    yield view[a:b]
+                    walk(b - a)
+
         if in_order and not dropped:
-            for i in rows:
-                consume(_DECODER.decode(view[offsets[i] : ends[i]]))
-                walk(ends[i] - offsets[i])
+            for line in lines():
+                consume(_DECODER.decode(line))
             return 0
         tmp = self.path.with_suffix(".jsonl.tmp")
         with writing(self.path):
             with tmp.open("wb", buffering=1 << 20) as dst:
-                for i in rows:
-                    line = view[offsets[i] : ends[i]]
+                for line in lines():
                     dst.write(line)
                     consume(_DECODER.decode(line))
-                    walk(ends[i] - offsets[i])
                 dst.flush()
                 os.fsync(dst.fileno())
             os.replace(tmp, self.path)
         return dropped
 
 
+#: Kept lines whose offsets become Python ints at once in :meth:`AnswerLog.finalize`.
+_CHUNK_LINES = 1 << 14
 _RELEASE_BYTES = 8 << 20
 
 

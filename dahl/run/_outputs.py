@@ -28,6 +28,7 @@ from dahl.lanes._spend import Spend
 from dahl.records import ResultDigest
 from dahl.results import _manifest as manifest
 from dahl.results._counters import RunCounters
+from dahl.results._index import InputIndex
 from dahl.results._log import AnswerLog, writing
 
 __all__ = ["Collected", "collect", "run_summary", "write_summary"]
@@ -55,13 +56,13 @@ class Collected:
 
 
 async def collect(
-    answer_log: AnswerLog, order: dict[int, int], builder: SummaryBuilder, store: VerdictWriter
+    answer_log: AnswerLog, index: InputIndex, builder: SummaryBuilder, store: VerdictWriter
 ) -> Collected:
     """Finalize ``answers.jsonl`` (in input order, stale lines dropped) into the summary columns and ``verdicts/``.
 
     Args:
         answer_log: the run's closed answers log.
-        order: input position of every answer key of this input (emptied).
+        index: the answers of this input (their resume keys and input positions), cleared once read.
         builder: the summary's columns, empty (the run's γ, K, seed, n_boot, recall settings).
         store: the verdict store of the output folder, empty; written here.
 
@@ -77,8 +78,9 @@ async def collect(
         questions.add((result.question_id or result.question,))
         kept[0] += 1
 
-    n_input_answers = len(order)
-    dropped = await anyio.to_thread.run_sync(answer_log.finalize, order, consume)
+    n_input_answers = len(index)
+    dropped = await anyio.to_thread.run_sync(answer_log.finalize, index, consume)
+    index.clear()
     await anyio.to_thread.run_sync(_close_verdicts, store)
     if dropped:
         log.info("dropped %d stale lines from %s", dropped, answer_log.path)

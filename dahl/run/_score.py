@@ -28,6 +28,7 @@ from dahl.cache import AnswerCache, CacheStore, CachingChecker, CachingSplitter,
 from dahl.cache._wrap import code_digest
 from dahl.cache._store import open_store
 from dahl.results._counters import RunCounters
+from dahl.results._index import InputIndex
 from dahl.results._log import AnswerLog
 from dahl.engine._options import CallSettings
 from dahl.engine._pipeline import PipelineOptions, run_pipeline
@@ -197,10 +198,10 @@ class _Parts:
 
 @dataclass
 class _Reading:
-    """What the answer source records as it reads the input: rejected ``errors`` and ``order``."""
+    """What the answer source records as it reads the input: rejected ``errors`` and the ``index`` of its answers."""
 
     errors: InputErrors
-    order: dict[int, int] = field(default_factory=dict)
+    index: InputIndex = field(default_factory=InputIndex)
 
 
 async def _score_locked(
@@ -306,7 +307,7 @@ async def _run_stages(
     stopped = True  # until the pipeline returns: a failing close must not hide why it stopped
     try:
         await run_pipeline(
-            answer_source(config.inputs, config.fmt, config.response_column, parts.run_fp, finished, reading.order,
+            answer_source(config.inputs, config.fmt, config.response_column, parts.run_fp, finished, reading.index,
                           reading.errors, config.adapters.input_needs, counters,
                           fields=config.fields, shard=config.shard),
             parts.splitter,
@@ -341,7 +342,7 @@ async def _summarize(
     builder = SummaryBuilder(gamma=config.gamma, k=config.k, seed=config.seed, n_boot=config.n_boot,
                              recall_settings=recall_settings)
     store = VerdictWriter(config.out_dir, gamma=config.gamma, k=config.k)
-    collected = await collect(answer_log, reading.order, builder, store)
+    collected = await collect(answer_log, reading.index, builder, store)
     run_config = RunConfig(
         inputs=[manifest.json_text(str(p)) for p in config.inputs], splitter=parts.splitter.fingerprint,
         checker=parts.checker.fingerprint, gamma=config.gamma, k=config.k, seed=config.seed,

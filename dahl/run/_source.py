@@ -13,14 +13,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from dahl.results._counters import RunCounters
-from dahl.results._log import answer_input_hash, line_key
-from dahl.results._manifest import Shard
 from dahl.engine._pipeline import QueuedAnswer
 from dahl.errors import InputError
 from dahl.formats import Needs, Records, read_answers
 from dahl.formats._lines import input_name
 from dahl.records import Answer, content_id
+from dahl.results._counters import RunCounters
+from dahl.results._index import InputIndex
+from dahl.results._log import answer_input_hash, line_key
+from dahl.results._manifest import Shard
 
 __all__ = ["InputErrors", "answer_source"]
 
@@ -76,7 +77,7 @@ def answer_source(
     response_column: str | tuple[str, ...] | None,
     run_fp: bytes,
     finished: set[int],
-    order: dict[int, int],
+    index: InputIndex,
     errors: Callable[[InputError], None],
     needs: Needs = Needs.NOTHING,
     counters: RunCounters | None = None,
@@ -89,8 +90,9 @@ def answer_source(
         inputs, fmt, response_column, fields: the run's inputs (see :func:`dahl.formats.read_answers`).
         run_fp: the run fingerprint (see :func:`~dahl.results._log.answer_input_hash`).
         finished: resume keys of the answers the output folder already holds.
-        order: filled with the input position of every key: the answer's place among the answers
-            read from ``inputs`` (those of other shards and duplicates counted too).
+        index: filled with every answer admitted: where its id was first read, its resume key and
+            its input position, the answer's place among the answers read from ``inputs`` (those of
+            other shards and duplicates counted too).
         errors: called with each rejected record.
         needs: what every answer must carry for the run's adapters.
         counters: the run's counters (``answers_resumed`` counted as read).
@@ -100,19 +102,17 @@ def answer_source(
         InputError: from :func:`~dahl.formats.read_answers` when ``errors`` raises.
     """
     position = 0
-    # Where each id was first read: hash(id) -> file index << 40 | line (0: line unknown).
-    # About 110 bytes per answer; a 64-bit hash collision (~4e9 answers) would be taken
-    # for a duplicate id.
-    first_seen: dict[int, int] = {}
 
     def at(where: int) -> str:
         path, line = input_name(inputs[where >> 40]), where & _LINE_MASK
         return f"{path}:{line}" if line else path
 
     def admit(key: int, answer_id: str, file: int, line: int, answer: Answer) -> bool:
-        first = first_seen.get(hash(answer_id))
-        if first is not None:
-            if key in order:
+        # Where each id was first read: file index << 40 | line (0: line unknown).
+        repeat = index.admit(position, hash(answer_id), file << 40 | line, key)
+        if repeat is not None:
+            first, same = repeat
+            if same:
                 message = f"duplicate answer (same id and content as {at(first)}) skipped"
             else:
                 derived = answer_id == content_id(answer.model, answer.question, answer.response)
@@ -121,8 +121,6 @@ def answer_source(
                            "skipped (give each answer its own id)")
             errors(InputError(message, file=input_name(inputs[file]), line=line or None, field="id"))
             return False
-        first_seen[hash(answer_id)] = file << 40 | line
-        order[key] = position
         if key in finished:
             if counters is not None:
                 counters.answers_resumed += 1

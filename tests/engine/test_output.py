@@ -8,6 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from dahl.results._index import InputIndex
 from dahl.results._log import AnswerLog, line_key
 from dahl.results._assemble import result_of_claims
 from dahl.errors import OutputWriteError
@@ -24,14 +25,18 @@ def _result(i: int, labels: str) -> AnswerResult:
     return result_of_claims(answer, f"h{i}", claims, gamma=10.0, k=64)
 
 
-def _finalize(log: AnswerLog, order: dict[int, int]) -> tuple[int, list[tuple[str, tuple[str, ...]]]]:
+def _finalize(log: AnswerLog, index: InputIndex) -> tuple[int, list[tuple[str, tuple[str, ...]]]]:
     seen: list[ResultDigest] = []
-    dropped = log.finalize(order, seen.append)
+    dropped = log.finalize(index, seen.append)
     return dropped, [(d.id, tuple(str(c.label) for c in d.claims)) for d in seen]
 
 
-def _order(*ids: int) -> dict[int, int]:
-    return {line_key(f"a{i}", f"h{i}"): pos for pos, i in enumerate(ids)}
+def _order(*ids: int, first: int = 1) -> InputIndex:
+    """An input of answers ``a{i}`` (input hash ``h{i}``) at positions ``first``, ``first + 1``, ..."""
+    index = InputIndex()
+    for pos, i in enumerate(ids, first):
+        assert index.admit(pos, i, 0, line_key(f"a{i}", f"h{i}")) is None
+    return index
 
 
 class TestFinalize:
@@ -125,6 +130,6 @@ class TestResidentBound:
         release = _log._release
         monkeypatch.setattr(_log, "_RELEASE_BYTES", 4 * line)
         monkeypatch.setattr(_log, "_release", lambda mapped: (calls.append(1), release(mapped)))
-        dropped, digests = _finalize(AnswerLog(path), {line_key(f"a{i}", f"h{i}"): i for i in range(10, 50)})
+        dropped, digests = _finalize(AnswerLog(path), _order(*range(10, 50), first=10))
         assert (dropped, len(calls)) == (0, 20)
         assert digests == [(f"a{i}", ("supported", "unsupported")) for i in range(10, 50)]
