@@ -108,7 +108,7 @@ class TestEvalPubMedQA:
 
 
 #: Measured on the first 150 PubMedQA pmids (sorted); checked above by the independent count.
-PINNED: dict[str, Any] = {"n_scored": (131, 132), "truthful": 0.488247, "hallucinating": 0.303631, "pair": (125, 0.001)}
+PINNED: dict[str, Any] = {"n_scored": (132, 132), "truthful": 0.477089, "hallucinating": 0.294877, "pair": (126, 0.001)}
 
 
 class TestEvalExitStatus:
