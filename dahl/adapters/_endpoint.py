@@ -287,14 +287,22 @@ class Endpoint:
         Raises:
             AdapterError: the call failed after the lane's retries.
         """
+        return await self.send_bytes(self._route.encode(body), estimate_tokens(body))
+
+    async def send_bytes(self, data: bytes, estimated_tokens: int) -> ChatReply:
+        """Send the encoded body ``data`` (``estimated_tokens`` as :func:`estimate_tokens` counts
+        it) through the lane; its reply.
+
+        Raises:
+            AdapterError: the call failed after the lane's retries.
+        """
         route, session = self._route, self._session
-        data = route.encode(body)
 
         def attempt() -> Awaitable[ChatReply]:
             return route.post(session, data)
 
         self.calls += 1
-        return await self._lane.call(attempt, estimated_tokens=estimate_tokens(body))
+        return await self._lane.call(attempt, estimated_tokens=estimated_tokens)
 
     async def request(self, build: Callable[[Format], dict[str, Any]]) -> tuple[ChatReply, dict[str, Any], Format]:
         """Send ``build(format)``; after a rejection of the reply format, switch to text mode for
@@ -347,14 +355,9 @@ class Endpoint:
         body: dict[str, Any] | None
         if encoded is not None and encoded[0] == self._fmt:
             fmt, data, estimated = encoded
-            route, session, body = self._route, self._session, None
-
-            def attempt() -> Awaitable[ChatReply]:
-                return route.post(session, data)
-
-            self.calls += 1
+            body = None
             try:
-                reply = await self._lane.call(attempt, estimated_tokens=estimated)
+                reply = await self.send_bytes(data, estimated)
             except PermanentAPIError as exc:
                 reply, body, fmt = await self._in_text(build, fmt, exc)
         else:
