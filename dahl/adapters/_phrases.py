@@ -24,7 +24,7 @@ from dahl.adapters._clauses import (
 )
 from dahl.sentences import NON_FINAL
 
-__all__ = ["MARKERS", "begins", "own_claim", "phrase_claims"]
+__all__ = ["MARKERS", "added_words", "begins", "own_claim", "phrase_claims"]
 
 #: Words and phrases before which a claim is cut (rule 5), as one regex alternation.
 MARKERS = (
@@ -131,6 +131,13 @@ def begins(longer: str, shorter: str) -> bool:
     """True when the words (``\\w+``) of ``shorter`` begin ``longer`` and ``longer`` has more."""
     a, b = _WORDS.findall(shorter), _WORDS.findall(longer)
     return len(b) > len(a) and b[: len(a)] == a
+
+
+def added_words(longer: str, shorter: str) -> str:
+    """The text of ``longer`` from its first word (``\\w+``) past the words of ``shorter``, trimmed
+    of spaces, commas and semicolons; ``shorter`` must begin ``longer`` (:func:`begins`)."""
+    start = [m.start() for m in _WORDS.finditer(longer)][len(_WORDS.findall(shorter))]
+    return longer[start:].strip(" ,;")
 
 
 _WORDS = re.compile(r"\w+")

@@ -47,6 +47,7 @@ from dahl.adapters._clauses import is_verb as _is_verb
 from dahl.adapters._clauses import refine as _refine
 from dahl.adapters._clauses import subject_of as _subject
 from dahl.adapters._clauses import words as _words
+from dahl.adapters._phrases import added_words as _added_words
 from dahl.adapters._phrases import begins as _begins
 from dahl.adapters._phrases import own_claim as _own_claim
 from dahl.adapters._phrases import phrase_claims as _phrase_claims
@@ -465,16 +466,10 @@ def _restated(part: str, found: list[tuple[str, int]]) -> str:
     begins it (:func:`dahl.adapters._phrases.own_claim`)."""
     for shorter, _ in found:
         if shorter != part and _begins(part, shorter):
-            n = len(_WORDS.findall(shorter))
-            start = [m.start() for m in _WORDS.finditer(part)][n]
-            added = part[start:].strip(" ,;")
-            own = _own_claim(shorter.rstrip(" ,;"), added)
+            own = _own_claim(shorter.rstrip(" ,;"), _added_words(part, shorter))
             if own is not None and all(own != other and not _begins(own, other) for other, _ in found):
                 return own
     return part
-
-
-_WORDS = re.compile(r"\w+")
 
 
 class RuleSplitter:
