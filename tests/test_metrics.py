@@ -29,6 +29,7 @@ from dahl.metrics import (
     factscore_mask,
     factscore_values,
     precision,
+    sorted_mean,
 )
 from dahl.records import AnswerMetrics, Status
 
@@ -317,6 +318,34 @@ class TestBootstrapCI:
         values = np.random.default_rng(5).random(200_000)
         ci = bootstrap_ci(values, rng=np.random.default_rng(0), n_boot=50)
         assert ci is not None and ci[0] < values.mean() < ci[1]
+
+    @pytest.mark.parametrize("kind", ["ties-multinomial", "continuous-indices"])
+    def test_counts_give_the_interval_of_the_repeated_values(self, kind: str) -> None:
+        """Values with answer counts (a value split over two entries, one count 0) give exactly the
+        interval of the values repeated, on both resampling paths."""
+        gen = np.random.default_rng(13)
+        distinct = np.array([0.0, 0.25, 0.5, 1.0]) if kind.startswith("ties") else gen.random(40)
+        counts = gen.integers(1, 9 if kind.startswith("ties") else 3, distinct.size)
+        counts[1] = 0
+        assert (distinct.size * 4 <= counts.sum()) == kind.startswith("ties")  # the path under test
+        repeated = np.repeat(distinct, counts)
+        split = np.concatenate([distinct, distinct[:1]])
+        split_counts = np.concatenate([counts, [0]])
+        split_counts[0], split_counts[-1] = counts[0] - 1, 1
+        expected = bootstrap_ci(repeated, rng=np.random.default_rng(3), n_boot=500)
+        assert expected is not None
+        assert bootstrap_ci(distinct, counts=counts, rng=np.random.default_rng(3), n_boot=500) == expected
+        assert bootstrap_ci(split, counts=split_counts, rng=np.random.default_rng(3), n_boot=500) == expected
+        assert sorted_mean(split, split_counts) == sorted_mean(repeated) == float(np.sort(repeated).mean())
+
+    def test_counts_all_zero_is_none_and_bad_counts_are_rejected(self) -> None:
+        """Zero answers give None; counts of another shape, negative or float are InputErrors."""
+        rng = np.random.default_rng(0)
+        assert bootstrap_ci(np.ones(2), counts=np.zeros(2, dtype=np.int64), rng=rng) is None
+        assert sorted_mean(np.ones(2), np.zeros(2, dtype=np.int64)) is None
+        for bad in (np.ones(3, dtype=np.int64), np.array([1, -1]), np.array([1.0, 2.0])):
+            with pytest.raises(InputError, match="counts"):
+                bootstrap_ci(np.ones(2), counts=bad, rng=rng)
 
 
 def factscore_counts(path: Path) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import random
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,27 @@ class TestSummaryBuilder:
         # sd 0.5 / sqrt(5000) = 0.00707; 1.96 sd = 0.01386.
         assert lo == pytest.approx(0.5 - 0.01386, abs=0.004)
         assert hi == pytest.approx(0.5 + 0.01386, abs=0.004)
+
+    def test_memory_grows_with_distinct_rows_not_answers(self) -> None:
+        """45,000 more answers of the same 4 rows add under 16 KiB (a row per answer: ~1.6 MiB),
+        and the summary is that of the answers, not of the rows."""
+        answers = [result(c, model=m) for c in ([1, 0, 0, 0, 0], [2, 1, 0, 0, 0]) for m in ("a", "b")]
+        builder = SummaryBuilder(n_boot=50)
+        for i in range(5000):
+            builder.add(answers[i % 4])
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for i in range(45_000):
+                builder.add(answers[i % 4])
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert grown < 16 * 1024
+        block = builder.build().as_builtins()["models"]["a"]
+        assert block["n_answers"] == 25_000
+        assert block["labels"]["supported"] == 12_500 * 1 + 12_500 * 2
+        assert block["dahl_score"] == pytest.approx((1.0 + 2 / 3) / 2, rel=1e-12)
 
     def test_seeded_ci(self) -> None:
         """The same seed gives the same summary; another seed moves the interval."""

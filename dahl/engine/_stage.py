@@ -19,6 +19,9 @@ __all__ = ["Inbox", "Stage", "Unbatched", "run_stages"]
 
 log = logging.getLogger(__name__)
 
+#: Items a worker takes before it lets the event loop run others, whether or not its work waited.
+_ITEMS_PER_TURN = 8
+
 T = TypeVar("T")
 B = TypeVar("B")
 T_co = TypeVar("T_co", covariant=True)
@@ -62,7 +65,8 @@ class Unbatched(Generic[B, T]):
 
 
 class Stage(Generic[T]):
-    """``workers`` tasks (ValueError if < 1) that each take items of ``inbox`` and ``await work(item)``.
+    """``workers`` tasks (ValueError if < 1) that each take items of ``inbox`` and ``await work(item)``,
+    letting the event loop run others every :data:`_ITEMS_PER_TURN` items even when ``work`` never waits.
 
     Every worker counts itself as a sender of each channel in ``outputs`` (those ``work`` sends to)
     when the stage is built, and closes them when the inbox ends.
@@ -102,8 +106,14 @@ class Stage(Generic[T]):
     async def serve(self, stop: Callable[[BaseException], None]) -> None:
         """One worker: work on items until the inbox ends; ``stop`` ends the run on a fatal error."""
         work = self._work  # a local: this loop runs once per item
+        done = 0
         try:
             async for item in self.inbox:
+                done += 1
+                if done % _ITEMS_PER_TURN == 0:
+                    # Work that never waits (cache hits, an offline Checker) would otherwise run
+                    # for as long as the inbox has items without letting the loop serve others.
+                    await anyio.lowlevel.checkpoint()
                 try:
                     await work(item)
                 except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished work is kept

@@ -308,31 +308,29 @@ def bootstrap_ci(
     rng: np.random.Generator,
     n_boot: int = 1000,
     level: float = 0.95,
+    counts: npt.ArrayLike | None = None,
 ) -> tuple[float, float] | None:
     """Percentile bootstrap ``(lo, hi)`` of the mean of ``values`` (float (n,), no NaN; None when
     empty), resampling answers (Efron & Tibshirani 1993, ch. 13).
 
-    Values are sorted first, so the interval depends only on them and ``rng``'s seed; with many ties
-    the resamples are multinomial counts over the distinct values (the same distribution).
-    ``level`` 0.95 gives the 2.5th and 97.5th percentiles of ``n_boot`` resample means.
+    ``counts`` (int (n,), >= 0): how many answers have each value (default: one each); the interval
+    is that of the values repeated so, with the same ``rng`` draws. Values are sorted first, so the
+    interval depends only on them and ``rng``'s seed; with many ties the resamples are multinomial
+    counts over the distinct values (the same distribution). ``level`` 0.95 gives the 2.5th and
+    97.5th percentiles of ``n_boot`` resample means.
 
     Raises:
         ConfigError: n_boot outside [1, MAX_N_BOOT] or level not in (0, 1).
-        InputError: values not 1-D or containing NaN.
+        InputError: values not 1-D or containing NaN; counts not of the values' shape or negative.
     """
     if not 1 <= n_boot <= MAX_N_BOOT:
         raise ConfigError(f"n_boot must be in [1, {MAX_N_BOOT:,}] (each resample's mean is kept), got {n_boot:,}")
     if not 0.0 < level < 1.0:
         raise ConfigError(f"level must be in (0, 1), got {level}")
-    v = np.sort(np.asarray(values, dtype=np.float64))
-    if v.ndim != 1:
-        raise InputError(f"values must be 1-D, got shape {v.shape}", field="values")
-    if np.isnan(v).any():
-        raise InputError("values contain NaN", field="values")
-    n = v.size
+    uniq, freq = _distinct(values, counts)
+    n = int(freq.sum())
     if n == 0:
         return None
-    uniq, freq = np.unique(v, return_counts=True)
     means = np.empty(n_boot)
     if uniq.size * 4 <= n:
         probs = freq / n
@@ -342,6 +340,7 @@ def bootstrap_ci(
             draws = rng.multinomial(n, probs, size=stop - start)
             means[start:stop] = draws @ uniq / n
     else:
+        v = np.repeat(uniq, freq)
         chunk = max(1, _DRAW_BUDGET // n)
         for start in range(0, n_boot, chunk):
             stop = min(n_boot, start + chunk)
@@ -352,12 +351,46 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
+def _distinct(values: npt.ArrayLike, counts: npt.ArrayLike | None) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+    """Sorted distinct values of ``values`` and how many answers have each (``counts``: per value).
+
+    Raises:
+        InputError: values not 1-D or containing NaN; counts not of the values' shape or negative.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1:
+        raise InputError(f"values must be 1-D, got shape {v.shape}", field="values")
+    if np.isnan(v).any():
+        raise InputError("values contain NaN", field="values")
+    if counts is None:
+        uniq, freq = np.unique(v, return_counts=True)
+        return uniq, freq.astype(np.int64)
+    c = np.asarray(counts)
+    if c.shape != v.shape or (c.size and not np.issubdtype(c.dtype, np.integer)):
+        raise InputError(f"counts must be integers of shape {v.shape}, got {c.shape} {c.dtype}", field="counts")
+    if (c < 0).any():
+        raise InputError("counts must be >= 0", field="counts")
+    uniq, inverse = np.unique(v, return_inverse=True)
+    freq = np.zeros(uniq.size, dtype=np.int64)
+    np.add.at(freq, inverse, c.astype(np.int64, copy=False))
+    keep = freq > 0
+    return uniq[keep], freq[keep]
+
+
 def group_seed(seed: int, *names: str) -> list[int]:
     """Seed material of one group's bootstrap: ``[seed, blake2b-64 of the names joined by NUL]``."""
     digest = hashlib.blake2b("\x00".join(names).encode("utf-8"), digest_size=8).digest()
     return [seed, int.from_bytes(digest, "little")]
 
 
-def sorted_mean(values: FloatArray) -> float | None:
-    """Mean of ``values`` summed in sorted order (exactly order-invariant), None when empty."""
-    return float(np.sort(values).mean()) if values.size else None
+def sorted_mean(values: FloatArray, counts: npt.NDArray[np.integer] | None = None) -> float | None:
+    """Mean of ``values`` (float (n,)) summed in sorted order (exactly order-invariant), None when empty.
+
+    ``counts`` (int (n,), >= 0): how many answers have each value; the mean is exactly that of the
+    values repeated so (the same sorted array is summed).
+    """
+    if counts is None:
+        return float(np.sort(values).mean()) if values.size else None
+    order = np.argsort(values, kind="stable")
+    repeated = np.repeat(values[order], counts[order])
+    return float(repeated.mean()) if repeated.size else None

@@ -41,7 +41,7 @@ class Collected:
     """The finished ``answers.jsonl`` read once.
 
     Attributes:
-        builder: the summary's per-answer columns.
+        builder: the summary's row counts (:class:`~dahl.analysis._summary.SummaryBuilder`).
         questions: the answers' question ids.
         n_input_answers: answers of this run's input (resumed ones included).
         kept: lines of answers.jsonl after the stale ones were dropped.
@@ -58,12 +58,12 @@ class Collected:
 async def collect(
     answer_log: AnswerLog, index: InputIndex, builder: SummaryBuilder, store: VerdictWriter
 ) -> Collected:
-    """Finalize ``answers.jsonl`` (in input order, stale lines dropped) into the summary columns and ``verdicts/``.
+    """Finalize ``answers.jsonl`` (in input order, stale lines dropped) into the summary's builder and ``verdicts/``.
 
     Args:
         answer_log: the run's closed answers log.
         index: the answers of this input (their resume keys and input positions), cleared once read.
-        builder: the summary's columns, empty (the run's γ, K, seed, n_boot, recall settings).
+        builder: the summary's builder, empty (the run's γ, K, seed, n_boot, recall settings).
         store: the verdict store of the output folder, empty; written here.
 
     Raises:

@@ -161,7 +161,10 @@ class TestRunPipeline:
         with pytest.raises(FatalAPIError, match="HTTP 401 from http://api.test"):
             await run(items, tmp_path / "a.jsonl", checker, check_concurrency=1)
         results = read_log(tmp_path / "a.jsonl")
-        assert [r.id for r in results] == [f"a{i}" for i in range(30)]
+        # The split workers take turns, so neighbours may reach the one check worker swapped:
+        # the 30 answers checked before answer 30 are on disk, each once.
+        ids = {r.id for r in results}
+        assert len(results) == len(ids) == 30 and "a30" not in ids and ids <= {f"a{i}" for i in range(40)}
         assert checker.calls == 31  # nothing checked after the fatal reply
         assert [c for r in results for c in r.claims if c.label == "error"] == []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 
 from dahl.engine._channel import Channel
 from dahl.engine._stage import Stage, Unbatched, run_stages
@@ -56,3 +57,29 @@ class TestUnbatched:
         with anyio.fail_after(5):
             await run_stages([stage], [feed])
         assert taken == ["a", "b", "c"]
+
+
+class TestStageTurns:
+    async def test_work_that_never_waits_lets_the_loop_run_others(self) -> None:
+        """One worker on 100 ready items whose work never waits: another task runs after 8 of them,
+        and again after each further 8 (without the checkpoint it would run only after all 100)."""
+        batches: Channel[list[int]] = Channel(1)
+        batches.open_sender()
+        events: list[str] = []
+
+        async def work(item: int) -> None:
+            events.append("item")
+
+        async def other() -> None:
+            while events.count("item") < 100:
+                events.append("other")
+                await anyio.lowlevel.checkpoint()
+
+        await batches.send(list(range(100)))
+        batches.close_sender()
+        stage: Stage[int] = Stage("t", Unbatched(batches, lambda b: b), work, workers=1)
+        with anyio.fail_after(5):
+            await run_stages([stage], [other])
+        runs = [len(run) for run in "".join("i" if e == "item" else " " for e in events).split()]
+        assert sum(runs) == 100
+        assert max(runs) == 8

@@ -1,4 +1,4 @@
-"""``summary.json``: :class:`SummaryBuilder` collects per-answer columns and computes the
+"""``summary.json``: :class:`SummaryBuilder` counts answers per distinct row and computes the
 per-model and per-category figures; :class:`Summary` is the whole typed file.
 """
 

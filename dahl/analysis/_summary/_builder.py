@@ -1,5 +1,7 @@
-"""Aggregation of answer results per model and per (model, category): :class:`SummaryBuilder` keeps
-compact per-answer columns and computes the blocks of :mod:`dahl.analysis._summary._blocks` at the end."""
+"""Aggregation of answer results per model and per (model, category): :class:`SummaryBuilder` counts
+the answers of each distinct row (label counts, flag, model, category, reasons) and computes the
+blocks of :mod:`dahl.analysis._summary._blocks` at the end, so its memory grows with the variety of
+rows, not with the number of answers (recall, continuous, keeps a row per answer)."""
 
 from __future__ import annotations
 
@@ -29,14 +31,14 @@ from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, Unsu
 
 __all__ = ["SummaryBuilder"]
 
-# Per-answer flag column: what counts alone cannot tell.
+# A row's flag: what counts alone cannot tell.
 _RESPONDED, _ABSTAINED, _SPLIT_ERROR = 0, 1, 2
-_INITIAL_CAPACITY = 1024
-# Rows staged in a Python list before one vectorized copy into the columns.
-_STAGE_ROWS = 4096
 _COLUMN = {str(label): j for j, label in enumerate(LABELS)}
-# Unsupported claims counted by reason (row columns 8 and 9); the rest are "unstated".
-_REASON_COLUMN = {UnsupportedReason.CONTRADICTED: 8, UnsupportedReason.NO_EVIDENCE: 9}
+# A row: label counts (LABELS order), flag, model code, category code, unsupported claims by reason
+# (contradicted, no_evidence; the rest are "unstated").
+_FLAG, _MODEL, _CATEGORY = len(LABELS), len(LABELS) + 1, len(LABELS) + 2
+_REASON_COLUMN = {UnsupportedReason.CONTRADICTED: len(LABELS) + 3, UnsupportedReason.NO_EVIDENCE: len(LABELS) + 4}
+_ROW_WIDTH = len(LABELS) + 5
 _UNSUPPORTED = LABELS.index(Label.UNSUPPORTED)
 
 
@@ -77,24 +79,18 @@ class SummaryBuilder:
         self.n_boot = n_boot
         self.level = level
         self._n = 0
-        self._counts = np.zeros((_INITIAL_CAPACITY, len(LABELS)), dtype=np.int32)
-        self._flag = np.zeros(_INITIAL_CAPACITY, dtype=np.int8)
-        self._model = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
-        self._category = np.zeros(_INITIAL_CAPACITY, dtype=np.int32)
-        self._reasons = np.zeros((_INITIAL_CAPACITY, 2), dtype=np.int32)
+        # Distinct row -> number of answers with it.
+        self._rows: dict[tuple[int, ...], int] = {}
         self._any_reason = False
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
-        self._pending: list[list[int]] = []
         self.recall_settings = recall_settings
-        # Recall rows stay parallel to _pending while recall is tracked (None: not yet).
-        self._recall = RecallColumns(_INITIAL_CAPACITY) if recall_settings is not None else None
-        self._pending_recall: list[list[float]] = []
-        self._pending_code: list[int] = []
+        # Answers added since recall was tracked (None: not yet); the others are no_refs.
+        self._recall = RecallColumns() if recall_settings is not None else None
 
     def __len__(self) -> int:
         """Number of answers added."""
-        return self._n + len(self._pending)
+        return self._n
 
     def __repr__(self) -> str:
         return (
@@ -111,7 +107,7 @@ class SummaryBuilder:
         Raises:
             InputError: ``result.counts`` has an unknown label or a negative count.
         """
-        row = [0, 0, 0, 0, 0, _RESPONDED, 0, 0, 0, 0]
+        row = [0] * _ROW_WIDTH
         for key, value in result.counts.items():
             col = _COLUMN.get(key)
             if col is None:
@@ -120,64 +116,24 @@ class SummaryBuilder:
                 raise InputError(f"negative count {value} for {key!r} in answer {result.id!r}", field="counts")
             row[col] = value
         if result.status == Status.ABSTAINED:
-            row[5] = _ABSTAINED
+            row[_FLAG] = _ABSTAINED
         elif result.status == Status.ERROR:
-            row[5] = _SPLIT_ERROR
-        row[6] = self._models.setdefault(result.model, len(self._models))
-        row[7] = self._categories.setdefault(result.category, len(self._categories))
+            row[_FLAG] = _SPLIT_ERROR
+        row[_MODEL] = self._models.setdefault(result.model, len(self._models))
+        row[_CATEGORY] = self._categories.setdefault(result.category, len(self._categories))
         if self._recall is None and not isinstance(result.recall, msgspec.UnsetType):
-            self._start_recall()
+            self._recall = RecallColumns()
         if self._recall is not None:
-            values, code = RecallColumns.row(result)
-            self._pending_recall.append(values)
-            self._pending_code.append(code)
+            self._recall.add(result, (row[_MODEL], row[_CATEGORY], row[_FLAG], sum(row[: len(LABELS)])))
         if row[_UNSUPPORTED]:
             reasons = [r for c in result.claims if (r := c.reason) is not None]
             if reasons:
                 for reason in reasons:
                     row[_REASON_COLUMN[reason]] += 1
                 self._any_reason = True
-        self._pending.append(row)
-        if len(self._pending) >= _STAGE_ROWS:
-            self._flush()
-
-    def _start_recall(self) -> None:
-        """Track recall from now on; answers added before had no reference set."""
-        recall = RecallColumns(self._counts.shape[0])
-        recall.mark_no_refs(self._n)
-        self._recall = recall
-        values, code = RecallColumns.row_no_refs()
-        self._pending_recall = [values] * len(self._pending)
-        self._pending_code = [code] * len(self._pending)
-
-    def _flush(self) -> None:
-        """Move staged rows into the numpy columns, doubling their capacity when full."""
-        if not self._pending:
-            return
-        block = np.array(self._pending, dtype=np.int64)
-        self._pending.clear()
-        start, stop = self._n, self._n + block.shape[0]
-        cap = self._counts.shape[0]
-        if stop > cap:
-            while cap < stop:
-                cap *= 2
-            self._counts = np.resize(self._counts, (cap, len(LABELS)))
-            self._flag = np.resize(self._flag, cap)
-            self._model = np.resize(self._model, cap)
-            self._category = np.resize(self._category, cap)
-            if self._recall is not None:
-                self._recall.resize(cap)
-            self._reasons = np.resize(self._reasons, (cap, 2))
-        self._counts[start:stop] = block[:, : len(LABELS)]
-        self._flag[start:stop] = block[:, 5]
-        self._model[start:stop] = block[:, 6]
-        self._category[start:stop] = block[:, 7]
-        if self._recall is not None:
-            self._recall.put(start, self._pending_recall, self._pending_code)
-            self._pending_recall = []
-            self._pending_code = []
-        self._reasons[start:stop] = block[:, 8:10]
-        self._n = stop
+        distinct = tuple(row)
+        self._rows[distinct] = self._rows.get(distinct, 0) + 1
+        self._n += 1
 
     def merged(self, other: SummaryBuilder) -> SummaryBuilder:
         """A new builder of this builder's answers then ``other``'s; its :meth:`build` is that of one
@@ -193,8 +149,6 @@ class SummaryBuilder:
                               f"{mine} and {theirs}")
         if None not in (self.recall_settings, other.recall_settings) and self.recall_settings != other.recall_settings:
             raise ConfigError("cannot merge summaries of different recall settings")
-        self._flush()
-        other._flush()
         out = SummaryBuilder(self.gamma, self.k, self.seed, self.n_boot, self.level,
                              recall_settings=self.recall_settings or other.recall_settings)
         out._models = dict(self._models)
@@ -203,107 +157,111 @@ class SummaryBuilder:
                               dtype=np.int32)
         category_code = np.array(
             [out._categories.setdefault(c, len(out._categories)) for c in _names(other._categories)], dtype=np.int32)
-        a, b = self._n, other._n
-        out._n = a + b
-        capacity = max(out._n, _INITIAL_CAPACITY)
-        out._counts = _joined(self._counts[:a], other._counts[:b], capacity)
-        out._flag = _joined(self._flag[:a], other._flag[:b], capacity)
-        out._model = _joined(self._model[:a], model_code[other._model[:b]], capacity)
-        out._category = _joined(self._category[:a], category_code[other._category[:b]], capacity)
-        out._reasons = _joined(self._reasons[:a], other._reasons[:b], capacity)
+        out._rows = dict(self._rows)
+        for key, answers in other._rows.items():
+            row = list(key)
+            row[_MODEL] = int(model_code[row[_MODEL]])
+            row[_CATEGORY] = int(category_code[row[_CATEGORY]])
+            mapped = tuple(row)
+            out._rows[mapped] = out._rows.get(mapped, 0) + answers
+        out._n = self._n + other._n
         out._any_reason = self._any_reason or other._any_reason
         if self._recall is not None or other._recall is not None:
-            out._recall = RecallColumns.joined(self._recall, a, other._recall, b, capacity)
+            out._recall = RecallColumns.joined(self._recall, other._recall, model_code, category_code)
         return out
 
     def build(self) -> Figures:
         """The summary's figures: models and their categories sorted by name (see
         :class:`~dahl.analysis._summary._blocks.ModelSummary` for which fields are set when)."""
-        self._flush()
-        n = self._n
-        counts = self._counts[:n].astype(np.int64)
-        flag = self._flag[:n]
-        codes = exclusion_codes(counts, flag == _ABSTAINED, flag == _SPLIT_ERROR)
+        rows = np.array(list(self._rows), dtype=np.int64).reshape(len(self._rows), _ROW_WIDTH)
+        weight = np.fromiter(self._rows.values(), dtype=np.int64, count=len(self._rows))
+        counts = rows[:, : len(LABELS)]
+        flag = rows[:, _FLAG]
         eligible = flag == _RESPONDED
         in_dahl = dahl_mask(counts, eligible)
         in_fs = factscore_mask(counts, eligible)
         prec = precision(counts[:, LABELS.index(Label.SUPPORTED)], counts[:, LABELS.index(Label.UNSUPPORTED)])
         columns = _Columns(
+            weight=weight,
             counts=counts,
-            codes=codes,
+            codes=exclusion_codes(counts, flag == _ABSTAINED, flag == _SPLIT_ERROR),
             in_dahl=in_dahl,
             in_fs=in_fs,
             precision=np.where(in_dahl, prec, 0.0),
             f1=np.where(in_dahl, f1_values(counts, self.k), 0.0),
             fs=np.where(in_fs, factscore_values(counts, self.gamma), 0.0),
             fs_init=np.where(in_fs, factscore_values(counts, 0.0), 0.0),
-            reasons=self._reasons[:n].astype(np.int64) if self._any_reason else None,
+            reasons=rows[:, _REASON_COLUMN[UnsupportedReason.CONTRADICTED]:] if self._any_reason else None,
         )
         model_names = _names(self._models)
         category_names = _names(self._categories)
-        model = self._model[:n]
-        category = self._category[:n]
         n_cat = max(len(category_names), 1)
-        pair = model.astype(np.int64) * n_cat + category
-
-        by_model = np.argsort(model, kind="stable")
-        model_bounds = np.searchsorted(model[by_model], np.arange(len(model_names) + 1))
-        by_pair = np.argsort(pair, kind="stable")
-        pair_sorted = pair[by_pair]
+        groups = _groups(rows[:, _MODEL], rows[:, _CATEGORY], n_cat)
+        recall_groups: dict[int, dict[int, npt.NDArray[np.intp]]] = {}
+        if self._recall is not None:
+            self._recall.flush()
+            meta = self._recall.meta[: self._recall.n]
+            recall_groups = _groups(meta[:, 0], meta[:, 1], n_cat)
+        no_rows = np.zeros(0, dtype=np.intp)
 
         out: dict[str, ModelSummary] = {}
-        for m_code in sorted(range(len(model_names)), key=model_names.__getitem__):
+        for m_code in sorted(groups, key=model_names.__getitem__):
             name = model_names[m_code]
-            rows = by_model[model_bounds[m_code] : model_bounds[m_code + 1]]
-            cats: dict[str, GroupSummary] = {}
-            lo, hi = np.searchsorted(pair_sorted, [m_code * n_cat, (m_code + 1) * n_cat])
-            sub = by_pair[lo:hi]
-            sub_category = category[sub]  # ascending, since pair = model * n_cat + category
-            present = np.unique(sub_category)
-            bounds = np.searchsorted(sub_category, present, side="left")
-            ends = np.searchsorted(sub_category, present, side="right")
-            spans = {category_names[c]: (b, e) for c, b, e in zip(present.tolist(), bounds.tolist(), ends.tolist())}
-            for cat in sorted(spans):
-                b, e = spans[cat]
-                cats[cat] = GroupSummary(**self._block(columns, sub[b:e], group_seed(self.seed, name, cat)))
-            out[name] = ModelSummary(**self._block(columns, rows, group_seed(self.seed, name)), categories=cats)
+            by_category = groups[m_code]
+            recall_by_category = recall_groups.get(m_code, {})
+            cats = {
+                category_names[c]: GroupSummary(**self._block(
+                    columns, by_category[c], recall_by_category.get(c, no_rows),
+                    group_seed(self.seed, name, category_names[c])))
+                for c in sorted(by_category, key=category_names.__getitem__)
+            }
+            model_rows = np.concatenate(list(by_category.values()))
+            recall_rows = np.concatenate([no_rows, *recall_by_category.values()])
+            out[name] = ModelSummary(**self._block(columns, model_rows, recall_rows, group_seed(self.seed, name)),
+                                     categories=cats)
         if self._recall is None:
             return Figures(models=out)
         return Figures(models=out, recall_settings=self.recall_settings)
 
-    def _block(self, col: _Columns, rows: npt.NDArray[np.intp], seed: list[int]) -> dict[str, Any]:
-        """Fields of the :class:`~dahl.analysis._summary._blocks.GroupSummary` of answers ``rows``."""
+    def _block(self, col: _Columns, rows: npt.NDArray[np.intp], recall_rows: npt.NDArray[np.intp],
+               seed: list[int]) -> dict[str, Any]:
+        """Fields of the :class:`~dahl.analysis._summary._blocks.GroupSummary` of the answers of the
+        distinct ``rows`` (and of the recall columns' ``recall_rows``)."""
+        weight = col.weight[rows]
         in_dahl = col.in_dahl[rows]
         in_fs = col.in_fs[rows]
-        n_scored = int(in_dahl.sum())
-        n_fs = int(in_fs.sum())
-        by_reason = np.bincount(col.codes[rows], minlength=len(REASONS) + 1)
+        n_answers = int(weight.sum())
+        n_scored = int(weight[in_dahl].sum())
+        by_reason = np.zeros(len(REASONS) + 1, dtype=np.int64)
+        np.add.at(by_reason, col.codes[rows], weight)
         prec = col.precision[rows][in_dahl]
-        ci = bootstrap_ci(prec, rng=np.random.default_rng(seed), n_boot=self.n_boot, level=self.level)
-        label_totals = col.counts[rows].sum(axis=0)
+        ci = bootstrap_ci(prec, rng=np.random.default_rng(seed), n_boot=self.n_boot, level=self.level,
+                          counts=weight[in_dahl])
+        label_totals = weight @ col.counts[rows]
         block: dict[str, Any] = {
-            "n_answers": int(rows.size),
+            "n_answers": n_answers,
             "n_scored": n_scored,
             "n_abstained": int(by_reason[1 + REASONS.index("abstained")]),
-            "n_excluded": int(rows.size) - n_scored,
+            "n_excluded": n_answers - n_scored,
             "excluded_by_reason": {r: int(by_reason[i + 1]) for i, r in enumerate(REASONS)},
-            "n_factscore": n_fs,
-            "dahl_score": sorted_mean(prec),
+            "n_factscore": int(weight[in_fs].sum()),
+            "dahl_score": sorted_mean(prec, weight[in_dahl]),
             "dahl_score_ci": None if ci is None else [ci[0], ci[1]],
-            "factscore": sorted_mean(col.fs[rows][in_fs]),
-            "factscore_init": sorted_mean(col.fs_init[rows][in_fs]),
-            "f1_at_k": sorted_mean(col.f1[rows][in_dahl]),
+            "factscore": sorted_mean(col.fs[rows][in_fs], weight[in_fs]),
+            "factscore_init": sorted_mean(col.fs_init[rows][in_fs], weight[in_fs]),
+            "f1_at_k": sorted_mean(col.f1[rows][in_dahl], weight[in_dahl]),
             "labels": {str(label): int(label_totals[j]) for j, label in enumerate(LABELS)},
         }
         if col.reasons is not None:
-            contradicted, no_evidence = (int(v) for v in col.reasons[rows].sum(axis=0))
+            contradicted, no_evidence = (int(v) for v in weight @ col.reasons[rows])
             unsupported = int(label_totals[LABELS.index(Label.UNSUPPORTED)])
             block["unsupported_by_reason"] = UnsupportedByReason(
                 contradicted=contradicted, no_evidence=no_evidence, unstated=unsupported - contradicted - no_evidence)
         if self._recall is not None:
-            flag = self._flag[rows]
+            meta = self._recall.meta[recall_rows]
             block["recall"] = self._recall.block(
-                rows, abstained=flag == _ABSTAINED, responded=flag == _RESPONDED, claims=col.counts[rows].sum(axis=1),
+                recall_rows, untracked=n_answers - int(recall_rows.size), abstained=meta[:, 2] == _ABSTAINED,
+                responded=meta[:, 2] == _RESPONDED, claims=meta[:, 3].astype(np.int64),
                 seed=seed, n_boot=self.n_boot, level=self.level, precision=block["dahl_score"],
             )
         return block
@@ -311,8 +269,9 @@ class SummaryBuilder:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Columns:
-    """Per-answer arrays shared by every group's computation (NaN already replaced by 0)."""
+    """Arrays over the distinct rows shared by every group's computation (NaN already replaced by 0)."""
 
+    weight: npt.NDArray[np.int64]  # answers with the row
     counts: npt.NDArray[np.int64]
     codes: npt.NDArray[np.int8]
     in_dahl: npt.NDArray[np.bool_]
@@ -321,14 +280,20 @@ class _Columns:
     f1: npt.NDArray[np.float64]
     fs: npt.NDArray[np.float64]
     fs_init: npt.NDArray[np.float64]
-    reasons: npt.NDArray[np.int64] | None = None  # (n, 2): contradicted, no_evidence; None: no reason given
+    reasons: npt.NDArray[np.int64] | None = None  # (m, 2): contradicted, no_evidence; None: no reason given
 
 
-def _joined(first: npt.NDArray[Any], second: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
-    """``first`` then ``second`` along rows, in a column of ``capacity`` rows (the rest zero)."""
-    out = np.zeros((capacity, *first.shape[1:]), dtype=first.dtype)
-    out[: len(first)] = first
-    out[len(first) : len(first) + len(second)] = second
+def _groups(model: npt.NDArray[np.integer], category: npt.NDArray[np.integer],
+            n_cat: int) -> dict[int, dict[int, npt.NDArray[np.intp]]]:
+    """Row indices by model code, then category code, of rows with those codes (each ascending)."""
+    pair = model.astype(np.int64) * n_cat + category
+    order = np.argsort(pair, kind="stable")
+    present, starts = np.unique(pair[order], return_index=True)
+    ends = [*starts[1:].tolist(), int(pair.size)]
+    out: dict[int, dict[int, npt.NDArray[np.intp]]] = {}
+    for code, start, end in zip(present.tolist(), starts.tolist(), ends):
+        m_code, c_code = divmod(code, n_cat)
+        out.setdefault(m_code, {})[c_code] = order[start:end]
     return out
 
 

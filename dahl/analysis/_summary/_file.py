@@ -228,7 +228,7 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SummaryStatistics:
-    """What a summary's figures are computed from: per-answer columns (``builder``) and the
+    """What a summary's figures are computed from: the answers' row counts (``builder``) and the
     ``questions``; equal when they give equal figures over the same questions."""
 
     __slots__ = ("builder", "questions")

@@ -1,5 +1,5 @@
 """Recall in the summary ("Beyond Precision"; per-answer formulas in :mod:`dahl.metrics._recall`):
-the per-answer columns, a group's ``recall`` object and the ``recall_settings`` object.
+the per-answer recall columns, a group's ``recall`` object and the ``recall_settings`` object.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ _METRICS = RECALL_METRICS
 _WITH_CI = frozenset({"recall", "recall_w", "f1", "f1_w"})
 _WIDTH = len(_METRICS) + 1
 _NO_ROW = [float("nan")] * _WIDTH
+_INITIAL_CAPACITY = 1024
+# Rows staged in Python lists before one vectorized copy into the columns.
+_STAGE_ROWS = 4096
 
 
 class RecordedRecallSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,11 +93,23 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RecallColumns:
-    """Per-answer recall metrics and reason codes as numpy columns, grown with the summary's others."""
+    """Per-answer recall metrics, reason codes and group of each answer added since recall was
+    tracked, as numpy columns: ``values`` float (n, metrics + 1), ``code`` int8 (n,), ``meta`` int32
+    (n, 4) of model code, category code, flag and claim count (the summary builder's codes).
+    Answers added before are ``no_refs`` and only counted (``untracked`` in :meth:`block`)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int = _INITIAL_CAPACITY) -> None:
+        self.n = 0
         self.values = np.full((capacity, _WIDTH), np.nan)
         self.code = np.zeros(capacity, dtype=np.int8)
+        self.meta = np.zeros((capacity, 4), dtype=np.int32)
+        self._pending: list[list[float]] = []
+        self._pending_code: list[int] = []
+        self._pending_meta: list[tuple[int, int, int, int]] = []
+
+    def __len__(self) -> int:
+        """Number of answers added."""
+        return self.n + len(self._pending)
 
     @staticmethod
     def row(result: AnswerResult | ResultDigest) -> tuple[list[float], int]:
@@ -120,48 +135,65 @@ class RecallColumns:
         out.append(float(len(rec.facts)))
         return out, code
 
+    def add(self, result: AnswerResult | ResultDigest, meta: tuple[int, int, int, int]) -> None:
+        """Stage one answer's row (:meth:`row`) with its model, category, flag and claim count.
+
+        Raises:
+            InputError: as :meth:`row`.
+        """
+        values, code = self.row(result)
+        self._pending.append(values)
+        self._pending_code.append(code)
+        self._pending_meta.append(meta)
+        if len(self._pending) >= _STAGE_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Move staged rows into the columns, doubling their capacity when full."""
+        if not self._pending:
+            return
+        start, stop = self.n, self.n + len(self._pending)
+        cap = self.code.shape[0]
+        if stop > cap:
+            while cap < stop:
+                cap *= 2
+            self.values = np.resize(self.values, (cap, _WIDTH))
+            self.code = np.resize(self.code, cap)
+            self.meta = np.resize(self.meta, (cap, 4))
+        self.values[start:stop] = np.array(self._pending, dtype=np.float64)
+        self.code[start:stop] = np.array(self._pending_code, dtype=np.int8)
+        self.meta[start:stop] = np.array(self._pending_meta, dtype=np.int32)
+        self._pending, self._pending_code, self._pending_meta = [], [], []
+        self.n = stop
+
     @staticmethod
-    def row_no_refs() -> tuple[list[float], int]:
-        """The row of an answer whose question has no reference set."""
-        return list(_NO_ROW), _NO_REFS
-
-    def resize(self, capacity: int) -> None:
-        """Grow the columns to ``capacity`` rows (new rows are ``no_refs``)."""
-        old = self.values.shape[0]
-        self.values = np.resize(self.values, (capacity, _WIDTH))
-        self.code = np.resize(self.code, capacity)
-        self.values[old:] = np.nan
-        self.code[old:] = _NO_REFS
-
-    def put(self, start: int, rows: list[list[float]], codes: list[int]) -> None:
-        """Write staged rows at ``start``."""
-        stop = start + len(rows)
-        if rows:
-            self.values[start:stop] = np.array(rows, dtype=np.float64)
-            self.code[start:stop] = np.array(codes, dtype=np.int8)
-
-    @staticmethod
-    def joined(first: RecallColumns | None, n_first: int, second: RecallColumns | None, n_second: int,
-               capacity: int) -> RecallColumns:
-        """The first ``n_first`` rows of ``first`` then ``n_second`` of ``second`` in ``capacity`` rows;
-        a None side and the rest are ``no_refs``."""
-        out = RecallColumns(capacity)
-        out.mark_no_refs(capacity)
-        for start, part, n in ((0, first, n_first), (n_first, second, n_second)):
-            if part is not None:
-                out.values[start : start + n] = part.values[:n]
-                out.code[start : start + n] = part.code[:n]
+    def joined(first: RecallColumns | None, second: RecallColumns | None,
+               model_code: npt.NDArray[np.int32], category_code: npt.NDArray[np.int32]) -> RecallColumns:
+        """The rows of ``first`` then those of ``second`` (either may be None: none), ``second``'s
+        model and category codes mapped through ``model_code`` and ``category_code``."""
+        parts = [p for p in (first, second) if p is not None]
+        for part in parts:
+            part.flush()
+        n = sum(p.n for p in parts)
+        out = RecallColumns(max(n, _INITIAL_CAPACITY))
+        start = 0
+        for part in parts:
+            stop = start + part.n
+            out.values[start:stop] = part.values[: part.n]
+            out.code[start:stop] = part.code[: part.n]
+            out.meta[start:stop] = part.meta[: part.n]
+            if part is second:
+                out.meta[start:stop, 0] = model_code[part.meta[: part.n, 0]]
+                out.meta[start:stop, 1] = category_code[part.meta[: part.n, 1]]
+            start = stop
+        out.n = n
         return out
-
-    def mark_no_refs(self, stop: int) -> None:
-        """Rows before ``stop`` came from answers added before recall was seen: ``no_refs``."""
-        self.values[:stop] = np.nan
-        self.code[:stop] = _NO_REFS
 
     def block(
         self,
         rows: npt.NDArray[np.intp],
         *,
+        untracked: int,
         abstained: npt.NDArray[np.bool_],
         responded: npt.NDArray[np.bool_],
         claims: npt.NDArray[np.int64],
@@ -170,9 +202,10 @@ class RecallColumns:
         level: float,
         precision: float | None = None,
     ) -> RecallSummary:
-        """The ``recall`` object of the answers ``rows``.
+        """The ``recall`` object of the answers ``rows`` and ``untracked`` more answers (``no_refs``).
 
         Args:
+            untracked: answers of the group added before recall was tracked.
             abstained, responded, claims: per-row flags and claim counts of the group.
             precision: the group's DAHL Score, for ``f1_of_means``.
             seed, n_boot, level: the group's bootstrap seed material (the DAHL Score's), resamples
@@ -182,6 +215,7 @@ class RecallColumns:
         code = self.code[rows]
         defined = ~np.isnan(values[:, 0])
         by_reason = np.bincount(code, minlength=len(NULL_REASONS) + 1)
+        by_reason[_NO_REFS] += untracked
         out: dict[str, Any] = {
             "n": int(defined.sum()),
             "n_abstained": int((defined & abstained).sum()),
