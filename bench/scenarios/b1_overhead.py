@@ -21,7 +21,7 @@ from bench.scenarios.common import Figure, ScenarioResult, measured_run, rounded
 NAME = "b1_overhead"
 CONCURRENCY = 64
 REPEATS = {"tiny": 1, "quick": 2, "full": 3}
-CLAIMS = {"tiny": 300, "quick": 5000, "full": 30000}
+CLAIMS = {"tiny": 300, "quick": 5000, "full": 50000}
 
 
 def cpu_ms_per_request(run: dict[str, object]) -> float | None:

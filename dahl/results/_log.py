@@ -205,8 +205,9 @@ class AnswerLog:
 
         A line is kept when ``index`` holds its resume key, and for one key only its first line.
         Memory: about 100 bytes per line and per answer of ``index`` while lines are matched,
-        then 32 bytes per kept line; the file's pages are dropped as they are read. The record of
-        the lines appended since :meth:`open` is released.
+        then 32 bytes per kept line; the file's pages are dropped as they are read. ``index`` is
+        cleared once the lines are matched, before any is consumed, and the record of the lines
+        appended since :meth:`open` is released.
 
         Args:
             index: every answer of the current input, with its resume key and input position.
@@ -216,16 +217,19 @@ class AnswerLog:
             The number of lines dropped (stale or duplicate); :attr:`positions` holds the kept lines' positions.
         """
         self.positions = np.empty(0, dtype=np.int64)
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            return 0
-        with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                return self._finalize_mapped(view, index, consume)
-            finally:
-                view.release()
-                # The record of appended lines is read once: a later finalize decodes every line.
-                self._start, self._keys, self._ends = None, array("Q"), array("q")
+        try:
+            if not self.path.exists() or self.path.stat().st_size == 0:
+                return 0
+            with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    return self._finalize_mapped(view, index, consume)
+                finally:
+                    view.release()
+        finally:
+            index.clear()
+            # The record of appended lines is read once: a later finalize decodes every line.
+            self._start, self._keys, self._ends = None, array("Q"), array("q")
 
     def _finalize_mapped(self, view: memoryview, index: InputIndex, consume: Callable[[ResultDigest], None]) -> int:
         """:meth:`finalize` over the file mapped in ``view``."""
@@ -246,7 +250,10 @@ class AnswerLog:
         # The lines appended by this run are known, unless the record does not match the file.
         appended = self._start is not None and (self._ends[-1] if self._ends else self._start) == size
         known = self._start if appended and self._start is not None else size
-        keys, ends = array("Q"), array("q")
+        appended_keys, appended_ends = self._keys, self._ends
+        self._keys, self._ends = array("Q"), array("q")
+        # A file of this run's lines only is matched on the record itself (no copy).
+        keys, ends = (appended_keys, appended_ends) if appended and known == 0 else (array("Q"), array("q"))
         start = 0
         while start < known:
             end = data.find(b"\n", start) + 1 or size
@@ -255,14 +262,16 @@ class AnswerLog:
             ends.append(end)
             walk(end - start)
             start = end
-        if appended:
-            keys.extend(self._keys)
-            ends.extend(self._ends)
+        if appended and known > 0:
+            keys.extend(appended_keys)
+            ends.extend(appended_ends)
+        del appended_keys, appended_ends
         if not ends:
             return 0
         line_end = np.frombuffer(ends, dtype=np.int64)
         line_start = np.concatenate((np.zeros(1, dtype=np.int64), line_end[:-1]))
         position = index.positions_of(np.frombuffer(keys, dtype=np.uint64))
+        index.clear()
         del keys
         # np.unique gives each position once, ascending, with the number of its first line.
         positions, first = np.unique(position, return_index=True)

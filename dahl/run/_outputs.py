@@ -80,7 +80,6 @@ async def collect(
 
     n_input_answers = len(index)
     dropped = await anyio.to_thread.run_sync(answer_log.finalize, index, consume)
-    index.clear()
     await anyio.to_thread.run_sync(_close_verdicts, store)
     if dropped:
         log.info("dropped %d stale lines from %s", dropped, answer_log.path)

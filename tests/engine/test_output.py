@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pytest
 
 from dahl.results._index import InputIndex
@@ -93,6 +94,22 @@ class TestFinalize:
         inode = path.stat().st_ino
         assert _finalize(log, _order(0, 1)) == (0, [("a0", ("supported",)), ("a1", ("supported", "unsupported"))])
         assert path.stat().st_ino == inode
+
+    def test_the_index_is_released_before_the_lines_are_consumed(self, tmp_path: Path) -> None:
+        """Once lines are matched the index holds no answer (its memory goes before the verdict
+        writer's grows); its count is kept. A new file's lines are matched on the log's record."""
+        path = tmp_path / "answers.jsonl"
+        log = AnswerLog(path)
+        log.open()
+        log.append([_result(1, "S"), _result(0, "U")])
+        log.close()
+        index = _order(0, 1)
+        keys = np.array([line_key("a0", "h0"), line_key("a1", "h1")], dtype=np.uint64)
+        seen: list[list[int]] = []
+        assert log.finalize(index, lambda d: seen.append(index.positions_of(keys).tolist())) == 0
+        assert seen == [[-1, -1], [-1, -1]]
+        assert len(index) == 2
+        assert log.positions.tolist() == [1, 2]
 
 
 class TestWriteFailures:
