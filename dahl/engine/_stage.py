@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import functools
@@ -19,7 +20,7 @@ __all__ = ["Inbox", "Stage", "Unbatched", "run_stages"]
 
 log = logging.getLogger(__name__)
 
-#: Items a worker takes before it lets the event loop run others, whether or not its work waited.
+#: Items after which a worker whose work never waited lets the event loop run others.
 _ITEMS_PER_TURN = 8
 
 T = TypeVar("T")
@@ -66,7 +67,7 @@ class Unbatched(Generic[B, T]):
 
 class Stage(Generic[T]):
     """``workers`` tasks (ValueError if < 1) that each take items of ``inbox`` and ``await work(item)``,
-    letting the event loop run others every :data:`_ITEMS_PER_TURN` items even when ``work`` never waits.
+    letting the event loop run others every :data:`_ITEMS_PER_TURN` items when ``work`` did not wait.
 
     Every worker counts itself as a sender of each channel in ``outputs`` (those ``work`` sends to)
     when the stage is built, and closes them when the inbox ends.
@@ -106,14 +107,24 @@ class Stage(Generic[T]):
     async def serve(self, stop: Callable[[BaseException], None]) -> None:
         """One worker: work on items until the inbox ends; ``stop`` ends the run on a fatal error."""
         work = self._work  # a local: this loop runs once per item
+        loop = asyncio.get_running_loop()
+        turned = [False]  # the loop ran its callbacks since the mark was set
+
+        def turn() -> None:
+            turned[0] = True
+
+        loop.call_soon(turn)
         done = 0
         try:
             async for item in self.inbox:
                 done += 1
                 if done % _ITEMS_PER_TURN == 0:
-                    # Work that never waits (cache hits, an offline Checker) would otherwise run
-                    # for as long as the inbox has items without letting the loop serve others.
-                    await anyio.lowlevel.checkpoint()
+                    if not turned[0]:
+                        # The last items' work never waited (cache hits, an offline Checker): without
+                        # this the worker would hold the loop for as long as its inbox has items.
+                        await anyio.lowlevel.checkpoint()
+                    turned[0] = False
+                    loop.call_soon(turn)
                 try:
                     await work(item)
                 except (QuotaExhausted, FatalAPIError) as exc:  # the run stops; finished work is kept

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 import anyio.lowlevel
+import pytest
 
 from dahl.engine._channel import Channel
 from dahl.engine._stage import Stage, Unbatched, run_stages
@@ -83,3 +86,29 @@ class TestStageTurns:
         runs = [len(run) for run in "".join("i" if e == "item" else " " for e in events).split()]
         assert sum(runs) == 100
         assert max(runs) == 8
+
+    async def test_work_that_waits_is_not_interrupted(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Work that waits on every item lets the loop run already: 100 items, no extra checkpoint."""
+        batches: Channel[list[int]] = Channel(1)
+        batches.open_sender()
+        checkpoints: list[None] = []
+        real_checkpoint = anyio.lowlevel.checkpoint
+
+        async def counting_checkpoint() -> None:
+            checkpoints.append(None)
+            await real_checkpoint()
+
+        done: list[int] = []
+
+        async def work(item: int) -> None:
+            await asyncio.sleep(0)
+            done.append(item)
+
+        await batches.send(list(range(100)))
+        batches.close_sender()
+        monkeypatch.setattr(anyio.lowlevel, "checkpoint", counting_checkpoint)
+        stage: Stage[int] = Stage("t", Unbatched(batches, lambda b: b), work, workers=1)
+        with anyio.fail_after(5):
+            await run_stages([stage])
+        assert done == list(range(100))
+        assert checkpoints == []
