@@ -567,6 +567,24 @@ class TestSummaryBuilderMerged:
         assert merged.models["m"].unsupported_by_reason is not msgspec.UNSET
         assert merged.models["m"].recall is not msgspec.UNSET
 
+    def test_recall_rows_follow_their_model_when_codes_differ(self) -> None:
+        """Recall on both sides, models first seen in opposite orders (other codes on each side):
+        the merge is one builder's figures, each answer's recall under its own model and category."""
+        recall = recall_example()
+        renamed = [msgspec.structs.replace(r, model="n", category="z" + r.category) for r in recall]
+        first = _builder([result([1, 0, 0, 0, 0], model="n"), *recall])
+        second = _builder([result([1, 0, 0, 0, 0], model="m"), *renamed])  # m is code 0 here, n code 0 there
+        merged = first.merged(second).build()
+        assert merged == _builder([result([1, 0, 0, 0, 0], model="n"), *recall, result([1, 0, 0, 0, 0], model="m"),
+                                   *renamed]).build()
+
+        def means(block: Any) -> dict[str, Any]:  # the intervals are seeded by the group's names
+            return {k: v for k, v in msgspec.structs.asdict(block.recall).items() if not k.endswith("_ci")}
+
+        assert means(merged.models["n"].categories["zx"]) == means(merged.models["m"].categories["x"])
+        assert means(merged.models["n"]) == means(merged.models["m"])
+        assert merged.models["n"].recall.null_by_reason["no_refs"] == 2  # answer e and the answer without recall
+
     def test_recall_settings_kept_from_either_side(self) -> None:
         """Settings given to one side are the merged summary's; with recall on neither side nothing is added."""
         plain = [result([1, 1, 0, 0, 0])]

@@ -171,18 +171,18 @@ class RecallColumns:
                model_code: npt.NDArray[np.int32], category_code: npt.NDArray[np.int32]) -> RecallColumns:
         """The rows of ``first`` then those of ``second`` (either may be None: none), ``second``'s
         model and category codes mapped through ``model_code`` and ``category_code``."""
-        parts = [p for p in (first, second) if p is not None]
-        for part in parts:
+        parts = [(p, remap) for p, remap in ((first, False), (second, True)) if p is not None]
+        for part, _ in parts:
             part.flush()
-        n = sum(p.n for p in parts)
+        n = sum(part.n for part, _ in parts)
         out = RecallColumns(max(n, _INITIAL_CAPACITY))
         start = 0
-        for part in parts:
+        for part, remap in parts:
             stop = start + part.n
             out.values[start:stop] = part.values[: part.n]
             out.code[start:stop] = part.code[: part.n]
             out.meta[start:stop] = part.meta[: part.n]
-            if part is second:
+            if remap:
                 out.meta[start:stop, 0] = model_code[part.meta[: part.n, 0]]
                 out.meta[start:stop, 1] = category_code[part.meta[: part.n, 1]]
             start = stop
