@@ -132,3 +132,10 @@ class TestShardTask:
         code, text = _run("score", *SCORE, "-o", str(tmp_path / "out"), "--ray")
         assert code == ExitStatus.USAGE
         assert "--ray needs Ray; install it with: pip install 'dahl[ray]'" in text
+
+    def test_an_input_file_after_a_bare_ray_is_refused_as_its_address(self, tmp_path: Path) -> None:
+        """``--ray answers.jsonl``: the file is read as the address; the error says so, before any Ray import."""
+        code, text = _run("score", "--ray", SCORE[0], *SCORE[1:], "-o", str(tmp_path / "out"))
+        assert code == ExitStatus.USAGE
+        assert f"'{SCORE[0]}' is a path, not a Ray address" in " ".join(text.split())
+        assert not (tmp_path / "out").exists()

@@ -182,12 +182,11 @@ class TestWorkers:
         assert proc.returncode == 2
         assert "give --shard or --workers, not both" in proc.stderr
 
-    def test_each_worker_gets_its_share_of_the_limits(self, tmp_path: Path) -> None:
-        params = {"rpm": 600.0, "tpm": None, "max_cost_usd": 2.0}
-        command = shard_command(["in.jsonl", "-o", "out", "--workers", "4"], params, 1, tmp_path / "s",
-                                Shard(index=3, count=4))
-        assert command[1:] == ["-m", "dahl", "-v", "score", "in.jsonl", "-o", "out", "--workers", "4",
-                               "--rpm", "150.0", "--max-cost", "0.5", "-o", str(tmp_path / "s"), "--shard", "3/4",
+    def test_each_worker_gets_the_limits_as_given(self, tmp_path: Path) -> None:
+        """The worker divides the limits itself (see TestStaticShare), so its command carries them unchanged."""
+        args = ["in.jsonl", "-o", "out", "--workers", "4", "--rpm", "600", "--max-cost", "2"]
+        command = shard_command(args, {"rpm": 600.0, "max_cost_usd": 2.0}, 1, tmp_path / "s", Shard(index=3, count=4))
+        assert command[1:] == ["-m", "dahl", "-v", "score", *args, "-o", str(tmp_path / "s"), "--shard", "3/4",
                                "--workers", "1", "--no-progress"]
 
     def test_with_coord_every_worker_shares_the_whole_limits_under_one_run_name(self, tmp_path: Path) -> None:
@@ -297,3 +296,50 @@ class TestSharedSpendCap:
         tokens = mocks.stats(url)["tokens"]
         spent = (tokens["prompt"] * 0.15 + tokens["completion"] * 0.60) / 1e6  # gpt-4o-mini's shipped prices
         assert 0.001 < spent <= 0.002 + 4 * max(bounds)
+
+
+def _limits_config(path: Path, url: str) -> Path:
+    """A --config file giving the Splitter and the Checker their own model (so their own lane) and limits."""
+    path.write_text(f"""[split]\nbase_url = "{url}"\nmodel = "gpt-4o-mini"\napi_key_env = ""\nrpm = 6000\n\n"""
+                    f"""[check]\nbase_url = "{url}"\nmodel = "gpt-4o"\napi_key_env = ""\nrpm = 3000\ntpm = 900000\n""")
+    return path
+
+
+def _paces(out: Path) -> dict[str, tuple[float | None, float | None]]:
+    """model -> (rpm, tpm) each lane of the run in ``out`` paced at, from its summary.json."""
+    lanes: dict[str, Any] = _run_block(out)["lanes"]  # type: ignore[assignment]
+    return {key.rsplit("|", 1)[1]: (lane["rpm"], lane["tpm"]) for key, lane in lanes.items()}
+
+
+class TestStaticShare:
+    """Without --coord, shard I of N paces at 1/N of the limits wherever they are set, and caps at 1/N of the money."""
+
+    def test_a_shard_takes_half_of_the_limits_of_a_config_file_and_of_max_cost(self, tmp_path: Path, mocks: Any) -> None:
+        config = _limits_config(tmp_path / "dahl.toml", mocks.start())
+        proc = _run(tmp_path, "score", str(EXAMPLES / "answers.jsonl"), "--splitter", "openai", "--checker", "openai",
+                    "--config", str(config), "--max-cost", "1", "--shard", "1/2", "--no-progress",
+                    "-o", str(tmp_path / "out"))
+        assert proc.returncode == 0, proc.stderr
+        assert _paces(tmp_path / "out") == {"gpt-4o-mini": (3000.0, None), "gpt-4o": (1500.0, 450000.0)}
+        assert _run_block(tmp_path / "out")["cost"]["max_cost_usd"] == 0.5  # type: ignore[index]
+
+    def test_every_worker_takes_its_share_and_the_merged_cap_is_the_whole(self, tmp_path: Path, mocks: Any) -> None:
+        config = _limits_config(tmp_path / "dahl.toml", mocks.start())
+        proc = _run(tmp_path, "score", str(EXAMPLES / "answers.jsonl"), "--splitter", "openai", "--checker", "openai",
+                    "--config", str(config), "--rpm", "800", "--max-cost", "1", "--workers", "2", "--no-progress",
+                    "-o", str(tmp_path / "out"))
+        assert proc.returncode == 0, proc.stderr
+        for shard in ("0", "1"):  # --rpm overrides both tables' rpm; the tpm stays the file's
+            assert _paces(tmp_path / "out" / "shards" / shard) == {"gpt-4o-mini": (400.0, None),
+                                                                    "gpt-4o": (400.0, 450000.0)}
+            assert _run_block(tmp_path / "out" / "shards" / shard)["cost"]["max_cost_usd"] == 0.5  # type: ignore[index]
+        assert _run_block(tmp_path / "out")["cost"]["max_cost_usd"] == 1.0  # type: ignore[index]
+
+    def test_a_whole_run_keeps_the_whole_limits(self, tmp_path: Path, mocks: Any) -> None:
+        config = _limits_config(tmp_path / "dahl.toml", mocks.start())
+        proc = _run(tmp_path, "score", str(EXAMPLES / "answers.jsonl"), "--splitter", "openai", "--checker", "openai",
+                    "--config", str(config), "--max-cost", "1", "--no-progress", "-o", str(tmp_path / "out"))
+        assert proc.returncode == 0, proc.stderr
+        assert _paces(tmp_path / "out") == {"gpt-4o-mini": (6000.0, None), "gpt-4o": (3000.0, 900000.0)}
+        assert _run_block(tmp_path / "out")["cost"]["max_cost_usd"] == 1.0  # type: ignore[index]
+

@@ -22,7 +22,7 @@ from dahl.results import _manifest as manifest
 from dahl.run._merge import merge_runs
 from dahl.run._report import run_status
 
-__all__ = ["merge", "merge_shards", "run_workers", "shard_command", "shard_shares"]
+__all__ = ["merge", "merge_shards", "run_workers", "shard_command", "shard_coord"]
 
 #: Exit statuses of a shard that leave it mergeable: finished, partly scored, or nothing to score.
 _MERGEABLE = (ExitStatus.OK, ExitStatus.PARTIAL, ExitStatus.NOTHING_SCORED)
@@ -98,24 +98,21 @@ def merge_shards(statuses: list[int], folders: list[Path], out_dir: Path, reason
 def shard_command(args: list[str], params: dict[str, Any], verbose: int, folder: Path,
                   shard: manifest.Shard, run: str = "") -> list[str]:
     """The command line of one worker: ``dahl score`` with ``args`` (as given, ``params`` as parsed), into
-    ``folder`` as ``shard``, with its share (1/N) of the ``--rpm``, ``--tpm`` and ``--max-cost`` given (all of them with ``--coord``,
-    which the shards then share, under the run name ``run``)."""
-    flags = {"rpm": "--rpm", "tpm": "--tpm", "max_cost_usd": "--max-cost", "coord": "--coord"}
-    shares = [arg for name, value in shard_shares(params, shard.count, run).items()
-              for arg in (flags[name], repr(value) if isinstance(value, float) else value)]
-    return [sys.executable, "-m", "dahl", *["-v"] * verbose, "score", *args, *shares, "-o", str(folder),
+    ``folder`` as ``shard``; with ``--coord``, under the run name ``run``. Each worker takes its share of the
+    limits and the budget itself (see :class:`~dahl.run._score.ScoreConfig` ``shard``)."""
+    named = shard_coord(params, run)
+    coord = ["--coord", named] if named else []
+    return [sys.executable, "-m", "dahl", *["-v"] * verbose, "score", *args, *coord, "-o", str(folder),
             "--shard", str(shard), "--workers", "1", "--no-progress"]
 
 
-def shard_shares(params: dict[str, Any], count: int, run: str = "") -> dict[str, Any]:
-    """The ``dahl score`` parameters (``params`` as parsed) one of ``count`` shards of a run gets instead:
-    its share (1/``count``) of ``rpm``, ``tpm`` and ``max_cost_usd`` given; with ``coord`` none (the shards
-    share the whole limits through Redis) but the URL naming the run ``run`` (unless it names one)."""
-    shares = {name: params[name] / count for name in ("rpm", "tpm", "max_cost_usd")
-              if params.get(name) is not None and not params.get("coord")}
-    if (url := params.get("coord")) and run and "run=" not in url:
-        shares["coord"] = f"{url}{'&' if '?' in url else '?'}run={run}"
-    return shares
+def shard_coord(params: dict[str, Any], run: str = "") -> str | None:
+    """The ``--coord`` URL of the shards of a run (``params`` as parsed) naming the run ``run``, unless the
+    URL names one or no ``--coord`` was given (None)."""
+    url: str | None = params.get("coord")
+    if url and run and "run=" not in url:
+        return f"{url}{'&' if '?' in url else '?'}run={run}"
+    return None
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:

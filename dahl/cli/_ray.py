@@ -11,17 +11,30 @@ from typing import Any, TypedDict
 import click
 
 from dahl.cli._console import console, exit_stopped, stop_status
-from dahl.cli._merge import merge_shards, shard_shares
+from dahl.cli._merge import merge_shards, shard_coord
 from dahl.cli._progress import count
 from dahl.cli._score_options import score_config
 from dahl.errors import ConfigError
 from dahl.results._manifest import Shard
 from dahl.run._score import ScoreConfig, score
 
-__all__ = ["LOCAL", "ShardRow", "run_ray", "score_shard"]
+__all__ = ["LOCAL", "ShardRow", "ray_address", "run_ray", "score_shard"]
 
 #: ``--ray`` without ADDRESS: a Ray instance started here for this run.
 LOCAL = "local"
+
+
+def ray_address(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--ray``'s callback: the address as given, refusing a file or folder that exists (a bare ``--ray``
+    before the input files reads the first of them as its ADDRESS).
+
+    Raises:
+        click.BadParameter: ``value`` names an existing path.
+    """
+    if value is not None and value != LOCAL and Path(value).exists():
+        raise click.BadParameter(f"{value!r} is a path, not a Ray address: a word after a bare --ray is its "
+                                 "ADDRESS; put --ray after the input files, or give one (--ray auto)")
+    return value
 
 
 class ShardRow(TypedDict):
@@ -52,9 +65,9 @@ def run_ray(ctx: click.Context, address: str, out_dir: Path) -> None:
     is), one Ray task per shard into ``out_dir/shards/I``, then merge them into ``out_dir`` (see
     :func:`dahl.cli._merge.merge_shards`).
 
-    The number of shards is ``--workers`` when given, else the cluster's CPUs. Every shard gets its share of
-    ``--rpm``, ``--tpm`` and ``--max-cost`` (with ``--coord`` they share the whole through Redis). The input
-    and output paths must be readable and writable at the same paths on every node.
+    The number of shards is ``--workers`` when given, else the cluster's CPUs. Every shard takes 1/N of the
+    limits (given, in ``--config`` or announced) and of ``--max-cost`` (with ``--coord`` they share the whole
+    through Redis). The input and output paths must be readable and writable at the same paths on every node.
 
     Raises:
         ConfigError: Ray is not installed (the extra ``dahl[ray]``).
@@ -70,8 +83,9 @@ def run_ray(ctx: click.Context, address: str, out_dir: Path) -> None:
     workers = ctx.params["workers"] if given else max(1, int(cpus))
     folders = [out_dir / "shards" / str(i) for i in range(workers)]
     run = uuid.uuid4().hex[:12]
-    configs = [score_config({**ctx.params, **shard_shares(ctx.params, workers, run), "out_dir": folder,
-                             "shard": str(Shard(index=i, count=workers))}) for i, folder in enumerate(folders)]
+    named = {"coord": url} if (url := shard_coord(ctx.params, run)) else {}
+    configs = [score_config({**ctx.params, **named, "out_dir": folder, "shard": str(Shard(index=i, count=workers))})
+               for i, folder in enumerate(folders)]
     console.print(f"scoring in {count(workers, 'Ray task')}: {out_dir / 'shards'}/0..{workers - 1}")
     task: Any = ray.remote(num_cpus=1, max_retries=0, retry_exceptions=False)(score_shard)
     refs = [task.remote(config) for config in configs]

@@ -17,7 +17,7 @@ from dahl.cli._options import (
     template_option,
 )
 from dahl.cli._progress import ProgressMode, run_with_progress, usd
-from dahl.cli._ray import LOCAL, run_ray
+from dahl.cli._ray import LOCAL, ray_address, run_ray
 from dahl.cli._score_options import RECALL_OPTION_NAMES, recall_options, score_config
 from dahl.cli._summary import partial_message, print_summary, result_table
 from dahl.cli._templates import SCORE_STAGES
@@ -109,14 +109,15 @@ __all__ = ["score"]
               help="Price of MODEL in USD per million input and output tokens (repeatable); "
                    "over the shipped table and [prices] in --config.")
 @click.option("--shard", default=None, metavar="I/N",
-              help="Score only shard I of N (0 <= I < N): the answers whose id hashes to I; join the N "
-                   "folders with dahl merge.")
+              help="Score only shard I of N (0 <= I < N): the answers whose id hashes to I, at 1/N of the "
+                   "limits and --max-cost (unless --coord shares them); join the N folders with dahl merge.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Score in N processes here (shards in OUT/shards/I), merged into OUT.")
 @click.option("--coord", default=None, metavar="URL",
               help="Share the limits, pause, breaker and --max-cost of every shard through Redis at URL "
                    "(redis://host:port/db[?run=NAME]).")
 @click.option("--ray", "ray_address", is_flag=False, flag_value=LOCAL, default=None, metavar="[ADDRESS]",
+              callback=ray_address,
               help="Score the shards as Ray tasks on the Ray cluster at ADDRESS (without it: a Ray instance "
                    "started here), merged into OUT; --workers shards, default the cluster's CPUs. Needs dahl[ray].")
 @template_option(SCORE_STAGES)

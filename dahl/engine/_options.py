@@ -40,10 +40,12 @@ class CallSettings:
         if self.max_cost_usd is not None and not (math.isfinite(self.max_cost_usd) and self.max_cost_usd >= 0):
             raise ConfigError(f"--max-cost must be a finite amount >= 0 (USD), got {self.max_cost_usd}")
 
-    async def open_spend(self) -> Spend:
-        """The money meter of the job's calls: the shipped prices with ``prices`` over them, capped."""
+    async def open_spend(self, *, share: float = 1.0) -> Spend:
+        """The money meter of the job's calls: the shipped prices with ``prices`` over them, capped
+        at ``share`` (in (0, 1]; 1/N for one of N shards) of ``max_cost_usd``."""
         table = await anyio.to_thread.run_sync(PriceTable.shipped)
-        return Spend(table.with_overrides(self.prices), max_cost_usd=self.max_cost_usd)
+        cap = None if self.max_cost_usd is None else self.max_cost_usd * share
+        return Spend(table.with_overrides(self.prices), max_cost_usd=cap)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dahl.lanes._breaker import Breaker, BreakerSettings
 from dahl.lanes._clock import Clock, SystemClock
 from dahl.lanes._limiter import Announced, LimiterSnapshot, Outcome, Reservation, endpoint_name
 from dahl.lanes._limits import LaneLimits, PauseGate, RateBucket
-from dahl.errors import CostCapReached, FatalAPIError
+from dahl.errors import ConfigError, CostCapReached, FatalAPIError
 
 __all__ = ["MemoryLimiter", "MemoryLimiters", "SpendLedger"]
 
@@ -73,6 +73,11 @@ class MemoryLimiter:
         clock: time source; :class:`SystemClock` by default.
         rng: random source for the spread.
         ledger: the run's spend ledger; a fresh one by default.
+        share: the part of every rate this process may use, in (0, 1]: of the configured RPM and
+            TPM and of those the server announces (1/N for one of N shards pacing alone).
+
+    Raises:
+        ConfigError: ``share`` is not in (0, 1].
     """
 
     def __init__(
@@ -85,16 +90,20 @@ class MemoryLimiter:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         ledger: SpendLedger | None = None,
+        share: float = 1.0,
     ) -> None:
+        if not 0.0 < share <= 1.0:
+            raise ConfigError(f"a lane's share of the limits must be in (0, 1], got {share}")
         self.key = key
         self.limits = limits
+        self.share = share
         self._clock: Clock = clock if clock is not None else SystemClock()
         self.breaker = Breaker(endpoint_name(key), breaker, clock=self._clock)
         self.gate = PauseGate(self._clock, spread_s=spread_s, rng=rng)
         self.ledger = ledger if ledger is not None else SpendLedger()
         # One request may go at once; tokens start empty, so a cold run ramps in at the rate.
-        self._rpm = None if limits.rpm is None else self._bucket(limits.rpm, "requests", 1.0)
-        self._tpm = None if limits.tpm is None else self._bucket(limits.tpm, "tokens", 0.0)
+        self._rpm = None if limits.rpm is None else self._bucket(limits.rpm * share, "requests", 1.0)
+        self._tpm = None if limits.tpm is None else self._bucket(limits.tpm * share, "tokens", 0.0)
 
     def _bucket(self, rate: float, unit: str, initial: float) -> RateBucket:
         return RateBucket(rate, clock=self._clock, unit=unit, initial=initial)
@@ -169,7 +178,8 @@ class MemoryLimiter:
         logger.debug("lane %s: %s exhausted; pausing %.3fs", self.key, kind, reset_at - self._clock.now())
         self._pause(reset_at)
 
-    def _adopt(self, kind: str, limit: float) -> None:
+    def _adopt(self, kind: str, announced: float) -> None:
+        limit = announced * self.share  # the server announces the account's limit
         current = self._rpm if kind == "requests" else self._tpm
         if current is None:
             bucket = self._bucket(limit, kind, 0.0)  # learnt limits start empty
@@ -177,10 +187,15 @@ class MemoryLimiter:
                 self._rpm = bucket
             else:
                 self._tpm = bucket
-            logger.info("lane %s: server limit %g %s/min adopted", self.key, limit, kind)
+            logger.info("lane %s: server limit %g %s/min adopted%s", self.key, announced, kind, self._mine(limit))
         elif current.rate_per_minute > limit:
             current.set_rate(limit)
-            logger.info("lane %s: limit lowered to the server's %g %s/min", self.key, limit, kind)
+            logger.info("lane %s: limit lowered to the server's %g %s/min%s", self.key, announced, kind,
+                        self._mine(limit))
+
+    def _mine(self, limit: float) -> str:
+        """", this process's share: L/min" for a log line, or nothing at a whole share."""
+        return "" if self.share == 1.0 else f", this process's share: {limit:g}/min"
 
     async def pause_until(self, t: float) -> None:
         """Close the gate until clock time ``t`` and hold both buckets for the whole pause."""
@@ -251,9 +266,20 @@ class MemoryLimiters:
     """The default :class:`~dahl.lanes._limiter.LimiterFactory`: a :class:`MemoryLimiter` per lane.
 
     Its limiters share one :class:`SpendLedger`: build one factory per run.
+
+    Args:
+        shards: how many processes split the account's limits among them without talking to
+            each other; each lane here paces at ``1/shards`` of every rate (configured or
+            announced by the server).
+
+    Raises:
+        ConfigError: ``shards < 1``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, shards: int = 1) -> None:
+        if shards < 1:
+            raise ConfigError(f"shards must be >= 1, got {shards}")
+        self.shards = shards
         self.ledger = SpendLedger()
 
     def __call__(
@@ -268,7 +294,7 @@ class MemoryLimiters:
     ) -> MemoryLimiter:
         """Return a new in-memory limiter for lane ``key`` on the shared ledger."""
         return MemoryLimiter(key, limits, breaker=breaker, spread_s=spread_s, clock=clock, rng=rng,
-                             ledger=self.ledger)
+                             ledger=self.ledger, share=1.0 / self.shards)
 
     def __repr__(self) -> str:
-        return f"<MemoryLimiters {self.ledger!r}>"
+        return f"<MemoryLimiters shards={self.shards} {self.ledger!r}>"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -222,9 +221,8 @@ class RedisLimiter:
                  spread_s: float, clock: Clock, rng: random.Random) -> None:
         self.coord, self.key, self.limits = coord, key, limits
         self._rpm, self._tpm = limits.rpm, limits.tpm
-        share = replace(limits, **{k: v / coord.shards for k in ("rpm", "tpm") if (v := getattr(limits, k))})
-        self.local = MemoryLimiter(key, share, breaker=breaker, spread_s=spread_s, clock=clock, rng=rng,
-                                   ledger=coord.ledger)
+        self.local = MemoryLimiter(key, limits, breaker=breaker, spread_s=spread_s, clock=clock, rng=rng,
+                                   ledger=coord.ledger, share=1.0 / coord.shards)
         self._clock, self._rng, self._spread_s = clock, rng, spread_s
         self._paused_until: float | None = None
         lane, run = f"dahl:lane:{key}", f"dahl:run:{coord.run}"

@@ -32,6 +32,8 @@ from dahl.results._index import InputIndex
 from dahl.results._log import AnswerLog
 from dahl.engine._options import CallSettings
 from dahl.engine._pipeline import PipelineOptions, run_pipeline
+from dahl.lanes._limiter import LimiterFactory
+from dahl.lanes._memory import MemoryLimiters
 from dahl.lanes._spend import Spend
 from dahl.run._source import InputErrors, answer_source
 from dahl.errors import ConfigError, OutputWriteError
@@ -70,7 +72,9 @@ class ScoreConfig(CallSettings):
         pipeline: concurrency and batching; None picks defaults from the adapters.
         recall: reference facts and recall settings (``--refs``); None = precision only.
         shard: score only this shard's answers (``--shard I/N``; see :class:`~dahl.results._manifest.Shard`);
-            None = all.
+            None = all. Without ``coord`` shard I of N takes 1/N of every limit, whether given,
+            set in a config file or announced by the server, and of ``max_cost_usd``: the limits
+            are the account's, and the N shards together stay within them.
         coord: ``redis://host:port/db[?run=NAME]``: the lanes' limits, pause, breaker trip and cost cap
             are shared with the run's other shards through Redis (:class:`~dahl.lanes._redis.RedisLimiters`);
             None = this process alone.
@@ -239,13 +243,17 @@ async def _open_parts(config: ScoreConfig, counters: RunCounters, stack: AsyncEx
     if adapters.evidence is not None and adapters.index_dir is None and config.use_cache:
         cache_root = config.cache_dir if config.cache_dir is not None else default_cache_dir()
         adapters = replace(adapters, index_dir=cache_root / "corpus-index")
-    spend = counters.spend = await config.open_spend()
-    limiters = None
+    shards = config.shard.count if config.shard else 1
+    limiters: LimiterFactory
     if config.coord is not None:
         from dahl.lanes._redis import RedisLimiters  # the redis package only when asked for
 
-        limiters = RedisLimiters(config.coord, shards=config.shard.count if config.shard else 1)
+        spend = counters.spend = await config.open_spend()
+        limiters = RedisLimiters(config.coord, shards=shards)
         stack.push_async_callback(limiters.aclose)
+    else:  # shards pacing alone split the account's limits and the cap evenly
+        spend = counters.spend = await config.open_spend(share=1.0 / shards)
+        limiters = MemoryLimiters(shards=shards)
     inner_splitter, inner_checker, options, lanes = await open_adapters(adapters, stack, spend=spend,
                                                                         limiters=limiters)
     if len(lanes):

@@ -13,7 +13,7 @@ from dahl.lanes._lane import Lane, LaneLimits, LanePool
 from dahl.lanes._limiter import Announced, LimiterSnapshot, Outcome, Reservation
 from dahl.lanes._memory import MemoryLimiter, MemoryLimiters
 from dahl.lanes._spend import Spend
-from dahl.errors import CostCapReached, FatalAPIError, PermanentAPIError, RateLimited, TransientAPIError
+from dahl.errors import ConfigError, CostCapReached, FatalAPIError, PermanentAPIError, RateLimited, TransientAPIError
 from dahl.pricing import Price, PriceTable
 from dahl.records import Usage
 from tests.engine.test_lane import FakeReply, Script, now
@@ -345,6 +345,45 @@ class TestMemoryLimiter:
             "tpm=None <PauseGate open, 0 waiting> <Breaker 'https://x.test/v1 (model m)' closed permanent=0 "
             "transient=0 cooldown=1s probes=0>>"
         )
+
+
+class TestShardShare:
+    """One of N shards pacing alone (no --coord) takes 1/N of every rate the lane knows."""
+
+    @staticmethod
+    def _limiter(limits: LaneLimits, shards: int) -> MemoryLimiter:
+        return MemoryLimiters(shards=shards)("https://x.test/v1|k|m", limits, breaker=BreakerSettings(),
+                                             spread_s=0.0, clock=_StillClock(), rng=random.Random(1))
+
+    def test_configured_rates_are_divided_by_the_shard_count(self) -> None:
+        snapshot = self._limiter(LaneLimits(rpm=600, tpm=40_000), shards=4).snapshot()
+        assert (snapshot.rpm, snapshot.tpm) == (150.0, 10_000.0)
+
+    def test_announced_rates_are_the_accounts_and_are_divided_too(self) -> None:
+        """A server's x-ratelimit-limit-* is the account's: a new rate is adopted at 1/N, a lower one lowers to 1/N."""
+        learnt = self._limiter(LaneLimits(), shards=4)
+        configured = self._limiter(LaneLimits(rpm=600), shards=4)
+
+        async def main() -> tuple[LimiterSnapshot, LimiterSnapshot]:
+            await learnt.settle(Reservation(), None, announced=Announced(rpm=1000.0, tpm=80_000.0))
+            await configured.settle(Reservation(), None, announced=Announced(rpm=400.0))
+            return learnt.snapshot(), configured.snapshot()
+
+        first, second = asyncio.run(main())
+        assert (first.rpm, first.tpm, second.rpm) == (250.0, 20_000.0, 100.0)
+
+    def test_one_process_keeps_the_whole_rates(self) -> None:
+        snapshot = self._limiter(LaneLimits(rpm=600), shards=1).snapshot()
+        assert snapshot.rpm == 600.0
+
+    @pytest.mark.parametrize("shards", [0, -2])
+    def test_a_shard_count_below_one_is_refused(self, shards: int) -> None:
+        with pytest.raises(ConfigError, match=f"shards must be >= 1, got {shards}"):
+            MemoryLimiters(shards=shards)
+
+    def test_a_share_outside_0_1_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match="share of the limits must be in"):
+            MemoryLimiter("https://x.test/v1|k|m", LaneLimits(rpm=600), share=1.5)
 
 
 class _StillClock:
