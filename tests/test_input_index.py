@@ -49,15 +49,18 @@ class TestInputIndex:
         assert len(index) == 50
 
     def test_positions_of_keys_known_and_unknown(self) -> None:
-        """Keys of admitted answers give their positions (gaps kept), others -1, any order, repeats too."""
+        """Keys of admitted answers give their positions (gaps kept), others -1, any order, repeats
+        too; then the index holds no answer and keeps its count."""
         index = InputIndex()
         for position, key in [(1, 30), (3, 10), (4, 2**64 - 1), (9, 20)]:
             assert index.admit(position, position, 0, key) is None
         keys = np.array([20, 5, 2**64 - 1, 30, 10, 20, 40], dtype=np.uint64)
-        assert index.positions_of(keys).tolist() == [9, -1, 4, 1, 3, 9, -1]
+        assert index.take_positions(keys).tolist() == [9, -1, 4, 1, 3, 9, -1]
+        assert index.take_positions(keys).tolist() == [-1] * 7
+        assert len(index) == 4
 
     def test_an_empty_index_knows_no_key(self) -> None:
         """No answer admitted: every key is unknown."""
-        assert InputIndex().positions_of(
+        assert InputIndex().take_positions(
             np.array([0, 7], dtype=np.uint64)
         ).tolist() == [-1, -1]

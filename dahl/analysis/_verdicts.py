@@ -19,9 +19,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
+import weakref
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -193,11 +195,25 @@ class Verdicts:
         return np.asarray(self.recall[:, RECALL_METRICS.index(name)], dtype=np.float64)
 
 
+#: Answers a :class:`VerdictWriter` holds before it appends its columns to its spool folder.
+SPOOL_ANSWERS = 1 << 14
+
+#: The per-answer and per-claim columns a :class:`VerdictWriter` spools: name -> (array code, dtype).
+_SPOOLED: dict[str, tuple[str, type[np.generic]]] = {
+    "model": ("i", np.int32), "category": ("i", np.int32), "question": ("i", np.int32),
+    "status": ("b", np.int8), "counts": ("i", np.int32), "offsets": ("q", np.int64), "labels": ("b", np.int8),
+}
+
+
 class VerdictWriter:
     """Collects answer results and writes ``out_dir/verdicts/`` at :meth:`close`.
 
-    Holds about 60 bytes per answer and one per claim (compact columns; the ids as their JSON
-    text), released once written.
+    The columns go to a spool folder beside the store (``out_dir/.verdicts.tmp-*``) every
+    :data:`SPOOL_ANSWERS` answers, so memory holds one spool's worth (about 60 bytes an answer
+    and one a claim), the name tables (a code per distinct model, category and question) and,
+    for a run with reference facts, the recall columns (:class:`RecallColumns`). At :meth:`close`
+    each spooled column becomes its ``.npy`` file and the folder is renamed into place; a writer
+    dropped unclosed removes its spool.
 
     Args:
         out_dir: the run's output folder.
@@ -208,19 +224,17 @@ class VerdictWriter:
         self.out_dir = Path(out_dir)
         self.gamma = gamma
         self.k = k
-        self._model = array("i")
-        self._category = array("i")
-        self._question = array("i")
-        self._status = array("b")
-        self._counts = array("i")
-        self._offsets = array("q", [0])
-        self._labels = array("b")
+        self._buffers = {name: array(code) for name, (code, _) in _SPOOLED.items()}
+        self._buffers["offsets"].append(0)
         self._ids = bytearray(b"[")  # ids.json as it will be written, each id followed by a comma
         self._n = 0
+        self._claims = 0
         self._models: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._questions: dict[str, int] = {}
         self._recall = RecallColumns()
+        self._spool: Path | None = None
+        self._cleanup: weakref.finalize[Any, Any] | None = None
         self._closed = False
 
     def __len__(self) -> int:
@@ -228,11 +242,13 @@ class VerdictWriter:
         return self._n
 
     def add(self, result: AnswerResult | ResultDigest) -> None:
-        """Record one answer's codes, label counts and per-claim labels (not its texts).
+        """Record one answer's codes, label counts and per-claim labels (not its texts); blocking
+        (every :data:`SPOOL_ANSWERS` answers it appends to the spool folder).
 
         Raises:
             InputError: unknown label name in ``result.counts``.
             RuntimeError: the writer is closed.
+            OSError: the spool folder cannot be written.
         """
         if self._closed:
             raise RuntimeError("VerdictWriter.add after close")
@@ -242,18 +258,38 @@ class VerdictWriter:
             if col is None:
                 raise InputError(f"unknown label {key!r} in answer {result.id!r}", field="counts")
             row[col] = value
-        self._counts.extend(row)
-        self._labels.extend(_LABEL_CODE[c.label] for c in result.claims)
-        self._offsets.append(len(self._labels))
-        self._model.append(self._models.setdefault(result.model, len(self._models)))
-        self._category.append(self._categories.setdefault(result.category, len(self._categories)))
+        b = self._buffers
+        b["counts"].extend(row)
+        b["labels"].extend(_LABEL_CODE[c.label] for c in result.claims)
+        self._claims += len(result.claims)
+        b["offsets"].append(self._claims)
+        b["model"].append(self._models.setdefault(result.model, len(self._models)))
+        b["category"].append(self._categories.setdefault(result.category, len(self._categories)))
         qid = result.question_id or result.question
-        self._question.append(self._questions.setdefault(qid, len(self._questions)))
-        self._status.append(_STATUS_CODE[result.status])
+        b["question"].append(self._questions.setdefault(qid, len(self._questions)))
+        b["status"].append(_STATUS_CODE[result.status])
         self._ids += orjson.dumps(result.id)
         self._ids += b","
         self._n += 1
         self._recall.add(getattr(result, "recall", None))
+        if len(b["model"]) >= SPOOL_ANSWERS:
+            self._spill()
+
+    def _spill(self) -> Path:
+        """Append the held columns and ids to the spool folder (made on first use) and return it."""
+        spool = self._spool
+        if spool is None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            spool = self._spool = _new_folder(self.out_dir)
+            self._cleanup = weakref.finalize(self, shutil.rmtree, spool, True)
+        for name, buffer in self._buffers.items():
+            with (spool / f"{name}.raw").open("ab") as f:
+                buffer.tofile(f)
+            del buffer[:]
+        with (spool / "ids.raw").open("ab") as f:
+            f.write(self._ids)
+        self._ids = bytearray()
+        return spool
 
     def close(self) -> Path:
         """Write the store (idempotent; OSError when it cannot), release the columns and return the
@@ -263,43 +299,52 @@ class VerdictWriter:
             return target
         self._closed = True
         n = self._n
-        self._ids[-1:] = b"]" if n else b"[]"
-        recall = self._recall.arrays()
-        store = Verdicts(
-            model=_column(self._model, np.int32),
-            category=_column(self._category, np.int32),
-            question=_column(self._question, np.int32),
-            status=_column(self._status, np.int8),
-            counts=_column(self._counts, np.int32).reshape(n, len(LABELS)),
-            offsets=np.frombuffer(self._offsets, dtype=np.int64),
-            labels=_column(self._labels, np.int8),
-            models=list(self._models),
-            categories=list(self._categories),
-            question_ids=list(self._questions),
-            gamma=self.gamma,
-            k=self.k,
-            recall=None if recall is None else recall[0],
-            recall_facts=None if recall is None else recall[1],
-        )
-        n_claims = len(self._labels)
         try:
-            save_verdicts(store, self.out_dir, ids_json=bytes(self._ids))
+            spool = self._spill()
+            shapes = {"counts": (n, len(LABELS)), "offsets": (n + 1,), "labels": (self._claims,)}
+            for name, (_, dtype) in _SPOOLED.items():
+                _npy_from_raw(spool / f"{name}.raw", spool / f"{name}.npy", np.dtype(dtype), shapes.get(name, (n,)))
+            with (spool / "ids.raw").open("r+b") as f:  # "[id,id," -> "[id,id]"; no id: "[" -> "[]"
+                f.seek(-1, os.SEEK_END)
+                if n:
+                    f.truncate()
+                f.write(b"]")
+            os.replace(spool / "ids.raw", spool / "ids.json")
+            recall = self._recall.arrays()
+            columns = {} if recall is None else {"recall": recall[0], "recall_facts": recall[1]}
+            _write_tables(spool, columns, models=list(self._models), categories=list(self._categories),
+                          question_ids=list(self._questions), gamma=self.gamma, k=self.k, n=n, n_claims=self._claims)
+            del recall, columns
+            _install(spool, self.out_dir)
         finally:
-            del store, recall
             self._release()
-        logger.info("wrote verdict store %s (%d answers, %d claims)", target, n, n_claims)
+        logger.info("wrote verdict store %s (%d answers, %d claims)", target, n, self._claims)
         return target
 
     def _release(self) -> None:
-        """Drop the columns (after :meth:`close`)."""
-        self._model, self._category, self._question = array("i"), array("i"), array("i")
-        self._status, self._counts, self._offsets, self._labels = array("b"), array("i"), array("q"), array("b")
+        """Drop the columns and the spool folder (after :meth:`close`)."""
+        self._buffers = {name: array(code) for name, (code, _) in _SPOOLED.items()}
         self._ids = bytearray()
         self._recall = RecallColumns()
+        if self._cleanup is not None:
+            self._cleanup()  # the spool is renamed into place on success: nothing left to remove then
 
 
-def _column(buffer: array[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
-    return np.frombuffer(buffer, dtype=dtype) if len(buffer) else np.zeros(0, dtype)
+def _npy_from_raw(raw: Path, npy: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+    """Write ``npy``: the ``.npy`` header of an array of ``dtype`` and ``shape``, then the bytes of
+    ``raw`` (removed), copied a chunk at a time.
+
+    Raises:
+        InputError: ``raw`` does not hold ``shape`` of ``dtype``.
+    """
+    expected = int(np.prod(shape)) * dtype.itemsize
+    if raw.stat().st_size != expected:
+        raise InputError(f"spooled column {raw.name} holds {raw.stat().st_size} bytes, not {expected}")
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    with raw.open("rb") as src, npy.open("wb") as dst:
+        np.lib.format.write_array_header_1_0(dst, header)
+        shutil.copyfileobj(src, dst, 1 << 20)
+    raw.unlink()
 
 
 def save_verdicts(store: Verdicts, out_dir: Path, *, ids_json: bytes | None = None) -> Path:
@@ -333,44 +378,62 @@ def save_verdicts(store: Verdicts, out_dir: Path, *, ids_json: bytes | None = No
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / STORE_DIR
-    tmp = out_dir / f".{STORE_DIR}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    tmp = _new_folder(out_dir)
     try:
         _write_columns(store, ids_table, tmp, n, n_claims)
+        _install(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return target
+
+
+_FOLDER_NUMBERS = itertools.count()
+
+
+def _new_folder(out_dir: Path) -> Path:
+    """A new empty folder ``out_dir/.verdicts.tmp-PID-N`` to build a store in (one left by an
+    earlier process of this PID is removed)."""
+    folder = out_dir / f".{STORE_DIR}.tmp-{os.getpid()}-{next(_FOLDER_NUMBERS)}"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir()
+    return folder
+
+
+def _install(folder: Path, out_dir: Path) -> None:
+    """Rename the complete store ``folder`` to ``out_dir/verdicts``, replacing any store there by
+    renames (readers see the old store or the new one)."""
+    target = out_dir / STORE_DIR
     old = out_dir / f".{STORE_DIR}.old-{os.getpid()}"
     if target.exists():
         os.replace(target, old)
-    os.replace(tmp, target)
+    os.replace(folder, target)
     if old.exists():
         shutil.rmtree(old)
-    return target
 
 
 def _write_columns(store: Verdicts, ids_json: bytes, tmp: Path, n: int, n_claims: int) -> None:
     """Write every column and table (``ids.json`` given encoded) into the temporary folder ``tmp``."""
-    columns: dict[str, Any] = {
-        "model": store.model.astype(np.int32, copy=False),
-        "category": store.category.astype(np.int32, copy=False),
-        "question": store.question.astype(np.int32, copy=False),
-        "status": store.status.astype(np.int8, copy=False),
-        "counts": store.counts.astype(np.int32, copy=False),
-        "offsets": store.offsets.astype(np.int64, copy=False),
-        "labels": store.labels.astype(np.int8, copy=False),
-    }
+    columns: dict[str, Any] = {name: getattr(store, name) for name in _SPOOLED}
     if store.recall is not None and store.recall_facts is not None:
-        columns["recall"] = store.recall.astype(np.float64, copy=False)
-        columns["recall_facts"] = store.recall_facts.astype(np.int32, copy=False)
-    for name, arr in columns.items():
-        np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
-    tables = {"models": store.models, "categories": store.categories, "question_ids": store.question_ids}
-    for name, table in tables.items():
-        (tmp / f"{name}.json").write_bytes(orjson.dumps(table))
+        columns["recall"] = store.recall
+        columns["recall_facts"] = store.recall_facts
     (tmp / "ids.json").write_bytes(ids_json)
+    _write_tables(tmp, columns, models=store.models, categories=store.categories, question_ids=store.question_ids,
+                  gamma=store.gamma, k=store.k, n=n, n_claims=n_claims)
+
+
+def _write_tables(tmp: Path, columns: dict[str, Any], *, models: list[str], categories: list[str],
+                  question_ids: list[str], gamma: float | None, k: int | None, n: int, n_claims: int) -> None:
+    """Write ``columns`` (name -> array, the recall ones in their dtypes), the name tables and, last,
+    ``meta.json`` into the store folder ``tmp``."""
+    dtypes: dict[str, type[np.generic]] = {"recall": np.float64, "recall_facts": np.int32,
+                                           **{name: t for name, (_, t) in _SPOOLED.items()}}
+    for name, arr in columns.items():
+        np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr, dtype=dtypes[name]), allow_pickle=False)
+    for name, table in (("models", models), ("categories", categories), ("question_ids", question_ids)):
+        (tmp / f"{name}.json").write_bytes(orjson.dumps(table))
     meta = {
         "format": _FORMAT,
         "version": STORE_VERSION,
@@ -378,10 +441,10 @@ def _write_columns(store: Verdicts, ids_json: bytes, tmp: Path, n: int, n_claims
         "n_claims": n_claims,
         "labels": [str(x) for x in LABELS],
         "statuses": [str(x) for x in STATUSES],
-        "gamma": store.gamma,
-        "k": store.k,
+        "gamma": gamma,
+        "k": k,
     }
-    if store.recall is not None:
+    if "recall" in columns:
         meta["recall_columns"] = list(RECALL_METRICS)
         meta["recall_fact_columns"] = list(FACT_COLUMNS)
     # meta.json last: its presence marks a complete folder.

@@ -111,19 +111,27 @@ class InputIndex:
         self._ids = _IdRuns()
         self._keys, self._positions, self._first_at = array("Q"), array("q"), array("q")
 
-    def positions_of(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        """The input position of the admitted answer with each resume key of ``keys``, -1 for none.
+    def take_positions(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+        """The input position of the admitted answer with each resume key of ``keys``, -1 for none;
+        the index then holds no answer (as after :meth:`clear`), its columns released as they are read.
 
-        Memory: 24 bytes per admitted answer and per key, for the length of the call.
+        Memory: at most 16 bytes per admitted answer beyond its keys and positions, and 17 per key.
         """
-        out = np.full(keys.size, -1, dtype=np.int64)
+        self._ids, self._first_at = _IdRuns(), array("q")  # not needed to match keys: released first
         if not self._keys:
-            return out
+            self.clear()
+            return np.full(keys.size, -1, dtype=np.int64)
         mine = np.frombuffer(self._keys, dtype=np.uint64)
         order = np.argsort(mine)
         sorted_keys = mine[order]
-        at = np.minimum(np.searchsorted(sorted_keys, keys), mine.size - 1)
+        del mine
+        self._keys = array("Q")
+        sorted_positions = np.frombuffer(self._positions, dtype=np.int64)[order]
+        self._positions = array("q")
+        del order
+        at = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
         found = sorted_keys[at] == keys
         del sorted_keys
-        out[found] = np.frombuffer(self._positions, dtype=np.int64)[order[at[found]]]
+        out = np.full(keys.size, -1, dtype=np.int64)
+        out[found] = sorted_positions[at[found]]
         return out

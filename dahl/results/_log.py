@@ -204,10 +204,11 @@ class AnswerLog:
         """Stream the log once, keep the lines of this input in input order, rewrite if needed.
 
         A line is kept when ``index`` holds its resume key, and for one key only its first line.
-        Memory: about 100 bytes per line and per answer of ``index`` while lines are matched,
-        then 32 bytes per kept line; the file's pages are dropped as they are read. ``index`` is
-        cleared once the lines are matched, before any is consumed, and the record of the lines
-        appended since :meth:`open` is released.
+        Memory: the index, the record and about 60 bytes per line and per answer of ``index``
+        while lines are matched (the index is released as it is read), then 24 bytes per kept
+        line; the file's pages are dropped as they are read. ``index`` holds no answer once the
+        lines are matched, before any is consumed, and the record of the lines appended since
+        :meth:`open` is released.
 
         Args:
             index: every answer of the current input, with its resume key and input position.
@@ -268,10 +269,7 @@ class AnswerLog:
         del appended_keys, appended_ends
         if not ends:
             return 0
-        line_end = np.frombuffer(ends, dtype=np.int64)
-        line_start = np.concatenate((np.zeros(1, dtype=np.int64), line_end[:-1]))
-        position = index.positions_of(np.frombuffer(keys, dtype=np.uint64))
-        index.clear()
+        position = index.take_positions(np.frombuffer(keys, dtype=np.uint64))
         del keys
         # np.unique gives each position once, ascending, with the number of its first line.
         positions, first = np.unique(position, return_index=True)
@@ -280,8 +278,10 @@ class AnswerLog:
         dropped = int(position.size - rows.size)
         in_order = bool(np.all(rows[1:] > rows[:-1]))
         del position, positions, first, found
-        starts, ends_kept = line_start[rows], line_end[rows]
-        del line_start, line_end, rows
+        line_end = np.frombuffer(ends, dtype=np.int64)
+        starts = np.where(rows > 0, line_end[np.maximum(rows - 1, 0)], 0)  # a line starts where the one before ends
+        ends_kept = line_end[rows]
+        del line_end, rows
 
         def lines() -> Iterator[memoryview]:
             """The kept lines in input order (offsets converted a chunk at a time)."""

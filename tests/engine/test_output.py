@@ -106,7 +106,7 @@ class TestFinalize:
         index = _order(0, 1)
         keys = np.array([line_key("a0", "h0"), line_key("a1", "h1")], dtype=np.uint64)
         seen: list[list[int]] = []
-        assert log.finalize(index, lambda d: seen.append(index.positions_of(keys).tolist())) == 0
+        assert log.finalize(index, lambda d: seen.append(index.take_positions(keys).tolist())) == 0
         assert seen == [[-1, -1], [-1, -1]]
         assert len(index) == 2
         assert log.positions.tolist() == [1, 2]

@@ -25,7 +25,7 @@ from dahl.metrics import (
     precision,
     sorted_mean,
 )
-from dahl.analysis._summary._recall import RecallColumns, RecordedRecallSettings
+from dahl.analysis._summary._recall import GroupedRecall, RecordedRecallSettings
 from dahl.analysis._summary._blocks import Figures, GroupSummary, ModelSummary, UnsupportedByReason
 from dahl.records import LABELS, AnswerResult, Label, ResultDigest, Status, UnsupportedReason
 
@@ -86,7 +86,7 @@ class SummaryBuilder:
         self._categories: dict[str, int] = {}
         self.recall_settings = recall_settings
         # Answers added since recall was tracked (None: not yet); the others are no_refs.
-        self._recall = RecallColumns() if recall_settings is not None else None
+        self._recall = GroupedRecall() if recall_settings is not None else None
 
     def __len__(self) -> int:
         """Number of answers added."""
@@ -122,7 +122,7 @@ class SummaryBuilder:
         row[_MODEL] = self._models.setdefault(result.model, len(self._models))
         row[_CATEGORY] = self._categories.setdefault(result.category, len(self._categories))
         if self._recall is None and not isinstance(result.recall, msgspec.UnsetType):
-            self._recall = RecallColumns()
+            self._recall = GroupedRecall()
         if self._recall is not None:
             self._recall.add(result, (row[_MODEL], row[_CATEGORY], row[_FLAG], sum(row[: len(LABELS)])))
         if row[_UNSUPPORTED]:
@@ -167,7 +167,7 @@ class SummaryBuilder:
         out._n = self._n + other._n
         out._any_reason = self._any_reason or other._any_reason
         if self._recall is not None or other._recall is not None:
-            out._recall = RecallColumns.joined(self._recall, other._recall, model_code, category_code)
+            out._recall = GroupedRecall.joined(self._recall, other._recall, model_code, category_code)
         return out
 
     def build(self) -> Figures:

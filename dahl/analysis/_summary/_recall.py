@@ -15,7 +15,7 @@ from dahl.errors import InputError
 from dahl.metrics import bootstrap_ci, f1_score, sorted_mean
 from dahl.records import AnswerRecall, AnswerResult, RecallDigest, ResultDigest, Status
 
-__all__ = ["NULL_REASONS", "RecallColumns", "RecallSummary", "RecordedRecallSettings"]
+__all__ = ["GroupedRecall", "NULL_REASONS", "RecallSummary", "RecordedRecallSettings"]
 
 #: Why an answer's recall (or Rec^w alone, for ``zero_weight``) is None, in
 #: ``null_by_reason`` order. ``no_refs``: the answer's question has no reference set.
@@ -92,7 +92,7 @@ class RecallSummary(msgspec.Struct, frozen=True, kw_only=True):
     f1_of_means: float | None = None
 
 
-class RecallColumns:
+class GroupedRecall:
     """Per-answer recall metrics, reason codes and group of each answer added since recall was
     tracked, as numpy columns: ``values`` float (n, metrics + 1), ``code`` int8 (n,), ``meta`` int32
     (n, 4) of model code, category code, flag and claim count (the summary builder's codes).
@@ -167,15 +167,16 @@ class RecallColumns:
         self.n = stop
 
     @staticmethod
-    def joined(first: RecallColumns | None, second: RecallColumns | None,
-               model_code: npt.NDArray[np.int32], category_code: npt.NDArray[np.int32]) -> RecallColumns:
+    def joined(first: GroupedRecall | None, second: GroupedRecall | None,
+               model_code: npt.NDArray[np.int32], category_code: npt.NDArray[np.int32]) -> GroupedRecall:
         """The rows of ``first`` then those of ``second`` (either may be None: none), ``second``'s
-        model and category codes mapped through ``model_code`` and ``category_code``."""
+        model and category codes mapped through ``model_code`` and ``category_code`` (both are
+        flushed first: their staged rows move into their columns)."""
         parts = [(p, remap) for p, remap in ((first, False), (second, True)) if p is not None]
         for part, _ in parts:
             part.flush()
         n = sum(part.n for part, _ in parts)
-        out = RecallColumns(max(n, _INITIAL_CAPACITY))
+        out = GroupedRecall(max(n, _INITIAL_CAPACITY))
         start = 0
         for part, remap in parts:
             stop = start + part.n
