@@ -64,6 +64,9 @@ class BatchMockConfig:
         seed: seed of the error draws.
         call_delay_s: seconds every batch API call (upload, create, ...) takes before its reply.
         faults: ``(operation, kind, n)``: the first ``n`` calls of ``operation`` fail with ``kind``.
+        cached_prompt: every result reports half of its prompt tokens as read from the prompt
+            cache (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic
+            ``cache_read_input_tokens``), as ``--cached-prompt`` does online.
     """
 
     complete_s: float = 0.0
@@ -72,6 +75,7 @@ class BatchMockConfig:
     seed: int = 0
     call_delay_s: float = 0.0
     faults: tuple[tuple[str, str, int], ...] = ()
+    cached_prompt: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.complete_s) and self.complete_s >= 0):
@@ -152,7 +156,7 @@ def _finish(state: _Batches, batch: _Batch, cancel: bool = False) -> None:
     batch.status = ("cancelled" if cancel else "expired" if fraction is not None else "completed") \
         if batch.kind == "openai" else "ended"
     if batch.kind == "openai":
-        out, err = _openai_files(batch)
+        out, err = _openai_files(batch, state.config.cached_prompt)
         if out:
             batch.output_file_id = _store_file(state, out)
         if err:
@@ -184,7 +188,7 @@ def _page(request: web.Request, items: list[dict[str, Any]], cursor: str, most: 
             "last_id": data[-1]["id"] if data else None}
 
 
-def _openai_files(batch: _Batch) -> tuple[bytes, bytes]:
+def _openai_files(batch: _Batch, cached_prompt: bool) -> tuple[bytes, bytes]:
     out, err = [], []
     assert batch.results is not None
     for i, row in enumerate(batch.results):
@@ -194,7 +198,8 @@ def _openai_files(batch: _Batch) -> tuple[bytes, bytes]:
             body = {"id": f"chatcmpl-batch-{batch.id}-{i}", "object": "chat.completion", "created": batch.created_unix,
                     "model": row["model"], "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                                                         "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}}
+                    "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c,
+                              **({"prompt_tokens_details": {"cached_tokens": p // 2}} if cached_prompt else {})}}
             out.append({"id": f"batch_req_{i}", "custom_id": cid,
                         "response": {"status_code": 200, "request_id": f"req_{i}", "body": body}, "error": None})
         elif "error" in row:
@@ -358,7 +363,7 @@ async def _anthropic_cancel(request: web.Request) -> web.Response:
 
 
 async def _anthropic_results(request: web.Request) -> web.Response:
-    _, batch = _batch(request, "anthropic")
+    state, batch = _batch(request, "anthropic")
     if batch.results is None:
         return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
                                                              "message": "batch has not ended"}}, status=400)
@@ -368,7 +373,8 @@ async def _anthropic_results(request: web.Request) -> web.Response:
             content, p, c, _ = row["reply"]
             message = {"id": f"msg_mock_{batch.id}_{i}", "type": "message", "role": "assistant", "model": row["model"],
                        "content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
-                       "usage": {"input_tokens": p, "output_tokens": c}}
+                       "usage": {"input_tokens": p - p // 2, "output_tokens": c, "cache_read_input_tokens": p // 2}
+                       if state.config.cached_prompt else {"input_tokens": p, "output_tokens": c}}
             result: dict[str, Any] = {"type": "succeeded", "message": message}
         elif "error" in row:
             result = {"type": "errored", "error": {"type": "error", "error": {"type": "api_error",
@@ -446,4 +452,5 @@ def config_from(args: argparse.Namespace) -> BatchMockConfig:
         ConfigError: a value out of range.
     """
     return BatchMockConfig(args.batch_complete_s, args.batch_expire_fraction, args.batch_error_rate, args.seed,
-                           args.batch_call_delay_s, tuple(parse_batch_fault(f) for f in args.batch_fault))
+                           args.batch_call_delay_s, tuple(parse_batch_fault(f) for f in args.batch_fault),
+                           cached_prompt=getattr(args, "cached_prompt", False))

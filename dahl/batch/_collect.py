@@ -37,6 +37,8 @@ class Collected:
         errors: failed requests per error class (``http_500``, ``OutputParseError``, ...).
         unfinished: expired or canceled requests (never run).
         prompt_tokens, completion_tokens: reported usage of the succeeded requests, tokens.
+        cached_tokens, cache_write_tokens: of ``prompt_tokens``, those read from and written to the
+            provider's prompt cache, tokens (priced apart: :func:`dahl.pricing.cost_usd`).
         classes: per custom_id, its error class (None: stored), for the saved result file.
     """
 
@@ -45,6 +47,8 @@ class Collected:
     unfinished: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
     classes: dict[str, str | None] = field(default_factory=dict)
 
     def add(self, other: Collected) -> None:
@@ -54,6 +58,8 @@ class Collected:
         self.unfinished += other.unfinished
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.cache_write_tokens += other.cache_write_tokens
         self.classes.update(other.classes)
 
 
@@ -104,9 +110,11 @@ def parse_outcomes(outcomes: Iterable[Outcome], stage_of: dict[str, str], stages
             got.errors[type(exc).__name__] += 1
             got.classes[key] = type(exc).__name__
             continue
-        if reply.usage is not None:
-            got.prompt_tokens += reply.usage.prompt_tokens
-            got.completion_tokens += reply.usage.completion_tokens
+        if (usage := reply.usage) is not None:
+            got.prompt_tokens += usage.prompt_tokens
+            got.completion_tokens += usage.completion_tokens
+            got.cached_tokens += usage.cached_tokens
+            got.cache_write_tokens += usage.cache_write_tokens
         meta = stages[stage]
         extra = (extras or {}).get(key)
         if extra is None and (stage == "cover" or (stage == "check" and meta.with_evidence)):

@@ -63,8 +63,9 @@ class Ledger:
     the first provider call of a shard: the key that marks its upload and batch at the provider, unix
     seconds; see :class:`~dahl.batch._providers.ShardTag`); ``uploaded`` ``{shard, file_id}``;
     ``submitted`` ``{shard, batch_id}``; ``collected`` ``{shard, batch_id, results, succeeded,
-    errors: {class: n}, expired, prompt_tokens, completion_tokens}`` (``results``: the saved result
-    file); ``canceled`` ``{shard, batch_id}``.
+    errors: {class: n}, expired, prompt_tokens, completion_tokens, cached_tokens,
+    cache_write_tokens}`` (``results``: the saved result file; the last two absent in a ledger
+    written before they were recorded: 0); ``canceled`` ``{shard, batch_id}``.
 
     Attributes:
         folder: BATCHDIR.

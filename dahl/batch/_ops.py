@@ -299,7 +299,8 @@ async def collect(folder: Path, *, from_file: Path | None = None, cache_dir: Pat
             await anyio.to_thread.run_sync(ledger.append, {
                 "event": "collected", "shard": path, "batch_id": shard.batch_id, "results": results,
                 "succeeded": got.stored, "errors": dict(got.errors), "expired": got.unfinished,
-                "prompt_tokens": got.prompt_tokens, "completion_tokens": got.completion_tokens})
+                "prompt_tokens": got.prompt_tokens, "completion_tokens": got.completion_tokens,
+                "cached_tokens": got.cached_tokens, "cache_write_tokens": got.cache_write_tokens})
             report.collected.append(path)
             report.totals.add(got)
     return report

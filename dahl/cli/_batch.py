@@ -125,13 +125,24 @@ def status(folder: Path, base_url: str | None, api_key_env: str | None, config_f
     except DahlError as exc:
         exit_stopped(exc, "")
     rows = _run(lambda: ops.status(folder, base_url=base_url, api_key_env=api_key_env))
-    prompt = completion = 0
+    table = PriceTable.shipped().with_overrides(prices)
+    prompt = cached = completion = 0
+    usd = 0.0
+    unpriced: list[str] = []
     for row in rows:
         shard = row.shard
         if shard.collected is not None:
             got = shard.collected
-            prompt += got["prompt_tokens"]
-            completion += got["completion_tokens"]
+            tokens = Usage(prompt_tokens=got["prompt_tokens"], completion_tokens=got["completion_tokens"],
+                           cached_tokens=got.get("cached_tokens", 0), cache_write_tokens=got.get("cache_write_tokens", 0))
+            prompt, cached, completion = (prompt + tokens.prompt_tokens, cached + tokens.cached_tokens,
+                                          completion + tokens.completion_tokens)
+            model = str((shard.wave["stages"].get(shard.stage) or {}).get("model"))
+            cost = cost_usd(tokens, price_for(model, batch=True, table=table))  # each stage at its own model's price
+            if cost is None:
+                unpriced += [model] if model not in unpriced else []
+            else:
+                usd += cost
             errors = ", ".join(f"{k} {v:,}" for k, v in sorted(got["errors"].items())) or "none"
             state = f"collected: {got['succeeded']:,} stored, {got['expired']:,} unfinished, errors: {errors}"
         elif row.state is not None:
@@ -139,19 +150,24 @@ def status(folder: Path, base_url: str | None, api_key_env: str | None, config_f
         else:
             state = "canceled" if shard.canceled else "not submitted"
         _echo(f"{shard.path} {shard.stage} {shard.requests:,} requests {shard.batch_id or '-'}: {state}")
-    money = _money(rows, prompt, completion, PriceTable.shipped().with_overrides(prices))
-    _echo(f"tokens collected: {prompt:,} prompt + {completion:,} completion; cost at batch price: {money}")
+    _echo(f"tokens collected: {_tokens(prompt, cached, completion)}; cost at batch price: "
+          f"{_money(rows, usd, unpriced)}")
 
 
-def _money(rows: list[ops.ShardStatus], prompt: int, completion: int, table: PriceTable) -> str:
-    """The collected tokens' cost at the model's batch price in ``table``, ``unknown`` (and why) without one."""
+def _tokens(prompt: int, cached: int, completion: int) -> str:
+    """``P prompt [(C cached)] + N completion`` (the cached part only when some were)."""
+    return f"{prompt:,} prompt{f' ({cached:,} cached)' if cached else ''} + {completion:,} completion"
+
+
+def _money(rows: list[ops.ShardStatus], usd: float, unpriced: list[str]) -> str:
+    """``$usd``, the collected tokens' cost at each stage model's batch price; ``unknown`` (and why)
+    without rows or when a model has no batch price."""
     if not rows:
         return "unknown"
-    stages = rows[0].shard.wave["stages"]
-    model = str((stages.get("check") or stages.get("split") or stages.get("cover") or {}).get("model"))
-    usd = cost_usd(Usage(prompt_tokens=prompt, completion_tokens=completion), price_for(model, batch=True, table=table))
-    return f"unknown (no batch price for {model}: give --price {model}=IN,OUT,BATCH_DISCOUNT)" if usd is None \
-        else f"${usd:,.6f}"
+    if unpriced:
+        gives = " ".join(f"--price {m}=IN,OUT,BATCH_DISCOUNT" for m in unpriced)
+        return f"unknown (no batch price for {', '.join(unpriced)}: give {gives})"
+    return f"${usd:,.6f}"
 
 
 @batch.command("collect")
@@ -171,7 +187,7 @@ def collect(folder: Path, from_file: Path | None, cache_dir: Path | None, base_u
           f"{got.unfinished:,} unfinished (expired or canceled), {sum(got.errors.values()):,} failed")
     for kind, n in sorted(got.errors.items()):
         _echo(f"  {kind}: {n:,}")
-    _echo(f"tokens: {got.prompt_tokens:,} prompt + {got.completion_tokens:,} completion")
+    _echo(f"tokens: {_tokens(got.prompt_tokens, got.cached_tokens, got.completion_tokens)}")
     if report.running:
         _echo(f"{len(report.running)} batches still running: collect again later")
         sys.exit(ExitStatus.PARTIAL)

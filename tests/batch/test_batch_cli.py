@@ -141,3 +141,48 @@ class TestPrepareBadInput:
         source.write_text("{not json\n")
         code, text = dahl("batch", "prepare", str(source), "-o", str(tmp_path / "batch2"), *options)
         assert code == 5, text
+
+
+def _stage_tokens(folder: Path) -> dict[str, tuple[int, int, int]]:
+    """stage -> (prompt, cached, completion) tokens of its collected shards, from the ledger."""
+    stage_of = {s["path"]: s["stage"] for wave in ledger_events(folder, "wave") for s in wave["shards"]}
+    out: dict[str, tuple[int, int, int]] = {}
+    for event in ledger_events(folder, "collected"):
+        p, c, n = out.get(stage_of[event["shard"]], (0, 0, 0))
+        out[stage_of[event["shard"]]] = (p + event["prompt_tokens"], c + event.get("cached_tokens", 0),
+                                         n + event["completion_tokens"])
+    return out
+
+
+class TestStatusPricesEachStage:
+    @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+    def test_split_and_check_are_priced_at_their_own_models_batch_price_with_cached_tokens_cheaper(
+        self, tmp_path: Path, mocks: Any, provider: str
+    ) -> None:
+        """Split on gpt-4o, check on gpt-4o-mini, half of every prompt read from the cache (the mock's
+        --cached-prompt): the cost is each stage's tokens at its model's batch price, cached at the cached rate."""
+        url = mocks.start("--cached-prompt")
+        config = tmp_path / "dahl.toml"
+        config.write_text(f'[split]\nbase_url = "{url}"\nmodel = "gpt-4o"\napi_key_env = ""\n\n'
+                          f'[check]\nbase_url = "{url}"\nmodel = "gpt-4o-mini"\napi_key_env = ""\n')
+        source = str(write_answers(tmp_path / "answers.jsonl", 2, 3))
+        folder = tmp_path / "batch"
+        prepare = ("batch", "prepare", source, "-o", str(folder), "--provider", provider, "--splitter", "openai",
+                   "--checker", "openai", "--config", str(config), "--cache-dir", str(tmp_path / "cache"))
+        for _ in range(2):  # wave 1 splits; wave 2 checks the claims it gave
+            code, text = dahl(*prepare)
+            assert code == 0, text
+            submit_and_collect(folder)
+        tokens = _stage_tokens(folder)
+        assert set(tokens) == {"split", "check"}
+        for prompt, cached, _ in tokens.values():
+            assert 0 < 2 * cached <= prompt  # each request reports floor(half) of its prompt as cached
+        (sp, sc, sn), (cp, cc, cn) = tokens["split"], tokens["check"]
+        # USD per million tokens x 0.5 (batch): gpt-4o 2.50 in, 1.25 cached, 10.00 out; gpt-4o-mini 0.15, 0.075, 0.60.
+        usd = 0.5 * ((sp - sc) * 2.50 + sc * 1.25 + sn * 10.00 + (cp - cc) * 0.15 + cc * 0.075 + cn * 0.60) / 1e6
+        code, text = dahl("batch", "status", str(folder))
+        assert code == 0, text
+        assert f"tokens collected: {sp + cp:,} prompt ({sc + cc:,} cached) + {sn + cn:,} completion; " \
+               f"cost at batch price: ${usd:,.6f}" in text
+        one_price = 0.5 * ((sp + cp) * 0.15 + (sn + cn) * 0.60) / 1e6  # every token at the check model's full rate
+        assert f"${one_price:,.6f}" not in text
