@@ -10,7 +10,7 @@ import re
 
 __all__ = [
     "COPULAS", "LIST_INTROS", "PARTICIPLES", "PREPOSITIONS", "WORD", "Span",
-    "first_verb", "has_verb", "is_verb", "paren_depth", "refine", "subject_of", "words",
+    "first_verb", "has_verb", "is_adverb", "is_verb", "opens_with_verb", "paren_depth", "refine", "subject_of", "words",
 ]
 
 #: (start, end) character offsets
@@ -63,14 +63,50 @@ def is_verb(word: str) -> bool:
     return len(word) > 4 and word.endswith("ed") and word not in _NOT_VERBS
 
 
+def opens_with_verb(following: list[str]) -> bool:
+    """True when the lowercased words ``following`` (three are enough) open a predicate, not a
+    noun phrase: a verb, or an adverb and then a verb ("later moved to Paris", "legally changed
+    his name", "quickly became famous").
+
+    An "-ed" word or participle after an adverb may be an adjective or share a copula before it
+    ("a previously unreported factor", "was successful and well tolerated", "significantly but
+    modestly associated with"): it opens a predicate after "later", "then" and the like when a
+    phrase or an object follows it, and after an "-ly" adverb only when an object follows.
+    """
+    if not following:
+        return False
+    if is_verb(following[0]):
+        return True
+    if len(following) < 2 or not is_verb(following[1]):
+        return False
+    adverb, verb = following[0], following[1]
+    then = adverb in _SEQUENCE_ADVERBS
+    if not then and not (len(adverb) > 4 and adverb.endswith("ly")):
+        return False
+    if verb in _AUX or verb in _VERBS:
+        return True  # finite: "quickly became", "then went"
+    after = following[2] if len(following) > 2 else ""
+    return after in _OBJECT_STARTS or (then and after in PREPOSITIONS)
+
+
+def is_adverb(word: str) -> bool:
+    """True for a lowercased word of the closed adverb list ("also", "later") or an "-ly" word of
+    five letters or more ("legally"; "family" too, which only matters before a verb or a noun phrase)."""
+    return word in _NOT_OBJECT or (len(word) > 4 and word.endswith("ly"))
+
+
 def has_verb(text: str) -> bool:
     """True when some word of ``text`` is a verb (:func:`is_verb`)."""
     return any(is_verb(w) for w in words(text))
 
 
 def subject_of(text: str, span: Span) -> str:
-    """The words before the first verb of ``text[span]`` (after a leading adverbial), or ""."""
+    """The words before the first verb of ``text[span]`` (after a leading adverbial or a leading
+    "Born ...," phrase), or ""."""
     a, b = span
+    lead = _LEADING_PARTICIPLE.match(text, a, b)
+    if lead is not None:
+        a = lead.end()
     for match in WORD.finditer(text, a, b):
         if is_verb(match.group().lower()):
             head = text[a : match.start()]
@@ -100,6 +136,13 @@ _NOT_OBJECT = frozenset(
     "also then later still first once not never often only originally primarily mainly "
     "currently previously subsequently eventually briefly widely best most well".split()
 )
+# Adverbs that open a later predicate of the subject ("and later moved to Paris").
+_SEQUENCE_ADVERBS = frozenset(
+    "also then later still once never often originally currently previously subsequently eventually "
+    "soon afterwards thereafter".split()
+)
+# Words that start a verb's object ("legally changed his name").
+_OBJECT_STARTS = frozenset("the a an his her its their this these that those him them it himself herself itself themselves".split())
 _NOT_PARTICIPLE = frozenset(
     "including according following regarding concerning during excluding notwithstanding "
     "something nothing anything everything thing king spring string morning evening".split()
@@ -320,7 +363,7 @@ def _coordination(claim: str) -> list[str] | None:
             continue
         before = list(WORD.finditer(claim, 0, match.start()))
         after = list(WORD.finditer(claim, match.end()))
-        if not before or not after or is_verb(after[0].group().lower()):
+        if not before or not after or opens_with_verb([m.group().lower() for m in after[:3]]):
             continue
         if after[0].group().lower() in PREPOSITIONS | _PP_SPLIT:
             continue  # "Minister for A and for B" / "and as ...": the head is unclear
@@ -374,7 +417,9 @@ def _coordination(claim: str) -> list[str] | None:
         ):
             continue  # "The College of William and Mary": one name
         first_left, first_right = words(left)[:1], words(right)[:1]
-        if first_left and first_left[0] in ("a", "an") and first_right and first_right[0] not in _DETERMINERS:
+        if (first_left and first_left[0] in ("a", "an") and first_right and first_right[0] not in _DETERMINERS
+                and not (is_adverb(first_right[0]) and words(right)[1:2] and words(right)[1] in _DETERMINERS)):
+            # "and also a singer" has its article; "and potentially long-term" gets one
             right = f"{_article(right)} {right}"  # "an actress and singer" -> "a singer"
         sep = "" if tail[:1] in (",", ".", ";", "") else " "
         # The tail goes with the right conjunct only ("an actress and singer born in X").
@@ -480,6 +525,28 @@ def _dated_title(claim: str) -> list[str] | None:
 
 
 _BORN_NAME = re.compile(r"([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*)\s*\((born\s[^()]*)\)")
+
+
+# "Born in 1922 in Kenya, Itote became ...": a participle phrase before the subject, up to the
+# last comma before the first verb after it (dates and places inside it have commas too).
+_LEADING_PARTICIPLE = re.compile(
+    r"(?:Born|Raised|Educated)\s+[^.;]*?,\s+(?=(?:[\w'’-]+\s+){0,5}?(?:is|are|was|were|has|have|had|"
+    r"[a-z]+ed|" + "|".join(sorted(_IRREGULAR_PASTS)) + r")\b)"
+)
+
+
+def _leading_participle(claim: str) -> list[str] | None:
+    """"Born in 1922 in Kenya, Itote became a leader" -> "Itote was born in 1922 in Kenya", "Itote became a leader"."""
+    match = _LEADING_PARTICIPLE.match(claim)
+    if match is None:
+        return None
+    rest = claim[match.end() :]
+    subject = subject_of(rest, (0, len(rest)))
+    if not subject or has_verb(subject) or words(subject)[:1] in (["it"], ["there"]):
+        return None
+    phrase = claim[: match.end()].rstrip(" ,")
+    participle, _, where = phrase.partition(" ")
+    return [f"{subject[:1].upper()}{subject[1:]} was {participle.lower()} {where}", rest[:1].upper() + rest[1:]]
 
 
 def _born_after_verb(claim: str) -> list[str] | None:
@@ -591,6 +658,7 @@ def _named_title(claim: str) -> list[str] | None:
 
 _HIDDEN_COMMA = "\x00"  # rules.py hides "," and ";" inside brackets as \x00 and \x01
 _SPLITS = (
+    _leading_participle,
     _parenthetical,
     _dated_title,
     _born_after_verb,

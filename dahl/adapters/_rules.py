@@ -6,10 +6,12 @@ Rules, applied to each sentence of :func:`dahl.sentences.split_sentences`:
    sentences without letters; an intro ending with ":" that has a verb is carried into the
    verbless list items that follow it.
 2. **Clauses**: cut at ";" and ", and/but/while/whereas/so/yet" when both sides have a verb,
-   and at "and/but <verb>" and "who <verb>" after a copula, the subject carried over.
+   and at "and/but [adverb] <verb>" ("and later moved") and "who <verb>" after a copula, the
+   subject carried over.
 3. **Lists**: "A causes X, Y, and Z" gives one claim per short, verbless item, the head (up to
    the last verb / "including" / "such as") carried into each.
-4. **Modifiers** (:mod:`dahl.adapters._clauses`): inserts after a subject, trailing relatives
+4. **Modifiers** (:mod:`dahl.adapters._clauses`): a leading "Born ...," phrase ("Born in 1948,
+   X studied ..." -> "X was born in 1948"), inserts after a subject, trailing relatives
    and participles, time/place phrases, "A and B" conjuncts, "(born ...)" and life spans,
    dated titles and place chains.
 5. **Phrases** (:mod:`dahl.adapters._phrases`): cut before subordinators, relatives, linking
@@ -43,7 +45,9 @@ from dahl.adapters._clauses import WORD as _WORD
 from dahl.adapters._clauses import Span
 from dahl.adapters._clauses import first_verb as _first_verb
 from dahl.adapters._clauses import has_verb as _has_verb
+from dahl.adapters._clauses import is_adverb as _is_adverb
 from dahl.adapters._clauses import is_verb as _is_verb
+from dahl.adapters._clauses import opens_with_verb as _opens_with_verb
 from dahl.adapters._clauses import refine as _refine
 from dahl.adapters._clauses import subject_of as _subject
 from dahl.adapters._clauses import words as _words
@@ -105,17 +109,20 @@ def _clauses(text: str, span: Span) -> list[tuple[str, Span]]:
         # A clause that opens with its verb shares the sentence's subject.
         carried = subject if n and first and _is_verb(first[0]) else ""
         for cut in _AND_VERB.finditer(text, piece[0], piece[1]):
-            following = _words(text[cut.end() : piece[1]])[:1]
+            following = _words(text[cut.end() : piece[1]])[:3]
             left = (start, cut.start())
             left_words = _words(text[left[0] : left[1]])
-            if not following or not _is_verb(following[0]) or not _has_verb(text[left[0] : left[1]]):
+            if not _opens_with_verb(following) or not _has_verb(text[left[0] : left[1]]):
                 continue
             if _is_verb(left_words[-1]):
                 continue  # "has written and arranged songs": two verbs, one predicate
             if cut.group().strip(", ").lower() == "who" and _first_verb(text, left) not in _COPULAS:
                 continue  # "He married Jane, who was ..." is about Jane, not the subject
             out.append((carried, left))
-            carried, start = subject, cut.end()
+            colon = text.rfind(":", left[0], left[1])
+            # "There was an impact: graduates ... and often had influence": the subject after the colon
+            carried = (_subject(text, (colon + 1, left[1])) if colon >= 0 else "") or subject
+            start = cut.end()
         out.append((carried, (start, piece[1])))
     stripped = [(subj, _strip(text, s)) for subj, s in out]
     return [(subj, s) for subj, s in stripped if _WORD.search(text, s[0], s[1])]
@@ -413,7 +420,9 @@ def split_claims(text: str) -> list[ClaimTuple]:
                 lead_word = _words(body)[:1]
                 if n and lead_word == ["etc"]:
                     continue  # "X, Y, etc.": no item of its own; its words join the item before
-                if n and article and lead_word and lead_word[0] not in _DETERMINERS:
+                if n and article and lead_word and lead_word[0] not in _DETERMINERS and not (
+                    _is_adverb(lead_word[0]) and _words(body)[1:2] and _words(body)[1] in _DETERMINERS
+                ):  # "and also a model" has its article
                     body = f"{'an' if body[:1].lower() in 'aeiou' else 'a'} {body}"  # "an actress, a writer"
                 claim = _clean(f"{lead} {body}" if lead else body)
                 # The first item of a list owns the list's head too; later items only their own words.
@@ -476,10 +485,10 @@ class RuleSplitter:
     """Offline Splitter: :func:`split_claims` run in a worker thread.
 
     Attributes:
-        fingerprint: ``"rules/v8"``; bumped whenever the output for some input changes.
+        fingerprint: ``"rules/v9"``; bumped whenever the output for some input changes.
     """
 
-    fingerprint: str = "rules/v8"
+    fingerprint: str = "rules/v9"
     #: Splitting is cheap and deterministic: the verdict cache does not store it.
     cacheable: bool = False
     parser_version: str = "1"

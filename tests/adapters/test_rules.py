@@ -393,6 +393,58 @@ class TestExampleRegressions:
         assert texts(text) == expected
 
 
+class TestAdverbsAndLeadingParticiples:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("He is a doctor and later moved to Paris.", ["He is a doctor", "He later moved to Paris."]),
+            ("She was born in Ohio and quickly became famous.", ["She was born in Ohio", "She quickly became famous."]),
+            (
+                "He is the only child of his family and legally changed his name.",
+                ["He is the only child of his family", "He legally changed his name."],
+            ),
+            ("He is an actor and also a singer.", ["He is an actor", "He is also a singer."]),
+            ("She is an actress, a singer, and also a model.", ["She is an actress", "She is a singer", "She is also a model."]),
+            ("Ketamine sedation was successful and well tolerated in all cases.",
+             ["Ketamine sedation was successful", "Ketamine sedation was well tolerated in all cases."]),
+            ("Rigidity may be a significant and previously unreported factor.",
+             ["Rigidity may be a significant", "Rigidity may be a previously unreported factor."]),
+            ("LUS is an accurate and highly sensitive procedure.", ["LUS is an accurate", "LUS is a highly sensitive procedure."]),
+            ("Markers were significantly but modestly associated with turnover.",
+             ["Markers were significantly but modestly associated with turnover."]),
+        ],
+        ids=["later-moved", "quickly-became", "legally-changed", "also-a-singer", "list-also",
+             "shared-copula", "adjective-after-adverb", "article-before-adverb", "but-adverb-participle"],
+    )
+    def test_adverb_before_the_second_predicate(self, text: str, expected: list[str]) -> None:
+        """"and <adverb> <verb>" opens a predicate of the subject, not a conjunct of the object; an
+        "-ed" word after an adverb may be an adjective or share the copula before it; "and also a
+        singer" keeps its own article."""
+        assert texts(text) == expected
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            (
+                "Born in 1948, Ra Jong-yil studied political science.",
+                ["Ra Jong-yil was born in 1948", "Ra Jong-yil studied political science."],
+            ),
+            (
+                "Born on October 9, 1983 in El Tigre, Anzoátegui, she is the daughter of two athletes.",
+                ["She was born on October 9, 1983", "She was born in El Tigre", "El Tigre is in Anzoátegui",
+                 "She is the daughter of two athletes."],
+            ),
+            ("Born and raised in Ohio, she became a nurse.", ["She was born and raised in Ohio", "She became a nurse."]),
+            ("Born to a poor family, it was hard.", ["Born to a poor family, it was hard."]),
+        ],
+        ids=["born-year", "born-date-and-place", "born-and-raised", "no-person-subject"],
+    )
+    def test_leading_born_phrase(self, text: str, expected: list[str]) -> None:
+        """A leading "Born ...," phrase is a claim about the subject after it, the subject found past
+        the commas of its date and place ("Born in Central Kenya" is not a claim)."""
+        assert texts(text) == expected
+
+
 class TestRuleSplitter:
     async def test_split(self) -> None:
         """split() numbers the claims and keeps spans and sentence indexes."""
@@ -405,10 +457,10 @@ class TestRuleSplitter:
         ]
 
     def test_protocol_and_fingerprint(self) -> None:
-        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v8."""
+        """RuleSplitter satisfies the Splitter protocol with fingerprint rules/v9."""
         splitter = RuleSplitter()
         assert isinstance(splitter, Splitter)
-        assert splitter.fingerprint == "rules/v8"
+        assert splitter.fingerprint == "rules/v9"
 
 
 class TestAgainstFactScoreHumans:
@@ -423,14 +475,15 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v8, same counts as rules/v7): r = 0.6560, mean ratio 0.9093 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v9): r = 0.6551, mean ratio 0.9103 on 352 answers (127 + 110 + 115);
+        # rules/v8 (same counts as rules/v7, before "and later <verb>" and a leading "Born ...,"): 0.6560, 0.9093;
         # rules/v6 cut before a phrase after a verbless subject ("Patients | with ..."): 0.6637, 0.9219;
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6560
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9093
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6551
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9103
 
 
 def _prefix_pairs(text: str) -> list[tuple[str, str]]:

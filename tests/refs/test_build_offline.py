@@ -56,7 +56,7 @@ class TestOfflinePubMedQA:
                 assert fact.source is not None and fact.source.doc_id is not None and fact.source.span is not None
                 start, end = fact.source.span
                 assert 0 <= start < end <= len(documents[fact.source.doc_id]["text"])
-            assert ref_set.meta["rater"] is None and ref_set.meta["extractor"] == "rules-extract/v1|rules/v8"
+            assert ref_set.meta["rater"] is None and ref_set.meta["extractor"] == "rules-extract/v1|rules/v9"
 
     def test_exact_duplicates_across_documents_are_kept_once(self, tmp_path: Path) -> None:
         """A document given twice under two ids adds no fact; the first document keeps the source."""

@@ -152,7 +152,7 @@ class TestBoardLayout:
         assert full.startswith("openai:check|http://127.0.0.1:") and f"|model={LONG_MODEL}|template=check/v1|" in full
         browser.find_element(By.CSS_SELECTOR, "#fingerprints summary").click()
         codes = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#fingerprints code")]
-        assert codes == ["rules/v8", full] * 2
+        assert codes == ["rules/v9", full] * 2
 
     def test_rank_rule_is_stated(self, browser: Any, long_checker: Path) -> None:
         """A note under the board (and the Rank heading's tooltip) says how ranks are given and why they repeat."""
