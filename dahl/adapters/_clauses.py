@@ -10,7 +10,7 @@ import re
 
 __all__ = [
     "COPULAS", "LIST_INTROS", "PARTICIPLES", "PREPOSITIONS", "WORD", "Span",
-    "first_verb", "has_verb", "is_adverb", "is_verb", "opens_with_verb", "paren_depth", "refine", "subject_of", "words",
+    "first_verb", "has_verb", "is_adverb", "is_finite", "is_verb", "opens_with_verb", "paren_depth", "refine", "subject_of", "words",
 ]
 
 #: (start, end) character offsets
@@ -81,18 +81,35 @@ def opens_with_verb(following: list[str]) -> bool:
         return False
     adverb, verb = following[0], following[1]
     then = adverb in _SEQUENCE_ADVERBS
-    if not then and not (len(adverb) > 4 and adverb.endswith("ly")):
+    if not then and not _is_ly_adverb(adverb):
         return False
-    if verb in _AUX or verb in _VERBS:
-        return True  # finite: "quickly became", "then went"
+    if is_finite(verb):
+        return True  # "quickly became", "then went"
     after = following[2] if len(following) > 2 else ""
     return after in _OBJECT_STARTS or (then and after in PREPOSITIONS)
 
 
+def is_finite(word: str) -> bool:
+    """True for a lowercased verb of the closed lists that is no bare participle ("became", "is",
+    "remains"); a regular "-ed" word may be a participle or an adjective, so it is not counted."""
+    return word in _AUX or word in _VERBS
+
+
 def is_adverb(word: str) -> bool:
-    """True for a lowercased word of the closed adverb list ("also", "later") or an "-ly" word of
-    five letters or more ("legally"; "family" too, which only matters before a verb or a noun phrase)."""
-    return word in _NOT_OBJECT or (len(word) > 4 and word.endswith("ly"))
+    """True for a lowercased word of the closed adverb list ("also", "later") or an "-ly" adverb
+    ("legally"; not "family", "assembly")."""
+    return word in _NOT_OBJECT or _is_ly_adverb(word)
+
+
+def _is_ly_adverb(word: str) -> bool:
+    return len(word) > 4 and word.endswith("ly") and word not in _LY_NOUNS
+
+
+# "-ly" words that are nouns or adjectives, not adverbs.
+_LY_NOUNS = frozenset(
+    "family assembly supply ally rally italy july anomaly monopoly butterfly belly jelly bully folly "
+    "reply homily melancholy lily holy early daily weekly monthly yearly elderly friendly likely only".split()
+)
 
 
 def has_verb(text: str) -> bool:
@@ -111,9 +128,21 @@ def subject_of(text: str, span: Span) -> str:
         if is_verb(match.group().lower()):
             head = text[a : match.start()]
             head = head.rsplit(",", 1)[-1].strip()  # drop "In 1990," before the subject
+            head = _without_trailing_adverbs(head)  # "She later was ...": the subject is "She"
             n = len(words(head))
             return head if 0 < n <= 6 else ""
     return ""
+
+
+def _without_trailing_adverbs(head: str) -> str:
+    """``head`` without the adverbs that end it ("She later" -> "She"; "The family" is kept)."""
+    kept = head.split()
+    while len(kept) > 1 and kept[-1].lower() not in _NOT_STRIPPED and is_adverb(kept[-1].lower()):
+        kept.pop()
+    return " ".join(kept) if len(kept) < len(head.split()) else head
+
+
+_NOT_STRIPPED = frozenset("best most first only not".split())
 
 
 def first_verb(text: str, span: Span) -> str:
@@ -535,6 +564,13 @@ _LEADING_PARTICIPLE = re.compile(
 )
 
 
+# First words of a subject that is not the person a leading "Born ...," phrase is about.
+_NOT_A_PERSON = frozenset(
+    "the a an his her its their my our your this these that those many some most all several one it there "
+    "who whom whose which where when what".split()
+)
+
+
 def _leading_participle(claim: str) -> list[str] | None:
     """"Born in 1922 in Kenya, Itote became a leader" -> "Itote was born in 1922 in Kenya", "Itote became a leader"."""
     match = _LEADING_PARTICIPLE.match(claim)
@@ -542,8 +578,11 @@ def _leading_participle(claim: str) -> list[str] | None:
         return None
     rest = claim[match.end() :]
     subject = subject_of(rest, (0, len(rest)))
-    if not subject or has_verb(subject) or words(subject)[:1] in (["it"], ["there"]):
-        return None
+    found = words(subject)
+    person = bool(found) and (found[0] in ("he", "she", "they", "i", "we") or (
+        subject[:1].isupper() and found[0] not in _NOT_A_PERSON))
+    if not person or has_verb(subject) or "and" in found:
+        return None  # "Born in 1950, his father was ...", "Born in Paris, where ...": not about the subject
     phrase = claim[: match.end()].rstrip(" ,")
     participle, _, where = phrase.partition(" ")
     return [f"{subject[:1].upper()}{subject[1:]} was {participle.lower()} {where}", rest[:1].upper() + rest[1:]]

@@ -46,6 +46,7 @@ from dahl.adapters._clauses import Span
 from dahl.adapters._clauses import first_verb as _first_verb
 from dahl.adapters._clauses import has_verb as _has_verb
 from dahl.adapters._clauses import is_adverb as _is_adverb
+from dahl.adapters._clauses import is_finite as _is_finite
 from dahl.adapters._clauses import is_verb as _is_verb
 from dahl.adapters._clauses import opens_with_verb as _opens_with_verb
 from dahl.adapters._clauses import refine as _refine
@@ -116,16 +117,41 @@ def _clauses(text: str, span: Span) -> list[tuple[str, Span]]:
                 continue
             if _is_verb(left_words[-1]):
                 continue  # "has written and arranged songs": two verbs, one predicate
-            if cut.group().strip(", ").lower() == "who" and _first_verb(text, left) not in _COPULAS:
+            who = cut.group().strip(", ").lower() == "who"
+            if who and _first_verb(text, left) not in _COPULAS:
                 continue  # "He married Jane, who was ..." is about Jane, not the subject
-            out.append((carried, left))
             colon = text.rfind(":", left[0], left[1])
             # "There was an impact: graduates ... and often had influence": the subject after the colon
-            carried = (_subject(text, (colon + 1, left[1])) if colon >= 0 else "") or subject
-            start = cut.end()
+            after_colon = _subject(text, (colon + 1, left[1])) if colon >= 0 else ""
+            then = subject if not after_colon or any(q in after_colon for q in "\"“”") else after_colon
+            if not _is_verb(following[0]):  # "and later moved": an adverb first
+                named = _words(then)
+                if (who and "," in cut.group()) or not named or named[0] in _RELATIVES or all(
+                        w in _DETERMINERS for w in named):
+                    continue  # "a student of Freud, who later moved": about Freud; no subject to carry
+                shared = _shared_copula(text, left, following[1])
+                then = f"{then} {shared}" if shared else then
+            out.append((carried, left))
+            carried, start = then, cut.end()
         out.append((carried, (start, piece[1])))
     stripped = [(subj, _strip(text, s)) for subj, s in out]
     return [(subj, s) for subj, s in stripped if _WORD.search(text, s[0], s[1])]
+
+
+def _shared_copula(text: str, left: Span, verb: str) -> str:
+    """The copula a later "-ed" predicate shares with the clause ``text[left]`` ("The theory was
+    controversial and later abandoned" -> "was"), or "": none when ``verb`` is finite ("later
+    became") or the copula's predicate is a noun phrase ("He is a doctor and later moved")."""
+    if _is_finite(verb):
+        return ""
+    for match in _WORD.finditer(text, left[0], left[1]):
+        word = match.group().lower()
+        if _is_verb(word):
+            if word not in _COPULAS:
+                return ""
+            following = _words(text[match.end() : left[1]])[:1]
+            return match.group() if following and following[0] not in _DETERMINERS else ""
+    return ""
 
 
 def _relative_first(clause: str) -> bool:

@@ -412,14 +412,26 @@ class TestAdverbsAndLeadingParticiples:
             ("LUS is an accurate and highly sensitive procedure.", ["LUS is an accurate", "LUS is a highly sensitive procedure."]),
             ("Markers were significantly but modestly associated with turnover.",
              ["Markers were significantly but modestly associated with turnover."]),
+            ("The theory was controversial and later abandoned by most physicists.",
+             ["The theory was controversial", "The theory was later abandoned by most physicists."]),
+            ("The cells were washed twice and then incubated with the antibody.",
+             ["The cells were washed twice", "The cells were then incubated with the antibody."]),
+            ("He was arrested in 1980 and later released on bail.", ["He was arrested in 1980", "He was later released on bail."]),
+            ("He was a student of Freud, who later moved to London.", ["He was a student of Freud", "Freud later moved to London."]),
+            ("Shayne Neumann is a politician who currently serves as an MP.",
+             ["Shayne Neumann is a politician", "Shayne Neumann currently serves as an MP."]),
+            ("He never returned to the majors, and retired in 2009.", ["He never returned to the majors", "He retired in 2009."]),
         ],
         ids=["later-moved", "quickly-became", "legally-changed", "also-a-singer", "list-also",
-             "shared-copula", "adjective-after-adverb", "article-before-adverb", "but-adverb-participle"],
+             "shared-copula", "adjective-after-adverb", "article-before-adverb", "but-adverb-participle",
+             "passive-shares-was", "passive-shares-were", "passive-after-phrase", "comma-who-is-the-noun",
+             "who-after-copula", "adverb-stays-with-its-clause"],
     )
     def test_adverb_before_the_second_predicate(self, text: str, expected: list[str]) -> None:
         """"and <adverb> <verb>" opens a predicate of the subject, not a conjunct of the object; an
-        "-ed" word after an adverb may be an adjective or share the copula before it; "and also a
-        singer" keeps its own article."""
+        "-ed" word after an adverb may be an adjective or share the copula before it (carried with the
+        subject); ", who" is about the noun before it; an adverb stays with its own clause; "and also
+        a singer" keeps its own article."""
         assert texts(text) == expected
 
     @pytest.mark.parametrize(
@@ -436,8 +448,12 @@ class TestAdverbsAndLeadingParticiples:
             ),
             ("Born and raised in Ohio, she became a nurse.", ["She was born and raised in Ohio", "She became a nurse."]),
             ("Born to a poor family, it was hard.", ["Born to a poor family, it was hard."]),
+            ("Born in 1950, his father was a coal miner.", ["Born in 1950, his father was a coal miner."]),
+            ("Born in 1943, she and her sister founded a school.", ["Born in 1943, she and her sister founded a school."]),
+            ("Raised Catholic, she later converted to Buddhism.", ["She was raised Catholic", "She later converted to Buddhism."]),
         ],
-        ids=["born-year", "born-date-and-place", "born-and-raised", "no-person-subject"],
+        ids=["born-year", "born-date-and-place", "born-and-raised", "no-person-subject", "dangling-possessive",
+             "two-people", "adverb-not-in-subject"],
     )
     def test_leading_born_phrase(self, text: str, expected: list[str]) -> None:
         """A leading "Born ...," phrase is a claim about the subject after it, the subject found past
@@ -475,15 +491,15 @@ class TestAgainstFactScoreHumans:
         # The reference figures (set-up check): InstructGPT facts r = 0.62, sentences r = 0.51.
         assert round(pooled["instructgpt_facts"]["pearson_r"], 2) == 0.62
         assert round(pooled["sentences"]["pearson_r"], 2) == 0.51
-        # Measured (rules/v9): r = 0.6551, mean ratio 0.9103 on 352 answers (127 + 110 + 115);
+        # Measured (rules/v9): r = 0.6546, mean ratio 0.9102 on 352 answers (127 + 110 + 115);
         # rules/v8 (same counts as rules/v7, before "and later <verb>" and a leading "Born ...,"): 0.6560, 0.9093;
         # rules/v6 cut before a phrase after a verbless subject ("Patients | with ..."): 0.6637, 0.9219;
         # before the ", including A, B and C" list, the list-membership and quoted-name rules: 0.6037, 0.8734;
         # rules/v5 had r = 0.5481, mean ratio 0.8788 (its growing prefixes counted more claims);
         # rules/v4 r = 0.5045, mean ratio 0.6147; rules/v3 r = 0.5028, mean ratio 0.6554.
         assert pooled["rules"]["n"] == 352
-        assert round(pooled["rules"]["pearson_r"], 4) == 0.6551
-        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9103
+        assert round(pooled["rules"]["pearson_r"], 4) == 0.6546
+        assert round(pooled["rules"]["mean_ratio"], 4) == 0.9102
 
 
 def _prefix_pairs(text: str) -> list[tuple[str, str]]:
