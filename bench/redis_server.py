@@ -11,7 +11,8 @@ __all__ = ["RedisServer", "redis_missing"]
 
 
 class RedisServer:
-    """``redis-server`` on 127.0.0.1 at a free port, persisting nothing; ``url`` is ``redis://host:port/0``.
+    """``redis-server`` on 127.0.0.1 at a free port, persisting nothing; ``url`` is ``redis://host:port/0``;
+    :meth:`kill` and :meth:`start` stop it and start it again on the same port.
 
     Raises:
         RuntimeError: the server did not listen within 5 s.
@@ -22,7 +23,16 @@ class RedisServer:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+        self._binary = binary
+        self.start()
+
+    def start(self) -> None:
+        """Start the server on :attr:`port` (again, after :meth:`kill`: empty, as nothing persists).
+
+        Raises:
+            RuntimeError: it did not listen within 5 s.
+        """
+        self._proc = subprocess.Popen([self._binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
                                        "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(500):  # up to 5 s for the port to listen
             with socket.socket() as s:

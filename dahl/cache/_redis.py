@@ -4,6 +4,7 @@ Entries are the local table's envelopes under ``dahl:store:<content-hash key>``,
 reads what any shard checked; errors are never stored. A key missed everywhere is checked by the
 shard that takes its lease (``SET dahl:lease:<key> NX PX``); the others wait for its verdict and
 take over when the lease ends without one (a failed check, or a dead shard whose heartbeat stopped).
+Redis lost: the local store alone, and Redis tried again after a backoff (1 s, doubling to 30 s).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _STORE, _LEASE = "dahl:store:", "dahl:lease:"
+_MAX_WAIT_S = 30.0  # longest wait between two tries of a lost Redis
 # KEYS lease, entry; ARGV token, lease ms. 2: the entry is there; 1: the lease is ours; 0: another's.
 _CLAIM = """
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
@@ -44,7 +47,9 @@ class RedisStore(CacheStore):
     """The local :class:`CacheStore` in ``directory`` with Redis at ``url`` beside it (a :class:`Store`).
 
     A local miss is read from Redis (and copied into the local store); what is put goes to both.
-    Redis unreachable or lost: a warning, once, and the local store alone from then on.
+    Redis unreachable or lost: a warning and the local store alone (entries put meanwhile stay
+    local, leases are not taken); Redis is tried again ``retry_s`` seconds after the loss, the wait
+    doubling up to 30 s while it stays lost, and the first call that succeeds rejoins (logged).
 
     Args:
         directory: the local cache folder.
@@ -52,17 +57,22 @@ class RedisStore(CacheStore):
         lease_s: seconds a lease lasts without a heartbeat (renewed every third of it while held).
         poll_s: seconds between two looks of a shard waiting for another's verdict.
         max_connections: most connections to Redis.
+        retry_s: seconds after a loss before Redis is tried again (the first wait; 0: at the next call).
 
     Raises:
         CacheUnusable, ValueError: as :class:`CacheStore`; ConfigError: a bad ``url``.
     """
 
     def __init__(self, directory: Path, url: str, *, lease_s: float = 30.0, poll_s: float = 0.05,
-                 max_connections: int = 16) -> None:
+                 max_connections: int = 16, retry_s: float = 1.0) -> None:
         super().__init__(directory)
         self._pool, self.url, _ = connection_pool(url, max_connections)
         self.lease_s, self.poll_s = lease_s, poll_s
+        #: The error that lost Redis, None while it answers.
         self.lost: BaseException | None = None
+        self.retry_s = retry_s
+        self._wait_s = retry_s  # the wait after the next loss
+        self._retry_at = 0.0  # time.monotonic() at which a lost Redis is tried again
         self._client: Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._writes: set[asyncio.Task[None]] = set()
@@ -80,22 +90,36 @@ class RedisStore(CacheStore):
         return self._client
 
     def _lose(self, exc: BaseException) -> None:
+        """Go on with the local store alone; try Redis again after the current wait, then wait twice as long."""
         if self.lost is None:
-            self.lost = exc
             log.warning("the verdict store in Redis at %s is lost (%s): this process goes on with its local "
-                        "cache alone", self.url, exc or type(exc).__name__)
+                        "cache alone and tries again in %g s", self.url, exc or type(exc).__name__, self._wait_s)
+        self.lost = exc
+        self._retry_at = time.monotonic() + self._wait_s
+        self._wait_s = min(max(2 * self._wait_s, 1.0), _MAX_WAIT_S)
+
+    def _usable(self) -> bool:
+        """Redis answers, or it was lost and its retry time has come (the next call tries it)."""
+        return self.lost is None or time.monotonic() >= self._retry_at
+
+    def _answered(self) -> None:
+        """A call to Redis succeeded: rejoin after a loss."""
+        if self.lost is not None:
+            log.warning("the verdict store in Redis at %s answers again: this process shares it again", self.url)
+            self.lost, self._wait_s = None, self.retry_s
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
         """Per key: the local entry, else the one in Redis (see :meth:`CacheStore.get_many`)."""
         found = await super().get_many(keys, parser_version=parser_version)
         missed = [i for i, entry in enumerate(found) if entry is None]
-        if not missed or self.lost is not None:
+        if not missed or not self._usable():
             return found
         try:
             rows = await self._redis().mget([_STORE + keys[i] for i in missed])
         except lost_errors() as exc:
             self._lose(exc)
             return found
+        self._answered()
         copies: list[tuple[str, Value, str | None]] = []
         for i, row in zip(missed, rows, strict=True):
             with contextlib.suppress(msgspec.DecodeError):
@@ -111,7 +135,7 @@ class RedisStore(CacheStore):
         """Queue the entries locally and send them to Redis (never blocks; see :meth:`CacheStore.put_many`)."""
         items = list(items)
         super().put_many(items, parser_version=parser_version)
-        if self.lost is not None or not items:
+        if not items or not self._usable():
             return
         try:
             loop = asyncio.get_running_loop()
@@ -127,6 +151,8 @@ class RedisStore(CacheStore):
             await self._redis().mset(rows)
         except lost_errors() as exc:
             self._lose(exc)
+        else:
+            self._answered()
 
     def after_miss(self, key: str, generation: int, *, parser_version: str = "1") -> Value | None | Literal[False]:
         """As :meth:`CacheStore.after_miss`; False (read again) for a key another shard stored meanwhile."""
@@ -144,11 +170,13 @@ class RedisStore(CacheStore):
         """Hold ``key``'s lease for the body: wait while another shard holds it, unless its entry arrives
         (then the body finds it in the store). Without Redis the body runs at once."""
         token = None
-        if self.lost is None:
+        if self._usable():
             try:
                 token = await self._claim(key)
             except lost_errors() as exc:
                 self._lose(exc)
+            else:
+                self._answered()
         try:
             yield
         finally:
@@ -176,10 +204,10 @@ class RedisStore(CacheStore):
         return token
 
     async def _beat(self) -> None:
-        """Renew every lease this shard holds, every third of the lease time."""
-        while self.lost is None:
+        """Renew every lease this shard holds, every third of the lease time (while Redis is usable)."""
+        while True:
             await asyncio.sleep(self.lease_s / 3)
-            if self._held:
+            if self._held and self._usable():
                 try:
                     async with self._redis().pipeline(transaction=False) as pipe:
                         for lease in list(self._held):
@@ -187,6 +215,8 @@ class RedisStore(CacheStore):
                         await pipe.execute()
                 except lost_errors() as exc:
                     self._lose(exc)
+                else:
+                    self._answered()
 
     async def aclose(self) -> None:
         """Send what is queued for Redis, stop the heartbeat and close the connections (idempotent)."""

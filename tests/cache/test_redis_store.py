@@ -73,6 +73,44 @@ async def test_a_lease_left_by_a_dead_shard_is_taken_over(tmp_path: Path, redis_
             store.close()
 
 
+async def test_a_lost_redis_is_tried_again_and_rejoined(tmp_path: Path, redis_server: Any,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """Redis killed: the store goes on locally (nothing raised); started again, the next call after the
+    retry wait (0 s here) reads what another shard put there, and this shard's puts and leases reach it
+    again; one warning for the loss, one for the return."""
+    from redis.asyncio import Redis
+
+    from dahl.cache._redis import RedisStore
+
+    store = RedisStore(tmp_path / "a", redis_server.url, retry_s=0.0, lease_s=0.3)
+    other = RedisStore(tmp_path / "b", redis_server.url)
+    client = Redis.from_url(redis_server.url)
+    try:
+        store.put_many([("before", b"1", None)])
+        await asyncio.gather(*store._writes)
+        redis_server.kill()
+        assert await store.get_many(["k"]) == [None]
+        assert store.lost is not None  # retry_s=0: the next call tries Redis again
+        redis_server.start()  # empty: nothing persists
+        other.put_many([("k", b"from b", None)])
+        await asyncio.gather(*other._writes)
+        [entry] = await store.get_many(["k"])
+        assert entry is not None and entry.value == b"from b"
+        assert store.lost is None
+        store.put_many([("after", b"2", None)])
+        await asyncio.gather(*store._writes)
+        assert await client.exists("dahl:store:after", "dahl:store:before") == 1  # "before" went with the old server
+        async with store.lease("new"):
+            assert await client.get("dahl:lease:new") == store._held["dahl:lease:new"].encode()
+        messages = [r.getMessage() for r in caplog.records if r.name == "dahl.cache._redis"]
+        assert len(messages) == 2 and "is lost" in messages[0] and "answers again" in messages[1]
+    finally:
+        await client.aclose()
+        for s in (store, other):
+            await s.aclose()
+            s.close()
+
+
 def test_workers_with_coord_make_the_calls_of_one_process(tmp_path: Path, mocks: Any, redis_server: Any) -> None:
     """dahl score --workers 2 --coord: the merged answers of one process, for the calls of one process."""
     import subprocess
