@@ -6,7 +6,9 @@ server's milliseconds, advanced by each admission: no burst), a pause-until time
 run's name a breaker trip and a spend meter. Every step is one Lua script timed by the server
 (``TIME``), so the shards' clocks never meet. When Redis cannot be reached, at start or mid-run,
 every lane of the process goes on in memory with a static share (1/N for N shards) of the limits
-and the budget, and says so once.
+and the budget, and says so once; Redis is tried again after a backoff (1 s, doubling to 30 s) and
+the paces, pauses and trips are shared again from its first answer. A budget (``--max-cost``) stays
+on the static share for the rest of the run: the shared meter cannot know what was spent alone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -102,6 +105,7 @@ end
 return 0
 """
 _KEEP_S = 3600  # a run's trip and spend meter are kept this long after their last change
+_MAX_WAIT_S = 30.0  # longest wait between two tries of a lost Redis
 _POLL_S = 0.02  # how often a call that waits for the shared budget asks again
 
 
@@ -113,19 +117,26 @@ class RedisLimiters:
             run, whose shards share one breaker trip and one spend meter (default ``default``).
         shards: how many processes share the limits; each falls back to ``1/shards`` of them.
         max_connections: most connections this process opens (callers beyond it wait).
+        retry_s: seconds after a loss before Redis is tried again (the first wait; 0: at the next call).
 
     Raises:
         ConfigError: ``url`` is no ``redis://``/``rediss://``/``unix://`` URL, or ``shards < 1``;
             the ``redis`` package is missing (``pip install 'dahl[coord]'``).
     """
 
-    def __init__(self, url: str, *, shards: int = 1, max_connections: int = 32) -> None:
+    def __init__(self, url: str, *, shards: int = 1, max_connections: int = 32, retry_s: float = 1.0) -> None:
         if shards < 1:
             raise ConfigError(f"shards must be >= 1, got {shards}")
         self._pool, self.url, self.run = connection_pool(url, max_connections)
         self.shards = shards
         self.ledger = SpendLedger()  # this process's own spend: the fallback's budget share counts it
+        #: The error that lost Redis, None while it answers.
         self.lost: BaseException | None = None
+        #: True once Redis was lost: the budget stays on this process's share from then on.
+        self.spend_alone = False
+        self.retry_s = retry_s
+        self._wait_s = retry_s  # the wait after the next loss
+        self._retry_at = 0.0  # time.monotonic() at which a lost Redis is tried again
         self._client: Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._capped = False
@@ -158,11 +169,25 @@ class RedisLimiters:
         await self._redis().set(key, value, ex=_KEEP_S)
 
     def lose(self, exc: BaseException) -> None:
-        """Go on in memory from now on; warn the first time."""
+        """Go on in memory; warn once an outage; try Redis again after the current wait, then wait twice as long."""
         if self.lost is None:
-            self.lost = exc
             logger.warning("coordination through Redis at %s lost (%s): this process goes on alone with "
-                           "1/%d of the limits and budget", self.url, exc or type(exc).__name__, self.shards)
+                           "1/%d of the limits and budget and tries again in %g s", self.url,
+                           exc or type(exc).__name__, self.shards, self._wait_s)
+        self.lost, self.spend_alone = exc, True
+        self._retry_at = time.monotonic() + self._wait_s
+        self._wait_s = min(max(2 * self._wait_s, 1.0), _MAX_WAIT_S)
+
+    def usable(self) -> bool:
+        """Redis answers, or it was lost and its retry time has come (the next call tries it)."""
+        return self.lost is None or time.monotonic() >= self._retry_at
+
+    def answered(self) -> None:
+        """A call to Redis succeeded: share the paces again after a loss."""
+        if self.lost is not None:
+            logger.warning("coordination through Redis at %s answers again: the limits are shared again "
+                           "(the budget stays on 1/%d)", self.url, self.shards)
+            self.lost, self._wait_s = None, self.retry_s
 
     async def aclose(self) -> None:
         """Close this process's connections (idempotent)."""
@@ -231,14 +256,16 @@ class RedisLimiter:
         self._spend_keys = [f"{run}:spend:{k}" for k in ("charged", "reserved", "in_flight", "stop")]
 
     async def _shared(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        """The script's reply, or None once Redis is lost (then this process goes on alone)."""
-        if self.coord.lost is not None:
+        """The script's reply, or None while Redis is lost (then this process goes on alone)."""
+        if not self.coord.usable():
             return None
         try:
-            return await self.coord.run_script(name, keys, args)
+            reply = await self.coord.run_script(name, keys, args)
         except lost_errors() as exc:
             self.coord.lose(exc)
             return None
+        self.coord.answered()
+        return reply
 
     async def acquire(self, requests: int, tokens: int) -> Reservation:
         """Wait at the shared pause and paces; return what was taken (see the protocol)."""
@@ -258,7 +285,7 @@ class RedisLimiter:
     async def settle(self, reserved: Reservation, used_tokens: int | None, *, announced: Announced | None = None,
                      unmetered: Reservation | None = None) -> None:
         """Charge or refund the token pace from the usage; adopt the reply's limits and resets."""
-        if self.coord.lost is not None:
+        if not self.coord.usable():
             return await self.local.settle(reserved, used_tokens, announced=announced, unmetered=unmetered)
         tokens = requests = 0
         if reserved.tokens and used_tokens is not None and used_tokens >= 0 and (
@@ -285,12 +312,13 @@ class RedisLimiter:
 
     async def admit(self) -> bool:
         """Raise the trip of any shard; else wait for this process's breaker."""
-        if self.coord.lost is None and self.local.breaker.state != "tripped":
+        if self.coord.usable() and self.local.breaker.state != "tripped":
             try:
                 message = await self.coord.get(self._trip_key)
             except lost_errors() as exc:
                 self.coord.lose(exc)
             else:
+                self.coord.answered()
                 if message is not None:
                     self.local.breaker.tripped_by(FatalAPIError(message), False)
         return await self.local.admit()
@@ -308,16 +336,18 @@ class RedisLimiter:
         await self._share_trip(error)
 
     async def _share_trip(self, error: FatalAPIError) -> None:
-        if self.coord.lost is None:
+        if self.coord.usable():
             try:
                 await self.coord.set(self._trip_key, str(error))
             except lost_errors() as exc:
                 self.coord.lose(exc)
+            else:
+                self.coord.answered()
 
     async def reserve_spend(self, usd: float, cap_usd: float | None) -> None:
         """Reserve under the run's cap in the shared meter (alone: under ``cap_usd / shards``)."""
         coord = self.coord
-        if cap_usd is not None:
+        if cap_usd is not None and not coord.spend_alone:
             coord._capped = True
             while (reply := await self._shared("reserve", self._spend_keys, [repr(usd), repr(cap_usd), _KEEP_S])):
                 if int(reply[0]) == 0:
@@ -331,7 +361,7 @@ class RedisLimiter:
     async def settle_spend(self, reserved_usd: float, spent_usd: float) -> None:
         """Settle here and, with a cap, in the shared meter."""
         self.coord.ledger.settle(reserved_usd, spent_usd)
-        if self.coord._capped:
+        if self.coord._capped and not self.coord.spend_alone:
             await self._shared("settle_spend", self._spend_keys[:3], [repr(reserved_usd), repr(spent_usd), _KEEP_S])
 
     def snapshot(self) -> LimiterSnapshot:

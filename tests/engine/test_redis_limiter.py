@@ -199,6 +199,38 @@ async def test_unreachable_redis_falls_back_to_a_share_once(redis_server: Any,
     assert lim.snapshot().rpm == 300.0
 
 
+async def test_a_lost_redis_paces_the_shards_again_after_the_retry_wait(redis_server: Any,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Redis killed: the lane paces alone at 1/2 of 600 RPM; started again, the next acquire after the
+    retry wait (0 s here) advances the shared pace in Redis again; the budget stays on the share."""
+    from redis.asyncio import Redis
+
+    from dahl.lanes._redis import RedisLimiters
+
+    factory = RedisLimiters(redis_server.url + "?run=t", shards=2, retry_s=0.0)
+    lim = limiter(factory, LaneLimits(rpm=600))
+    client = Redis.from_url(redis_server.url)
+    pace = f"dahl:lane:{KEY}:requests"
+    try:
+        with caplog.at_level(logging.WARNING, logger="dahl.lanes._redis"):
+            await lim.acquire(1, 0)
+            assert await client.exists(pace) == 1
+            redis_server.kill()
+            await lim.acquire(1, 0)
+            assert factory.lost is not None and lim.snapshot().rpm == 300.0
+            redis_server.start()  # empty: nothing persists
+            await lim.acquire(1, 0)
+            assert factory.lost is None and await client.exists(pace) == 1
+            await lim.reserve_spend(0.5, 10.0)
+        assert factory.ledger.reserved_usd == 0.5
+        assert await client.exists("dahl:run:t:spend:reserved") == 0  # spent alone since the loss
+        messages = [r.getMessage() for r in caplog.records if r.name == "dahl.lanes._redis"]
+        assert len(messages) == 2 and "lost" in messages[0] and "answers again" in messages[1]
+    finally:
+        await client.aclose()
+        await factory.aclose()
+
+
 def test_redis_killed_mid_run_loses_no_verdict(tmp_path: Path, mocks: Any, redis_server: Any,
                                                caplog: pytest.LogCaptureFixture) -> None:
     """dahl score --coord, redis-server killed after the first answer: the run finishes every answer with
