@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ import msgspec
 
 from dahl.cache._store import CachedEntry, CacheStore, SingleFlight
 from dahl.cache._table import ENVELOPE_DECODER, Value, encode_envelope, entry_of
-from dahl.lanes._redis import connection_pool, lost_errors
+from dahl.lanes import Reconnect, connection_pool, lost_errors
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -33,7 +32,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _STORE, _LEASE = "dahl:store:", "dahl:lease:"
-_MAX_WAIT_S = 30.0  # longest wait between two tries of a lost Redis
 # KEYS lease, entry; ARGV token, lease ms. 2: the entry is there; 1: the lease is ours; 0: another's.
 _CLAIM = """
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
@@ -68,11 +66,7 @@ class RedisStore(CacheStore):
         super().__init__(directory)
         self._pool, self.url, _ = connection_pool(url, max_connections)
         self.lease_s, self.poll_s = lease_s, poll_s
-        #: The error that lost Redis, None while it answers.
-        self.lost: BaseException | None = None
-        self.retry_s = retry_s
-        self._wait_s = retry_s  # the wait after the next loss
-        self._retry_at = 0.0  # time.monotonic() at which a lost Redis is tried again
+        self.link = Reconnect(retry_s)
         self._client: Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._writes: set[asyncio.Task[None]] = set()
@@ -89,24 +83,24 @@ class RedisStore(CacheStore):
                              "release": self._client.register_script(_RELEASE)}
         return self._client
 
+    @property
+    def lost(self) -> BaseException | None:
+        """The error that lost Redis, None while it answers."""
+        return self.link.lost
+
     def _lose(self, exc: BaseException) -> None:
-        """Go on with the local store alone; try Redis again after the current wait, then wait twice as long."""
-        if self.lost is None:
+        """Go on with the local store alone; warn once an outage; try again after a backoff."""
+        wait_s = self.link.wait_s
+        if self.link.lose(exc):
             log.warning("the verdict store in Redis at %s is lost (%s): this process goes on with its local "
-                        "cache alone and tries again in %g s", self.url, exc or type(exc).__name__, self._wait_s)
-        self.lost = exc
-        self._retry_at = time.monotonic() + self._wait_s
-        self._wait_s = min(max(2 * self._wait_s, 1.0), _MAX_WAIT_S)
+                        "cache alone and tries again in %g s", self.url, exc or type(exc).__name__, wait_s)
 
     def _usable(self) -> bool:
-        """Redis answers, or it was lost and its retry time has come (the next call tries it)."""
-        return self.lost is None or time.monotonic() >= self._retry_at
+        return self.link.usable()
 
     def _answered(self) -> None:
-        """A call to Redis succeeded: rejoin after a loss."""
-        if self.lost is not None:
+        if self.link.answered():
             log.warning("the verdict store in Redis at %s answers again: this process shares it again", self.url)
-            self.lost, self._wait_s = None, self.retry_s
 
     async def get_many(self, keys: Sequence[str], *, parser_version: str = "1") -> list[CachedEntry | None]:
         """Per key: the local entry, else the one in Redis (see :meth:`CacheStore.get_many`)."""

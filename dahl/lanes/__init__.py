@@ -19,7 +19,7 @@ from dahl.lanes._limiter import (
 from dahl.lanes._limits import LaneLimits, PauseGate, RateBucket, Reply
 from dahl.lanes._memory import MemoryLimiter, MemoryLimiters, SpendLedger
 from dahl.lanes._ramp import StartRamp
-from dahl.lanes._redis import RedisLimiter, RedisLimiters, connection_pool, lost_errors
+from dahl.lanes._redis import Reconnect, RedisLimiter, RedisLimiters, connection_pool, lost_errors
 from dahl.lanes._retry import RetryDecision, RetryKind, RetryPolicy, classify, parse_duration_s
 from dahl.lanes._spend import MeteredLane, Spend, StageSpend, UsageReply
 
@@ -43,6 +43,7 @@ __all__ = [
     "Outcome",
     "PauseGate",
     "RateBucket",
+    "Reconnect",
     "RedisLimiter",
     "RedisLimiters",
     "Reply",

@@ -30,7 +30,7 @@ from dahl.lanes._memory import MemoryLimiter, SpendLedger
 if TYPE_CHECKING:
     from redis.asyncio import BlockingConnectionPool, Redis
 
-__all__ = ["RedisLimiter", "RedisLimiters", "connection_pool", "lost_errors"]
+__all__ = ["RedisLimiter", "RedisLimiters", "Reconnect", "connection_pool", "lost_errors"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,43 @@ end
 return 0
 """
 _KEEP_S = 3600  # a run's trip and spend meter are kept this long after their last change
-_MAX_WAIT_S = 30.0  # longest wait between two tries of a lost Redis
+
+
+class Reconnect:
+    """When a lost Redis is tried again: ``retry_s`` seconds after the loss, the wait doubling (from
+    at least 1 s) up to 30 s while it stays lost; an answer ends the outage and resets the wait.
+
+    Attributes:
+        lost: the error that lost Redis, None while it answers.
+        wait_s: seconds until the next try after the next failure.
+    """
+
+    MAX_WAIT_S = 30.0
+
+    def __init__(self, retry_s: float = 1.0) -> None:
+        self.retry_s = self.wait_s = retry_s
+        self.lost: BaseException | None = None
+        self._retry_at = 0.0  # time.monotonic() at which a lost Redis is tried again
+
+    def usable(self) -> bool:
+        """Redis answers, or it was lost and its retry time has come (the next call tries it)."""
+        return self.lost is None or time.monotonic() >= self._retry_at
+
+    def lose(self, exc: BaseException) -> bool:
+        """Record a failed call; True when it starts an outage (the caller warns once)."""
+        starts = self.lost is None
+        self.lost = exc
+        self._retry_at = time.monotonic() + self.wait_s
+        self.wait_s = min(max(2 * self.wait_s, 1.0), self.MAX_WAIT_S)
+        return starts
+
+    def answered(self) -> bool:
+        """Record a successful call; True when it ends an outage (the caller says so)."""
+        if self.lost is None:
+            return False
+        self.lost, self.wait_s = None, self.retry_s
+        return True
+
 _POLL_S = 0.02  # how often a call that waits for the shared budget asks again
 
 
@@ -130,13 +166,9 @@ class RedisLimiters:
         self._pool, self.url, self.run = connection_pool(url, max_connections)
         self.shards = shards
         self.ledger = SpendLedger()  # this process's own spend: the fallback's budget share counts it
-        #: The error that lost Redis, None while it answers.
-        self.lost: BaseException | None = None
+        self.link = Reconnect(retry_s)
         #: True once Redis was lost: the budget stays on this process's share from then on.
         self.spend_alone = False
-        self.retry_s = retry_s
-        self._wait_s = retry_s  # the wait after the next loss
-        self._retry_at = 0.0  # time.monotonic() at which a lost Redis is tried again
         self._client: Redis | None = None
         self._scripts: dict[str, Any] = {}
         self._capped = False
@@ -168,26 +200,29 @@ class RedisLimiters:
         """``SET key value EX`` the run's keep time (errors as :meth:`run_script`)."""
         await self._redis().set(key, value, ex=_KEEP_S)
 
-    def lose(self, exc: BaseException) -> None:
-        """Go on in memory; warn once an outage; try Redis again after the current wait, then wait twice as long."""
-        if self.lost is None:
-            logger.warning("coordination through Redis at %s lost (%s): this process goes on alone with "
-                           "1/%d of the limits and budget and tries again in %g s", self.url,
-                           exc or type(exc).__name__, self.shards, self._wait_s)
-        self.lost, self.spend_alone = exc, True
-        self._retry_at = time.monotonic() + self._wait_s
-        self._wait_s = min(max(2 * self._wait_s, 1.0), _MAX_WAIT_S)
+    @property
+    def lost(self) -> BaseException | None:
+        """The error that lost Redis, None while it answers."""
+        return self.link.lost
 
     def usable(self) -> bool:
-        """Redis answers, or it was lost and its retry time has come (the next call tries it)."""
-        return self.lost is None or time.monotonic() >= self._retry_at
+        """Redis answers, or its retry time has come (:class:`Reconnect`)."""
+        return self.link.usable()
+
+    def lose(self, exc: BaseException) -> None:
+        """Go on in memory (the budget for good); warn once an outage; try again after a backoff."""
+        self.spend_alone = True
+        wait_s = self.link.wait_s
+        if self.link.lose(exc):
+            logger.warning("coordination through Redis at %s lost (%s): this process goes on alone with "
+                           "1/%d of the limits and budget and tries again in %g s", self.url,
+                           exc or type(exc).__name__, self.shards, wait_s)
 
     def answered(self) -> None:
         """A call to Redis succeeded: share the paces again after a loss."""
-        if self.lost is not None:
+        if self.link.answered():
             logger.warning("coordination through Redis at %s answers again: the limits are shared again "
                            "(the budget stays on 1/%d)", self.url, self.shards)
-            self.lost, self._wait_s = None, self.retry_s
 
     async def aclose(self) -> None:
         """Close this process's connections (idempotent)."""
