@@ -86,8 +86,8 @@ class TestSharedSets:
                         "--response-column", "Ground Truth", "--response-column", "Hallucinated Answer",
                         "--splitter", "rules", "--checker", "fake", "--no-progress")
         assert counts(summary) == {
-            "Ground Truth": (1000, 760, 5186),
-            "Hallucinated Answer": (1000, 820, 3790),
+            "Ground Truth": (1000, 759, 5186),
+            "Hallucinated Answer": (1000, 821, 3791),
         }
 
     def test_veriscore_sample(self, tmp_path: Path) -> None:
