@@ -17,6 +17,7 @@ import functools
 import logging
 import random
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -105,33 +106,44 @@ end
 return 0
 """
 _KEEP_S = 3600  # a run's trip and spend meter are kept this long after their last change
+_POLL_S = 0.02  # how often a call that waits for the shared budget asks again
 
 
 class Reconnect:
     """When a lost Redis is tried again: ``retry_s`` seconds after the loss, the wait doubling (from
     at least 1 s) up to 30 s while it stays lost; an answer ends the outage and resets the wait.
 
+    Calls that fail while a wait runs (those started before the loss, or together at one retry)
+    change nothing: one failed try doubles the wait once.
+
+    Args:
+        retry_s: the first wait, seconds (0: the next call tries again).
+        clock: monotonic seconds (``time.monotonic``).
+
     Attributes:
         lost: the error that lost Redis, None while it answers.
-        wait_s: seconds until the next try after the next failure.
+        wait_s: seconds to wait after the next failed try.
     """
 
     MAX_WAIT_S = 30.0
 
-    def __init__(self, retry_s: float = 1.0) -> None:
+    def __init__(self, retry_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.retry_s = self.wait_s = retry_s
         self.lost: BaseException | None = None
-        self._retry_at = 0.0  # time.monotonic() at which a lost Redis is tried again
+        self._clock = clock
+        self._retry_at = 0.0  # clock time at which a lost Redis is tried again
 
     def usable(self) -> bool:
         """Redis answers, or it was lost and its retry time has come (the next call tries it)."""
-        return self.lost is None or time.monotonic() >= self._retry_at
+        return self.lost is None or self._clock() >= self._retry_at
 
     def lose(self, exc: BaseException) -> bool:
         """Record a failed call; True when it starts an outage (the caller warns once)."""
         starts = self.lost is None
+        if not starts and self._clock() < self._retry_at:
+            return False  # another call's failure already set this wait
         self.lost = exc
-        self._retry_at = time.monotonic() + self.wait_s
+        self._retry_at = self._clock() + self.wait_s
         self.wait_s = min(max(2 * self.wait_s, 1.0), self.MAX_WAIT_S)
         return starts
 
@@ -141,8 +153,6 @@ class Reconnect:
             return False
         self.lost, self.wait_s = None, self.retry_s
         return True
-
-_POLL_S = 0.02  # how often a call that waits for the shared budget asks again
 
 
 class RedisLimiters:

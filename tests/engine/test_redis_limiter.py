@@ -199,6 +199,28 @@ async def test_unreachable_redis_falls_back_to_a_share_once(redis_server: Any,
     assert lim.snapshot().rpm == 300.0
 
 
+class TestReconnect:
+    def test_one_failed_try_doubles_the_wait_once(self) -> None:
+        """Failures during a wait change nothing; each failed try after it doubles the wait, to 30 s at most;
+        an answer ends the outage and resets the wait."""
+        from dahl.lanes._redis import Reconnect
+
+        now = [100.0]
+        link = Reconnect(retry_s=1.0, clock=lambda: now[0])
+        error = ConnectionError("refused")
+        assert link.usable() and link.lose(error) and link.lost is error
+        assert [link.lose(error) for _ in range(63)] == [False] * 63  # the other calls in flight
+        assert not link.usable() and link.wait_s == 2.0
+        waits = []
+        for _ in range(6):
+            now[0] += link.wait_s if waits else 1.0
+            assert link.usable()
+            assert link.lose(error) is False  # the outage goes on: no second warning
+            waits.append(link.wait_s)
+        assert waits == [4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+        assert link.answered() and link.lost is None and link.wait_s == 1.0 and not link.answered()
+
+
 async def test_a_lost_redis_paces_the_shards_again_after_the_retry_wait(redis_server: Any,
                                                                          caplog: pytest.LogCaptureFixture) -> None:
     """Redis killed: the lane paces alone at 1/2 of 600 RPM; started again, the next acquire after the
