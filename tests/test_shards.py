@@ -258,6 +258,8 @@ class TestKilledShard:
         merge = subprocess.run(_dahl("merge", *map(str, shards), "-o", str(tmp_path / "merged")),
                                capture_output=True, text=True, timeout=300)
         assert merge.returncode == 0, merge.stderr
+        # the resumed shard's claims count too
+        assert f"2 shards merged: 120 answers, {sum(claims.values())} claims" in " ".join(merge.stderr.split())
         assert ((tmp_path / "merged" / "answers.jsonl").read_bytes()
                 == (tmp_path / "single" / "answers.jsonl").read_bytes())
         merged, alone = _without_run(tmp_path / "merged"), _without_run(tmp_path / "single")

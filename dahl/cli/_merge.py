@@ -47,8 +47,9 @@ def merge_into(runs: list[Path], out_dir: Path) -> None:
         exit_stopped(exc, f"The shard folders are unchanged; re-run dahl merge to write {out_dir}.")
     summary, run = report.summary, report.summary["run"]
     out.print(result_table(summary, summary["config"]["k"], out.width))
+    claims = sum(sum(model["labels"].values()) for model in summary["models"].values())  # resumed answers' too
     console.print(f"{count(len(runs), 'shard')} merged: {count(run['answers_done'] + run['answers_resumed'], 'answer')}"
-                  f", {count(run['claims_done'], 'claim')} -> {report.answers_path}, {report.summary_path}")
+                  f", {count(claims, 'claim')} -> {report.answers_path}, {report.summary_path}")
     exit_finished(run_status(summary, run["input_errors"]),
                   "[red]nothing scored:[/] no input record could be scored (exit status 5)",
                   lambda: f"[yellow]partly scored:[/] {partial_message(summary, run['input_errors'])}")
