@@ -231,8 +231,8 @@ class RedisLimiters:
     def answered(self) -> None:
         """A call to Redis succeeded: share the paces again after a loss."""
         if self.link.answered():
-            logger.warning("coordination through Redis at %s answers again: the limits are shared again "
-                           "(the budget stays on 1/%d)", self.url, self.shards)
+            logger.warning("coordination through Redis at %s answers again: the limits are shared again%s", self.url,
+                           f" (the budget stays on 1/{self.shards})" if self._capped else "")
 
     async def aclose(self) -> None:
         """Close this process's connections (idempotent)."""
@@ -392,8 +392,9 @@ class RedisLimiter:
     async def reserve_spend(self, usd: float, cap_usd: float | None) -> None:
         """Reserve under the run's cap in the shared meter (alone: under ``cap_usd / shards``)."""
         coord = self.coord
-        if cap_usd is not None and not coord.spend_alone:
+        if cap_usd is not None:
             coord._capped = True
+        if cap_usd is not None and not coord.spend_alone:
             while (reply := await self._shared("reserve", self._spend_keys, [repr(usd), repr(cap_usd), _KEEP_S])):
                 if int(reply[0]) == 0:
                     return await coord.ledger.reserve(usd, None)
