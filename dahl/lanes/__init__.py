@@ -16,7 +16,7 @@ from dahl.lanes._limiter import (
     Outcome,
     Reservation,
 )
-from dahl.lanes._limits import LaneLimits, PauseGate, RateBucket, Reply
+from dahl.lanes._limits import LaneLimits, PauseGate, RateBucket, Reply, window_cap
 from dahl.lanes._memory import MemoryLimiter, MemoryLimiters, SpendLedger
 from dahl.lanes._ramp import StartRamp
 from dahl.lanes._redis import Reconnect, RedisLimiter, RedisLimiters, connection_pool, lost_errors
@@ -63,4 +63,5 @@ __all__ = [
     "lost_errors",
     "parse_duration_s",
     "run_in_virtual_time",
+    "window_cap",
 ]

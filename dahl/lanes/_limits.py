@@ -15,7 +15,7 @@ from typing import Protocol
 from dahl.lanes._clock import Clock, SystemClock
 from dahl.errors import ConfigError, PermanentAPIError
 
-__all__ = ["LaneLimits", "PauseGate", "RateBucket", "Reply"]
+__all__ = ["LaneLimits", "PauseGate", "RateBucket", "Reply", "window_cap"]
 
 
 class Reply(Protocol):
@@ -89,6 +89,18 @@ class _Waiter:
         self.turn = turn
 
 
+def window_cap(rate_per_minute: float, window_s: float = 1.0) -> tuple[float, float]:
+    """The window cap of a rate: (units, seconds) with units = ``window_s`` seconds of rate rounded up
+    to a whole unit (at least 1), and seconds stretched to match (90 RPM over 1 s: 2 units per 1.333 s).
+
+    A server that counts in fixed windows of ``window_s`` (OpenAI quantizes 60,000 TPM to 1,000 tokens a
+    second) sees no more than its share from a client that takes no more than this in any span.
+    """
+    per_s = rate_per_minute / 60.0
+    units = max(1.0, math.ceil(per_s * window_s - _EPS))
+    return units, units / per_s
+
+
 class RateBucket:
     """A paced token bucket: ``rate_per_minute`` units, no more than one window's worth per window.
 
@@ -154,9 +166,7 @@ class RateBucket:
     def _size_window(self) -> None:
         if self._window_s is None:
             return
-        per_s = self._rate_per_minute / 60.0
-        self._window_units = max(1.0, math.ceil(per_s * self._window_s - _EPS))
-        self._window_len = self._window_units / per_s
+        self._window_units, self._window_len = window_cap(self._rate_per_minute, self._window_s)
 
     @property
     def rate_per_minute(self) -> float:

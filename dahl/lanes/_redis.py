@@ -2,7 +2,9 @@
 
 Each lane keeps its paces in Redis under ``dahl:lane:<lane key>`` (the key identity is a hash,
 never the API key): a request and a token pace (the time the next unit may go, in the Redis
-server's milliseconds, advanced by each admission: no burst), a pause-until time, and under the
+server's milliseconds, advanced by each admission: no burst), each with a log of its last window
+(no span of the window takes more than :func:`~dahl.lanes._limits.window_cap` units, as in the
+in-memory bucket), a pause-until time, and under the
 run's name a breaker trip and a spend meter. Every step is one Lua script timed by the server
 (``TIME``), so the shards' clocks never meet. When Redis cannot be reached, at start or mid-run,
 every lane of the process goes on in memory with a static share (1/N for N shards) of the limits
@@ -17,6 +19,7 @@ import functools
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -25,7 +28,7 @@ from dahl.errors import ConfigError, CostCapReached, FatalAPIError, PermanentAPI
 from dahl.lanes._breaker import BreakerSettings
 from dahl.lanes._clock import Clock
 from dahl.lanes._limiter import Announced, LimiterSnapshot, Outcome, Reservation
-from dahl.lanes._limits import LaneLimits
+from dahl.lanes._limits import LaneLimits, window_cap
 from dahl.lanes._memory import MemoryLimiter, SpendLedger
 
 if TYPE_CHECKING:
@@ -37,9 +40,38 @@ logger = logging.getLogger(__name__)
 
 _NOW = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 "
 _PX = "local function put(k, v, now) redis.call('SET', k, tostring(v), 'PX', math.ceil(v - now) + 60000) end "
-# KEYS pause, request pace, token pace; ARGV ms per request, requests, ms per token, tokens.
-# Returns {wait ms, 1 when paused}; wait 0: admitted and both paces advanced.
-_ACQUIRE = _NOW + _PX + """
+# Each dimension (requests, tokens) also keeps a log of what was taken in its window (a sorted set,
+# scored by time, members "units:tag"), so no span of the window takes more than its cap, as the
+# in-memory bucket's window cap (lanes/_limits.py window_cap): a server counting in fixed windows
+# never sees the pace's last request spill over.
+_WINDOW = """
+local function logged(log, now, len)
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', now - len)
+  local entries = redis.call('ZRANGE', log, 0, -1, 'WITHSCORES')
+  local sum = 0
+  for j = 1, #entries, 2 do sum = sum + tonumber(string.match(entries[j], '^[^:]+')) end
+  return entries, sum
+end
+local function cap_wait(log, n, cap, len, now)
+  local entries, sum = logged(log, now, len)
+  if #entries == 0 or sum + n <= cap * (1 + 1e-9) then return 0 end
+  if n > cap then return tonumber(entries[#entries]) + len - now end
+  local excess, freed = sum + n - cap, 0
+  for j = 1, #entries, 2 do
+    freed = freed + tonumber(string.match(entries[j], '^[^:]+'))
+    if freed >= excess - 1e-9 then return tonumber(entries[j + 1]) + len - now end
+  end
+  return len
+end
+local function log_take(log, n, tag, len, now)
+  redis.call('ZADD', log, now, tostring(n) .. ':' .. tag)
+  redis.call('PEXPIRE', log, math.ceil(len) + 1000)
+end
+"""
+# KEYS pause, request pace, token pace, request log, token log; ARGV ms per request, requests, ms per
+# token, tokens, request cap, request window ms, token cap, token window ms, a tag unique to the call.
+# Returns {wait ms, 1 when paused}; wait 0: admitted, both paces advanced and both logs written.
+_ACQUIRE = _NOW + _PX + _WINDOW + """
 local pause = tonumber(redis.call('GET', KEYS[1]) or '0')
 if pause > now then return {tostring(pause - now), 1} end
 local wait, due = 0, {}
@@ -47,16 +79,20 @@ for i = 1, 2 do
   local per, n = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
   if per > 0 and n > 0 then
     local tat = math.max(tonumber(redis.call('GET', KEYS[i + 1]) or '0'), now)
-    wait = math.max(wait, tat - now)
+    wait = math.max(wait, tat - now, cap_wait(KEYS[i + 3], n, tonumber(ARGV[3 + 2 * i]), tonumber(ARGV[4 + 2 * i]), now))
     due[i] = tat + per * n
   end
 end
 if wait > 0 then return {tostring(wait), 0} end
-for i, v in pairs(due) do put(KEYS[i + 1], v, now) end
+for i, v in pairs(due) do
+  put(KEYS[i + 1], v, now)
+  log_take(KEYS[i + 3], ARGV[2 * i], ARGV[9] .. ':' .. i, tonumber(ARGV[4 + 2 * i]), now)
+end
 return {'0', 0}
 """
-# KEYS request pace, token pace; ARGV ms to add to each (negative: a refund, never before now).
-_SETTLE = _NOW + _PX + """
+# KEYS request pace, token pace, request log, token log; ARGV ms to add to each pace (negative: a
+# refund, never before now), the units charged to each log (what is added), each window ms, a tag.
+_SETTLE = _NOW + _PX + _WINDOW + """
 for i = 1, 2 do
   local d = tonumber(ARGV[i])
   if d ~= 0 then
@@ -64,6 +100,7 @@ for i = 1, 2 do
     if d > 0 then tat = math.max(tat, now) + d else tat = math.max(tat + d, now) end
     put(KEYS[i], tat, now)
   end
+  if tonumber(ARGV[2 + i]) > 0 then log_take(KEYS[i + 2], ARGV[2 + i], ARGV[7] .. ':' .. i, tonumber(ARGV[4 + i]), now) end
 end
 return 0
 """
@@ -296,7 +333,8 @@ class RedisLimiter:
         self._clock, self._rng, self._spread_s = clock, rng, spread_s
         self._paused_until: float | None = None
         lane, run = f"dahl:lane:{key}", f"dahl:run:{coord.run}"
-        self._keys = [f"{lane}:pause", f"{lane}:requests", f"{lane}:tokens"]
+        self._keys = [f"{lane}:pause", f"{lane}:requests", f"{lane}:tokens", f"{lane}:requests:log",
+                      f"{lane}:tokens:log"]
         self._trip_key = f"{run}:trip:{key}"
         self._spend_keys = [f"{run}:spend:{k}" for k in ("charged", "reserved", "in_flight", "stop")]
 
@@ -318,7 +356,7 @@ class RedisLimiter:
         if tpm is not None and tokens > tpm:
             raise PermanentAPIError(f"request of {tokens:g} tokens exceeds the token budget of {tpm:g} "
                                     "tokens per minute")
-        args = [_ms_per(rpm), requests, _ms_per(tpm), tokens]
+        args = [_ms_per(rpm), requests, _ms_per(tpm), tokens, *_window_ms(rpm), *_window_ms(tpm), uuid.uuid4().hex]
         while (reply := await self._shared("acquire", self._keys, args)) is not None:
             wait_ms, paused = float(reply[0]), int(reply[1])
             if wait_ms <= 0:
@@ -347,7 +385,10 @@ class RedisLimiter:
         if unmetered is not None:
             requests, tokens = unmetered.requests, tokens + unmetered.tokens
         if requests or tokens:
-            await self._shared("settle", self._keys[1:], [requests * _ms_per(self._rpm), tokens * _ms_per(self._tpm)])
+            charged = (max(requests, 0) if self._rpm else 0, max(tokens, 0) if self._tpm else 0)
+            await self._shared("settle", self._keys[1:], [requests * _ms_per(self._rpm), tokens * _ms_per(self._tpm),
+                                                          *charged, _window_ms(self._rpm)[1], _window_ms(self._tpm)[1],
+                                                          uuid.uuid4().hex])
 
     async def pause_until(self, t: float) -> None:
         """Hold every shard's acquires until clock time ``t`` (seconds on this lane's clock)."""
@@ -419,6 +460,14 @@ class RedisLimiter:
 
     def __repr__(self) -> str:
         return f"<RedisLimiter {self.key!r} rpm={self._rpm} tpm={self._tpm} {self.coord!r}>"
+
+
+def _window_ms(per_minute: float | None) -> tuple[float, float]:
+    """(units, milliseconds) of the window cap of ``per_minute`` (:func:`window_cap`); (0, 0) without a limit."""
+    if per_minute is None:
+        return 0.0, 0.0
+    units, seconds = window_cap(per_minute)
+    return units, seconds * 1000
 
 
 def _ms_per(per_minute: float | None) -> float:

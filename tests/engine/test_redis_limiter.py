@@ -199,6 +199,31 @@ async def test_unreachable_redis_falls_back_to_a_share_once(redis_server: Any,
     assert lim.snapshot().rpm == 300.0
 
 
+async def test_no_window_of_the_shared_token_pace_takes_more_than_its_cap(redis_server: Any) -> None:
+    """60,000 TPM (1,000 tokens a second): 900 tokens, then 300 tokens wait for the first to leave the 1 s window
+    although the pace alone would let them go after 0.9 s; the window log never holds more than 1,000."""
+    from redis.asyncio import Redis
+
+    from dahl.lanes._redis import RedisLimiters
+
+    factories = [RedisLimiters(redis_server.url + "?run=t", shards=2) for _ in range(2)]
+    a, b = (limiter(f, LaneLimits(tpm=60_000)) for f in factories)
+    client = Redis.from_url(redis_server.url)
+    log = f"dahl:lane:{KEY}:tokens:log"
+    try:
+        await a.acquire(0, 900)
+        first = (await client.zrange(log, 0, -1, withscores=True))[0][1]
+        await b.acquire(0, 50)  # the pace: 0.9 s after the first; the window: 950 of 1,000
+        await b.acquire(0, 300)  # the pace would allow it at 0.95 s; the window not before the 900 leave, at 1 s
+        entries = await client.zrange(log, 0, -1, withscores=True)
+        assert [int(m.split(b":")[0]) for m, _ in entries] == [50, 300]  # the 900 left the window first
+        assert entries[-1][1] - first >= 1000.0  # Redis milliseconds
+        assert sum(int(m.split(b":")[0]) for m, _ in entries) <= 1000
+    finally:
+        await client.aclose()
+        await close(factories)
+
+
 class TestReconnect:
     def test_one_failed_try_doubles_the_wait_once(self) -> None:
         """Failures during a wait change nothing; each failed try after it doubles the wait, to 30 s at most;
