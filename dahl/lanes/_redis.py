@@ -45,31 +45,41 @@ _PX = "local function put(k, v, now) redis.call('SET', k, tostring(v), 'PX', mat
 # in-memory bucket's window cap (lanes/_limits.py window_cap): a server counting in fixed windows
 # never sees the pace's last request spill over.
 _WINDOW = """
-local function logged(log, now, len)
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', now - len)
-  local entries = redis.call('ZRANGE', log, 0, -1, 'WITHSCORES')
-  local sum = 0
-  for j = 1, #entries, 2 do sum = sum + tonumber(string.match(entries[j], '^[^:]+')) end
-  return entries, sum
+local function units(member) return tonumber(string.match(member, '^[^:]+')) end
+local function window_sum(log, total, now, len)
+  local sum = tonumber(redis.call('GET', total) or '0')
+  local old = redis.call('ZRANGEBYSCORE', log, '-inf', now - len)
+  if #old > 0 then
+    for j = 1, #old do sum = sum - units(old[j]) end
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', now - len)
+    if redis.call('ZCARD', log) == 0 then sum = 0 end
+    redis.call('SET', total, tostring(sum), 'PX', math.ceil(len) + 1000)
+  end
+  return sum
 end
-local function cap_wait(log, n, cap, len, now)
-  local entries, sum = logged(log, now, len)
-  if #entries == 0 or sum + n <= cap * (1 + 1e-9) then return 0 end
+local function cap_wait(log, total, n, cap, len, now)
+  local sum = window_sum(log, total, now, len)
+  if sum + n <= cap * (1 + 1e-9) or redis.call('ZCARD', log) == 0 then return 0 end
+  local entries = redis.call('ZRANGE', log, 0, -1, 'WITHSCORES')
   if n > cap then return tonumber(entries[#entries]) + len - now end
   local excess, freed = sum + n - cap, 0
   for j = 1, #entries, 2 do
-    freed = freed + tonumber(string.match(entries[j], '^[^:]+'))
+    freed = freed + units(entries[j])
     if freed >= excess - 1e-9 then return tonumber(entries[j + 1]) + len - now end
   end
   return len
 end
-local function log_take(log, n, tag, len, now)
+local function log_take(log, total, n, tag, len, now)
+  window_sum(log, total, now, len)
   redis.call('ZADD', log, now, tostring(n) .. ':' .. tag)
+  redis.call('INCRBYFLOAT', total, n)
   redis.call('PEXPIRE', log, math.ceil(len) + 1000)
+  redis.call('PEXPIRE', total, math.ceil(len) + 1000)
 end
 """
-# KEYS pause, request pace, token pace, request log, token log; ARGV ms per request, requests, ms per
-# token, tokens, request cap, request window ms, token cap, token window ms, a tag unique to the call.
+# KEYS pause, request pace, token pace, request log, token log, request log total, token log total;
+# ARGV ms per request, requests, ms per token, tokens, request cap, request window ms, token cap, token
+# window ms, a tag unique to the call.
 # Returns {wait ms, 1 when paused}; wait 0: admitted, both paces advanced and both logs written.
 _ACQUIRE = _NOW + _PX + _WINDOW + """
 local pause = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -79,18 +89,19 @@ for i = 1, 2 do
   local per, n = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
   if per > 0 and n > 0 then
     local tat = math.max(tonumber(redis.call('GET', KEYS[i + 1]) or '0'), now)
-    wait = math.max(wait, tat - now, cap_wait(KEYS[i + 3], n, tonumber(ARGV[3 + 2 * i]), tonumber(ARGV[4 + 2 * i]), now))
+    wait = math.max(wait, tat - now,
+                    cap_wait(KEYS[i + 3], KEYS[i + 5], n, tonumber(ARGV[3 + 2 * i]), tonumber(ARGV[4 + 2 * i]), now))
     due[i] = tat + per * n
   end
 end
 if wait > 0 then return {tostring(wait), 0} end
 for i, v in pairs(due) do
   put(KEYS[i + 1], v, now)
-  log_take(KEYS[i + 3], ARGV[2 * i], ARGV[9] .. ':' .. i, tonumber(ARGV[4 + 2 * i]), now)
+  log_take(KEYS[i + 3], KEYS[i + 5], ARGV[2 * i], ARGV[9] .. ':' .. i, tonumber(ARGV[4 + 2 * i]), now)
 end
 return {'0', 0}
 """
-# KEYS request pace, token pace, request log, token log; ARGV ms to add to each pace (negative: a
+# KEYS request pace, token pace, request log, token log, their totals; ARGV ms to add to each pace (negative: a
 # refund, never before now), the units charged to each log (what is added), each window ms, a tag.
 _SETTLE = _NOW + _PX + _WINDOW + """
 for i = 1, 2 do
@@ -100,7 +111,9 @@ for i = 1, 2 do
     if d > 0 then tat = math.max(tat, now) + d else tat = math.max(tat + d, now) end
     put(KEYS[i], tat, now)
   end
-  if tonumber(ARGV[2 + i]) > 0 then log_take(KEYS[i + 2], ARGV[2 + i], ARGV[7] .. ':' .. i, tonumber(ARGV[4 + i]), now) end
+  if tonumber(ARGV[2 + i]) > 0 then
+    log_take(KEYS[i + 2], KEYS[i + 4], ARGV[2 + i], ARGV[7] .. ':' .. i, tonumber(ARGV[4 + i]), now)
+  end
 end
 return 0
 """
@@ -334,7 +347,7 @@ class RedisLimiter:
         self._paused_until: float | None = None
         lane, run = f"dahl:lane:{key}", f"dahl:run:{coord.run}"
         self._keys = [f"{lane}:pause", f"{lane}:requests", f"{lane}:tokens", f"{lane}:requests:log",
-                      f"{lane}:tokens:log"]
+                      f"{lane}:tokens:log", f"{lane}:requests:logged", f"{lane}:tokens:logged"]
         self._trip_key = f"{run}:trip:{key}"
         self._spend_keys = [f"{run}:spend:{k}" for k in ("charged", "reserved", "in_flight", "stop")]
 

@@ -219,6 +219,7 @@ async def test_no_window_of_the_shared_token_pace_takes_more_than_its_cap(redis_
         assert [int(m.split(b":")[0]) for m, _ in entries] == [50, 300]  # the 900 left the window first
         assert entries[-1][1] - first >= 1000.0  # Redis milliseconds
         assert sum(int(m.split(b":")[0]) for m, _ in entries) <= 1000
+        assert float(await client.get(f"dahl:lane:{KEY}:tokens:logged")) == 350.0  # the log's running total
     finally:
         await client.aclose()
         await close(factories)
