@@ -93,8 +93,9 @@ def window_cap(rate_per_minute: float, window_s: float = 1.0) -> tuple[float, fl
     """The window cap of a rate: (units, seconds) with units = ``window_s`` seconds of rate rounded up
     to a whole unit (at least 1), and seconds stretched to match (90 RPM over 1 s: 2 units per 1.333 s).
 
-    A server that counts in fixed windows of ``window_s`` (OpenAI quantizes 60,000 TPM to 1,000 tokens a
-    second) sees no more than its share from a client that takes no more than this in any span.
+    A server that counts in fixed windows of ``window_s`` (OpenAI's rate-limit guide: limits "may be
+    quantized", 60,000 requests/minute enforced as 1,000 requests/second) sees no more than its share
+    from a client that takes no more than this in any span. ``rate_per_minute`` and ``window_s`` are > 0.
     """
     per_s = rate_per_minute / 60.0
     units = max(1.0, math.ceil(per_s * window_s - _EPS))
