@@ -10,7 +10,8 @@ import re
 
 __all__ = [
     "COPULAS", "LIST_INTROS", "PARTICIPLES", "PREPOSITIONS", "WORD", "Span",
-    "first_verb", "has_verb", "is_adverb", "is_finite", "is_verb", "opens_with_verb", "paren_depth", "refine", "subject_of", "words",
+    "first_verb", "has_verb", "is_finite", "is_verb", "needs_article", "opens_with_verb", "paren_depth", "refine",
+    "subject_of", "words",
 ]
 
 #: (start, end) character offsets
@@ -101,6 +102,18 @@ def is_adverb(word: str) -> bool:
     return word in _NOT_OBJECT or _is_ly_adverb(word)
 
 
+def needs_article(following: list[str]) -> bool:
+    """True when a list item or conjunct of lowercased words ``following`` takes "a"/"an" from the
+    item before it ("an actress and singer" -> "a singer"): it has no determiner of its own, also
+    not after an adverb ("and also a singer", but "and potentially long-term ..." takes one)."""
+    if not following or following[0] in _OWN_ARTICLE:
+        return False
+    return not (is_adverb(following[0]) and following[1:2] and following[1] in _OWN_ARTICLE)
+
+
+_OWN_ARTICLE = frozenset("the a an his her its their this these".split())
+
+
 def _is_ly_adverb(word: str) -> bool:
     return len(word) > 4 and word.endswith("ly") and word not in _LY_NOUNS
 
@@ -137,9 +150,11 @@ def subject_of(text: str, span: Span) -> str:
 def _without_trailing_adverbs(head: str) -> str:
     """``head`` without the adverbs that end it ("She later" -> "She"; "The family" is kept)."""
     kept = head.split()
+    if not (len(kept) > 1 and kept[-1].lower() not in _NOT_STRIPPED and is_adverb(kept[-1].lower())):
+        return head
     while len(kept) > 1 and kept[-1].lower() not in _NOT_STRIPPED and is_adverb(kept[-1].lower()):
         kept.pop()
-    return " ".join(kept) if len(kept) < len(head.split()) else head
+    return " ".join(kept)
 
 
 _NOT_STRIPPED = frozenset("best most first only not".split())
@@ -445,10 +460,7 @@ def _coordination(claim: str) -> list[str] | None:
             and words(claim[:start])[-1:] == ["of"]
         ):
             continue  # "The College of William and Mary": one name
-        first_left, first_right = words(left)[:1], words(right)[:1]
-        if (first_left and first_left[0] in ("a", "an") and first_right and first_right[0] not in _DETERMINERS
-                and not (is_adverb(first_right[0]) and words(right)[1:2] and words(right)[1] in _DETERMINERS)):
-            # "and also a singer" has its article; "and potentially long-term" gets one
+        if words(left)[:1] in (["a"], ["an"]) and needs_article(words(right)[:2]):
             right = f"{_article(right)} {right}"  # "an actress and singer" -> "a singer"
         sep = "" if tail[:1] in (",", ".", ";", "") else " "
         # The tail goes with the right conjunct only ("an actress and singer born in X").

@@ -45,9 +45,9 @@ from dahl.adapters._clauses import WORD as _WORD
 from dahl.adapters._clauses import Span
 from dahl.adapters._clauses import first_verb as _first_verb
 from dahl.adapters._clauses import has_verb as _has_verb
-from dahl.adapters._clauses import is_adverb as _is_adverb
 from dahl.adapters._clauses import is_finite as _is_finite
 from dahl.adapters._clauses import is_verb as _is_verb
+from dahl.adapters._clauses import needs_article as _needs_article
 from dahl.adapters._clauses import opens_with_verb as _opens_with_verb
 from dahl.adapters._clauses import refine as _refine
 from dahl.adapters._clauses import subject_of as _subject
@@ -446,9 +446,7 @@ def split_claims(text: str) -> list[ClaimTuple]:
                 lead_word = _words(body)[:1]
                 if n and lead_word == ["etc"]:
                     continue  # "X, Y, etc.": no item of its own; its words join the item before
-                if n and article and lead_word and lead_word[0] not in _DETERMINERS and not (
-                    _is_adverb(lead_word[0]) and _words(body)[1:2] and _words(body)[1] in _DETERMINERS
-                ):  # "and also a model" has its article
+                if n and article and _needs_article(_words(body)[:2]):
                     body = f"{'an' if body[:1].lower() in 'aeiou' else 'a'} {body}"  # "an actress, a writer"
                 claim = _clean(f"{lead} {body}" if lead else body)
                 # The first item of a list owns the list's head too; later items only their own words.
