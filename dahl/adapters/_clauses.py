@@ -149,12 +149,11 @@ def subject_of(text: str, span: Span) -> str:
 
 def _without_trailing_adverbs(head: str) -> str:
     """``head`` without the adverbs that end it ("She later" -> "She"; "The family" is kept)."""
-    kept = head.split()
-    if not (len(kept) > 1 and kept[-1].lower() not in _NOT_STRIPPED and is_adverb(kept[-1].lower())):
-        return head
-    while len(kept) > 1 and kept[-1].lower() not in _NOT_STRIPPED and is_adverb(kept[-1].lower()):
-        kept.pop()
-    return " ".join(kept)
+    while True:
+        rest, _, last = head.rpartition(" ")
+        if not rest.strip() or last.lower() in _NOT_STRIPPED or not is_adverb(last.lower()):
+            return head
+        head = rest.rstrip()
 
 
 _NOT_STRIPPED = frozenset("best most first only not".split())
