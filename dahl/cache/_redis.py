@@ -95,9 +95,6 @@ class RedisStore(CacheStore):
             log.warning("the verdict store in Redis at %s is lost (%s): this process goes on with its local "
                         "cache alone and tries again in %g s", self.url, exc or type(exc).__name__, wait_s)
 
-    def _usable(self) -> bool:
-        return self.link.usable()
-
     def _answered(self) -> None:
         if self.link.answered():
             log.warning("the verdict store in Redis at %s answers again: this process shares it again", self.url)
@@ -106,7 +103,7 @@ class RedisStore(CacheStore):
         """Per key: the local entry, else the one in Redis (see :meth:`CacheStore.get_many`)."""
         found = await super().get_many(keys, parser_version=parser_version)
         missed = [i for i, entry in enumerate(found) if entry is None]
-        if not missed or not self._usable():
+        if not missed or not self.link.usable():
             return found
         try:
             rows = await self._redis().mget([_STORE + keys[i] for i in missed])
@@ -129,7 +126,7 @@ class RedisStore(CacheStore):
         """Queue the entries locally and send them to Redis (never blocks; see :meth:`CacheStore.put_many`)."""
         items = list(items)
         super().put_many(items, parser_version=parser_version)
-        if not items or not self._usable():
+        if not items or not self.link.usable():
             return
         try:
             loop = asyncio.get_running_loop()
@@ -164,7 +161,7 @@ class RedisStore(CacheStore):
         """Hold ``key``'s lease for the body: wait while another shard holds it, unless its entry arrives
         (then the body finds it in the store). Without Redis the body runs at once."""
         token = None
-        if self._usable():
+        if self.link.usable():
             try:
                 token = await self._claim(key)
             except lost_errors() as exc:
@@ -201,7 +198,7 @@ class RedisStore(CacheStore):
         """Renew every lease this shard holds, every third of the lease time (while Redis is usable)."""
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            if self._held and self._usable():
+            if self._held and self.link.usable():
                 try:
                     async with self._redis().pipeline(transaction=False) as pipe:
                         for lease in list(self._held):

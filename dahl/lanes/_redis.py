@@ -47,19 +47,22 @@ _PX = "local function put(k, v, now) redis.call('SET', k, tostring(v), 'PX', mat
 _WINDOW = """
 local function units(member) return tonumber(string.match(member, '^[^:]+')) end
 local function window_sum(log, total, now, len)
-  local sum = tonumber(redis.call('GET', total) or '0')
   local old = redis.call('ZRANGEBYSCORE', log, '-inf', now - len)
+  if redis.call('ZCARD', log) == #old then  -- all gone (or the log expired): no total left over either
+    redis.call('DEL', log, total)
+    return 0
+  end
+  local sum = tonumber(redis.call('GET', total) or '0')
   if #old > 0 then
     for j = 1, #old do sum = sum - units(old[j]) end
     redis.call('ZREMRANGEBYSCORE', log, '-inf', now - len)
-    if redis.call('ZCARD', log) == 0 then sum = 0 end
     redis.call('SET', total, tostring(sum), 'PX', math.ceil(len) + 1000)
   end
   return sum
 end
 local function cap_wait(log, total, n, cap, len, now)
   local sum = window_sum(log, total, now, len)
-  if sum + n <= cap * (1 + 1e-9) or redis.call('ZCARD', log) == 0 then return 0 end
+  if sum + n <= cap * (1 + 1e-9) or sum == 0 then return 0 end  -- an empty window takes any request
   local entries = redis.call('ZRANGE', log, 0, -1, 'WITHSCORES')
   if n > cap then return tonumber(entries[#entries]) + len - now end
   local excess, freed = sum + n - cap, 0
@@ -265,10 +268,6 @@ class RedisLimiters:
         """The error that lost Redis, None while it answers."""
         return self.link.lost
 
-    def usable(self) -> bool:
-        """Redis answers, or its retry time has come (:class:`Reconnect`)."""
-        return self.link.usable()
-
     def lose(self, exc: BaseException) -> None:
         """Go on in memory (the budget for good); warn once an outage; try again after a backoff."""
         self.spend_alone = True
@@ -353,7 +352,7 @@ class RedisLimiter:
 
     async def _shared(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """The script's reply, or None while Redis is lost (then this process goes on alone)."""
-        if not self.coord.usable():
+        if not self.coord.link.usable():
             return None
         try:
             reply = await self.coord.run_script(name, keys, args)
@@ -381,7 +380,7 @@ class RedisLimiter:
     async def settle(self, reserved: Reservation, used_tokens: int | None, *, announced: Announced | None = None,
                      unmetered: Reservation | None = None) -> None:
         """Charge or refund the token pace from the usage; adopt the reply's limits and resets."""
-        if not self.coord.usable():
+        if not self.coord.link.usable():
             return await self.local.settle(reserved, used_tokens, announced=announced, unmetered=unmetered)
         tokens = requests = 0
         if reserved.tokens and used_tokens is not None and used_tokens >= 0 and (
@@ -411,7 +410,7 @@ class RedisLimiter:
 
     async def admit(self) -> bool:
         """Raise the trip of any shard; else wait for this process's breaker."""
-        if self.coord.usable() and self.local.breaker.state != "tripped":
+        if self.coord.link.usable() and self.local.breaker.state != "tripped":
             try:
                 message = await self.coord.get(self._trip_key)
             except lost_errors() as exc:
@@ -435,7 +434,7 @@ class RedisLimiter:
         await self._share_trip(error)
 
     async def _share_trip(self, error: FatalAPIError) -> None:
-        if self.coord.usable():
+        if self.coord.link.usable():
             try:
                 await self.coord.set(self._trip_key, str(error))
             except lost_errors() as exc:
