@@ -298,14 +298,15 @@ class RedisLimiters:
 
 
 def connection_pool(url: str, max_connections: int) -> tuple[BlockingConnectionPool, str, str]:
-    """A pool of at most ``max_connections`` connections to ``url``; (pool, URL without ``run``, run name).
+    """A pool of at most ``max_connections`` connections to ``url``; (pool, the URL to show in messages:
+    without ``run`` and with any password as ``***``, run name).
 
     Raises:
         ConfigError: as :class:`RedisLimiters`.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(f"--coord must be a redis://host:port/db URL, got {url!r}")
+        raise ConfigError(f"--coord must be a redis://host:port/db URL, got {_shown(url)!r}")
     try:
         from redis.asyncio import BlockingConnectionPool
     except ImportError as exc:
@@ -314,7 +315,16 @@ def connection_pool(url: str, max_connections: int) -> tuple[BlockingConnectionP
     run = query.pop("run", ["default"])[0]
     url = urlunsplit(parts._replace(query="&".join(f"{k}={v[0]}" for k, v in query.items())))
     return BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=5, socket_timeout=5,
-                                           socket_connect_timeout=2), url, run
+                                           socket_connect_timeout=2), _shown(url), run
+
+
+def _shown(url: str) -> str:
+    """``url`` with its password, if any, as ``***`` (messages and logs never carry it)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 @functools.cache

@@ -228,6 +228,18 @@ async def test_no_window_of_the_shared_token_pace_takes_more_than_its_cap(redis_
         await close(factories)
 
 
+def test_a_redis_password_is_never_shown() -> None:
+    """The URL in warnings and reprs hides the password; a URL of the wrong scheme is refused without it."""
+    from dahl.errors import ConfigError
+    from dahl.lanes._redis import RedisLimiters
+
+    factory = RedisLimiters("redis://dahl:s3cret@127.0.0.1:6379/0?run=r")
+    assert factory.url == "redis://dahl:***@127.0.0.1:6379/0" and "s3cret" not in repr(factory)
+    with pytest.raises(ConfigError) as refused:
+        RedisLimiters("http://:s3cret@127.0.0.1:6379/0")
+    assert "s3cret" not in str(refused.value) and ":***@127.0.0.1:6379" in str(refused.value)
+
+
 class TestReconnect:
     def test_one_failed_try_doubles_the_wait_once(self) -> None:
         """Failures during a wait change nothing; each failed try after it doubles the wait, to 30 s at most;
